@@ -1,0 +1,94 @@
+//===- BlockConfig.h - Configuration of a decode block ----------*- C++ -*-===//
+//
+// The configuration of a Kimi-Linear-style hybrid decode unit, and the catalogue
+// of every tensor it owns (weights and decode state), named as the spec's
+// state-dict names. Plain C++17: shared by the compiler frontend, the CPU oracle
+// and the runtime (which must build without MLIR or LLVM).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MK_BLOCKCONFIG_H
+#define MK_BLOCKCONFIG_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mk {
+
+enum class LayerKind { KDA, MLA };
+
+/// Every dimension of the unit. Defaults are the spec's Kimi-Linear unit.
+struct BlockConfig {
+  std::string name = "kimi_linear_w4a16";
+  int64_t hidden = 2304;
+  int64_t kdaHeads = 32;
+  int64_t kdaHeadDim = 128;
+  int64_t shortConv = 4;
+  int64_t mlaHeads = 32;
+  int64_t kvLora = 512;
+  int64_t qkNope = 128;
+  int64_t qkRope = 64;
+  int64_t vHead = 128;
+  double ropeTheta = 10000.0;
+  int64_t nExperts = 64;
+  int64_t nActive = 8;
+  int64_t nShared = 1;
+  int64_t moeInter = 1024;
+  double routedScaling = 2.446;
+  int64_t group = 128;
+  double eps = 1e-6;
+  std::vector<LayerKind> pattern = {LayerKind::KDA, LayerKind::KDA,
+                                    LayerKind::KDA, LayerKind::MLA};
+
+  int64_t kdaChannels() const { return kdaHeads * kdaHeadDim; }
+  int64_t mlaQHeadDim() const { return qkNope + qkRope; }
+  int64_t mlaKvBHeadDim() const { return qkNope + vHead; }
+  int64_t convWindowRows() const { return shortConv - 1; }
+
+  /// Returns an empty string if the configuration is consistent, otherwise a
+  /// one-line description of the first problem found.
+  std::string validate() const;
+};
+
+enum class DType { U8, BF16, F32, I32 };
+const char *dtypeName(DType t); // "u8", "bf16", "f32", "i32"
+int64_t dtypeBytes(DType t);
+bool parseDType(const std::string &s, DType &out);
+
+/// A named tensor of the unit. For caches, dim 0 is the row count (context).
+struct TensorDesc {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  int64_t numel() const;
+  int64_t bytes() const { return numel() * dtypeBytes(dtype); }
+};
+
+/// A W4A16 linear `y = x @ W`, W logically [in, out] (optionally stacked over
+/// `experts` on a leading axis, 0 = not stacked). Stored as three tensors:
+/// `<prefix>.w_q` u8 [E?, in/2, out], `<prefix>.scales` and `<prefix>.zeros`
+/// bf16 [E?, in/group, out].
+struct QuantLinearDesc {
+  std::string prefix;
+  int64_t in = 0, out = 0, experts = 0;
+};
+
+/// Name prefix of layer `i`'s parameters: "blocks.<i>".
+std::string layerPrefix(int64_t layer);
+/// Name prefix of layer `i`'s decode state: "state.<i>".
+std::string statePrefix(int64_t layer);
+
+/// All quantized linears of the unit, in layer order.
+std::vector<QuantLinearDesc> quantLinears(const BlockConfig &cfg);
+/// Every parameter tensor (quantized linears expanded into their three
+/// tensors), in a deterministic order.
+std::vector<TensorDesc> parameterTensors(const BlockConfig &cfg);
+/// Every decode-state tensor: per KDA layer `state.i.S` f32 [H, Dk, Dv] and
+/// `state.i.{cq,ck,cv}` bf16 [shortConv-1, C]; for MLA layers
+/// `state.i.c_kv` bf16 [rows, kvLora] and `state.i.k_rope` bf16 [rows, qkRope].
+std::vector<TensorDesc> stateTensors(const BlockConfig &cfg, int64_t cacheRows);
+
+} // namespace mk
+
+#endif // MK_BLOCKCONFIG_H
