@@ -1,0 +1,262 @@
+//===- BlockSpec.cpp - Block spec files (JSON) <-> BlockConfig -------------===//
+
+#include "mk/BlockSpec.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace mk {
+
+namespace {
+
+// Guards the tensor-size arithmetic (products of a few dims) against overflow.
+constexpr int64_t kMaxDim = int64_t(1) << 24;
+
+struct IntKey {
+  const char *name;
+  int64_t BlockConfig::*field;
+};
+struct RealKey {
+  const char *name;
+  double BlockConfig::*field;
+  bool required;
+};
+
+const IntKey kIntKeys[] = {
+    {"hidden", &BlockConfig::hidden},
+    {"kda_heads", &BlockConfig::kdaHeads},
+    {"kda_head_dim", &BlockConfig::kdaHeadDim},
+    {"short_conv", &BlockConfig::shortConv},
+    {"mla_heads", &BlockConfig::mlaHeads},
+    {"kv_lora", &BlockConfig::kvLora},
+    {"qk_nope", &BlockConfig::qkNope},
+    {"qk_rope", &BlockConfig::qkRope},
+    {"v_head", &BlockConfig::vHead},
+    {"n_experts", &BlockConfig::nExperts},
+    {"n_active", &BlockConfig::nActive},
+    {"n_shared", &BlockConfig::nShared},
+    {"moe_inter", &BlockConfig::moeInter},
+    {"group", &BlockConfig::group},
+};
+const RealKey kRealKeys[] = {
+    {"rope_theta", &BlockConfig::ropeTheta, true},
+    {"routed_scaling", &BlockConfig::routedScaling, true},
+    {"eps", &BlockConfig::eps, false},
+};
+
+// The order keys are written in (and listed in error messages).
+const char *const kConfigOrder[] = {
+    "hidden",   "kda_heads", "kda_head_dim",   "short_conv", "mla_heads",
+    "kv_lora",  "qk_nope",   "qk_rope",        "v_head",     "rope_theta",
+    "n_experts", "n_active", "n_shared",       "moe_inter",  "routed_scaling",
+    "group",    "eps"};
+
+std::string at(const json::Value &v) { return v.where() + ": "; }
+
+bool isNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || c == '_';
+}
+
+bool parseConfig(const json::Value &obj, BlockConfig &cfg,
+                 std::string &error) {
+  if (!obj.isObject()) {
+    error = at(obj) + "'config' must be an object, got " +
+            json::kindName(obj.kind);
+    return false;
+  }
+  for (const auto &kv : obj.object) {
+    const std::string &key = kv.first;
+    const json::Value &v = kv.second;
+    bool known = false;
+    for (const IntKey &k : kIntKeys) {
+      if (key != k.name)
+        continue;
+      known = true;
+      int64_t i;
+      if (!v.isNumber()) {
+        error = at(v) + "config key '" + key + "' must be an integer, got " +
+                json::kindName(v.kind);
+        return false;
+      }
+      if (!v.getInt(i)) {
+        error = at(v) + "config key '" + key +
+                "' must be an integer, got " + v.numberText;
+        return false;
+      }
+      if (i > kMaxDim) {
+        error = at(v) + "config key '" + key + "' is too large (" +
+                std::to_string(i) + " > " + std::to_string(kMaxDim) + ")";
+        return false;
+      }
+      cfg.*k.field = i;
+    }
+    for (const RealKey &k : kRealKeys) {
+      if (key != k.name)
+        continue;
+      known = true;
+      if (!v.isNumber()) {
+        error = at(v) + "config key '" + key + "' must be a number, got " +
+                json::kindName(v.kind);
+        return false;
+      }
+      cfg.*k.field = v.number;
+    }
+    if (!known) {
+      error = v.keyWhere() + ": unknown config key '" + key + "'";
+      return false;
+    }
+  }
+  for (const IntKey &k : kIntKeys)
+    if (!obj.find(k.name)) {
+      error = at(obj) + "config is missing required key '" + k.name + "'";
+      return false;
+    }
+  for (const RealKey &k : kRealKeys)
+    if (k.required && !obj.find(k.name)) {
+      error = at(obj) + "config is missing required key '" + k.name + "'";
+      return false;
+    }
+  return true;
+}
+
+bool parsePattern(const json::Value &arr, BlockConfig &cfg,
+                  std::string &error) {
+  if (!arr.isArray()) {
+    error = at(arr) + "'pattern' must be an array of \"K\"/\"M\", got " +
+            json::kindName(arr.kind);
+    return false;
+  }
+  cfg.pattern.clear();
+  for (const json::Value &e : arr.array) {
+    if (!e.isString()) {
+      error = at(e) + "pattern entries must be strings (\"K\", \"kda\", "
+                      "\"M\" or \"mla\"), got " +
+              json::kindName(e.kind);
+      return false;
+    }
+    if (e.string == "K" || e.string == "kda") {
+      cfg.pattern.push_back(LayerKind::KDA);
+    } else if (e.string == "M" || e.string == "mla") {
+      cfg.pattern.push_back(LayerKind::MLA);
+    } else {
+      error = at(e) + "unknown layer kind " + json::quote(e.string) +
+              " in 'pattern' (expected \"K\", \"kda\", \"M\" or \"mla\")";
+      return false;
+    }
+  }
+  return true;
+}
+
+} // namespace
+
+bool blockConfigFromJson(const json::Value &v, BlockConfig &out,
+                         std::string &error) {
+  if (!v.isObject()) {
+    error = at(v) + "a block spec must be a JSON object, got " +
+            json::kindName(v.kind);
+    return false;
+  }
+  BlockConfig cfg;
+  for (const auto &kv : v.object) {
+    const std::string &key = kv.first;
+    if (key == "name") {
+      const json::Value &n = kv.second;
+      if (!n.isString()) {
+        error = at(n) + "'name' must be a string, got " +
+                json::kindName(n.kind);
+        return false;
+      }
+      bool ok = !n.string.empty();
+      for (char c : n.string)
+        ok = ok && isNameChar(c);
+      if (!ok) {
+        error = at(n) + "'name' must be non-empty and use only letters, "
+                        "digits and '_' (it names the kernel), got " +
+                json::quote(n.string);
+        return false;
+      }
+      cfg.name = n.string;
+    } else if (key == "config") {
+      if (!parseConfig(kv.second, cfg, error))
+        return false;
+    } else if (key == "pattern") {
+      if (!parsePattern(kv.second, cfg, error))
+        return false;
+    } else {
+      error = kv.second.keyWhere() + ": unknown key '" + key +
+              "' (expected 'name', 'config', 'pattern')";
+      return false;
+    }
+  }
+  for (const char *k : {"name", "config", "pattern"})
+    if (!v.find(k)) {
+      error = at(v) + "block spec is missing required key '" + k + "'";
+      return false;
+    }
+  std::string problem = cfg.validate();
+  if (!problem.empty()) {
+    error = "invalid block spec: " + problem;
+    return false;
+  }
+  out = cfg;
+  return true;
+}
+
+bool parseBlockSpec(const std::string &text, BlockConfig &cfg,
+                    std::string &error) {
+  json::Value v;
+  if (!json::parse(text, v, error))
+    return false;
+  return blockConfigFromJson(v, cfg, error);
+}
+
+bool loadBlockSpecFile(const std::string &path, BlockConfig &cfg,
+                       std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = path + ": cannot open: " + std::strerror(errno);
+    return false;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) {
+    error = path + ": read error: " + std::strerror(errno);
+    return false;
+  }
+  std::string why;
+  if (!parseBlockSpec(ss.str(), cfg, why)) {
+    error = path + ": " + why;
+    return false;
+  }
+  return true;
+}
+
+json::Value blockConfigToJsonValue(const BlockConfig &cfg) {
+  json::Value root = json::Value::makeObject();
+  root.set("name", json::Value::fromString(cfg.name));
+  json::Value conf = json::Value::makeObject();
+  for (const char *key : kConfigOrder) {
+    for (const IntKey &k : kIntKeys)
+      if (std::strcmp(key, k.name) == 0)
+        conf.set(key, json::Value::fromInt(cfg.*k.field));
+    for (const RealKey &k : kRealKeys)
+      if (std::strcmp(key, k.name) == 0)
+        conf.set(key, json::Value::fromNumber(cfg.*k.field));
+  }
+  root.set("config", std::move(conf));
+  json::Value pat = json::Value::makeArray();
+  for (LayerKind k : cfg.pattern)
+    pat.push(json::Value::fromString(k == LayerKind::KDA ? "K" : "M"));
+  root.set("pattern", std::move(pat));
+  return root;
+}
+
+std::string blockConfigToJson(const BlockConfig &cfg) {
+  return json::write(blockConfigToJsonValue(cfg), 2) + "\n";
+}
+
+} // namespace mk

@@ -1,0 +1,219 @@
+//===- BlockSpecTest.cpp - Tests of the block spec reader and writer ------===//
+
+#include "mk/BlockSpec.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+using namespace mk;
+
+namespace {
+
+const char *kTiny = R"({
+  "name": "tiny",
+  "config": {
+    "hidden": 256, "kda_heads": 2, "kda_head_dim": 32, "short_conv": 4,
+    "mla_heads": 2, "kv_lora": 128, "qk_nope": 32, "qk_rope": 16, "v_head": 32,
+    "rope_theta": 10000, "n_experts": 8, "n_active": 2, "n_shared": 1,
+    "moe_inter": 128, "routed_scaling": 2.446, "group": 32, "eps": 1e-6
+  },
+  "pattern": ["K", "K", "K", "M"]
+})";
+
+/// kTiny with the first occurrence of `from` replaced by `to`.
+std::string tinyWith(const std::string &from, const std::string &to) {
+  std::string s = kTiny;
+  size_t p = s.find(from);
+  EXPECT_NE(p, std::string::npos) << from;
+  if (p != std::string::npos)
+    s.replace(p, from.size(), to);
+  return s;
+}
+
+std::string specError(const std::string &text) {
+  BlockConfig cfg;
+  cfg.hidden = 77; // must stay untouched on failure
+  std::string err;
+  EXPECT_FALSE(parseBlockSpec(text, cfg, err)) << text;
+  EXPECT_EQ(cfg.hidden, 77);
+  EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+  return err;
+}
+
+TEST(BlockSpec, ParsesTiny) {
+  BlockConfig cfg;
+  std::string err;
+  ASSERT_TRUE(parseBlockSpec(kTiny, cfg, err)) << err;
+  EXPECT_EQ(cfg.name, "tiny");
+  EXPECT_EQ(cfg.hidden, 256);
+  EXPECT_EQ(cfg.kdaHeads, 2);
+  EXPECT_EQ(cfg.kdaHeadDim, 32);
+  EXPECT_EQ(cfg.shortConv, 4);
+  EXPECT_EQ(cfg.mlaHeads, 2);
+  EXPECT_EQ(cfg.kvLora, 128);
+  EXPECT_EQ(cfg.qkNope, 32);
+  EXPECT_EQ(cfg.qkRope, 16);
+  EXPECT_EQ(cfg.vHead, 32);
+  EXPECT_EQ(cfg.ropeTheta, 10000.0);
+  EXPECT_EQ(cfg.nExperts, 8);
+  EXPECT_EQ(cfg.nActive, 2);
+  EXPECT_EQ(cfg.nShared, 1);
+  EXPECT_EQ(cfg.moeInter, 128);
+  EXPECT_EQ(cfg.routedScaling, 2.446);
+  EXPECT_EQ(cfg.group, 32);
+  EXPECT_EQ(cfg.eps, 1e-6);
+  EXPECT_EQ(cfg.pattern,
+            (std::vector<LayerKind>{LayerKind::KDA, LayerKind::KDA,
+                                    LayerKind::KDA, LayerKind::MLA}));
+}
+
+TEST(BlockSpec, ExampleFilesMatchDefaults) {
+  BlockConfig cfg;
+  std::string err;
+  ASSERT_TRUE(loadBlockSpecFile(
+      MK_SOURCE_DIR "/examples/kimi_linear_w4a16.json", cfg, err))
+      << err;
+  EXPECT_EQ(blockConfigToJson(cfg), blockConfigToJson(BlockConfig()));
+  for (const char *f : {"tiny.json", "tiny_mla_first.json",
+                        "tiny_no_shared.json"}) {
+    BlockConfig c;
+    EXPECT_TRUE(loadBlockSpecFile(
+        std::string(MK_SOURCE_DIR "/examples/specs/") + f, c, err))
+        << err;
+  }
+}
+
+TEST(BlockSpec, LongLayerNamesAndEpsDefault) {
+  BlockConfig cfg;
+  std::string err;
+  std::string s = tinyWith(", \"eps\": 1e-6", "");
+  s = s.replace(s.find("[\"K\", \"K\", \"K\", \"M\"]"), 20,
+                "[\"kda\", \"mla\", \"K\"]");
+  ASSERT_TRUE(parseBlockSpec(s, cfg, err)) << err;
+  EXPECT_EQ(cfg.eps, 1e-6);
+  EXPECT_EQ(cfg.pattern, (std::vector<LayerKind>{LayerKind::KDA, LayerKind::MLA,
+                                                 LayerKind::KDA}));
+}
+
+TEST(BlockSpec, RoundTrip) {
+  BlockConfig cfg;
+  cfg.name = "odd";
+  cfg.ropeTheta = 123456.789;
+  cfg.routedScaling = 1.0 / 3.0;
+  cfg.eps = 1.2345678901234567e-7;
+  cfg.pattern = {LayerKind::MLA, LayerKind::KDA};
+  std::string text = blockConfigToJson(cfg);
+  BlockConfig back;
+  std::string err;
+  ASSERT_TRUE(parseBlockSpec(text, back, err)) << err << "\n" << text;
+  EXPECT_EQ(back.name, "odd");
+  EXPECT_EQ(back.ropeTheta, cfg.ropeTheta);
+  EXPECT_EQ(back.routedScaling, cfg.routedScaling);
+  EXPECT_EQ(back.eps, cfg.eps);
+  EXPECT_EQ(back.pattern, cfg.pattern);
+  EXPECT_EQ(blockConfigToJson(back), text);
+  // The writer emits every key, in the documented order.
+  EXPECT_NE(text.find("\"hidden\": 2304"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"pattern\": [\"M\", \"K\"]"), std::string::npos)
+      << text;
+}
+
+TEST(BlockSpec, MalformedJson) {
+  EXPECT_EQ(specError(tinyWith("\"short_conv\": 4,", "\"short_conv\": 4")),
+             "line 5, column 5: expected ',' or '}', found '\"'");
+  EXPECT_EQ(specError("{\"name\": \"x\",}"),
+            "line 1, column 14: expected a string key, found '}'");
+}
+
+TEST(BlockSpec, UnknownKeys) {
+  EXPECT_EQ(specError(tinyWith("\"group\": 32", "\"group\": 32, \"grop\": 1")),
+            "line 7, column 61: unknown config key 'grop'");
+  EXPECT_EQ(
+      specError(tinyWith("\"name\": \"tiny\",", "\"name\": \"tiny\", \"x\": [],")),
+      "line 2, column 19: unknown key 'x' (expected 'name', 'config', "
+      "'pattern')");
+}
+
+TEST(BlockSpec, MissingKeys) {
+  EXPECT_EQ(specError(tinyWith("\"v_head\": 32,", "")),
+            "line 3, column 13: config is missing required key 'v_head'");
+  EXPECT_EQ(specError(tinyWith("\"routed_scaling\": 2.446,", "")),
+            "line 3, column 13: config is missing required key "
+            "'routed_scaling'");
+  EXPECT_EQ(specError(tinyWith("\"name\": \"tiny\",", "")),
+            "line 1, column 1: block spec is missing required key 'name'");
+  EXPECT_EQ(specError("{\"name\": \"a\", \"config\": {}}"),
+            "line 1, column 25: config is missing required key 'hidden'");
+}
+
+TEST(BlockSpec, WrongTypes) {
+  EXPECT_EQ(specError(tinyWith("\"hidden\": 256", "\"hidden\": \"256\"")),
+            "line 4, column 15: config key 'hidden' must be an integer, got "
+            "string");
+  EXPECT_EQ(specError(tinyWith("\"hidden\": 256", "\"hidden\": 256.5")),
+            "line 4, column 15: config key 'hidden' must be an integer, got "
+            "256.5");
+  EXPECT_EQ(specError(tinyWith("\"hidden\": 256", "\"hidden\": 2.56e2")),
+            "line 4, column 15: config key 'hidden' must be an integer, got "
+            "2.56e2");
+  EXPECT_EQ(specError(tinyWith("\"rope_theta\": 10000", "\"rope_theta\": null")),
+            "line 6, column 19: config key 'rope_theta' must be a number, got "
+            "null");
+  EXPECT_EQ(specError(tinyWith("\"name\": \"tiny\"", "\"name\": 3")),
+            "line 2, column 11: 'name' must be a string, got number");
+  EXPECT_NE(specError(tinyWith("\"name\": \"tiny\"", "\"name\": \"a b\""))
+                .find("'name' must be non-empty"),
+            std::string::npos);
+  EXPECT_EQ(specError("[1]"),
+            "line 1, column 1: a block spec must be a JSON object, got array");
+  EXPECT_NE(specError(tinyWith("\"hidden\": 256", "\"hidden\": 99999999999"))
+                .find("too large"),
+            std::string::npos);
+}
+
+TEST(BlockSpec, BadPattern) {
+  EXPECT_EQ(specError(tinyWith("\"M\"]", "\"X\"]")),
+            "line 9, column 30: unknown layer kind \"X\" in 'pattern' "
+            "(expected \"K\", \"kda\", \"M\" or \"mla\")");
+  EXPECT_EQ(specError(tinyWith("\"M\"]", "7]")),
+            "line 9, column 30: pattern entries must be strings (\"K\", "
+            "\"kda\", \"M\" or \"mla\"), got number");
+  EXPECT_EQ(specError(tinyWith("[\"K\", \"K\", \"K\", \"M\"]", "\"KKKM\"")),
+            "line 9, column 14: 'pattern' must be an array of \"K\"/\"M\", got "
+            "string");
+  EXPECT_EQ(specError(tinyWith("[\"K\", \"K\", \"K\", \"M\"]", "[]")),
+            "invalid block spec: 'pattern' must list at least one layer");
+}
+
+TEST(BlockSpec, ContradictoryDims) {
+  EXPECT_EQ(specError(tinyWith("\"n_active\": 2", "\"n_active\": 9")),
+            "invalid block spec: 'n_active' (9) exceeds 'n_experts' (8)");
+  EXPECT_EQ(specError(tinyWith("\"group\": 32", "\"group\": 48")),
+            "invalid block spec: input dim 256 of 'blocks.0.attn.q_proj' is "
+            "not divisible by the group size 48");
+  EXPECT_EQ(specError(tinyWith("\"moe_inter\": 128", "\"moe_inter\": 80")),
+            "invalid block spec: input dim 80 of 'blocks.0.moe.down' is not "
+            "divisible by the group size 32");
+  EXPECT_EQ(specError(tinyWith("\"kda_heads\": 2", "\"kda_heads\": 0")),
+            "invalid block spec: 'kda_heads' must be positive, got 0");
+  EXPECT_EQ(specError(tinyWith("\"qk_rope\": 16", "\"qk_rope\": 15")),
+            "invalid block spec: 'qk_rope' must be even (rotary pairs), got 15");
+  EXPECT_EQ(specError(tinyWith("\"eps\": 1e-6", "\"eps\": -1")),
+            "invalid block spec: 'eps' must be positive");
+}
+
+TEST(BlockSpec, UnreadableFile) {
+  BlockConfig cfg;
+  std::string err;
+  EXPECT_FALSE(loadBlockSpecFile("/nonexistent/dir/spec.json", cfg, err));
+  EXPECT_EQ(err, "/nonexistent/dir/spec.json: cannot open: No such file or "
+                 "directory");
+  std::string path = MK_TEST_TMPDIR "/bad_spec.json";
+  std::ofstream(path) << "{\"name\": 1}";
+  EXPECT_FALSE(loadBlockSpecFile(path, cfg, err));
+  EXPECT_EQ(err, path + ": line 1, column 10: 'name' must be a string, got "
+                        "number");
+}
+
+} // namespace
