@@ -1,0 +1,42 @@
+//===- bf16_gemv.cuh - Small bf16 linears in (out, in) layout -----*- CUDA -*-===//
+//
+// y[row] = bf16(sum_k x[k] * W[row, k]) for the tiny bf16 linears (KDA's
+// beta_proj, the MoE router): one warp per output row, fp32 accumulation,
+// rounded once, as the spec requires for the router (top-k is fragile).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "mk/common.cuh"
+
+namespace mk {
+
+/// Rows [row0, row0 + nrows) of W [rows, K]; K a multiple of 8.
+template <int THREADS>
+__device__ void bf16_rows_gemv(const float *xs, const bf16 *__restrict__ W, int K, int row0,
+                               int nrows, bf16 *y) {
+  constexpr int WARPS = THREADS / 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int row = row0 + warp; row < row0 + nrows; row += WARPS) {
+    const bf16 *wr = W + (size_t)row * K;
+    float acc = 0.f;
+    for (int k = lane * 8; k < K; k += 256) {
+      const uint4 w = ldg_nc(wr + k);
+      const float4 xa = *reinterpret_cast<const float4 *>(xs + k);
+      const float4 xb = *reinterpret_cast<const float4 *>(xs + k + 4);
+      acc = fmaf(xa.x, bf_lo(w.x), acc);
+      acc = fmaf(xa.y, bf_hi(w.x), acc);
+      acc = fmaf(xa.z, bf_lo(w.y), acc);
+      acc = fmaf(xa.w, bf_hi(w.y), acc);
+      acc = fmaf(xb.x, bf_lo(w.z), acc);
+      acc = fmaf(xb.y, bf_hi(w.z), acc);
+      acc = fmaf(xb.z, bf_lo(w.w), acc);
+      acc = fmaf(xb.w, bf_hi(w.w), acc);
+    }
+    acc = warp_sum(acc);
+    if (lane == 0)
+      y[row] = f2bf(acc);
+  }
+}
+
+} // namespace mk

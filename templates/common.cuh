@@ -1,0 +1,91 @@
+//===- common.cuh - Shared device helpers for emitted megakernels -*- CUDA -*-===//
+//
+// bf16 conversion, warp/block reductions and vector loads used by every other
+// template. Emitted kernels include templates as "mk/<name>.cuh"; the runtime
+// embeds this folder and hands it to NVRTC, so headers may only include each
+// other and CUDA's own headers.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+namespace mk {
+
+using bf16 = __nv_bfloat16;
+
+__device__ __forceinline__ float bf2f(bf16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ bf16 f2bf(float v) { return __float2bfloat16_rn(v); }
+/// Rounds a float to the nearest bf16 value, returned as a float.
+__device__ __forceinline__ float round_bf16(float v) { return bf2f(f2bf(v)); }
+
+/// The two bf16 halves of a 32-bit word, widened to float (low half first).
+__device__ __forceinline__ float bf_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+/// Sum over the block; `scratch` holds at least 32 floats. All threads get
+/// the result. Ends with the scratch free for reuse.
+template <int THREADS>
+__device__ __forceinline__ float block_sum(float v, float *scratch) {
+  constexpr int WARPS = THREADS / 32;
+  v = warp_sum(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  float r = 0.f;
+#pragma unroll
+  for (int w = 0; w < WARPS; ++w)
+    r += scratch[w];
+  return r;
+}
+
+__device__ __forceinline__ uint4 ldg_nc(const void *p) {
+  return __ldg(reinterpret_cast<const uint4 *>(p));
+}
+
+/// Streams a weight once: skip L1, keep L2 policy default.
+__device__ __forceinline__ uint4 ld_stream(const void *p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
+/// Loads `n` values into shared memory as floats (n need not be a multiple
+/// of anything). Caller synchronizes.
+template <int THREADS>
+__device__ __forceinline__ void block_load_f32(const bf16 *src, float *dst, int n) {
+  for (int i = threadIdx.x; i < n; i += THREADS)
+    dst[i] = bf2f(src[i]);
+}
+template <int THREADS>
+__device__ __forceinline__ void block_load_f32(const float *src, float *dst, int n) {
+  for (int i = threadIdx.x; i < n; i += THREADS)
+    dst[i] = __ldcg(src + i);
+}
+
+__device__ __forceinline__ float silu(float x) { return x / (1.f + expf(-x)); }
+__device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
+__device__ __forceinline__ float softplusf_(float x) {
+  return x > 20.f ? x : log1pf(expf(x));
+}
+
+} // namespace mk

@@ -1,0 +1,127 @@
+//===- kda.cuh - KDA short conv + gated delta rule, per head chunk -*- CUDA -*-===//
+//
+// One task updates CHUNK columns (value dims) of one head's recurrent state
+// S [DK, DK]: the columns of S are independent in the gated delta rule, so a
+// head splits into DK/CHUNK tasks that each stream 1/(DK/CHUNK) of its state.
+// Each task recomputes the head's q/k short conv (cheap) and its own slice of
+// v, the decay exp(-softplus(g)) and beta = sigmoid(b).
+//
+// The conv windows are NOT shifted here: every task of the layer reads the old
+// windows, so `conv_window_commit` runs in a later phase, after a barrier.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "mk/common.cuh"
+
+namespace mk {
+
+/// bf16(silu(sum_t win[t][c] * w[c][t] + x[c] * w[c][CONV-1])), fp32 inside.
+template <int CONV>
+__device__ __forceinline__ float short_conv_channel(const bf16 *x, const bf16 *win, const bf16 *w,
+                                                    int C, int c) {
+  float acc = 0.f;
+#pragma unroll
+  for (int t = 0; t < CONV - 1; ++t)
+    acc = fmaf(bf2f(__ldcg(win + (size_t)t * C + c)), bf2f(w[(size_t)c * CONV + t]), acc);
+  acc = fmaf(bf2f(__ldcg(x + c)), bf2f(w[(size_t)c * CONV + CONV - 1]), acc);
+  return round_bf16(silu(acc));
+}
+
+/// Shared memory for kda_head_chunk_task, in floats.
+template <int THREADS, int DK, int CHUNK>
+__host__ __device__ constexpr int kda_smem_floats() { return 3 * DK + CHUNK + 2 * (THREADS / CHUNK) * CHUNK + 32; }
+
+/// task in [0, H * DK / CHUNK): head h = task / (DK/CHUNK).
+/// conv_w: [3, C, CONV] (0 = q, 1 = k, 2 = v). win_*: the OLD windows
+/// [CONV-1, C]. o: bf16 [C].
+template <int THREADS, int DK, int CHUNK, int CONV>
+__device__ void kda_head_chunk_task(int task, int C, const bf16 *q_raw, const bf16 *k_raw,
+                                    const bf16 *v_raw, const bf16 *g_raw, const bf16 *beta_logits,
+                                    const bf16 *conv_w, const bf16 *win_q, const bf16 *win_k,
+                                    const bf16 *win_v, const float *S_in, float *S_out, bf16 *o,
+                                    float *smem) {
+  static_assert(THREADS % CHUNK == 0, "CHUNK must divide THREADS");
+  static_assert(DK % (THREADS / CHUNK) == 0, "DK must split over the thread rows");
+  constexpr int TR = THREADS / CHUNK;  // thread rows
+  constexpr int RPT = DK / TR;         // state rows per thread
+  constexpr int NCH = DK / CHUNK;
+  const int h = task / NCH;
+  const int j0 = (task % NCH) * CHUNK;
+  const int hc = h * DK;
+
+  float *qf = smem, *kf = qf + DK, *eg = kf + DK, *vf = eg + DK;
+  float *red = vf + CHUNK; // [TR][CHUNK]
+  float *red2 = red + TR * CHUNK;
+
+  const float qscale = 1.f / sqrtf(float(DK));
+  for (int i = threadIdx.x; i < DK; i += THREADS) {
+    qf[i] = short_conv_channel<CONV>(q_raw, win_q, conv_w, C, hc + i) * qscale;
+    kf[i] = short_conv_channel<CONV>(k_raw, win_k, conv_w + (size_t)C * CONV, C, hc + i);
+    eg[i] = expf(-softplusf_(bf2f(__ldcg(g_raw + hc + i))));
+  }
+  for (int j = threadIdx.x; j < CHUNK; j += THREADS)
+    vf[j] = short_conv_channel<CONV>(v_raw, win_v, conv_w + (size_t)2 * C * CONV, C, hc + j0 + j);
+  __syncthreads();
+  const float beta = sigmoidf_(bf2f(__ldcg(beta_logits + h)));
+
+  const int j = threadIdx.x % CHUNK;
+  const int tr = threadIdx.x / CHUNK;
+  const int i0 = tr * RPT;
+  const float *sin_ = S_in + (size_t)h * DK * DK + j0 + j;
+  float *sout = S_out + (size_t)h * DK * DK + j0 + j;
+
+  float s[RPT];
+  float pred = 0.f;
+#pragma unroll
+  for (int r = 0; r < RPT; ++r) {
+    s[r] = __ldcg(sin_ + (size_t)(i0 + r) * DK) * eg[i0 + r];
+    pred = fmaf(s[r], kf[i0 + r], pred);
+  }
+  red[tr * CHUNK + j] = pred;
+  __syncthreads();
+  pred = 0.f;
+#pragma unroll 8
+  for (int t = 0; t < TR; ++t)
+    pred += red[t * CHUNK + j];
+  const float delta = beta * (vf[j] - pred);
+  float out = 0.f;
+#pragma unroll
+  for (int r = 0; r < RPT; ++r) {
+    s[r] = fmaf(kf[i0 + r], delta, s[r]);
+    out = fmaf(s[r], qf[i0 + r], out);
+    sout[(size_t)(i0 + r) * DK] = s[r];
+  }
+  red2[tr * CHUNK + j] = out;
+  __syncthreads();
+  if (tr == 0) {
+    float v = 0.f;
+#pragma unroll 8
+    for (int t = 0; t < TR; ++t)
+      v += red2[t * CHUNK + j];
+    o[hc + j0 + j] = f2bf(v);
+  }
+  __syncthreads();
+}
+
+/// Shifts the three conv windows ([prev1, prev2, new], pre-convolution
+/// values), channels [c0, c1). In place is safe: one thread owns a channel.
+template <int CONV>
+__device__ void conv_window_commit(int c0, int c1, int C, const bf16 *const new_rows[3],
+                                   const bf16 *const win_in[3], bf16 *const win_out[3]) {
+  for (int c = c0 + (int)threadIdx.x; c < c1; c += blockDim.x) {
+#pragma unroll
+    for (int w = 0; w < 3; ++w) {
+      bf16 rows[CONV - 1];
+#pragma unroll
+      for (int t = 0; t + 1 < CONV - 1; ++t)
+        rows[t] = __ldcg(win_in[w] + (size_t)(t + 1) * C + c);
+      rows[CONV - 2] = __ldcg(new_rows[w] + c);
+#pragma unroll
+      for (int t = 0; t < CONV - 1; ++t)
+        win_out[w][(size_t)t * C + c] = rows[t];
+    }
+  }
+}
+
+} // namespace mk

@@ -1,0 +1,290 @@
+//===- mla.cuh - MLA with absorbed W_kv_b over the latent cache ---*- CUDA -*-===//
+//
+// Multi-head latent attention, never materializing c_kv @ W_kv_b:
+//   q_abs[h] = W_kv_b[:, key half of h] q_nope[h]            (mla_q_absorb_task)
+//   score[l,h] = (q_abs[h] . c_kv[l] + q_rope[h] . k_rope[l]) * scale
+//   o_lat[h] = sum_l softmax(score)[l,h] c_kv[l]    (split over context chunks
+//              with an online softmax: mla_attention_chunk_task, then merged
+//              by mla_combine_wv_task)
+//   o[h]     = W_kv_b[:, value half of h]^T o_lat[h]           (same task)
+// Every cache row is read once per step by one block, for all heads at once.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "mk/common.cuh"
+#include "mk/w4a16_gemv.cuh"
+
+namespace mk {
+
+__device__ __forceinline__ void rope_pair(float x0, float x1, int pos, int pair, int rope_dim,
+                                          float theta, bf16 *out) {
+  const float inv = powf(theta, -float(2 * pair) / float(rope_dim));
+  const float a = float(pos) * inv;
+  float s, c;
+  sincosf(a, &s, &c);
+  out[0] = f2bf(x0 * c - x1 * s);
+  out[1] = f2bf(x1 * c + x0 * s);
+}
+
+/// RoPE at `pos` on q's rope part (into q_rope [HM, ROPE]) and on kr; appends
+/// the latent row and the rotated kr as cache row `pos` of the OUT caches;
+/// when the in and out caches differ (adopting a foreign state), copies rows
+/// [0, pos) too. Work is spread over (task, thread) of `ntasks` tasks.
+/// q: [HM, NOPE+ROPE]; kv: [LORA + ROPE].
+template <int THREADS, int HM, int NOPE, int ROPE, int LORA>
+__device__ void mla_rope_append(int task, int ntasks, int pos, float theta, const bf16 *q,
+                                const bf16 *kv, bf16 *q_rope, const bf16 *ckv_in,
+                                const bf16 *kr_in, bf16 *ckv_out, bf16 *kr_out) {
+  const int tid = task * THREADS + threadIdx.x, stride = ntasks * THREADS;
+  constexpr int QD = NOPE + ROPE;
+  for (int i = tid; i < HM * (ROPE / 2); i += stride) {
+    const int h = i / (ROPE / 2), p = i % (ROPE / 2);
+    const bf16 *src = q + h * QD + NOPE + 2 * p;
+    rope_pair(bf2f(__ldcg(src)), bf2f(__ldcg(src + 1)), pos, p, ROPE, theta,
+              q_rope + h * ROPE + 2 * p);
+  }
+  for (int p = tid; p < ROPE / 2; p += stride)
+    rope_pair(bf2f(__ldcg(kv + LORA + 2 * p)), bf2f(__ldcg(kv + LORA + 2 * p + 1)), pos, p, ROPE,
+              theta, kr_out + (size_t)pos * ROPE + 2 * p);
+  for (int d = tid; d < LORA; d += stride)
+    ckv_out[(size_t)pos * LORA + d] = __ldcg(kv + d);
+  if (ckv_in != ckv_out) {
+    static_assert(LORA % 8 == 0, "latent rows must be whole 16-byte vectors");
+    const uint4 *s = reinterpret_cast<const uint4 *>(ckv_in);
+    uint4 *d = reinterpret_cast<uint4 *>(ckv_out);
+    for (size_t i = tid; i < (size_t)pos * LORA / 8; i += stride)
+      d[i] = __ldcg(s + i);
+  }
+  if (kr_in != kr_out)
+    for (size_t i = tid; i < (size_t)pos * ROPE; i += stride)
+      kr_out[i] = __ldcg(kr_in + i);
+}
+
+/// Rows of c per q_absorb task.
+template <int THREADS, int NOPE, int LORA>
+__host__ __device__ constexpr int mla_absorb_rows() {
+  constexpr int rows = 2 * (THREADS / 32) * (32 / (NOPE / 16));
+  return rows < LORA ? rows : LORA;
+}
+
+/// q_abs[h][c] = sum_n W[c, h*(NOPE+VH) + n] q_nope[h][n], c in this task's
+/// rows; W = kv_b, dequantized exactly as the spec (bf16((q - z) * s)).
+/// Tasks: HM * LORA / mla_absorb_rows().  smem: NOPE floats.
+template <int THREADS, int HM, int NOPE, int ROPE, int VH, int LORA, int GROUP>
+__device__ void mla_q_absorb_task(int task, const bf16 *q, const uint8_t *__restrict__ wq,
+                                  const bf16 *__restrict__ scales, const bf16 *__restrict__ zeros,
+                                  float *q_abs, float *smem) {
+  static_assert(NOPE % 16 == 0 && 32 % (NOPE / 16) == 0, "NOPE/16 must divide 32");
+  constexpr int LPR = NOPE / 16;     // lanes per row pair
+  constexpr int RPW = 32 / LPR;      // row pairs per warp
+  constexpr int ROWS = mla_absorb_rows<THREADS, NOPE, LORA>();
+  constexpr int TPH = LORA / ROWS;   // tasks per head
+  constexpr int N = HM * (NOPE + VH);
+  const int h = task / TPH;
+  const int c0 = (task % TPH) * ROWS;
+  for (int i = threadIdx.x; i < NOPE; i += THREADS)
+    smem[i] = bf2f(__ldcg(q + h * (NOPE + ROPE) + i));
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int lid = lane % LPR;
+  const int col = h * (NOPE + VH) + lid * 16;
+  for (int rp = c0 / 2 + warp * RPW + lane / LPR; rp < (c0 + ROWS) / 2; rp += (THREADS / 32) * RPW) {
+    const uint4 w = ldg_nc(wq + (size_t)rp * N + col);
+    const int g = (2 * rp) / GROUP;
+    const uint4 *sp = reinterpret_cast<const uint4 *>(scales + (size_t)g * N + col);
+    const uint4 *zp = reinterpret_cast<const uint4 *>(zeros + (size_t)g * N + col);
+    const uint4 s0 = __ldg(sp), s1 = __ldg(sp + 1), z0 = __ldg(zp), z1 = __ldg(zp + 1);
+    const uint32_t ww[4] = {w.x, w.y, w.z, w.w};
+    const uint32_t sw[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
+    const uint32_t zw[8] = {z0.x, z0.y, z0.z, z0.w, z1.x, z1.y, z1.z, z1.w};
+    float d0 = 0.f, d1 = 0.f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const uint32_t byte = (ww[i / 4] >> (8 * (i % 4))) & 0xffu;
+      const float s = (i & 1) ? bf_hi(sw[i / 2]) : bf_lo(sw[i / 2]);
+      const float z = (i & 1) ? bf_hi(zw[i / 2]) : bf_lo(zw[i / 2]);
+      const float qn = smem[lid * 16 + i];
+      d0 = fmaf(round_bf16((float(byte & 15u) - z) * s), qn, d0);
+      d1 = fmaf(round_bf16((float(byte >> 4) - z) * s), qn, d1);
+    }
+#pragma unroll
+    for (int o = 1; o < LPR; o <<= 1) {
+      d0 += __shfl_xor_sync(0xffffffffu, d0, o);
+      d1 += __shfl_xor_sync(0xffffffffu, d1, o);
+    }
+    if (lid == 0) {
+      q_abs[h * LORA + 2 * rp] = d0;
+      q_abs[h * LORA + 2 * rp + 1] = d1;
+    }
+  }
+  __syncthreads();
+}
+
+/// How many context chunks the attention splits into (same on every block).
+__device__ __forceinline__ int mla_num_chunks(int rows, int grid, int max_chunks) {
+  int n = (rows + 15) / 16;
+  n = n < grid ? n : grid;
+  n = n < max_chunks ? n : max_chunks;
+  return n > 0 ? n : 1;
+}
+
+template <int HM, int LORA, int ROPE, int SUB>
+__host__ __device__ constexpr int mla_attention_smem_floats() { return HM * LORA + HM * ROPE + HM * SUB + 3 * HM; }
+
+/// Online-softmax attention of all heads over cache rows
+/// [chunk*rows/nchunks, (chunk+1)*rows/nchunks). Writes the chunk's running
+/// max, sum and unnormalized latent accumulator per head.
+template <int THREADS, int HM, int LORA, int ROPE, int SUB = 64>
+__device__ void mla_attention_chunk_task(int chunk, int nchunks, int rows, float scale,
+                                         const float *q_abs, const bf16 *q_rope, const bf16 *ckv,
+                                         const bf16 *kr, float *part_m, float *part_l,
+                                         float *part_acc, float *smem) {
+  static_assert(LORA % 64 == 0, "LORA must be a multiple of 64");
+  static_assert(ROPE % 2 == 0 && ROPE <= 64, "ROPE must be even and <= 64");
+  constexpr int WARPS = THREADS / 32;
+  constexpr int DPT = (LORA + THREADS - 1) / THREADS;
+  float *qa = smem, *qr = qa + HM * LORA, *sc = qr + HM * ROPE;
+  float *mrun = sc + HM * SUB, *lrun = mrun + HM, *alpha = lrun + HM;
+  for (int i = threadIdx.x; i < HM * LORA; i += THREADS)
+    qa[i] = __ldcg(q_abs + i);
+  for (int i = threadIdx.x; i < HM * ROPE; i += THREADS)
+    qr[i] = bf2f(__ldcg(q_rope + i));
+  for (int h = threadIdx.x; h < HM; h += THREADS) {
+    mrun[h] = -INFINITY;
+    lrun[h] = 0.f;
+  }
+  const int r0 = (int)((long long)chunk * rows / nchunks);
+  const int r1 = (int)((long long)(chunk + 1) * rows / nchunks);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float acc[DPT][HM];
+#pragma unroll
+  for (int k = 0; k < DPT; ++k)
+#pragma unroll
+    for (int h = 0; h < HM; ++h)
+      acc[k][h] = 0.f;
+  __syncthreads();
+
+  for (int s0 = r0; s0 < r1; s0 += SUB) {
+    const int n = min(SUB, r1 - s0);
+    // Pass 1: scores, one warp per row.
+    for (int rl = warp; rl < n; rl += WARPS) {
+      const size_t row = (size_t)(s0 + rl);
+      float2 cv[LORA / 64];
+#pragma unroll
+      for (int i = 0; i < LORA / 64; ++i) {
+        const __nv_bfloat162 v =
+            __ldcg(reinterpret_cast<const __nv_bfloat162 *>(ckv + row * LORA + 2 * lane + 64 * i));
+        cv[i] = __bfloat1622float2(v);
+      }
+      float2 rv = make_float2(0.f, 0.f);
+      if (2 * lane < ROPE)
+        rv = __bfloat1622float2(
+            __ldcg(reinterpret_cast<const __nv_bfloat162 *>(kr + row * ROPE + 2 * lane)));
+#pragma unroll 4
+      for (int h = 0; h < HM; ++h) {
+        float p = 0.f;
+#pragma unroll
+        for (int i = 0; i < LORA / 64; ++i) {
+          const float2 a = *reinterpret_cast<const float2 *>(qa + h * LORA + 2 * lane + 64 * i);
+          p = fmaf(a.x, cv[i].x, fmaf(a.y, cv[i].y, p));
+        }
+        if (2 * lane < ROPE)
+          p = fmaf(qr[h * ROPE + 2 * lane], rv.x, fmaf(qr[h * ROPE + 2 * lane + 1], rv.y, p));
+        p = warp_sum(p);
+        if (lane == 0)
+          sc[h * SUB + rl] = p * scale;
+      }
+    }
+    __syncthreads();
+    // Softmax statistics, one warp per head.
+    for (int h = warp; h < HM; h += WARPS) {
+      float mx = -INFINITY;
+      for (int rl = lane; rl < n; rl += 32)
+        mx = fmaxf(mx, sc[h * SUB + rl]);
+      mx = warp_max(mx);
+      const float mnew = fmaxf(mrun[h], mx);
+      float sum = 0.f;
+      for (int rl = lane; rl < n; rl += 32) {
+        const float p = expf(sc[h * SUB + rl] - mnew);
+        sc[h * SUB + rl] = p;
+        sum += p;
+      }
+      sum = warp_sum(sum);
+      if (lane == 0) {
+        const float a = expf(mrun[h] - mnew);
+        alpha[h] = a;
+        lrun[h] = lrun[h] * a + sum;
+        mrun[h] = mnew;
+      }
+    }
+    __syncthreads();
+    // Pass 3: weighted latent rows, one latent dim per thread.
+#pragma unroll
+    for (int k = 0; k < DPT; ++k) {
+      const int d = threadIdx.x + k * THREADS;
+      if (d < LORA) {
+#pragma unroll
+        for (int h = 0; h < HM; ++h)
+          acc[k][h] *= alpha[h];
+        for (int rl = 0; rl < n; ++rl) {
+          const float c = bf2f(__ldcg(ckv + (size_t)(s0 + rl) * LORA + d));
+#pragma unroll
+          for (int h = 0; h < HM; ++h)
+            acc[k][h] = fmaf(sc[h * SUB + rl], c, acc[k][h]);
+        }
+      }
+    }
+    __syncthreads();
+  }
+  for (int h = threadIdx.x; h < HM; h += THREADS) {
+    part_m[chunk * HM + h] = mrun[h];
+    part_l[chunk * HM + h] = lrun[h];
+  }
+#pragma unroll
+  for (int k = 0; k < DPT; ++k) {
+    const int d = threadIdx.x + k * THREADS;
+    if (d < LORA)
+#pragma unroll
+      for (int h = 0; h < HM; ++h)
+        part_acc[((size_t)chunk * HM + h) * LORA + d] = acc[k][h];
+  }
+  __syncthreads();
+}
+
+template <int THREADS, int VH, int LORA>
+__host__ __device__ constexpr int mla_combine_smem_floats() { return LORA + w4a16_red_floats<THREADS, VH>(); }
+
+/// Merges head h's chunk partials into o_lat and applies W_kv_b's value half:
+/// o[h*VH + n] = bf16(sum_c W[c, h*(NOPE+VH) + NOPE + n] o_lat[c]).
+template <int THREADS, int HM, int NOPE, int VH, int LORA, int GROUP>
+__device__ void mla_combine_wv_task(int h, int nchunks, const float *part_m, const float *part_l,
+                                    const float *part_acc, const uint8_t *wq, const bf16 *scales,
+                                    const bf16 *zeros, bf16 *o, float *smem) {
+  float *xs = smem, *red = smem + LORA;
+  float M = -INFINITY;
+  for (int i = 0; i < nchunks; ++i)
+    M = fmaxf(M, __ldcg(part_m + i * HM + h));
+  float W = 0.f;
+  for (int i = 0; i < nchunks; ++i) {
+    const float m = __ldcg(part_m + i * HM + h);
+    if (m != -INFINITY)
+      W += expf(m - M) * __ldcg(part_l + i * HM + h);
+  }
+  for (int d = threadIdx.x; d < LORA; d += THREADS) {
+    float v = 0.f;
+    for (int i = 0; i < nchunks; ++i) {
+      const float m = __ldcg(part_m + i * HM + h);
+      if (m != -INFINITY)
+        v = fmaf(expf(m - M), __ldcg(part_acc + ((size_t)i * HM + h) * LORA + d), v);
+    }
+    xs[d] = v / W;
+  }
+  __syncthreads();
+  constexpr int N = HM * (NOPE + VH);
+  const int n0 = h * (NOPE + VH) + NOPE;
+  w4a16_gemv_tile<THREADS, VH, GROUP>(xs, wq, scales, zeros, N, n0, VH, 0, LORA, red,
+                                      EpiStoreBf16{o, h * VH - n0});
+}
+
+} // namespace mk
