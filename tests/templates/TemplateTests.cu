@@ -1,0 +1,581 @@
+//===- TemplateTests.cu - Device templates vs CPU references -------------===//
+//
+// Each test drives one template on fresh random inputs and compares it with a
+// straightforward CPU reference written from the spec. Skips without a GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mk/BFloat16.h"
+#include "mk/megakernel.cuh"
+
+#include <cooperative_groups.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+namespace {
+
+using HB = mk::BFloat16;
+
+bool haveGpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+#define REQUIRE_GPU()                                                          \
+  do {                                                                         \
+    if (!haveGpu())                                                            \
+      GTEST_SKIP() << "no CUDA GPU on this machine";                           \
+  } while (0)
+
+#define CK(x)                                                                  \
+  do {                                                                         \
+    cudaError_t e_ = (x);                                                      \
+    ASSERT_EQ(e_, cudaSuccess) << #x << ": " << cudaGetErrorString(e_);        \
+  } while (0)
+
+template <class T> struct Dev {
+  T *p = nullptr;
+  size_t n = 0;
+  explicit Dev(size_t count) : n(count) {
+    if (cudaMalloc(&p, n * sizeof(T)) != cudaSuccess)
+      p = nullptr;
+    else
+      cudaMemset(p, 0xff, n * sizeof(T)); // poison
+  }
+  explicit Dev(const std::vector<T> &v) : Dev(v.size()) {
+    if (p)
+      cudaMemcpy(p, v.data(), n * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  ~Dev() { cudaFree(p); }
+  std::vector<T> get() const {
+    std::vector<T> v(n);
+    cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost);
+    return v;
+  }
+  void zero() { cudaMemset(p, 0, n * sizeof(T)); }
+  template <class U> U *as() const { return reinterpret_cast<U *>(p); }
+};
+
+struct Rng {
+  std::mt19937_64 g;
+  explicit Rng(uint64_t seed) : g(seed) {}
+  float normal(float sd) { return std::normal_distribution<float>(0.f, sd)(g); }
+  float uniform(float a, float b) { return std::uniform_real_distribution<float>(a, b)(g); }
+  int integer(int a, int b) { return std::uniform_int_distribution<int>(a, b)(g); }
+};
+
+std::vector<HB> randBf16(Rng &r, size_t n, float sd) {
+  std::vector<HB> v(n);
+  for (auto &x : v)
+    x = HB(r.normal(sd));
+  return v;
+}
+
+/// A random W4A16 matrix [K, N] in the spec's storage.
+struct QMat {
+  int K, N, G;
+  std::vector<uint8_t> wq;
+  std::vector<HB> s, z;
+  QMat(Rng &r, int K_, int N_, int G_) : K(K_), N(N_), G(G_) {
+    wq.resize((size_t)K / 2 * N);
+    for (auto &b : wq)
+      b = uint8_t(r.integer(0, 255));
+    s.resize((size_t)K / G * N);
+    z.resize(s.size());
+    for (size_t i = 0; i < s.size(); ++i) {
+      s[i] = HB(r.uniform(0.001f, 0.004f));
+      z[i] = HB(float(r.integer(0, 15)));
+    }
+  }
+  int q(int k, int n) const {
+    uint8_t b = wq[(size_t)(k / 2) * N + n];
+    return (k & 1) ? b >> 4 : b & 15;
+  }
+  /// The spec's dequantized weight, rounded to bf16.
+  float w(int k, int n) const {
+    size_t gi = (size_t)(k / G) * N + n;
+    return mk::roundBf16((float(q(k, n)) - z[gi].toFloat()) * s[gi].toFloat());
+  }
+  /// The same, unrounded (what the factored GEMV computes).
+  double wExact(int k, int n) const {
+    size_t gi = (size_t)(k / G) * N + n;
+    return (double(q(k, n)) - z[gi].toFloat()) * double(s[gi].toFloat());
+  }
+};
+
+double relErr(const std::vector<float> &a, const std::vector<double> &ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - ref[i]) * (a[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+double cosine(const std::vector<float> &a, const std::vector<double> &b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ab += a[i] * b[i];
+    aa += double(a[i]) * a[i];
+    bb += b[i] * b[i];
+  }
+  return ab / std::sqrt(aa * bb + 1e-300);
+}
+
+std::vector<float> toFloat(const std::vector<HB> &v) {
+  std::vector<float> f(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    f[i] = v[i].toFloat();
+  return f;
+}
+
+constexpr int T = 512;
+
+//===----------------------------------------------------------------------===//
+// W4A16 GEMV tile
+//===----------------------------------------------------------------------===//
+
+template <int TN>
+__global__ void __launch_bounds__(T, 1)
+    gemvKernel(const mk::bf16 *x, int K, const uint8_t *wq, const mk::bf16 *s, const mk::bf16 *z,
+               int N, int ksplit, float *y) {
+  extern __shared__ float smem[];
+  float *xs = smem, *red = smem + K;
+  for (int i = threadIdx.x; i < K; i += T)
+    xs[i] = mk::bf2f(x[i]);
+  __syncthreads();
+  const int tiles = (N + TN - 1) / TN;
+  for (int t = blockIdx.x; t < tiles * ksplit; t += gridDim.x) {
+    const int tile = t % tiles, ks = t / tiles;
+    const int k0 = (K / 2) * ks / ksplit * 2, k1 = (K / 2) * (ks + 1) / ksplit * 2;
+    const int n0 = tile * TN;
+    mk::w4a16_gemv_tile<T, TN, 128>(xs, wq, s, z, N, n0, min(TN, N - n0), k0, k1, red,
+                                    mk::EpiAtomicAddF32{y, 1.f, 0});
+  }
+}
+
+template <int TN> void runGemv(int K, int N, int ksplit, uint64_t seed) {
+  Rng r(seed);
+  QMat m(r, K, N, 128);
+  auto x = randBf16(r, K, 1.f);
+  Dev<HB> dx(x), ds(m.s), dz(m.z);
+  Dev<uint8_t> dw(m.wq);
+  Dev<float> dy(N);
+  dy.zero();
+  const size_t smem = (K + mk::w4a16_red_floats<T, TN>()) * sizeof(float);
+  CK(cudaFuncSetAttribute(gemvKernel<TN>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  gemvKernel<TN><<<37, T, smem>>>(dx.as<mk::bf16>(), K, dw.p, ds.as<mk::bf16>(),
+                                  dz.as<mk::bf16>(), N, ksplit, dy.p);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  auto y = dy.get();
+  std::vector<double> exact(N, 0.0), rounded(N, 0.0);
+  for (int k = 0; k < K; ++k) {
+    const double xv = x[k].toFloat();
+    for (int n = 0; n < N; ++n) {
+      exact[n] += xv * m.wExact(k, n);
+      rounded[n] += xv * m.w(k, n);
+    }
+  }
+  for (float v : y)
+    ASSERT_TRUE(std::isfinite(v));
+  EXPECT_LT(relErr(y, exact), 2e-5) << "TN=" << TN << " K=" << K << " N=" << N;
+  // The spec rounds each dequantized weight to bf16; we do not: still close.
+  EXPECT_GT(cosine(y, rounded), 0.99999);
+}
+
+TEST(W4A16Gemv, FullKMatchesReference) {
+  REQUIRE_GPU();
+  runGemv<128>(2304, 528, 1, 1);
+}
+TEST(W4A16Gemv, SplitKUnalignedSlices) {
+  REQUIRE_GPU();
+  runGemv<128>(2304, 512, 3, 2);
+  runGemv<128>(4096, 256, 7, 3);
+}
+TEST(W4A16Gemv, NarrowTiles) {
+  REQUIRE_GPU();
+  runGemv<32>(256, 144, 1, 4);
+  runGemv<16>(512, 48, 2, 5);
+}
+
+//===----------------------------------------------------------------------===//
+// KDA head chunk + conv window commit
+//===----------------------------------------------------------------------===//
+
+constexpr int KH = 2, KDK = 128, KCH = 32, KCONV = 4, KC = KH * KDK;
+
+__global__ void __launch_bounds__(T, 1)
+    kdaKernel(const mk::bf16 *q, const mk::bf16 *k, const mk::bf16 *v, const mk::bf16 *g,
+              const mk::bf16 *b, const mk::bf16 *cw, const mk::bf16 *wq, const mk::bf16 *wk,
+              const mk::bf16 *wv, const float *Sin, float *Sout, mk::bf16 *o) {
+  extern __shared__ float smem[];
+  for (int t = blockIdx.x; t < KH * KDK / KCH; t += gridDim.x)
+    mk::kda_head_chunk_task<T, KDK, KCH, KCONV>(t, KC, q, k, v, g, b, cw, wq, wk, wv, Sin, Sout,
+                                                o, smem);
+}
+
+__global__ void commitKernel(const mk::bf16 *q, const mk::bf16 *k, const mk::bf16 *v,
+                             mk::bf16 *wq, mk::bf16 *wk, mk::bf16 *wv) {
+  const mk::bf16 *nr[3] = {q, k, v};
+  const mk::bf16 *wi[3] = {wq, wk, wv};
+  mk::bf16 *wo[3] = {wq, wk, wv};
+  const int per = (KC + gridDim.x - 1) / gridDim.x;
+  mk::conv_window_commit<KCONV>(blockIdx.x * per, min(KC, (int)(blockIdx.x + 1) * per), KC, nr,
+                                wi, wo);
+}
+
+TEST(Kda, HeadChunksMatchDeltaRule) {
+  REQUIRE_GPU();
+  Rng r(11);
+  auto q = randBf16(r, KC, 0.5f), k = randBf16(r, KC, 0.5f), v = randBf16(r, KC, 0.5f);
+  auto g = randBf16(r, KC, 1.f), b = randBf16(r, KH, 1.f);
+  auto cw = randBf16(r, 3 * KC * KCONV, 0.3f);
+  std::vector<std::vector<HB>> win(3);
+  for (auto &w : win)
+    w = randBf16(r, (KCONV - 1) * KC, 0.1f);
+  std::vector<float> S(KH * KDK * KDK);
+  for (auto &s : S)
+    s = r.normal(0.05f);
+  Dev<HB> dq(q), dk(k), dv(v), dg(g), db(b), dcw(cw), dw0(win[0]), dw1(win[1]), dw2(win[2]);
+  Dev<float> dS(S);
+  Dev<HB> dO(KC);
+  const size_t smem = mk::kda_smem_floats<T, KDK, KCH>() * sizeof(float);
+  kdaKernel<<<5, T, smem>>>(dq.as<mk::bf16>(), dk.as<mk::bf16>(), dv.as<mk::bf16>(),
+                            dg.as<mk::bf16>(), db.as<mk::bf16>(), dcw.as<mk::bf16>(),
+                            dw0.as<mk::bf16>(), dw1.as<mk::bf16>(), dw2.as<mk::bf16>(), dS.p,
+                            dS.p, dO.as<mk::bf16>());
+  CK(cudaGetLastError());
+  commitKernel<<<3, 128>>>(dq.as<mk::bf16>(), dk.as<mk::bf16>(), dv.as<mk::bf16>(),
+                           dw0.as<mk::bf16>(), dw1.as<mk::bf16>(), dw2.as<mk::bf16>());
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+
+  // CPU reference, straight from the spec.
+  auto conv = [&](const std::vector<HB> &x, const std::vector<HB> &w, int idx, int c) {
+    double acc = 0;
+    for (int t = 0; t < KCONV - 1; ++t)
+      acc += double(w[(size_t)t * KC + c].toFloat()) *
+             cw[((size_t)idx * KC + c) * KCONV + t].toFloat();
+    acc += double(x[c].toFloat()) * cw[((size_t)idx * KC + c) * KCONV + KCONV - 1].toFloat();
+    float a = float(acc);
+    return mk::roundBf16(a / (1.f + std::exp(-a)));
+  };
+  std::vector<double> Sref(S.begin(), S.end()), oref(KC);
+  for (int h = 0; h < KH; ++h) {
+    std::vector<double> qf(KDK), kf(KDK), vf(KDK), eg(KDK);
+    for (int i = 0; i < KDK; ++i) {
+      const int c = h * KDK + i;
+      qf[i] = conv(q, win[0], 0, c) / std::sqrt(double(KDK));
+      kf[i] = conv(k, win[1], 1, c);
+      vf[i] = conv(v, win[2], 2, c);
+      const double gr = g[c].toFloat();
+      eg[i] = std::exp(-std::log1p(std::exp(gr)));
+    }
+    const double beta = 1.0 / (1.0 + std::exp(-double(b[h].toFloat())));
+    double *Sh = &Sref[(size_t)h * KDK * KDK];
+    for (int j = 0; j < KDK; ++j) {
+      double pred = 0;
+      for (int i = 0; i < KDK; ++i) {
+        Sh[i * KDK + j] *= eg[i];
+        pred += Sh[i * KDK + j] * kf[i];
+      }
+      double o = 0;
+      for (int i = 0; i < KDK; ++i) {
+        Sh[i * KDK + j] += beta * kf[i] * (vf[j] - pred);
+        o += Sh[i * KDK + j] * qf[i];
+      }
+      oref[h * KDK + j] = o;
+    }
+  }
+  auto Sg = dS.get();
+  EXPECT_LT(relErr(Sg, Sref), 1e-5);
+  auto og = toFloat(dO.get());
+  EXPECT_GT(cosine(og, oref), 0.9999);
+  for (int c = 0; c < KC; ++c)
+    EXPECT_NEAR(og[c], oref[c], 0.01 * std::abs(oref[c]) + 1e-4) << "channel " << c;
+  // Windows: [prev1, prev2, new], pre-convolution values.
+  const std::vector<HB> *news[3] = {&q, &k, &v};
+  for (int w = 0; w < 3; ++w) {
+    Dev<HB> *dw = w == 0 ? &dw0 : w == 1 ? &dw1 : &dw2;
+    auto got = dw->get();
+    for (int c = 0; c < KC; ++c) {
+      ASSERT_EQ(got[c].bits, win[w][KC + c].bits);
+      ASSERT_EQ(got[KC + c].bits, win[w][2 * KC + c].bits);
+      ASSERT_EQ(got[2 * KC + c].bits, (*news[w])[c].bits);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// MLA: rope + append, absorbed attention, combine + W_v
+//===----------------------------------------------------------------------===//
+
+constexpr int HM = 4, NOPE = 128, ROPE = 64, VH = 128, LORA = 512, QD = NOPE + ROPE;
+
+__global__ void ropeKernel(int pos, const mk::bf16 *q, const mk::bf16 *kv, mk::bf16 *qr,
+                           const mk::bf16 *ckvIn, const mk::bf16 *krIn, mk::bf16 *ckvOut,
+                           mk::bf16 *krOut) {
+  mk::mla_rope_append<T, HM, NOPE, ROPE, LORA>(blockIdx.x, gridDim.x, pos, 10000.f, q, kv, qr,
+                                               ckvIn, krIn, ckvOut, krOut);
+}
+__global__ void __launch_bounds__(T, 1)
+    absorbKernel(const mk::bf16 *q, const uint8_t *wq, const mk::bf16 *s, const mk::bf16 *z,
+                 float *qabs) {
+  extern __shared__ float smem[];
+  constexpr int tasks = HM * LORA / mk::mla_absorb_rows<T, NOPE, LORA>();
+  for (int t = blockIdx.x; t < tasks; t += gridDim.x)
+    mk::mla_q_absorb_task<T, HM, NOPE, ROPE, VH, LORA, 128>(t, q, wq, s, z, qabs, smem);
+}
+__global__ void __launch_bounds__(T, 1)
+    attnKernel(int rows, float scale, const float *qabs, const mk::bf16 *qr, const mk::bf16 *ckv,
+               const mk::bf16 *kr, float *pm, float *pl, float *pa, int *nchOut) {
+  extern __shared__ float smem[];
+  const int nch = mk::mla_num_chunks(rows, gridDim.x, 64);
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    *nchOut = nch;
+  for (int t = blockIdx.x; t < nch; t += gridDim.x)
+    mk::mla_attention_chunk_task<T, HM, LORA, ROPE>(t, nch, rows, scale, qabs, qr, ckv, kr, pm,
+                                                    pl, pa, smem);
+}
+__global__ void __launch_bounds__(T, 1)
+    combineKernel(const int *nch, const float *pm, const float *pl, const float *pa,
+                  const uint8_t *wq, const mk::bf16 *s, const mk::bf16 *z, mk::bf16 *o) {
+  extern __shared__ float smem[];
+  for (int h = blockIdx.x; h < HM; h += gridDim.x)
+    mk::mla_combine_wv_task<T, HM, NOPE, VH, LORA, 128>(h, *nch, pm, pl, pa, wq, s, z, o, smem);
+}
+
+void runMla(int ctx, bool adopt, uint64_t seed) {
+  Rng r(seed);
+  const int rows = ctx + 1;
+  auto q = randBf16(r, HM * QD, 1.f), kv = randBf16(r, LORA + ROPE, 1.f);
+  auto ckv = randBf16(r, (size_t)ctx * LORA, 0.1f), kr = randBf16(r, (size_t)ctx * ROPE, 0.1f);
+  QMat kvb(r, LORA, HM * (NOPE + VH), 128);
+  Dev<HB> dq(q), dkv(kv), dqr(HM * ROPE);
+  // In place, the in caches need room for the new row; adopting, the out
+  // caches are separate (and larger, like a runtime's capacity).
+  std::vector<HB> cIn = ckv, kIn = kr;
+  if (!adopt) {
+    cIn.resize((size_t)rows * LORA);
+    kIn.resize((size_t)rows * ROPE);
+  }
+  Dev<HB> ckvIn(cIn), krIn(kIn);
+  Dev<HB> ckvOut(adopt ? (size_t)(rows + 3) * LORA : 1), krOut(adopt ? (size_t)(rows + 3) * ROPE : 1);
+  HB *co = adopt ? ckvOut.p : ckvIn.p, *ko = adopt ? krOut.p : krIn.p;
+  Dev<uint8_t> dw(kvb.wq);
+  Dev<HB> ds(kvb.s), dz(kvb.z);
+  Dev<float> qabs(HM * LORA), pm(64 * HM), pl(64 * HM), pa((size_t)64 * HM * LORA);
+  Dev<int> nch(1);
+  Dev<HB> dO(HM * VH);
+  ropeKernel<<<7, T>>>(ctx, dq.as<mk::bf16>(), dkv.as<mk::bf16>(), dqr.as<mk::bf16>(),
+                       ckvIn.as<mk::bf16>(), krIn.as<mk::bf16>(), (mk::bf16 *)co, (mk::bf16 *)ko);
+  CK(cudaGetLastError());
+  absorbKernel<<<9, T, NOPE * sizeof(float)>>>(dq.as<mk::bf16>(), dw.p, ds.as<mk::bf16>(),
+                                               dz.as<mk::bf16>(), qabs.p);
+  CK(cudaGetLastError());
+  const size_t asmem = mk::mla_attention_smem_floats<HM, LORA, ROPE, 64>() * sizeof(float);
+  CK(cudaFuncSetAttribute(attnKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)asmem));
+  const float scale = 1.f / std::sqrt(float(QD));
+  attnKernel<<<23, T, asmem>>>(rows, scale, qabs.p, dqr.as<mk::bf16>(), (mk::bf16 *)co,
+                               (mk::bf16 *)ko, pm.p, pl.p, pa.p, nch.p);
+  CK(cudaGetLastError());
+  const size_t csmem = mk::mla_combine_smem_floats<T, VH, LORA>() * sizeof(float);
+  combineKernel<<<3, T, csmem>>>(nch.p, pm.p, pl.p, pa.p, dw.p, ds.as<mk::bf16>(),
+                                 dz.as<mk::bf16>(), dO.as<mk::bf16>());
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+
+  // Reference: materialized form in double, from the spec.
+  auto rope = [&](float x0, float x1, int p, float *out) {
+    const float inv = std::pow(10000.f, -float(2 * p) / float(ROPE));
+    const float a = float(ctx) * inv;
+    out[0] = mk::roundBf16(x0 * std::cos(a) - x1 * std::sin(a));
+    out[1] = mk::roundBf16(x1 * std::cos(a) + x0 * std::sin(a));
+  };
+  std::vector<float> C((size_t)rows * LORA), KR((size_t)rows * ROPE), QR(HM * ROPE);
+  for (size_t i = 0; i < (size_t)ctx * LORA; ++i)
+    C[i] = ckv[i].toFloat();
+  for (size_t i = 0; i < (size_t)ctx * ROPE; ++i)
+    KR[i] = kr[i].toFloat();
+  for (int d = 0; d < LORA; ++d)
+    C[(size_t)ctx * LORA + d] = kv[d].toFloat();
+  for (int p = 0; p < ROPE / 2; ++p)
+    rope(kv[LORA + 2 * p].toFloat(), kv[LORA + 2 * p + 1].toFloat(), p,
+         &KR[(size_t)ctx * ROPE + 2 * p]);
+  for (int h = 0; h < HM; ++h)
+    for (int p = 0; p < ROPE / 2; ++p)
+      rope(q[h * QD + NOPE + 2 * p].toFloat(), q[h * QD + NOPE + 2 * p + 1].toFloat(), p,
+           &QR[h * ROPE + 2 * p]);
+  // Appended cache rows must match exactly (copy + rope in fp32 like the GPU).
+  auto cg = (adopt ? ckvOut : ckvIn).get(), kg = (adopt ? krOut : krIn).get();
+  for (size_t i = 0; i < (size_t)rows * LORA; ++i)
+    ASSERT_EQ(cg[i].toFloat(), C[i]) << "c_kv element " << i;
+  int krMismatch = 0;
+  for (size_t i = 0; i < (size_t)rows * ROPE; ++i)
+    krMismatch += std::abs(kg[i].toFloat() - KR[i]) > 0.01f * std::abs(KR[i]) + 1e-6f;
+  EXPECT_EQ(krMismatch, 0);
+  std::vector<double> oref(HM * VH);
+  for (int h = 0; h < HM; ++h) {
+    std::vector<double> sc(rows);
+    double mx = -1e300;
+    for (int l = 0; l < rows; ++l) {
+      double s = 0;
+      for (int n = 0; n < NOPE; ++n) {
+        double kn = 0;
+        for (int c = 0; c < LORA; ++c)
+          kn += double(C[(size_t)l * LORA + c]) * kvb.w(c, h * (NOPE + VH) + n);
+        s += double(q[h * QD + n].toFloat()) * kn;
+      }
+      for (int d = 0; d < ROPE; ++d)
+        s += double(QR[h * ROPE + d]) * KR[(size_t)l * ROPE + d];
+      sc[l] = s / std::sqrt(double(QD));
+      mx = std::max(mx, sc[l]);
+    }
+    double den = 0;
+    for (int l = 0; l < rows; ++l)
+      den += std::exp(sc[l] - mx);
+    std::vector<double> olat(LORA, 0.0);
+    for (int l = 0; l < rows; ++l) {
+      const double p = std::exp(sc[l] - mx) / den;
+      for (int c = 0; c < LORA; ++c)
+        olat[c] += p * C[(size_t)l * LORA + c];
+    }
+    for (int n = 0; n < VH; ++n) {
+      double o = 0;
+      for (int c = 0; c < LORA; ++c)
+        o += olat[c] * kvb.w(c, h * (NOPE + VH) + NOPE + n);
+      oref[h * VH + n] = o;
+    }
+  }
+  auto og = toFloat(dO.get());
+  for (float v : og)
+    ASSERT_TRUE(std::isfinite(v));
+  EXPECT_GT(cosine(og, oref), 0.9999) << "ctx " << ctx;
+  EXPECT_LT(relErr(og, oref), 1e-2) << "ctx " << ctx;
+}
+
+TEST(Mla, AbsorbedAttentionInPlace) {
+  REQUIRE_GPU();
+  runMla(300, false, 21);
+}
+TEST(Mla, AbsorbedAttentionAdoptsForeignCache) {
+  REQUIRE_GPU();
+  runMla(1000, true, 22);
+}
+TEST(Mla, SingleRowContext) {
+  REQUIRE_GPU();
+  runMla(0, false, 23);
+}
+
+//===----------------------------------------------------------------------===//
+// MoE top-k
+//===----------------------------------------------------------------------===//
+
+template <int E, int K>
+__global__ void topkKernel(const mk::bf16 *logits, float scaling, float *w, int *idx) {
+  __shared__ float ws[K];
+  __shared__ int is[K];
+  mk::moe_topk<E, K>(logits, scaling, ws, is);
+  if (threadIdx.x < K) {
+    w[blockIdx.x * K + threadIdx.x] = ws[threadIdx.x];
+    idx[blockIdx.x * K + threadIdx.x] = is[threadIdx.x];
+  }
+}
+
+template <int E, int K> void runTopk(std::vector<HB> logits) {
+  Dev<HB> dl(logits);
+  Dev<float> dw(2 * K);
+  Dev<int> di(2 * K);
+  topkKernel<E, K><<<2, 128>>>(dl.as<mk::bf16>(), 2.446f, dw.p, di.p);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  std::vector<double> p(E);
+  double mx = -1e300, sum = 0;
+  for (int e = 0; e < E; ++e)
+    mx = std::max(mx, (double)logits[e].toFloat());
+  for (int e = 0; e < E; ++e)
+    sum += p[e] = std::exp(logits[e].toFloat() - mx);
+  std::vector<int> order(E);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
+  double ws = 0;
+  for (int k = 0; k < K; ++k)
+    ws += p[order[k]] / sum;
+  auto w = dw.get();
+  auto idx = di.get();
+  for (int b = 0; b < 2; ++b)
+    for (int k = 0; k < K; ++k) {
+      EXPECT_EQ(idx[b * K + k], order[k]) << "slot " << k;
+      EXPECT_NEAR(w[b * K + k], p[order[k]] / sum / (ws + 1e-9) * 2.446, 1e-5);
+    }
+}
+
+TEST(MoeTopk, PicksLargestLowerIndexOnTies) {
+  REQUIRE_GPU();
+  Rng r(31);
+  auto l = randBf16(r, 64, 1.f);
+  l[40] = l[7] = l[50] = HB(3.f); // a three-way tie at the top
+  l[12] = l[13] = HB(2.5f);
+  runTopk<64, 8>(l);
+  runTopk<8, 2>(randBf16(r, 8, 1.f));
+}
+
+//===----------------------------------------------------------------------===//
+// Grid barrier and counters under a cooperative launch
+//===----------------------------------------------------------------------===//
+
+__global__ void barrierKernel(unsigned *sync, int *cells, int rounds, int *errors) {
+  for (int r = 0; r < rounds; ++r) {
+    if (threadIdx.x == 0)
+      atomicAdd(&cells[r % 2], 1);
+    mk::grid_barrier(sync);
+    if (threadIdx.x == 0 && __ldcg(&cells[r % 2]) != (int)gridDim.x * (r / 2 + 1))
+      atomicAdd(errors, 1);
+    mk::grid_barrier(sync);
+  }
+  // Counters: block b publishes a value, block b+1 waits for it.
+  if (blockIdx.x > 0)
+    mk::counter_wait(sync, blockIdx.x - 1, 1);
+  if (threadIdx.x == 0) {
+    const int prev = blockIdx.x > 0 ? __ldcg(&cells[2 + blockIdx.x - 1]) : 0;
+    cells[2 + blockIdx.x] = prev + 1;
+  }
+  mk::counter_signal(sync, blockIdx.x);
+  mk::grid_barrier(sync);
+  mk::counters_reset(sync, gridDim.x);
+}
+
+TEST(GridSync, BarriersAndCountersHoldAcrossLaunches) {
+  REQUIRE_GPU();
+  int dev = 0, sms = 0, coop = 0, perSm = 0;
+  CK(cudaGetDevice(&dev));
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
+  ASSERT_TRUE(coop);
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, barrierKernel, 256, 0));
+  const int grid = sms * perSm;
+  Dev<unsigned> sync(mk::sync_bytes(grid) / 4);
+  sync.zero();
+  const int rounds = 200;
+  for (int launch = 0; launch < 3; ++launch) {
+    Dev<int> cells(2 + grid), errors(1);
+    cells.zero();
+    errors.zero();
+    void *args[] = {&sync.p, &cells.p, (void *)&rounds, &errors.p};
+    CK(cudaLaunchCooperativeKernel((void *)barrierKernel, grid, 256, args, 0, 0));
+    CK(cudaDeviceSynchronize());
+    EXPECT_EQ(errors.get()[0], 0) << "launch " << launch;
+    auto c = cells.get();
+    EXPECT_EQ(c[0], grid * (rounds / 2));
+    EXPECT_EQ(c[2 + grid - 1], grid) << "counter chain broken";
+  }
+}
+
+} // namespace
