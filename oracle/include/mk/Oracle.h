@@ -1,0 +1,77 @@
+//===- Oracle.h - The CPU reference of one decode step -----------*- C++ -*-===//
+//
+// The fp32 oracle of /work/shared/spec/kimi_linear_w4a16.md: one decode step
+// of a block spec's unit, with bf16 rounding exactly where the spec rounds and
+// the MLA in its materialized form. Every GPU kernel is checked against it.
+// The pieces are callable one by one (OracleOps.h); deterministic test data
+// comes from TestData.h. docs/oracle.md is the user guide.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MK_ORACLE_H
+#define MK_ORACLE_H
+
+#include "mk/BFloat16.h"
+#include "mk/BlockConfig.h"
+#include "mk/Safetensors.h" // HostTensor, TensorMap
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mk {
+
+/// The decode state carried across steps: the tensors of
+/// stateTensors(cfg, ctxLen) by name. MLA caches hold exactly ctxLen rows;
+/// oracleStep appends one row to each and increments ctxLen.
+struct DecodeState {
+  TensorMap tensors;
+  int64_t ctxLen = 0;
+};
+
+/// Intermediates of one step, by the capture names of docs/kernel-abi.md
+/// ("layer<i>.q", ...), every value as float (bf16 values exactly,
+/// topk_idx as the index). See docs/oracle.md for which are rounded.
+struct OracleTrace {
+  std::map<std::string, std::vector<float>> values;
+};
+
+/// Deterministic test data (see TestData.h for the generator). Weights follow
+/// the spec's distributions: quantized linears from N(0, 0.02) quantized per
+/// the spec, bf16 linears N(0, 0.02), conv_w N(0, 0.1), norms ones.
+TensorMap makeRandomWeights(const BlockConfig &cfg, uint64_t seed);
+/// S ~ N(0, 0.05^2) f32; conv windows and caches N(0, 0.1^2) bf16; caches hold
+/// ctxLen rows (row l is the same for every ctxLen > l).
+DecodeState makeRandomState(const BlockConfig &cfg, int64_t ctxLen,
+                            uint64_t seed);
+/// A token N(0, 0.25^2) in bf16.
+std::vector<BFloat16> makeRandomHidden(const BlockConfig &cfg, uint64_t seed);
+
+/// Quantizes a float weight `w` [in, out] (row-major) per the spec: groups of
+/// `group` input rows per column, lo/hi/scale/zero in fp32, round half to even.
+/// Writes wq [in/2, out], scales and zeros [in/group, out].
+void quantizeW4A16(const float *w, int64_t in, int64_t out, int64_t group,
+                   uint8_t *wq, BFloat16 *scales, BFloat16 *zeros);
+
+/// One decode step with the spec's semantics (materialized MLA). `weights`
+/// must hold parameterTensors(cfg) and `state` stateTensors(cfg, ctxLen)
+/// (abort with a message naming the tensor otherwise); the state is updated in
+/// place. Returns the output hidden. If `trace` is given, fills it.
+std::vector<BFloat16> oracleStep(const BlockConfig &cfg,
+                                 const TensorMap &weights, DecodeState &state,
+                                 const std::vector<BFloat16> &hidden,
+                                 OracleTrace *trace = nullptr);
+
+/// Cosine similarity, accumulated in double. Two all-zero vectors give 1,
+/// one all-zero vector 0; any non-finite input gives NaN.
+double cosineSimilarity(const float *a, const float *b, size_t n);
+
+/// Worker threads the oracle and the generators use: MK_ORACLE_THREADS if set,
+/// otherwise std::thread::hardware_concurrency(). Results never depend on it.
+unsigned oracleThreads();
+
+} // namespace mk
+
+#endif // MK_ORACLE_H

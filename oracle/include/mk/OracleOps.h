@@ -1,0 +1,112 @@
+//===- OracleOps.h - The oracle's operations, one by one ---------*- C++ -*-===//
+//
+// Every operation of the spec's decode step as a plain function over host
+// arrays, so each can be unit tested against hand-computed values. All
+// arithmetic is fp32 unless stated; "sequential" sums run in index order.
+// oracleStep (Oracle.h) is these functions composed.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MK_ORACLEOPS_H
+#define MK_ORACLEOPS_H
+
+#include "mk/BFloat16.h"
+#include "mk/BlockConfig.h"
+#include "mk/Safetensors.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mk {
+namespace oracle {
+
+float silu(float x);     // x / (1 + exp(-x))
+float sigmoid(float x);  // 1 / (1 + exp(-x))
+float softplus(float x); // log1p(exp(x)), = x for x > 20
+
+/// A view of one W4A16 linear W [in, out] (one expert of a stacked set).
+struct QuantWeight {
+  const uint8_t *wq = nullptr;      // [in/2, out]
+  const BFloat16 *scales = nullptr; // [in/group, out]
+  const BFloat16 *zeros = nullptr;  // [in/group, out]
+  int64_t in = 0, out = 0, group = 0;
+};
+
+/// The view of `<prefix>.{w_q,scales,zeros}` in `weights` (expert `expert` of
+/// a stacked set, or -1 for an unstacked linear). Aborts with a message naming
+/// the tensor if it is missing or has the wrong shape.
+QuantWeight quantWeight(const TensorMap &weights, const std::string &prefix,
+                        int64_t in, int64_t out, int64_t group,
+                        int64_t expert = -1);
+
+/// w[k, n] = bf16((q[k,n] - zero) * scale), as a float.
+float dequantW4(const QuantWeight &w, int64_t k, int64_t n);
+
+/// y[n] = sum_k x[k] * w[k, n] in fp32, sequential in k, no final rounding.
+/// Columns are split across threads; nothing beyond one tile is dequantized.
+void w4a16Gemv(const float *x, const QuantWeight &w, float *y);
+/// The spec's W4A16 product on a bf16 input: bf16(sum_k f32(x[k]) w[k,n]).
+std::vector<BFloat16> w4a16Linear(const std::vector<BFloat16> &x,
+                                  const QuantWeight &w);
+
+/// y = bf16(x @ W^T), W bf16 (out, in), fp32 sequential accumulation.
+void bf16Linear(const BFloat16 *x, const BFloat16 *W, int64_t out, int64_t in,
+                BFloat16 *y);
+
+/// bf16(f32(x) * rsqrt(mean(f32(x)^2) + eps) * f32(w)); the mean is the
+/// sequential sum of squares divided by n.
+void rmsNorm(const BFloat16 *x, const BFloat16 *w, int64_t n, float eps,
+             BFloat16 *out);
+
+/// One step of the causal depthwise conv over C channels with `taps` taps:
+/// window [taps-1, C] holds the previous pre-conv rows (oldest first);
+/// convW is [C, taps] (tap taps-1 multiplies `fresh`).
+/// out[c] = bf16(silu(sum_t win[t][c] * convW[c][t])) with t sequential; the
+/// window then drops its oldest row and appends `fresh` (pre-conv values).
+void shortConvStep(const BFloat16 *fresh, BFloat16 *window,
+                   const BFloat16 *convW, int64_t C, int64_t taps,
+                   BFloat16 *out);
+
+/// The gated delta rule for H heads, S [H, Dk, Dv] updated in place, q/k/g
+/// [H, Dk], v [H, Dv], beta [H], o [H, Dv]:
+///   S[h,i,j] *= exp(g[h,i]); pred[j] = sum_i S[h,i,j] k[h,i];
+///   S[h,i,j] += (beta[h] * k[h,i]) * (v[h,j] - pred[j]);
+///   o[h,j] = sum_i S[h,i,j] q[h,i]            (sums sequential in i).
+void gatedDeltaStep(float *S, int64_t H, int64_t Dk, int64_t Dv,
+                    const float *q, const float *k, const float *v,
+                    const float *g, const float *beta, float *o);
+
+/// Interleaved RoPE of `dim` values in place at position `pos`: pair i is
+/// (x[2i], x[2i+1]), angle a = pos * theta^(-2i/dim) (computed in double,
+/// cos/sin rounded to fp32), rotated in fp32 and rounded to bf16.
+void ropeInterleaved(BFloat16 *x, int64_t dim, int64_t pos, double theta);
+
+/// p = softmax(x) over n values: max-subtracted, exp, sequential sum, divide.
+void softmax(const float *x, int64_t n, float *p);
+
+/// The k largest of p[0..n) in descending order; equal values: the lower
+/// index wins (comes first and is preferred at the cut).
+void topK(const float *p, int64_t n, int64_t k, int32_t *idx, float *w);
+
+/// w[j] = w[j] / (sum_j w[j] + 1e-9) * scaling, sum sequential.
+void normalizeRouteWeights(float *w, int64_t k, float scaling);
+
+/// One expert FFN, all fp32: y = (silu(u @ gate) * (u @ up)) @ down.
+void expertFfn(const float *u, const QuantWeight &gate, const QuantWeight &up,
+               const QuantWeight &down, float *y);
+
+/// The materialized MLA attention for all heads: with kvb =
+/// bf16(c_kv[rows] @ W_kv_b) viewed [rows, Hm, qkNope+vHead],
+/// score[l,h] = (q_nope[h].k_nope[l,h] + q_rope[h].k_rope[l]) / sqrt(qkNope+qkRope)
+/// (one sequential dot over the nope then the rope part), softmax over rows,
+/// o[h] = sum_l p[l,h] val[l,h]. q bf16 [Hm, qkNope+qkRope] (rotated),
+/// cKv [rows, kvLora], kRope [rows, qkRope]; o f32 [Hm, vHead].
+void mlaAttention(const BlockConfig &cfg, const BFloat16 *q,
+                  const BFloat16 *cKv, const BFloat16 *kRope, int64_t rows,
+                  const QuantWeight &kvB, float *o);
+
+} // namespace oracle
+} // namespace mk
+
+#endif // MK_ORACLEOPS_H

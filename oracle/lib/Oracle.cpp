@@ -1,0 +1,300 @@
+//===- Oracle.cpp - The CPU reference of one decode step ------------------===//
+
+#include "mk/Oracle.h"
+#include "mk/OracleOps.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+namespace mk {
+
+unsigned oracleThreads() {
+  static const unsigned n = [] {
+    if (const char *env = std::getenv("MK_ORACLE_THREADS")) {
+      int v = std::atoi(env);
+      if (v > 0)
+        return unsigned(v);
+    }
+    unsigned hw = std::thread::hardware_concurrency();
+    return hw ? hw : 1u;
+  }();
+  return n;
+}
+
+double cosineSimilarity(const float *a, const float *b, size_t n) {
+  double dot = 0, na = 0, nb = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i]))
+      return std::nan("");
+    dot += double(a[i]) * b[i];
+    na += double(a[i]) * a[i];
+    nb += double(b[i]) * b[i];
+  }
+  if (na == 0 && nb == 0)
+    return 1.0;
+  if (na == 0 || nb == 0)
+    return 0.0;
+  return dot / (std::sqrt(na) * std::sqrt(nb));
+}
+
+namespace {
+
+using oracle::QuantWeight;
+
+[[noreturn]] void fatal(const std::string &msg) {
+  std::fprintf(stderr, "mk oracle: fatal: %s\n", msg.c_str());
+  std::abort();
+}
+
+/// Records intermediates under "layer<i>.<what>" when tracing.
+class Recorder {
+public:
+  Recorder(OracleTrace *trace) : trace(trace) {}
+  void layer(int64_t i) { prefix = "layer" + std::to_string(i) + "."; }
+  void bf16(const char *what, const BFloat16 *v, size_t n) {
+    if (!trace)
+      return;
+    std::vector<float> &dst = trace->values[prefix + what];
+    dst.resize(n);
+    for (size_t i = 0; i < n; ++i)
+      dst[i] = v[i].toFloat();
+  }
+  void bf16(const char *what, const std::vector<BFloat16> &v) {
+    bf16(what, v.data(), v.size());
+  }
+  void f32(const char *what, const float *v, size_t n) {
+    if (trace)
+      trace->values[prefix + what].assign(v, v + n);
+  }
+  void f32(const char *what, const std::vector<float> &v) {
+    f32(what, v.data(), v.size());
+  }
+
+private:
+  OracleTrace *trace;
+  std::string prefix;
+};
+
+const HostTensor &weight(const TensorMap &w, const std::string &name) {
+  auto it = w.find(name);
+  if (it == w.end())
+    fatal("weight '" + name + "' is missing");
+  return it->second;
+}
+
+std::vector<BFloat16> toBf16(const std::vector<float> &v) {
+  std::vector<BFloat16> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    r[i] = BFloat16(v[i]);
+  return r;
+}
+
+std::vector<BFloat16> kdaAttention(const BlockConfig &cfg, const TensorMap &w,
+                                   DecodeState &st, int64_t layer,
+                                   const std::vector<BFloat16> &u,
+                                   Recorder &rec) {
+  const std::string p = layerPrefix(layer) + ".attn.";
+  const std::string sp = statePrefix(layer) + ".";
+  const int64_t d = cfg.hidden, H = cfg.kdaHeads, Dk = cfg.kdaHeadDim;
+  const int64_t C = cfg.kdaChannels(), taps = cfg.shortConv;
+  auto proj = [&](const char *n, int64_t in, int64_t out) {
+    return oracle::quantWeight(w, p + n, in, out, cfg.group);
+  };
+  std::vector<BFloat16> q = oracle::w4a16Linear(u, proj("q_proj", d, C));
+  std::vector<BFloat16> k = oracle::w4a16Linear(u, proj("k_proj", d, C));
+  std::vector<BFloat16> v = oracle::w4a16Linear(u, proj("v_proj", d, C));
+  std::vector<BFloat16> gr = oracle::w4a16Linear(u, proj("g_proj", d, C));
+  std::vector<BFloat16> b(static_cast<size_t>(H));
+  oracle::bf16Linear(u.data(), weight(w, p + "beta_proj.weight").bf16(), H, d,
+                     b.data());
+  rec.bf16("q", q);
+  rec.bf16("k", k);
+  rec.bf16("v", v);
+  rec.bf16("g", gr);
+  rec.bf16("beta_logits", b);
+
+  const BFloat16 *convW = weight(w, p + "conv_w").bf16();
+  std::vector<BFloat16> qc(static_cast<size_t>(C)), kc(static_cast<size_t>(C)), vc(static_cast<size_t>(C));
+  oracle::shortConvStep(q.data(), st.tensors.at(sp + "cq").bf16(),
+                        convW + 0 * C * taps, C, taps, qc.data());
+  oracle::shortConvStep(k.data(), st.tensors.at(sp + "ck").bf16(),
+                        convW + 1 * C * taps, C, taps, kc.data());
+  oracle::shortConvStep(v.data(), st.tensors.at(sp + "cv").bf16(),
+                        convW + 2 * C * taps, C, taps, vc.data());
+  rec.bf16("q_conv", qc);
+  rec.bf16("k_conv", kc);
+  rec.bf16("v_conv", vc);
+
+  const float qScale = 1.0f / std::sqrt(float(Dk));
+  std::vector<float> qf(static_cast<size_t>(C)), kf(static_cast<size_t>(C)), vf(static_cast<size_t>(C)),
+      g(static_cast<size_t>(C)), beta(static_cast<size_t>(H)), o(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    qf[c] = qc[c].toFloat() * qScale;
+    kf[c] = kc[c].toFloat();
+    vf[c] = vc[c].toFloat();
+    g[c] = -oracle::softplus(gr[c].toFloat());
+  }
+  for (int64_t h = 0; h < H; ++h)
+    beta[h] = oracle::sigmoid(b[h].toFloat());
+  oracle::gatedDeltaStep(st.tensors.at(sp + "S").f32(), H, Dk, Dk, qf.data(),
+                         kf.data(), vf.data(), g.data(), beta.data(),
+                         o.data());
+  rec.f32("kda_o", o);
+  return oracle::w4a16Linear(toBf16(o), proj("o_proj", C, d));
+}
+
+void appendRow(HostTensor &cache, const BFloat16 *row, int64_t width) {
+  const uint8_t *bytes = reinterpret_cast<const uint8_t *>(row);
+  cache.data.insert(cache.data.end(), bytes, bytes + width * 2);
+  cache.desc.shape[0] += 1;
+}
+
+std::vector<BFloat16> mlaAttention(const BlockConfig &cfg, const TensorMap &w,
+                                   DecodeState &st, int64_t layer,
+                                   const std::vector<BFloat16> &u,
+                                   Recorder &rec) {
+  const std::string p = layerPrefix(layer) + ".attn.";
+  const std::string sp = statePrefix(layer) + ".";
+  const int64_t d = cfg.hidden, Hm = cfg.mlaHeads, dq = cfg.mlaQHeadDim();
+  const int64_t lora = cfg.kvLora, rope = cfg.qkRope, pos = st.ctxLen;
+  auto proj = [&](const char *n, int64_t in, int64_t out) {
+    return oracle::quantWeight(w, p + n, in, out, cfg.group);
+  };
+  std::vector<BFloat16> q = oracle::w4a16Linear(u, proj("q_proj", d, Hm * dq));
+  std::vector<BFloat16> kv =
+      oracle::w4a16Linear(u, proj("kv_a", d, lora + rope));
+  rec.bf16("q", q);
+  for (int64_t h = 0; h < Hm; ++h)
+    oracle::ropeInterleaved(q.data() + h * dq + cfg.qkNope, rope, pos,
+                            cfg.ropeTheta);
+  oracle::ropeInterleaved(kv.data() + lora, rope, pos, cfg.ropeTheta);
+  rec.bf16("mla_q", q);
+  rec.bf16("mla_kv", kv);
+
+  HostTensor &cKv = st.tensors.at(sp + "c_kv");
+  HostTensor &kRope = st.tensors.at(sp + "k_rope");
+  appendRow(cKv, kv.data(), lora);
+  appendRow(kRope, kv.data() + lora, rope);
+
+  std::vector<float> o(size_t(Hm * cfg.vHead));
+  oracle::mlaAttention(cfg, q.data(), cKv.bf16(), kRope.bf16(), pos + 1,
+                       proj("kv_b", lora, Hm * cfg.mlaKvBHeadDim()),
+                       o.data());
+  rec.f32("mla_o", o);
+  return oracle::w4a16Linear(toBf16(o), proj("o_proj", Hm * cfg.vHead, d));
+}
+
+std::vector<BFloat16> moe(const BlockConfig &cfg, const TensorMap &w,
+                          int64_t layer, const std::vector<BFloat16> &u,
+                          Recorder &rec) {
+  const std::string p = layerPrefix(layer) + ".moe.";
+  const int64_t d = cfg.hidden, E = cfg.nExperts, K = cfg.nActive;
+  std::vector<BFloat16> logits(static_cast<size_t>(E));
+  oracle::bf16Linear(u.data(), weight(w, p + "router.weight").bf16(), E, d,
+                     logits.data());
+  rec.bf16("router_logits", logits);
+  std::vector<float> lf(static_cast<size_t>(E)), prob(static_cast<size_t>(E)), tw(static_cast<size_t>(K));
+  for (int64_t e = 0; e < E; ++e)
+    lf[e] = logits[e].toFloat();
+  oracle::softmax(lf.data(), E, prob.data());
+  std::vector<int32_t> idx(static_cast<size_t>(K));
+  oracle::topK(prob.data(), E, K, idx.data(), tw.data());
+  oracle::normalizeRouteWeights(tw.data(), K, float(cfg.routedScaling));
+  std::vector<float> idxf(idx.begin(), idx.end());
+  rec.f32("topk_idx", idxf);
+  rec.f32("topk_w", tw);
+
+  std::vector<float> uf(static_cast<size_t>(d)), y(static_cast<size_t>(d)), acc(size_t(d), 0.0f);
+  for (int64_t i = 0; i < d; ++i)
+    uf[i] = u[i].toFloat();
+  auto expert = [&](const char *g, const char *up, const char *down,
+                    int64_t e) {
+    oracle::expertFfn(
+        uf.data(), oracle::quantWeight(w, p + g, d, cfg.moeInter, cfg.group, e),
+        oracle::quantWeight(w, p + up, d, cfg.moeInter, cfg.group, e),
+        oracle::quantWeight(w, p + down, cfg.moeInter, d, cfg.group, e),
+        y.data());
+  };
+  for (int64_t j = 0; j < K; ++j) {
+    expert("gate", "up", "down", idx[j]);
+    for (int64_t i = 0; i < d; ++i)
+      acc[i] = acc[i] + tw[j] * y[i];
+  }
+  for (int64_t s = 0; s < cfg.nShared; ++s) {
+    expert("s_gate", "s_up", "s_down", s);
+    for (int64_t i = 0; i < d; ++i)
+      acc[i] = acc[i] + y[i];
+  }
+  std::vector<BFloat16> out = toBf16(acc);
+  rec.bf16("moe_out", out);
+  return out;
+}
+
+std::vector<BFloat16> residual(const std::vector<BFloat16> &a,
+                               const std::vector<BFloat16> &b) {
+  std::vector<BFloat16> r(a.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    r[i] = BFloat16(a[i].toFloat() + b[i].toFloat());
+  return r;
+}
+
+void checkInputs(const BlockConfig &cfg, const TensorMap &weights,
+                 const DecodeState &state, const std::vector<BFloat16> &x) {
+  std::vector<std::string> problems;
+  checkTensors(weights, parameterTensors(cfg), problems);
+  std::vector<std::string> stateProblems;
+  checkTensors(state.tensors, stateTensors(cfg, state.ctxLen), stateProblems);
+  for (std::string &s : stateProblems)
+    problems.push_back("state " + s);
+  if (int64_t(x.size()) != cfg.hidden)
+    problems.push_back("hidden has " + std::to_string(x.size()) +
+                       " values, expected " + std::to_string(cfg.hidden));
+  if (problems.empty())
+    return;
+  std::string msg = "oracleStep inputs do not match the spec '" + cfg.name +
+                    "':";
+  for (size_t i = 0; i < problems.size() && i < 20; ++i)
+    msg += "\n  " + problems[i];
+  if (problems.size() > 20)
+    msg += "\n  ... and " + std::to_string(problems.size() - 20) + " more";
+  fatal(msg);
+}
+
+} // namespace
+
+std::vector<BFloat16> oracleStep(const BlockConfig &cfg,
+                                 const TensorMap &weights, DecodeState &state,
+                                 const std::vector<BFloat16> &hidden,
+                                 OracleTrace *trace) {
+  checkInputs(cfg, weights, state, hidden);
+  Recorder rec(trace);
+  const int64_t d = cfg.hidden;
+  const float eps = float(cfg.eps);
+  std::vector<BFloat16> x = hidden, u(static_cast<size_t>(d));
+  for (size_t i = 0; i < cfg.pattern.size(); ++i) {
+    const int64_t layer = int64_t(i);
+    const std::string p = layerPrefix(layer);
+    rec.layer(layer);
+    oracle::rmsNorm(x.data(), weight(weights, p + ".attn_norm").bf16(), d, eps,
+                    u.data());
+    rec.bf16("attn_in", u);
+    std::vector<BFloat16> attn =
+        cfg.pattern[i] == LayerKind::KDA
+            ? kdaAttention(cfg, weights, state, layer, u, rec)
+            : mlaAttention(cfg, weights, state, layer, u, rec);
+    rec.bf16("attn_out", attn);
+    std::vector<BFloat16> h = residual(x, attn);
+    rec.bf16("h", h);
+    oracle::rmsNorm(h.data(), weight(weights, p + ".moe_norm").bf16(), d, eps,
+                    u.data());
+    rec.bf16("moe_in", u);
+    x = residual(h, moe(cfg, weights, layer, u, rec));
+    rec.bf16("out", x);
+  }
+  state.ctxLen += 1;
+  return x;
+}
+
+} // namespace mk

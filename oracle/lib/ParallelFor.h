@@ -1,0 +1,50 @@
+//===- ParallelFor.h - Static work splitting over std::thread ----*- C++ -*-===//
+//
+// Internal to the oracle. Splits [0, n) into contiguous chunks run on up to
+// oracleThreads() threads. Callers only ever split independent outputs, so
+// results never depend on the thread count.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MK_ORACLE_PARALLELFOR_H
+#define MK_ORACLE_PARALLELFOR_H
+
+#include "mk/Oracle.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace mk {
+namespace detail {
+
+/// Runs fn(begin, end) over chunks of [0, n), each at least `grain` long
+/// (except possibly the last), on the calling thread plus helpers.
+template <typename Fn>
+void parallelFor(int64_t n, int64_t grain, const Fn &fn) {
+  if (n <= 0)
+    return;
+  grain = std::max<int64_t>(grain, 1);
+  int64_t maxChunks = (n + grain - 1) / grain;
+  int64_t workers = std::min<int64_t>(oracleThreads(), maxChunks);
+  if (workers <= 1) {
+    fn(int64_t(0), n);
+    return;
+  }
+  int64_t per = (n + workers - 1) / workers;
+  std::vector<std::thread> threads;
+  for (int64_t w = 1; w < workers; ++w) {
+    int64_t b = w * per, e = std::min(n, b + per);
+    if (b < e)
+      threads.emplace_back([&fn, b, e] { fn(b, e); });
+  }
+  fn(int64_t(0), std::min(n, per));
+  for (std::thread &t : threads)
+    t.join();
+}
+
+} // namespace detail
+} // namespace mk
+
+#endif // MK_ORACLE_PARALLELFOR_H
