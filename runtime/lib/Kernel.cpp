@@ -80,7 +80,7 @@ Status Kernel::build(const KernelSource &src, const KernelBuildOptions &opts,
   k->arch_ = opts.compile.arch;
   std::vector<EmbeddedHeader> headers = opts.headers;
   if (opts.useEmbeddedTemplates)
-    for (const EmbeddedHeader &h : embeddedTemplates()) {
+    for (const EmbeddedHeader &h : kernelHeaders()) {
       bool overridden = false;
       for (const EmbeddedHeader &o : opts.headers)
         overridden |= o.includeName == h.includeName;

@@ -26,6 +26,28 @@ Status nvrtcError(nvrtcResult r, const std::string &what) {
 }
 } // namespace
 
+const std::vector<EmbeddedHeader> &nvrtcShimHeaders() {
+  static const char *text =
+      "#pragma once\n"
+      "// NVRTC has no libc: the runtime maps <stdint.h> to CCCL's types.\n"
+      "#include <cuda/std/cstdint>\n"
+      "using cuda::std::int8_t;\nusing cuda::std::int16_t;\n"
+      "using cuda::std::int32_t;\nusing cuda::std::int64_t;\n"
+      "using cuda::std::uint8_t;\nusing cuda::std::uint16_t;\n"
+      "using cuda::std::uint32_t;\nusing cuda::std::uint64_t;\n"
+      "using cuda::std::intptr_t;\nusing cuda::std::uintptr_t;\n";
+  static const std::vector<EmbeddedHeader> shims = {{"stdint.h", text},
+                                                    {"cstdint", text}};
+  return shims;
+}
+
+std::vector<EmbeddedHeader> kernelHeaders() {
+  std::vector<EmbeddedHeader> h = embeddedTemplates();
+  for (const EmbeddedHeader &s : nvrtcShimHeaders())
+    h.push_back(s);
+  return h;
+}
+
 std::string defaultCudaRoot() {
   for (const char *var : {"MK_CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"}) {
     const char *v = std::getenv(var);

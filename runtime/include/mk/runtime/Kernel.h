@@ -38,8 +38,9 @@ struct KernelBuildOptions {
   /// Use the on-disk cache (KernelCache::defaultDir() unless cacheDir is set).
   bool useCache = true;
   std::string cacheDir;
-  /// Headers handed to NVRTC; empty means embeddedTemplates().
+  /// Extra headers handed to NVRTC (override embedded ones of the same name).
   std::vector<EmbeddedHeader> headers;
+  /// Add kernelHeaders() (templates/*.cuh and the libc shims).
   bool useEmbeddedTemplates = true;
 };
 

@@ -23,6 +23,15 @@ struct EmbeddedHeader {
 /// Every templates/*.cuh of the build, sorted by include name.
 const std::vector<EmbeddedHeader> &embeddedTemplates();
 
+/// Stand-ins for the C headers NVRTC lacks (it has no libc): "stdint.h" and
+/// "cstdint", mapping the fixed-width types from CCCL's <cuda/std/cstdint>.
+/// Handed to NVRTC with the templates, after them.
+const std::vector<EmbeddedHeader> &nvrtcShimHeaders();
+
+/// embeddedTemplates() followed by nvrtcShimHeaders(): what kernels compile
+/// against.
+std::vector<EmbeddedHeader> kernelHeaders();
+
 } // namespace rt
 } // namespace mk
 

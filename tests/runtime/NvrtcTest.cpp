@@ -1,0 +1,190 @@
+//===- NvrtcTest.cpp - Compiling kernels without a GPU --------------------===//
+
+#include "TestKernels.h"
+#include "mk/runtime/Kernel.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+using namespace mk;
+using namespace mk::rt;
+
+namespace {
+
+const char *kSmallKernel = R"(
+#include "mk/test_header.cuh"
+extern "C" __global__ void scale(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = twice(x[i]);
+}
+)";
+
+std::vector<EmbeddedHeader> smallHeaders() {
+  return {{"mk/test_header.cuh",
+           "#pragma once\n__device__ inline float twice(float v) { return 2.f * v; }\n"}};
+}
+
+bool supports(int cc) {
+  std::vector<int> archs = nvrtcSupportedArchs();
+  return std::find(archs.begin(), archs.end(), cc) != archs.end();
+}
+
+std::string tempDir() {
+  char tmpl[] = "/tmp/mk-nvrtc-test-XXXXXX";
+  char *d = mkdtemp(tmpl);
+  return d ? d : "/tmp";
+}
+
+} // namespace
+
+TEST(Nvrtc, VersionAndArchitectures) {
+  EXPECT_GE(nvrtcVersionNumber(), 11000);
+  EXPECT_FALSE(nvrtcSupportedArchs().empty());
+  EXPECT_EQ(archForComputeCapability(9, 0), "sm_90");
+  EXPECT_EQ(archForComputeCapability(12, 0), "sm_120");
+}
+
+TEST(Nvrtc, OptionsAreTheDocumentedOnes) {
+  CompileOptions o;
+  o.arch = "sm_90";
+  o.cudaRoot = "/nonexistent-cuda";
+  o.extraOptions = {"-DFOO=1"};
+  std::vector<std::string> opts = nvrtcOptions(o);
+  ASSERT_EQ(opts.size(), 4u); // no -I for include dirs that do not exist
+  EXPECT_EQ(opts[0], "-arch=sm_90");
+  EXPECT_EQ(opts[1], "-std=c++17");
+  EXPECT_EQ(opts[2], "-default-device");
+  EXPECT_EQ(opts[3], "-DFOO=1");
+}
+
+TEST(Nvrtc, CompilesASmallKernelForHopperAndBlackwell) {
+  for (int cc : {90, 120}) {
+    if (!supports(cc)) {
+      ADD_FAILURE() << "this NVRTC cannot target sm_" << cc;
+      continue;
+    }
+    CompileOptions o;
+    o.arch = "sm_" + std::to_string(cc);
+    std::string cubin, log;
+    Status st = compileWithNvrtc(kSmallKernel, "small.cu", smallHeaders(),
+                                 nvrtcOptions(o), cubin, log);
+    ASSERT_TRUE(st.isOk()) << st.toString();
+    ASSERT_GT(cubin.size(), 4u);
+    EXPECT_EQ(cubin.substr(1, 3), "ELF");
+  }
+}
+
+TEST(Nvrtc, CompileErrorsQuoteTheLog) {
+  CompileOptions o;
+  o.arch = "sm_90";
+  std::string cubin, log;
+  Status st = compileWithNvrtc("extern \"C\" __global__ void k() { undefined_fn(); }",
+                               "broken.cu", {}, nvrtcOptions(o), cubin, log);
+  ASSERT_FALSE(st.isOk());
+  EXPECT_EQ(st.code(), ErrorCode::Compile);
+  EXPECT_NE(st.message().find("undefined_fn"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("broken.cu"), std::string::npos);
+}
+
+TEST(Nvrtc, EmbeddedTemplatesAreThere) {
+  // Every templates/*.cuh, named mk/<file>.cuh.
+  for (const EmbeddedHeader &h : embeddedTemplates()) {
+    EXPECT_EQ(h.includeName.rfind("mk/", 0), 0u) << h.includeName;
+    EXPECT_FALSE(h.text.empty()) << h.includeName;
+  }
+}
+
+TEST(Nvrtc, EmbeddedTemplatesCompileUnderNvrtc) {
+  bool haveAll = false;
+  for (const EmbeddedHeader &h : embeddedTemplates())
+    haveAll |= h.includeName == "mk/megakernel.cuh";
+  if (!haveAll)
+    GTEST_SKIP() << "templates/megakernel.cuh not embedded in this build";
+  CompileOptions o;
+  o.arch = "sm_90";
+  std::string cubin, log;
+  Status st = compileWithNvrtc(
+      "#include \"mk/megakernel.cuh\"\nextern \"C\" __global__ void k() {}\n",
+      "all_templates.cu", kernelHeaders(), nvrtcOptions(o), cubin, log);
+  EXPECT_TRUE(st.isOk()) << st.toString();
+}
+
+TEST(Kernel, BuildUsesTheCacheAndRecoversFromCorruption) {
+  BlockConfig cfg = mk::testing::tinyConfig();
+  KernelSource src;
+  src.manifestText = mk::testing::makeManifest(cfg);
+  src.source = mk::testing::makeStubKernelSource(cfg);
+  src.sourceName = "mk_test_stub.cu";
+  KernelBuildOptions opts;
+  opts.compile.arch = "sm_90";
+  opts.cacheDir = tempDir();
+
+  std::shared_ptr<Kernel> k1, k2, k3;
+  ASSERT_TRUE(Kernel::build(src, opts, k1).isOk());
+  EXPECT_FALSE(k1->fromCache());
+  EXPECT_EQ(k1->manifest().kernel, "mk_test_stub");
+  ASSERT_TRUE(Kernel::build(src, opts, k2).isOk());
+  EXPECT_TRUE(k2->fromCache());
+  EXPECT_EQ(k1->cubin(), k2->cubin());
+  EXPECT_EQ(k1->cacheKey(), k2->cacheKey());
+
+  // Truncate the entry: the next build notices, recompiles and rewrites it.
+  std::string path = KernelCache(opts.cacheDir).pathFor(k1->cacheKey());
+  {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << "MKCACHE1 " << k1->cacheKey() << " 99999 0\npartial";
+  }
+  ASSERT_TRUE(Kernel::build(src, opts, k3).isOk());
+  EXPECT_FALSE(k3->fromCache());
+  EXPECT_NE(k3->cacheNote().find("corrupt"), std::string::npos);
+  EXPECT_EQ(k3->cubin(), k1->cubin());
+  std::shared_ptr<Kernel> k4;
+  ASSERT_TRUE(Kernel::build(src, opts, k4).isOk());
+  EXPECT_TRUE(k4->fromCache());
+
+  // Another architecture is another entry.
+  opts.compile.arch = "sm_120";
+  std::shared_ptr<Kernel> k5;
+  ASSERT_TRUE(Kernel::build(src, opts, k5).isOk());
+  EXPECT_FALSE(k5->fromCache());
+  EXPECT_NE(k5->cacheKey(), k1->cacheKey());
+}
+
+TEST(Kernel, ReadKernelDir) {
+  BlockConfig cfg = mk::testing::tinyConfig();
+  std::string dir = tempDir();
+  {
+    std::ofstream(dir + "/mk_test_stub.manifest.json") << mk::testing::makeManifest(cfg);
+    std::ofstream(dir + "/mk_test_stub.cu") << mk::testing::makeStubKernelSource(cfg);
+  }
+  KernelSource src;
+  Status st = readKernelDir(dir, "", src);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  EXPECT_EQ(src.sourceName, "mk_test_stub.cu");
+  EXPECT_NE(src.source.find("mk_test_stub"), std::string::npos);
+
+  st = readKernelDir(dir, "other", src);
+  EXPECT_EQ(st.code(), ErrorCode::Io);
+  st = readKernelDir(dir + "/nope", "", src);
+  EXPECT_EQ(st.code(), ErrorCode::Io);
+
+  // A broken manifest is reported with its path.
+  std::ofstream(dir + "/mk_test_stub.manifest.json") << "{\"format\": 1}";
+  st = readKernelDir(dir, "", src);
+  EXPECT_EQ(st.code(), ErrorCode::Manifest);
+  EXPECT_NE(st.message().find("mk_test_stub.manifest.json"), std::string::npos);
+}
+
+TEST(Kernel, NeedsAnArchitecture) {
+  BlockConfig cfg = mk::testing::tinyConfig();
+  KernelSource src;
+  src.manifestText = mk::testing::makeManifest(cfg);
+  src.source = mk::testing::makeStubKernelSource(cfg);
+  KernelBuildOptions opts;
+  opts.useCache = false;
+  std::shared_ptr<Kernel> k;
+  EXPECT_EQ(Kernel::build(src, opts, k).code(), ErrorCode::InvalidArgument);
+}
