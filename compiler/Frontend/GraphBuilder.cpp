@@ -1,0 +1,300 @@
+//===- GraphBuilder.cpp - Block configuration -> graph IR -----------------===//
+//
+// Every dimension comes from the BlockConfig and every symbol name from its
+// tensor catalogue (core/lib/BlockConfig.cpp), so the IR, the oracle and the
+// runtime agree on names and shapes by construction.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Frontend/GraphBuilder.h"
+
+#include "Pipeline/PipelineStages.h"
+#include "mk/Dialect/Graph/GraphOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+using namespace mk;
+using namespace mk::graph;
+
+namespace {
+
+/// The state values of one layer, threaded through the step function.
+struct LayerState {
+  // KDA
+  Value s, cq, ck, cv;
+  // MLA
+  Value cKv, kRope;
+};
+
+class GraphBuilder {
+public:
+  GraphBuilder(MLIRContext &ctx, const BlockConfig &cfg)
+      : ctx(ctx), cfg(cfg), b(&ctx) {}
+
+  OwningOpRef<ModuleOp> build();
+
+private:
+  Type bf16() { return b.getBF16Type(); }
+  RankedTensorType tensor(ArrayRef<int64_t> shape, Type elt) {
+    return RankedTensorType::get(shape, elt);
+  }
+  RankedTensorType vec(int64_t n, Type elt) { return tensor({n}, elt); }
+  RankedTensorType bvec(int64_t n) { return vec(n, bf16()); }
+  Location loc(const std::string &name) {
+    return NameLoc::get(b.getStringAttr(name));
+  }
+  FlatSymbolRefAttr sym(const std::string &name) {
+    return FlatSymbolRefAttr::get(&ctx, name);
+  }
+  Type elementType(DType t);
+
+  void declareSymbols(ModuleOp module);
+  Value buildKda(int64_t layer, Value u, LayerState &st);
+  Value buildMla(int64_t layer, Value u, Value pos, LayerState &st);
+  Value buildMoe(int64_t layer, Value u);
+  Value linear(Value x, const std::string &weight, int64_t out) {
+    return b.create<LinearW4A16Op>(loc(weight), bvec(out), x, sym(weight));
+  }
+
+  MLIRContext &ctx;
+  const BlockConfig &cfg;
+  OpBuilder b;
+  std::vector<TensorDesc> states;
+};
+
+} // namespace
+
+Type GraphBuilder::elementType(DType t) {
+  switch (t) {
+  case DType::BF16:
+    return b.getBF16Type();
+  case DType::F32:
+    return b.getF32Type();
+  case DType::I32:
+    return b.getI32Type();
+  case DType::U8:
+    return b.getIntegerType(8);
+  }
+  return b.getBF16Type();
+}
+
+void GraphBuilder::declareSymbols(ModuleOp module) {
+  b.setInsertionPointToEnd(module.getBody());
+  // Quantized linears are catalogued as three storage tensors; the IR has
+  // one symbol per linear, declared where its w_q appears.
+  llvm::StringMap<QuantLinearDesc> quant;
+  for (const QuantLinearDesc &q : quantLinears(cfg))
+    quant[q.prefix] = q;
+  Type i4 = b.getIntegerType(4);
+  for (const TensorDesc &t : parameterTensors(cfg)) {
+    llvm::StringRef name(t.name);
+    auto [prefix, field] = name.rsplit('.');
+    auto it = quant.find(prefix);
+    if (it != quant.end() &&
+        (field == "w_q" || field == "scales" || field == "zeros")) {
+      if (field != "w_q")
+        continue;
+      const QuantLinearDesc &q = it->second;
+      SmallVector<int64_t> shape;
+      if (q.experts > 0)
+        shape.push_back(q.experts);
+      shape.append({q.in, q.out});
+      b.create<QuantizedWeightOp>(loc(q.prefix), q.prefix, cfg.group,
+                                  tensor(shape, i4));
+      continue;
+    }
+    b.create<WeightOp>(loc(t.name), t.name,
+                       tensor(t.shape, elementType(t.dtype)));
+  }
+  // Caches are catalogued with a row count of -1: dynamic in the IR.
+  states = stateTensors(cfg, -1);
+  for (const TensorDesc &t : states) {
+    SmallVector<int64_t> shape(t.shape.begin(), t.shape.end());
+    for (int64_t &d : shape)
+      if (d < 0)
+        d = ShapedType::kDynamic;
+    b.create<StateOp>(loc(t.name), t.name,
+                      tensor(shape, elementType(t.dtype)));
+  }
+}
+
+Value GraphBuilder::buildKda(int64_t layer, Value u, LayerState &st) {
+  const std::string p = layerPrefix(layer) + ".attn";
+  const int64_t c = cfg.kdaChannels();
+  Value q = linear(u, p + ".q_proj", c);
+  Value k = linear(u, p + ".k_proj", c);
+  Value v = linear(u, p + ".v_proj", c);
+  Value g = linear(u, p + ".g_proj", c);
+  Value beta = b.create<LinearBF16Op>(loc(p + ".beta_proj"),
+                                      bvec(cfg.kdaHeads), u,
+                                      sym(p + ".beta_proj.weight"));
+  auto conv = [&](Value x, Value &window, int64_t index, const char *what) {
+    auto op = b.create<KdaShortConvOp>(
+        loc(p + ".conv." + what), x.getType(), window.getType(), x, window,
+        sym(p + ".conv_w"), b.getI64IntegerAttr(index));
+    window = op.getNewWindow();
+    return op.getOutput();
+  };
+  Value qc = conv(q, st.cq, 0, "q");
+  Value kc = conv(k, st.ck, 1, "k");
+  Value vc = conv(v, st.cv, 2, "v");
+  auto delta = b.create<KdaGatedDeltaOp>(
+      loc(p + ".gated_delta"), bvec(c), st.s.getType(), qc, kc, vc, g, beta,
+      st.s, cfg.kdaHeads, cfg.kdaHeadDim);
+  st.s = delta.getNewState();
+  return linear(delta.getOutput(), p + ".o_proj", cfg.hidden);
+}
+
+Value GraphBuilder::buildMla(int64_t layer, Value u, Value pos,
+                             LayerState &st) {
+  const std::string p = layerPrefix(layer) + ".attn";
+  const int64_t hm = cfg.mlaHeads, qDim = cfg.mlaQHeadDim();
+  Value q = linear(u, p + ".q_proj", hm * qDim);
+  Value q2 = b.create<ReshapeOp>(loc(p + ".q_heads"),
+                                 tensor({hm, qDim}, bf16()), q);
+  Value qr = b.create<RopeOp>(loc(p + ".q_rope"), q2.getType(), q2, pos,
+                              b.getF64FloatAttr(cfg.ropeTheta),
+                              b.getI64IntegerAttr(cfg.qkNope),
+                              b.getI64IntegerAttr(cfg.qkRope));
+  Value kv = linear(u, p + ".kv_a", cfg.kvLora + cfg.qkRope);
+  Value c = b.create<SliceOp>(loc(p + ".c"), bvec(cfg.kvLora), kv, 0);
+  Value kr = b.create<SliceOp>(loc(p + ".kr"), bvec(cfg.qkRope), kv,
+                               cfg.kvLora);
+  Value krr = b.create<RopeOp>(loc(p + ".k_rope"), kr.getType(), kr, pos,
+                               b.getF64FloatAttr(cfg.ropeTheta),
+                               b.getI64IntegerAttr(0),
+                               b.getI64IntegerAttr(cfg.qkRope));
+  st.cKv = b.create<MlaCacheAppendOp>(loc(p + ".append_c_kv"),
+                                      st.cKv.getType(), st.cKv, c);
+  st.kRope = b.create<MlaCacheAppendOp>(loc(p + ".append_k_rope"),
+                                        st.kRope.getType(), st.kRope, krr);
+  Value o = b.create<MlaAttentionOp>(
+      loc(p + ".attention"), bvec(hm * cfg.vHead), qr, st.cKv, st.kRope,
+      sym(p + ".kv_b"), b.getI64IntegerAttr(hm),
+      b.getI64IntegerAttr(cfg.qkNope), b.getI64IntegerAttr(cfg.qkRope),
+      b.getI64IntegerAttr(cfg.vHead));
+  return linear(o, p + ".o_proj", cfg.hidden);
+}
+
+Value GraphBuilder::buildMoe(int64_t layer, Value u) {
+  const std::string p = layerPrefix(layer) + ".moe";
+  const int64_t d = cfg.hidden;
+  auto router = b.create<MoeRouterOp>(
+      loc(p + ".router"), vec(cfg.nActive, b.getF32Type()),
+      vec(cfg.nActive, b.getI32Type()), u, sym(p + ".router.weight"),
+      b.getI64IntegerAttr(cfg.nActive),
+      b.getF64FloatAttr(cfg.routedScaling));
+  Value routed = b.create<MoeExpertsOp>(
+      loc(p + ".experts"), vec(d, b.getF32Type()), u, router.getWeights(),
+      router.getIndices(), sym(p + ".gate"), sym(p + ".up"),
+      sym(p + ".down"));
+  Value shared;
+  if (cfg.nShared > 0)
+    shared = b.create<SharedExpertsOp>(loc(p + ".shared_experts"),
+                                       vec(d, b.getF32Type()), u,
+                                       sym(p + ".s_gate"), sym(p + ".s_up"),
+                                       sym(p + ".s_down"));
+  return b.create<MoeCombineOp>(loc(p + ".combine"), bvec(d), routed, shared);
+}
+
+OwningOpRef<ModuleOp> GraphBuilder::build() {
+  ctx.getOrLoadDialect<GraphDialect>();
+  ctx.getOrLoadDialect<func::FuncDialect>();
+  OwningOpRef<ModuleOp> module =
+      ModuleOp::create(loc(cfg.name), llvm::StringRef(cfg.name));
+  declareSymbols(*module);
+
+  // Signature: hidden, ctx_len, then every state in catalogue order; results:
+  // hidden', then every new state in the same order.
+  SmallVector<Type> argTypes = {bvec(cfg.hidden), b.getI32Type()};
+  SmallVector<Type> resultTypes = {bvec(cfg.hidden)};
+  SmallVector<StateOp> stateOps(module->getOps<StateOp>());
+  for (StateOp s : stateOps) {
+    argTypes.push_back(s.getType());
+    resultTypes.push_back(s.getType());
+  }
+  b.setInsertionPointToEnd(module->getBody());
+  auto fn = b.create<func::FuncOp>(loc(cfg.name + ".decode_step"),
+                                   kDecodeStepFuncName,
+                                   b.getFunctionType(argTypes, resultTypes));
+  const unsigned firstState = 2;
+  for (auto [i, s] : llvm::enumerate(stateOps)) {
+    auto tie = b.getNamedAttr(GraphDialect::getStateAttrName(),
+                              FlatSymbolRefAttr::get(s.getSymNameAttr()));
+    fn.setArgAttrs(firstState + i, b.getDictionaryAttr(tie));
+    fn.setResultAttrs(1 + i, b.getDictionaryAttr(tie));
+  }
+  Block *entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+
+  // Bind each layer's state arguments by name.
+  llvm::StringMap<Value> stateArg;
+  for (auto [i, s] : llvm::enumerate(stateOps))
+    stateArg[s.getSymName()] = entry->getArgument(firstState + i);
+  std::vector<LayerState> layerStates(cfg.pattern.size());
+  for (size_t i = 0; i < cfg.pattern.size(); ++i) {
+    std::string sp = statePrefix(i);
+    LayerState &st = layerStates[i];
+    if (cfg.pattern[i] == LayerKind::KDA) {
+      st.s = stateArg.lookup(sp + ".S");
+      st.cq = stateArg.lookup(sp + ".cq");
+      st.ck = stateArg.lookup(sp + ".ck");
+      st.cv = stateArg.lookup(sp + ".cv");
+    } else {
+      st.cKv = stateArg.lookup(sp + ".c_kv");
+      st.kRope = stateArg.lookup(sp + ".k_rope");
+    }
+  }
+
+  Value x = entry->getArgument(0);
+  Value pos = entry->getArgument(1);
+  const auto eps = b.getF64FloatAttr(cfg.eps);
+  for (size_t i = 0; i < cfg.pattern.size(); ++i) {
+    const std::string p = layerPrefix(i);
+    Value n = b.create<RMSNormOp>(loc(p + ".attn_norm"), x.getType(), x,
+                                  sym(p + ".attn_norm"), eps);
+    Value attn = cfg.pattern[i] == LayerKind::KDA
+                     ? buildKda(i, n, layerStates[i])
+                     : buildMla(i, n, pos, layerStates[i]);
+    Value h = b.create<AddOp>(loc(p + ".attn_residual"), x.getType(), x, attn);
+    Value m = b.create<RMSNormOp>(loc(p + ".moe_norm"), h.getType(), h,
+                                  sym(p + ".moe_norm"), eps);
+    Value moe = buildMoe(i, m);
+    x = b.create<AddOp>(loc(p + ".moe_residual"), h.getType(), h, moe);
+  }
+
+  // Return the new states in catalogue order.
+  SmallVector<Value> results = {x};
+  for (size_t i = 0; i < cfg.pattern.size(); ++i) {
+    const LayerState &st = layerStates[i];
+    if (cfg.pattern[i] == LayerKind::KDA)
+      results.append({st.s, st.cq, st.ck, st.cv});
+    else
+      results.append({st.cKv, st.kRope});
+  }
+  b.create<func::ReturnOp>(loc(cfg.name + ".decode_step.return"), results);
+  return module;
+}
+
+OwningOpRef<ModuleOp> mk::buildGraphModule(MLIRContext &ctx,
+                                           const BlockConfig &cfg,
+                                           std::string *error) {
+  std::string problem = cfg.validate();
+  if (!problem.empty()) {
+    if (error)
+      *error = "invalid block configuration: " + problem;
+    return nullptr;
+  }
+  return GraphBuilder(ctx, cfg).build();
+}
+
+void mk::registerFrontendPipelineStages() {
+  PipelineStage graph;
+  graph.name = "graph";
+  graph.summary = "tensor data flow of one decode step (graph dialect), as "
+                  "built from the block spec";
+  registerPipelineStage(std::move(graph));
+}

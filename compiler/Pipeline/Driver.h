@@ -1,0 +1,55 @@
+//===- Driver.h - The mkc driver as a library -------------------*- C++ -*-===//
+//
+// Everything mkc does, callable without a command line (the gtests drive bad
+// inputs through it): load a block spec or an .mlir file, run the pipeline's
+// stages up to the requested one, dump IR per stage, write the result.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MK_PIPELINE_DRIVER_H
+#define MK_PIPELINE_DRIVER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace mk {
+
+struct DriverOptions {
+  /// A block spec (JSON) or, if it ends in ".mlir", IR of any stage.
+  std::string inputPath;
+  /// The last stage to run (see PipelineStages.h).
+  std::string emit = "graph";
+  /// Where the result goes; "-" is `out`.
+  std::string outputPath = "-";
+  /// If set, writes the IR after every stage to DIR/NN-<stage>.mlir.
+  std::string dumpDir;
+  /// Name used as the prefix of error lines ("mkc").
+  std::string toolName = "mkc";
+};
+
+/// Called on each stage's pass manager before it runs (mkc applies MLIR's
+/// pass-manager command-line options here, e.g. --mlir-print-ir-after-all).
+using PassManagerHook = llvm::function_ref<mlir::LogicalResult(mlir::PassManager &)>;
+
+/// Runs the driver. Returns 0 on success and 1 on any error, reported to
+/// `errs` as "<tool>: error: <file>: <message>" (IR diagnostics keep their
+/// file:line:col form). Never aborts on bad input.
+int runDriver(const DriverOptions &options, llvm::raw_ostream &out,
+              llvm::raw_ostream &errs, PassManagerHook configure = {});
+
+/// Loads `path` (block spec or .mlir) into `ctx` as graph-level IR, verified.
+/// On failure returns null and sets `error` to one line ("<file>: <message>");
+/// MLIR diagnostics go to the context's handlers.
+mlir::OwningOpRef<mlir::ModuleOp> loadInput(mlir::MLIRContext &ctx,
+                                            llvm::StringRef path,
+                                            std::string &error);
+
+} // namespace mk
+
+#endif // MK_PIPELINE_DRIVER_H

@@ -1,0 +1,80 @@
+//===- mkc.cpp - The megakernel compiler driver ---------------------------===//
+//
+//   mkc SPEC.json|FILE.mlir --emit=<stage> [-o FILE|DIR] [--dump-dir DIR]
+//
+// Runs the pipeline up to <stage> and writes its product (IR, or for a
+// terminal stage such as "cuda" whatever that stage emits). All the work is
+// in mk::runDriver (compiler/Pipeline/Driver.h); this file is the command
+// line. MLIR's pass-manager, context and printer options are available, e.g.
+// --mlir-print-ir-after-all, --mlir-print-debuginfo, --mlir-timing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Pipeline/Driver.h"
+#include "Pipeline/InitAll.h"
+#include "Pipeline/PipelineStages.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+
+static std::string stageHelp() {
+  std::string help = "Last pipeline stage to run and emit:";
+  for (const mk::PipelineStage &s : mk::getPipelineStages())
+    help += "\n    " + s.name + ": " + s.summary;
+  return help;
+}
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  mk::registerAllPipelineStages();
+  mk::registerAllPasses();
+
+  cl::OptionCategory category("mkc options");
+  cl::opt<std::string> input(cl::Positional, cl::desc("<spec.json|file.mlir>"),
+                             cl::cat(category));
+  cl::opt<std::string> emit("emit", cl::desc(stageHelp()),
+                            cl::value_desc("stage"), cl::init("graph"),
+                            cl::cat(category));
+  cl::opt<std::string> output("o", cl::desc("Output file or directory ('-' "
+                                            "is stdout)"),
+                              cl::value_desc("path"), cl::init("-"),
+                              cl::cat(category));
+  cl::opt<std::string> dumpDir(
+      "dump-dir",
+      cl::desc("Write the IR after every stage to DIR/NN-<stage>.mlir"),
+      cl::value_desc("dir"), cl::cat(category));
+  cl::opt<bool> listStages("list-stages",
+                           cl::desc("Print the pipeline's stages and exit"),
+                           cl::cat(category));
+
+  mlir::registerMLIRContextCLOptions();
+  mlir::registerPassManagerCLOptions();
+  mlir::registerAsmPrinterCLOptions();
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "mkc: compiles a block spec into one cooperative CUDA megakernel\n\n"
+      "  mkc examples/kimi_linear_w4a16.json --emit=graph\n"
+      "  mkc spec.json --emit=graph --dump-dir ir/ "
+      "--mlir-print-ir-after-all\n");
+
+  if (listStages) {
+    for (const mk::PipelineStage &s : mk::getPipelineStages())
+      outs() << s.name << "\t" << s.summary << "\n";
+    return 0;
+  }
+
+  mk::DriverOptions options;
+  options.inputPath = input;
+  options.emit = emit;
+  options.outputPath = output;
+  options.dumpDir = dumpDir;
+  return mk::runDriver(options, outs(), errs(), [](mlir::PassManager &pm) {
+    return mlir::applyPassManagerCLOptions(pm);
+  });
+}
