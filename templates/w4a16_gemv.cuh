@@ -9,9 +9,10 @@
 //
 // Arithmetic: the scale and zero are factored out of each group,
 //   sum_k x_k (q_k - z) s = s * (sum_k x_k q_k - z * sum_k x_k),
-// and q is widened with a magic number instead of a conversion: OR-ing the
-// nibble into bits 16..19 of 0x43000000 gives the float 128 + q (bits 20..23:
-// 128 + 16 q), so each weight costs one shift/mask and one FMA. The constant
+// and q is widened with a magic number instead of a conversion: one byte
+// permute puts the (pre-masked) nibble into bits 16..23 under the exponent
+// byte 0x43, which reads as the float 128 + q, so each weight costs one PRMT
+// and one FMA (plus two masks per eight weights). The constant
 // 128 * sum x is subtracted once per group; it cancels at most ~4 of fp32's
 // 24 bits. The result differs from the spec's per-weight bf16 rounding of the
 // dequantized value only by that rounding (well under the 0.999 cosine bar).
@@ -54,31 +55,23 @@ struct EpiStoreSmem {
 };
 
 namespace detail {
+/// Byte J of `w` (a nibble, already masked) as the float 128 + q: the byte
+/// lands in bits 16..23 under the exponent byte 0x43.
 template <int J>
-__device__ __forceinline__ uint32_t nibble_lane(uint32_t w) {
-  // Brings byte J's two nibbles to bits 16..23.
-  if constexpr (J == 0)
-    return w << 16;
-  else if constexpr (J == 1)
-    return w << 8;
-  else if constexpr (J == 2)
-    return w;
-  else
-    return w >> 8;
-}
-
-template <int J>
-__device__ __forceinline__ void accum_byte(uint32_t w, float x0, float x1, float &alo, float &ahi) {
-  const uint32_t v = nibble_lane<J>(w);
-  alo = fmaf(x0, __uint_as_float((v & 0x000f0000u) | 0x43000000u), alo); // 128 + q_lo
-  ahi = fmaf(x1, __uint_as_float((v & 0x00f00000u) | 0x43000000u), ahi); // 128 + 16 q_hi
+__device__ __forceinline__ float magic_nibble(uint32_t w) {
+  return __uint_as_float(__byte_perm(w, 0x43u, 0x4055u | (J << 8)));
 }
 
 __device__ __forceinline__ void accum_word(uint32_t w, float x0, float x1, float *alo, float *ahi) {
-  accum_byte<0>(w, x0, x1, alo[0], ahi[0]);
-  accum_byte<1>(w, x0, x1, alo[1], ahi[1]);
-  accum_byte<2>(w, x0, x1, alo[2], ahi[2]);
-  accum_byte<3>(w, x0, x1, alo[3], ahi[3]);
+  const uint32_t lo = w & 0x0f0f0f0fu, hi = (w >> 4) & 0x0f0f0f0fu;
+  alo[0] = fmaf(x0, magic_nibble<0>(lo), alo[0]);
+  ahi[0] = fmaf(x1, magic_nibble<0>(hi), ahi[0]);
+  alo[1] = fmaf(x0, magic_nibble<1>(lo), alo[1]);
+  ahi[1] = fmaf(x1, magic_nibble<1>(hi), ahi[1]);
+  alo[2] = fmaf(x0, magic_nibble<2>(lo), alo[2]);
+  ahi[2] = fmaf(x1, magic_nibble<2>(hi), ahi[2]);
+  alo[3] = fmaf(x0, magic_nibble<3>(lo), alo[3]);
+  ahi[3] = fmaf(x1, magic_nibble<3>(hi), ahi[3]);
 }
 
 __device__ __forceinline__ void accum_row(const uint4 &w, float x0, float x1, float *alo, float *ahi) {
@@ -165,8 +158,8 @@ __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
       for (int i = 0; i < 8; ++i) {
         const float sa = bf_lo(sw[i]), sb = bf_hi(sw[i]);
         const float za = bf_lo(zw[i]), zb = bf_hi(zw[i]);
-        const float qa = (alo[2 * i] - base0) + (ahi[2 * i] - base1) * 0.0625f;
-        const float qb = (alo[2 * i + 1] - base0) + (ahi[2 * i + 1] - base1) * 0.0625f;
+        const float qa = (alo[2 * i] - base0) + (ahi[2 * i] - base1);
+        const float qb = (alo[2 * i + 1] - base0) + (ahi[2 * i + 1] - base1);
         y[2 * i] = fmaf(sa, qa - za * xsum, y[2 * i]);
         y[2 * i + 1] = fmaf(sb, qb - zb * xsum, y[2 * i + 1]);
       }
