@@ -1,0 +1,332 @@
+//===- mk-oracle.cpp - Command-line front end of the CPU oracle -----------===//
+//
+//   mk-oracle write-weights SPEC.json OUT.safetensors [--seed N]
+//   mk-oracle write-inputs  SPEC.json OUT.safetensors [--ctx L]
+//                           [--state-seed S] [--hidden-seed H]
+//   mk-oracle run SPEC.json [--weights FILE | --seed N]
+//                 [--inputs FILE | --ctx L --state-seed S --hidden-seed H]
+//                 [--steps N] [--dump FILE] [--trace]
+//
+// docs/oracle.md describes every command and option.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mk/BlockSpec.h"
+#include "mk/Oracle.h"
+#include "mk/Safetensors.h"
+
+#include <chrono>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace mk;
+
+namespace {
+
+const char *kUsage =
+    "usage:\n"
+    "  mk-oracle write-weights SPEC.json OUT.safetensors [--seed N]\n"
+    "  mk-oracle write-inputs SPEC.json OUT.safetensors [--ctx L] "
+    "[--state-seed S] [--hidden-seed H]\n"
+    "  mk-oracle run SPEC.json [--weights FILE | --seed N]\n"
+    "                [--inputs FILE | --ctx L --state-seed S --hidden-seed H]\n"
+    "                [--steps N] [--dump FILE] [--trace]\n"
+    "defaults: --seed 0 --ctx 0 --state-seed 1 --hidden-seed 2 --steps 1\n";
+
+int usageError(const std::string &msg) {
+  std::fprintf(stderr, "mk-oracle: %s\n%s", msg.c_str(), kUsage);
+  return 2;
+}
+
+int fail(const std::string &msg) {
+  std::fprintf(stderr, "mk-oracle: %s\n", msg.c_str());
+  return 1;
+}
+
+struct Options {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> values; // --name value
+  bool trace = false;
+};
+
+bool parseArgs(int argc, char **argv, const std::vector<std::string> &allowed,
+               Options &o, std::string &error) {
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0) {
+      o.positional.push_back(a);
+      continue;
+    }
+    if (a == "--trace") {
+      o.trace = true;
+      continue;
+    }
+    bool ok = false;
+    for (const std::string &n : allowed)
+      ok = ok || n == a;
+    if (!ok) {
+      error = "unknown option '" + a + "'";
+      return false;
+    }
+    if (i + 1 >= argc) {
+      error = "option '" + a + "' needs a value";
+      return false;
+    }
+    if (o.values.count(a)) {
+      error = "option '" + a + "' given twice";
+      return false;
+    }
+    o.values[a] = argv[++i];
+  }
+  return true;
+}
+
+bool getInt(const Options &o, const std::string &name, int64_t def,
+            int64_t minValue, int64_t &out, std::string &error) {
+  auto it = o.values.find(name);
+  if (it == o.values.end()) {
+    out = def;
+    return true;
+  }
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(it->second.c_str(), &end, 10);
+  if (it->second.empty() || *end != '\0' || errno == ERANGE || v < minValue) {
+    error = "option '" + name + "' needs an integer >= " +
+            std::to_string(minValue) + ", got '" + it->second + "'";
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+bool loadSpec(const std::string &path, BlockConfig &cfg) {
+  std::string err;
+  if (!loadBlockSpecFile(path, cfg, err)) {
+    std::fprintf(stderr, "mk-oracle: %s\n", err.c_str());
+    return false;
+  }
+  return true;
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
+HostTensor hiddenTensor(const std::string &name,
+                        const std::vector<BFloat16> &h) {
+  HostTensor t(TensorDesc{name, DType::BF16, {int64_t(h.size())}});
+  for (size_t i = 0; i < h.size(); ++i)
+    t.bf16()[i] = h[i];
+  return t;
+}
+
+int writeWeights(int argc, char **argv) {
+  Options o;
+  std::string err;
+  int64_t seed;
+  if (!parseArgs(argc, argv, {"--seed"}, o, err) || o.trace)
+    return usageError(err.empty() ? "--trace is only for 'run'" : err);
+  if (o.positional.size() != 2)
+    return usageError("write-weights needs SPEC.json and OUT.safetensors");
+  if (!getInt(o, "--seed", 0, 0, seed, err))
+    return usageError(err);
+  BlockConfig cfg;
+  if (!loadSpec(o.positional[0], cfg))
+    return 1;
+  auto t0 = std::chrono::steady_clock::now();
+  TensorMap w = makeRandomWeights(cfg, uint64_t(seed));
+  if (!writeSafetensors(o.positional[1], w, err,
+                        {{"format", "mk-weights-1"},
+                         {"spec", blockConfigToJson(cfg)},
+                         {"seed", std::to_string(seed)}}))
+    return fail(err);
+  std::printf("wrote %zu tensors of '%s' (seed %lld) to %s in %.1f s\n",
+              w.size(), cfg.name.c_str(), (long long)seed,
+              o.positional[1].c_str(), secondsSince(t0));
+  return 0;
+}
+
+int writeInputs(int argc, char **argv) {
+  Options o;
+  std::string err;
+  int64_t ctx, stateSeed, hiddenSeed;
+  if (!parseArgs(argc, argv, {"--ctx", "--state-seed", "--hidden-seed"}, o,
+                 err) ||
+      o.trace)
+    return usageError(err.empty() ? "--trace is only for 'run'" : err);
+  if (o.positional.size() != 2)
+    return usageError("write-inputs needs SPEC.json and OUT.safetensors");
+  if (!getInt(o, "--ctx", 0, 0, ctx, err) ||
+      !getInt(o, "--state-seed", 1, 0, stateSeed, err) ||
+      !getInt(o, "--hidden-seed", 2, 0, hiddenSeed, err))
+    return usageError(err);
+  BlockConfig cfg;
+  if (!loadSpec(o.positional[0], cfg))
+    return 1;
+  DecodeState st = makeRandomState(cfg, ctx, uint64_t(stateSeed));
+  TensorMap all = st.tensors;
+  all.emplace("hidden",
+              hiddenTensor("hidden", makeRandomHidden(cfg, uint64_t(hiddenSeed))));
+  if (!writeSafetensors(o.positional[1], all, err,
+                        {{"format", "mk-inputs-1"},
+                         {"ctx_len", std::to_string(ctx)}}))
+    return fail(err);
+  std::printf("wrote state (ctx %lld) and hidden of '%s' to %s\n",
+              (long long)ctx, cfg.name.c_str(), o.positional[1].c_str());
+  return 0;
+}
+
+void printChecksum(int64_t step, int64_t ctx, const std::vector<BFloat16> &h,
+                   double seconds) {
+  double sum = 0, sumsq = 0;
+  bool finite = true;
+  for (const BFloat16 &v : h) {
+    double f = v.toFloat();
+    finite = finite && std::isfinite(f);
+    sum += f;
+    sumsq += f * f;
+  }
+  std::printf("step %lld ctx %lld: sum %.9g sumsq %.9g first [", (long long)step,
+              (long long)ctx, sum, sumsq);
+  for (size_t i = 0; i < h.size() && i < 4; ++i)
+    std::printf("%s%.6g", i ? ", " : "", double(h[i].toFloat()));
+  std::printf("]%s (%.2f s)\n", finite ? "" : " NON-FINITE", seconds);
+}
+
+int run(int argc, char **argv) {
+  Options o;
+  std::string err;
+  if (!parseArgs(argc, argv,
+                 {"--weights", "--seed", "--inputs", "--ctx", "--state-seed",
+                  "--hidden-seed", "--steps", "--dump"},
+                 o, err))
+    return usageError(err);
+  if (o.positional.size() != 1)
+    return usageError("run needs exactly one SPEC.json");
+  if (o.values.count("--weights") && o.values.count("--seed"))
+    return usageError("give either --weights or --seed, not both");
+  if (o.values.count("--inputs"))
+    for (const char *n : {"--ctx", "--state-seed", "--hidden-seed"})
+      if (o.values.count(n))
+        return usageError(std::string("--inputs and ") + n +
+                          " cannot be combined");
+  int64_t seed, ctx, stateSeed, hiddenSeed, steps;
+  if (!getInt(o, "--seed", 0, 0, seed, err) ||
+      !getInt(o, "--ctx", 0, 0, ctx, err) ||
+      !getInt(o, "--state-seed", 1, 0, stateSeed, err) ||
+      !getInt(o, "--hidden-seed", 2, 0, hiddenSeed, err) ||
+      !getInt(o, "--steps", 1, 1, steps, err))
+    return usageError(err);
+  BlockConfig cfg;
+  if (!loadSpec(o.positional[0], cfg))
+    return 1;
+
+  auto t0 = std::chrono::steady_clock::now();
+  TensorMap weights;
+  if (o.values.count("--weights")) {
+    std::vector<std::string> problems;
+    if (!loadCheckedSafetensors(o.values["--weights"], parameterTensors(cfg),
+                                weights, problems)) {
+      std::fprintf(stderr,
+                   "mk-oracle: %s does not hold the weights of spec '%s' "
+                   "(%zu problems):\n",
+                   o.values["--weights"].c_str(), cfg.name.c_str(),
+                   problems.size());
+      for (const std::string &p : problems)
+        std::fprintf(stderr, "  %s\n", p.c_str());
+      return 1;
+    }
+  } else {
+    weights = makeRandomWeights(cfg, uint64_t(seed));
+  }
+  std::printf("weights ready in %.1f s\n", secondsSince(t0));
+
+  DecodeState st;
+  std::vector<BFloat16> hidden;
+  if (o.values.count("--inputs")) {
+    const std::string &path = o.values["--inputs"];
+    TensorMap in;
+    std::vector<std::string> problems;
+    if (!readSafetensors(path, in, problems)) {
+      for (const std::string &p : problems)
+        std::fprintf(stderr, "mk-oracle: %s\n", p.c_str());
+      return 1;
+    }
+    // The cache row count is whatever the file holds.
+    int64_t rows = 0;
+    for (const auto &kv : in)
+      if (kv.first.size() > 5 &&
+          kv.first.compare(kv.first.size() - 5, 5, ".c_kv") == 0 &&
+          !kv.second.desc.shape.empty())
+        rows = kv.second.desc.shape[0];
+    std::vector<TensorDesc> want = stateTensors(cfg, rows);
+    want.push_back({"hidden", DType::BF16, {cfg.hidden}});
+    if (!checkTensors(in, want, problems)) {
+      std::fprintf(stderr, "mk-oracle: %s does not hold inputs of spec '%s':\n",
+                   path.c_str(), cfg.name.c_str());
+      for (const std::string &p : problems)
+        std::fprintf(stderr, "  %s\n", p.c_str());
+      return 1;
+    }
+    const HostTensor &h = in.at("hidden");
+    hidden.assign(h.bf16(), h.bf16() + cfg.hidden);
+    in.erase("hidden");
+    st.tensors = std::move(in);
+    st.ctxLen = rows;
+  } else {
+    st = makeRandomState(cfg, ctx, uint64_t(stateSeed));
+    hidden = makeRandomHidden(cfg, uint64_t(hiddenSeed));
+  }
+
+  OracleTrace trace;
+  for (int64_t s = 0; s < steps; ++s) {
+    auto ts = std::chrono::steady_clock::now();
+    int64_t pos = st.ctxLen;
+    hidden = oracleStep(cfg, weights, st, hidden, o.trace ? &trace : nullptr);
+    printChecksum(s, pos, hidden, secondsSince(ts));
+    if (o.trace)
+      for (const auto &kv : trace.values) {
+        double ss = 0;
+        for (float v : kv.second)
+          ss += double(v) * v;
+        std::printf("  %-22s n=%-6zu rms %.6g\n", kv.first.c_str(),
+                    kv.second.size(),
+                    kv.second.empty() ? 0.0 : std::sqrt(ss / kv.second.size()));
+      }
+  }
+  if (o.values.count("--dump")) {
+    TensorMap out = st.tensors;
+    out.emplace("hidden_out", hiddenTensor("hidden_out", hidden));
+    if (!writeSafetensors(o.values["--dump"], out, err,
+                          {{"format", "mk-outputs-1"},
+                           {"ctx_len", std::to_string(st.ctxLen)}}))
+      return fail(err);
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2)
+    return usageError("missing command");
+  std::string cmd = argv[1];
+  if (cmd == "write-weights")
+    return writeWeights(argc, argv);
+  if (cmd == "write-inputs")
+    return writeInputs(argc, argv);
+  if (cmd == "run")
+    return run(argc, argv);
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  return usageError("unknown command '" + cmd + "'");
+}
