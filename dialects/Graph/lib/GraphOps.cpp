@@ -13,6 +13,7 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -101,6 +102,72 @@ static LogicalResult expectShape(Operation *user, StringRef role,
       expected, [&](int64_t d) { d < 0 ? diag << "?" : diag << d; },
       [&] { diag << ", "; });
   return diag << "]";
+}
+
+/// The last component of a weight's name, to name results after it:
+/// "blocks.0.attn.q_proj" -> "q_proj", "blocks.0.attn.beta_proj.weight" ->
+/// "beta_proj".
+static StringRef leafName(FlatSymbolRefAttr ref) {
+  auto [rest, leaf] = ref.getValue().rsplit('.');
+  if (leaf == "weight" && !rest.empty())
+    leaf = rest.rsplit('.').second;
+  return leaf;
+}
+
+//===----------------------------------------------------------------------===//
+// Result names
+//===----------------------------------------------------------------------===//
+
+void RMSNormOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getOutput(), leafName(getWeightAttr()));
+}
+void LinearW4A16Op::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getOutput(), leafName(getWeightAttr()));
+}
+void LinearBF16Op::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getOutput(), leafName(getWeightAttr()));
+}
+void AddOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getOutput(), "h");
+}
+void SliceOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getOutput(), "slice");
+}
+void ReshapeOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getOutput(), "view");
+}
+void KdaShortConvOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  static const char *const names[][2] = {
+      {"q_conv", "cq"}, {"k_conv", "ck"}, {"v_conv", "cv"}};
+  int64_t i = std::clamp<int64_t>(getConvIndex(), 0, 2);
+  setName(getOutput(), names[i][0]);
+  setName(getNewWindow(), names[i][1]);
+}
+void KdaGatedDeltaOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getOutput(), "kda_o");
+  setName(getNewState(), "S");
+}
+void RopeOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getOutput(), "rot");
+}
+void MlaCacheAppendOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getOutput(), "cache");
+}
+void MlaAttentionOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getOutput(), "mla_o");
+}
+void MoeRouterOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getWeights(), "topk_w");
+  setName(getIndices(), "topk_idx");
+}
+void MoeExpertsOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getOutput(), "routed");
+}
+void SharedExpertsOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getOutput(), "shared");
+}
+void MoeCombineOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getOutput(), "moe");
 }
 
 //===----------------------------------------------------------------------===//

@@ -10,6 +10,7 @@
 #define MK_GRAPH_OPS_TD
 
 include "mk/Dialect/Graph/GraphDialect.td"
+include "mlir/IR/OpAsmInterface.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/IR/CommonTypeConstraints.td"
@@ -127,8 +128,13 @@ def Graph_StateOp : Graph_Op<"state", [Symbol, HasParent<"::mlir::ModuleOp">]> {
 // Compute ops
 //===----------------------------------------------------------------------===//
 
+// Compute ops are pure (state is threaded as values) and name their results
+// in printed IR (`%q_proj`, `%h`, ...) so that the IR of a block reads.
 class Graph_ComputeOp<string mnemonic, list<Trait> traits = []>
-    : Graph_Op<mnemonic, !listconcat([Pure], traits)>;
+    : Graph_Op<mnemonic, !listconcat(
+          [Pure, DeclareOpInterfaceMethods<OpAsmOpInterface,
+                                           ["getAsmResultNames"]>],
+          traits)>;
 
 class Graph_WeightUserOp<string mnemonic, list<Trait> traits = []>
     : Graph_ComputeOp<mnemonic, !listconcat(
