@@ -1,0 +1,231 @@
+//===- OracleGpuTest.cpp - Generated kernels against the CPU oracle -------===//
+//
+// The correctness bar of the spec: from an identical fed state, one step on
+// the GPU and one in the oracle agree with cosine >= 0.999 on the output
+// hidden, every KDA S and the MLA caches (the new row), for several seeds and
+// contexts 2048 and 8192; outputs are finite (they are poisoned first). Then
+// 8 consecutive steps, recomputation on data overwritten in place, the launch
+// count (CUPTI) and bad inputs, on the full-size unit and the tiny spec.
+//
+// Kernels: $MK_KERNELS_DIR/kimi_linear_w4a16/ and $MK_KERNELS_DIR/tiny/.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CuptiLaunchCounter.h"
+#include "GpuTestSupport.h"
+
+#include <cstdio>
+
+using namespace mk;
+using namespace mk::rt;
+using namespace mk::testing;
+
+namespace {
+
+constexpr double kStepCos = 0.999;
+constexpr double kMultiStepCos = 0.99;
+
+/// One session per (kernel, seed): weights are made and bound once.
+struct Fixture {
+  std::shared_ptr<Kernel> kernel;
+  BlockConfig cfg;
+  TensorMap weights;
+  std::unique_ptr<Session> session;
+  DeviceBuffer in, out;
+};
+
+Status makeFixture(const std::shared_ptr<Device> &dev, const std::string &name,
+                   uint64_t seed, int64_t capacity, Fixture &f) {
+  MK_RETURN_IF_ERROR(loadTestKernel(dev, name, f.kernel));
+  f.cfg = f.kernel->manifest().config;
+  f.weights = makeRandomWeights(f.cfg, seed);
+  SessionOptions so;
+  so.cacheCapacity = capacity;
+  MK_RETURN_IF_ERROR(Session::create(dev, f.kernel, so, f.session));
+  MK_RETURN_IF_ERROR(bindAllWeights(*f.session, f.weights));
+  MK_RETURN_IF_ERROR(DeviceBuffer::allocate(dev, size_t(f.cfg.hidden) * 2, f.in));
+  MK_RETURN_IF_ERROR(DeviceBuffer::allocate(dev, size_t(f.cfg.hidden) * 2, f.out));
+  return Status::ok();
+}
+
+/// Poisons the output and free cache rows, runs one device-pointer step.
+Status gpuStep(const std::shared_ptr<Device> &dev, Fixture &f,
+               const std::vector<BFloat16> &hidden, std::vector<BFloat16> &out) {
+  MK_RETURN_IF_ERROR(uploadHidden(dev, hidden, f.in));
+  MK_RETURN_IF_ERROR(cuCheck(
+      dev->driver().cuMemsetD8(f.out.ptr(), 0xff, f.out.bytes()), "poison"));
+  MK_RETURN_IF_ERROR(poisonFreeCacheRows(*f.session));
+  MK_RETURN_IF_ERROR(f.session->step(f.in.ptr(), f.out.ptr()));
+  MK_RETURN_IF_ERROR(f.session->synchronize());
+  return downloadHidden(dev, f.out, out);
+}
+
+/// Compares GPU and oracle after one step from the same state; `minCos` is
+/// the bar. Adds failures naming what disagreed.
+void compareStep(const BlockConfig &cfg, const std::vector<BFloat16> &gpuOut,
+                 const std::vector<BFloat16> &oracleOut,
+                 const DecodeState &gpuState, const DecodeState &oracleState,
+                 double minCos, const std::string &label) {
+  std::vector<float> g = bf16ToFloat(gpuOut), o = bf16ToFloat(oracleOut);
+  EXPECT_TRUE(allFinite(g)) << label << ": non-finite output hidden";
+  double c = cosine(g, o);
+  EXPECT_GE(c, minCos) << label << ": output hidden cosine " << c;
+  ASSERT_EQ(gpuState.ctxLen, oracleState.ctxLen) << label;
+  for (const auto &kv : oracleState.tensors) {
+    const std::string &name = kv.first;
+    auto it = gpuState.tensors.find(name);
+    ASSERT_NE(it, gpuState.tensors.end()) << label << ": " << name;
+    const HostTensor &gt = it->second, &ot = kv.second;
+    bool cache = name.find("c_kv") != std::string::npos ||
+                 name.find("k_rope") != std::string::npos;
+    std::vector<float> gv = gt.toFloat(), ov = ot.toFloat();
+    EXPECT_TRUE(allFinite(gv)) << label << ": non-finite " << name;
+    double cs = cosine(gv, ov);
+    EXPECT_GE(cs, minCos) << label << ": " << name << " cosine " << cs;
+    if (cache) {
+      int64_t r = oracleState.ctxLen - 1;
+      std::vector<float> gRow = cacheRows(gt, r, r + 1), oRow = cacheRows(ot, r, r + 1);
+      EXPECT_TRUE(allFinite(gRow)) << label << ": " << name << " new row not written";
+      double cr = cosine(gRow, oRow);
+      EXPECT_GE(cr, minCos) << label << ": " << name << " new row cosine " << cr;
+    }
+  }
+  (void)cfg;
+}
+
+void oneStepAgainstOracle(const std::string &kernelName) {
+  MK_REQUIRE_GPU(dev);
+  for (uint64_t seed : {1ull, 2ull, 3ull}) {
+    Fixture f;
+    MK_ASSERT_OK(makeFixture(dev, kernelName, seed, 8192 + 8, f));
+    for (int64_t ctx : {2048, 8192}) {
+      std::string label = kernelName + " seed " + std::to_string(seed) +
+                          " ctx " + std::to_string(ctx);
+      DecodeState state = makeRandomState(f.cfg, ctx, seed * 7 + 1);
+      std::vector<BFloat16> hidden = makeRandomHidden(f.cfg, seed * 7 + 2);
+      MK_ASSERT_OK(writeState(*f.session, state));
+      std::vector<BFloat16> gpuOut;
+      MK_ASSERT_OK(gpuStep(dev, f, hidden, gpuOut));
+      DecodeState gpuState;
+      MK_ASSERT_OK(readState(*f.session, gpuState));
+      std::vector<BFloat16> oracleOut = oracleStep(f.cfg, f.weights, state, hidden);
+      compareStep(f.cfg, gpuOut, oracleOut, gpuState, state, kStepCos, label);
+      std::printf("[ info ] %s: output cosine %.6f\n", label.c_str(),
+                  cosine(bf16ToFloat(gpuOut), bf16ToFloat(oracleOut)));
+    }
+  }
+}
+
+void eightSteps(const std::string &kernelName) {
+  MK_REQUIRE_GPU(dev);
+  Fixture f;
+  MK_ASSERT_OK(makeFixture(dev, kernelName, 11, 2048 + 16, f));
+  DecodeState state = makeRandomState(f.cfg, 2048, 12);
+  MK_ASSERT_OK(writeState(*f.session, state));
+  std::vector<BFloat16> gpuOut, oracleOut;
+  for (int i = 0; i < 8; ++i) {
+    std::vector<BFloat16> hidden = makeRandomHidden(f.cfg, 100 + uint64_t(i));
+    MK_ASSERT_OK(gpuStep(dev, f, hidden, gpuOut));
+    oracleOut = oracleStep(f.cfg, f.weights, state, hidden);
+  }
+  DecodeState gpuState;
+  MK_ASSERT_OK(readState(*f.session, gpuState));
+  EXPECT_EQ(gpuState.ctxLen, 2048 + 8);
+  compareStep(f.cfg, gpuOut, oracleOut, gpuState, state, kMultiStepCos,
+              kernelName + " after 8 steps");
+}
+
+void recomputeOnLiveData(const std::string &kernelName) {
+  MK_REQUIRE_GPU(dev);
+  Fixture f;
+  MK_ASSERT_OK(makeFixture(dev, kernelName, 21, 2048 + 16, f));
+  DecodeState a = makeRandomState(f.cfg, 1000, 22);
+  MK_ASSERT_OK(writeState(*f.session, a));
+  std::vector<BFloat16> out;
+  MK_ASSERT_OK(gpuStep(dev, f, makeRandomHidden(f.cfg, 23), out));
+  // Overwrite the same buffers in place: new hidden in f.in, new state in the
+  // session's storage, at another context. The kernel must read the new data.
+  std::vector<CUdeviceptr> before;
+  for (const StateSlot &s : f.session->stateSlots()) {
+    CUdeviceptr p;
+    MK_ASSERT_OK(f.session->statePointer(s.desc.name, p));
+    before.push_back(p);
+  }
+  DecodeState b = makeRandomState(f.cfg, 1500, 24);
+  MK_ASSERT_OK(writeState(*f.session, b));
+  std::vector<BFloat16> hidden = makeRandomHidden(f.cfg, 25);
+  MK_ASSERT_OK(gpuStep(dev, f, hidden, out));
+  size_t i = 0;
+  for (const StateSlot &s : f.session->stateSlots()) {
+    CUdeviceptr p;
+    MK_ASSERT_OK(f.session->statePointer(s.desc.name, p));
+    EXPECT_EQ(p, before[i++]) << "state buffers must be the same ones";
+  }
+  DecodeState gpuState;
+  MK_ASSERT_OK(readState(*f.session, gpuState));
+  std::vector<BFloat16> oracleOut = oracleStep(f.cfg, f.weights, b, hidden);
+  compareStep(f.cfg, out, oracleOut, gpuState, b, kStepCos,
+              kernelName + " recompute on live data");
+}
+
+void launchCount(const std::string &kernelName) {
+  MK_REQUIRE_GPU(dev);
+  Fixture f;
+  MK_ASSERT_OK(makeFixture(dev, kernelName, 31, 512, f));
+  MK_ASSERT_OK(writeState(*f.session, makeRandomState(f.cfg, 100, 32)));
+  MK_ASSERT_OK(uploadHidden(dev, makeRandomHidden(f.cfg, 33), f.in));
+  std::string why;
+  if (!CuptiLaunchCounter::start(why))
+    GTEST_SKIP() << "CUPTI unavailable: " << why;
+  MK_ASSERT_OK(f.session->synchronize());
+  CuptiLaunchCounter::reset();
+  for (int i = 0; i < 5; ++i)
+    MK_ASSERT_OK(f.session->step(f.in.ptr(), f.out.ptr()));
+  MK_ASSERT_OK(f.session->synchronize());
+  CuptiLaunchCounter::Counts c = CuptiLaunchCounter::read();
+  EXPECT_EQ(c.kernels, 5) << "kernels executed for 5 steps";
+  EXPECT_EQ(c.memcpys, 0);
+  EXPECT_EQ(c.memsets, 0);
+}
+
+void badInputs(const std::string &kernelName) {
+  MK_REQUIRE_GPU(dev);
+  std::shared_ptr<Kernel> k;
+  MK_ASSERT_OK(loadTestKernel(dev, kernelName, k));
+  const BlockConfig &cfg = k->manifest().config;
+  SessionOptions so;
+  so.cacheCapacity = 4;
+  std::unique_ptr<Session> s;
+  MK_ASSERT_OK(Session::create(dev, k, so, s));
+  Status st = s->step(s->stagingIn(), s->stagingOut());
+  EXPECT_EQ(st.code(), ErrorCode::NotBound);
+  EXPECT_NE(st.message().find(parameterTensors(cfg)[0].name), std::string::npos)
+      << st.message();
+  TensorMap w = makeRandomWeights(cfg, 41);
+  MK_ASSERT_OK(bindAllWeights(*s, w));
+  const HostTensor &norm = w.at("blocks.0.attn_norm");
+  st = s->bindWeightHost("blocks.0.attn_norm", norm.data.data(), DType::F32,
+                         norm.desc.shape);
+  EXPECT_EQ(st.code(), ErrorCode::Binding);
+  MK_ASSERT_OK(s->setContextLength(4));
+  st = s->step(s->stagingIn(), s->stagingOut());
+  EXPECT_EQ(st.code(), ErrorCode::CacheFull);
+  EXPECT_EQ(st.message(), "cache full: ctx_len 4, capacity 4");
+  EXPECT_EQ(s->launchCount(), 0u);
+}
+
+std::string fullName() { return "kimi_linear_w4a16"; }
+std::string tinyName() { return "tiny"; }
+
+} // namespace
+
+TEST(OracleGpu, FullUnitOneStep) { oneStepAgainstOracle(fullName()); }
+TEST(OracleGpu, TinyOneStep) { oneStepAgainstOracle(tinyName()); }
+TEST(OracleGpu, FullUnitEightSteps) { eightSteps(fullName()); }
+TEST(OracleGpu, TinyEightSteps) { eightSteps(tinyName()); }
+TEST(OracleGpu, FullUnitRecomputeOnLiveData) { recomputeOnLiveData(fullName()); }
+TEST(OracleGpu, TinyRecomputeOnLiveData) { recomputeOnLiveData(tinyName()); }
+TEST(OracleGpu, FullUnitOneLaunchPerStep) { launchCount(fullName()); }
+TEST(OracleGpu, TinyOneLaunchPerStep) { launchCount(tinyName()); }
+TEST(OracleGpu, FullUnitBadInputs) { badInputs(fullName()); }
+TEST(OracleGpu, TinyBadInputs) { badInputs(tinyName()); }
