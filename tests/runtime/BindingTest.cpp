@@ -79,3 +79,15 @@ TEST(Binding, StateChecks) {
   st = b.checkState("state.3.S", DType::F32, {2, 32, 32}, 7, slot);
   EXPECT_NE(st.message().find("unknown state tensor 'state.3.S'"), std::string::npos);
 }
+
+#include "mk/runtime/Roofline.h"
+
+TEST(Roofline, MatchesTheSpecTable) {
+  // Spec, "Cost per token": 241.0 MB without the MLA cache; the cache adds
+  // 2.4 / 9.4 MB at context 2048 / 8192.
+  BlockConfig cfg;
+  TokenBytes b = bytesPerToken(cfg, 2048);
+  EXPECT_NEAR((b.weights + b.kdaState) / 1e6, 241.0, 1.0);
+  EXPECT_NEAR(b.mlaCache / 1e6, 2.4, 0.1);
+  EXPECT_NEAR(bytesPerToken(cfg, 8192).mlaCache / 1e6, 9.4, 0.1);
+}

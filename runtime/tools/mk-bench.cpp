@@ -1,0 +1,190 @@
+//===- mk-bench.cpp - Time decode steps of a generated kernel -------------===//
+//
+//   mk-bench [--kernel-dir DIR] [--ctx 2048,8192] [--iters 200] [--warmup 20]
+//            [--weights FILE.safetensors] [--seed N] [--bandwidth BYTES_PER_S]
+//            [--measure-bandwidth]
+//
+// Each step is one device-pointer step() bracketed by CUDA events, all at the
+// same context length; prints the median ms/token, the achieved GB/s for the
+// bytes a token must move, and the HBM floor (bytes / bandwidth).
+//
+//===----------------------------------------------------------------------===//
+
+#include "mk/Oracle.h"
+#include "mk/runtime/Roofline.h"
+#include "mk/runtime/Session.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace mk;
+using namespace mk::rt;
+
+namespace {
+
+int fail(const Status &st, const char *what) {
+  std::fprintf(stderr, "mk-bench: %s: %s\n", what, st.toString().c_str());
+  return 1;
+}
+
+/// Device-to-device copy bandwidth (bytes read + written per second).
+Status measureBandwidth(const std::shared_ptr<Device> &dev, double &bw) {
+  const size_t bytes = size_t(1) << 31;
+  DeviceBuffer a, b;
+  MK_RETURN_IF_ERROR(DeviceBuffer::allocate(dev, bytes, a));
+  MK_RETURN_IF_ERROR(DeviceBuffer::allocate(dev, bytes, b));
+  const DriverApi &drv = dev->driver();
+  CUevent e0, e1;
+  MK_RETURN_IF_ERROR(cuCheck(drv.cuEventCreate(&e0, 0), "event"));
+  MK_RETURN_IF_ERROR(cuCheck(drv.cuEventCreate(&e1, 0), "event"));
+  for (int i = 0; i < 3; ++i)
+    MK_RETURN_IF_ERROR(cuCheck(drv.cuMemcpyDtoD(b.ptr(), a.ptr(), bytes), "copy"));
+  std::vector<float> ms;
+  for (int i = 0; i < 10; ++i) {
+    drv.cuEventRecord(e0, nullptr);
+    MK_RETURN_IF_ERROR(cuCheck(drv.cuMemcpyDtoD(b.ptr(), a.ptr(), bytes), "copy"));
+    drv.cuEventRecord(e1, nullptr);
+    drv.cuEventSynchronize(e1);
+    float t = 0;
+    drv.cuEventElapsedTime(&t, e0, e1);
+    ms.push_back(t);
+  }
+  drv.cuEventDestroy(e0);
+  drv.cuEventDestroy(e1);
+  std::sort(ms.begin(), ms.end());
+  bw = 2.0 * double(bytes) / (double(ms[ms.size() / 2]) * 1e-3);
+  return Status::ok();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string dir, weightsPath;
+  std::vector<int64_t> ctxs = {2048, 8192};
+  int iters = 200, warmup = 20;
+  uint64_t seed = 1;
+  double bandwidth = kH200Bandwidth;
+  bool measure = false;
+  if (const char *k = std::getenv("MK_KERNELS_DIR"))
+    dir = std::string(k) + "/kimi_linear_w4a16";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "mk-bench: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--kernel-dir")
+      dir = next();
+    else if (a == "--ctx") {
+      ctxs.clear();
+      std::stringstream ss(next());
+      std::string item;
+      while (std::getline(ss, item, ','))
+        ctxs.push_back(std::atoll(item.c_str()));
+    } else if (a == "--iters")
+      iters = std::atoi(next().c_str());
+    else if (a == "--warmup")
+      warmup = std::atoi(next().c_str());
+    else if (a == "--seed")
+      seed = std::strtoull(next().c_str(), nullptr, 10);
+    else if (a == "--weights")
+      weightsPath = next();
+    else if (a == "--bandwidth")
+      bandwidth = std::atof(next().c_str());
+    else if (a == "--measure-bandwidth")
+      measure = true;
+    else {
+      std::fprintf(stderr,
+                   "usage: mk-bench [--kernel-dir DIR] [--ctx 2048,8192] "
+                   "[--iters N] [--warmup N] [--weights F.safetensors] "
+                   "[--seed N] [--bandwidth B/s] [--measure-bandwidth]\n");
+      return 2;
+    }
+  }
+  if (dir.empty()) {
+    std::fprintf(stderr, "mk-bench: no kernel: pass --kernel-dir or set MK_KERNELS_DIR\n");
+    return 2;
+  }
+
+  std::shared_ptr<Device> dev;
+  Status st = Device::open(0, dev);
+  if (!st.isOk())
+    return fail(st, "opening the GPU");
+  KernelSource src;
+  if (!(st = readKernelDir(dir, "", src)).isOk())
+    return fail(st, "reading the kernel");
+  KernelBuildOptions bo;
+  bo.compile.arch = dev->arch();
+  std::shared_ptr<Kernel> kernel;
+  if (!(st = Kernel::build(src, bo, kernel)).isOk())
+    return fail(st, "compiling");
+  const BlockConfig &cfg = kernel->manifest().config;
+  int64_t maxCtx = *std::max_element(ctxs.begin(), ctxs.end());
+  SessionOptions so;
+  so.cacheCapacity = maxCtx + 1;
+  std::unique_ptr<Session> s;
+  if (!(st = Session::create(dev, kernel, so, s)).isOk())
+    return fail(st, "creating the session");
+  if (!weightsPath.empty()) {
+    if (!(st = s->bindSafetensors(weightsPath)).isOk())
+      return fail(st, "binding weights");
+  } else {
+    for (const auto &kv : makeRandomWeights(cfg, seed))
+      if (!(st = s->bindWeightHost(kv.first, kv.second.data.data(),
+                                   kv.second.desc.dtype, kv.second.desc.shape))
+               .isOk())
+        return fail(st, "binding weights");
+  }
+  if (!s->unboundWeights().empty()) {
+    std::fprintf(stderr, "mk-bench: weight '%s' missing\n",
+                 s->unboundWeights()[0].c_str());
+    return 1;
+  }
+  if (measure && !(st = measureBandwidth(dev, bandwidth)).isOk())
+    return fail(st, "measuring bandwidth");
+
+  std::printf("device   %s (%s, %d SMs), kernel %s%s\n", dev->name().c_str(),
+              dev->arch().c_str(), dev->multiprocessors(),
+              kernel->manifest().kernel.c_str(),
+              kernel->fromCache() ? " (cached)" : "");
+  std::printf("launch   grid %d x %d threads, %d blocks/SM, %d B dynamic smem\n",
+              s->launchConfig().grid, s->launchConfig().threadsPerBlock,
+              s->launchConfig().blocksPerSm, s->launchConfig().dynamicSharedBytes);
+  std::printf("bandwidth %.2f TB/s (%s)\n", bandwidth / 1e12,
+              measure ? "measured copy" : "constant");
+  std::printf("%8s %12s %12s %10s %12s %9s\n", "ctx", "ms/token", "min ms",
+              "GB/s", "floor ms", "of floor");
+  std::vector<BFloat16> hidden = makeRandomHidden(cfg, seed + 2);
+  for (int64_t ctx : ctxs) {
+    DecodeState state = makeRandomState(cfg, ctx, seed + 1);
+    if (!(st = s->setContextLength(ctx)).isOk())
+      return fail(st, "context");
+    for (const auto &kv : state.tensors)
+      if (!(st = s->writeStateHost(kv.first, kv.second.data.data(),
+                                   kv.second.desc.dtype, kv.second.desc.shape))
+               .isOk())
+        return fail(st, "writing state");
+    const DriverApi &drv = dev->driver();
+    drv.cuMemcpyHtoD(s->stagingIn(), hidden.data(), hidden.size() * 2);
+    std::vector<float> ms;
+    if (!(st = s->timeSteps(s->stagingIn(), s->stagingOut(), warmup, iters, ms))
+             .isOk())
+      return fail(st, "timing");
+    std::sort(ms.begin(), ms.end());
+    double med = ms[ms.size() / 2];
+    double bytes = bytesPerToken(cfg, ctx).total();
+    double floorMs = bytes / bandwidth * 1e3;
+    std::printf("%8lld %12.4f %12.4f %10.1f %12.4f %8.1f%%\n", (long long)ctx,
+                med, double(ms.front()), bytes / (med * 1e-3) / 1e9, floorMs,
+                100.0 * floorMs / med);
+  }
+  return 0;
+}

@@ -1,0 +1,212 @@
+//===- mk-diff.cpp - Name the first phase that disagrees with the oracle --===//
+//
+//   mk-diff --kernel-dir DIR [--ctx 2048] [--seed 1] [--weights F.safetensors]
+//           [--threshold 0.999]
+//
+// DIR holds a kernel generated with debug_capture: true. Runs one step on
+// random (or given) weights and a random state and token, runs the oracle
+// with an OracleTrace, and compares every capture in manifest order (cosine
+// and max |diff|), marking the first that disagrees (cosine below the
+// threshold, or non-finite values). Exit status 1 if any capture disagrees.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mk/Oracle.h"
+#include "mk/runtime/Session.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace mk;
+using namespace mk::rt;
+
+namespace {
+
+int fail(const Status &st, const char *what) {
+  std::fprintf(stderr, "mk-diff: %s: %s\n", what, st.toString().c_str());
+  return 1;
+}
+
+std::vector<float> toFloats(const std::vector<uint8_t> &bytes, DType dt) {
+  std::vector<float> out;
+  size_t n = bytes.size() / size_t(dtypeBytes(dt));
+  out.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    switch (dt) {
+    case DType::BF16: {
+      uint16_t b;
+      std::memcpy(&b, &bytes[2 * i], 2);
+      out[i] = BFloat16::fromBits(b).toFloat();
+      break;
+    }
+    case DType::F32:
+      std::memcpy(&out[i], &bytes[4 * i], 4);
+      break;
+    case DType::I32: {
+      int32_t v;
+      std::memcpy(&v, &bytes[4 * i], 4);
+      out[i] = float(v);
+      break;
+    }
+    case DType::U8:
+      out[i] = float(bytes[i]);
+      break;
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string dir, weightsPath;
+  int64_t ctx = 2048;
+  uint64_t seed = 1;
+  double threshold = 0.999;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "mk-diff: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--kernel-dir")
+      dir = next();
+    else if (a == "--ctx")
+      ctx = std::atoll(next().c_str());
+    else if (a == "--seed")
+      seed = std::strtoull(next().c_str(), nullptr, 10);
+    else if (a == "--weights")
+      weightsPath = next();
+    else if (a == "--threshold")
+      threshold = std::atof(next().c_str());
+    else {
+      std::fprintf(stderr, "usage: mk-diff --kernel-dir DIR [--ctx N] [--seed N] "
+                           "[--weights F.safetensors] [--threshold C]\n");
+      return 2;
+    }
+  }
+  if (dir.empty()) {
+    std::fprintf(stderr, "mk-diff: --kernel-dir is required\n");
+    return 2;
+  }
+  std::shared_ptr<Device> dev;
+  Status st = Device::open(0, dev);
+  if (!st.isOk())
+    return fail(st, "opening the GPU");
+  KernelSource src;
+  if (!(st = readKernelDir(dir, "", src)).isOk())
+    return fail(st, "reading the kernel");
+  KernelBuildOptions bo;
+  bo.compile.arch = dev->arch();
+  std::shared_ptr<Kernel> kernel;
+  if (!(st = Kernel::build(src, bo, kernel)).isOk())
+    return fail(st, "compiling");
+  const Manifest &m = kernel->manifest();
+  if (!m.debugCapture) {
+    std::fprintf(stderr, "mk-diff: %s was not generated with debug_capture: "
+                         "true (no captures to compare)\n", dir.c_str());
+    return 2;
+  }
+  const BlockConfig &cfg = m.config;
+  SessionOptions so;
+  so.cacheCapacity = ctx + 1;
+  std::unique_ptr<Session> s;
+  if (!(st = Session::create(dev, kernel, so, s)).isOk())
+    return fail(st, "creating the session");
+
+  TensorMap weights;
+  if (!weightsPath.empty()) {
+    std::vector<std::string> problems;
+    if (!loadCheckedSafetensors(weightsPath, parameterTensors(cfg), weights,
+                                problems)) {
+      for (const std::string &p : problems)
+        std::fprintf(stderr, "mk-diff: %s\n", p.c_str());
+      return 1;
+    }
+  } else {
+    weights = makeRandomWeights(cfg, seed);
+  }
+  for (const auto &kv : weights)
+    if (!(st = s->bindWeightHost(kv.first, kv.second.data.data(),
+                                 kv.second.desc.dtype, kv.second.desc.shape))
+             .isOk())
+      return fail(st, "binding weights");
+  DecodeState state = makeRandomState(cfg, ctx, seed + 1);
+  std::vector<BFloat16> hidden = makeRandomHidden(cfg, seed + 2);
+  if (!(st = s->setContextLength(ctx)).isOk())
+    return fail(st, "context");
+  for (const auto &kv : state.tensors)
+    if (!(st = s->writeStateHost(kv.first, kv.second.data.data(),
+                                 kv.second.desc.dtype, kv.second.desc.shape))
+             .isOk())
+      return fail(st, "writing state");
+  std::vector<uint16_t> in(hidden.size()), out(hidden.size());
+  for (size_t i = 0; i < hidden.size(); ++i)
+    in[i] = hidden[i].bits;
+  if (!(st = s->stepHost(in.data(), out.data())).isOk())
+    return fail(st, "step");
+
+  OracleTrace trace;
+  std::vector<BFloat16> want = oracleStep(cfg, weights, state, hidden, &trace);
+
+  std::printf("%-28s %-6s %10s %12s %12s  %s\n", "capture", "dtype", "elements",
+              "cosine", "max |diff|", "");
+  std::string firstBad;
+  int compared = 0;
+  auto row = [&](const std::string &name, const char *dtype,
+                 const std::vector<float> &g, const std::vector<float> *o) {
+    if (!o) {
+      std::printf("%-28s %-6s %10zu %12s %12s  (no oracle value)\n", name.c_str(),
+                  dtype, g.size(), "-", "-");
+      return;
+    }
+    bool finite = true;
+    double maxDiff = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      finite &= std::isfinite(g[i]);
+      if (i < o->size())
+        maxDiff = std::max(maxDiff, double(std::fabs(g[i] - (*o)[i])));
+    }
+    double cos = g.size() == o->size() ? cosineSimilarity(g.data(), o->data(), g.size())
+                                       : NAN;
+    bool bad = !finite || !(cos >= threshold);
+    const char *mark = "";
+    if (bad && firstBad.empty()) {
+      firstBad = name;
+      mark = "<== first disagreement";
+    } else if (bad) {
+      mark = "x";
+    }
+    ++compared;
+    std::printf("%-28s %-6s %10zu %12.6f %12.4g  %s%s\n", name.c_str(), dtype,
+                g.size(), cos, maxDiff, mark,
+                g.size() != o->size() ? " (size differs)" : "");
+  };
+  for (const Capture &c : m.captures) {
+    std::vector<uint8_t> bytes;
+    if (!(st = s->readCapture(c.name, bytes)).isOk())
+      return fail(st, "reading a capture");
+    auto it = trace.values.find(c.name);
+    row(c.name, dtypeName(c.dtype), toFloats(bytes, c.dtype),
+        it == trace.values.end() ? nullptr : &it->second);
+  }
+  std::vector<float> g(out.size()), o(want.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    g[i] = BFloat16::fromBits(out[i]).toFloat();
+    o[i] = want[i].toFloat();
+  }
+  row("hidden_out", "bf16", g, &o);
+  if (firstBad.empty()) {
+    std::printf("all %d compared values agree (cosine >= %g)\n", compared, threshold);
+    return 0;
+  }
+  std::printf("first disagreement: %s\n", firstBad.c_str());
+  return 1;
+}
