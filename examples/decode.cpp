@@ -1,0 +1,149 @@
+//===- decode.cpp - Decode tokens with a generated megakernel -------------===//
+//
+//   mk-decode KERNEL_DIR [--tokens 64] [--ctx 2048] [--weights F.safetensors]
+//             [--seed 1] [--bandwidth B/s]
+//
+// Loads the kernel the compiler wrote (mkc SPEC --emit=cuda -o KERNEL_DIR),
+// binds weights (random test weights of the spec, or a safetensors file),
+// starts from a random state of --ctx tokens, and decodes --tokens tokens,
+// each step's output hidden feeding the next (one cooperative launch per
+// token, device pointers only). Prints the median ms/token (CUDA events,
+// after warm-up) and the HBM floor for this configuration.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mk/Oracle.h"
+#include "mk/runtime/Roofline.h"
+#include "mk/runtime/Session.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+using namespace mk;
+using namespace mk::rt;
+
+static int check(const Status &st, const char *what) {
+  if (st.isOk())
+    return 0;
+  std::fprintf(stderr, "mk-decode: %s: %s\n", what, st.toString().c_str());
+  std::exit(1);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: mk-decode KERNEL_DIR [--tokens N] [--ctx N] "
+                         "[--weights F.safetensors] [--seed N] [--bandwidth B/s]\n");
+    return 2;
+  }
+  std::string dir = argv[1], weightsPath;
+  int tokens = 64, warmup = 8;
+  int64_t ctx = 2048;
+  uint64_t seed = 1;
+  double bandwidth = kH200Bandwidth;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    std::string a = argv[i], v = argv[i + 1];
+    if (a == "--tokens")
+      tokens = std::max(1, std::atoi(v.c_str()));
+    else if (a == "--ctx")
+      ctx = std::atoll(v.c_str());
+    else if (a == "--weights")
+      weightsPath = v;
+    else if (a == "--seed")
+      seed = std::strtoull(v.c_str(), nullptr, 10);
+    else if (a == "--bandwidth")
+      bandwidth = std::atof(v.c_str());
+  }
+
+  // 1. The GPU, and the kernel compiled for it (cached on disk).
+  std::shared_ptr<Device> dev;
+  check(Device::open(0, dev), "opening the GPU");
+  KernelSource src;
+  check(readKernelDir(dir, "", src), "reading the kernel");
+  KernelBuildOptions bo;
+  bo.compile.arch = dev->arch();
+  std::shared_ptr<Kernel> kernel;
+  check(Kernel::build(src, bo, kernel), "compiling");
+  const BlockConfig &cfg = kernel->manifest().config;
+
+  // 2. A session with room for every token we decode.
+  SessionOptions so;
+  so.cacheCapacity = ctx + warmup + tokens + 1;
+  std::unique_ptr<Session> s;
+  check(Session::create(dev, kernel, so, s), "creating the session");
+  if (!weightsPath.empty()) {
+    check(s->bindSafetensors(weightsPath), "binding weights");
+  } else {
+    for (const auto &kv : makeRandomWeights(cfg, seed))
+      check(s->bindWeightHost(kv.first, kv.second.data.data(),
+                              kv.second.desc.dtype, kv.second.desc.shape),
+            "binding weights");
+  }
+
+  // 3. A starting state of `ctx` tokens and a first token.
+  DecodeState state = makeRandomState(cfg, ctx, seed + 1);
+  check(s->setContextLength(ctx), "context");
+  for (const auto &kv : state.tensors)
+    check(s->writeStateHost(kv.first, kv.second.data.data(),
+                            kv.second.desc.dtype, kv.second.desc.shape),
+          "writing state");
+  std::vector<BFloat16> hidden = makeRandomHidden(cfg, seed + 2);
+  const DriverApi &drv = dev->driver();
+  DeviceBuffer a, b;
+  check(DeviceBuffer::allocate(dev, hidden.size() * 2, a), "alloc");
+  check(DeviceBuffer::allocate(dev, hidden.size() * 2, b), "alloc");
+  check(cuCheck(drv.cuMemcpyHtoD(a.ptr(), hidden.data(), hidden.size() * 2),
+                "upload"),
+        "upload");
+
+  // 4. Decode: the output of one step is the input of the next.
+  std::vector<CUevent> ev(size_t(tokens) + 1);
+  for (CUevent &e : ev)
+    check(cuCheck(drv.cuEventCreate(&e, 0), "event"), "event");
+  CUdeviceptr in = a.ptr(), out = b.ptr();
+  for (int i = 0; i < warmup; ++i) {
+    check(s->step(in, out), "step");
+    std::swap(in, out);
+  }
+  check(cuCheck(drv.cuEventRecord(ev[0], s->stream()), "record"), "record");
+  for (int i = 0; i < tokens; ++i) {
+    check(s->step(in, out), "step");
+    check(cuCheck(drv.cuEventRecord(ev[size_t(i) + 1], s->stream()), "record"),
+          "record");
+    std::swap(in, out);
+  }
+  check(s->synchronize(), "synchronizing");
+  std::vector<float> ms(size_t(tokens));
+  for (int i = 0; i < tokens; ++i)
+    drv.cuEventElapsedTime(&ms[size_t(i)], ev[size_t(i)], ev[size_t(i) + 1]);
+  for (CUevent e : ev)
+    drv.cuEventDestroy(e);
+  std::vector<uint16_t> last(hidden.size());
+  drv.cuMemcpyDtoH(last.data(), in, last.size() * 2);
+  double norm = 0;
+  for (uint16_t bits : last) {
+    float f = BFloat16::fromBits(bits).toFloat();
+    norm += double(f) * f;
+  }
+
+  std::sort(ms.begin(), ms.end());
+  double med = ms[ms.size() / 2];
+  double bytes = bytesPerToken(cfg, ctx + warmup + tokens / 2).total();
+  double floorMs = bytes / bandwidth * 1e3;
+  std::printf("%s on %s: %d tokens from context %lld (grid %d x %d)\n",
+              kernel->manifest().kernel.c_str(), dev->name().c_str(), tokens,
+              (long long)ctx, s->launchConfig().grid,
+              s->launchConfig().threadsPerBlock);
+  std::printf("median %.4f ms/token (min %.4f, max %.4f), %.1f GB/s\n", med,
+              double(ms.front()), double(ms.back()), bytes / (med * 1e-3) / 1e9);
+  std::printf("roofline: %.1f MB/token at %.2f TB/s -> %.4f ms floor (%.1f%% "
+              "of it reached)\n",
+              bytes / 1e6, bandwidth / 1e12, floorMs, 100.0 * floorMs / med);
+  std::printf("final context %lld, |hidden| = %.4f%s\n",
+              (long long)s->contextLength(), std::sqrt(norm),
+              std::isfinite(norm) ? "" : " (NOT FINITE)");
+  return std::isfinite(norm) ? 0 : 1;
+}
