@@ -116,7 +116,7 @@ int main(int argc, char **argv) {
     std::swap(in, out);
   }
   check(s->synchronize(), "synchronizing");
-  std::vector<float> ms(size_t(tokens));
+  std::vector<float> ms(static_cast<size_t>(tokens), 0.f);
   for (int i = 0; i < tokens; ++i)
     drv.cuEventElapsedTime(&ms[size_t(i)], ev[size_t(i)], ev[size_t(i) + 1]);
   for (CUevent e : ev)
