@@ -1,0 +1,212 @@
+//===- OracleStepTest.cpp - Whole decode steps of the oracle --------------===//
+
+#include "mk/BlockSpec.h"
+#include "mk/Oracle.h"
+#include "mk/OracleOps.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+using namespace mk;
+
+namespace {
+
+BlockConfig loadSpec(const char *rel) {
+  BlockConfig cfg;
+  std::string err;
+  EXPECT_TRUE(loadBlockSpecFile(std::string(MK_SOURCE_DIR) + "/" + rel, cfg, err))
+      << err;
+  return cfg;
+}
+
+bool sameBits(const std::vector<BFloat16> &a, const std::vector<BFloat16> &b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(BFloat16)) == 0;
+}
+
+void expectFinite(const std::vector<BFloat16> &v) {
+  for (const BFloat16 &x : v)
+    ASSERT_TRUE(std::isfinite(x.toFloat()));
+}
+
+class TinyStep : public ::testing::Test {
+protected:
+  void SetUp() override {
+    cfg = loadSpec("examples/specs/tiny.json");
+    weights = makeRandomWeights(cfg, 1);
+  }
+  BlockConfig cfg;
+  TensorMap weights;
+};
+
+TEST_F(TinyStep, IsDeterministicAndFinite) {
+  DecodeState s1 = makeRandomState(cfg, 16, 2), s2 = makeRandomState(cfg, 16, 2);
+  std::vector<BFloat16> h = makeRandomHidden(cfg, 3);
+  std::vector<BFloat16> o1 = oracleStep(cfg, weights, s1, h);
+  std::vector<BFloat16> o2 = oracleStep(cfg, weights, s2, h);
+  EXPECT_TRUE(sameBits(o1, o2));
+  expectFinite(o1);
+  EXPECT_FALSE(sameBits(o1, h));
+  for (const auto &kv : s1.tensors)
+    EXPECT_EQ(kv.second.data, s2.tensors.at(kv.first).data) << kv.first;
+}
+
+TEST_F(TinyStep, TraceHasEveryCaptureName) {
+  DecodeState st = makeRandomState(cfg, 4, 2);
+  OracleTrace tr;
+  std::vector<BFloat16> out = oracleStep(cfg, weights, st, makeRandomHidden(cfg, 3), &tr);
+  const char *common[] = {"attn_in", "attn_out", "h", "moe_in", "router_logits",
+                          "topk_idx", "topk_w", "moe_out", "out"};
+  const char *kda[] = {"q", "k", "v", "g", "beta_logits", "q_conv", "k_conv",
+                       "v_conv", "kda_o"};
+  const char *mla[] = {"mla_q", "mla_kv", "mla_o"};
+  for (size_t i = 0; i < cfg.pattern.size(); ++i) {
+    std::string p = "layer" + std::to_string(i) + ".";
+    for (const char *n : common)
+      EXPECT_TRUE(tr.values.count(p + n)) << p + n;
+    if (cfg.pattern[i] == LayerKind::KDA)
+      for (const char *n : kda)
+        EXPECT_TRUE(tr.values.count(p + n)) << p + n;
+    else
+      for (const char *n : mla)
+        EXPECT_TRUE(tr.values.count(p + n)) << p + n;
+  }
+  EXPECT_EQ(tr.values.at("layer0.q").size(), size_t(cfg.kdaChannels()));
+  EXPECT_EQ(tr.values.at("layer3.mla_kv").size(), size_t(cfg.kvLora + cfg.qkRope));
+  EXPECT_EQ(tr.values.at("layer3.out").size(), size_t(cfg.hidden));
+  for (size_t i = 0; i < out.size(); ++i)
+    EXPECT_EQ(tr.values.at("layer3.out")[i], out[i].toFloat());
+}
+
+TEST_F(TinyStep, MoeOutputIsTheWeightedExpertSum) {
+  DecodeState st = makeRandomState(cfg, 4, 2);
+  OracleTrace tr;
+  oracleStep(cfg, weights, st, makeRandomHidden(cfg, 3), &tr);
+  const std::vector<float> &idx = tr.values.at("layer1.topk_idx");
+  const std::vector<float> &w = tr.values.at("layer1.topk_w");
+  ASSERT_EQ(idx.size(), size_t(cfg.nActive));
+  EXPECT_NEAR(w[0] + w[1], cfg.routedScaling, 1e-5);
+  EXPECT_GE(w[0], w[1]);
+  // Top-k agrees with the logits.
+  const std::vector<float> &logits = tr.values.at("layer1.router_logits");
+  for (size_t e = 0; e < logits.size(); ++e)
+    if (e != size_t(idx[0]) && e != size_t(idx[1]))
+      EXPECT_LE(logits[e], logits[size_t(idx[1])]);
+  // Recompute bf16(sum_j w_j y_j + y_shared) from the expert functions.
+  const std::vector<float> &u = tr.values.at("layer1.moe_in");
+  const int64_t d = cfg.hidden;
+  std::vector<float> acc(d, 0.0f), y(d);
+  auto expert = [&](const char *g, const char *up, const char *dn, int64_t e) {
+    std::string p = "blocks.1.moe.";
+    oracle::expertFfn(
+        u.data(), oracle::quantWeight(weights, p + g, d, cfg.moeInter, cfg.group, e),
+        oracle::quantWeight(weights, p + up, d, cfg.moeInter, cfg.group, e),
+        oracle::quantWeight(weights, p + dn, cfg.moeInter, d, cfg.group, e), y.data());
+  };
+  for (int j = 0; j < 2; ++j) {
+    expert("gate", "up", "down", int64_t(idx[j]));
+    for (int64_t i = 0; i < d; ++i)
+      acc[i] += w[j] * y[i];
+  }
+  expert("s_gate", "s_up", "s_down", 0);
+  const std::vector<float> &moe = tr.values.at("layer1.moe_out");
+  for (int64_t i = 0; i < d; ++i)
+    EXPECT_EQ(moe[i], BFloat16(acc[i] + y[i]).toFloat()) << i;
+}
+
+TEST_F(TinyStep, MultiStepAdvancesTheState) {
+  DecodeState st = makeRandomState(cfg, 7, 2);
+  DecodeState before = st;
+  std::vector<BFloat16> h = makeRandomHidden(cfg, 3);
+  for (int step = 0; step < 3; ++step) {
+    DecodeState prev = st;
+    OracleTrace tr;
+    h = oracleStep(cfg, weights, st, h, &tr);
+    expectFinite(h);
+    EXPECT_EQ(st.ctxLen, prev.ctxLen + 1);
+    // MLA caches: exactly one new row, equal to this step's (rotated) c, kr.
+    const HostTensor &ckv = st.tensors.at("state.3.c_kv");
+    const HostTensor &kr = st.tensors.at("state.3.k_rope");
+    ASSERT_EQ(ckv.desc.shape[0], prev.ctxLen + 1);
+    ASSERT_EQ(kr.desc.shape[0], prev.ctxLen + 1);
+    const HostTensor &pc = prev.tensors.at("state.3.c_kv");
+    EXPECT_TRUE(std::equal(pc.data.begin(), pc.data.end(), ckv.data.begin()));
+    const std::vector<float> &kv = tr.values.at("layer3.mla_kv");
+    for (int64_t j = 0; j < cfg.kvLora; ++j)
+      EXPECT_EQ(ckv.bf16()[prev.ctxLen * cfg.kvLora + j].toFloat(), kv[j]);
+    for (int64_t j = 0; j < cfg.qkRope; ++j)
+      EXPECT_EQ(kr.bf16()[prev.ctxLen * cfg.qkRope + j].toFloat(),
+                kv[cfg.kvLora + j]);
+    // KDA: windows shift by one row and gain this step's pre-conv values.
+    const int64_t C = cfg.kdaChannels();
+    for (int layer = 0; layer < 3; ++layer) {
+      std::string sp = "state." + std::to_string(layer) + ".";
+      std::string lp = "layer" + std::to_string(layer) + ".";
+      for (auto [w, cap] : {std::pair<const char *, const char *>{"cq", "q"},
+                            {"ck", "k"}, {"cv", "v"}}) {
+        const BFloat16 *nw = st.tensors.at(sp + w).bf16();
+        const BFloat16 *ow = prev.tensors.at(sp + w).bf16();
+        for (int64_t c = 0; c < 2 * C; ++c)
+          ASSERT_EQ(nw[c].bits, ow[C + c].bits) << sp + w;
+        for (int64_t c = 0; c < C; ++c)
+          ASSERT_EQ(nw[2 * C + c].toFloat(), tr.values.at(lp + cap)[c]) << sp + w;
+      }
+      EXPECT_NE(st.tensors.at(sp + "S").data, prev.tensors.at(sp + "S").data);
+    }
+  }
+  EXPECT_EQ(st.ctxLen, before.ctxLen + 3);
+}
+
+TEST_F(TinyStep, ResultDoesNotDependOnPositionOnlyThroughCache) {
+  // Same cache rows, different context length: RoPE positions differ, so the
+  // output must differ (guards against a position that is ignored).
+  DecodeState a = makeRandomState(cfg, 6, 2), b = makeRandomState(cfg, 7, 2);
+  std::vector<BFloat16> h = makeRandomHidden(cfg, 3);
+  EXPECT_FALSE(sameBits(oracleStep(cfg, weights, a, h),
+                        oracleStep(cfg, weights, b, h)));
+}
+
+TEST(OracleOtherSpecs, MlaFirstAndNoSharedExpert) {
+  for (const char *spec : {"examples/specs/tiny_mla_first.json",
+                           "examples/specs/tiny_no_shared.json"}) {
+    BlockConfig cfg = loadSpec(spec);
+    TensorMap w = makeRandomWeights(cfg, 4);
+    DecodeState st = makeRandomState(cfg, 0, 5); // empty caches
+    std::vector<BFloat16> h = makeRandomHidden(cfg, 6);
+    for (int i = 0; i < 2; ++i) {
+      h = oracleStep(cfg, w, st, h);
+      expectFinite(h);
+    }
+    EXPECT_EQ(st.ctxLen, 2) << spec;
+  }
+}
+
+TEST(OracleFullSize, KimiLinearStepAtContext2048) {
+  BlockConfig cfg = loadSpec("examples/kimi_linear_w4a16.json");
+  auto t0 = std::chrono::steady_clock::now();
+  TensorMap w = makeRandomWeights(cfg, 1);
+  DecodeState st = makeRandomState(cfg, 2048, 2);
+  std::vector<BFloat16> h = makeRandomHidden(cfg, 3);
+  auto t1 = std::chrono::steady_clock::now();
+  OracleTrace tr;
+  std::vector<BFloat16> out = oracleStep(cfg, w, st, h, &tr);
+  auto t2 = std::chrono::steady_clock::now();
+  std::printf("full-size: test data %.1f s, oracle step %.2f s\n",
+              std::chrono::duration<double>(t1 - t0).count(),
+              std::chrono::duration<double>(t2 - t1).count());
+  expectFinite(out);
+  EXPECT_EQ(st.ctxLen, 2049);
+  EXPECT_EQ(st.tensors.at("state.3.c_kv").desc.shape[0], 2049);
+  double ss = 0;
+  for (const BFloat16 &x : out)
+    ss += double(x.toFloat()) * x.toFloat();
+  double rms = std::sqrt(ss / cfg.hidden);
+  EXPECT_GT(rms, 0.1);
+  EXPECT_LT(rms, 10);
+  EXPECT_EQ(tr.values.at("layer0.topk_idx").size(), 8u);
+}
+
+} // namespace
