@@ -62,35 +62,53 @@ __device__ __forceinline__ float magic_nibble(uint32_t w) {
   return __uint_as_float(__byte_perm(w, 0x43u, 0x4055u | (J << 8)));
 }
 
-__device__ __forceinline__ void accum_word(uint32_t w, float x0, float x1, float *alo, float *ahi) {
+/// a[j] += x0 * (128 + q[2r, j]) + x1 * (128 + q[2r+1, j]) for the 4 columns
+/// of one 32-bit word.
+__device__ __forceinline__ void accum_word(uint32_t w, float x0, float x1, float *a) {
   const uint32_t lo = w & 0x0f0f0f0fu, hi = (w >> 4) & 0x0f0f0f0fu;
-  alo[0] = fmaf(x0, magic_nibble<0>(lo), alo[0]);
-  ahi[0] = fmaf(x1, magic_nibble<0>(hi), ahi[0]);
-  alo[1] = fmaf(x0, magic_nibble<1>(lo), alo[1]);
-  ahi[1] = fmaf(x1, magic_nibble<1>(hi), ahi[1]);
-  alo[2] = fmaf(x0, magic_nibble<2>(lo), alo[2]);
-  ahi[2] = fmaf(x1, magic_nibble<2>(hi), ahi[2]);
-  alo[3] = fmaf(x0, magic_nibble<3>(lo), alo[3]);
-  ahi[3] = fmaf(x1, magic_nibble<3>(hi), ahi[3]);
+  a[0] = fmaf(x1, magic_nibble<0>(hi), fmaf(x0, magic_nibble<0>(lo), a[0]));
+  a[1] = fmaf(x1, magic_nibble<1>(hi), fmaf(x0, magic_nibble<1>(lo), a[1]));
+  a[2] = fmaf(x1, magic_nibble<2>(hi), fmaf(x0, magic_nibble<2>(lo), a[2]));
+  a[3] = fmaf(x1, magic_nibble<3>(hi), fmaf(x0, magic_nibble<3>(lo), a[3]));
 }
 
-__device__ __forceinline__ void accum_row(const uint4 &w, float x0, float x1, float *alo, float *ahi) {
-  accum_word(w.x, x0, x1, alo + 0, ahi + 0);
-  accum_word(w.y, x0, x1, alo + 4, ahi + 4);
-  accum_word(w.z, x0, x1, alo + 8, ahi + 8);
-  accum_word(w.w, x0, x1, alo + 12, ahi + 12);
+__device__ __forceinline__ void accum_row(const uint4 &w, float x0, float x1, float *a) {
+  accum_word(w.x, x0, x1, a + 0);
+  accum_word(w.y, x0, x1, a + 4);
+  accum_word(w.z, x0, x1, a + 8);
+  accum_word(w.w, x0, x1, a + 12);
 }
 } // namespace detail
 
-/// Shared memory the tile needs for its cross-warp reduction, in floats.
+/// Rows (16-byte loads) per thread per pipeline stage; two stages in flight.
+constexpr int kW4A16StageRows = 8;
+
+/// Shared memory a tile needs, in floats: the cross-warp reduction plus the
+/// two cp.async stages of weight rows.
 template <int THREADS, int TN>
-__host__ __device__ constexpr int w4a16_red_floats() { return (THREADS / 32) * TN; }
+__host__ __device__ constexpr int w4a16_red_floats() {
+  return (THREADS / 32) * TN + 2 * kW4A16StageRows * THREADS * 4;
+}
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
 
 /// One GEMV task. xs: the input vector in shared memory, indexed by absolute
 /// k. N: columns of the (possibly expert-offset) matrix = its row stride.
 /// Columns [n0, n0 + nvalid) are computed (nvalid <= TN, multiple of 16);
 /// k0, k1 even. `red` holds w4a16_red_floats<THREADS, TN>() floats.
-template <int THREADS, int TN, int GROUP, int UNROLL = 4, class Epi>
+///
+/// Each thread streams its own contiguous rows through a private slice of a
+/// two-stage cp.async ring (it reads back only what it copied, so no block
+/// barrier is needed until the reduction): all of a stage's loads are in
+/// flight at once, which is what keeps HBM busy on a one-block-per-SM grid.
+template <int THREADS, int TN, int GROUP, class Epi>
 __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
                                 const bf16 *__restrict__ scales, const bf16 *__restrict__ zeros,
                                 int N, int n0, int nvalid, int k0, int k1, float *red, Epi epi) {
@@ -101,6 +119,8 @@ __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
   static_assert(GROUP % 2 == 0, "GROUP must be even");
   constexpr int RT = THREADS / CT;
   constexpr int GP = GROUP / 2; // row pairs per group
+  constexpr int S = kW4A16StageRows;
+  constexpr int WARPS = THREADS / 32;
 
   const int ct = threadIdx.x % CT;
   const int rt = threadIdx.x / CT;
@@ -109,62 +129,87 @@ __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
 
   const int p0 = k0 / 2, p1 = k1 / 2;
   const int per = (p1 - p0 + RT - 1) / RT;
-  int r = p0 + rt * per;
-  const int rend_all = min(p1, r + per);
+  const int rbeg = p0 + rt * per;
+  const int rend = min(p1, rbeg + per);
+  const int nrows = active && rend > rbeg ? rend - rbeg : 0;
+  const int nchunks = (nrows + S - 1) / S;
+  uint4 *stage = reinterpret_cast<uint4 *>(red + WARPS * TN);
+  const uint8_t *wbase = wq + col;
+
+  auto issue = [&](int c) {
+    if (c < nchunks) {
+      uint4 *slot = stage + (c & 1) * S * THREADS + threadIdx.x;
+#pragma unroll
+      for (int i = 0; i < S; ++i) {
+        const int r = rbeg + c * S + i;
+        if (r < rend)
+          cp_async16(slot + i * THREADS, wbase + (size_t)r * N);
+      }
+    }
+    cp_async_commit();
+  };
+  issue(0);
+  issue(1);
 
   float y[16];
 #pragma unroll
   for (int i = 0; i < 16; ++i)
     y[i] = 0.f;
 
-  if (active) {
-    while (r < rend_all) {
-      const int g = r / GP;
-      const int rend = min(rend_all, (g + 1) * GP);
-      float alo[16], ahi[16];
+  if (nrows > 0) {
+    int g = rbeg / GP;
+    uint4 s0, s1, z0, z1;
+    auto load_sz = [&](int grp) {
+      const uint4 *sp = reinterpret_cast<const uint4 *>(scales + (size_t)grp * N + col);
+      const uint4 *zp = reinterpret_cast<const uint4 *>(zeros + (size_t)grp * N + col);
+      s0 = __ldg(sp);
+      s1 = __ldg(sp + 1);
+      z0 = __ldg(zp);
+      z1 = __ldg(zp + 1);
+    };
+    load_sz(g);
+    float a[16];
 #pragma unroll
-      for (int i = 0; i < 16; ++i)
-        alo[i] = ahi[i] = 0.f;
-      float xs0 = 0.f, xs1 = 0.f;
-      const uint8_t *wp = wq + (size_t)r * N + col;
-      for (; r + UNROLL <= rend; r += UNROLL, wp += (size_t)UNROLL * N) {
-        uint4 w[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u)
-          w[u] = ld_stream(wp + (size_t)u * N);
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-          const float2 x = *reinterpret_cast<const float2 *>(xs + 2 * (r + u));
-          xs0 += x.x;
-          xs1 += x.y;
-          detail::accum_row(w[u], x.x, x.y, alo, ahi);
-        }
-      }
-      for (; r < rend; ++r, wp += N) {
-        const uint4 w = ld_stream(wp);
-        const float2 x = *reinterpret_cast<const float2 *>(xs + 2 * r);
-        xs0 += x.x;
-        xs1 += x.y;
-        detail::accum_row(w, x.x, x.y, alo, ahi);
-      }
-      // Fold the group: y += s * (sum x q - z * sum x).
-      const uint4 *sp = reinterpret_cast<const uint4 *>(scales + (size_t)g * N + col);
-      const uint4 *zp = reinterpret_cast<const uint4 *>(zeros + (size_t)g * N + col);
-      const uint4 s0 = __ldg(sp), s1 = __ldg(sp + 1), z0 = __ldg(zp), z1 = __ldg(zp + 1);
+    for (int i = 0; i < 16; ++i)
+      a[i] = 0.f;
+    float xsum = 0.f;
+    // Fold a finished group: y += s * (sum x q - z * sum x).
+    auto fold = [&]() {
       const uint32_t sw[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
       const uint32_t zw[8] = {z0.x, z0.y, z0.z, z0.w, z1.x, z1.y, z1.z, z1.w};
-      const float base0 = 128.f * xs0, base1 = 128.f * xs1, xsum = xs0 + xs1;
+      const float base = 128.f * xsum;
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        const float sa = bf_lo(sw[i]), sb = bf_hi(sw[i]);
-        const float za = bf_lo(zw[i]), zb = bf_hi(zw[i]);
-        const float qa = (alo[2 * i] - base0) + (ahi[2 * i] - base1);
-        const float qb = (alo[2 * i + 1] - base0) + (ahi[2 * i + 1] - base1);
-        y[2 * i] = fmaf(sa, qa - za * xsum, y[2 * i]);
-        y[2 * i + 1] = fmaf(sb, qb - zb * xsum, y[2 * i + 1]);
+        y[2 * i] = fmaf(bf_lo(sw[i]), (a[2 * i] - base) - bf_lo(zw[i]) * xsum, y[2 * i]);
+        y[2 * i + 1] =
+            fmaf(bf_hi(sw[i]), (a[2 * i + 1] - base) - bf_hi(zw[i]) * xsum, y[2 * i + 1]);
+        a[2 * i] = a[2 * i + 1] = 0.f;
       }
+      xsum = 0.f;
+    };
+    for (int c = 0; c < nchunks; ++c) {
+      cp_async_wait<1>();
+      const uint4 *slot = stage + (c & 1) * S * THREADS + threadIdx.x;
+#pragma unroll
+      for (int i = 0; i < S; ++i) {
+        const int r = rbeg + c * S + i;
+        if (r < rend) {
+          if (r / GP != g) {
+            fold();
+            g = r / GP;
+            load_sz(g);
+          }
+          const uint4 w = slot[i * THREADS];
+          const float2 x = *reinterpret_cast<const float2 *>(xs + 2 * r);
+          xsum += x.x + x.y;
+          detail::accum_row(w, x.x, x.y, a);
+        }
+      }
+      issue(c + 2);
     }
+    fold();
   }
+  cp_async_wait<0>();
 
   // Reduce the thread rows that share columns within each warp...
 #pragma unroll
@@ -180,7 +225,6 @@ __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
   }
   __syncthreads();
   // ...then across warps.
-  constexpr int WARPS = THREADS / 32;
   for (int c = threadIdx.x; c < nvalid; c += THREADS) {
     float v = 0.f;
 #pragma unroll

@@ -387,6 +387,7 @@ void runMla(int ctx, bool adopt, uint64_t seed) {
                                (mk::bf16 *)ko, pm.p, pl.p, pa.p, nch.p);
   CK(cudaGetLastError());
   const size_t csmem = mk::mla_combine_smem_floats<T, VH, LORA>() * sizeof(float);
+  CK(cudaFuncSetAttribute(combineKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)csmem));
   combineKernel<<<3, T, csmem>>>(nch.p, pm.p, pl.p, pa.p, dw.p, ds.as<mk::bf16>(),
                                  dz.as<mk::bf16>(), dO.as<mk::bf16>());
   CK(cudaGetLastError());
