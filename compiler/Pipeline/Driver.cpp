@@ -26,6 +26,10 @@ using namespace mk;
 
 OwningOpRef<ModuleOp> mk::loadInput(MLIRContext &ctx, llvm::StringRef path,
                                     std::string &error) {
+  if (llvm::sys::fs::is_directory(path)) {
+    error = (path + ": is a directory, not a block spec or .mlir file").str();
+    return nullptr;
+  }
   if (path.ends_with(".mlir")) {
     llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
         llvm::MemoryBuffer::getFile(path, /*IsText=*/true);

@@ -17,6 +17,7 @@
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
@@ -38,7 +39,9 @@ int main(int argc, char **argv) {
   cl::OptionCategory category("mkc options");
   cl::opt<std::string> input(cl::Positional, cl::desc("<spec.json|file.mlir>"),
                              cl::cat(category));
-  cl::opt<std::string> emit("emit", cl::desc(stageHelp()),
+  // cl::desc keeps a StringRef: the text must outlive the option.
+  static const std::string emitHelp = stageHelp();
+  cl::opt<std::string> emit("emit", cl::desc(emitHelp),
                             cl::value_desc("stage"), cl::init("graph"),
                             cl::cat(category));
   cl::opt<std::string> output("o", cl::desc("Output file or directory ('-' "
@@ -56,6 +59,16 @@ int main(int argc, char **argv) {
   mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
   mlir::registerAsmPrinterCLOptions();
+  // libLLVM registers hundreds of backend options; --help shows mkc's own and
+  // MLIR's (--mlir-*), the rest stay reachable through --help-hidden.
+  for (auto &entry : cl::getRegisteredOptions()) {
+    StringRef name = entry.getKey();
+    cl::Option *opt = entry.getValue();
+    bool mine = llvm::is_contained(opt->Categories, &category);
+    if (!mine && !name.starts_with("mlir-") && name != "help" &&
+        name != "version")
+      opt->setHiddenFlag(cl::Hidden);
+  }
   cl::ParseCommandLineOptions(
       argc, argv,
       "mkc: compiles a block spec into one cooperative CUDA megakernel\n\n"

@@ -1,0 +1,101 @@
+//===- DriverTest.cpp - mkc's library entry point on bad input ------------===//
+//
+// Every bad input gives exactly one line "mkc: error: <file>: <message>" and
+// status 1, through mk::runDriver (what mkc's main calls).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Pipeline/Driver.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+
+namespace {
+
+std::string inputPath(const std::string &name) {
+  return std::string(MK_SOURCE_DIR) + "/tests/lit/mkc/Inputs/" + name;
+}
+
+struct Result {
+  int status;
+  std::string out, err;
+};
+
+Result run(const std::string &path, const std::string &emit = "graph") {
+  mk::DriverOptions options;
+  options.inputPath = path;
+  options.emit = emit;
+  Result r;
+  llvm::raw_string_ostream out(r.out), err(r.err);
+  r.status = mk::runDriver(options, out, err);
+  out.flush();
+  err.flush();
+  return r;
+}
+
+void expectOneLineError(const std::string &path, const std::string &needle) {
+  SCOPED_TRACE(path);
+  Result r = run(path);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("mkc: error: " + path + ": ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
+TEST(Driver, MalformedJsonHasLineAndColumn) {
+  expectOneLineError(inputPath("malformed.json"),
+                     "line 4, column 19: expected a string key");
+  expectOneLineError(inputPath("empty.json"), "line 1, column 1:");
+}
+
+TEST(Driver, UnknownKeysAndLayerKinds) {
+  expectOneLineError(inputPath("unknown-key.json"),
+                     "unknown config key 'hiden'");
+  expectOneLineError(inputPath("unknown-layer.json"),
+                     "unknown layer kind \"X\"");
+}
+
+TEST(Driver, MissingWrongOrContradictoryDimensions) {
+  expectOneLineError(inputPath("missing-key.json"),
+                     "missing required key 'kv_lora'");
+  expectOneLineError(inputPath("wrong-type.json"),
+                     "config key 'hidden' must be an integer");
+  expectOneLineError(inputPath("zero-dim.json"),
+                     "'kda_heads' must be positive");
+  expectOneLineError(inputPath("topk-exceeds-experts.json"),
+                     "'n_active' (16) exceeds 'n_experts' (8)");
+  expectOneLineError(inputPath("group-mismatch.json"),
+                     "is not divisible by the group size 48");
+}
+
+TEST(Driver, UnreadableFiles) {
+  std::string missing = std::string(MK_TEST_TMPDIR) + "/no-such-spec.json";
+  expectOneLineError(missing, "cannot open");
+  expectOneLineError(std::string(MK_TEST_TMPDIR) + "/no-such-ir.mlir",
+                     "cannot open");
+  expectOneLineError(std::string(MK_TEST_TMPDIR), "is a directory");
+}
+
+TEST(Driver, UnknownStage) {
+  Result r = run(std::string(MK_SOURCE_DIR) + "/examples/specs/tiny.json",
+                 "no-such-stage");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("mkc: error: unknown stage 'no-such-stage'"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(Driver, GoodSpecPrintsGraphIR) {
+  Result r = run(std::string(MK_SOURCE_DIR) + "/examples/kimi_linear_w4a16.json");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  EXPECT_NE(r.out.find("module @kimi_linear_w4a16"), std::string::npos);
+  EXPECT_NE(r.out.find("func.func @decode_step"), std::string::npos);
+}
+
+} // namespace
