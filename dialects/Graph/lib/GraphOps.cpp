@@ -108,9 +108,12 @@ static LogicalResult expectShape(Operation *user, StringRef role,
 /// "blocks.0.attn.q_proj" -> "q_proj", "blocks.0.attn.beta_proj.weight" ->
 /// "beta_proj".
 static StringRef leafName(FlatSymbolRefAttr ref) {
-  auto [rest, leaf] = ref.getValue().rsplit('.');
-  if (leaf == "weight" && !rest.empty())
-    leaf = rest.rsplit('.').second;
+  StringRef name = ref.getValue();
+  StringRef leaf = name.substr(name.rfind('.') + 1); // npos + 1 == 0
+  if (leaf == "weight" && leaf.size() < name.size()) {
+    name = name.drop_back(leaf.size() + 1);
+    leaf = name.substr(name.rfind('.') + 1);
+  }
   return leaf;
 }
 
