@@ -1,0 +1,355 @@
+"""A PyTorch drop-in for one decode unit, running the generated megakernel.
+
+    model = megakernel.Model(cfg, kernel_dir="kernels/kimi_linear_w4a16")
+    model.load_state_dict(reference.state_dict())
+    hidden, state = model.step(hidden, state)
+
+`model.state_dict()` has exactly the spec's names and shapes (nested modules
+hold the buffers, so `blocks.0.attn.q_proj.w_q` is a real path). The kernel
+reads the buffers in place (zero copy). `state` is the spec's list of
+per-layer dicts: {"S", "cq", "ck", "cv"} for KDA layers, {"c_kv", "k_rope"}
+for MLA layers; caches hold ctx_len rows.
+
+Every step is ONE kernel launch on the current CUDA stream:
+- the state the model returned last is updated in place;
+- any other state (a fresh one, another sequence's) is *adopted*: the same
+  launch reads it and writes the new state into the model's storage;
+- when the caches are full the model allocates larger storage (no copy) and
+  adopts its own old storage into it, again in the one launch.
+The returned state is a view of the model's storage: it stays valid until the
+model steps another state. Clone it to keep it.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+import torch
+
+from . import _capi
+from ._capi import MegakernelError, check
+
+_DTYPES = {"u8": torch.uint8, "bf16": torch.bfloat16, "f32": torch.float32,
+           "i32": torch.int32}
+
+_CONFIG_KEYS = ["hidden", "kda_heads", "kda_head_dim", "short_conv",
+                "mla_heads", "kv_lora", "qk_nope", "qk_rope", "v_head",
+                "rope_theta", "n_experts", "n_active", "n_shared", "moe_inter",
+                "routed_scaling", "group"]
+
+_KDA_KEYS = ("S", "cq", "ck", "cv")
+_MLA_KEYS = ("c_kv", "k_rope")
+
+
+def _pattern(cfg):
+    out = []
+    for p in cfg.pattern:
+        s = str(p).strip().upper()
+        if s in ("K", "KDA"):
+            out.append("K")
+        elif s in ("M", "MLA"):
+            out.append("M")
+        else:
+            raise ValueError("pattern entry %r is neither KDA nor MLA" % (p,))
+    return out
+
+
+def spec_from_config(cfg, name=None):
+    """The block spec (docs/spec-format.md) of `cfg` as a dict."""
+    conf = {}
+    for k in _CONFIG_KEYS:
+        v = getattr(cfg, k)
+        conf[k] = float(v) if k in ("rope_theta", "routed_scaling") else int(v)
+    if hasattr(cfg, "eps"):
+        conf["eps"] = float(cfg.eps)
+    return {"name": name or getattr(cfg, "name", None) or "unit",
+            "config": conf, "pattern": _pattern(cfg)}
+
+
+def _manifest_config(manifest):
+    """The flat config dict and pattern of a manifest (any accepted form)."""
+    if "spec" in manifest:
+        spec = manifest["spec"]
+        return spec["config"], spec["pattern"]
+    conf = manifest["config"]
+    if "config" in conf:
+        return conf["config"], conf["pattern"]
+    return conf, conf.get("pattern", manifest.get("pattern"))
+
+
+def _has_manifest(d):
+    return os.path.isdir(d) and any(f.endswith(".manifest.json")
+                                    for f in os.listdir(d))
+
+
+def find_kernel_dir(cfg, kernel_dir=None, name=None):
+    """Where the kernel for `cfg` is: `kernel_dir`, else $MK_KERNEL_DIR, else
+    generated with `mkc` (if on PATH) into the cache directory. A directory
+    without a manifest but with a subdirectory named after the spec (the
+    layout of $MK_KERNELS_DIR) resolves to that subdirectory."""
+    spec = spec_from_config(cfg, name)
+    d = kernel_dir or os.environ.get("MK_KERNEL_DIR")
+    if d:
+        if _has_manifest(d):
+            return d
+        sub = os.path.join(d, spec["name"])
+        if _has_manifest(sub):
+            return sub
+        raise FileNotFoundError("no *.manifest.json in %s (nor in %s)" % (d, sub))
+    mkc = shutil.which("mkc")
+    if not mkc:
+        raise FileNotFoundError(
+            "no kernel: pass kernel_dir=, set MK_KERNEL_DIR, or put the "
+            "compiler `mkc` on PATH so the kernel can be generated")
+    text = json.dumps(spec, indent=2, sort_keys=False) + "\n"
+    key = hashlib.sha256(text.encode()).hexdigest()[:24]
+    root = os.environ.get("MK_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "megakernel")
+    out = os.path.join(root, "kernels", key)
+    if _has_manifest(out):
+        return out
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=key + ".", dir=os.path.dirname(out))
+    spec_path = os.path.join(tmp, "spec.json")
+    with open(spec_path, "w") as f:
+        f.write(text)
+    gen = os.path.join(tmp, "kernel")
+    r = subprocess.run([mkc, spec_path, "--emit=cuda", "-o", gen],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("mkc failed (%d):\n%s%s" % (r.returncode, r.stdout,
+                                                        r.stderr))
+    try:
+        os.rename(gen, out)  # atomic: another process may have won the race
+    except OSError:
+        if not _has_manifest(out):
+            raise
+    shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+class Model(torch.nn.Module):
+    """One decode unit on the GPU: see the module docstring."""
+
+    def __init__(self, cfg, kernel_dir=None, device=None, capacity=4096,
+                 name=None):
+        super().__init__()
+        import ctypes
+        self._lib = lib = _capi.load_library()
+        self.cfg = cfg
+        if device is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        device = torch.device(device)
+        if device.type != "cuda":
+            raise ValueError("Model runs on a CUDA device, got %s" % device)
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        self._device = device
+        # PyTorch's context first: the runtime then shares the primary one.
+        torch.empty(1, device=device)
+        self._dev = ctypes.c_void_p()
+        self._kernel = ctypes.c_void_p()
+        self._session = ctypes.c_void_p()
+        check(lib.mk_device_open(device.index, ctypes.byref(self._dev)))
+        self.kernel_dir = find_kernel_dir(cfg, kernel_dir, name)
+        check(lib.mk_kernel_load_dir(self._dev, self.kernel_dir.encode(), None,
+                                     None, None, 1, ctypes.byref(self._kernel)))
+        self.manifest = json.loads(lib.mk_kernel_manifest(self._kernel).decode())
+        self._check_config()
+        check(lib.mk_session_create(self._dev, self._kernel, int(capacity),
+                                    ctypes.byref(self._session)))
+
+        params = self.manifest["params"]
+        self._weight_names = []
+        for p in params:
+            if p["role"] == "weight":
+                self._register_weight(p["name"], p["shape"], p["dtype"])
+                self._weight_names.append(p["name"])
+        self._state_desc = [(p["name"], p["dtype"], p["shape"]) for p in params
+                            if p["role"] == "state_in"]
+        self._layer_kinds = _pattern(cfg)
+        self._bound = None
+        self._storage = {}
+        self._capacity = 0
+        self._ctx = 0
+        self._alloc_storage(int(capacity), zero=True)
+
+    # -- construction ------------------------------------------------------
+    def _check_config(self):
+        conf, pattern = _manifest_config(self.manifest)
+        want = spec_from_config(self.cfg)
+        for k, v in want["config"].items():
+            if k in conf and float(conf[k]) != float(v):
+                raise ValueError("kernel in %s was generated for %s=%s, cfg has %s"
+                                 % (self.kernel_dir, k, conf[k], v))
+        got = [("K" if str(x).upper() in ("K", "KDA") else "M") for x in pattern]
+        if got != want["pattern"]:
+            raise ValueError("kernel in %s has pattern %s, cfg has %s"
+                             % (self.kernel_dir, got, want["pattern"]))
+
+    def _register_weight(self, name, shape, dtype):
+        parts = name.split(".")
+        mod = self
+        for part in parts[:-1]:
+            child = mod._modules.get(part)
+            if child is None:
+                child = torch.nn.Module()
+                mod.add_module(part, child)
+            mod = child
+        mod.register_buffer(parts[-1], torch.zeros(
+            shape, dtype=_DTYPES[dtype], device=self._device))
+
+    def _weight(self, name):
+        mod = self
+        parts = name.split(".")
+        for part in parts[:-1]:
+            mod = mod._modules[part]
+        return mod._buffers[parts[-1]]
+
+    def _state_shape(self, shape, rows):
+        return [rows if d < 0 else d for d in shape]
+
+    def _alloc_storage(self, capacity, zero):
+        make = torch.zeros if zero else torch.empty
+        storage = {}
+        for name, dtype, shape in self._state_desc:
+            storage[name] = make(self._state_shape(shape, capacity),
+                                 dtype=_DTYPES[dtype], device=self._device)
+        arrays = _capi.tensor_arrays(
+            [(n, t.data_ptr(), d, list(t.shape))
+             for (n, d, _), t in zip(self._state_desc, storage.values())])
+        check(self._lib.mk_session_set_state_storage(
+            self._session, *arrays[:6], int(capacity)))
+        self._storage = storage
+        self._capacity = capacity
+
+    # -- weights -------------------------------------------------------------
+    def _bind_weights(self):
+        tensors = [self._weight(n) for n in self._weight_names]
+        ptrs = tuple(t.data_ptr() for t in tensors)
+        if ptrs == self._bound:
+            return
+        import ctypes
+        for name, t in zip(self._weight_names, tensors):
+            if t.device != self._device or not t.is_contiguous():
+                raise ValueError("weight %s must be a contiguous tensor on %s"
+                                 % (name, self._device))
+            dtype = [k for k, v in _DTYPES.items() if v == t.dtype]
+            shape = (ctypes.c_int64 * max(1, t.dim()))(*t.shape)
+            check(self._lib.mk_session_bind_weight_device(
+                self._session, name.encode(), t.data_ptr(),
+                (dtype[0] if dtype else str(t.dtype)).encode(), shape, t.dim()))
+        self._bound = ptrs
+
+    # -- state ---------------------------------------------------------------
+    def new_state(self, ctx_len=0):
+        """A zero state of `ctx_len` cached tokens (foreign to the model)."""
+        state = []
+        for i, kind in enumerate(self._layer_kinds):
+            keys = _KDA_KEYS if kind == "K" else _MLA_KEYS
+            layer = {}
+            for k in keys:
+                name, dtype, shape = self._desc("state.%d.%s" % (i, k))
+                layer[k] = torch.zeros(self._state_shape(shape, ctx_len),
+                                       dtype=_DTYPES[dtype], device=self._device)
+            state.append(layer)
+        return state
+
+    def _desc(self, name):
+        for d in self._state_desc:
+            if d[0] == name:
+                return d
+        raise KeyError(name)
+
+    def _flatten(self, state):
+        if len(state) != len(self._layer_kinds):
+            raise ValueError("state has %d layers, the unit has %d"
+                             % (len(state), len(self._layer_kinds)))
+        flat = []
+        for i, (layer, kind) in enumerate(zip(state, self._layer_kinds)):
+            for k in (_KDA_KEYS if kind == "K" else _MLA_KEYS):
+                if k not in layer:
+                    raise KeyError("state[%d] lacks %r" % (i, k))
+                flat.append(("state.%d.%s" % (i, k), layer[k]))
+        return flat
+
+    def _views(self, rows):
+        state = []
+        for i, kind in enumerate(self._layer_kinds):
+            layer = {}
+            for k in (_KDA_KEYS if kind == "K" else _MLA_KEYS):
+                t = self._storage["state.%d.%s" % (i, k)]
+                layer[k] = t[:rows] if k in _MLA_KEYS else t
+            state.append(layer)
+        return state
+
+    # -- the step ------------------------------------------------------------
+    def step(self, hidden, state):
+        """One token: returns (hidden', state'), one kernel launch."""
+        if hidden.dtype != torch.bfloat16 or hidden.device != self._device:
+            raise ValueError("hidden must be bf16 on %s" % self._device)
+        h = hidden.reshape(-1)
+        if h.numel() != self.cfg.hidden:
+            raise ValueError("hidden has %d elements, the unit's width is %d"
+                             % (h.numel(), self.cfg.hidden))
+        if not h.is_contiguous():
+            h = h.contiguous()
+        flat = self._flatten(state)
+        caches = [t for n, t in flat if n.endswith(".c_kv") or n.endswith(".k_rope")]
+        ctx = int(caches[0].shape[0]) if caches else self._ctx
+        for t in caches:
+            if int(t.shape[0]) != ctx:
+                raise ValueError("MLA caches disagree on the context length")
+        self._bind_weights()
+        check(self._lib.mk_session_set_stream(
+            self._session, torch.cuda.current_stream(self._device).cuda_stream))
+        ours = ctx == self._ctx and all(
+            t.data_ptr() == self._storage[n].data_ptr() for n, t in flat)
+        if not ours or ctx + 1 > self._capacity:
+            foreign = []
+            for n, t in flat:
+                if t.device != self._device:
+                    raise ValueError("%s is on %s, the model on %s"
+                                     % (n, t.device, self._device))
+                if not t.is_contiguous():
+                    t = t.contiguous()
+                dt = [k for k, v in _DTYPES.items() if v == t.dtype]
+                foreign.append((n, t.data_ptr(), dt[0] if dt else str(t.dtype),
+                                list(t.shape)))
+            if ctx + 1 > self._capacity:
+                # No copy: the launch below moves the rows into the new storage.
+                self._alloc_storage(max(ctx + 1, 2 * self._capacity), zero=False)
+            arrays = _capi.tensor_arrays(foreign)
+            check(self._lib.mk_session_adopt_state(self._session, *arrays[:6],
+                                                   ctx))
+        else:
+            check(self._lib.mk_session_set_context_length(self._session, ctx))
+        out = torch.empty_like(h)
+        check(self._lib.mk_session_step(self._session, h.data_ptr(),
+                                        out.data_ptr()))
+        self._ctx = ctx + 1
+        return out.view(hidden.shape), self._views(ctx + 1)
+
+    forward = step
+
+    @property
+    def capacity(self):
+        return self._capacity
+
+    def launch_count(self):
+        return int(self._lib.mk_session_launch_count(self._session))
+
+    def __del__(self):
+        lib = getattr(self, "_lib", None)
+        if lib is None:
+            return
+        for attr, fn in (("_session", lib.mk_session_destroy),
+                         ("_kernel", lib.mk_kernel_destroy),
+                         ("_dev", lib.mk_device_destroy)):
+            h = getattr(self, attr, None)
+            if h is not None and h.value:
+                fn(h)
+                h.value = None

@@ -1,0 +1,165 @@
+"""The PyTorch drop-in against the CPU oracle (GPU machine only).
+
+Needs: torch with CUDA, the runtime built (libmk_runtime_c.so), mk-oracle
+built, and the tiny kernel in $MK_KERNELS_DIR/tiny. Skips where any is
+missing, except that a GPU machine without the kernel fails loudly when
+MK_REQUIRE_KERNELS=1 (scripts/gpu-tests.sh sets it).
+
+    MK_KERNELS_DIR=... python3 -m pytest python/tests -q
+"""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+import megakernel  # noqa: E402
+
+SPEC = os.path.join(ROOT, "examples", "specs", "tiny.json")
+
+
+def kernel_dir():
+    d = os.path.join(os.environ.get("MK_KERNELS_DIR", ""), "tiny")
+    if not glob.glob(os.path.join(d, "*.manifest.json")):
+        msg = "no tiny kernel in $MK_KERNELS_DIR/tiny (%s)" % d
+        if os.environ.get("MK_REQUIRE_KERNELS") == "1":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return d
+
+
+def mk_oracle():
+    exe = os.environ.get("MK_ORACLE_BIN")
+    if exe:
+        return exe
+    found = glob.glob(os.path.join(ROOT, "*", "oracle", "mk-oracle"))
+    if not found:
+        pytest.skip("mk-oracle not built")
+    return max(found, key=os.path.getmtime)
+
+
+def cfg_from_spec(path):
+    spec = json.load(open(path))
+    cfg = types.SimpleNamespace(**spec["config"])
+    cfg.pattern = spec["pattern"]
+    cfg.name = spec["name"]
+    return cfg
+
+
+def load(path):
+    from safetensors.torch import load_file
+    return {k: v.cuda() for k, v in load_file(path).items()}
+
+
+def to_state(tensors, pattern):
+    state = []
+    for i, kind in enumerate(pattern):
+        keys = ("S", "cq", "ck", "cv") if kind in ("K", "kda") else ("c_kv", "k_rope")
+        state.append({k: tensors["state.%d.%s" % (i, k)].contiguous() for k in keys})
+    return state
+
+
+def cosine(a, b):
+    a = a.float().flatten()
+    b = b.float().flatten()
+    return float(torch.nn.functional.cosine_similarity(a, b, dim=0))
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("oracle")
+    exe = mk_oracle()
+    w, x, y, y2 = (str(tmp / n) for n in ("w.st", "in.st", "out.st", "out2.st"))
+    subprocess.run([exe, "write-weights", SPEC, w, "--seed", "5"], check=True)
+    subprocess.run([exe, "write-inputs", SPEC, x, "--ctx", "100"], check=True)
+    subprocess.run([exe, "run", SPEC, "--weights", w, "--inputs", x, "--dump", y],
+                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([exe, "run", SPEC, "--weights", w, "--inputs", x, "--steps",
+                    "2", "--dump", y2], check=True, stdout=subprocess.DEVNULL)
+    return {"weights": load(w), "inputs": load(x), "out": load(y), "out2": load(y2)}
+
+
+def test_state_dict_has_the_spec_names():
+    cfg = cfg_from_spec(SPEC)
+    model = megakernel.Model(cfg, kernel_dir=kernel_dir())
+    weights = [p for p in model.manifest["params"] if p["role"] == "weight"]
+    sd = model.state_dict()
+    assert list(sd.keys()) == [p["name"] for p in weights]
+    for p in weights:
+        assert list(sd[p["name"]].shape) == p["shape"]
+    assert "blocks.0.attn.q_proj.w_q" in sd
+
+
+def test_step_matches_the_oracle_and_grows(data):
+    cfg = cfg_from_spec(SPEC)
+    model = megakernel.Model(cfg, kernel_dir=kernel_dir(), capacity=16)
+    model.load_state_dict(data["weights"])
+    state = to_state(data["inputs"], cfg.pattern)
+    hidden = data["inputs"]["hidden"]
+    out, new_state = model.step(hidden, state)  # adopts ctx 100 > capacity 16
+    torch.cuda.synchronize()
+    assert model.capacity >= 101
+    assert torch.isfinite(out.float()).all()
+    assert cosine(out, data["out"]["hidden_out"]) >= 0.999
+    for i, layer in enumerate(new_state):
+        for k, t in layer.items():
+            ref = data["out"]["state.%d.%s" % (i, k)]
+            assert t.shape == ref.shape, (i, k)
+            assert cosine(t, ref) >= 0.999, (i, k)
+    # In place on the returned state: the oracle's second step.
+    out2, state2 = model.step(out, new_state)
+    torch.cuda.synchronize()
+    assert cosine(out2, data["out2"]["hidden_out"]) >= 0.99
+    assert state2[3]["c_kv"].shape[0] == 102
+    # The inputs were not modified by adoption.
+    assert state[3]["c_kv"].shape[0] == 100
+
+
+def test_unrelated_states_in_turn(data):
+    cfg = cfg_from_spec(SPEC)
+    model = megakernel.Model(cfg, kernel_dir=kernel_dir(), capacity=8)
+    model.load_state_dict(data["weights"])
+    fresh = model.new_state(0)
+    h = data["inputs"]["hidden"]
+    o1, s1 = model.step(h, fresh)
+    o1, s1 = model.step(o1, s1)
+    assert s1[3]["c_kv"].shape[0] == 2
+    # Another sequence, longer than the capacity.
+    state = to_state(data["inputs"], cfg.pattern)
+    out, _ = model.step(h, state)
+    torch.cuda.synchronize()
+    assert cosine(out, data["out"]["hidden_out"]) >= 0.999
+
+
+def test_one_kernel_launch_per_step(data):
+    from torch.profiler import ProfilerActivity, profile
+    cfg = cfg_from_spec(SPEC)
+    model = megakernel.Model(cfg, kernel_dir=kernel_dir(), capacity=512)
+    model.load_state_dict(data["weights"])
+    state = to_state(data["inputs"], cfg.pattern)
+    h = data["inputs"]["hidden"]
+    out, s = model.step(h, state)  # warm-up: binds weights
+    torch.cuda.synchronize()
+    steps = 4
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        out, s = model.step(h, state)  # adopting
+        for _ in range(steps - 1):
+            out, s = model.step(out, s)  # in place
+        torch.cuda.synchronize()
+    device_events = [e for e in prof.events()
+                     if e.device_type == torch.autograd.DeviceType.CUDA]
+    names = [e.name for e in device_events]
+    assert len(device_events) == steps, names
+    assert all(n == device_events[0].name for n in names), names
