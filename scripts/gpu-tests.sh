@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The one command for the GPU machine: builds the runtime without MLIR, runs
+# the runtime and GPU test suites, the Python drop-in test and mk-bench.
+#
+#   MK_KERNELS_DIR=/path/kernels scripts/gpu-tests.sh
+#
+# MK_KERNELS_DIR holds one subdirectory per generated kernel
+# (kimi_linear_w4a16/, tiny/: `mkc SPEC --emit=cuda -o DIR` output); default
+# ./kernels. Logs go to $OUT (if set) or $MK_BUILD_DIR/gpu-logs. GoogleTest:
+# an installed one, else the source tree in $MK_GTEST_SOURCE_DIR, .carry/googletest,
+# shared/googletest or /usr/src/googletest. Exit status: non-zero if anything failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+: "${MK_BUILD_DIR:=build-gpu}"
+: "${MK_JOBS:=$(nproc 2>/dev/null || echo 4)}"
+: "${MK_KERNELS_DIR:=$ROOT/kernels}"
+export MK_KERNELS_DIR
+export MK_REQUIRE_KERNELS=1
+LOGS="${OUT:-$ROOT/$MK_BUILD_DIR/gpu-logs}"
+mkdir -p "$LOGS"
+status=0
+step() { echo "== $*"; }
+
+gtest_args=()
+if [ -z "${MK_GTEST_SOURCE_DIR:-}" ]; then
+  for d in .carry/googletest shared/googletest /usr/src/googletest; do
+    if [ -f "$d/CMakeLists.txt" ]; then MK_GTEST_SOURCE_DIR="$ROOT/$d"; [ "${d:0:1}" = / ] && MK_GTEST_SOURCE_DIR=$d; break; fi
+  done
+fi
+[ -n "${MK_GTEST_SOURCE_DIR:-}" ] && gtest_args=(-DMK_GTEST_SOURCE_DIR="$MK_GTEST_SOURCE_DIR")
+
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+step "configure ($MK_BUILD_DIR)"
+cmake -S . -B "$MK_BUILD_DIR" "${generator[@]}" -DMK_BUILD_COMPILER=OFF \
+  -DCMAKE_BUILD_TYPE=Release "${gtest_args[@]}" ${MK_CMAKE_ARGS:-} \
+  >"$LOGS/configure.log" 2>&1 || { cat "$LOGS/configure.log"; exit 1; }
+
+step "build"
+targets=(mk_runtime mk_runtime_c mk-runtime-tests mk-runtime-nodriver-tests
+         mk-gpu-tests mk-bench mk-diff mk-decode mk-oracle)
+cmake --build "$MK_BUILD_DIR" -j "$MK_JOBS" --target "${targets[@]}" \
+  >"$LOGS/build.log" 2>&1 || { tail -50 "$LOGS/build.log"; exit 1; }
+
+step "kernels in $MK_KERNELS_DIR"
+ls -d "$MK_KERNELS_DIR"/*/ 2>&1 | tee "$LOGS/kernels.txt"
+nvidia-smi -L 2>&1 | tee -a "$LOGS/kernels.txt"
+
+step "ctest: runtime + gpu"
+ctest --test-dir "$MK_BUILD_DIR" -L 'runtime|gpu' --output-on-failure \
+  --timeout 3600 2>&1 | tee "$LOGS/ctest.log"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+
+step "python drop-in"
+export MK_RUNTIME_LIB="$ROOT/$MK_BUILD_DIR/runtime/libmk_runtime_c.so"
+export MK_ORACLE_BIN="$ROOT/$MK_BUILD_DIR/oracle/mk-oracle"
+python3 -m pytest -q python/tests 2>&1 | tee "$LOGS/pytest.log"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+
+step "mk-bench"
+if [ -d "$MK_KERNELS_DIR/kimi_linear_w4a16" ]; then
+  "$MK_BUILD_DIR/runtime/tools/mk-bench" --kernel-dir "$MK_KERNELS_DIR/kimi_linear_w4a16" \
+    --ctx 2048,8192,16384 --measure-bandwidth 2>&1 | tee "$LOGS/bench.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+else
+  echo "no $MK_KERNELS_DIR/kimi_linear_w4a16: mk-bench not run" | tee "$LOGS/bench.log"
+  status=1
+fi
+
+echo "== done (status $status); logs in $LOGS"
+exit $status
