@@ -80,14 +80,17 @@ __device__ __forceinline__ void accum_row(const uint4 &w, float x0, float x1, fl
 }
 } // namespace detail
 
-/// Rows (16-byte loads) per thread per pipeline stage; two stages in flight.
-constexpr int kW4A16StageRows = 8;
+/// Rows (16-byte loads) per thread per pipeline stage, and stages in flight:
+/// 18 rows per thread cover a whole 2304-deep, 128-wide tile, so its loads are
+/// all issued at once and only one memory latency is exposed per task.
+constexpr int kW4A16StageRows = 6;
+constexpr int kW4A16Stages = 3;
 
 /// Shared memory a tile needs, in floats: the cross-warp reduction plus the
-/// two cp.async stages of weight rows.
+/// cp.async ring of weight rows.
 template <int THREADS, int TN>
 __host__ __device__ constexpr int w4a16_red_floats() {
-  return (THREADS / 32) * TN + 2 * kW4A16StageRows * THREADS * 4;
+  return (THREADS / 32) * TN + kW4A16Stages * kW4A16StageRows * THREADS * 4;
 }
 
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
@@ -105,7 +108,7 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 /// k0, k1 even. `red` holds w4a16_red_floats<THREADS, TN>() floats.
 ///
 /// Each thread streams its own contiguous rows through a private slice of a
-/// two-stage cp.async ring (it reads back only what it copied, so no block
+/// cp.async ring (it reads back only what it copied, so no block
 /// barrier is needed until the reduction): all of a stage's loads are in
 /// flight at once, which is what keeps HBM busy on a one-block-per-SM grid.
 template <int THREADS, int TN, int GROUP, class Epi>
@@ -120,6 +123,7 @@ __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
   constexpr int RT = THREADS / CT;
   constexpr int GP = GROUP / 2; // row pairs per group
   constexpr int S = kW4A16StageRows;
+  constexpr int STAGES = kW4A16Stages;
   constexpr int WARPS = THREADS / 32;
 
   const int ct = threadIdx.x % CT;
@@ -138,7 +142,7 @@ __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
 
   auto issue = [&](int c) {
     if (c < nchunks) {
-      uint4 *slot = stage + (c & 1) * S * THREADS + threadIdx.x;
+      uint4 *slot = stage + (c % STAGES) * S * THREADS + threadIdx.x;
 #pragma unroll
       for (int i = 0; i < S; ++i) {
         const int r = rbeg + c * S + i;
@@ -146,10 +150,11 @@ __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
           cp_async16(slot + i * THREADS, wbase + (size_t)r * N);
       }
     }
-    cp_async_commit();
+    cp_async_commit(); // always, so that group counting stays uniform
   };
-  issue(0);
-  issue(1);
+#pragma unroll
+  for (int c = 0; c < STAGES; ++c)
+    issue(c);
 
   float y[16];
 #pragma unroll
@@ -188,8 +193,8 @@ __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
       xsum = 0.f;
     };
     for (int c = 0; c < nchunks; ++c) {
-      cp_async_wait<1>();
-      const uint4 *slot = stage + (c & 1) * S * THREADS + threadIdx.x;
+      cp_async_wait<STAGES - 1>();
+      const uint4 *slot = stage + (c % STAGES) * S * THREADS + threadIdx.x;
 #pragma unroll
       for (int i = 0; i < S; ++i) {
         const int r = rbeg + c * S + i;
@@ -205,7 +210,7 @@ __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
           detail::accum_row(w, x.x, x.y, a);
         }
       }
-      issue(c + 2);
+      issue(c + STAGES);
     }
     fold();
   }

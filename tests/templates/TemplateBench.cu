@@ -67,6 +67,11 @@ __global__ void __launch_bounds__(T, 1)
   }
 }
 
+__global__ void barriersOnly(unsigned *sync, int reps) {
+  for (int rep = 0; rep < reps; ++rep)
+    mk::grid_barrier(sync);
+}
+
 struct Shape {
   const char *name;
   int K, N, ksplit;
@@ -142,6 +147,7 @@ int main() {
   CK(cudaGetDevice(&dev));
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const Shape shapes[] = {{"kda qkvg 2304x16384", 2304, 16384, 1},
+                          {"kda qkvg 2304x16384 sk4", 2304, 16384, 4},
                           {"o_proj 4096x2304 sk7", 4096, 2304, 7},
                           {"o_proj 4096x2304 sk14", 4096, 2304, 14},
                           {"mla q 2304x6720", 2304, 6720, 1},
@@ -188,6 +194,30 @@ int main() {
     CK(cudaFree(a));
     CK(cudaFree(b));
   }
+  {
+    unsigned *sync;
+    CK(cudaMalloc(&sync, 4096));
+    CK(cudaMemset(sync, 0, 4096));
+    int reps = 1000;
+    void *args[] = {&sync, &reps};
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<float> ms;
+    for (int i = 0; i < 7; ++i) {
+      CK(cudaEventRecord(e0));
+      CK(cudaLaunchCooperativeKernel((void *)barriersOnly, sms, T, args, 0, 0));
+      CK(cudaEventRecord(e1));
+      CK(cudaEventSynchronize(e1));
+      float t;
+      CK(cudaEventElapsedTime(&t, e0, e1));
+      ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("grid barrier (%d blocks x %d threads): %.2f us each\n", sms, T,
+                ms[ms.size() / 2] * 1e3 / reps);
+    CK(cudaFree(sync));
+  }
   // Let the clocks ramp up (an idle H200 sits at a few hundred MHz).
   for (int i = 0; i < 3; ++i)
     bench<128>(shapes[0], sms, w, s, z, x, y, 400);
@@ -196,6 +226,7 @@ int main() {
     bench<128>(sh, sms, w, s, z, x, y);
     bench<64>(sh, sms, w, s, z, x, y);
     bench<256>(sh, sms, w, s, z, x, y);
+    bench<512>(sh, sms, w, s, z, x, y);
   }
   return 0;
 }
