@@ -98,7 +98,7 @@ void expertFfn(const float *u, const QuantWeight &gate, const QuantWeight &up,
 
 /// The materialized MLA attention for all heads: with kvb =
 /// bf16(c_kv[rows] @ W_kv_b) viewed [rows, Hm, qkNope+vHead],
-/// score[l,h] = (q_nope[h].k_nope[l,h] + q_rope[h].k_rope[l]) / sqrt(qkNope+qkRope)
+/// score[l,h] = (q_nope[h].k_nope[l,h] + q_rope[h].k_rope[l]) * (1/sqrt(qkNope+qkRope))
 /// (one sequential dot over the nope then the rope part), softmax over rows,
 /// o[h] = sum_l p[l,h] val[l,h]. q bf16 [Hm, qkNope+qkRope] (rotated),
 /// cKv [rows, kvLora], kRope [rows, qkRope]; o f32 [Hm, vHead].
