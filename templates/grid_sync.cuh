@@ -35,7 +35,16 @@ __device__ __forceinline__ void red_release_add(unsigned *p, unsigned v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+__device__ __forceinline__ unsigned atom_acq_rel_add(unsigned *p, unsigned v) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+
 /// Waits until every block of the grid has arrived. All threads call it.
+/// Thread 0 arrives with a release (publishing what the block wrote: the
+/// bar.sync before it orders the block's writes first) and leaves with an
+/// acquire; the bar.sync after it extends that to the whole block.
 __device__ __forceinline__ void grid_barrier(unsigned *sync) {
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -43,16 +52,14 @@ __device__ __forceinline__ void grid_barrier(unsigned *sync) {
     unsigned *gen = sync + kSyncStride;
     // Read the generation before arriving: it cannot advance until we do.
     const unsigned g = ld_acquire(gen);
-    __threadfence();
-    const unsigned arrived = atomicAdd(count, 1u);
+    const unsigned arrived = atom_acq_rel_add(count, 1u);
     if (arrived == gridDim.x - 1) {
-      atomicExch(count, 0u);
+      *reinterpret_cast<volatile unsigned *>(count) = 0u;
       red_release_add(gen, 1u);
     } else {
-      while (ld_acquire(gen) == g)
-        __nanosleep(20);
+      while (ld_acquire(gen) == g) {
+      }
     }
-    __threadfence();
   }
   __syncthreads();
 }
@@ -64,10 +71,8 @@ __device__ __forceinline__ unsigned *counter_ptr(unsigned *sync, int i) {
 /// Publishes this block's writes, then adds one to counter `i`.
 __device__ __forceinline__ void counter_signal(unsigned *sync, int i) {
   __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
+  if (threadIdx.x == 0)
     red_release_add(counter_ptr(sync, i), 1u);
-  }
 }
 
 /// Waits until counter `i` reaches `target` (the number of producer tasks).
@@ -76,9 +81,8 @@ __device__ __forceinline__ void counter_signal(unsigned *sync, int i) {
 __device__ __forceinline__ void counter_wait(unsigned *sync, int i, unsigned target) {
   if (threadIdx.x == 0) {
     const unsigned *c = counter_ptr(sync, i);
-    while (ld_acquire(c) < target)
-      __nanosleep(20);
-    __threadfence();
+    while (ld_acquire(c) < target) {
+    }
   }
   __syncthreads();
 }

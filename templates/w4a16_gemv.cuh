@@ -102,6 +102,69 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
+namespace detail {
+/// Which rows and columns of a task one thread streams, and its slice of the
+/// cp.async ring.
+template <int THREADS, int TN>
+struct W4A16Lane {
+  static constexpr int CT = TN / 16;
+  static constexpr int RT = THREADS / CT;
+  static constexpr int S = kW4A16StageRows;
+  static constexpr int STAGES = kW4A16Stages;
+  int ct, col, rbeg, rend, nrows, nchunks;
+  uint4 *stage;
+  const uint8_t *wbase;
+  int N;
+
+  __device__ W4A16Lane(const uint8_t *wq, int N_, int n0, int nvalid, int k0, int k1, float *red)
+      : N(N_) {
+    ct = threadIdx.x % CT;
+    const int rt = threadIdx.x / CT;
+    col = n0 + ct * 16;
+    const int p0 = k0 / 2, p1 = k1 / 2;
+    const int per = (p1 - p0 + RT - 1) / RT;
+    rbeg = p0 + rt * per;
+    rend = min(p1, rbeg + per);
+    nrows = ct * 16 < nvalid && rend > rbeg ? rend - rbeg : 0;
+    nchunks = (nrows + S - 1) / S;
+    stage = reinterpret_cast<uint4 *>(red + (THREADS / 32) * TN);
+    wbase = wq + col;
+  }
+
+  /// Issues chunk c's loads into its ring slot; always commits a group, so
+  /// that group counting stays uniform across threads and chunks.
+  __device__ __forceinline__ void issue(int c) const {
+    if (c < nchunks) {
+      uint4 *slot = stage + (c % STAGES) * S * THREADS + threadIdx.x;
+#pragma unroll
+      for (int i = 0; i < S; ++i) {
+        const int r = rbeg + c * S + i;
+        if (r < rend)
+          cp_async16(slot + i * THREADS, wbase + (size_t)r * N);
+      }
+    }
+    cp_async_commit();
+  }
+  __device__ __forceinline__ void issue_first() const {
+#pragma unroll
+    for (int c = 0; c < STAGES; ++c)
+      issue(c);
+  }
+};
+} // namespace detail
+
+/// Starts streaming a task's first weight rows (exactly what
+/// w4a16_gemv_tile would issue first). Weights depend on nothing a barrier
+/// protects, so a block calls this for its first task of the NEXT phase
+/// before it waits at the barrier, then passes `prefetched = true` to that
+/// task's w4a16_gemv_tile (same arguments). The ring lives in `red`, so the
+/// current phase must be done with `red`.
+template <int THREADS, int TN>
+__device__ __forceinline__ void w4a16_prefetch(const uint8_t *wq, int N, int n0, int nvalid,
+                                               int k0, int k1, float *red) {
+  detail::W4A16Lane<THREADS, TN>(wq, N, n0, nvalid, k0, k1, red).issue_first();
+}
+
 /// One GEMV task. xs: the input vector in shared memory, indexed by absolute
 /// k. N: columns of the (possibly expert-offset) matrix = its row stride.
 /// Columns [n0, n0 + nvalid) are computed (nvalid <= TN, multiple of 16);
@@ -114,47 +177,24 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 template <int THREADS, int TN, int GROUP, class Epi>
 __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
                                 const bf16 *__restrict__ scales, const bf16 *__restrict__ zeros,
-                                int N, int n0, int nvalid, int k0, int k1, float *red, Epi epi) {
+                                int N, int n0, int nvalid, int k0, int k1, float *red, Epi epi,
+                                bool prefetched = false) {
   static_assert(TN % 16 == 0 && TN >= 16, "TN must be a multiple of 16");
   constexpr int CT = TN / 16;
   static_assert(CT <= 32 && (CT & (CT - 1)) == 0, "TN/16 must be a power of two <= 32");
   static_assert(THREADS % 32 == 0 && THREADS % CT == 0, "bad THREADS");
   static_assert(GROUP % 2 == 0, "GROUP must be even");
-  constexpr int RT = THREADS / CT;
   constexpr int GP = GROUP / 2; // row pairs per group
   constexpr int S = kW4A16StageRows;
   constexpr int STAGES = kW4A16Stages;
   constexpr int WARPS = THREADS / 32;
 
-  const int ct = threadIdx.x % CT;
-  const int rt = threadIdx.x / CT;
-  const int col = n0 + ct * 16;
-  const bool active = ct * 16 < nvalid;
-
-  const int p0 = k0 / 2, p1 = k1 / 2;
-  const int per = (p1 - p0 + RT - 1) / RT;
-  const int rbeg = p0 + rt * per;
-  const int rend = min(p1, rbeg + per);
-  const int nrows = active && rend > rbeg ? rend - rbeg : 0;
-  const int nchunks = (nrows + S - 1) / S;
-  uint4 *stage = reinterpret_cast<uint4 *>(red + WARPS * TN);
-  const uint8_t *wbase = wq + col;
-
-  auto issue = [&](int c) {
-    if (c < nchunks) {
-      uint4 *slot = stage + (c % STAGES) * S * THREADS + threadIdx.x;
-#pragma unroll
-      for (int i = 0; i < S; ++i) {
-        const int r = rbeg + c * S + i;
-        if (r < rend)
-          cp_async16(slot + i * THREADS, wbase + (size_t)r * N);
-      }
-    }
-    cp_async_commit(); // always, so that group counting stays uniform
-  };
-#pragma unroll
-  for (int c = 0; c < STAGES; ++c)
-    issue(c);
+  const detail::W4A16Lane<THREADS, TN> lane_(wq, N, n0, nvalid, k0, k1, red);
+  const int ct = lane_.ct, col = lane_.col, rbeg = lane_.rbeg, rend = lane_.rend;
+  const int nrows = lane_.nrows, nchunks = lane_.nchunks;
+  const uint4 *stage = lane_.stage;
+  if (!prefetched)
+    lane_.issue_first();
 
   float y[16];
 #pragma unroll
@@ -210,7 +250,7 @@ __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
           detail::accum_row(w, x.x, x.y, a);
         }
       }
-      issue(c + STAGES);
+      lane_.issue(c + STAGES);
     }
     fold();
   }
