@@ -1,0 +1,615 @@
+//===- CudaEmitter.cpp - schedule.kernel -> CUDA + manifest ---------------===//
+//
+// The kernel body follows the schedule op by op: a phase is a loop over its
+// task instances (instance t runs on block t % gridDim.x, so any co-resident
+// grid size works), each instance waiting on its counters, calling its
+// template and signalling; a schedule.barrier is mk::grid_barrier. Counters
+// are reset after the last barrier. Shared memory: the normalized input of
+// the current segment (xs), a reduction scratch, and one work area sized for
+// the hungriest task; the sizes are mirrored from the templates' constexpr
+// helpers and checked against them with static_asserts in the emitted code.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Emitter/CudaEmitter.h"
+
+#include "mk/BlockConfig.h"
+#include "mk/BlockSpec.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <set>
+
+using namespace mlir;
+using namespace mk;
+using namespace mk::schedule;
+using mk::emitter::EmittedKernel;
+
+namespace {
+
+/// A C identifier for a tensor name ("blocks.0.attn.q_proj.w_q" ->
+/// "blocks_0_attn_q_proj_w_q").
+std::string ident(StringRef name) {
+  std::string s;
+  for (char c : name)
+    s += (isalnum((unsigned char)c) ? c : '_');
+  return s;
+}
+
+const char *ctype(DType t) {
+  switch (t) {
+  case DType::U8:
+    return "uint8_t";
+  case DType::BF16:
+    return "mk::bf16";
+  case DType::F32:
+    return "float";
+  case DType::I32:
+    return "int";
+  }
+  return "uint8_t";
+}
+
+const char *ctypeOf(StringRef dtype) {
+  DType t;
+  if (!parseDType(dtype.str(), t))
+    return "uint8_t";
+  return ctype(t);
+}
+
+std::string fmtFloat(double v) {
+  std::string s = llvm::formatv("{0:e9}", v).str();
+  return s + "f";
+}
+
+class Emitter {
+public:
+  Emitter(KernelOp kernel, const BlockConfig &cfg)
+      : kernel(kernel), cfg(cfg), T(kernel.getThreads()) {}
+  LogicalResult run(EmittedKernel &out);
+
+private:
+  KernelOp kernel;
+  const BlockConfig &cfg;
+  int64_t T;
+  llvm::StringMap<BufferOp> buffers;
+  llvm::StringMap<CounterOp> counters;
+  std::string body;
+  llvm::raw_string_ostream os{body};
+  std::set<std::string> asserts;
+  int64_t workFloats = 0;
+  int64_t numCounters = 0;
+  int routedKey = 0;
+  llvm::StringMap<int> topkKey;
+
+  void needWork(int64_t floats) { workFloats = std::max(workFloats, floats); }
+  int64_t w4Red(int64_t tn) { return (T / 32) * tn + 3 * 6 * T * 4; }
+  std::string w4RedCheck(int64_t tn) {
+    return llvm::formatv("mk::w4a16_red_floats<{0}, {1}>() == {2}", T, tn,
+                         w4Red(tn))
+        .str();
+  }
+
+  /// A pointer expression for buffer `name`; `write` selects the state_out
+  /// side of decode state.
+  std::string ptr(StringRef name, bool write = false) {
+    auto it = buffers.find(name);
+    assert(it != buffers.end() && "unknown buffer");
+    BufferOp b = it->second;
+    StringRef space = b.getSpace();
+    if (space == "io")
+      return name.str();
+    if (space == "state")
+      return ident(name) + (write ? "_out" : "_in");
+    if (space == "shared")
+      return "xs";
+    return llvm::formatv("reinterpret_cast<{0} *>(ws + {1})",
+                         ctypeOf(b.getDtype()), b.getOffset())
+        .str();
+  }
+  std::string wq(StringRef w) { return ident(w) + "_w_q"; }
+  std::string ws_(StringRef w) { return ident(w) + "_scales"; }
+  std::string wz(StringRef w) { return ident(w) + "_zeros"; }
+
+  LogicalResult emitPhase(PhaseOp phase);
+  LogicalResult emitInstance(TaskOp t, llvm::raw_ostream &o);
+  std::string manifest(int64_t dynSmem, int64_t syncBytes);
+};
+
+LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
+  StringRef kind = t.getKind();
+  auto i64 = [&](StringRef n) { return t.getIntArg(n); };
+  auto str = [&](StringRef n) { return t.getStrArg(n); };
+  auto strs = [&](StringRef n) {
+    SmallVector<std::string> v;
+    if (auto a = dyn_cast_or_null<ArrayAttr>(t.getArgs().get(n)))
+      for (Attribute x : a)
+        v.push_back(cast<StringAttr>(x).getValue().str());
+    return v;
+  };
+  auto ints = [&](StringRef n) {
+    SmallVector<int64_t> v;
+    if (auto a = dyn_cast_or_null<ArrayAttr>(t.getArgs().get(n)))
+      for (Attribute x : a)
+        v.push_back(cast<IntegerAttr>(x).getInt());
+    return v;
+  };
+  int64_t G = cfg.group;
+
+  if (kind == "w4a16_gemv") {
+    auto weights = strs("weights"), outputs = strs("outputs");
+    auto ns = ints("n");
+    int64_t k = i64("k"), tn = i64("tn"), ks = i64("ksplit"),
+            tiles = i64("tiles"), unitCols = i64("unit_cols");
+    bool atomic = str("epilogue") == "atomic_f32";
+    BufferOp in = buffers.lookup(str("input"));
+    bool shared = in.getSpace() == "shared";
+    int64_t kslice = k / ks;
+    o << "      const int k0 = " << (ks > 1 ? "(i / " + std::to_string(tiles) +
+                                               ") * " + std::to_string(kslice)
+                                         : std::string("0"))
+      << ", k1 = k0 + " << kslice << ";\n";
+    if (unitCols) {
+      int64_t tpu = unitCols / tn, per = (int64_t)weights.size() * tpu;
+      o << "      const int u = i / " << per << ", r = i % " << per
+        << ", seg = r / " << tpu << ";\n"
+        << "      const int n0 = u * " << unitCols << " + (r % " << tpu
+        << ") * " << tn << ", nvalid = " << tn << ";\n";
+    } else {
+      o << "      const int tile = i % " << tiles << ";\n"
+        << "      int seg = 0, n0 = tile * " << tn << ";\n";
+      int64_t acc = 0;
+      for (size_t s = 0; s + 1 < ns.size(); ++s) {
+        acc += (ns[s] + tn - 1) / tn;
+        o << "      if (tile >= " << acc << ") { seg = " << s + 1
+          << "; n0 = (tile - " << acc << ") * " << tn << "; }\n";
+      }
+      o << "      const int nseg = ";
+      for (size_t s = 0; s + 1 < ns.size(); ++s)
+        o << "seg == " << s << " ? " << ns[s] << " : ";
+      o << ns.back() << ";\n      const int nvalid = min(" << tn
+        << ", nseg - n0);\n";
+    }
+    std::string xin = "xs";
+    if (!shared) {
+      std::string src = ptr(in.getSymName());
+      o << "      for (int j = k0 + threadIdx.x; j < k1; j += " << T
+        << ") work[j] = mk::bf2f(__ldcg(" << src << " + "
+        << i64("input_offset") << " + j));\n      __syncthreads();\n";
+      xin = "work";
+      needWork(k + w4Red(tn));
+      o << "      float *red = work + " << k << ";\n";
+    } else {
+      needWork(w4Red(tn));
+      o << "      float *red = work;\n";
+    }
+    asserts.insert(w4RedCheck(tn));
+    o << "      switch (seg) {\n";
+    for (size_t s = 0; s < weights.size(); ++s) {
+      std::string epi =
+          atomic ? "mk::EpiAtomicAddF32{" + ptr(outputs[s]) + ", 1.f, 0}"
+                 : "mk::EpiStoreBf16{" + ptr(outputs[s], true) + ", 0}";
+      o << "      case " << s << ": mk::w4a16_gemv_tile<" << T << ", " << tn
+        << ", " << G << ">(" << xin << ", " << wq(weights[s]) << ", "
+        << ws_(weights[s]) << ", " << wz(weights[s]) << ", " << ns[s]
+        << ", n0, nvalid, k0, k1, red, " << epi << "); break;\n";
+    }
+    o << "      }\n";
+    return success();
+  }
+  if (kind == "bf16_rows") {
+    int64_t rpt = i64("rows_per_task"), rows = i64("rows");
+    o << "      const int row0 = i * " << rpt << ";\n"
+      << "      mk::bf16_rows_gemv<" << T << ">(xs, " << ident(str("weight"))
+      << ", " << i64("k") << ", row0, min(" << rpt << ", " << rows
+      << " - row0), " << ptr(str("output"), true) << ");\n";
+    return success();
+  }
+  if (kind == "kda_head_chunk") {
+    int64_t dk = i64("head_dim"), chunk = i64("chunk"), conv = i64("conv");
+    int64_t c = i64("heads") * dk;
+    needWork(3 * dk + chunk + 2 * (T / chunk) * chunk + 32);
+    asserts.insert(llvm::formatv("mk::kda_smem_floats<{0}, {1}, {2}>() == {3}",
+                                 T, dk, chunk,
+                                 3 * dk + chunk + 2 * (T / chunk) * chunk + 32)
+                       .str());
+    o << "      mk::kda_head_chunk_task<" << T << ", " << dk << ", " << chunk
+      << ", " << conv << ">(i, " << c << ", " << ptr(str("q")) << ", "
+      << ptr(str("k")) << ", " << ptr(str("v")) << ", " << ptr(str("g"))
+      << ", " << ptr(str("beta")) << ", " << ident(str("conv_w")) << ", "
+      << ptr(str("cq")) << ", " << ptr(str("ck")) << ", " << ptr(str("cv"))
+      << ", " << ptr(str("S")) << ", " << ptr(str("S"), true) << ", "
+      << ptr(str("o"), true) << ", work);\n";
+    return success();
+  }
+  if (kind == "conv_commit") {
+    int64_t c = i64("channels"), n = t.getCount();
+    int64_t per = (c + n - 1) / n;
+    o << "      const mk::bf16 *const nr[3] = {" << ptr(str("q")) << ", "
+      << ptr(str("k")) << ", " << ptr(str("v")) << "};\n"
+      << "      const mk::bf16 *const wi[3] = {" << ptr(str("cq")) << ", "
+      << ptr(str("ck")) << ", " << ptr(str("cv")) << "};\n"
+      << "      mk::bf16 *const wo[3] = {" << ptr(str("cq"), true) << ", "
+      << ptr(str("ck"), true) << ", " << ptr(str("cv"), true) << "};\n"
+      << "      mk::conv_window_commit<" << i64("conv") << ">(i * " << per
+      << ", min(" << c << ", (i + 1) * " << per << "), " << c
+      << ", nr, wi, wo);\n";
+    return success();
+  }
+  if (kind == "zero_f32") {
+    int64_t n = i64("n"), per = (n + t.getCount() - 1) / t.getCount();
+    o << "      float *p = " << ptr(str("buffer"), true) << ";\n"
+      << "      for (int j = i * " << per << " + threadIdx.x; j < min(" << n
+      << ", (i + 1) * " << per << "); j += " << T << ") p[j] = 0.f;\n";
+    return success();
+  }
+  if (kind == "final_residual") {
+    int64_t n = i64("dim"), per = (n + t.getCount() - 1) / t.getCount();
+    o << "      const mk::bf16 *base = " << ptr(str("base")) << ";\n"
+      << "      const float *acc = " << ptr(str("acc")) << ";\n"
+      << "      for (int j = i * " << per << " + threadIdx.x; j < min(" << n
+      << ", (i + 1) * " << per << "); j += " << T << ")\n"
+      << "        " << ptr(str("out"), true)
+      << "[j] = mk::f2bf(mk::round_bf16(mk::bf2f(__ldcg(base + j)) + "
+         "mk::round_bf16(__ldcg(acc + j))));\n";
+    return success();
+  }
+  int64_t hm = i64("heads"), nope = i64("nope"), rope = i64("rope"),
+          vh = i64("v_head"), lora = i64("lora");
+  if (kind == "mla_rope_append") {
+    o << "      mk::mla_rope_append<" << T << ", " << hm << ", " << nope << ", "
+      << rope << ", " << lora << ">(i, " << t.getCount() << ", ctx_len, "
+      << fmtFloat(t.getArgs().getAs<FloatAttr>("theta").getValueAsDouble())
+      << ", " << ptr(str("q")) << ", " << ptr(str("kv")) << ", "
+      << ptr(str("q_rope"), true) << ", " << ptr(str("c_kv")) << ", "
+      << ptr(str("k_rope")) << ", " << ptr(str("c_kv"), true) << ", "
+      << ptr(str("k_rope"), true) << ");\n";
+    return success();
+  }
+  if (kind == "mla_q_absorb") {
+    needWork(nope);
+    std::string w = str("kv_b").str();
+    o << "      mk::mla_q_absorb_task<" << T << ", " << hm << ", " << nope
+      << ", " << rope << ", " << vh << ", " << lora << ", " << G << ">(i, "
+      << ptr(str("q")) << ", " << wq(w) << ", " << ws_(w) << ", " << wz(w)
+      << ", " << ptr(str("q_abs"), true) << ", work);\n";
+    return success();
+  }
+  if (kind == "mla_attention_chunk") {
+    int64_t f = hm * lora + hm * rope + hm * 64 + 3 * hm;
+    needWork(f);
+    asserts.insert(
+        llvm::formatv("mk::mla_attention_smem_floats<{0}, {1}, {2}, 64>() == {3}",
+                      hm, lora, rope, f)
+            .str());
+    o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, "
+      << i64("max_chunks") << ");\n"
+      << "      if (i < nch)\n"
+      << "        mk::mla_attention_chunk_task<" << T << ", " << hm << ", "
+      << lora << ", " << rope << ", 64>(i, nch, ctx_len + 1, "
+      << fmtFloat(t.getArgs().getAs<FloatAttr>("scale").getValueAsDouble())
+      << ", " << ptr(str("q_abs")) << ", " << ptr(str("q_rope")) << ", "
+      << ptr(str("c_kv"), true) << ", " << ptr(str("k_rope"), true) << ", "
+      << ptr(str("part_m"), true) << ", " << ptr(str("part_l"), true) << ", "
+      << ptr(str("part_acc"), true) << ", work);\n";
+    return success();
+  }
+  if (kind == "mla_combine_wv") {
+    int64_t maxc = 0;
+    kernel.walk([&](TaskOp a) {
+      if (a.getKind() == "mla_attention_chunk" &&
+          a.getStrArg("part_m") == str("part_m"))
+        maxc = a.getIntArg("max_chunks");
+    });
+    needWork(lora + w4Red(vh));
+    asserts.insert(w4RedCheck(vh));
+    std::string w = str("kv_b").str();
+    o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, "
+      << maxc << ");\n"
+      << "      mk::mla_combine_wv_task<" << T << ", " << hm << ", " << nope
+      << ", " << vh << ", " << lora << ", " << G << ">(i, nch, "
+      << ptr(str("part_m")) << ", " << ptr(str("part_l")) << ", "
+      << ptr(str("part_acc")) << ", " << wq(w) << ", " << ws_(w) << ", "
+      << wz(w) << ", " << ptr(str("o"), true) << ", work);\n";
+    return success();
+  }
+  if (kind == "moe_gate_up" || kind == "moe_down") {
+    bool down = kind == "moe_down";
+    bool routed = !str("logits").empty();
+    int64_t d = i64("hidden"), m = i64("inter"), tn = i64("tn"),
+            ks = i64("ksplit"), tiles = i64("tiles");
+    int64_t per = tiles * ks;
+    o << "      const int slot = i / " << per << ", r = i % " << per << ";\n";
+    if (routed) {
+      auto [it, fresh] = topkKey.try_emplace(str("logits"), topkKey.size());
+      o << "      if (tk_key != " << it->second << ") {\n"
+        << "        mk::moe_topk<" << i64("experts") << ", " << i64("top_k")
+        << ">(" << ptr(str("logits")) << ", "
+        << fmtFloat(t.getArgs().getAs<FloatAttr>("scaling").getValueAsDouble())
+        << ", tk_w, tk_idx);\n        tk_key = " << it->second << ";\n"
+        << "      }\n"
+        << "      const int e = tk_idx[slot];\n";
+    } else {
+      o << "      const int e = slot;\n";
+    }
+    std::string hmid = ptr(str("hmid"), true);
+    if (!down) {
+      std::string g = str("gate").str(), u = str("up").str();
+      int64_t wqs = d / 2 * m, sz = d / G * m;
+      needWork(2 * tn + w4Red(tn));
+      asserts.insert(llvm::formatv("mk::moe_gate_up_smem_floats<{0}, {1}>() == {2}",
+                                   T, tn, 2 * tn + w4Red(tn))
+                         .str());
+      o << "      const int n0 = r * " << tn << ";\n"
+        << "      mk::moe_gate_up_task<" << T << ", " << tn << ", " << G
+        << ">(xs, " << d << ", " << wq(g) << " + (size_t)e * " << wqs << ", "
+        << ws_(g) << " + (size_t)e * " << sz << ", " << wz(g)
+        << " + (size_t)e * " << sz << ", " << wq(u) << " + (size_t)e * " << wqs
+        << ", " << ws_(u) << " + (size_t)e * " << sz << ", " << wz(u)
+        << " + (size_t)e * " << sz << ", " << m << ", n0, min(" << tn << ", "
+        << m << " - n0), " << hmid << " + slot * " << m << ", work);\n";
+    } else {
+      std::string w = str("down").str();
+      int64_t wqs = m / 2 * d, sz = m / G * d, kslice = m / ks;
+      needWork(m + w4Red(tn));
+      asserts.insert(llvm::formatv("mk::moe_down_smem_floats<{0}, {1}>({2}) == {3}",
+                                   T, tn, m, m + w4Red(tn))
+                         .str());
+      o << "      const int k0 = (r / " << tiles << ") * " << kslice
+        << ", n0 = (r % " << tiles << ") * " << tn << ";\n"
+        << "      mk::moe_down_task<" << T << ", " << tn << ", " << G << ">("
+        << hmid << " + slot * " << m << ", " << m << ", " << wq(w)
+        << " + (size_t)e * " << wqs << ", " << ws_(w) << " + (size_t)e * "
+        << sz << ", " << wz(w) << " + (size_t)e * " << sz << ", " << d
+        << ", n0, min(" << tn << ", " << d << " - n0), k0, k0 + " << kslice
+        << ", " << (routed ? "tk_w[slot]" : "1.f") << ", "
+        << ptr(str("acc"), true) << ", work);\n";
+    }
+    return success();
+  }
+  return t.emitOpError("the CUDA emitter has no lowering for kind '")
+         << kind << "'";
+}
+
+LogicalResult Emitter::emitPhase(PhaseOp phase) {
+  os << "  // ---- phase \"" << phase.getName() << "\"\n  {\n";
+  SmallVector<TaskOp> grid;
+  for (TaskOp t : phase.getBodyBlock().getOps<TaskOp>()) {
+    if (!t.isEveryBlock()) {
+      grid.push_back(t);
+      continue;
+    }
+    if (t.getKind() != "residual_rmsnorm")
+      return t.emitOpError("every_block tasks must be residual_rmsnorm");
+    StringRef acc = t.getStrArg("acc"), out = t.getStrArg("out");
+    os << "    // " << t.getName() << " (every block)\n"
+       << "    __syncthreads();\n"
+       << "    mk::block_residual<" << T << ">(" << ptr(t.getStrArg("base"))
+       << ", " << (acc.empty() ? "nullptr" : ptr(acc)) << ", "
+       << t.getIntArg("dim") << ", xs, "
+       << (out.empty() ? "nullptr" : ptr(out, true)) << ");\n"
+       << "    mk::block_rmsnorm<" << T << ">(xs, "
+       << ident(t.getStrArg("weight")) << ", " << t.getIntArg("dim") << ", "
+       << fmtFloat(t.getArgs().getAs<FloatAttr>("eps").getValueAsDouble())
+       << ", xs, scratch);\n";
+  }
+  int64_t total = 0;
+  for (TaskOp t : grid)
+    total += t.getCount();
+  if (total) {
+    os << "    for (int t = blockIdx.x; t < " << total
+       << "; t += gridDim.x) {\n";
+    int64_t begin = 0;
+    for (TaskOp t : grid) {
+      int64_t end = begin + t.getCount();
+      os << "      if (t < " << end << ") { // " << t.getName() << "\n"
+         << "      const int i = t - " << begin << ";\n";
+      for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>()) {
+        if (w.getTask() != t.getName())
+          continue;
+        CounterOp c = counters.lookup(w.getCounter());
+        os << "      for (int q = 0; q < " << w.getSpan() << "; ++q)\n"
+           << "        mk::counter_wait(sync, " << c.getBase() << " + (i / "
+           << w.getDivisor() << ") * " << w.getSpan() << " + q, "
+           << w.getTarget() << "u);\n";
+      }
+      os << "      {\n";
+      if (failed(emitInstance(t, os)))
+        return failure();
+      os << "      }\n";
+      for (SignalOp s : phase.getBodyBlock().getOps<SignalOp>()) {
+        if (s.getTask() != t.getName())
+          continue;
+        CounterOp c = counters.lookup(s.getCounter());
+        os << "      mk::counter_signal(sync, " << c.getBase() << " + i / "
+           << s.getDivisor() << ");\n";
+      }
+      os << "      __syncthreads();\n      continue;\n      }\n";
+      begin = end;
+    }
+    os << "    }\n";
+  }
+  os << "  }\n";
+  return success();
+}
+
+std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
+  std::string text;
+  llvm::raw_string_ostream s(text);
+  llvm::json::OStream j(s, 2);
+  bool debug = kernel.getDebugCapture();
+  auto shape = [&](ArrayRef<int64_t> v) {
+    j.array([&] {
+      for (int64_t d : v)
+        j.value(d);
+    });
+  };
+  auto param = [&](StringRef name, StringRef role, StringRef dtype,
+                   ArrayRef<int64_t> sh) {
+    j.object([&] {
+      j.attribute("name", name);
+      j.attribute("role", role);
+      j.attribute("dtype", dtype);
+      j.attributeBegin("shape");
+      shape(sh);
+      j.attributeEnd();
+    });
+  };
+  j.object([&] {
+    j.attribute("format", "mk-manifest-1");
+    j.attribute("kernel", kernel.getSymName());
+    j.attribute("source", (kernel.getSymName() + ".cu").str());
+    j.attribute("threads_per_block", T);
+    j.attribute("dynamic_shared_bytes", dynSmem);
+    j.attribute("workspace_bytes", (int64_t)kernel.getWorkspaceBytes());
+    j.attribute("sync_bytes", syncBytes);
+    j.attribute("phases", kernel.getNumPhases());
+    j.attribute("grid_barriers", kernel.getNumBarriers());
+    j.attribute("counters", numCounters);
+    j.attribute("debug_capture", debug);
+    // The config as the full spec (an accepted form, kernel-abi.md).
+    std::string err;
+    auto parsed = llvm::json::parse(blockConfigToJson(cfg));
+    if (parsed)
+      j.attribute("config", std::move(*parsed));
+    else
+      llvm::consumeError(parsed.takeError());
+    j.attributeBegin("params");
+    j.array([&] {
+      param("hidden_in", "input", "bf16", {cfg.hidden});
+      param("hidden_out", "output", "bf16", {cfg.hidden});
+      for (const TensorDesc &t : parameterTensors(cfg))
+        param(t.name, "weight", dtypeName(t.dtype), t.shape);
+      for (const TensorDesc &t : stateTensors(cfg, -1)) {
+        param(t.name, "state_in", dtypeName(t.dtype), t.shape);
+        param(t.name, "state_out", dtypeName(t.dtype), t.shape);
+      }
+      param("ctx_len", "scalar", "i32", {});
+      param("cache_capacity", "scalar", "i32", {});
+      param("workspace", "workspace", "u8", {(int64_t)kernel.getWorkspaceBytes()});
+      param("sync", "sync", "u8", {syncBytes});
+      if (debug)
+        param("debug", "debug", "u8", {0});
+    });
+    j.attributeEnd();
+    if (debug) {
+      j.attributeBegin("captures");
+      j.array([] {});
+      j.attributeEnd();
+    }
+  });
+  s << "\n";
+  return text;
+}
+
+LogicalResult Emitter::run(EmittedKernel &out) {
+  for (BufferOp b : kernel.getBodyBlock().getOps<BufferOp>()) {
+    buffers[b.getSymName()] = b;
+    if (b.isWorkspace() && (int64_t)b.getOffset() < 0)
+      return b.emitOpError("has no workspace offset; run "
+                           "schedule-plan-workspace first");
+  }
+  for (CounterOp c : kernel.getBodyBlock().getOps<CounterOp>()) {
+    counters[c.getSymName()] = c;
+    if ((int64_t)c.getBase() < 0)
+      return c.emitOpError("has no base index; run schedule-plan-workspace");
+    numCounters = std::max<int64_t>(numCounters, c.getBase() + c.getSize());
+  }
+  // Counters are reset after the last barrier: nothing may wait after it.
+  bool afterLast = true;
+  for (Operation &op : llvm::reverse(kernel.getBodyBlock())) {
+    if (isa<BarrierOp>(op))
+      break;
+    if (auto p = dyn_cast<PhaseOp>(op))
+      if (!p.getBodyBlock().getOps<WaitOp>().empty())
+        afterLast = false;
+  }
+  if (numCounters && (!afterLast || kernel.getNumBarriers() == 0))
+    return kernel.emitOpError("counters are waited on after the last grid "
+                              "barrier; they could not be reset safely");
+  // Only one shared-memory buffer (the normalized input) can be live at once:
+  // a segment holds at most one every-block norm.
+  for (Operation &op : kernel.getBodyBlock()) {
+    if (auto p = dyn_cast<PhaseOp>(op)) {
+      if (failed(emitPhase(p)))
+        return failure();
+    } else if (isa<BarrierOp>(op)) {
+      os << "  mk::grid_barrier(sync);\n";
+    }
+  }
+  if (numCounters)
+    os << "  mk::counters_reset(sync, " << numCounters << ");\n";
+
+  int64_t d4 = (cfg.hidden + 3) / 4 * 4;
+  int64_t smemFloats = d4 + 32 + (workFloats + 3) / 4 * 4;
+  int64_t dynSmem = smemFloats * 4;
+  int64_t syncBytes = (64 + 32 * std::max<int64_t>(numCounters, 1)) * 4;
+
+  std::string src;
+  llvm::raw_string_ostream k(src);
+  k << "// Generated by mkc from the schedule of @" << kernel.getSymName()
+    << ": " << kernel.getNumPhases() << " phases, "
+    << kernel.getNumBarriers() << " grid barriers, " << numCounters
+    << " counters. Do not edit.\n"
+    << "#include \"mk/megakernel.cuh\"\n\n";
+  for (const std::string &a : asserts)
+    k << "static_assert(" << a << ", \"shared-memory layout of a template "
+      << "changed: the emitter's mirror is stale\");\n";
+  k << "static_assert(mk::sync_bytes(" << numCounters << ") == " << syncBytes
+    << ", \"sync layout changed\");\n\n";
+  k << "extern \"C\" __global__ void __launch_bounds__(" << T << ") "
+    << kernel.getSymName() << "(\n"
+    << "    const mk::bf16 *__restrict__ hidden_in, mk::bf16 *hidden_out";
+  for (const TensorDesc &t : parameterTensors(cfg))
+    k << ",\n    const " << ctype(t.dtype) << " *__restrict__ "
+      << ident(t.name);
+  for (const TensorDesc &t : stateTensors(cfg, -1))
+    k << ",\n    const " << ctype(t.dtype) << " *" << ident(t.name)
+      << "_in, " << ctype(t.dtype) << " *" << ident(t.name) << "_out";
+  k << ",\n    const int ctx_len, const int cache_capacity,\n"
+    << "    uint8_t *__restrict__ ws, unsigned *sync";
+  if (kernel.getDebugCapture())
+    k << ", uint8_t *debug";
+  k << ") {\n"
+    << "  extern __shared__ __align__(16) float mk_smem[];\n"
+    << "  float *const xs = mk_smem;            // normalized input ["
+    << cfg.hidden << "]\n"
+    << "  float *const scratch = xs + " << d4 << ";    // reductions [32]\n"
+    << "  float *const work = scratch + 32;     // per-task [" << workFloats
+    << "]\n"
+    << "  __shared__ float tk_w[" << std::max<int64_t>(cfg.nActive, 1)
+    << "];\n"
+    << "  __shared__ int tk_idx[" << std::max<int64_t>(cfg.nActive, 1)
+    << "];\n"
+    << "  int tk_key = -1; // which router's top-k tk_* hold\n"
+    << "  (void)cache_capacity; (void)tk_key; (void)work; (void)scratch;\n"
+    << body << "}\n";
+  out.name = kernel.getSymName().str();
+  out.source = src;
+  out.dynamicSharedBytes = dynSmem;
+  out.manifest = manifest(dynSmem, syncBytes);
+  return success();
+}
+
+} // namespace
+
+LogicalResult mk::emitter::emitKernel(KernelOp kernel, EmittedKernel &out) {
+  BlockConfig cfg;
+  std::string error;
+  if (!kernel.getConfig() ||
+      !parseBlockSpec(kernel.getConfig()->str(), cfg, error))
+    return kernel.emitOpError("needs a valid block config: ") << error;
+  return Emitter(kernel, cfg).run(out);
+}
+
+LogicalResult mk::emitter::emitModule(ModuleOp module, EmittedKernel &out) {
+  auto kernels = module.getOps<KernelOp>();
+  if (llvm::range_size(kernels) != 1)
+    return module.emitError("expected exactly one schedule.kernel, found ")
+           << llvm::range_size(kernels);
+  return emitKernel(*kernels.begin(), out);
+}

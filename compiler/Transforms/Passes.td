@@ -1,0 +1,123 @@
+//===- Passes.td - Graph -> schedule passes ----------------*- tablegen -*-===//
+//
+// Pipeline order (the "schedule" stage): graph-fuse-projections,
+// graph-absorb-mla, schedule-form-phases, schedule-partition-work,
+// schedule-barriers-to-counters, schedule-plan-workspace. docs/pipeline.md
+// shows each one's decision on the Kimi-Linear unit.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MK_TRANSFORMS_PASSES_TD
+#define MK_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def GraphFuseProjections : Pass<"graph-fuse-projections", "::mlir::ModuleOp"> {
+  let summary = "Group sibling projections of one input into one grouped GEMV";
+  let description = [{
+    Linears (`graph.linear_w4a16`, `graph.linear_bf16`) that read the same
+    value are marked with one `schedule.fusion_group` name: phase formation
+    lowers the group to tasks of one phase that share the input staged in
+    shared memory (KDA q/k/v/g + beta, MLA q_proj + kv_a), ordered so that
+    the tiles one consumer unit needs (a KDA head) are contiguous.
+
+    ```mlir
+    %q = graph.linear_w4a16 %n, @"blocks.0.attn.q_proj" {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : ...
+    ```
+  }];
+  let dependentDialects = ["::mk::graph::GraphDialect"];
+}
+
+def GraphAbsorbMla : Pass<"graph-absorb-mla", "::mlir::ModuleOp"> {
+  let summary = "Absorb W_kv_b into the MLA query and output";
+  let description = [{
+    Marks each `graph.mla_attention` `schedule.absorbed`: it is lowered to
+    q_abs[h] = W_k,h q_nope[h] (key half), attention of q_abs against the
+    latent cache rows themselves, and the value half applied to the
+    attention-weighted latent per head. `c_kv @ W_kv_b` ([L, Hm*(nope+v)]) is
+    never materialized; per step the weight is read once instead of once per
+    cache row. Phase formation rejects unabsorbed MLA attention.
+  }];
+  let dependentDialects = ["::mk::graph::GraphDialect"];
+}
+
+def ScheduleFormPhases : Pass<"schedule-form-phases", "::mlir::ModuleOp"> {
+  let summary = "Lower the graph step to a schedule.kernel of phases";
+  let description = [{
+    Lowers every graph op of `@decode_step` to tasks (template calls) and the
+    SSA values between them to buffers (workspace, shared memory, or the
+    decode state), then places the tasks with planPhases: RMSNorms (with the
+    residual add before them) are recomputed by every block into shared
+    memory, so they need no barrier of their own; every other cross-block
+    dependency gets the fewest grid barriers the dependency chains allow.
+    fp32 accumulators (split-K and expert sums) get zeroing tasks. The graph
+    function and declarations are replaced by the kernel.
+  }];
+  let dependentDialects = ["::mk::schedule::ScheduleDialect"];
+  let options = [
+    Option<"threads", "threads", "int64_t", "256",
+           "threads per block of the emitted kernel">,
+    Option<"kernelName", "kernel-name", "std::string", "\"\"",
+           "kernel symbol (default: mk_<module name>)">,
+    Option<"debugCapture", "debug-capture", "bool", "false",
+           "also write every phase's intermediates to the debug arena">,
+  ];
+}
+
+def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> {
+  let summary = "Cut each task into instances balanced by streamed bytes";
+  let description = [{
+    For every task, enumerates the legal cuts (GEMV column tiles, split-K
+    slices aligned with the consumer's units, KDA state column chunks, expert
+    tiles) and picks the one with the lowest estimated time on `target-sms`
+    SMs (waves times bytes per task plus a fixed per-task overhead). Sets
+    `count`, `bytes` and the tile sizes in `args`; records each task's grain
+    (`grain` unit name, `grain_per` instances per unit) for counter placement.
+  }];
+  let options = [
+    Option<"targetSms", "target-sms", "int64_t", "132",
+           "SM count to balance the work for">,
+    Option<"overheadBytes", "task-overhead-bytes", "int64_t", "24576",
+           "fixed cost of one task, in bytes-streamed equivalents">,
+    Option<"attentionChunks", "attention-chunks", "int64_t", "64",
+           "most context chunks of MLA attention">,
+  ];
+}
+
+def ScheduleBarriersToCounters
+    : Pass<"schedule-barriers-to-counters", "::mlir::ModuleOp"> {
+  let summary = "Replace grid barriers by dependency counters where possible";
+  let description = [{
+    A barrier goes when no task after it that depends on a task before it runs
+    in every block (those would wait for the whole grid anyway). Each such
+    dependency becomes a counter: per unit when producer and consumer share a
+    grain (a KDA head waits for its own head's projection tiles, an expert's
+    down projection for its own gate/up tiles), otherwise one counter that
+    the consumer waits on in full (routed experts on the router's logits).
+  }];
+}
+
+def SchedulePlanWorkspace : Pass<"schedule-plan-workspace", "::mlir::ModuleOp"> {
+  let summary = "Assign workspace offsets by liveness";
+  let description = [{
+    Workspace buffers live from the first to the last segment (barrier
+    interval) that touches them; buffers live in disjoint segments share
+    memory. Sets every buffer's `offset`, the kernel's `workspace_bytes`
+    and the counters' `base` indices.
+  }];
+}
+
+def SchedulePrintSummary : Pass<"schedule-print-summary", "::mlir::ModuleOp"> {
+  let summary = "Print phases, barriers, counters, tasks and bytes per phase";
+  let description = [{
+    Prints a table of the kernel's phases to stderr (or `-o FILE`): per
+    phase its tasks, instance counts and bytes streamed, the barriers and
+    counters. Does not change the IR.
+  }];
+  let options = [
+    Option<"output", "o", "std::string", "\"-\"",
+           "where the summary goes ('-' is stderr)">,
+  ];
+}
+
+#endif // MK_TRANSFORMS_PASSES_TD

@@ -1,0 +1,85 @@
+//===- Planning.h - Phase, partition and workspace planning -----*- C++ -*-===//
+//
+// The algorithmic cores of the scheduling passes, as plain C++ so that they
+// are unit-tested (tests/compiler/Schedule*Test.cpp, Workspace*Test.cpp)
+// without building IR:
+//  - planPhases: the fewest grid barriers a dependency DAG allows (ASAP
+//    segments), and the phases inside each segment;
+//  - choosePartition: the task count that balances streamed bytes over the
+//    SMs, given the ways an op may be cut;
+//  - planWorkspace: offsets into one arena for buffers with live ranges.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MK_TRANSFORMS_PLANNING_H
+#define MK_TRANSFORMS_PLANNING_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mk::planning {
+
+/// How a consumer depends on a producer.
+enum class DepKind {
+  /// Both run in the same block (the producer recomputes per block, e.g. an
+  /// RMSNorm into shared memory): program order is enough.
+  Local,
+  /// Crosses blocks: a grid barrier (or a counter, later) must separate them.
+  Grid,
+};
+
+struct DepEdge {
+  int from, to;
+  DepKind kind;
+};
+
+struct PhasePlan {
+  /// Per node: the barrier-separated segment and the phase (global index,
+  /// phases sorted by segment then depth).
+  std::vector<int> segment, phase;
+  int numSegments = 0, numPhases = 0;
+  /// Barriers = numSegments - 1.
+  int numBarriers() const { return numSegments > 0 ? numSegments - 1 : 0; }
+};
+
+/// Nodes are 0..n-1 in a topological order (every edge has from < to).
+/// Segment(v) = max over Grid preds (segment + 1) and Local preds (segment):
+/// the longest Grid-edge chain, which no valid schedule can beat. Inside a
+/// segment, depth(v) = max over preds in the segment (depth + (Grid ? 1 :
+/// 0)); phases are the distinct (segment, depth) pairs in order.
+/// Returns false (and sets `error`) if an edge goes backwards.
+bool planPhases(int n, const std::vector<DepEdge> &edges, PhasePlan &plan,
+                std::string &error);
+
+/// One way to cut an op: `count` equal tasks of `bytesPerTask` each.
+struct PartitionOption {
+  int64_t count = 1;
+  int64_t bytesPerTask = 0;
+};
+
+/// The option with the lowest estimated time on `sms` SMs:
+/// ceil(count / sms) waves of (bytesPerTask + overheadBytes), where
+/// `overheadBytes` stands for a task's fixed latency. Ties go to the earlier
+/// option. Returns -1 if `options` is empty.
+int choosePartition(const std::vector<PartitionOption> &options, int64_t sms,
+                    int64_t overheadBytes);
+double partitionCost(const PartitionOption &o, int64_t sms,
+                     int64_t overheadBytes);
+
+/// A workspace buffer live over segments [first, last] (inclusive).
+struct WorkspaceBuffer {
+  int64_t bytes = 0;
+  int first = 0, last = 0;
+};
+
+/// Assigns offsets (multiples of `align`) so that buffers whose live ranges
+/// overlap never overlap in memory; buffers live in disjoint segment ranges
+/// (a barrier apart) may share. Greedy by size, first fit. Returns the arena
+/// size.
+int64_t planWorkspace(const std::vector<WorkspaceBuffer> &buffers,
+                      std::vector<int64_t> &offsets, int64_t align = 256);
+
+} // namespace mk::planning
+
+#endif // MK_TRANSFORMS_PLANNING_H

@@ -1,0 +1,848 @@
+//===- ScheduleFormPhases.cpp - Graph step -> phases of tasks -------------===//
+//
+// Lowers `@decode_step` to one schedule.kernel. Each graph op becomes the
+// tasks of its template (some ops are folded into their consumer: a short
+// conv into the KDA task that recomputes it, RoPE and the cache appends into
+// the MLA append task, a residual add into the RMSNorm after it), each SSA
+// value a buffer. Placement is planPhases (Planning.h) on the task DAG:
+// every-block RMSNorms feed their consumers through shared memory without a
+// barrier; any other cross-block edge needs one, and the ASAP placement uses
+// the fewest barriers the longest chain allows. Counters come later
+// (schedule-barriers-to-counters).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Transforms/Passes.h"
+#include "Transforms/Planning.h"
+
+#include "mk/BlockConfig.h"
+#include "mk/BlockSpec.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <cmath>
+#include <deque>
+
+namespace mk::schedule {
+#define GEN_PASS_DEF_SCHEDULEFORMPHASES
+#include "Transforms/Passes.h.inc"
+} // namespace mk::schedule
+
+using namespace mlir;
+using namespace mk;
+
+namespace {
+
+struct BufferSpec {
+  std::string name, dtype, space;
+  SmallVector<int64_t> shape;
+};
+
+struct TaskSpec {
+  std::string name, kind, op, partition;
+  SmallVector<std::string> reads, writes, accums;
+  NamedAttrList args;
+};
+
+/// What a graph value is, in terms of buffers.
+struct ValueInfo {
+  enum Kind {
+    Buffer,   // lives in `buffer` (element offset `offset`)
+    Shared,   // the per-block normalized input in shared memory `buffer`
+    Acc,      // fp32 accumulator `buffer`, rounded to bf16 by its reader
+    Residual, // graph.add(base, acc) not yet materialized
+    Conv,     // kda_short_conv output: raw projection `buffer`, window `aux`
+    Window,   // kda_short_conv new window (state `buffer`)
+    Rope,     // rotated value of `buffer` (q: heads; kr: vector)
+    Append,   // cache `aux` after appending `buffer`
+    Router,   // router results: logits `buffer`
+    Scalar,   // ctx_len
+  } kind = Buffer;
+  std::string buffer, aux;
+  int64_t offset = 0;
+  Value base, acc; // Residual
+};
+
+class Lowering {
+public:
+  Lowering(ModuleOp module, func::FuncOp fn, const BlockConfig &cfg)
+      : module(module), fn(fn), cfg(cfg), b(module.getContext()) {}
+
+  LogicalResult run();
+
+  std::vector<BufferSpec> buffers;
+  std::vector<TaskSpec> tasks;
+
+private:
+  ModuleOp module;
+  func::FuncOp fn;
+  const BlockConfig &cfg;
+  OpBuilder b;
+  llvm::DenseMap<Value, ValueInfo *> info;
+  std::deque<ValueInfo> storage; // stable addresses for `info`
+  void set(Value v, ValueInfo vi) {
+    storage.push_back(vi);
+    info[v] = &storage.back();
+  }
+  llvm::StringMap<int> bufferIndex;
+  llvm::DenseMap<Operation *, std::string> combineAcc;
+  llvm::StringSet<> loweredGroups;
+
+  std::string buffer(const std::string &name, StringRef dtype,
+                     ArrayRef<int64_t> shape, StringRef space = "workspace") {
+    if (!bufferIndex.count(name)) {
+      bufferIndex[name] = buffers.size();
+      buffers.push_back({name, dtype.str(), space.str(),
+                         SmallVector<int64_t>(shape.begin(), shape.end())});
+    }
+    return name;
+  }
+  TaskSpec &task(const std::string &name, StringRef kind, Operation *op) {
+    tasks.push_back({});
+    TaskSpec &t = tasks.back();
+    t.name = name;
+    t.kind = kind.str();
+    t.op = op ? op->getName().getStringRef().str() : "";
+    return t;
+  }
+  std::string accumulator(const std::string &name, int64_t n) {
+    std::string acc = buffer(name, "f32", {n});
+    TaskSpec &z = task(name + ".zero", "zero_f32", nullptr);
+    z.partition = "slices";
+    z.writes.push_back(acc);
+    setArg(z, "buffer", acc);
+    setArg(z, "n", n);
+    return acc;
+  }
+  void setArg(TaskSpec &t, StringRef k, const std::string &v) {
+    t.args.set(k, b.getStringAttr(v));
+  }
+  void setArg(TaskSpec &t, StringRef k, int64_t v) {
+    t.args.set(k, b.getI64IntegerAttr(v));
+  }
+  void setArg(TaskSpec &t, StringRef k, uint64_t v) {
+    setArg(t, k, static_cast<int64_t>(v));
+  }
+  void setArg(TaskSpec &t, StringRef k, double v) {
+    t.args.set(k, b.getF64FloatAttr(v));
+  }
+  void setArg(TaskSpec &t, StringRef k, ArrayRef<std::string> v) {
+    SmallVector<Attribute> a;
+    for (const std::string &s : v)
+      a.push_back(b.getStringAttr(s));
+    t.args.set(k, b.getArrayAttr(a));
+  }
+  void setArg(TaskSpec &t, StringRef k, ArrayRef<int64_t> v) {
+    t.args.set(k, b.getI64ArrayAttr(v));
+  }
+  /// Layer prefix ("blocks.3") of a state-dict name.
+  static std::string layerOf(StringRef sym) {
+    auto parts = sym.split('.');
+    auto rest = parts.second.split('.');
+    return (parts.first + "." + rest.first).str();
+  }
+  static std::string typeDtype(Type t) {
+    if (t.isBF16())
+      return "bf16";
+    if (t.isF32())
+      return "f32";
+    if (t.isInteger(32))
+      return "i32";
+    return "u8";
+  }
+  const ValueInfo *get(Operation *op, Value v) {
+    auto it = info.find(v);
+    if (it == info.end()) {
+      op->emitOpError("operand is not produced by a lowered op");
+      return nullptr;
+    }
+    return it->second;
+  }
+
+  LogicalResult lowerOp(Operation *op);
+  LogicalResult lowerNorm(graph::RMSNormOp op);
+  LogicalResult lowerLinearGroup(Operation *first);
+  LogicalResult lowerKda(graph::KdaGatedDeltaOp op);
+  LogicalResult lowerMla(graph::MlaAttentionOp op);
+  LogicalResult lowerExperts(Operation *op, bool routed);
+  LogicalResult lowerReturn(func::ReturnOp op);
+};
+
+LogicalResult Lowering::run() {
+  Block &entry = fn.getBody().front();
+  for (BlockArgument arg : entry.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    ValueInfo vi;
+    if (i == 0) {
+      vi.buffer = buffer("hidden_in", "bf16", {cfg.hidden}, "io");
+    } else if (isa<IntegerType>(arg.getType())) {
+      vi.kind = ValueInfo::Scalar;
+    } else {
+      auto sym = fn.getArgAttrOfType<FlatSymbolRefAttr>(i, "graph.state");
+      if (!sym)
+        return fn.emitOpError("argument ") << i << " is not tied to a state";
+      auto t = cast<RankedTensorType>(arg.getType());
+      SmallVector<int64_t> shape(t.getShape());
+      for (int64_t &d : shape)
+        if (ShapedType::isDynamic(d))
+          d = -1;
+      vi.buffer = buffer(sym.getValue().str(), typeDtype(t.getElementType()),
+                         shape, "state");
+    }
+    set(arg, vi);
+  }
+  for (Operation &op : entry)
+    if (failed(lowerOp(&op)))
+      return failure();
+  return success();
+}
+
+LogicalResult Lowering::lowerOp(Operation *op) {
+  if (auto n = dyn_cast<graph::RMSNormOp>(op))
+    return lowerNorm(n);
+  if (isa<graph::LinearW4A16Op, graph::LinearBF16Op>(op))
+    return lowerLinearGroup(op);
+  if (auto add = dyn_cast<graph::AddOp>(op)) {
+    ValueInfo vi;
+    vi.kind = ValueInfo::Residual;
+    vi.base = add.getLhs();
+    vi.acc = add.getRhs();
+    set(add.getResult(), vi);
+    return success();
+  }
+  if (auto conv = dyn_cast<graph::KdaShortConvOp>(op)) {
+    const ValueInfo *x = get(op, conv.getInput());
+    const ValueInfo *w = get(op, conv.getWindow());
+    if (!x || !w)
+      return failure();
+    if (x->kind != ValueInfo::Buffer || w->kind != ValueInfo::Buffer)
+      return conv.emitOpError("expects a projection and a window state");
+    ValueInfo o{ValueInfo::Conv, x->buffer, w->buffer};
+    set(conv.getOutput(), o);
+    set(conv.getNewWindow(), ValueInfo{ValueInfo::Window, w->buffer, ""});
+    return success();
+  }
+  if (auto kda = dyn_cast<graph::KdaGatedDeltaOp>(op))
+    return lowerKda(kda);
+  if (auto r = dyn_cast<graph::ReshapeOp>(op)) {
+    const ValueInfo *x = get(op, r.getInput());
+    if (!x)
+      return failure();
+    set(r.getOutput(), *x);
+    return success();
+  }
+  if (auto s = dyn_cast<graph::SliceOp>(op)) {
+    const ValueInfo *x = get(op, s.getInput());
+    if (!x)
+      return failure();
+    if (x->kind != ValueInfo::Buffer ||
+        cast<RankedTensorType>(s.getInput().getType()).getRank() != 1)
+      return s.emitOpError("slices of buffers of rank 1 only");
+    ValueInfo v = *x;
+    v.offset += s.getOffset();
+    set(s.getOutput(), v);
+    return success();
+  }
+  if (auto r = dyn_cast<graph::RopeOp>(op)) {
+    const ValueInfo *x = get(op, r.getInput());
+    if (!x)
+      return failure();
+    ValueInfo v = *x;
+    v.kind = ValueInfo::Rope;
+    set(r.getOutput(), v);
+    return success();
+  }
+  if (auto a = dyn_cast<graph::MlaCacheAppendOp>(op)) {
+    const ValueInfo *c = get(op, a.getCache());
+    if (!c)
+      return failure();
+    set(a.getOutput(), ValueInfo{ValueInfo::Append, c->buffer, ""});
+    return success();
+  }
+  if (auto m = dyn_cast<graph::MlaAttentionOp>(op))
+    return lowerMla(m);
+  if (auto r = dyn_cast<graph::MoeRouterOp>(op)) {
+    const ValueInfo *x = get(op, r.getInput());
+    if (!x)
+      return failure();
+    if (x->kind != ValueInfo::Shared)
+      return r.emitOpError("expects the normalized input in shared memory");
+    std::string name = r.getWeight().str();
+    name = name.substr(0, name.size() - strlen(".weight"));
+    std::string logits =
+        buffer(name + ".logits", "bf16", {cfg.nExperts});
+    TaskSpec &t = task(name, "bf16_rows", op);
+    t.reads.push_back(x->buffer);
+    t.writes.push_back(logits);
+    setArg(t, "weight", r.getWeight().str());
+    setArg(t, "input", x->buffer);
+    setArg(t, "output", logits);
+    setArg(t, "rows", cfg.nExperts);
+    setArg(t, "k", cfg.hidden);
+    ValueInfo v{ValueInfo::Router, logits, ""};
+    set(r.getWeights(), v);
+    set(r.getIndices(), v);
+    return success();
+  }
+  if (isa<graph::MoeExpertsOp>(op))
+    return lowerExperts(op, true);
+  if (isa<graph::SharedExpertsOp>(op))
+    return lowerExperts(op, false);
+  if (auto c = dyn_cast<graph::MoeCombineOp>(op)) {
+    auto it = combineAcc.find(op);
+    if (it == combineAcc.end())
+      return c.emitOpError("has no expert producing into it");
+    set(c.getOutput(), ValueInfo{ValueInfo::Acc, it->second, ""});
+    return success();
+  }
+  if (auto r = dyn_cast<func::ReturnOp>(op))
+    return lowerReturn(r);
+  return op->emitOpError("has no schedule lowering");
+}
+
+/// residual add (if any) + RMSNorm, recomputed by every block into shared
+/// memory; block 0 also stores the residual sum when someone else needs it.
+LogicalResult Lowering::lowerNorm(graph::RMSNormOp op) {
+  const ValueInfo *x = get(op, op.getInput());
+  if (!x)
+    return failure();
+  std::string name = op.getWeight().str();
+  std::string layer = layerOf(name);
+  TaskSpec t;
+  std::string base, acc, out;
+  if (x->kind == ValueInfo::Buffer) {
+    base = x->buffer;
+  } else if (x->kind == ValueInfo::Residual) {
+    const ValueInfo *bi = get(op, x->base), *ai = get(op, x->acc);
+    if (!bi || !ai)
+      return failure();
+    if (bi->kind != ValueInfo::Buffer || ai->kind != ValueInfo::Acc)
+      return op.emitOpError("residual must add an fp32-accumulated value to "
+                            "a stored one");
+    base = bi->buffer;
+    acc = ai->buffer;
+    // The sum is the next residual's base.
+    out = buffer(name + ".residual", "bf16", {cfg.hidden});
+    set(op.getInput(), ValueInfo{ValueInfo::Buffer, out, ""});
+  } else {
+    return op.emitOpError("input must be stored or a residual add");
+  }
+  std::string xs = buffer(name + ".out", "f32", {cfg.hidden}, "shared");
+  TaskSpec &tk = task(name, "residual_rmsnorm", op);
+  tk.partition = "every_block";
+  tk.reads.push_back(base);
+  if (!acc.empty())
+    tk.reads.push_back(acc);
+  if (!out.empty())
+    tk.writes.push_back(out);
+  tk.writes.push_back(xs);
+  setArg(tk, "base", base);
+  setArg(tk, "acc", acc);
+  setArg(tk, "out", out);
+  setArg(tk, "weight", name);
+  setArg(tk, "dim", cfg.hidden);
+  setArg(tk, "eps", op.getEps().convertToDouble());
+  setArg(tk, "xs", xs);
+  set(op.getOutput(), ValueInfo{ValueInfo::Shared, xs, ""});
+  return success();
+}
+
+/// A fusion group (or a single linear): one grouped W4A16 task over all W4A16
+/// members plus one bf16-rows task per bf16 member.
+LogicalResult Lowering::lowerLinearGroup(Operation *first) {
+  SmallVector<Operation *> members;
+  auto group = first->getAttrOfType<StringAttr>(schedule::kFusionGroupAttr);
+  if (group) {
+    if (!loweredGroups.insert(group.getValue()).second)
+      return success();
+    for (Operation *u : first->getOperand(0).getUsers())
+      if (u->getAttrOfType<StringAttr>(schedule::kFusionGroupAttr) == group)
+        members.push_back(u);
+    llvm::sort(members, [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
+    });
+  } else {
+    members.push_back(first);
+  }
+  const ValueInfo *x = get(first, first->getOperand(0));
+  if (!x)
+    return failure();
+
+  SmallVector<std::string> weights, outputs;
+  SmallVector<int64_t> ns;
+  int64_t k = cast<RankedTensorType>(first->getOperand(0).getType()).getDimSize(0);
+  bool accumulate = false;
+  std::string name;
+  for (Operation *m : members) {
+    auto lin = dyn_cast<graph::LinearW4A16Op>(m);
+    if (!lin)
+      continue;
+    int64_t n = lin.getOutput().getType().getDimSize(0);
+    std::string w = lin.getWeight().str();
+    // A projection whose only use is a residual add accumulates in fp32
+    // (split-K); the add's reader rounds it once.
+    bool toResidual = lin->hasOneUse() && isa<graph::AddOp>(*lin->user_begin());
+    if (toResidual && members.size() > 1)
+      return lin.emitOpError("a fused projection cannot feed a residual");
+    if (toResidual) {
+      accumulate = true;
+      std::string acc = accumulator(w + ".acc", n);
+      outputs.push_back(acc);
+      set(lin.getOutput(), ValueInfo{ValueInfo::Acc, acc, ""});
+    } else {
+      std::string out = buffer(w + ".out", "bf16", {n});
+      outputs.push_back(out);
+      set(lin.getOutput(), ValueInfo{ValueInfo::Buffer, out, ""});
+    }
+    weights.push_back(w);
+    ns.push_back(n);
+    name = name.empty() ? (group ? group.getValue().str() : w) : name;
+  }
+  if (!weights.empty()) {
+    TaskSpec &t = task(name, "w4a16_gemv", first);
+    t.reads.push_back(x->buffer);
+    for (const std::string &o : outputs)
+      (accumulate ? t.accums : t.writes).push_back(o);
+    setArg(t, "weights", weights);
+    setArg(t, "outputs", outputs);
+    setArg(t, "n", ns);
+    setArg(t, "k", k);
+    setArg(t, "group", cfg.group);
+    setArg(t, "input", x->buffer);
+    setArg(t, "input_offset", x->offset);
+    setArg(t, "epilogue", std::string(accumulate ? "atomic_f32" : "bf16"));
+    if (x->kind != ValueInfo::Shared && x->kind != ValueInfo::Buffer)
+      return first->emitOpError("input must be stored or in shared memory");
+  }
+  for (Operation *m : members) {
+    auto lin = dyn_cast<graph::LinearBF16Op>(m);
+    if (!lin)
+      continue;
+    if (x->kind != ValueInfo::Shared)
+      return lin.emitOpError("bf16 linears read the normalized input");
+    std::string w = lin.getWeight().str();
+    int64_t rows = lin.getOutput().getType().getDimSize(0);
+    std::string out = buffer(w + ".out", "bf16", {rows});
+    TaskSpec &t = task(w, "bf16_rows", m);
+    t.reads.push_back(x->buffer);
+    t.writes.push_back(out);
+    setArg(t, "weight", w);
+    setArg(t, "input", x->buffer);
+    setArg(t, "output", out);
+    setArg(t, "rows", rows);
+    setArg(t, "k", k);
+    set(lin.getOutput(), ValueInfo{ValueInfo::Buffer, out, ""});
+  }
+  return success();
+}
+
+LogicalResult Lowering::lowerKda(graph::KdaGatedDeltaOp op) {
+  const ValueInfo *q = get(op, op.getQ()), *k = get(op, op.getK()),
+                  *v = get(op, op.getV()), *g = get(op, op.getGRaw()),
+                  *beta = get(op, op.getBetaLogits()),
+                  *s = get(op, op.getState());
+  if (!q || !k || !v || !g || !beta || !s)
+    return failure();
+  if (q->kind != ValueInfo::Conv || k->kind != ValueInfo::Conv ||
+      v->kind != ValueInfo::Conv)
+    return op.emitOpError("q, k and v must come from kda_short_conv");
+  if (g->kind != ValueInfo::Buffer || beta->kind != ValueInfo::Buffer ||
+      s->kind != ValueInfo::Buffer)
+    return op.emitOpError("g, beta and the state must be stored");
+  auto conv = op.getQ().getDefiningOp<graph::KdaShortConvOp>();
+  std::string convW = conv.getWeight().str();
+  std::string layer = layerOf(convW);
+  int64_t c = op.getHeads() * op.getHeadDim();
+  std::string o = buffer(layer + ".attn.kda_o", "bf16", {c});
+  std::string unit = layer + ".kda_head";
+
+  TaskSpec &t = task(layer + ".attn.gated_delta", "kda_head_chunk", op);
+  t.reads = {q->buffer, k->buffer, v->buffer, g->buffer, beta->buffer,
+             q->aux, k->aux, v->aux, s->buffer};
+  t.writes = {s->buffer, o};
+  setArg(t, "q", q->buffer);
+  setArg(t, "k", k->buffer);
+  setArg(t, "v", v->buffer);
+  setArg(t, "g", g->buffer);
+  setArg(t, "beta", beta->buffer);
+  setArg(t, "cq", q->aux);
+  setArg(t, "ck", k->aux);
+  setArg(t, "cv", v->aux);
+  setArg(t, "S", s->buffer);
+  setArg(t, "o", o);
+  setArg(t, "conv_w", convW);
+  setArg(t, "heads", op.getHeads());
+  setArg(t, "head_dim", op.getHeadDim());
+  setArg(t, "conv", cfg.shortConv);
+  setArg(t, "unit", unit);
+  set(op.getOutput(), ValueInfo{ValueInfo::Buffer, o, ""});
+  set(op.getNewState(), ValueInfo{ValueInfo::Buffer, s->buffer, ""});
+
+  // The windows shift after every KDA task of the layer has read them.
+  TaskSpec &w = task(layer + ".attn.conv_commit", "conv_commit", conv);
+  w.reads = {q->buffer, k->buffer, v->buffer, q->aux, k->aux, v->aux};
+  w.writes = {q->aux, k->aux, v->aux};
+  setArg(w, "q", q->buffer);
+  setArg(w, "k", k->buffer);
+  setArg(w, "v", v->buffer);
+  setArg(w, "cq", q->aux);
+  setArg(w, "ck", k->aux);
+  setArg(w, "cv", v->aux);
+  setArg(w, "channels", c);
+  setArg(w, "conv", cfg.shortConv);
+  // The group's projection tiles are ordered by head for the KDA tasks.
+  for (TaskSpec &p : tasks)
+    if (p.kind == "w4a16_gemv" && llvm::is_contained(p.writes, q->buffer)) {
+      setArg(p, "unit", unit);
+      setArg(p, "unit_cols", op.getHeadDim());
+    } else if (p.kind == "bf16_rows" &&
+               llvm::is_contained(p.writes, beta->buffer)) {
+      setArg(p, "unit", unit);
+    }
+  return success();
+}
+
+LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
+  if (!op->hasAttr(schedule::kAbsorbedAttr))
+    return op.emitOpError("materialized MLA attention has no lowering; run "
+                          "graph-absorb-mla first");
+  const ValueInfo *q = get(op, op.getQ()), *ckv = get(op, op.getCKv()),
+                  *kr = get(op, op.getKRope());
+  if (!q || !ckv || !kr)
+    return failure();
+  if (q->kind != ValueInfo::Rope || ckv->kind != ValueInfo::Append ||
+      kr->kind != ValueInfo::Append)
+    return op.emitOpError("expects rotated q and appended caches");
+  auto ckvAppend = op.getCKv().getDefiningOp<graph::MlaCacheAppendOp>();
+  auto krAppend = op.getKRope().getDefiningOp<graph::MlaCacheAppendOp>();
+  const ValueInfo *row = get(op, ckvAppend.getRow());
+  const ValueInfo *krRow = get(op, krAppend.getRow());
+  if (!row || !krRow || row->kind != ValueInfo::Buffer ||
+      krRow->kind != ValueInfo::Rope || krRow->buffer != row->buffer ||
+      row->offset != 0 || krRow->offset != cfg.kvLora)
+    return op.emitOpError("expects c and k_rope to be slices of one kv_a "
+                          "output [c, kr]");
+  auto rope = op.getQ().getDefiningOp<graph::RopeOp>();
+  std::string kvb = op.getKvB().str();
+  std::string layer = layerOf(kvb);
+  int64_t hm = op.getHeads(), nope = op.getQkNope(), rd = op.getQkRope(),
+          vh = op.getVHead(), lora = cfg.kvLora;
+  std::string qRope = buffer(layer + ".attn.q_rope", "bf16", {hm * rd});
+  std::string qAbs = buffer(layer + ".attn.q_abs", "f32", {hm * lora});
+  std::string pm = buffer(layer + ".attn.part_m", "f32", {hm});
+  std::string pl = buffer(layer + ".attn.part_l", "f32", {hm});
+  std::string pa = buffer(layer + ".attn.part_acc", "f32", {hm * lora});
+  std::string o = buffer(layer + ".attn.mla_o", "bf16", {hm * vh});
+  auto common = [&](TaskSpec &t) {
+    setArg(t, "heads", hm);
+    setArg(t, "nope", nope);
+    setArg(t, "rope", rd);
+    setArg(t, "v_head", vh);
+    setArg(t, "lora", lora);
+    setArg(t, "group", cfg.group);
+  };
+  TaskSpec &a = task(layer + ".attn.rope_append", "mla_rope_append", rope);
+  a.reads = {q->buffer, row->buffer, ckv->buffer, kr->buffer};
+  a.writes = {qRope, ckv->buffer, kr->buffer};
+  setArg(a, "q", q->buffer);
+  setArg(a, "kv", row->buffer);
+  setArg(a, "q_rope", qRope);
+  setArg(a, "c_kv", ckv->buffer);
+  setArg(a, "k_rope", kr->buffer);
+  setArg(a, "theta", rope.getTheta().convertToDouble());
+  common(a);
+
+  TaskSpec &qa = task(layer + ".attn.q_absorb", "mla_q_absorb", op);
+  qa.reads = {q->buffer};
+  qa.writes = {qAbs};
+  setArg(qa, "q", q->buffer);
+  setArg(qa, "q_abs", qAbs);
+  setArg(qa, "kv_b", kvb);
+  common(qa);
+
+  TaskSpec &at = task(layer + ".attn.attention", "mla_attention_chunk", op);
+  at.reads = {qAbs, qRope, ckv->buffer, kr->buffer};
+  at.writes = {pm, pl, pa};
+  setArg(at, "q_abs", qAbs);
+  setArg(at, "q_rope", qRope);
+  setArg(at, "c_kv", ckv->buffer);
+  setArg(at, "k_rope", kr->buffer);
+  setArg(at, "part_m", pm);
+  setArg(at, "part_l", pl);
+  setArg(at, "part_acc", pa);
+  setArg(at, "scale", 1.0 / std::sqrt(double(nope + rd)));
+  common(at);
+
+  TaskSpec &cw = task(layer + ".attn.combine_wv", "mla_combine_wv", op);
+  cw.reads = {pm, pl, pa};
+  cw.writes = {o};
+  setArg(cw, "part_m", pm);
+  setArg(cw, "part_l", pl);
+  setArg(cw, "part_acc", pa);
+  setArg(cw, "o", o);
+  setArg(cw, "kv_b", kvb);
+  setArg(cw, "unit", layer + ".mla_head");
+  common(cw);
+  set(op.getOutput(), ValueInfo{ValueInfo::Buffer, o, ""});
+  return success();
+}
+
+/// Routed (top-k of the router) or shared experts: gate/up tiles into an fp32
+/// intermediate, down tiles accumulated into the MoE sum.
+LogicalResult Lowering::lowerExperts(Operation *op, bool routed) {
+  Value input = op->getOperand(0);
+  const ValueInfo *x = get(op, input);
+  if (!x)
+    return failure();
+  if (x->kind != ValueInfo::Shared)
+    return op->emitOpError("expects the normalized input in shared memory");
+  if (!op->hasOneUse() || !isa<graph::MoeCombineOp>(*op->user_begin()))
+    return op->emitOpError("result must feed graph.moe_combine");
+  Operation *combine = *op->user_begin();
+  auto sym = [&](StringRef n) {
+    return op->getAttrOfType<FlatSymbolRefAttr>(n).getValue().str();
+  };
+  std::string gate = sym("gate"), up = sym("up"), down = sym("down");
+  std::string layer = layerOf(gate);
+  std::string what = routed ? "experts" : "shared_experts";
+  std::string &acc = combineAcc[combine];
+  if (acc.empty())
+    acc = accumulator(layer + ".moe.acc", cfg.hidden);
+  int64_t slots = routed ? cfg.nActive : cfg.nShared;
+  std::string hmid =
+      buffer(layer + ".moe." + what + ".hmid", "f32", {slots * cfg.moeInter});
+  std::string logits;
+  if (routed) {
+    const ValueInfo *r = get(op, op->getOperand(1));
+    if (!r || r->kind != ValueInfo::Router)
+      return op->emitOpError("weights must come from graph.moe_router");
+    logits = r->buffer;
+  }
+  auto common = [&](TaskSpec &t) {
+    setArg(t, "slots", slots);
+    setArg(t, "experts", routed ? cfg.nExperts : cfg.nShared);
+    setArg(t, "hidden", cfg.hidden);
+    setArg(t, "inter", cfg.moeInter);
+    setArg(t, "group", cfg.group);
+    setArg(t, "hmid", hmid);
+    setArg(t, "unit", layer + ".moe." + what + ".slot");
+    if (routed) {
+      setArg(t, "logits", logits);
+      setArg(t, "top_k", cfg.nActive);
+      setArg(t, "scaling", cfg.routedScaling);
+      t.reads.push_back(logits);
+    }
+  };
+  TaskSpec &gu = task(layer + ".moe." + what + ".gate_up", "moe_gate_up", op);
+  gu.reads.push_back(x->buffer);
+  gu.writes.push_back(hmid);
+  setArg(gu, "gate", gate);
+  setArg(gu, "up", up);
+  setArg(gu, "input", x->buffer);
+  common(gu);
+  TaskSpec &dn = task(layer + ".moe." + what + ".down", "moe_down", op);
+  dn.reads.push_back(hmid);
+  dn.accums.push_back(acc);
+  setArg(dn, "down", down);
+  setArg(dn, "acc", acc);
+  common(dn);
+  return success();
+}
+
+LogicalResult Lowering::lowerReturn(func::ReturnOp op) {
+  const ValueInfo *x = get(op, op.getOperand(0));
+  if (!x)
+    return failure();
+  if (x->kind != ValueInfo::Residual)
+    return op.emitOpError("hidden output must be a residual add");
+  const ValueInfo *bi = get(op, x->base), *ai = get(op, x->acc);
+  if (!bi || !ai || bi->kind != ValueInfo::Buffer || ai->kind != ValueInfo::Acc)
+    return op.emitOpError("final residual must add an fp32 sum to a stored "
+                          "value");
+  std::string out = buffer("hidden_out", "bf16", {cfg.hidden}, "io");
+  TaskSpec &t = task("final_residual", "final_residual", op);
+  t.reads = {bi->buffer, ai->buffer};
+  t.writes = {out};
+  setArg(t, "base", bi->buffer);
+  setArg(t, "acc", ai->buffer);
+  setArg(t, "out", out);
+  setArg(t, "dim", cfg.hidden);
+  return success();
+}
+
+/// The block configuration, read back from the graph module (so that .mlir
+/// input needs no side file): dims from the ops and symbol types.
+BlockConfig recoverConfig(ModuleOp module, func::FuncOp fn) {
+  BlockConfig cfg;
+  if (auto name = module.getSymName())
+    cfg.name = name->str();
+  cfg.hidden = cast<RankedTensorType>(fn.getArgument(0).getType()).getDimSize(0);
+  cfg.pattern.clear();
+  cfg.nShared = 0;
+  for (auto w : module.getOps<graph::QuantizedWeightOp>()) {
+    cfg.group = w.getGroup();
+    StringRef n = w.getSymName();
+    if (n.ends_with(".moe.gate")) {
+      cfg.nExperts = w.getNumExperts();
+      cfg.moeInter = w.getOutDim();
+    }
+    if (n.ends_with(".moe.s_gate"))
+      cfg.nShared = w.getNumExperts();
+  }
+  fn.walk([&](Operation *op) {
+    if (auto n = dyn_cast<graph::RMSNormOp>(op)) {
+      cfg.eps = n.getEps().convertToDouble();
+      if (n.getWeight().ends_with(".attn_norm"))
+        cfg.pattern.push_back(LayerKind::KDA);
+    } else if (auto k = dyn_cast<graph::KdaGatedDeltaOp>(op)) {
+      cfg.kdaHeads = k.getHeads();
+      cfg.kdaHeadDim = k.getHeadDim();
+    } else if (auto c = dyn_cast<graph::KdaShortConvOp>(op)) {
+      cfg.shortConv = c.getWindow().getType().getDimSize(0) + 1;
+    } else if (auto m = dyn_cast<graph::MlaAttentionOp>(op)) {
+      cfg.pattern.back() = LayerKind::MLA;
+      cfg.mlaHeads = m.getHeads();
+      cfg.qkNope = m.getQkNope();
+      cfg.qkRope = m.getQkRope();
+      cfg.vHead = m.getVHead();
+      cfg.kvLora = cast<RankedTensorType>(m.getCKv().getType()).getDimSize(1);
+    } else if (auto r = dyn_cast<graph::RopeOp>(op)) {
+      cfg.ropeTheta = r.getTheta().convertToDouble();
+    } else if (auto r = dyn_cast<graph::MoeRouterOp>(op)) {
+      cfg.nActive = r.getTopK();
+      cfg.routedScaling = r.getScaling().convertToDouble();
+    }
+  });
+  return cfg;
+}
+
+struct ScheduleFormPhasesPass
+    : schedule::impl::ScheduleFormPhasesBase<ScheduleFormPhasesPass> {
+  using Base::Base;
+  void runOnOperation() override;
+};
+
+void ScheduleFormPhasesPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto fn = module.lookupSymbol<func::FuncOp>("decode_step");
+  if (!fn) {
+    // Already lowered (or not a graph module): nothing to do.
+    return;
+  }
+  BlockConfig cfg = recoverConfig(module, fn);
+  if (std::string problem = cfg.validate(); !problem.empty()) {
+    fn.emitOpError("describes an invalid block: ") << problem;
+    return signalPassFailure();
+  }
+  Lowering lowering(module, fn, cfg);
+  if (failed(lowering.run()))
+    return signalPassFailure();
+
+  // Dependencies between tasks, from their buffer accesses.
+  llvm::StringMap<std::string> space;
+  for (const BufferSpec &bs : lowering.buffers)
+    space[bs.name] = bs.space;
+  const auto &tasks = lowering.tasks;
+  std::vector<planning::DepEdge> edges;
+  for (int j = 0, e = tasks.size(); j < e; ++j)
+    for (int i = 0; i < j; ++i) {
+      const TaskSpec &p = tasks[i], &c = tasks[j];
+      bool dep = false, local = true;
+      auto touches = [](ArrayRef<std::string> l, const std::string &x) {
+        return llvm::is_contained(l, x);
+      };
+      auto check = [&](const std::string &buf, bool pw, bool pr, bool pa) {
+        bool cw = touches(c.writes, buf), cr = touches(c.reads, buf),
+             ca = touches(c.accums, buf);
+        if (((pw || pa) && (cr || cw)) || (pr && (cw || ca)) || (pw && ca)) {
+          dep = true;
+          if (space[buf] != "shared")
+            local = false;
+        }
+      };
+      llvm::StringSet<> seen;
+      for (auto *l : {&p.reads, &p.writes, &p.accums})
+        for (const std::string &buf : *l)
+          if (seen.insert(buf).second)
+            check(buf, touches(p.writes, buf), touches(p.reads, buf),
+                  touches(p.accums, buf));
+      if (dep)
+        edges.push_back({i, j, local ? planning::DepKind::Local
+                                     : planning::DepKind::Grid});
+    }
+  planning::PhasePlan plan;
+  std::string error;
+  if (!planning::planPhases(tasks.size(), edges, plan, error)) {
+    fn.emitOpError(error);
+    return signalPassFailure();
+  }
+
+  // Build the kernel.
+  OpBuilder b(module.getContext());
+  b.setInsertionPointToEnd(module.getBody());
+  std::string name = kernelName.empty() ? "mk_" + cfg.name : kernelName;
+  auto kernel = b.create<schedule::KernelOp>(fn.getLoc(), name, threads);
+  kernel.setConfigAttr(b.getStringAttr(blockConfigToJson(cfg)));
+  if (debugCapture)
+    kernel.setDebugCapture(true);
+  b.setInsertionPointToEnd(&kernel.getBodyBlock());
+  for (const BufferSpec &bs : lowering.buffers) {
+    auto buf = b.create<schedule::BufferOp>(
+        fn.getLoc(), b.getStringAttr(bs.name), b.getStringAttr(bs.dtype),
+        b.getDenseI64ArrayAttr(bs.shape), b.getStringAttr(bs.space),
+        b.getI64IntegerAttr(-1));
+    (void)buf;
+  }
+  auto refs = [&](ArrayRef<std::string> names) {
+    SmallVector<Attribute> a;
+    for (const std::string &n : names)
+      a.push_back(FlatSymbolRefAttr::get(b.getContext(), n));
+    return b.getArrayAttr(a);
+  };
+  for (int p = 0; p < plan.numPhases; ++p) {
+    int segment = -1;
+    SmallVector<int> members;
+    for (int t = 0, e = tasks.size(); t < e; ++t)
+      if (plan.phase[t] == p) {
+        members.push_back(t);
+        segment = plan.segment[t];
+      }
+    if (p > 0) {
+      int prevSegment = -1;
+      for (int t = 0, e = tasks.size(); t < e; ++t)
+        if (plan.phase[t] == p - 1)
+          prevSegment = plan.segment[t];
+      if (prevSegment != segment)
+        b.create<schedule::BarrierOp>(fn.getLoc());
+    }
+    // Every-block tasks run first in their phase.
+    llvm::stable_sort(members, [&](int x, int y) {
+      return tasks[x].partition == "every_block" &&
+             tasks[y].partition != "every_block";
+    });
+    auto phase = b.create<schedule::PhaseOp>(
+        fn.getLoc(), tasks[members.front()].name);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(&phase.getBodyBlock());
+    for (int t : members) {
+      const TaskSpec &ts = tasks[t];
+      auto op = b.create<schedule::TaskOp>(
+          fn.getLoc(), b.getStringAttr(ts.name), b.getStringAttr(ts.kind),
+          b.getI64IntegerAttr(1), b.getStringAttr(ts.op),
+          b.getStringAttr(ts.partition), b.getI64IntegerAttr(0),
+          refs(ts.reads), refs(ts.writes), refs(ts.accums),
+          ts.args.getDictionary(b.getContext()));
+      (void)op;
+    }
+  }
+  // The graph module is now the kernel.
+  for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
+    if (&op != kernel.getOperation())
+      op.erase();
+}
+
+} // namespace

@@ -1,0 +1,71 @@
+//===- SchedulePlanWorkspace.cpp - Workspace offsets by liveness ----------===//
+//
+// One arena holds every workspace buffer. A buffer is live from the first to
+// the last barrier interval (segment) whose tasks touch it; two buffers live
+// in disjoint segments are a barrier apart and may share memory
+// (planWorkspace in Planning.h). Counters get their word indices here too.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Transforms/Passes.h"
+#include "Transforms/Planning.h"
+
+#include "llvm/ADT/StringMap.h"
+
+namespace mk::schedule {
+#define GEN_PASS_DEF_SCHEDULEPLANWORKSPACE
+#include "Transforms/Passes.h.inc"
+} // namespace mk::schedule
+
+using namespace mlir;
+using namespace mk;
+using namespace mk::schedule;
+
+namespace {
+struct SchedulePlanWorkspacePass
+    : schedule::impl::SchedulePlanWorkspaceBase<SchedulePlanWorkspacePass> {
+  void runOnOperation() override {
+    for (KernelOp kernel : getOperation().getOps<KernelOp>()) {
+      llvm::StringMap<std::pair<int, int>> live;
+      int segment = 0;
+      for (Operation &op : kernel.getBodyBlock()) {
+        if (isa<BarrierOp>(op))
+          ++segment;
+        if (auto p = dyn_cast<PhaseOp>(op))
+          for (TaskOp t : p.getBodyBlock().getOps<TaskOp>())
+            for (ArrayAttr l : {t.getReads(), t.getWrites(), t.getAccumulates()})
+              for (Attribute a : l) {
+                StringRef n = cast<SymbolRefAttr>(a).getRootReference();
+                auto [it, fresh] = live.try_emplace(n, segment, segment);
+                if (!fresh)
+                  it->second.second = segment;
+              }
+      }
+      SmallVector<BufferOp> bufs;
+      std::vector<planning::WorkspaceBuffer> specs;
+      for (BufferOp b : kernel.getBodyBlock().getOps<BufferOp>()) {
+        if (!b.isWorkspace())
+          continue;
+        auto it = live.find(b.getSymName());
+        if (it == live.end()) {
+          b.emitOpError("workspace buffer is never used");
+          return signalPassFailure();
+        }
+        bufs.push_back(b);
+        specs.push_back({b.getSizeInBytes(), it->second.first,
+                         it->second.second});
+      }
+      std::vector<int64_t> offsets;
+      int64_t size = planning::planWorkspace(specs, offsets, 256);
+      for (auto [b, off] : llvm::zip(bufs, offsets))
+        b.setOffset(off);
+      kernel.setWorkspaceBytes(std::max<int64_t>(size, 256));
+      int64_t base = 0;
+      for (CounterOp c : kernel.getBodyBlock().getOps<CounterOp>()) {
+        c.setBase(base);
+        base += c.getSize();
+      }
+    }
+  }
+};
+} // namespace

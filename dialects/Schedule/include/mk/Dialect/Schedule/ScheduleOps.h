@@ -1,0 +1,25 @@
+//===- ScheduleOps.h - Ops of the schedule dialect --------------*- C++ -*-===//
+
+#ifndef MK_DIALECT_SCHEDULE_SCHEDULEOPS_H
+#define MK_DIALECT_SCHEDULE_SCHEDULEOPS_H
+
+#include "mk/Dialect/Schedule/ScheduleDialect.h"
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/RegionKindInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+
+#define GET_OP_CLASSES
+#include "mk/Dialect/Schedule/ScheduleOps.h.inc"
+
+namespace mk::schedule {
+/// Bytes of one element of a buffer dtype ("u8", "bf16", "f32", "i32"); 0
+/// for an unknown name.
+int64_t dtypeSize(llvm::StringRef dtype);
+} // namespace mk::schedule
+
+#endif // MK_DIALECT_SCHEDULE_SCHEDULEOPS_H

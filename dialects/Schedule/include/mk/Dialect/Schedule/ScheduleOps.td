@@ -1,0 +1,211 @@
+//===- ScheduleOps.td - Ops of the schedule dialect --------*- tablegen -*-===//
+
+#ifndef MK_SCHEDULE_OPS_TD
+#define MK_SCHEDULE_OPS_TD
+
+include "mk/Dialect/Schedule/ScheduleDialect.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/RegionKindInterface.td"
+
+def Schedule_BufferRefs
+    : TypedArrayAttrBase<SymbolRefAttr, "array of buffer references"> {
+  let constBuilderCall = "$_builder.getArrayAttr($0)";
+}
+
+def Schedule_KernelOp : Schedule_Op<"kernel", [
+    Symbol, SymbolTable, SingleBlock, NoTerminator, IsolatedFromAbove]> {
+  let summary = "One cooperative kernel: buffers, counters, phases, barriers";
+  let description = [{
+    The body runs top to bottom in every thread block. `threads` is the block
+    size, `target_sms` the SM count the work partitioning balanced for (any
+    co-resident grid size stays correct), `config` the block spec (JSON text,
+    `mk::blockConfigToJson`) the kernel was compiled from.
+    `workspace_bytes` is -1 until the workspace is planned.
+
+    ```mlir
+    schedule.kernel @mk_tiny attributes {threads = 256 : i64} {
+      schedule.buffer @q {dtype = "bf16", shape = array<i64: 64>}
+      schedule.phase "project" {
+        schedule.task "q_proj" {kind = "w4a16_gemv", count = 4 : i64, writes = [@q]}
+      }
+      schedule.barrier
+      schedule.phase "use" {
+        schedule.task "use" {kind = "copy", count = 1 : i64, reads = [@q]}
+      }
+    }
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    I64Attr:$threads,
+    DefaultValuedAttr<I64Attr, "132">:$target_sms,
+    DefaultValuedAttr<I64Attr, "-1">:$workspace_bytes,
+    OptionalAttr<StrAttr>:$config,
+    UnitAttr:$debug_capture);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [OpBuilder<(ins "::llvm::StringRef":$name, "int64_t":$threads)>];
+  let extraClassDeclaration = [{
+    ::mlir::Block &getBodyBlock() { return getBody().front(); }
+    /// Number of `schedule.phase` / `schedule.barrier` ops.
+    int64_t getNumPhases();
+    int64_t getNumBarriers();
+    /// Sum of the sizes of all counters.
+    int64_t getNumCounterWords();
+  }];
+}
+
+def Schedule_BufferOp : Schedule_Op<"buffer", [
+    Symbol, HasParent<"KernelOp">]> {
+  let summary = "A tensor exchanged between tasks";
+  let description = [{
+    `space` is `"io"` (the step's hidden input/output), `"workspace"` (an interval of the workspace arena; `offset` is
+    -1 until planned), `"state"` (a decode-state tensor, declared so that its
+    hazards are checked; never planned) or `"shared"` (per-block shared
+    memory, written by an `every_block` task; never crosses blocks).
+
+    ```mlir
+    schedule.buffer @l0.qkvg {dtype = "bf16", shape = array<i64: 16384>}
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    StrAttr:$dtype,
+    DenseI64ArrayAttr:$shape,
+    DefaultValuedStrAttr<StrAttr, "workspace">:$space,
+    DefaultValuedAttr<I64Attr, "-1">:$offset);
+  let assemblyFormat = "$sym_name attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t getNumElements();
+    /// Bytes of the tensor (element count times the dtype's size).
+    int64_t getSizeInBytes();
+    bool isWorkspace() { return getSpace() == "workspace"; }
+  }];
+}
+
+def Schedule_CounterOp : Schedule_Op<"counter", [
+    Symbol, HasParent<"KernelOp">]> {
+  let summary = "An array of dependency counters";
+  let description = [{
+    `size` counters, each counting the producer task instances that finished
+    the part of the work it stands for (a head, an expert). `base` is the
+    index of the first one among the kernel's counter words (-1 until
+    assigned).
+
+    ```mlir
+    schedule.counter @l0.heads_ready {size = 32 : i64}
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    I64Attr:$size,
+    DefaultValuedAttr<I64Attr, "-1">:$base);
+  let assemblyFormat = "$sym_name attr-dict";
+  let hasVerifier = 1;
+}
+
+def Schedule_PhaseOp : Schedule_Op<"phase", [
+    SingleBlock, NoTerminator, HasParent<"KernelOp">]> {
+  let summary = "Tasks spread over the grid between two synchronization points";
+  let description = [{
+    The instances of the phase's tasks, in task order, form one index space
+    dealt to the blocks round-robin (instance `i` runs on block
+    `i % gridDim.x`, each block in increasing order); `every_block` tasks run
+    once in every block before the others.
+  }];
+  let arguments = (ins StrAttr:$name);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$name attr-dict-with-keyword $body";
+  let skipDefaultBuilders = 1;
+  let builders = [OpBuilder<(ins "::llvm::StringRef":$name)>];
+  let extraClassDeclaration = [{
+    ::mlir::Block &getBodyBlock() { return getBody().front(); }
+  }];
+}
+
+def Schedule_TaskOp : Schedule_Op<"task", [HasParent<"PhaseOp">]> {
+  let summary = "A piece of an op's work, partitioned across thread blocks";
+  let description = [{
+    `count` instances of the template call named by `kind`; `partition` says
+    how the op's work is cut (`cols`, `split_k`, `heads`, `experts`,
+    `chunks`, `every_block`, ...), `bytes` how many bytes all instances
+    stream from memory together (the partitioner balances on it), `args`
+    the template parameters (weights by state-dict name, dimensions, tile
+    sizes). `reads`, `writes` and `accumulates` name the buffers it touches;
+    an accumulated buffer must have been written (zeroed) before.
+
+    ```mlir
+    schedule.task "l0.o_proj" {kind = "w4a16_gemv", op = "graph.linear_w4a16",
+        count = 128 : i64, partition = "split_k", bytes = 4718592 : i64,
+        reads = [@l0.kda_o], accumulates = [@l0.attn_acc]}
+    ```
+  }];
+  let arguments = (ins
+    StrAttr:$name,
+    StrAttr:$kind,
+    DefaultValuedAttr<I64Attr, "1">:$count,
+    DefaultValuedStrAttr<StrAttr, "">:$op,
+    DefaultValuedStrAttr<StrAttr, "">:$partition,
+    DefaultValuedAttr<I64Attr, "0">:$bytes,
+    DefaultValuedAttr<Schedule_BufferRefs, "{}">:$reads,
+    DefaultValuedAttr<Schedule_BufferRefs, "{}">:$writes,
+    DefaultValuedAttr<Schedule_BufferRefs, "{}">:$accumulates,
+    DefaultValuedAttr<DictionaryAttr, "{}">:$args);
+  let assemblyFormat = "$name attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    bool isEveryBlock() { return getPartition() == "every_block"; }
+    /// Integer argument `name` of `args`, or `dflt` when absent.
+    int64_t getIntArg(::llvm::StringRef name, int64_t dflt = 0);
+    ::llvm::StringRef getStrArg(::llvm::StringRef name);
+  }];
+}
+
+def Schedule_SignalOp : Schedule_Op<"signal", [HasParent<"PhaseOp">]> {
+  let summary = "Task instances increment a counter when done";
+  let description = [{
+    Instance `i` of task `task` adds one to counter `i / divisor` of
+    `counter` once its writes are visible.
+
+    ```mlir
+    schedule.signal @l0.heads_ready {task = "l0.qkvg", divisor = 8 : i64}
+    ```
+  }];
+  let arguments = (ins
+    FlatSymbolRefAttr:$counter,
+    StrAttr:$task,
+    DefaultValuedAttr<I64Attr, "1">:$divisor);
+  let assemblyFormat = "$counter attr-dict";
+}
+
+def Schedule_WaitOp : Schedule_Op<"wait", [HasParent<"PhaseOp">]> {
+  let summary = "Task instances wait for a counter before they start";
+  let description = [{
+    Instance `j` of task `task` starts once counters
+    `(j / divisor) * span` .. `(j / divisor) * span + span - 1` of `counter`
+    reached `target`. Every task that signals the counter must come
+    before `task` in program order (deadlock freedom on a co-resident grid).
+
+    ```mlir
+    schedule.wait @l0.heads_ready {task = "l0.kda", divisor = 4 : i64, target = 9 : i64}
+    ```
+  }];
+  let arguments = (ins
+    FlatSymbolRefAttr:$counter,
+    StrAttr:$task,
+    DefaultValuedAttr<I64Attr, "1">:$divisor,
+    DefaultValuedAttr<I64Attr, "1">:$span,
+    I64Attr:$target);
+  let assemblyFormat = "$counter attr-dict";
+}
+
+def Schedule_BarrierOp : Schedule_Op<"barrier", [HasParent<"KernelOp">]> {
+  let summary = "Grid barrier: every block waits for all others";
+  let assemblyFormat = "attr-dict";
+}
+
+#endif // MK_SCHEDULE_OPS_TD

@@ -1,0 +1,315 @@
+//===- ScheduleOps.cpp - Ops of the schedule dialect ----------------------===//
+//
+// Besides the per-op checks, the kernel's region verifier proves the schedule
+// race-free at the granularity of tasks: every pair of conflicting accesses to
+// a buffer (write then read, read then write, write then write) is ordered by
+// a grid barrier or by a chain of counters whose producers come first.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mk/Dialect/Schedule/ScheduleOps.h"
+
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+using namespace mk::schedule;
+
+int64_t mk::schedule::dtypeSize(StringRef dtype) {
+  return llvm::StringSwitch<int64_t>(dtype)
+      .Case("u8", 1)
+      .Case("bf16", 2)
+      .Case("f32", 4)
+      .Case("i32", 4)
+      .Default(0);
+}
+
+//===----------------------------------------------------------------------===//
+// KernelOp
+//===----------------------------------------------------------------------===//
+
+void KernelOp::build(OpBuilder &b, OperationState &state, StringRef name,
+                     int64_t threads) {
+  state.addAttribute(getSymNameAttrName(state.name), b.getStringAttr(name));
+  state.addAttribute(getThreadsAttrName(state.name),
+                     b.getI64IntegerAttr(threads));
+  Region *body = state.addRegion();
+  body->push_back(new Block());
+}
+
+int64_t KernelOp::getNumPhases() {
+  return llvm::range_size(getBodyBlock().getOps<PhaseOp>());
+}
+int64_t KernelOp::getNumBarriers() {
+  return llvm::range_size(getBodyBlock().getOps<BarrierOp>());
+}
+int64_t KernelOp::getNumCounterWords() {
+  int64_t n = 0;
+  for (CounterOp c : getBodyBlock().getOps<CounterOp>())
+    n += c.getSize();
+  return n;
+}
+
+LogicalResult KernelOp::verify() {
+  int64_t t = getThreads();
+  if (t <= 0 || t % 32 || t > 1024)
+    return emitOpError("threads must be a positive multiple of 32 up to 1024, got ")
+           << t;
+  if (getTargetSms() <= 0)
+    return emitOpError("target_sms must be positive");
+  return success();
+}
+
+namespace {
+/// One task in program order, with where it sits.
+struct TaskInfo {
+  TaskOp op;
+  int64_t segment; // number of barriers before it
+  int64_t phase;
+};
+} // namespace
+
+LogicalResult KernelOp::verifyRegions() {
+  Block &body = getBodyBlock();
+  SmallVector<TaskInfo> tasks;
+  llvm::StringMap<int64_t> taskIndex;
+  llvm::StringMap<BufferOp> buffers;
+  llvm::StringMap<CounterOp> counters;
+  for (Operation &op : body) {
+    if (auto b = dyn_cast<BufferOp>(op))
+      buffers[b.getSymName()] = b;
+    else if (auto c = dyn_cast<CounterOp>(op))
+      counters[c.getSymName()] = c;
+  }
+
+  // Collect tasks; check names and buffer references.
+  int64_t segment = 0, phase = 0;
+  for (Operation &op : body) {
+    if (isa<BarrierOp>(op)) {
+      ++segment;
+      continue;
+    }
+    auto p = dyn_cast<PhaseOp>(op);
+    if (!p)
+      continue;
+    for (TaskOp t : p.getBodyBlock().getOps<TaskOp>()) {
+      if (!taskIndex.try_emplace(t.getName(), tasks.size()).second)
+        return t.emitOpError("task name '") << t.getName() << "' is not unique";
+      for (ArrayAttr list : {t.getReads(), t.getWrites(), t.getAccumulates()})
+        for (Attribute a : list) {
+          auto ref = cast<SymbolRefAttr>(a);
+          if (!buffers.count(ref.getRootReference()))
+            return t.emitOpError("refers to unknown buffer ") << ref;
+        }
+      tasks.push_back({t, segment, phase});
+    }
+    ++phase;
+  }
+
+  // Counter edges: producer task -> consumer task, within a phase pair.
+  llvm::StringMap<SmallVector<std::pair<int64_t, SignalOp>>> signalers;
+  for (PhaseOp p : body.getOps<PhaseOp>())
+    for (SignalOp s : p.getBodyBlock().getOps<SignalOp>()) {
+      auto it = taskIndex.find(s.getTask());
+      if (it == taskIndex.end() ||
+          tasks[it->second].op->getParentOp() != p.getOperation())
+        return s.emitOpError("names task '")
+               << s.getTask() << "' which is not in this phase";
+      auto c = counters.find(s.getCounter());
+      if (c == counters.end())
+        return s.emitOpError("refers to unknown counter @") << s.getCounter();
+      if (s.getDivisor() <= 0)
+        return s.emitOpError("divisor must be positive");
+      int64_t count = tasks[it->second].op.getCount();
+      if ((count + s.getDivisor() - 1) / s.getDivisor() > c->second.getSize())
+        return s.emitOpError("signals counter index ")
+               << (count - 1) / s.getDivisor() << " but @" << s.getCounter()
+               << " has only " << c->second.getSize() << " counters";
+      signalers[s.getCounter()].push_back({it->second, s});
+    }
+
+  SmallVector<SmallVector<int64_t>> preds(tasks.size());
+  for (PhaseOp p : body.getOps<PhaseOp>())
+    for (WaitOp w : p.getBodyBlock().getOps<WaitOp>()) {
+      auto it = taskIndex.find(w.getTask());
+      if (it == taskIndex.end() ||
+          tasks[it->second].op->getParentOp() != p.getOperation())
+        return w.emitOpError("names task '")
+               << w.getTask() << "' which is not in this phase";
+      if (!counters.count(w.getCounter()))
+        return w.emitOpError("refers to unknown counter @") << w.getCounter();
+      if (w.getDivisor() <= 0)
+        return w.emitOpError("divisor must be positive");
+      int64_t consumer = it->second;
+      // Every index the consumer waits on must receive `target` signals.
+      SmallVector<int64_t> received(counters[w.getCounter()].getSize(), 0);
+      for (auto &[producer, s] : signalers[w.getCounter()]) {
+        if (producer >= consumer)
+          return w.emitOpError("waits on @")
+                 << w.getCounter() << " signaled by task '"
+                 << tasks[producer].op.getName()
+                 << "' which does not come before task '" << w.getTask()
+                 << "' (possible deadlock)";
+        for (int64_t i = 0, e = tasks[producer].op.getCount(); i < e; ++i)
+          ++received[i / s.getDivisor()];
+        preds[consumer].push_back(producer);
+      }
+      int64_t count = tasks[consumer].op.getCount();
+      if (w.getSpan() <= 0)
+        return w.emitOpError("span must be positive");
+      for (int64_t j = 0; j < count * w.getSpan(); j += 1) {
+        int64_t k = (j / w.getSpan()) / w.getDivisor() * w.getSpan() +
+                    j % w.getSpan();
+        if (k >= (int64_t)received.size() || received[k] < w.getTarget())
+          return w.emitOpError("waits for ")
+                 << w.getTarget() << " signals on @" << w.getCounter() << "["
+                 << k << "] which receives only "
+                 << (k < (int64_t)received.size() ? received[k] : 0);
+      }
+    }
+
+  // ordered(a, b): a barrier separates them, or a chain of counter edges
+  // inside b's segment leads from a to b.
+  auto ordered = [&](int64_t a, int64_t b) {
+    if (tasks[a].segment < tasks[b].segment)
+      return true;
+    SmallVector<int64_t> stack{b};
+    llvm::DenseSet<int64_t> seen;
+    while (!stack.empty()) {
+      int64_t n = stack.pop_back_val();
+      for (int64_t p : preds[n]) {
+        if (p == a || tasks[a].segment < tasks[p].segment)
+          return true;
+        if (seen.insert(p).second)
+          stack.push_back(p);
+      }
+    }
+    return false;
+  };
+
+  // Access hazards, per buffer, over pairs in program order.
+  enum Access { None = 0, Read = 1, Write = 2, Accum = 4 };
+  auto accessOf = [](TaskOp t, StringRef buf) {
+    int a = None;
+    auto has = [&](ArrayAttr l) {
+      return llvm::any_of(l, [&](Attribute x) {
+        return cast<SymbolRefAttr>(x).getRootReference() == buf;
+      });
+    };
+    if (has(t.getReads()))
+      a |= Read;
+    if (has(t.getWrites()))
+      a |= Write;
+    if (has(t.getAccumulates()))
+      a |= Accum;
+    return a;
+  };
+  for (auto &entry : buffers) {
+    BufferOp buf = entry.second;
+    if (buf.getSpace() == "shared")
+      continue;
+    SmallVector<std::pair<int64_t, int>> uses;
+    for (int64_t i = 0, e = tasks.size(); i < e; ++i)
+      if (int a = accessOf(tasks[i].op, buf.getSymName()))
+        uses.push_back({i, a});
+    for (size_t j = 0; j < uses.size(); ++j) {
+      auto [tj, aj] = uses[j];
+      bool initialized = buf.getSpace() == "state" || buf.getSpace() == "io";
+      for (size_t i = 0; i < j; ++i) {
+        auto [ti, ai] = uses[i];
+        if ((ai & Write) && ordered(ti, tj))
+          initialized = true;
+        bool conflict = ((ai & (Write | Accum)) && (aj & (Read | Write))) ||
+                        ((ai & Read) && (aj & (Write | Accum))) ||
+                        ((ai & Write) && (aj & Accum));
+        if (conflict && !ordered(ti, tj))
+          return tasks[tj]
+                     .op.emitOpError("accesses @")
+                 << buf.getSymName() << " after task '"
+                 << tasks[ti].op.getName()
+                 << "' without a barrier or counter between them";
+      }
+      if ((aj & Accum) && !initialized)
+        return tasks[tj].op.emitOpError("accumulates into @")
+               << buf.getSymName()
+               << " which no earlier, ordered task initializes";
+      if ((aj & Read) && !(aj & Write) && !initialized &&
+          !llvm::any_of(ArrayRef(uses).take_front(j),
+                        [](auto u) { return u.second & Accum; }))
+        return tasks[tj].op.emitOpError("reads @")
+               << buf.getSymName() << " before any task writes it";
+    }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// BufferOp, CounterOp, PhaseOp, TaskOp
+//===----------------------------------------------------------------------===//
+
+int64_t BufferOp::getNumElements() {
+  int64_t n = 1;
+  for (int64_t d : getShape())
+    n *= d;
+  return n;
+}
+int64_t BufferOp::getSizeInBytes() {
+  return getNumElements() * dtypeSize(getDtype());
+}
+
+LogicalResult BufferOp::verify() {
+  if (!dtypeSize(getDtype()))
+    return emitOpError("unknown dtype '") << getDtype() << "'";
+  if (llvm::any_of(getShape(), [](int64_t d) { return d <= 0; }) &&
+      getSpace() != "state" && getSpace() != "io")
+    return emitOpError("shape must have positive dims");
+  StringRef s = getSpace();
+  if (s != "workspace" && s != "state" && s != "shared" && s != "io")
+    return emitOpError("space must be workspace, state, shared or io, got '")
+           << s << "'";
+  int64_t offset = getOffset();
+  if (offset >= 0 && s != "workspace")
+    return emitOpError("only workspace buffers have an offset");
+  if (offset >= 0 && offset % 16)
+    return emitOpError("offset ") << offset << " is not 16-byte aligned";
+  return success();
+}
+
+LogicalResult CounterOp::verify() {
+  if (getSize() <= 0)
+    return emitOpError("size must be positive");
+  return success();
+}
+
+void PhaseOp::build(OpBuilder &b, OperationState &state, StringRef name) {
+  state.addAttribute(getNameAttrName(state.name), b.getStringAttr(name));
+  Region *body = state.addRegion();
+  body->push_back(new Block());
+}
+
+LogicalResult TaskOp::verify() {
+  if (getCount() <= 0)
+    return emitOpError("count must be positive, got ") << getCount();
+  if (isEveryBlock() && getCount() != 1)
+    return emitOpError("an every_block task has count 1");
+  if (getBytes() < 0)
+    return emitOpError("bytes must be non-negative");
+  return success();
+}
+
+int64_t TaskOp::getIntArg(StringRef name, int64_t dflt) {
+  if (auto a = dyn_cast_or_null<IntegerAttr>(getArgs().get(name)))
+    return a.getInt();
+  return dflt;
+}
+StringRef TaskOp::getStrArg(StringRef name) {
+  if (auto a = dyn_cast_or_null<StringAttr>(getArgs().get(name)))
+    return a.getValue();
+  return "";
+}
+
+#define GET_OP_CLASSES
+#include "mk/Dialect/Schedule/ScheduleOps.cpp.inc"
