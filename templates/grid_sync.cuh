@@ -2,14 +2,14 @@
 //
 // The synchronization between phases of a cooperative megakernel. The `sync`
 // buffer is zeroed once when allocated; afterwards the kernel keeps it valid
-// across launches: the barrier's generation word only ever grows (the
-// arrival count returns to zero at every barrier) and counters are reset by
-// `counters_reset` after their last use in a launch.
+// across launches: the barrier's generation and arrival flags only ever grow,
+// and counters are reset by `counters_reset` after their last use in a launch.
 //
-// Layout of the sync words (u32, each on its own 128-byte line):
-//   word 0       barrier arrival count
-//   word 32      barrier generation
-//   word 64 + 32*i   counter i
+// Layout of the sync words (u32):
+//   word 32                  barrier generation (on its own 128-byte line)
+//   words 64 .. 64+kMaxGrid  one arrival flag per block (contiguous, so the
+//                            master block polls them with coalesced loads)
+//   word kSyncCounterBase + 32*i   counter i (each on its own line)
 //
 // Rule for data that crosses blocks inside one launch: read it with
 // ld.global.cg (L2) -- never through the non-coherent/L1 path -- because an
@@ -22,8 +22,10 @@
 
 namespace mk {
 
-constexpr int kSyncCounterBase = 64;
 constexpr int kSyncStride = 32;
+constexpr int kSyncFlagBase = 64;
+constexpr int kMaxGrid = 1024;
+constexpr int kSyncCounterBase = kSyncFlagBase + kMaxGrid;
 
 __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
   unsigned v;
@@ -41,24 +43,41 @@ __device__ __forceinline__ unsigned atom_acq_rel_add(unsigned *p, unsigned v) {
   return old;
 }
 
+__device__ __forceinline__ void st_release(unsigned *p, unsigned v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
 /// Waits until every block of the grid has arrived. All threads call it.
-/// Thread 0 arrives with a release (publishing what the block wrote: the
-/// bar.sync before it orders the block's writes first) and leaves with an
-/// acquire; the bar.sync after it extends that to the whole block.
+///
+/// No block contends on a shared counter: each block's thread 0 publishes
+/// its arrival in its own flag (a release, after the bar.sync that orders the
+/// block's writes before it); block 0's threads poll all flags in parallel
+/// (acquire), then block 0 releases the new generation, which every other
+/// block's thread 0 acquires before the final bar.sync. Generations only grow,
+/// so flags never need resetting (gridDim.x <= kMaxGrid).
 __device__ __forceinline__ void grid_barrier(unsigned *sync) {
   __syncthreads();
+  unsigned *gen = sync + kSyncStride;
+  unsigned *flags = sync + kSyncFlagBase;
+  __shared__ unsigned next_gen;
   if (threadIdx.x == 0) {
-    unsigned *count = sync;
-    unsigned *gen = sync + kSyncStride;
-    // Read the generation before arriving: it cannot advance until we do.
-    const unsigned g = ld_acquire(gen);
-    const unsigned arrived = atom_acq_rel_add(count, 1u);
-    if (arrived == gridDim.x - 1) {
-      *reinterpret_cast<volatile unsigned *>(count) = 0u;
-      red_release_add(gen, 1u);
-    } else {
-      while (ld_acquire(gen) == g) {
+    if (gridDim.x > kMaxGrid)
+      __trap(); // more blocks than arrival flags: the launch is invalid
+    // The generation cannot advance before this block arrives.
+    next_gen = ld_acquire(gen) + 1u;
+    st_release(flags + blockIdx.x, next_gen);
+  }
+  if (blockIdx.x == 0) {
+    __syncthreads();
+    const unsigned target = next_gen;
+    for (int b = threadIdx.x; b < (int)gridDim.x; b += blockDim.x)
+      while ((int)(ld_acquire(flags + b) - target) < 0) {
       }
+    __syncthreads();
+    if (threadIdx.x == 0)
+      st_release(gen, target);
+  } else if (threadIdx.x == 0) {
+    while ((int)(ld_acquire(gen) - next_gen) < 0) {
     }
   }
   __syncthreads();

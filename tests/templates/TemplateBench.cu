@@ -48,20 +48,34 @@ __global__ void __launch_bounds__(T, 1)
 template <int TN>
 __global__ void __launch_bounds__(T, 1)
     gemvPhases(const mk::bf16 *x, int K, uint8_t *const *wq, mk::bf16 *const *s,
-               mk::bf16 *const *z, int copies, int N, int ksplit, float *y, unsigned *sync, int reps) {
+               mk::bf16 *const *z, int copies, int N, int ksplit, float *y, unsigned *sync, int reps, bool prefetch) {
   extern __shared__ float smem[];
   float *xs = smem, *red = smem + K;
   for (int i = threadIdx.x; i < K; i += T)
     xs[i] = mk::bf2f(x[i]);
   __syncthreads();
   const int tiles = (N + TN - 1) / TN;
+  auto geom = [&](int t, int &n0, int &nv, int &k0, int &k1) {
+    const int tile = t % tiles, ks = t / tiles;
+    k0 = (K / 2) * ks / ksplit * 2;
+    k1 = (K / 2) * (ks + 1) / ksplit * 2;
+    n0 = tile * TN;
+    nv = min(TN, N - n0);
+  };
+  bool pre = false;
   for (int rep = 0; rep < reps; ++rep) {
     const int c = rep % copies;
     for (int t = blockIdx.x; t < tiles * ksplit; t += gridDim.x) {
-      const int tile = t % tiles, ks = t / tiles;
-      const int k0 = (K / 2) * ks / ksplit * 2, k1 = (K / 2) * (ks + 1) / ksplit * 2;
-      mk::w4a16_gemv_tile<T, TN, 128>(xs, wq[c], s[c], z[c], N, tile * TN, min(TN, N - tile * TN),
-                                      k0, k1, red, mk::EpiAtomicAddF32{y, 1.f, 0});
+      int n0, nv, k0, k1;
+      geom(t, n0, nv, k0, k1);
+      mk::w4a16_gemv_tile<T, TN, 128>(xs, wq[c], s[c], z[c], N, n0, nv, k0, k1, red,
+                                      mk::EpiAtomicAddF32{y, 1.f, 0}, pre && t == (int)blockIdx.x);
+    }
+    pre = prefetch && blockIdx.x < tiles * ksplit;
+    if (pre) { // start the next phase's weights before waiting
+      int n0, nv, k0, k1;
+      geom(blockIdx.x, n0, nv, k0, k1);
+      mk::w4a16_prefetch<T, TN>(wq[(rep + 1) % copies], N, n0, nv, k0, k1, red);
     }
     mk::grid_barrier(sync);
   }
@@ -118,7 +132,8 @@ void bench(const Shape &sh, int grid, const std::vector<uint8_t *> &w, const std
   CK(cudaMemcpy(ds, s.data(), copies * sizeof(void *), cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dz, z.data(), copies * sizeof(void *), cudaMemcpyHostToDevice));
   int K = sh.K, N = sh.N, ks = sh.ksplit, reps = 48;
-  void *args[] = {(void *)&x, &K, &dw, &ds, &dz, (void *)&copies, &N, &ks, &y, &sync, &reps};
+  for (bool prefetch : {false, true}) {
+  void *args[] = {(void *)&x, &K, &dw, &ds, &dz, (void *)&copies, &N, &ks, &y, &sync, &reps, &prefetch};
   std::vector<float> pm;
   for (int it = 0; it < 12; ++it) {
     CK(cudaEventRecord(a));
@@ -132,8 +147,9 @@ void bench(const Shape &sh, int grid, const std::vector<uint8_t *> &w, const std
   }
   std::sort(pm.begin(), pm.end());
   const double pmed = pm[pm.size() / 2];
-  std::printf("%-22s TN=%3d   as phases      %8.2f us  %7.1f GB/s\n", sh.name, TN, pmed * 1e3,
-              bytes / (pmed * 1e-3) / 1e9);
+  std::printf("%-22s TN=%3d   as phases%s %8.2f us  %7.1f GB/s\n", sh.name, TN,
+              prefetch ? "+pref" : "     ", pmed * 1e3, bytes / (pmed * 1e-3) / 1e9);
+  }
   CK(cudaFree(dw));
   CK(cudaFree(ds));
   CK(cudaFree(dz));

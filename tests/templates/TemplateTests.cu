@@ -561,7 +561,7 @@ TEST(GridSync, BarriersAndCountersHoldAcrossLaunches) {
   CK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
   ASSERT_TRUE(coop);
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, barrierKernel, 256, 0));
-  const int grid = sms * perSm;
+  const int grid = std::min(sms * perSm, mk::kMaxGrid);
   Dev<unsigned> sync(mk::sync_bytes(grid) / 4);
   sync.zero();
   const int rounds = 200;
