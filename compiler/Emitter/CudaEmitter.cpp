@@ -19,6 +19,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -60,6 +61,9 @@ const char *ctypeOf(StringRef dtype) {
     return "uint8_t";
   return ctype(t);
 }
+
+/// mk::kMaxGrid (grid_sync.cuh): the most blocks the grid barrier supports.
+constexpr int64_t kMaxGrid = 1024;
 
 std::string fmtFloat(double v) {
   std::string s = llvm::formatv("{0:e9}", v).str();
@@ -107,7 +111,7 @@ private:
       return ident(name) + (write ? "_out" : "_in");
     if (space == "shared")
       return "xs";
-    return llvm::formatv("reinterpret_cast<{0} *>(ws + {1})",
+    return llvm::formatv("reinterpret_cast<{0} *>(wsp + {1})",
                          ctypeOf(b.getDtype()), b.getOffset())
         .str();
   }
@@ -190,13 +194,14 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     asserts.insert(w4RedCheck(tn));
     o << "      switch (seg) {\n";
     for (size_t s = 0; s < weights.size(); ++s) {
+      std::string epiType = atomic ? "mk::EpiAtomicAddF32" : "mk::EpiStoreBf16";
       std::string epi =
           atomic ? "mk::EpiAtomicAddF32{" + ptr(outputs[s]) + ", 1.f, 0}"
                  : "mk::EpiStoreBf16{" + ptr(outputs[s], true) + ", 0}";
-      o << "      case " << s << ": mk::w4a16_gemv_tile<" << T << ", " << tn
-        << ", " << G << ">(" << xin << ", " << wq(weights[s]) << ", "
+      o << "      case " << s << ": mkgen::call<&mk::w4a16_gemv_tile<" << T
+        << ", " << tn << ", " << G << ", " << epiType << ">>(" << xin << ", " << wq(weights[s]) << ", "
         << ws_(weights[s]) << ", " << wz(weights[s]) << ", " << ns[s]
-        << ", n0, nvalid, k0, k1, red, " << epi << "); break;\n";
+        << ", n0, nvalid, k0, k1, red, " << epi << ", false); break;\n";
     }
     o << "      }\n";
     return success();
@@ -375,8 +380,30 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
          << kind << "'";
 }
 
+/// Calls of the register-hungry templates go through a __noinline__
+/// trampoline: inlined into the one kernel body, their live ranges would add
+/// up with everything else's and spill.
+static std::string outlineHeavyCalls(const std::string &text) {
+  static const llvm::Regex call(
+      "mk::(kda_head_chunk_task|mla_attention_chunk_task|mla_q_absorb_task|"
+      "mla_rope_append|mla_combine_wv_task|conv_window_commit|moe_topk|"
+      "moe_gate_up_task|moe_down_task|bf16_rows_gemv|block_rmsnorm|"
+      "block_residual)"
+      "<([^<>]*)>\\(");
+  std::string out, rest = text;
+  SmallVector<StringRef> m;
+  while (call.match(rest, &m)) {
+    size_t at = m[0].data() - rest.data();
+    out += rest.substr(0, at);
+    out += "mkgen::call<&mk::" + m[1].str() + "<" + m[2].str() + ">>(";
+    rest = rest.substr(at + m[0].size());
+  }
+  return out + rest;
+}
+
 LogicalResult Emitter::emitPhase(PhaseOp phase) {
-  os << "  // ---- phase \"" << phase.getName() << "\"\n  {\n";
+  os << "  // ---- phase \"" << phase.getName() << "\"\n  {\n"
+     << "    uint8_t *const wsp = mkgen::opaque(ws);\n";
   SmallVector<TaskOp> grid;
   for (TaskOp t : phase.getBodyBlock().getOps<TaskOp>()) {
     if (!t.isEveryBlock()) {
@@ -417,10 +444,11 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
            << w.getDivisor() << ") * " << w.getSpan() << " + q, "
            << w.getTarget() << "u);\n";
       }
-      os << "      {\n";
-      if (failed(emitInstance(t, os)))
+      std::string inst;
+      llvm::raw_string_ostream is(inst);
+      if (failed(emitInstance(t, is)))
         return failure();
-      os << "      }\n";
+      os << "      {\n" << outlineHeavyCalls(inst) << "      }\n";
       for (SignalOp s : phase.getBodyBlock().getOps<SignalOp>()) {
         if (s.getTask() != t.getName())
           continue;
@@ -467,6 +495,7 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
     j.attribute("dynamic_shared_bytes", dynSmem);
     j.attribute("workspace_bytes", (int64_t)kernel.getWorkspaceBytes());
     j.attribute("sync_bytes", syncBytes);
+    j.attribute("max_blocks", kMaxGrid);
     j.attribute("phases", kernel.getNumPhases());
     j.attribute("grid_barriers", kernel.getNumBarriers());
     j.attribute("counters", numCounters);
@@ -547,7 +576,9 @@ LogicalResult Emitter::run(EmittedKernel &out) {
   int64_t d4 = (cfg.hidden + 3) / 4 * 4;
   int64_t smemFloats = d4 + 32 + (workFloats + 3) / 4 * 4;
   int64_t dynSmem = smemFloats * 4;
-  int64_t syncBytes = (64 + 32 * std::max<int64_t>(numCounters, 1)) * 4;
+  // Mirrors mk::sync_bytes (grid_sync.cuh): barrier words, one arrival
+  // flag per block (kMaxGrid of them), then the counters.
+  int64_t syncBytes = (64 + kMaxGrid + 32 * std::max<int64_t>(numCounters, 1)) * 4;
 
   std::string src;
   llvm::raw_string_ostream k(src);
@@ -555,7 +586,17 @@ LogicalResult Emitter::run(EmittedKernel &out) {
     << ": " << kernel.getNumPhases() << " phases, "
     << kernel.getNumBarriers() << " grid barriers, " << numCounters
     << " counters. Do not edit.\n"
-    << "#include \"mk/megakernel.cuh\"\n\n";
+    << "#include \"mk/megakernel.cuh\"\n\n"
+    << "namespace mkgen {\n"
+    << "/// Keeps a template's registers out of the kernel body's allocation.\n"
+    << "template <auto F, class... A>\n"
+    << "__device__ __noinline__ void call(A... a) { F(a...); }\n"
+    << "/// The workspace base, re-read per phase: addresses derived from it\n"
+    << "/// are not hoisted to the kernel's start (where they would all be live\n"
+    << "/// at once and spill).\n"
+    << "__device__ __forceinline__ uint8_t *opaque(uint8_t *p) {\n"
+    << "  asm volatile(\"\" : \"+l\"(p));\n  return p;\n}\n"
+    << "} // namespace mkgen\n\n";
   for (const std::string &a : asserts)
     k << "static_assert(" << a << ", \"shared-memory layout of a template "
       << "changed: the emitter's mirror is stale\");\n";
