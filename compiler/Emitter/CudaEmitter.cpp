@@ -586,6 +586,9 @@ LogicalResult Emitter::run(EmittedKernel &out) {
     << ": " << kernel.getNumPhases() << " phases, "
     << kernel.getNumBarriers() << " grid barriers, " << numCounters
     << " counters. Do not edit.\n"
+    << "// NVRTC has no <math.h>; the templates use INFINITY.\n"
+    << "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n"
+    << "#endif\n"
     << "#include \"mk/megakernel.cuh\"\n\n"
     << "namespace mkgen {\n"
     << "/// Keeps a template's registers out of the kernel body's allocation.\n"

@@ -1,0 +1,75 @@
+//===- SchedulePlanningTest.cpp - Phase planner, partitioner, allocator ---===//
+
+#include "Transforms/Planning.h"
+
+#include <gtest/gtest.h>
+
+using namespace mk::planning;
+
+TEST(SchedulePhasePlanner, LocalEdgesNeedNoBarrier) {
+  // norm (every block) -> gemv -> kda -> o_proj
+  std::vector<DepEdge> e = {{0, 1, DepKind::Local},
+                            {1, 2, DepKind::Grid},
+                            {2, 3, DepKind::Grid}};
+  PhasePlan p;
+  std::string err;
+  ASSERT_TRUE(planPhases(4, e, p, err)) << err;
+  EXPECT_EQ(p.segment, (std::vector<int>{0, 0, 1, 2}));
+  EXPECT_EQ(p.numBarriers(), 2);
+  EXPECT_EQ(p.phase[0], p.phase[1]);
+}
+
+TEST(SchedulePhasePlanner, BarriersEqualLongestGridChain) {
+  // Two independent chains of different lengths share barriers.
+  std::vector<DepEdge> e = {{0, 2, DepKind::Grid},
+                            {2, 4, DepKind::Grid},
+                            {1, 3, DepKind::Grid}};
+  PhasePlan p;
+  std::string err;
+  ASSERT_TRUE(planPhases(5, e, p, err));
+  EXPECT_EQ(p.numBarriers(), 2);
+  EXPECT_EQ(p.segment[1], 0);
+  EXPECT_EQ(p.segment[3], 1);
+  EXPECT_EQ(p.segment[4], 2);
+}
+
+TEST(SchedulePhasePlanner, RejectsBackwardEdges) {
+  PhasePlan p;
+  std::string err;
+  EXPECT_FALSE(planPhases(2, {{1, 0, DepKind::Grid}}, p, err));
+  EXPECT_NE(err.find("not forward"), std::string::npos);
+}
+
+TEST(SchedulePartition, BalancesWavesAgainstOverhead) {
+  // 132 SMs: 132 tasks of 100 KB beat 133 tasks of 99 KB (two waves).
+  std::vector<PartitionOption> o = {{133, 99000}, {132, 100000}};
+  EXPECT_EQ(choosePartition(o, 132, 0), 1);
+  // A large fixed overhead favours fewer, bigger tasks.
+  std::vector<PartitionOption> o2 = {{264, 10000}, {132, 20000}};
+  EXPECT_EQ(choosePartition(o2, 132, 50000), 1);
+  EXPECT_EQ(choosePartition({}, 132, 0), -1);
+}
+
+TEST(WorkspacePlanner, DisjointLiveRangesShare) {
+  std::vector<WorkspaceBuffer> b = {{1000, 0, 1}, {1000, 2, 3}, {500, 1, 2}};
+  std::vector<int64_t> off;
+  int64_t size = planWorkspace(b, off, 256);
+  EXPECT_EQ(off[0], off[1]); // a barrier apart: same memory
+  EXPECT_GE(off[2], 1024);   // overlaps both
+  EXPECT_EQ(size, 1024 + 512);
+}
+
+TEST(WorkspacePlanner, OverlappingNeverCollide) {
+  std::vector<WorkspaceBuffer> b;
+  for (int i = 0; i < 20; ++i)
+    b.push_back({(i % 5 + 1) * 300, i % 4, i % 4 + 2});
+  std::vector<int64_t> off;
+  planWorkspace(b, off, 256);
+  for (size_t i = 0; i < b.size(); ++i)
+    for (size_t j = i + 1; j < b.size(); ++j) {
+      bool live = !(b[i].last < b[j].first || b[j].last < b[i].first);
+      bool mem = off[i] < off[j] + b[j].bytes && off[j] < off[i] + b[i].bytes;
+      EXPECT_FALSE(live && mem) << i << " and " << j;
+      EXPECT_EQ(off[i] % 256, 0);
+    }
+}
