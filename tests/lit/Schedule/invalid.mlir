@@ -1,0 +1,58 @@
+// RUN: mk-opt %s -split-input-file -verify-diagnostics
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
+  schedule.phase "produce" {
+    schedule.task "p" {kind = "w", count = 8 : i64, writes = [@x]}
+  }
+  schedule.phase "consume" {
+    // expected-error @+1 {{accesses @x after task 'p' without a barrier or counter between them}}
+    schedule.task "c" {kind = "r", reads = [@x]}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 64>}
+  schedule.phase "acc" {
+    // expected-error @+1 {{accumulates into @x which no earlier, ordered task initializes}}
+    schedule.task "a" {kind = "w", accumulates = [@x]}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
+  schedule.counter @c {size = 1 : i64}
+  schedule.phase "p" {
+    schedule.task "c" {kind = "r", reads = [@x]}
+    schedule.task "p" {kind = "w", writes = [@x]}
+    schedule.signal @c {task = "p"}
+    // expected-error @+1 {{waits on @c signaled by task 'p' which does not come before task 'c' (possible deadlock)}}
+    schedule.wait @c {task = "c", target = 1 : i64}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
+  schedule.counter @c {size = 1 : i64}
+  schedule.phase "p" {
+    schedule.task "p" {kind = "w", count = 2 : i64, writes = [@x]}
+    schedule.signal @c {task = "p", divisor = 2 : i64}
+  }
+  schedule.phase "q" {
+    schedule.task "c" {kind = "r", reads = [@x]}
+    // expected-error @+1 {{waits for 3 signals on @c[0] which receives only 2}}
+    schedule.wait @c {task = "c", target = 3 : i64}
+  }
+}
+
+// -----
+
+// expected-error @+1 {{threads must be a positive multiple of 32}}
+schedule.kernel @k attributes {threads = 100 : i64} {
+}

@@ -1,0 +1,23 @@
+// RUN: mk-opt %s | mk-opt | FileCheck %s
+
+// CHECK-LABEL: schedule.kernel @k
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
+  schedule.counter @ready {size = 4 : i64}
+  // CHECK: schedule.phase "produce"
+  schedule.phase "produce" {
+    schedule.task "p" {kind = "w4a16_gemv", count = 8 : i64, writes = [@x]}
+    // CHECK: schedule.signal @ready {divisor = 2 : i64, task = "p"}
+    schedule.signal @ready {task = "p", divisor = 2 : i64}
+  }
+  schedule.phase "consume" {
+    schedule.task "c" {kind = "copy", count = 4 : i64, reads = [@x]}
+    // CHECK: schedule.wait @ready {target = 2 : i64, task = "c"}
+    schedule.wait @ready {task = "c", target = 2 : i64}
+  }
+  // CHECK: schedule.barrier
+  schedule.barrier
+  schedule.phase "after" {
+    schedule.task "a" {kind = "copy", reads = [@x]}
+  }
+}
