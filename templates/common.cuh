@@ -11,6 +11,11 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
+// NVRTC has no <math.h>; the templates only need the constant.
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+
 namespace mk {
 
 using bf16 = __nv_bfloat16;
