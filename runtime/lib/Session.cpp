@@ -402,8 +402,9 @@ Status Session::adoptState(const std::vector<DeviceTensor> &tensors,
                            " (adopted state does not fit the caller's storage)");
     // The old contents are being replaced, so no copy: the kernel writes the
     // adopted rows into the new storage.
-    int64_t cap = std::max<int64_t>(ctxLen + 1, std::min<int64_t>(
-                                                    2 * capacity_, INT_MAX - 1));
+    // Geometric growth with room for the steps that follow the adoption.
+    int64_t cap = std::min<int64_t>(std::max<int64_t>(2 * (ctxLen + 1), 2 * capacity_),
+                                    INT_MAX - 1);
     MK_RETURN_IF_ERROR(allocateOwnedState(cap, false));
   }
   pendingIn_ = bySlot;

@@ -175,7 +175,9 @@ inline rt::Status downloadHidden(const std::shared_ptr<rt::Device> &dev,
                                  const rt::DeviceBuffer &buf,
                                  std::vector<BFloat16> &h) {
   h.resize(buf.bytes() / 2);
-  MK_RETURN_IF_ERROR(rt::cuCheck(dev->driver().cuCtxSynchronize(), "sync"));
+  // Callers synchronize the session's stream first. (No cuCtxSynchronize:
+  // cuGetProcAddress at CUDA 13 resolves it to cuCtxSynchronize_v2, which
+  // takes a context argument that cuda.h's declaration does not have.)
   return rt::cuCheck(dev->driver().cuMemcpyDtoH(h.data(), buf.ptr(), buf.bytes()),
                      "download hidden");
 }

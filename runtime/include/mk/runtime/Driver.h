@@ -33,7 +33,6 @@ namespace rt {
   X(cuDevicePrimaryCtxRelease)                                                 \
   X(cuCtxSetCurrent)                                                           \
   X(cuCtxGetCurrent)                                                           \
-  X(cuCtxSynchronize)                                                          \
   X(cuModuleLoadData)                                                          \
   X(cuModuleUnload)                                                            \
   X(cuModuleGetFunction)                                                       \
