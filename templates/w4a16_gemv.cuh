@@ -7,15 +7,14 @@
 // Storage (the spec's): w_q u8 [K/2, N], byte [r,n] = q[2r,n] | q[2r+1,n]<<4;
 // scales, zeros bf16 [K/G, N].
 //
-// Arithmetic: the scale and zero are factored out of each group,
-//   sum_k x_k (q_k - z) s = s * (sum_k x_k q_k - z * sum_k x_k),
-// and q is widened with a magic number instead of a conversion: one byte
-// permute puts the (pre-masked) nibble into bits 16..23 under the exponent
-// byte 0x43, which reads as the float 128 + q, so each weight costs one PRMT
-// and one FMA (plus two masks per eight weights). The constant
-// 128 * sum x is subtracted once per group; it cancels at most ~4 of fp32's
-// 24 bits. The result differs from the spec's per-weight bf16 rounding of the
-// dequantized value only by that rounding (well under the 0.999 cosine bar).
+// Arithmetic is the spec's, bit for bit per weight: w = bf16((q - z) * s),
+// then y += f32(x) * f32(w) in fp32. Two weights (rows 2r, 2r+1 of one
+// column: one byte) are dequantized together in bf16x2: a byte permute and a
+// mask build {128 + q_lo, 128 + q_hi} (exact bf16 integers), HSUB2 subtracts
+// 128 + z exactly, HMUL2 multiplies by s and rounds once, which is exactly the
+// spec's rounding. Matching the oracle's weights exactly keeps layer outputs
+// on the same side of bf16 rounding boundaries, which is what keeps the MoE
+// top-k from flipping on near ties.
 //
 // Thread layout: CT = TN/16 threads across the tile (each owns 16 adjacent
 // columns, one 16-byte load per row pair), RT = THREADS/CT thread rows, each
@@ -55,28 +54,42 @@ struct EpiStoreSmem {
 };
 
 namespace detail {
-/// Byte J of `w` (a nibble, already masked) as the float 128 + q: the byte
-/// lands in bits 16..23 under the exponent byte 0x43.
+__device__ __forceinline__ __nv_bfloat162 as_bf2(uint32_t u) {
+  __nv_bfloat162 r;
+  *reinterpret_cast<uint32_t *>(&r) = u;
+  return r;
+}
+__device__ __forceinline__ uint32_t as_u32(__nv_bfloat162 b) {
+  return *reinterpret_cast<uint32_t *>(&b);
+}
+
+/// Dequantizes byte J of `w` (v = w >> 4): the column's weights for rows 2r
+/// and 2r+1, exactly as the spec, widened to float.
 template <int J>
-__device__ __forceinline__ float magic_nibble(uint32_t w) {
-  return __uint_as_float(__byte_perm(w, 0x43u, 0x4055u | (J << 8)));
+__device__ __forceinline__ float2 dequant_pair(uint32_t w, uint32_t v, uint32_t zc2, uint32_t s2) {
+  const uint32_t t = __byte_perm(w, v, J | (J << 4) | ((4 + J) << 8) | ((4 + J) << 12));
+  const uint32_t q2 = (t & 0x000f000fu) | 0x43004300u; // {128 + q_lo, 128 + q_hi}
+  const uint32_t d = as_u32(__hmul2(__hsub2(as_bf2(q2), as_bf2(zc2)), as_bf2(s2)));
+  return make_float2(__uint_as_float(d << 16), __uint_as_float(d & 0xffff0000u));
 }
 
-/// a[j] += x0 * (128 + q[2r, j]) + x1 * (128 + q[2r+1, j]) for the 4 columns
-/// of one 32-bit word.
-__device__ __forceinline__ void accum_word(uint32_t w, float x0, float x1, float *a) {
-  const uint32_t lo = w & 0x0f0f0f0fu, hi = (w >> 4) & 0x0f0f0f0fu;
-  a[0] = fmaf(x1, magic_nibble<0>(hi), fmaf(x0, magic_nibble<0>(lo), a[0]));
-  a[1] = fmaf(x1, magic_nibble<1>(hi), fmaf(x0, magic_nibble<1>(lo), a[1]));
-  a[2] = fmaf(x1, magic_nibble<2>(hi), fmaf(x0, magic_nibble<2>(lo), a[2]));
-  a[3] = fmaf(x1, magic_nibble<3>(hi), fmaf(x0, magic_nibble<3>(lo), a[3]));
-}
-
-__device__ __forceinline__ void accum_row(const uint4 &w, float x0, float x1, float *a) {
-  accum_word(w.x, x0, x1, a + 0);
-  accum_word(w.y, x0, x1, a + 4);
-  accum_word(w.z, x0, x1, a + 8);
-  accum_word(w.w, x0, x1, a + 12);
+/// y[j] += x0 * w[2r, j] + x1 * w[2r+1, j] for the 16 columns of one row pair.
+__device__ __forceinline__ void accum_row(const uint4 &row, float x0, float x1, const uint32_t *zc2,
+                                          const uint32_t *s2, float *y) {
+  const uint32_t words[4] = {row.x, row.y, row.z, row.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t w = words[i], v = w >> 4;
+    float2 p;
+    p = dequant_pair<0>(w, v, zc2[4 * i + 0], s2[4 * i + 0]);
+    y[4 * i + 0] = fmaf(x1, p.y, fmaf(x0, p.x, y[4 * i + 0]));
+    p = dequant_pair<1>(w, v, zc2[4 * i + 1], s2[4 * i + 1]);
+    y[4 * i + 1] = fmaf(x1, p.y, fmaf(x0, p.x, y[4 * i + 1]));
+    p = dequant_pair<2>(w, v, zc2[4 * i + 2], s2[4 * i + 2]);
+    y[4 * i + 2] = fmaf(x1, p.y, fmaf(x0, p.x, y[4 * i + 2]));
+    p = dequant_pair<3>(w, v, zc2[4 * i + 3], s2[4 * i + 3]);
+    y[4 * i + 3] = fmaf(x1, p.y, fmaf(x0, p.x, y[4 * i + 3]));
+  }
 }
 } // namespace detail
 
@@ -203,35 +216,25 @@ __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
 
   if (nrows > 0) {
     int g = rbeg / GP;
-    uint4 s0, s1, z0, z1;
+    // Per column: {s, s} and {128 + z, 128 + z} as bf16x2.
+    uint32_t s2[16], zc2[16];
     auto load_sz = [&](int grp) {
       const uint4 *sp = reinterpret_cast<const uint4 *>(scales + (size_t)grp * N + col);
       const uint4 *zp = reinterpret_cast<const uint4 *>(zeros + (size_t)grp * N + col);
-      s0 = __ldg(sp);
-      s1 = __ldg(sp + 1);
-      z0 = __ldg(zp);
-      z1 = __ldg(zp + 1);
-    };
-    load_sz(g);
-    float a[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i)
-      a[i] = 0.f;
-    float xsum = 0.f;
-    // Fold a finished group: y += s * (sum x q - z * sum x).
-    auto fold = [&]() {
-      const uint32_t sw[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
-      const uint32_t zw[8] = {z0.x, z0.y, z0.z, z0.w, z1.x, z1.y, z1.z, z1.w};
-      const float base = 128.f * xsum;
+      const uint4 sa = __ldg(sp), sb = __ldg(sp + 1), za = __ldg(zp), zb = __ldg(zp + 1);
+      const uint32_t sw[8] = {sa.x, sa.y, sa.z, sa.w, sb.x, sb.y, sb.z, sb.w};
+      const uint32_t zw[8] = {za.x, za.y, za.z, za.w, zb.x, zb.y, zb.z, zb.w};
+      const __nv_bfloat162 c128 = __floats2bfloat162_rn(128.f, 128.f);
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        y[2 * i] = fmaf(bf_lo(sw[i]), (a[2 * i] - base) - bf_lo(zw[i]) * xsum, y[2 * i]);
-        y[2 * i + 1] =
-            fmaf(bf_hi(sw[i]), (a[2 * i + 1] - base) - bf_hi(zw[i]) * xsum, y[2 * i + 1]);
-        a[2 * i] = a[2 * i + 1] = 0.f;
+        s2[2 * i] = __byte_perm(sw[i], 0u, 0x1010);
+        s2[2 * i + 1] = __byte_perm(sw[i], 0u, 0x3232);
+        const uint32_t zi = detail::as_u32(__hadd2(detail::as_bf2(zw[i]), c128));
+        zc2[2 * i] = __byte_perm(zi, 0u, 0x1010);
+        zc2[2 * i + 1] = __byte_perm(zi, 0u, 0x3232);
       }
-      xsum = 0.f;
     };
+    load_sz(g);
     for (int c = 0; c < nchunks; ++c) {
       cp_async_wait<STAGES - 1>();
       const uint4 *slot = stage + (c % STAGES) * S * THREADS + threadIdx.x;
@@ -240,19 +243,16 @@ __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
         const int r = rbeg + c * S + i;
         if (r < rend) {
           if (r / GP != g) {
-            fold();
             g = r / GP;
             load_sz(g);
           }
           const uint4 w = slot[i * THREADS];
           const float2 x = *reinterpret_cast<const float2 *>(xs + 2 * r);
-          xsum += x.x + x.y;
-          detail::accum_row(w, x.x, x.y, a);
+          detail::accum_row(w, x.x, x.y, zc2, s2, y);
         }
       }
       lane_.issue(c + STAGES);
     }
-    fold();
   }
   cp_async_wait<0>();
 

@@ -185,9 +185,10 @@ template <int TN> void runGemv(int K, int N, int ksplit, uint64_t seed) {
   }
   for (float v : y)
     ASSERT_TRUE(std::isfinite(v));
-  EXPECT_LT(relErr(y, exact), 2e-5) << "TN=" << TN << " K=" << K << " N=" << N;
-  // The spec rounds each dequantized weight to bf16; we do not: still close.
-  EXPECT_GT(cosine(y, rounded), 0.99999);
+  // The spec rounds each dequantized weight to bf16 once; so does the tile,
+  // so only the fp32 summation order differs.
+  EXPECT_LT(relErr(y, rounded), 2e-6) << "TN=" << TN << " K=" << K << " N=" << N;
+  EXPECT_GT(cosine(y, exact), 0.999);
 }
 
 TEST(W4A16Gemv, FullKMatchesReference) {
