@@ -129,23 +129,39 @@ __device__ __forceinline__ int mla_num_chunks(int rows, int grid, int max_chunks
   return n > 0 ? n : 1;
 }
 
+/// Shared memory of mla_attention_chunk_task, in floats: the absorbed
+/// queries, the rope queries, one sub-chunk of scores, per-head softmax state,
+/// and one sub-chunk of staged cache rows (bf16).
 template <int HM, int LORA, int ROPE, int SUB>
-__host__ __device__ constexpr int mla_attention_smem_floats() { return HM * LORA + HM * ROPE + HM * SUB + 3 * HM; }
+__host__ __device__ constexpr int mla_attention_stage_offset() {
+  return (HM * LORA + HM * ROPE + HM * SUB + 3 * HM + 3) / 4 * 4; // 16-byte aligned
+}
+template <int HM, int LORA, int ROPE, int SUB>
+__host__ __device__ constexpr int mla_attention_smem_floats() {
+  return mla_attention_stage_offset<HM, LORA, ROPE, SUB>() + (SUB * LORA + SUB * ROPE) / 2;
+}
 
 /// Online-softmax attention of all heads over cache rows
 /// [chunk*rows/nchunks, (chunk+1)*rows/nchunks). Writes the chunk's running
 /// max, sum and unnormalized latent accumulator per head.
-template <int THREADS, int HM, int LORA, int ROPE, int SUB = 64>
+///
+/// Rows are staged SUB at a time into shared memory with cp.async (all of a
+/// sub-chunk's loads in flight at once), then scored (one warp per row) and
+/// accumulated (one latent dim per thread) from shared memory: each cache
+/// row crosses HBM once per step, and no load latency is paid per row.
+template <int THREADS, int HM, int LORA, int ROPE, int SUB = 16>
 __device__ void mla_attention_chunk_task(int chunk, int nchunks, int rows, float scale,
                                          const float *q_abs, const bf16 *q_rope, const bf16 *ckv,
                                          const bf16 *kr, float *part_m, float *part_l,
                                          float *part_acc, float *smem) {
   static_assert(LORA % 64 == 0, "LORA must be a multiple of 64");
-  static_assert(ROPE % 2 == 0 && ROPE <= 64, "ROPE must be even and <= 64");
+  static_assert(ROPE % 8 == 0 && ROPE <= 64, "ROPE must be a multiple of 8 and <= 64");
   constexpr int WARPS = THREADS / 32;
   constexpr int DPT = (LORA + THREADS - 1) / THREADS;
   float *qa = smem, *qr = qa + HM * LORA, *sc = qr + HM * ROPE;
   float *mrun = sc + HM * SUB, *lrun = mrun + HM, *alpha = lrun + HM;
+  bf16 *cs = reinterpret_cast<bf16 *>(smem + mla_attention_stage_offset<HM, LORA, ROPE, SUB>()); // [SUB][LORA]
+  bf16 *ks = cs + SUB * LORA;                       // [SUB][ROPE]
   for (int i = threadIdx.x; i < HM * LORA; i += THREADS)
     qa[i] = __ldcg(q_abs + i);
   for (int i = threadIdx.x; i < HM * ROPE; i += THREADS)
@@ -163,24 +179,28 @@ __device__ void mla_attention_chunk_task(int chunk, int nchunks, int rows, float
 #pragma unroll
     for (int h = 0; h < HM; ++h)
       acc[k][h] = 0.f;
-  __syncthreads();
 
   for (int s0 = r0; s0 < r1; s0 += SUB) {
     const int n = min(SUB, r1 - s0);
+    // Stage the sub-chunk's rows (cp.async goes through L2: rows appended or
+    // copied earlier in this launch are seen).
+    for (int i = threadIdx.x; i < n * LORA / 8; i += THREADS)
+      cp_async16(cs + 8 * i, ckv + (size_t)s0 * LORA + 8 * i);
+    for (int i = threadIdx.x; i < n * ROPE / 8; i += THREADS)
+      cp_async16(ks + 8 * i, kr + (size_t)s0 * ROPE + 8 * i);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
     // Pass 1: scores, one warp per row.
     for (int rl = warp; rl < n; rl += WARPS) {
-      const size_t row = (size_t)(s0 + rl);
       float2 cv[LORA / 64];
 #pragma unroll
-      for (int i = 0; i < LORA / 64; ++i) {
-        const __nv_bfloat162 v =
-            __ldcg(reinterpret_cast<const __nv_bfloat162 *>(ckv + row * LORA + 2 * lane + 64 * i));
-        cv[i] = __bfloat1622float2(v);
-      }
+      for (int i = 0; i < LORA / 64; ++i)
+        cv[i] = __bfloat1622float2(
+            *reinterpret_cast<const __nv_bfloat162 *>(cs + rl * LORA + 2 * lane + 64 * i));
       float2 rv = make_float2(0.f, 0.f);
       if (2 * lane < ROPE)
-        rv = __bfloat1622float2(
-            __ldcg(reinterpret_cast<const __nv_bfloat162 *>(kr + row * ROPE + 2 * lane)));
+        rv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(ks + rl * ROPE + 2 * lane));
 #pragma unroll 4
       for (int h = 0; h < HM; ++h) {
         float p = 0.f;
@@ -228,7 +248,7 @@ __device__ void mla_attention_chunk_task(int chunk, int nchunks, int rows, float
         for (int h = 0; h < HM; ++h)
           acc[k][h] *= alpha[h];
         for (int rl = 0; rl < n; ++rl) {
-          const float c = bf2f(__ldcg(ckv + (size_t)(s0 + rl) * LORA + d));
+          const float c = bf2f(cs[rl * LORA + d]);
 #pragma unroll
           for (int h = 0; h < HM; ++h)
             acc[k][h] = fmaf(sc[h * SUB + rl], c, acc[k][h]);

@@ -285,17 +285,19 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     return success();
   }
   if (kind == "mla_attention_chunk") {
-    int64_t f = hm * lora + hm * rope + hm * 64 + 3 * hm;
+    constexpr int64_t sub = 16; // cache rows staged per sub-chunk (2 blocks/SM fit)
+    int64_t f = (hm * lora + hm * rope + hm * sub + 3 * hm + 3) / 4 * 4 +
+                (sub * lora + sub * rope) / 2;
     needWork(f);
     asserts.insert(
-        llvm::formatv("mk::mla_attention_smem_floats<{0}, {1}, {2}, 64>() == {3}",
-                      hm, lora, rope, f)
+        llvm::formatv("mk::mla_attention_smem_floats<{0}, {1}, {2}, {3}>() == {4}",
+                      hm, lora, rope, sub, f)
             .str());
     o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, "
       << i64("max_chunks") << ");\n"
       << "      if (i < nch)\n"
       << "        mk::mla_attention_chunk_task<" << T << ", " << hm << ", "
-      << lora << ", " << rope << ", 64>(i, nch, ctx_len + 1, "
+      << lora << ", " << rope << ", " << sub << ">(i, nch, ctx_len + 1, "
       << fmtFloat(t.getArgs().getAs<FloatAttr>("scale").getValueAsDouble())
       << ", " << ptr(str("q_abs")) << ", " << ptr(str("q_rope")) << ", "
       << ptr(str("c_kv"), true) << ", " << ptr(str("k_rope"), true) << ", "

@@ -342,7 +342,7 @@ __global__ void __launch_bounds__(T, 1)
   if (blockIdx.x == 0 && threadIdx.x == 0)
     *nchOut = nch;
   for (int t = blockIdx.x; t < nch; t += gridDim.x)
-    mk::mla_attention_chunk_task<T, HM, LORA, ROPE>(t, nch, rows, scale, qabs, qr, ckv, kr, pm,
+    mk::mla_attention_chunk_task<T, HM, LORA, ROPE, 32>(t, nch, rows, scale, qabs, qr, ckv, kr, pm,
                                                     pl, pa, smem);
 }
 __global__ void __launch_bounds__(T, 1)
@@ -381,7 +381,7 @@ void runMla(int ctx, bool adopt, uint64_t seed) {
   absorbKernel<<<9, T, NOPE * sizeof(float)>>>(dq.as<mk::bf16>(), dw.p, ds.as<mk::bf16>(),
                                                dz.as<mk::bf16>(), qabs.p);
   CK(cudaGetLastError());
-  const size_t asmem = mk::mla_attention_smem_floats<HM, LORA, ROPE, 64>() * sizeof(float);
+  const size_t asmem = mk::mla_attention_smem_floats<HM, LORA, ROPE, 32>() * sizeof(float);
   CK(cudaFuncSetAttribute(attnKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)asmem));
   const float scale = 1.f / std::sqrt(float(QD));
   attnKernel<<<23, T, asmem>>>(rows, scale, qabs.p, dqr.as<mk::bf16>(), (mk::bf16 *)co,
