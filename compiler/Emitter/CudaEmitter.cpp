@@ -607,7 +607,14 @@ LogicalResult Emitter::run(EmittedKernel &out) {
       << "changed: the emitter's mirror is stale\");\n";
   k << "static_assert(mk::sync_bytes(" << numCounters << ") == " << syncBytes
     << ", \"sync layout changed\");\n\n";
-  k << "extern \"C\" __global__ void __launch_bounds__(" << T << ") "
+  // Blocks per SM the shared memory allows (Hopper: 227 KB per SM, 1 KB
+  // reserved per block), capped at 2 so each thread keeps >= 128 registers.
+  // Telling ptxas the target occupancy lets it allocate for it instead of
+  // spilling around the template calls.
+  const int64_t minBlocks =
+      std::clamp<int64_t>(232448 / (dynSmem + 1024), 1, 2);
+  k << "extern \"C\" __global__ void __launch_bounds__(" << T << ", "
+    << minBlocks << ") "
     << kernel.getSymName() << "(\n"
     << "    const mk::bf16 *__restrict__ hidden_in, mk::bf16 *hidden_out";
   for (const TensorDesc &t : parameterTensors(cfg))
