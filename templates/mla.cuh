@@ -129,55 +129,60 @@ __device__ __forceinline__ int mla_num_chunks(int rows, int grid, int max_chunks
   return n > 0 ? n : 1;
 }
 
-/// Shared memory of mla_attention_chunk_task, in floats: the absorbed
-/// queries, the rope queries, one sub-chunk of scores, per-head softmax state,
-/// and one sub-chunk of staged cache rows (bf16).
-template <int HM, int LORA, int ROPE, int SUB>
+/// Shared memory of mla_attention_chunk_task, in floats: the head group's
+/// absorbed and rope queries, one sub-chunk of scores, per-head softmax
+/// state, and one sub-chunk of staged cache rows (bf16, 16-byte aligned).
+template <int HG, int LORA, int ROPE, int SUB>
 __host__ __device__ constexpr int mla_attention_stage_offset() {
-  return (HM * LORA + HM * ROPE + HM * SUB + 3 * HM + 3) / 4 * 4; // 16-byte aligned
+  return (HG * LORA + HG * ROPE + HG * SUB + 3 * HG + 3) / 4 * 4;
 }
-template <int HM, int LORA, int ROPE, int SUB>
+template <int HG, int LORA, int ROPE, int SUB>
 __host__ __device__ constexpr int mla_attention_smem_floats() {
-  return mla_attention_stage_offset<HM, LORA, ROPE, SUB>() + (SUB * LORA + SUB * ROPE) / 2;
+  return mla_attention_stage_offset<HG, LORA, ROPE, SUB>() + (SUB * LORA + SUB * ROPE) / 2;
 }
 
-/// Online-softmax attention of all heads over cache rows
-/// [chunk*rows/nchunks, (chunk+1)*rows/nchunks). Writes the chunk's running
-/// max, sum and unnormalized latent accumulator per head.
+/// Online-softmax attention of HG heads (head group task % (HM/HG)) over
+/// cache rows [c*rows/nchunks, (c+1)*rows/nchunks), c = task / (HM/HG).
+/// Writes the chunk's running max, sum and unnormalized latent accumulator
+/// for its heads. Tasks: nchunks * (HM/HG). Splitting heads as well as rows
+/// gives every block work at short contexts; the groups of one chunk read the
+/// same rows, so all but one of those reads hit L2.
 ///
 /// Rows are staged SUB at a time into shared memory with cp.async (all of a
 /// sub-chunk's loads in flight at once), then scored (one warp per row) and
-/// accumulated (one latent dim per thread) from shared memory: each cache
-/// row crosses HBM once per step, and no load latency is paid per row.
-template <int THREADS, int HM, int LORA, int ROPE, int SUB = 16>
-__device__ void mla_attention_chunk_task(int chunk, int nchunks, int rows, float scale,
+/// accumulated (one latent dim per thread) from shared memory.
+template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB = 32>
+__device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float scale,
                                          const float *q_abs, const bf16 *q_rope, const bf16 *ckv,
                                          const bf16 *kr, float *part_m, float *part_l,
                                          float *part_acc, float *smem) {
   static_assert(LORA % 64 == 0, "LORA must be a multiple of 64");
   static_assert(ROPE % 8 == 0 && ROPE <= 64, "ROPE must be a multiple of 8 and <= 64");
+  static_assert(HM % HG == 0, "the head group must divide the heads");
+  constexpr int NG = HM / HG;
   constexpr int WARPS = THREADS / 32;
   constexpr int DPT = (LORA + THREADS - 1) / THREADS;
-  float *qa = smem, *qr = qa + HM * LORA, *sc = qr + HM * ROPE;
-  float *mrun = sc + HM * SUB, *lrun = mrun + HM, *alpha = lrun + HM;
-  bf16 *cs = reinterpret_cast<bf16 *>(smem + mla_attention_stage_offset<HM, LORA, ROPE, SUB>()); // [SUB][LORA]
-  bf16 *ks = cs + SUB * LORA;                       // [SUB][ROPE]
-  for (int i = threadIdx.x; i < HM * LORA; i += THREADS)
-    qa[i] = __ldcg(q_abs + i);
-  for (int i = threadIdx.x; i < HM * ROPE; i += THREADS)
-    qr[i] = bf2f(__ldcg(q_rope + i));
-  for (int h = threadIdx.x; h < HM; h += THREADS) {
+  const int chunk = task / NG, h0 = (task % NG) * HG;
+  float *qa = smem, *qr = qa + HG * LORA, *sc = qr + HG * ROPE;
+  float *mrun = sc + HG * SUB, *lrun = mrun + HG, *alpha = lrun + HG;
+  bf16 *cs = reinterpret_cast<bf16 *>(smem + mla_attention_stage_offset<HG, LORA, ROPE, SUB>()); // [SUB][LORA]
+  bf16 *ks = cs + SUB * LORA; // [SUB][ROPE]
+  for (int i = threadIdx.x; i < HG * LORA; i += THREADS)
+    qa[i] = __ldcg(q_abs + h0 * LORA + i);
+  for (int i = threadIdx.x; i < HG * ROPE; i += THREADS)
+    qr[i] = bf2f(__ldcg(q_rope + h0 * ROPE + i));
+  for (int h = threadIdx.x; h < HG; h += THREADS) {
     mrun[h] = -INFINITY;
     lrun[h] = 0.f;
   }
   const int r0 = (int)((long long)chunk * rows / nchunks);
   const int r1 = (int)((long long)(chunk + 1) * rows / nchunks);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float acc[DPT][HM];
+  float acc[DPT][HG];
 #pragma unroll
   for (int k = 0; k < DPT; ++k)
 #pragma unroll
-    for (int h = 0; h < HM; ++h)
+    for (int h = 0; h < HG; ++h)
       acc[k][h] = 0.f;
 
   for (int s0 = r0; s0 < r1; s0 += SUB) {
@@ -201,8 +206,8 @@ __device__ void mla_attention_chunk_task(int chunk, int nchunks, int rows, float
       float2 rv = make_float2(0.f, 0.f);
       if (2 * lane < ROPE)
         rv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(ks + rl * ROPE + 2 * lane));
-#pragma unroll 4
-      for (int h = 0; h < HM; ++h) {
+#pragma unroll
+      for (int h = 0; h < HG; ++h) {
         float p = 0.f;
 #pragma unroll
         for (int i = 0; i < LORA / 64; ++i) {
@@ -218,7 +223,7 @@ __device__ void mla_attention_chunk_task(int chunk, int nchunks, int rows, float
     }
     __syncthreads();
     // Softmax statistics, one warp per head.
-    for (int h = warp; h < HM; h += WARPS) {
+    for (int h = warp; h < HG; h += WARPS) {
       float mx = -INFINITY;
       for (int rl = lane; rl < n; rl += 32)
         mx = fmaxf(mx, sc[h * SUB + rl]);
@@ -245,29 +250,29 @@ __device__ void mla_attention_chunk_task(int chunk, int nchunks, int rows, float
       const int d = threadIdx.x + k * THREADS;
       if (d < LORA) {
 #pragma unroll
-        for (int h = 0; h < HM; ++h)
+        for (int h = 0; h < HG; ++h)
           acc[k][h] *= alpha[h];
         for (int rl = 0; rl < n; ++rl) {
           const float c = bf2f(cs[rl * LORA + d]);
 #pragma unroll
-          for (int h = 0; h < HM; ++h)
+          for (int h = 0; h < HG; ++h)
             acc[k][h] = fmaf(sc[h * SUB + rl], c, acc[k][h]);
         }
       }
     }
     __syncthreads();
   }
-  for (int h = threadIdx.x; h < HM; h += THREADS) {
-    part_m[chunk * HM + h] = mrun[h];
-    part_l[chunk * HM + h] = lrun[h];
+  for (int h = threadIdx.x; h < HG; h += THREADS) {
+    part_m[chunk * HM + h0 + h] = mrun[h];
+    part_l[chunk * HM + h0 + h] = lrun[h];
   }
 #pragma unroll
   for (int k = 0; k < DPT; ++k) {
     const int d = threadIdx.x + k * THREADS;
     if (d < LORA)
 #pragma unroll
-      for (int h = 0; h < HM; ++h)
-        part_acc[((size_t)chunk * HM + h) * LORA + d] = acc[k][h];
+      for (int h = 0; h < HG; ++h)
+        part_acc[((size_t)chunk * HM + h0 + h) * LORA + d] = acc[k][h];
   }
   __syncthreads();
 }

@@ -285,19 +285,20 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     return success();
   }
   if (kind == "mla_attention_chunk") {
-    constexpr int64_t sub = 16; // cache rows staged per sub-chunk (2 blocks/SM fit)
-    int64_t f = (hm * lora + hm * rope + hm * sub + 3 * hm + 3) / 4 * 4 +
+    constexpr int64_t sub = 32; // cache rows staged per sub-chunk
+    const int64_t hg = i64("head_group");
+    int64_t f = (hg * lora + hg * rope + hg * sub + 3 * hg + 3) / 4 * 4 +
                 (sub * lora + sub * rope) / 2;
     needWork(f);
     asserts.insert(
         llvm::formatv("mk::mla_attention_smem_floats<{0}, {1}, {2}, {3}>() == {4}",
-                      hm, lora, rope, sub, f)
+                      hg, lora, rope, sub, f)
             .str());
     o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, "
       << i64("max_chunks") << ");\n"
-      << "      if (i < nch)\n"
-      << "        mk::mla_attention_chunk_task<" << T << ", " << hm << ", "
-      << lora << ", " << rope << ", " << sub << ">(i, nch, ctx_len + 1, "
+      << "      if (i < nch * " << hm / hg << ")\n"
+      << "        mk::mla_attention_chunk_task<" << T << ", " << hm << ", " << hg
+      << ", " << lora << ", " << rope << ", " << sub << ">(i, nch, ctx_len + 1, "
       << fmtFloat(t.getArgs().getAs<FloatAttr>("scale").getValueAsDouble())
       << ", " << ptr(str("q_abs")) << ", " << ptr(str("q_rope")) << ", "
       << ptr(str("c_kv"), true) << ", " << ptr(str("k_rope"), true) << ", "

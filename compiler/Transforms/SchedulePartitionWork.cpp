@@ -205,6 +205,15 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
     int64_t hm = t.getIntArg("heads"), lora = t.getIntArg("lora");
     int64_t chunks = attentionChunks;
     set(t, "max_chunks", chunks);
+    // Heads are split into groups of up to 8 as well as rows into chunks:
+    // one task per (chunk, head group), so short contexts still fill the GPU.
+    int64_t headGroup = hm;
+    for (int64_t g = std::min<int64_t>(hm, 8); g >= 1; --g)
+      if (hm % g == 0) {
+        headGroup = g;
+        break;
+      }
+    set(t, "head_group", headGroup);
     // The partials hold one row per chunk.
     kernel.walk([&](BufferOp b) {
       if (b.getSymName() == t.getStrArg("part_m") ||
@@ -213,7 +222,7 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
       if (b.getSymName() == t.getStrArg("part_acc"))
         b.setShape({chunks * hm * lora});
     });
-    finish(t, chunks, 0, "chunks");
+    finish(t, chunks * (hm / headGroup), 0, "chunks");
     return success();
   }
   if (kind == "mla_combine_wv") {

@@ -341,9 +341,10 @@ __global__ void __launch_bounds__(T, 1)
   const int nch = mk::mla_num_chunks(rows, gridDim.x, 64);
   if (blockIdx.x == 0 && threadIdx.x == 0)
     *nchOut = nch;
-  for (int t = blockIdx.x; t < nch; t += gridDim.x)
-    mk::mla_attention_chunk_task<T, HM, LORA, ROPE, 32>(t, nch, rows, scale, qabs, qr, ckv, kr, pm,
-                                                    pl, pa, smem);
+  // Head groups of 2: two tasks per chunk.
+  for (int t = blockIdx.x; t < nch * (HM / 2); t += gridDim.x)
+    mk::mla_attention_chunk_task<T, HM, 2, LORA, ROPE, 32>(t, nch, rows, scale, qabs, qr, ckv, kr,
+                                                           pm, pl, pa, smem);
 }
 __global__ void __launch_bounds__(T, 1)
     combineKernel(const int *nch, const float *pm, const float *pl, const float *pa,
@@ -381,7 +382,7 @@ void runMla(int ctx, bool adopt, uint64_t seed) {
   absorbKernel<<<9, T, NOPE * sizeof(float)>>>(dq.as<mk::bf16>(), dw.p, ds.as<mk::bf16>(),
                                                dz.as<mk::bf16>(), qabs.p);
   CK(cudaGetLastError());
-  const size_t asmem = mk::mla_attention_smem_floats<HM, LORA, ROPE, 32>() * sizeof(float);
+  const size_t asmem = mk::mla_attention_smem_floats<2, LORA, ROPE, 32>() * sizeof(float);
   CK(cudaFuncSetAttribute(attnKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)asmem));
   const float scale = 1.f / std::sqrt(float(QD));
   attnKernel<<<23, T, asmem>>>(rows, scale, qabs.p, dqr.as<mk::bf16>(), (mk::bf16 *)co,
