@@ -75,8 +75,9 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
     (`grain` unit name, `grain_per` instances per unit) for counter placement.
   }];
   let options = [
-    Option<"targetSms", "target-sms", "int64_t", "132",
-           "SM count to balance the work for">,
+    Option<"targetSms", "target-sms", "int64_t", "264",
+           "concurrent blocks to balance the work for: SMs x blocks per SM "
+           "(H200: 132 x 2; the emitted kernel fits two blocks per SM)">,
     Option<"overheadBytes", "task-overhead-bytes", "int64_t", "24576",
            "fixed cost of one task, in bytes-streamed equivalents">,
     Option<"attentionChunks", "attention-chunks", "int64_t", "64",
