@@ -106,11 +106,34 @@ KernelCache::LookupResult KernelCache::lookup(const std::string &key,
   size_t nl = data.find('\n');
   if (nl == std::string::npos || nl > 256)
     return corrupt("no header line");
-  std::istringstream hdr(data.substr(0, nl));
-  std::string magic, fileKey, sum;
-  long long len = -1;
-  if (!(hdr >> magic >> fileKey >> len >> sum) || magic != kMagic)
+  // "<magic> <key> <length> <sha256>", parsed by hand: no iostreams on this
+  // path (a locale facet resolved inside a dlopen'ed library with hidden
+  // visibility has crashed Python hosts).
+  std::vector<std::string> fields;
+  {
+    const std::string line = data.substr(0, nl);
+    size_t i = 0;
+    while (i < line.size()) {
+      while (i < line.size() && line[i] == ' ')
+        ++i;
+      size_t j = i;
+      while (j < line.size() && line[j] != ' ')
+        ++j;
+      if (j > i)
+        fields.push_back(line.substr(i, j - i));
+      i = j;
+    }
+  }
+  if (fields.size() != 4 || fields[0] != kMagic)
     return corrupt("malformed header");
+  const std::string &fileKey = fields[1], &sum = fields[3];
+  long long len = -1;
+  {
+    char *end = nullptr;
+    len = std::strtoll(fields[2].c_str(), &end, 10);
+    if (!end || *end != '\0' || fields[2].empty())
+      return corrupt("malformed header");
+  }
   if (fileKey != key)
     return corrupt("entry holds another key");
   size_t bodyLen = data.size() - nl - 1;
