@@ -87,6 +87,7 @@ private:
   std::set<std::string> asserts;
   int64_t workFloats = 0;
   int64_t numCounters = 0;
+  int64_t phaseIndex = 0;
   int routedKey = 0;
   llvm::StringMap<int> topkKey;
 
@@ -405,7 +406,8 @@ static std::string outlineHeavyCalls(const std::string &text) {
 }
 
 LogicalResult Emitter::emitPhase(PhaseOp phase) {
-  os << "  // ---- phase \"" << phase.getName() << "\"\n  {\n"
+  os << "  // ---- phase \"" << phase.getName() << "\"\n"
+     << "  MK_PHASE_MARK(" << phaseIndex++ << ");\n  {\n"
      << "    uint8_t *const wsp = mkgen::opaque(ws);\n";
   SmallVector<TaskOp> grid;
   for (TaskOp t : phase.getBodyBlock().getOps<TaskOp>()) {
@@ -500,6 +502,10 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
     j.attribute("sync_bytes", syncBytes);
     j.attribute("max_blocks", kMaxGrid);
     j.attribute("phases", kernel.getNumPhases());
+    j.attributeArray("phase_names", [&] {
+      for (PhaseOp ph : kernel.getBodyBlock().getOps<PhaseOp>())
+        j.value(ph.getName());
+    });
     j.attribute("grid_barriers", kernel.getNumBarriers());
     j.attribute("counters", numCounters);
     j.attribute("debug_capture", debug);
@@ -575,6 +581,7 @@ LogicalResult Emitter::run(EmittedKernel &out) {
   }
   if (numCounters)
     os << "  mk::counters_reset(sync, " << numCounters << ");\n";
+  os << "  MK_PHASE_MARK(" << phaseIndex << ");\n";
 
   int64_t d4 = (cfg.hidden + 3) / 4 * 4;
   int64_t smemFloats = d4 + 32 + (workFloats + 3) / 4 * 4;
@@ -593,6 +600,13 @@ LogicalResult Emitter::run(EmittedKernel &out) {
     << "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n"
     << "#endif\n"
     << "#include \"mk/megakernel.cuh\"\n\n"
+    << "// Compiled with -DMK_PHASE_TIMING, block 0 records the global timer\n"
+    << "// (ns) as it enters each phase, and at the end, in mk_phase_ns.\n"
+    << "#ifdef MK_PHASE_TIMING\n"
+    << "__device__ unsigned long long mk_phase_ns[" << kernel.getNumPhases() + 1
+    << "];\n"
+    << "#define MK_PHASE_MARK(i) mk::phase_mark(mk_phase_ns, i)\n"
+    << "#else\n#define MK_PHASE_MARK(i) ((void)0)\n#endif\n\n"
     << "namespace mkgen {\n"
     << "/// Keeps a template's registers out of the kernel body's allocation.\n"
     << "template <auto F, class... A>\n"

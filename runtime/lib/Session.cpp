@@ -494,6 +494,21 @@ Status Session::stepHost(const uint16_t *in, uint16_t *out) {
   return synchronize();
 }
 
+Status Session::readModuleGlobal(const std::string &name, void *dst,
+                                 size_t bytes) {
+  MK_RETURN_IF_ERROR(synchronize());
+  const DriverApi &drv = dev_->driver();
+  CUdeviceptr p = 0;
+  size_t size = 0;
+  MK_RETURN_IF_ERROR(cuCheck(drv.cuModuleGetGlobal(&p, &size, module_, name.c_str()),
+                             "the kernel has no global '" + name + "'"));
+  if (size < bytes)
+    return makeError(ErrorCode::InvalidArgument,
+                     "global '" + name + "' holds " + std::to_string(size) +
+                         " bytes, " + std::to_string(bytes) + " asked");
+  return cuCheck(drv.cuMemcpyDtoH(dst, p, bytes), "reading global '" + name + "'");
+}
+
 Status Session::synchronize() {
   MK_RETURN_IF_ERROR(dev_->makeCurrent());
   return cuCheck(dev_->driver().cuStreamSynchronize(stream_),

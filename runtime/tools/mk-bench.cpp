@@ -12,6 +12,7 @@
 
 #include "mk/Oracle.h"
 #include "mk/runtime/Roofline.h"
+#include "mk/Json.h"
 #include "mk/runtime/Session.h"
 
 #include <algorithm>
@@ -61,6 +62,40 @@ Status measureBandwidth(const std::shared_ptr<Device> &dev, double &bw) {
   return Status::ok();
 }
 
+/// Runs 20 steps of a -DMK_PHASE_TIMING build and prints, per phase, the
+/// median time block 0 spent from entering it to entering the next (the
+/// barrier after a phase counts to the phase).
+Status printPhaseProfile(Session &s, const std::string &manifestText, int phases) {
+  std::vector<std::string> names(static_cast<size_t>(phases), "?");
+  json::Value root;
+  std::string err;
+  if (json::parse(manifestText, root, err))
+    if (const json::Value *n = root.find("phase_names"))
+      for (size_t i = 0; i < n->array.size() && i < names.size(); ++i)
+        names[i] = n->array[i].string;
+  std::vector<std::vector<double>> us(static_cast<size_t>(phases));
+  std::vector<unsigned long long> t(static_cast<size_t>(phases) + 1);
+  const int64_t ctx0 = s.contextLength();
+  for (int it = 0; it < 20; ++it) {
+    MK_RETURN_IF_ERROR(s.setContextLength(ctx0));
+    MK_RETURN_IF_ERROR(s.step(s.stagingIn(), s.stagingOut()));
+    MK_RETURN_IF_ERROR(s.readModuleGlobal("mk_phase_ns", t.data(), t.size() * 8));
+    for (int p = 0; p < phases; ++p)
+      us[size_t(p)].push_back(double(t[size_t(p) + 1] - t[size_t(p)]) * 1e-3);
+  }
+  MK_RETURN_IF_ERROR(s.setContextLength(ctx0));
+  double total = 0;
+  std::printf("  phase profile (block 0, median of 20 steps, us):\n");
+  for (int p = 0; p < phases; ++p) {
+    std::vector<double> &v = us[size_t(p)];
+    std::sort(v.begin(), v.end());
+    total += v[v.size() / 2];
+    std::printf("  %3d %9.2f  %s\n", p, v[v.size() / 2], names[size_t(p)].c_str());
+  }
+  std::printf("  sum %9.2f\n", total);
+  return Status::ok();
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -69,7 +104,7 @@ int main(int argc, char **argv) {
   int iters = 200, warmup = 20;
   uint64_t seed = 1;
   double bandwidth = kH200Bandwidth;
-  bool measure = false;
+  bool measure = false, phaseTiming = false;
   if (const char *k = std::getenv("MK_KERNELS_DIR"))
     dir = std::string(k) + "/kimi_linear_w4a16";
   for (int i = 1; i < argc; ++i) {
@@ -101,11 +136,14 @@ int main(int argc, char **argv) {
       bandwidth = std::atof(next().c_str());
     else if (a == "--measure-bandwidth")
       measure = true;
+    else if (a == "--phase-timing")
+      phaseTiming = true;
     else {
       std::fprintf(stderr,
                    "usage: mk-bench [--kernel-dir DIR] [--ctx 2048,8192] "
                    "[--iters N] [--warmup N] [--weights F.safetensors] "
-                   "[--seed N] [--bandwidth B/s] [--measure-bandwidth]\n");
+                   "[--seed N] [--bandwidth B/s] [--measure-bandwidth] "
+                   "[--phase-timing]\n");
       return 2;
     }
   }
@@ -123,6 +161,10 @@ int main(int argc, char **argv) {
     return fail(st, "reading the kernel");
   KernelBuildOptions bo;
   bo.compile.arch = dev->arch();
+  // Block 0 stamps the global timer as it enters each phase: a per-phase
+  // profile without hardware counters (costs one store per phase).
+  if (phaseTiming)
+    bo.compile.extraOptions.push_back("-DMK_PHASE_TIMING");
   std::shared_ptr<Kernel> kernel;
   if (!(st = Kernel::build(src, bo, kernel)).isOk())
     return fail(st, "compiling");
@@ -185,6 +227,10 @@ int main(int argc, char **argv) {
     std::printf("%8lld %12.4f %12.4f %10.1f %12.4f %8.1f%%\n", (long long)ctx,
                 med, double(ms.front()), bytes / (med * 1e-3) / 1e9, floorMs,
                 100.0 * floorMs / med);
+    if (phaseTiming && !(st = printPhaseProfile(*s, kernel->manifestText(),
+                                                int(kernel->manifest().phases)))
+                             .isOk())
+      return fail(st, "phase timing");
   }
   return 0;
 }

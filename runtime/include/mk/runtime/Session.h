@@ -123,6 +123,9 @@ public:
   /// Host convenience: copies `in` up, steps, copies the output back, syncs.
   Status stepHost(const uint16_t *in, uint16_t *out);
   Status synchronize();
+  /// Copies `bytes` of the kernel module's __device__ global `name` to host
+  /// memory (e.g. mk_phase_ns of a -DMK_PHASE_TIMING build). Synchronizes.
+  Status readModuleGlobal(const std::string &name, void *dst, size_t bytes);
   /// Times `iters` steps after `warmup`, each bracketed by events; the
   /// context length is restored before every step so all run at the same
   /// context. `msPerStep` gets each step's time.
