@@ -20,7 +20,18 @@
 
 #include "mk/common.cuh"
 
+// Nanoseconds a spinning thread sleeps between polls (0: poll back to back).
+// A tuning knob: fewer polls contend less with the releasing store.
+#ifndef MK_SPIN_NS
+#define MK_SPIN_NS 0
+#endif
+
 namespace mk {
+
+__device__ __forceinline__ void spin_pause() {
+  if (MK_SPIN_NS > 0)
+    __nanosleep(MK_SPIN_NS);
+}
 
 constexpr int kSyncStride = 32;
 constexpr int kSyncFlagBase = 64;
@@ -71,14 +82,14 @@ __device__ __forceinline__ void grid_barrier(unsigned *sync) {
     __syncthreads();
     const unsigned target = next_gen;
     for (int b = threadIdx.x; b < (int)gridDim.x; b += blockDim.x)
-      while ((int)(ld_acquire(flags + b) - target) < 0) {
-      }
+      while ((int)(ld_acquire(flags + b) - target) < 0)
+        spin_pause();
     __syncthreads();
     if (threadIdx.x == 0)
       st_release(gen, target);
   } else if (threadIdx.x == 0) {
-    while ((int)(ld_acquire(gen) - next_gen) < 0) {
-    }
+    while ((int)(ld_acquire(gen) - next_gen) < 0)
+      spin_pause();
   }
   __syncthreads();
 }
@@ -100,8 +111,8 @@ __device__ __forceinline__ void counter_signal(unsigned *sync, int i) {
 __device__ __forceinline__ void counter_wait(unsigned *sync, int i, unsigned target) {
   if (threadIdx.x == 0) {
     const unsigned *c = counter_ptr(sync, i);
-    while (ld_acquire(c) < target) {
-    }
+    while (ld_acquire(c) < target)
+      spin_pause();
   }
   __syncthreads();
 }

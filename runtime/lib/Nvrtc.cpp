@@ -70,6 +70,23 @@ std::vector<std::string> nvrtcOptions(const CompileOptions &opts) {
       o.push_back("-I" + dir);
   for (const std::string &e : opts.extraOptions)
     o.push_back(e);
+  // $MK_NVRTC_OPTIONS (space-separated) is appended last: a knob for A/B
+  // experiments on template variants (e.g. -DMK_GEMV_MMA) without
+  // regenerating kernels. It is part of the option list, hence of the cache key.
+  if (const char *env = std::getenv("MK_NVRTC_OPTIONS")) {
+    std::string cur;
+    for (const char *c = env;; ++c) {
+      if (*c == ' ' || *c == '\0') {
+        if (!cur.empty())
+          o.push_back(cur);
+        cur.clear();
+        if (!*c)
+          break;
+      } else {
+        cur += *c;
+      }
+    }
+  }
   return o;
 }
 
