@@ -188,10 +188,10 @@ __device__ __forceinline__ void w4a16_prefetch(const uint8_t *wq, int N, int n0,
 /// barrier is needed until the reduction): all of a stage's loads are in
 /// flight at once, which is what keeps HBM busy on a one-block-per-SM grid.
 template <int THREADS, int TN, int GROUP, class Epi>
-__device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
-                                const bf16 *__restrict__ scales, const bf16 *__restrict__ zeros,
-                                int N, int n0, int nvalid, int k0, int k1, float *red, Epi epi,
-                                bool prefetched = false) {
+__device__ void w4a16_gemv_tile_simt(const float *xs, const uint8_t *__restrict__ wq,
+                                     const bf16 *__restrict__ scales,
+                                     const bf16 *__restrict__ zeros, int N, int n0, int nvalid,
+                                     int k0, int k1, float *red, Epi epi, bool prefetched) {
   static_assert(TN % 16 == 0 && TN >= 16, "TN must be a multiple of 16");
   constexpr int CT = TN / 16;
   static_assert(CT <= 32 && (CT & (CT - 1)) == 0, "TN/16 must be a power of two <= 32");
@@ -278,6 +278,218 @@ __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
     epi(n0 + c, v);
   }
   __syncthreads();
+}
+
+namespace detail {
+/// Byte J of w (v = w >> 4) dequantized exactly as the spec, as the bf16x2
+/// {w[2r, col], w[2r+1, col]}: the register an mma A fragment wants.
+template <int J>
+__device__ __forceinline__ uint32_t dequant_pair_bf2(uint32_t w, uint32_t v, uint32_t zc2,
+                                                     uint32_t s2) {
+  const uint32_t t = __byte_perm(w, v, J | (J << 4) | ((4 + J) << 8) | ((4 + J) << 12));
+  const uint32_t q2 = (t & 0x000f000fu) | 0x43004300u;
+  return as_u32(__hmul2(__hsub2(as_bf2(q2), as_bf2(zc2)), as_bf2(s2)));
+}
+__device__ __forceinline__ uint32_t dequant_byte_bf2(uint32_t w, int byte, uint32_t zc2,
+                                                     uint32_t s2) {
+  switch (byte) {
+  case 0:
+    return dequant_pair_bf2<0>(w, w >> 4, zc2, s2);
+  case 1:
+    return dequant_pair_bf2<1>(w, w >> 4, zc2, s2);
+  case 2:
+    return dequant_pair_bf2<2>(w, w >> 4, zc2, s2);
+  default:
+    return dequant_pair_bf2<3>(w, w >> 4, zc2, s2);
+  }
+}
+__device__ __forceinline__ uint32_t pack_bf2(float lo, float hi) {
+  return as_u32(__floats2bfloat162_rn(lo, hi));
+}
+__device__ __forceinline__ void mma_bf16_16816(float *c, uint32_t a0, uint32_t a1, uint32_t a2,
+                                               uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+} // namespace detail
+
+/// The same task on the tensor cores: weights dequantized exactly (bf16x2
+/// per byte) straight into mma.m16n8k16 A fragments (rows = 16 output
+/// columns, k = 8 row pairs), x as the B column, fp32 accumulation. Half the
+/// instructions per weight of the SIMT path. Lane (g, t) of a warp streams
+/// the 16 columns of column group g % (TN/16) for row pairs t and t+4 of
+/// k-subslice g / (TN/16); with TN < 128 the subslices' partial sums sit in
+/// different B columns (n = subslice), so one mma still does 16 x 16.
+template <int THREADS, int TN, int GROUP, class Epi>
+__device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__ wq,
+                                    const bf16 *__restrict__ scales,
+                                    const bf16 *__restrict__ zeros, int N, int n0, int nvalid,
+                                    int k0, int k1, float *red, Epi epi) {
+  static_assert(TN == 16 || TN == 32 || TN == 64 || TN == 128, "mma path: TN in 16..128");
+  static_assert(GROUP % 16 == 0, "mma path: GROUP must be a multiple of 16");
+  constexpr int WARPS = THREADS / 32;
+  constexpr int GPER = TN / 16;     // column groups per warp
+  constexpr int KG = 8 / GPER;      // k-subslices per warp step
+  constexpr int STEP = 8 * KG;      // row pairs per warp step
+  constexpr int S = kW4A16StageRows / 2; // steps per ring stage (2 rows/step)
+  constexpr int STAGES = kW4A16Stages;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int cg = g % GPER, sub = g / GPER;
+  const int col = n0 + cg * 16;
+  const bool colActive = cg * 16 < nvalid;
+  // Steps start at a multiple of 8 row pairs, so each lane's 8-row subslice
+  // lies inside one quantization group (GROUP % 16 == 0); rows outside
+  // [k0, k1) are masked.
+  const int p0 = k0 / 2, p1 = k1 / 2, pa = p0 & ~7;
+  auto valid = [&](int r) { return r >= p0 && r < p1; };
+  const int nsteps = (p1 - pa + STEP - 1) / STEP;
+  const int per = (nsteps + WARPS - 1) / WARPS;
+  const int sbeg = warp * per, send = min(nsteps, sbeg + per);
+  const int nmine = send > sbeg ? send - sbeg : 0;
+  const int nchunks = (nmine + S - 1) / S;
+  uint4 *stage = reinterpret_cast<uint4 *>(red + WARPS * TN);
+  // Row pair of step `st` for this lane: A rows t (ra) and t + 4 (rb).
+  auto rowA = [&](int st) { return pa + st * STEP + sub * 8 + t; };
+  auto issue = [&](int c) {
+    if (c < nchunks && colActive) {
+      uint4 *slot = stage + (c % STAGES) * 2 * S * THREADS + threadIdx.x;
+#pragma unroll
+      for (int i = 0; i < S; ++i) {
+        const int st = sbeg + c * S + i;
+        if (st < send) {
+          const int ra = rowA(st);
+          if (valid(ra))
+            cp_async16(slot + (2 * i) * THREADS, wq + (size_t)ra * N + col);
+          if (valid(ra + 4))
+            cp_async16(slot + (2 * i + 1) * THREADS, wq + (size_t)(ra + 4) * N + col);
+        }
+      }
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int c = 0; c < STAGES; ++c)
+    issue(c);
+
+  float acc[8][4];
+#pragma unroll
+  for (int m = 0; m < 8; ++m)
+    acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.f;
+  uint32_t s2[16] = {}, zc2[16] = {};
+  int grp = -1;
+  auto load_sz = [&](int gi) {
+    const uint4 *sp = reinterpret_cast<const uint4 *>(scales + (size_t)gi * N + col);
+    const uint4 *zp = reinterpret_cast<const uint4 *>(zeros + (size_t)gi * N + col);
+    const uint4 sa = __ldg(sp), sb = __ldg(sp + 1), za = __ldg(zp), zb = __ldg(zp + 1);
+    const uint32_t sw[8] = {sa.x, sa.y, sa.z, sa.w, sb.x, sb.y, sb.z, sb.w};
+    const uint32_t zw[8] = {za.x, za.y, za.z, za.w, zb.x, zb.y, zb.z, zb.w};
+    const __nv_bfloat162 c128 = __floats2bfloat162_rn(128.f, 128.f);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      s2[2 * i] = __byte_perm(sw[i], 0u, 0x1010);
+      s2[2 * i + 1] = __byte_perm(sw[i], 0u, 0x3232);
+      const uint32_t zi = detail::as_u32(__hadd2(detail::as_bf2(zw[i]), c128));
+      zc2[2 * i] = __byte_perm(zi, 0u, 0x1010);
+      zc2[2 * i + 1] = __byte_perm(zi, 0u, 0x3232);
+    }
+  };
+  for (int c = 0; c < nchunks; ++c) {
+    cp_async_wait<STAGES - 1>();
+    const uint4 *slot = stage + (c % STAGES) * 2 * S * THREADS + threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < S; ++i) {
+      const int st = sbeg + c * S + i;
+      if (st < send) { // warp-uniform
+        const int ra = rowA(st);
+        const int gi = (2 * (pa + st * STEP + sub * 8)) / GROUP;
+        if (colActive && gi != grp) {
+          grp = gi;
+          load_sz(gi);
+        }
+        uint4 wa = make_uint4(0, 0, 0, 0), wb = wa;
+        if (colActive && valid(ra))
+          wa = slot[(2 * i) * THREADS];
+        if (colActive && valid(ra + 4))
+          wb = slot[(2 * i + 1) * THREADS];
+        // B: lane (g, t) holds x of k-subslice g (n = g), row pairs t, t+4.
+        uint32_t b0 = 0, b1 = 0;
+        if (g < KG) {
+          const int xb = pa + st * STEP + g * 8 + t;
+          if (valid(xb)) {
+            const float2 x = *reinterpret_cast<const float2 *>(xs + 2 * xb);
+            b0 = detail::pack_bf2(x.x, x.y);
+          }
+          if (valid(xb + 4)) {
+            const float2 x = *reinterpret_cast<const float2 *>(xs + 2 * (xb + 4));
+            b1 = detail::pack_bf2(x.x, x.y);
+          }
+        }
+        const uint32_t wav[4] = {wa.x, wa.y, wa.z, wa.w};
+        const uint32_t wbv[4] = {wb.x, wb.y, wb.z, wb.w};
+#pragma unroll
+        for (int m = 0; m < 8; ++m) {
+          // Columns 2m (A row g) and 2m+1 (A row g+8) of this lane's 16.
+          const int j0 = 2 * m, j1 = 2 * m + 1;
+          // Rows outside [k0, k1) were not loaded (zero bytes): whatever they dequantize
+          // to meets a zero x in B. Inactive column groups only produce rows
+          // of D that are never read.
+          const uint32_t a0 = detail::dequant_byte_bf2(wav[j0 / 4], j0 % 4, zc2[j0], s2[j0]);
+          const uint32_t a1 = detail::dequant_byte_bf2(wav[j1 / 4], j1 % 4, zc2[j1], s2[j1]);
+          const uint32_t a2 = detail::dequant_byte_bf2(wbv[j0 / 4], j0 % 4, zc2[j0], s2[j0]);
+          const uint32_t a3 = detail::dequant_byte_bf2(wbv[j1 / 4], j1 % 4, zc2[j1], s2[j1]);
+          detail::mma_bf16_16816(acc[m], a0, a1, a2, a3, b0, b1);
+        }
+      }
+    }
+    issue(c + STAGES);
+  }
+  cp_async_wait<0>();
+  __syncthreads(); // the ring is free: reuse it for the cross-warp sums
+  float *sums = reinterpret_cast<float *>(stage); // [WARPS * KG][TN]
+  // Lane (g, t) holds D[row][n] for n = 2t, 2t+1; row g's useful column is
+  // n = sub (its own k-subslice).
+  if (t == (sub >> 1)) {
+    const int h = sub & 1;
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+      // Select with a conditional, not acc[m][h]: a run-time index would
+      // move the accumulators to local memory.
+      sums[(warp * KG + sub) * TN + cg * 16 + 2 * m] = h ? acc[m][1] : acc[m][0];
+      sums[(warp * KG + sub) * TN + cg * 16 + 2 * m + 1] = h ? acc[m][3] : acc[m][2];
+    }
+  }
+  __syncthreads();
+  for (int cidx = threadIdx.x; cidx < nvalid; cidx += THREADS) {
+    float v = 0.f;
+#pragma unroll 4
+    for (int w = 0; w < WARPS * KG; ++w)
+      v += sums[w * TN + cidx];
+    epi(n0 + cidx, v);
+  }
+  __syncthreads();
+}
+
+/// One GEMV task (see w4a16_gemv_tile_simt; -DMK_GEMV_MMA selects the tensor
+/// core path for tiles of at most 128 columns).
+template <int THREADS, int TN, int GROUP, class Epi>
+__device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
+                                const bf16 *__restrict__ scales, const bf16 *__restrict__ zeros,
+                                int N, int n0, int nvalid, int k0, int k1, float *red, Epi epi,
+                                bool prefetched = false) {
+#ifdef MK_GEMV_MMA
+  if constexpr (TN <= 128 && GROUP % 16 == 0) {
+    if (prefetched) // the mma path streams rows in its own order
+      cp_async_wait<0>();
+    w4a16_gemv_tile_mma<THREADS, TN, GROUP>(xs, wq, scales, zeros, N, n0, nvalid, k0, k1, red,
+                                            epi);
+    return;
+  }
+#endif
+  w4a16_gemv_tile_simt<THREADS, TN, GROUP>(xs, wq, scales, zeros, N, n0, nvalid, k0, k1, red, epi,
+                                           prefetched);
 }
 
 } // namespace mk
