@@ -3,6 +3,8 @@
 #include "mk/Oracle.h"
 #include "mk/OracleOps.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -188,7 +190,7 @@ std::vector<BFloat16> mlaAttention(const BlockConfig &cfg, const TensorMap &w,
 
 std::vector<BFloat16> moe(const BlockConfig &cfg, const TensorMap &w,
                           int64_t layer, const std::vector<BFloat16> &u,
-                          Recorder &rec) {
+                          Recorder &rec, const OracleOptions *options) {
   const std::string p = layerPrefix(layer) + ".moe.";
   const int64_t d = cfg.hidden, E = cfg.nExperts, K = cfg.nActive;
   std::vector<BFloat16> logits(static_cast<size_t>(E));
@@ -201,6 +203,14 @@ std::vector<BFloat16> moe(const BlockConfig &cfg, const TensorMap &w,
   oracle::softmax(lf.data(), E, prob.data());
   std::vector<int32_t> idx(static_cast<size_t>(K));
   oracle::topK(prob.data(), E, K, idx.data(), tw.data());
+  if (options) {
+    auto it = options->forcedExperts.find(layer);
+    if (it != options->forcedExperts.end() && int64_t(it->second.size()) == K)
+      for (int64_t j = 0; j < K; ++j) {
+        idx[j] = it->second[j];
+        tw[j] = prob[idx[j]];
+      }
+  }
   oracle::normalizeRouteWeights(tw.data(), K, float(cfg.routedScaling));
   std::vector<float> idxf(idx.begin(), idx.end());
   rec.f32("topk_idx", idxf);
@@ -267,7 +277,7 @@ void checkInputs(const BlockConfig &cfg, const TensorMap &weights,
 std::vector<BFloat16> oracleStep(const BlockConfig &cfg,
                                  const TensorMap &weights, DecodeState &state,
                                  const std::vector<BFloat16> &hidden,
-                                 OracleTrace *trace) {
+                                 OracleTrace *trace, const OracleOptions *options) {
   checkInputs(cfg, weights, state, hidden);
   Recorder rec(trace);
   const int64_t d = cfg.hidden;
@@ -290,11 +300,47 @@ std::vector<BFloat16> oracleStep(const BlockConfig &cfg,
     oracle::rmsNorm(h.data(), weight(weights, p + ".moe_norm").bf16(), d, eps,
                     u.data());
     rec.bf16("moe_in", u);
-    x = residual(h, moe(cfg, weights, layer, u, rec));
+    x = residual(h, moe(cfg, weights, layer, u, rec, options));
     rec.bf16("out", x);
   }
   state.ctxLen += 1;
   return x;
+}
+
+std::vector<OracleOptions> nearTieRoutings(const BlockConfig &cfg,
+                                           const OracleTrace &trace, int ulps) {
+  std::vector<OracleOptions> out;
+  const int64_t E = cfg.nExperts, K = cfg.nActive;
+  if (K >= E)
+    return out;
+  for (size_t layer = 0; layer < cfg.pattern.size(); ++layer) {
+    const std::string pre = "layer" + std::to_string(layer) + ".";
+    auto lg = trace.values.find(pre + "router_logits");
+    auto ix = trace.values.find(pre + "topk_idx");
+    if (lg == trace.values.end() || ix == trace.values.end())
+      continue;
+    const std::vector<float> &l = lg->second;
+    std::vector<int32_t> chosen(ix->second.begin(), ix->second.end());
+    // The strongest expert left out.
+    int32_t out1 = -1;
+    for (int32_t e = 0; e < int32_t(E); ++e)
+      if (std::find(chosen.begin(), chosen.end(), e) == chosen.end() &&
+          (out1 < 0 || l[e] > l[out1]))
+        out1 = e;
+    // The weakest expert taken (the last of the descending top-k).
+    const int32_t in1 = chosen.back();
+    const float a = l[in1], b = l[out1];
+    int exp = 0;
+    std::frexp(std::max(std::fabs(a), std::fabs(b)), &exp);
+    const float ulp = std::ldexp(1.0f, exp - 8); // bf16: 8 significant bits
+    if (a - b <= float(ulps) * ulp) {
+      OracleOptions o;
+      chosen.back() = out1;
+      o.forcedExperts[int64_t(layer)] = chosen;
+      out.push_back(o);
+    }
+  }
+  return out;
 }
 
 } // namespace mk

@@ -93,6 +93,38 @@ void compareStep(const BlockConfig &cfg, const std::vector<BFloat16> &gpuOut,
   (void)cfg;
 }
 
+/// The oracle's step from `state` (updated in place). If the device's output
+/// misses `minCos` and the oracle's router had a near tie (two experts within
+/// 2 bf16 ulps at the top-k boundary: nearTieRoutings), also the step with that
+/// tie broken the other way, keeping whichever agrees best with the device.
+/// Anything else that disagrees still fails.
+std::vector<BFloat16> tieAwareOracleStep(const Fixture &f, DecodeState &state,
+                                         const std::vector<BFloat16> &hidden,
+                                         const std::vector<BFloat16> &gpuOut,
+                                         double minCos, const std::string &label) {
+  const DecodeState before = state;
+  OracleTrace trace;
+  std::vector<BFloat16> out = oracleStep(f.cfg, f.weights, state, hidden, &trace);
+  const std::vector<float> g = bf16ToFloat(gpuOut);
+  double best = cosine(g, bf16ToFloat(out));
+  if (best >= minCos)
+    return out;
+  for (const OracleOptions &alt : nearTieRoutings(f.cfg, trace)) {
+    DecodeState s = before;
+    std::vector<BFloat16> o = oracleStep(f.cfg, f.weights, s, hidden, nullptr, &alt);
+    const double c = cosine(g, bf16ToFloat(o));
+    std::printf("[ info ] %s: router near tie at layer %lld; the other tie-break "
+                "gives output cosine %.6f (oracle's own: %.6f)\n",
+                label.c_str(), (long long)alt.forcedExperts.begin()->first, c, best);
+    if (c > best) {
+      best = c;
+      out = std::move(o);
+      state = std::move(s);
+    }
+  }
+  return out;
+}
+
 void oneStepAgainstOracle(const std::string &kernelName) {
   MK_REQUIRE_GPU(dev);
   for (uint64_t seed : {1ull, 2ull, 3ull}) {
@@ -108,7 +140,8 @@ void oneStepAgainstOracle(const std::string &kernelName) {
       MK_ASSERT_OK(gpuStep(dev, f, hidden, gpuOut));
       DecodeState gpuState;
       MK_ASSERT_OK(readState(*f.session, gpuState));
-      std::vector<BFloat16> oracleOut = oracleStep(f.cfg, f.weights, state, hidden);
+      std::vector<BFloat16> oracleOut =
+          tieAwareOracleStep(f, state, hidden, gpuOut, kStepCos, label);
       compareStep(f.cfg, gpuOut, oracleOut, gpuState, state, kStepCos, label);
       std::printf("[ info ] %s: output cosine %.6f\n", label.c_str(),
                   cosine(bf16ToFloat(gpuOut), bf16ToFloat(oracleOut)));
@@ -163,7 +196,8 @@ void recomputeOnLiveData(const std::string &kernelName) {
   }
   DecodeState gpuState;
   MK_ASSERT_OK(readState(*f.session, gpuState));
-  std::vector<BFloat16> oracleOut = oracleStep(f.cfg, f.weights, b, hidden);
+  std::vector<BFloat16> oracleOut = tieAwareOracleStep(
+      f, b, hidden, out, kStepCos, kernelName + " recompute on live data");
   compareStep(f.cfg, out, oracleOut, gpuState, b, kStepCos,
               kernelName + " recompute on live data");
 }

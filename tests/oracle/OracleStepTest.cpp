@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -167,6 +169,50 @@ TEST_F(TinyStep, ResultDoesNotDependOnPositionOnlyThroughCache) {
   std::vector<BFloat16> h = makeRandomHidden(cfg, 3);
   EXPECT_FALSE(sameBits(oracleStep(cfg, weights, a, h),
                         oracleStep(cfg, weights, b, h)));
+}
+
+TEST_F(TinyStep, ForcedExpertsReplaceTheRoutingOfOneLayer) {
+  std::vector<BFloat16> h = makeRandomHidden(cfg, 3);
+  DecodeState s0 = makeRandomState(cfg, 8, 2);
+  DecodeState s1 = s0, s2 = s0, s3 = s0;
+  OracleTrace tr;
+  std::vector<BFloat16> base = oracleStep(cfg, weights, s1, h, &tr);
+  // Forcing the oracle's own choice changes nothing.
+  const std::vector<float> &own = tr.values.at("layer3.topk_idx");
+  OracleOptions same;
+  same.forcedExperts[3] = std::vector<int32_t>(own.begin(), own.end());
+  EXPECT_TRUE(sameBits(base, oracleStep(cfg, weights, s2, h, nullptr, &same)));
+  // Another expert in the last slot changes the output.
+  OracleOptions other = same;
+  std::vector<int32_t> &e = other.forcedExperts[3];
+  for (int32_t c = 0; c < int32_t(cfg.nExperts); ++c)
+    if (std::find(e.begin(), e.end(), c) == e.end()) {
+      e.back() = c;
+      break;
+    }
+  EXPECT_FALSE(sameBits(base, oracleStep(cfg, weights, s3, h, nullptr, &other)));
+}
+
+TEST_F(TinyStep, NearTieRoutingsSwapOnlyBoundaryTiesWithinTwoUlps) {
+  OracleTrace tr;
+  const int64_t E = cfg.nExperts, K = cfg.nActive;
+  ASSERT_EQ(K, 2);
+  // Layer 0: experts 3 (1.0) and 5 (0.5) chosen; expert 6 at 0.5 - 2^-9, the
+  // next bf16 value below 0.5: a near tie. Layer 1: a clear gap.
+  for (int layer = 0; layer < 2; ++layer) {
+    std::vector<float> logits(size_t(E), -1.f);
+    logits[3] = 1.f;
+    logits[5] = 0.5f;
+    logits[6] = layer == 0 ? 0.5f - 0.001953125f : 0.25f;
+    const std::string pre = "layer" + std::to_string(layer) + ".";
+    tr.values[pre + "router_logits"] = logits;
+    tr.values[pre + "topk_idx"] = {3.f, 5.f};
+  }
+  std::vector<OracleOptions> alts = nearTieRoutings(cfg, tr);
+  ASSERT_EQ(alts.size(), 1u);
+  ASSERT_EQ(alts[0].forcedExperts.count(0), 1u);
+  EXPECT_EQ(alts[0].forcedExperts.at(0), (std::vector<int32_t>{3, 6}));
+  EXPECT_TRUE(nearTieRoutings(cfg, tr, 0).empty());
 }
 
 TEST(OracleOtherSpecs, MlaFirstAndNoSharedExpert) {

@@ -55,6 +55,14 @@ std::vector<BFloat16> makeRandomHidden(const BlockConfig &cfg, uint64_t seed);
 void quantizeW4A16(const float *w, int64_t in, int64_t out, int64_t group,
                    uint8_t *wq, BFloat16 *scales, BFloat16 *zeros);
 
+/// Options of oracleStep. `forcedExperts[layer]`, when present, replaces that
+/// layer's top-k choice by the given expert indices (weights are their softmax
+/// probabilities, normalized as usual): the step a device computes when it
+/// breaks a near tie of the router differently (see nearTieRoutings).
+struct OracleOptions {
+  std::map<int64_t, std::vector<int32_t>> forcedExperts;
+};
+
 /// One decode step with the spec's semantics (materialized MLA). `weights`
 /// must hold parameterTensors(cfg) and `state` stateTensors(cfg, ctxLen)
 /// (abort with a message naming the tensor otherwise); the state is updated in
@@ -62,7 +70,17 @@ void quantizeW4A16(const float *w, int64_t in, int64_t out, int64_t group,
 std::vector<BFloat16> oracleStep(const BlockConfig &cfg,
                                  const TensorMap &weights, DecodeState &state,
                                  const std::vector<BFloat16> &hidden,
-                                 OracleTrace *trace = nullptr);
+                                 OracleTrace *trace = nullptr,
+                                 const OracleOptions *options = nullptr);
+
+/// The routings a correct implementation may legitimately pick instead of the
+/// oracle's: for every layer of `trace` (a traced oracleStep) whose k-th and
+/// (k+1)-th router logits are within `ulps` bf16 ulps of each other, the
+/// expert set with those two swapped. Logits are rounded to bf16, so two
+/// experts that close are a tie up to summation order: a kernel that sums in
+/// another order can land on either side. Empty when no layer is that close.
+std::vector<OracleOptions> nearTieRoutings(const BlockConfig &cfg,
+                                           const OracleTrace &trace, int ulps = 2);
 
 /// Cosine similarity, accumulated in double. Two all-zero vectors give 1,
 /// one all-zero vector 0; any non-finite input gives NaN.
