@@ -39,7 +39,8 @@ cmake -S . -B "$MK_BUILD_DIR" "${generator[@]}" -DMK_BUILD_COMPILER=OFF \
 
 step "build"
 targets=(mk_runtime mk_runtime_c mk-runtime-tests mk-runtime-nodriver-tests
-         mk-gpu-tests mk-bench mk-diff mk-decode mk-oracle)
+         mk-gpu-tests mk-bench mk-diff mk-decode mk-oracle
+         mk_template_tests mk_template_tests_mma)
 cmake --build "$MK_BUILD_DIR" -j "$MK_JOBS" --target "${targets[@]}" \
   >"$LOGS/build.log" 2>&1 || { tail -50 "$LOGS/build.log"; exit 1; }
 
@@ -47,10 +48,27 @@ step "kernels in $MK_KERNELS_DIR"
 ls -d "$MK_KERNELS_DIR"/*/ 2>&1 | tee "$LOGS/kernels.txt"
 nvidia-smi -L 2>&1 | tee -a "$LOGS/kernels.txt"
 
+step "template unit tests (SIMT and tensor-core GEMV paths)"
+for t in mk_template_tests mk_template_tests_mma; do
+  "$MK_BUILD_DIR/tests/templates/$t" 2>&1 | tee "$LOGS/$t.log" | tail -3
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+done
+
 step "ctest: runtime + gpu"
 ctest --test-dir "$MK_BUILD_DIR" -L 'runtime|gpu' --output-on-failure \
   --timeout 3600 2>&1 | tee "$LOGS/ctest.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
+
+# Template variants selected at NVRTC time (MK_NVRTC_OPTIONS), e.g.
+# MK_GPU_VARIANTS="-DMK_GEMV_MMA": the oracle tests again on each.
+IFS=';' read -r -a variants <<< "${MK_GPU_VARIANTS:-}"
+for v in "${variants[@]}"; do
+  [ -n "$v" ] || continue
+  step "oracle tests with MK_NVRTC_OPTIONS='$v'"
+  MK_NVRTC_OPTIONS="$v" "$MK_BUILD_DIR/tests/gpu/mk-gpu-tests" --gtest_filter='OracleGpu.*' \
+    2>&1 | tee "$LOGS/variant-tests.log" | grep -E "OK|FAILED|near tie|cosine 0.9[0-8]" 
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+done
 
 step "python drop-in"
 export MK_RUNTIME_LIB="$ROOT/$MK_BUILD_DIR/runtime/libmk_runtime_c.so"
@@ -63,6 +81,21 @@ if [ -d "$MK_KERNELS_DIR/kimi_linear_w4a16" ]; then
   "$MK_BUILD_DIR/runtime/tools/mk-bench" --kernel-dir "$MK_KERNELS_DIR/kimi_linear_w4a16" \
     --ctx 2048,8192,16384 --measure-bandwidth 2>&1 | tee "$LOGS/bench.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  for v in "${variants[@]}"; do
+    [ -n "$v" ] || continue
+    step "mk-bench with MK_NVRTC_OPTIONS='$v'"
+    MK_NVRTC_OPTIONS="$v" "$MK_BUILD_DIR/runtime/tools/mk-bench" \
+      --kernel-dir "$MK_KERNELS_DIR/kimi_linear_w4a16" --ctx 2048,8192,16384 \
+      --measure-bandwidth 2>&1 | tee -a "$LOGS/bench.log" | tail -4
+  done
+  # MK_PHASE_PROFILE=1: per-phase times (block 0's view) of the default
+  # build, or of MK_PHASE_PROFILE_OPTIONS.
+  if [ -n "${MK_PHASE_PROFILE:-}" ]; then
+    step "phase profile (MK_NVRTC_OPTIONS='${MK_PHASE_PROFILE_OPTIONS:-}')"
+    MK_NVRTC_OPTIONS="${MK_PHASE_PROFILE_OPTIONS:-}" "$MK_BUILD_DIR/runtime/tools/mk-bench" \
+      --kernel-dir "$MK_KERNELS_DIR/kimi_linear_w4a16" --ctx 2048 --iters 20 \
+      --phase-timing 2>&1 | tee "$LOGS/phases.log"
+  fi
 else
   echo "no $MK_KERNELS_DIR/kimi_linear_w4a16: mk-bench not run" | tee "$LOGS/bench.log"
   status=1
