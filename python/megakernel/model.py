@@ -21,6 +21,7 @@ model steps another state. Clone it to keep it.
 """
 
 import hashlib
+import collections
 import json
 import os
 import shutil
@@ -189,6 +190,28 @@ class Model(torch.nn.Module):
         if got != want["pattern"]:
             raise ValueError("kernel in %s has pattern %s, cfg has %s"
                              % (self.kernel_dir, got, want["pattern"]))
+
+    def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
+        """The spec's weights, in the spec's (the manifest's) order.
+
+        PyTorch would list a module's own buffers before its children's
+        (blocks.0.attn_norm, blocks.0.moe_norm, then blocks.0.attn.*); the
+        names are the same either way, the order here is the catalogue's.
+        """
+        sd = super().state_dict(*args, prefix=prefix, keep_vars=keep_vars)
+        ordered = collections.OrderedDict()
+        for name in self._weight_names:
+            if prefix + name in sd:
+                ordered[prefix + name] = sd[prefix + name]
+        for k, v in sd.items():
+            if k not in ordered:
+                ordered[k] = v
+        if hasattr(sd, "_metadata"):
+            ordered._metadata = sd._metadata
+        if destination is not None:
+            destination.update(ordered)
+            return destination
+        return ordered
 
     def _register_weight(self, name, shape, dtype):
         parts = name.split(".")

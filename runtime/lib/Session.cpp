@@ -343,21 +343,27 @@ Status collectState(const BindingLayout &layout,
                     const std::vector<DeviceTensor> &tensors, int64_t rows,
                     const char *what, std::vector<CUdeviceptr> &bySlot) {
   bySlot.assign(layout.state.size(), 0);
+  std::vector<bool> seen(layout.state.size(), false);
   for (const DeviceTensor &t : tensors) {
     int slot = -1;
     MK_RETURN_IF_ERROR(layout.checkState(t.name, t.dtype, t.shape, rows, slot));
-    if (!t.ptr)
+    int64_t numel = 1;
+    for (int64_t d : t.shape)
+      numel *= d;
+    // An empty tensor (a cache of a fresh state, 0 rows) may have no storage.
+    if (!t.ptr && numel != 0)
       return makeError(ErrorCode::InvalidArgument,
                        std::string(what) + ": state '" + t.name +
                            "' has a null device pointer");
-    if (bySlot[size_t(slot)])
+    if (seen[size_t(slot)])
       return makeError(ErrorCode::InvalidArgument,
                        std::string(what) + ": state '" + t.name +
                            "' given twice");
+    seen[size_t(slot)] = true;
     bySlot[size_t(slot)] = t.ptr;
   }
   for (size_t i = 0; i < bySlot.size(); ++i)
-    if (!bySlot[i])
+    if (!seen[i])
       return makeError(ErrorCode::NotBound,
                        std::string(what) + ": state '" +
                            layout.state[i].desc.name + "' is missing");
