@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Generates the kernels the GPU tests and benchmarks use, on a machine with
-# the compiler (the GPU machine has no MLIR): one directory per spec under
-# ${1:-.carry/kernels}: kimi_linear_w4a16/ (examples/kimi_linear_w4a16.json)
-# and tiny/ (examples/specs/tiny.json). Carry that directory to the GPU
-# machine and point MK_KERNELS_DIR at it (scripts/gpu-tests.sh).
+# Prepares what the GPU machine (which has no MLIR and no GoogleTest) needs,
+# on a machine with the compiler: the kernels the GPU tests and benchmarks use,
+# one directory per spec under ${1:-.carry/kernels}: kimi_linear_w4a16/
+# (examples/kimi_linear_w4a16.json) and tiny/ (examples/specs/tiny.json); and
+# a copy of Debian's GoogleTest sources in .carry/googletest. Carry .carry to
+# the GPU machine and point MK_KERNELS_DIR at the kernels (scripts/gpu-tests.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-.carry/kernels}"
 mkc="${MK_BUILD_DIR:-build}/bin/mkc"
 [ -x "$mkc" ] || { echo "no $mkc: run scripts/setup-and-build.sh first" >&2; exit 1; }
+if [ ! -f .carry/googletest/CMakeLists.txt ] && [ -f /usr/src/googletest/CMakeLists.txt ]; then
+  mkdir -p .carry && cp -r /usr/src/googletest .carry/googletest
+fi
 for pair in kimi_linear_w4a16:examples/kimi_linear_w4a16.json tiny:examples/specs/tiny.json; do
   name=${pair%%:*}
   spec=${pair#*:}
