@@ -63,6 +63,27 @@ __device__ __forceinline__ uint32_t as_u32(__nv_bfloat162 b) {
   return *reinterpret_cast<uint32_t *>(&b);
 }
 
+/// Loads the scales and zeros of quantization group `grp` for the 16 columns
+/// starting at `col`, as bf16x2 pairs {s, s} and {128 + z, 128 + z} (the
+/// operands of the exact bf16x2 dequantization below).
+__device__ __forceinline__ void load_group_scales(const bf16 *scales, const bf16 *zeros, int N,
+                                                  int grp, int col, uint32_t *s2, uint32_t *zc2) {
+  const uint4 *sp = reinterpret_cast<const uint4 *>(scales + (size_t)grp * N + col);
+  const uint4 *zp = reinterpret_cast<const uint4 *>(zeros + (size_t)grp * N + col);
+  const uint4 sa = __ldg(sp), sb = __ldg(sp + 1), za = __ldg(zp), zb = __ldg(zp + 1);
+  const uint32_t sw[8] = {sa.x, sa.y, sa.z, sa.w, sb.x, sb.y, sb.z, sb.w};
+  const uint32_t zw[8] = {za.x, za.y, za.z, za.w, zb.x, zb.y, zb.z, zb.w};
+  const __nv_bfloat162 c128 = __floats2bfloat162_rn(128.f, 128.f);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    s2[2 * i] = __byte_perm(sw[i], 0u, 0x1010);
+    s2[2 * i + 1] = __byte_perm(sw[i], 0u, 0x3232);
+    const uint32_t zi = as_u32(__hadd2(as_bf2(zw[i]), c128));
+    zc2[2 * i] = __byte_perm(zi, 0u, 0x1010);
+    zc2[2 * i + 1] = __byte_perm(zi, 0u, 0x3232);
+  }
+}
+
 /// Dequantizes byte J of `w` (v = w >> 4): the column's weights for rows 2r
 /// and 2r+1, exactly as the spec, widened to float.
 template <int J>
@@ -218,22 +239,7 @@ __device__ void w4a16_gemv_tile_simt(const float *xs, const uint8_t *__restrict_
     int g = rbeg / GP;
     // Per column: {s, s} and {128 + z, 128 + z} as bf16x2.
     uint32_t s2[16], zc2[16];
-    auto load_sz = [&](int grp) {
-      const uint4 *sp = reinterpret_cast<const uint4 *>(scales + (size_t)grp * N + col);
-      const uint4 *zp = reinterpret_cast<const uint4 *>(zeros + (size_t)grp * N + col);
-      const uint4 sa = __ldg(sp), sb = __ldg(sp + 1), za = __ldg(zp), zb = __ldg(zp + 1);
-      const uint32_t sw[8] = {sa.x, sa.y, sa.z, sa.w, sb.x, sb.y, sb.z, sb.w};
-      const uint32_t zw[8] = {za.x, za.y, za.z, za.w, zb.x, zb.y, zb.z, zb.w};
-      const __nv_bfloat162 c128 = __floats2bfloat162_rn(128.f, 128.f);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        s2[2 * i] = __byte_perm(sw[i], 0u, 0x1010);
-        s2[2 * i + 1] = __byte_perm(sw[i], 0u, 0x3232);
-        const uint32_t zi = detail::as_u32(__hadd2(detail::as_bf2(zw[i]), c128));
-        zc2[2 * i] = __byte_perm(zi, 0u, 0x1010);
-        zc2[2 * i + 1] = __byte_perm(zi, 0u, 0x3232);
-      }
-    };
+    auto load_sz = [&](int grp) { detail::load_group_scales(scales, zeros, N, grp, col, s2, zc2); };
     load_sz(g);
     for (int c = 0; c < nchunks; ++c) {
       cp_async_wait<STAGES - 1>();
@@ -380,22 +386,7 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
     acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.f;
   uint32_t s2[16] = {}, zc2[16] = {};
   int grp = -1;
-  auto load_sz = [&](int gi) {
-    const uint4 *sp = reinterpret_cast<const uint4 *>(scales + (size_t)gi * N + col);
-    const uint4 *zp = reinterpret_cast<const uint4 *>(zeros + (size_t)gi * N + col);
-    const uint4 sa = __ldg(sp), sb = __ldg(sp + 1), za = __ldg(zp), zb = __ldg(zp + 1);
-    const uint32_t sw[8] = {sa.x, sa.y, sa.z, sa.w, sb.x, sb.y, sb.z, sb.w};
-    const uint32_t zw[8] = {za.x, za.y, za.z, za.w, zb.x, zb.y, zb.z, zb.w};
-    const __nv_bfloat162 c128 = __floats2bfloat162_rn(128.f, 128.f);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      s2[2 * i] = __byte_perm(sw[i], 0u, 0x1010);
-      s2[2 * i + 1] = __byte_perm(sw[i], 0u, 0x3232);
-      const uint32_t zi = detail::as_u32(__hadd2(detail::as_bf2(zw[i]), c128));
-      zc2[2 * i] = __byte_perm(zi, 0u, 0x1010);
-      zc2[2 * i + 1] = __byte_perm(zi, 0u, 0x3232);
-    }
-  };
+  auto load_sz = [&](int gi) { detail::load_group_scales(scales, zeros, N, gi, col, s2, zc2); };
   for (int c = 0; c < nchunks; ++c) {
     cp_async_wait<STAGES - 1>();
     const uint4 *slot = stage + (c % STAGES) * 2 * S * THREADS + threadIdx.x;
