@@ -23,6 +23,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 using namespace mlir;
@@ -62,6 +63,26 @@ const char *ctypeOf(StringRef dtype) {
   return ctype(t);
 }
 
+/// The capture names of docs/kernel-abi.md, in the order the oracle computes
+/// them within a layer (mk-diff reports the first capture that disagrees, so
+/// the manifest lists them in dataflow order).
+constexpr const char *kCaptureOrder[] = {
+    "attn_in", "q",      "k",      "v",     "g",        "beta_logits",
+    "q_conv",  "k_conv", "v_conv", "kda_o", "mla_q",    "mla_kv",
+    "mla_o",   "attn_out", "h",    "moe_in", "router_logits", "topk_idx",
+    "topk_w",  "moe_out", "out"};
+
+/// The layer of a weight or state tensor ("blocks.3.attn.kv_b",
+/// "state.3.c_kv" -> 3), or -1.
+int64_t layerOf(StringRef name) {
+  static const llvm::Regex re("^(blocks|state)\\.([0-9]+)\\.");
+  SmallVector<StringRef> m;
+  int64_t layer;
+  if (!re.match(name, &m) || m[2].getAsInteger(10, layer))
+    return -1;
+  return layer;
+}
+
 /// mk::kMaxGrid (grid_sync.cuh): the most blocks the grid barrier supports.
 constexpr int64_t kMaxGrid = 1024;
 
@@ -90,6 +111,32 @@ private:
   int64_t phaseIndex = 0;
   int routedKey = 0;
   llvm::StringMap<int> topkKey;
+
+  /// One intermediate written into the debug arena (debug_capture kernels).
+  struct Capture {
+    std::string name, dtype;
+    SmallVector<int64_t> shape;
+    int64_t layer = 0, rank = 0, offset = 0;
+    /// The end-of-step copy (`dst`: the capture's byte address); null for
+    /// values written where they are computed (shared memory, registers).
+    std::function<void(llvm::raw_ostream &, const std::string &dst)> fill;
+  };
+  bool debug = false;
+  std::vector<Capture> captures;
+  llvm::StringMap<size_t> captureIndex;
+  llvm::StringMap<std::string> smemCapture; // every-block norm -> capture
+  llvm::StringMap<int64_t> convCapture;     // kda task -> layer
+  llvm::StringMap<int64_t> topkCapture;     // router logits buffer -> layer
+  int64_t debugBytes = 0;
+  LogicalResult planCaptures();
+  /// `(T *)(debug + offset)` of capture layer<layer>.<what>.
+  std::string capturePtr(int64_t layer, StringRef what) {
+    const Capture &c = captures[captureIndex.lookup(
+        ("layer" + std::to_string(layer) + "." + what).str())];
+    return llvm::formatv("reinterpret_cast<{0} *>(debug + {1})",
+                         ctypeOf(c.dtype), c.offset)
+        .str();
+  }
 
   void needWork(int64_t floats) { workFloats = std::max(workFloats, floats); }
   int64_t w4Red(int64_t tn) { return (T / 32) * tn + 3 * 6 * T * 4; }
@@ -230,6 +277,23 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       << ptr(str("cq")) << ", " << ptr(str("ck")) << ", " << ptr(str("cv"))
       << ", " << ptr(str("S")) << ", " << ptr(str("S"), true) << ", "
       << ptr(str("o"), true) << ", work);\n";
+    auto cap = convCapture.find(t.getName());
+    if (debug && cap != convCapture.end()) {
+      // The instance's CHUNK channels of each conv output (all instances
+      // together cover every channel), before conv_commit shifts the windows.
+      int64_t nch = dk / chunk;
+      o << "      { // debug capture: the short conv outputs\n"
+        << "      const int c0 = (i / " << nch << ") * " << dk << " + (i % "
+        << nch << ") * " << chunk << ";\n";
+      const char *what[3] = {"q_conv", "k_conv", "v_conv"};
+      const char *raw[3] = {"q", "k", "v"}, *win[3] = {"cq", "ck", "cv"};
+      for (int j = 0; j < 3; ++j)
+        o << "      mk::debug_short_conv<" << conv << ">(c0, " << chunk << ", "
+          << c << ", " << ptr(str(raw[j])) << ", " << ptr(str(win[j])) << ", "
+          << ident(str("conv_w")) << " + " << j * c * conv << ", "
+          << capturePtr(cap->second, what[j]) << ");\n";
+      o << "      }\n";
+    }
     return success();
   }
   if (kind == "conv_commit") {
@@ -339,8 +403,16 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
         << "        mk::moe_topk<" << i64("experts") << ", " << i64("top_k")
         << ">(" << ptr(str("logits")) << ", "
         << fmtFloat(t.getArgs().getAs<FloatAttr>("scaling").getValueAsDouble())
-        << ", tk_w, tk_idx);\n        tk_key = " << it->second << ";\n"
-        << "      }\n"
+        << ", tk_w, tk_idx);\n        tk_key = " << it->second << ";\n";
+      auto cap = topkCapture.find(str("logits"));
+      if (debug && cap != topkCapture.end())
+        o << "        if (threadIdx.x < " << i64("top_k")
+          << ") { // debug capture: this block's top-k\n"
+          << "          " << capturePtr(cap->second, "topk_idx")
+          << "[threadIdx.x] = tk_idx[threadIdx.x];\n"
+          << "          " << capturePtr(cap->second, "topk_w")
+          << "[threadIdx.x] = tk_w[threadIdx.x];\n        }\n";
+      o << "      }\n"
         << "      const int e = tk_idx[slot];\n";
     } else {
       o << "      const int e = slot;\n";
@@ -405,6 +477,183 @@ static std::string outlineHeavyCalls(const std::string &text) {
   return out + rest;
 }
 
+/// Which debug captures the kernel provides and how (docs/kernel-abi.md).
+/// Derived from the tasks: a capture is named after the weight (by its
+/// state-dict name) or the task kind that produces it. Offsets follow the
+/// oracle's order: layer by layer, kCaptureOrder within a layer.
+LogicalResult Emitter::planCaptures() {
+  const int64_t last = (int64_t)cfg.pattern.size() - 1;
+  auto numel = [](ArrayRef<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  };
+  auto add = [&](int64_t layer, StringRef what, StringRef dtype,
+                 ArrayRef<int64_t> shape, decltype(Capture::fill) fill) {
+    if (layer < 0)
+      return;
+    std::string name = "layer" + std::to_string(layer) + "." + what.str();
+    if (captureIndex.count(name))
+      return;
+    Capture c;
+    c.name = name;
+    c.dtype = dtype.str();
+    c.shape.assign(shape.begin(), shape.end());
+    c.layer = layer;
+    c.rank = llvm::find(kCaptureOrder, what) - std::begin(kCaptureOrder);
+    c.fill = std::move(fill);
+    captureIndex[name] = captures.size();
+    captures.push_back(std::move(c));
+  };
+  // A grid-strided copy of `n` values of `src` (converted to the capture's
+  // dtype), after the final barrier.
+  auto copy = [&](std::string src, int64_t n, StringRef dtype) {
+    std::string dt = ctypeOf(dtype);
+    return [src, n, dt](llvm::raw_ostream &o, const std::string &dst) {
+      o << "    mk::debug_copy(" << src << ", " << n << ", reinterpret_cast<"
+        << dt << " *>(" << dst << "));\n";
+    };
+  };
+  auto numelOf = [&](StringRef buffer) {
+    return numel(buffers.lookup(buffer).getShape());
+  };
+  auto endsWith = [](StringRef s, StringRef suffix) {
+    return s.ends_with(suffix);
+  };
+  kernel.walk([&](TaskOp t) {
+    StringRef kind = t.getKind();
+    auto str = [&](StringRef n) { return t.getStrArg(n); };
+    auto strs = [&](StringRef n) {
+      SmallVector<std::string> v;
+      if (auto a = dyn_cast_or_null<ArrayAttr>(t.getArgs().get(n)))
+        for (Attribute x : a)
+          v.push_back(cast<StringAttr>(x).getValue().str());
+      return v;
+    };
+    if (kind == "residual_rmsnorm") {
+      StringRef w = str("weight"), acc = str("acc"), out = str("out");
+      int64_t L = layerOf(w), d = t.getIntArg("dim");
+      bool attn = endsWith(w, ".attn_norm");
+      if (!attn && !endsWith(w, ".moe_norm"))
+        return;
+      // xs lives in shared memory: block 0 writes it after the norm.
+      add(L, attn ? "attn_in" : "moe_in", "bf16", {d}, nullptr);
+      smemCapture[t.getName()] =
+          "layer" + std::to_string(L) + (attn ? ".attn_in" : ".moe_in");
+      // The fp32 sum the residual rounds to bf16, and the residual itself.
+      if (!acc.empty())
+        add(attn ? L - 1 : L, attn ? "moe_out" : "attn_out", "bf16", {d},
+            copy(ptr(acc), d, "bf16"));
+      if (!out.empty())
+        add(attn ? L - 1 : L, attn ? "out" : "h", "bf16", {d},
+            copy(ptr(out, true), d, "bf16"));
+    } else if (kind == "final_residual") {
+      int64_t d = t.getIntArg("dim");
+      add(last, "moe_out", "bf16", {d}, copy(ptr(str("acc")), d, "bf16"));
+      add(last, "out", "bf16", {d}, copy(ptr(str("out"), true), d, "bf16"));
+    } else if (kind == "w4a16_gemv") {
+      if (str("epilogue") == "atomic_f32")
+        return; // an accumulator: captured where the residual reads it
+      auto weights = strs("weights"), outputs = strs("outputs");
+      for (auto [w, out] : llvm::zip(weights, outputs)) {
+        StringRef what;
+        for (StringRef p : {"q", "k", "v", "g"})
+          if (endsWith(w, (".attn." + p + "_proj").str()))
+            what = p;
+        if (!what.empty())
+          add(layerOf(w), what, "bf16", {numelOf(out)},
+              copy(ptr(out, true), numelOf(out), "bf16"));
+      }
+    } else if (kind == "bf16_rows") {
+      StringRef w = str("weight"), out = str("output");
+      StringRef what = endsWith(w, ".attn.beta_proj.weight") ? "beta_logits"
+                       : endsWith(w, ".moe.router.weight")   ? "router_logits"
+                                                             : "";
+      if (!what.empty())
+        add(layerOf(w), what, "bf16", {numelOf(out)},
+            copy(ptr(out, true), numelOf(out), "bf16"));
+    } else if (kind == "kda_head_chunk") {
+      int64_t L = layerOf(str("conv_w"));
+      int64_t c = t.getIntArg("heads") * t.getIntArg("head_dim");
+      // The conv outputs live in the task's shared memory: each instance
+      // writes its channels (recomputed by the same function).
+      for (StringRef what : {"q_conv", "k_conv", "v_conv"})
+        add(L, what, "bf16", {c}, nullptr);
+      convCapture[t.getName()] = L;
+      add(L, "kda_o", "bf16", {c}, copy(ptr(str("o"), true), c, "bf16"));
+    } else if (kind == "mla_rope_append") {
+      int64_t L = layerOf(str("c_kv"));
+      int64_t hm = t.getIntArg("heads"), nope = t.getIntArg("nope"),
+              rope = t.getIntArg("rope"), lora = t.getIntArg("lora");
+      std::string q = ptr(str("q")), qr = ptr(str("q_rope"), true);
+      // q after RoPE: the nope parts of the projection, the rotated parts.
+      add(L, "mla_q", "bf16", {hm * (nope + rope)},
+          [=](llvm::raw_ostream &o, const std::string &dst) {
+            o << "    mk::debug_mla_q<" << hm << ", " << nope << ", " << rope
+              << ">(" << q << ", " << qr << ", reinterpret_cast<mk::bf16 *>("
+              << dst << "));\n";
+          });
+      // The latent row and the rotated k_rope: the rows appended at ctx_len.
+      std::string ckv = ptr(str("c_kv"), true), kr = ptr(str("k_rope"), true);
+      add(L, "mla_kv", "bf16", {lora + rope},
+          [=](llvm::raw_ostream &o, const std::string &dst) {
+            o << "    mk::debug_copy(" << ckv << " + (size_t)ctx_len * " << lora
+              << ", " << lora << ", reinterpret_cast<mk::bf16 *>(" << dst
+              << "));\n"
+              << "    mk::debug_copy(" << kr << " + (size_t)ctx_len * " << rope
+              << ", " << rope << ", reinterpret_cast<mk::bf16 *>(" << dst
+              << ") + " << lora << ");\n";
+          });
+    } else if (kind == "mla_combine_wv") {
+      int64_t n = numelOf(str("o"));
+      add(layerOf(str("kv_b")), "mla_o", "bf16", {n},
+          copy(ptr(str("o"), true), n, "bf16"));
+    } else if ((kind == "moe_gate_up" || kind == "moe_down") &&
+               !str("logits").empty()) {
+      // The top-k lives in each block's shared memory: a block that
+      // computes it writes it (every block computes the same values).
+      int64_t L = layerOf(str(kind == "moe_down" ? "down" : "gate"));
+      int64_t k = t.getIntArg("top_k");
+      add(L, "topk_idx", "i32", {k}, nullptr);
+      add(L, "topk_w", "f32", {k}, nullptr);
+      topkCapture[str("logits")] = L;
+    }
+  });
+  std::stable_sort(captures.begin(), captures.end(),
+                   [](const Capture &a, const Capture &b) {
+                     return std::tie(a.layer, a.rank) <
+                            std::tie(b.layer, b.rank);
+                   });
+  int64_t at = 0;
+  for (auto [i, c] : llvm::enumerate(captures)) {
+    captureIndex[c.name] = i;
+    c.offset = at;
+    DType dt;
+    parseDType(c.dtype, dt);
+    at += (numel(c.shape) * dtypeBytes(dt) + 15) / 16 * 16;
+  }
+  debugBytes = std::max<int64_t>(at, 16);
+  // Captured workspace values are copied at the end of the step: no buffer
+  // may share memory with another (schedule-plan-workspace plans none).
+  SmallVector<BufferOp> ws;
+  for (auto &kv : buffers)
+    if (kv.second.isWorkspace())
+      ws.push_back(kv.second);
+  for (BufferOp a : ws)
+    for (BufferOp b : ws) {
+      if (a == b)
+        continue;
+      int64_t a0 = a.getOffset(), b0 = b.getOffset();
+      if (a0 <= b0 && b0 < a0 + (int64_t)a.getSizeInBytes())
+        return b.emitOpError("shares workspace memory with @")
+               << a.getSymName()
+               << " in a debug_capture kernel (plan the workspace of a "
+                  "debug_capture kernel with schedule-plan-workspace)";
+    }
+  return success();
+}
+
 LogicalResult Emitter::emitPhase(PhaseOp phase) {
   os << "  // ---- phase \"" << phase.getName() << "\"\n"
      << "  MK_PHASE_MARK(" << phaseIndex++ << ");\n  {\n"
@@ -428,6 +677,13 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
        << ident(t.getStrArg("weight")) << ", " << t.getIntArg("dim") << ", "
        << fmtFloat(t.getArgs().getAs<FloatAttr>("eps").getValueAsDouble())
        << ", xs, scratch);\n";
+    auto cap = smemCapture.find(t.getName());
+    if (debug && cap != smemCapture.end()) {
+      const Capture &c = captures[captureIndex.lookup(cap->second)];
+      os << "    if (blockIdx.x == 0) // debug capture " << c.name << "\n"
+         << "      mk::debug_store_smem(xs, " << t.getIntArg("dim")
+         << ", reinterpret_cast<mk::bf16 *>(debug + " << c.offset << "));\n";
+    }
   }
   int64_t total = 0;
   for (TaskOp t : grid)
@@ -474,7 +730,6 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
   std::string text;
   llvm::raw_string_ostream s(text);
   llvm::json::OStream j(s, 2);
-  bool debug = kernel.getDebugCapture();
   auto shape = [&](ArrayRef<int64_t> v) {
     j.array([&] {
       for (int64_t d : v)
@@ -506,7 +761,8 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
       for (PhaseOp ph : kernel.getBodyBlock().getOps<PhaseOp>())
         j.value(ph.getName());
     });
-    j.attribute("grid_barriers", kernel.getNumBarriers());
+    // A debug_capture kernel has one more: before its capture copies.
+    j.attribute("grid_barriers", kernel.getNumBarriers() + (debug ? 1 : 0));
     j.attribute("counters", numCounters);
     j.attribute("debug_capture", debug);
     // The config as the full spec (an accepted form, kernel-abi.md).
@@ -531,12 +787,22 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
       param("workspace", "workspace", "u8", {(int64_t)kernel.getWorkspaceBytes()});
       param("sync", "sync", "u8", {syncBytes});
       if (debug)
-        param("debug", "debug", "u8", {0});
+        param("debug", "debug", "u8", {debugBytes});
     });
     j.attributeEnd();
     if (debug) {
       j.attributeBegin("captures");
-      j.array([] {});
+      j.array([&] {
+        for (const Capture &c : captures)
+          j.object([&] {
+            j.attribute("name", c.name);
+            j.attribute("dtype", c.dtype);
+            j.attributeBegin("shape");
+            shape(c.shape);
+            j.attributeEnd();
+            j.attribute("offset", c.offset);
+          });
+      });
       j.attributeEnd();
     }
   });
@@ -569,6 +835,9 @@ LogicalResult Emitter::run(EmittedKernel &out) {
   if (numCounters && (!afterLast || kernel.getNumBarriers() == 0))
     return kernel.emitOpError("counters are waited on after the last grid "
                               "barrier; they could not be reset safely");
+  debug = kernel.getDebugCapture();
+  if (debug && failed(planCaptures()))
+    return failure();
   // Only one shared-memory buffer (the normalized input) can be live at once:
   // a segment holds at most one every-block norm.
   for (Operation &op : kernel.getBodyBlock()) {
@@ -582,6 +851,19 @@ LogicalResult Emitter::run(EmittedKernel &out) {
   if (numCounters)
     os << "  mk::counters_reset(sync, " << numCounters << ");\n";
   os << "  MK_PHASE_MARK(" << phaseIndex << ");\n";
+  if (debug) {
+    // Every value of the step is final once all blocks are here; workspace
+    // buffers were planned without reuse, so each still holds its value.
+    os << "  // ---- debug captures (debug_capture kernels only)\n"
+       << "  mk::grid_barrier(sync);\n  {\n"
+       << "    uint8_t *const wsp = mkgen::opaque(ws);\n";
+    for (const Capture &c : captures)
+      if (c.fill) {
+        os << "    // " << c.name << "\n";
+        c.fill(os, "debug + " + std::to_string(c.offset));
+      }
+    os << "  }\n";
+  }
 
   int64_t d4 = (cfg.hidden + 3) / 4 * 4;
   int64_t smemFloats = d4 + 32 + (workFloats + 3) / 4 * 4;
@@ -599,7 +881,8 @@ LogicalResult Emitter::run(EmittedKernel &out) {
     << "// NVRTC has no <math.h>; the templates use INFINITY.\n"
     << "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n"
     << "#endif\n"
-    << "#include \"mk/megakernel.cuh\"\n\n"
+    << "#include \"mk/megakernel.cuh\"\n"
+    << (debug ? "#include \"mk/debug_capture.cuh\"\n" : "") << "\n"
     << "// Compiled with -DMK_PHASE_TIMING, block 0 records the global timer\n"
     << "// (ns) as it enters each phase, and at the end, in mk_phase_ns.\n"
     << "#ifdef MK_PHASE_TIMING\n"

@@ -116,6 +116,8 @@ int mk::runDriver(const DriverOptions &opt, llvm::raw_ostream &out,
   OwningOpRef<ModuleOp> module = loadInput(ctx, opt.inputPath, error);
   if (!module)
     return fail(error);
+  if (opt.debugCapture)
+    (*module)->setAttr("mk.debug_capture", UnitAttr::get(&ctx));
 
   if (!opt.dumpDir.empty()) {
     if (std::error_code ec = llvm::sys::fs::create_directories(opt.dumpDir))

@@ -31,6 +31,10 @@ struct DriverOptions {
   std::string dumpDir;
   /// Name used as the prefix of error lines ("mkc").
   std::string toolName = "mkc";
+  /// `--debug-capture`: marks the input module with the `mk.debug_capture`
+  /// unit attribute, which schedule-form-phases turns into a debug_capture
+  /// kernel (intermediates written to the debug arena, docs/kernel-abi.md).
+  bool debugCapture = false;
 };
 
 /// Called on each stage's pass manager before it runs (mkc applies MLIR's

@@ -60,7 +60,8 @@ def ScheduleFormPhases : Pass<"schedule-form-phases", "::mlir::ModuleOp"> {
     Option<"kernelName", "kernel-name", "std::string", "\"\"",
            "kernel symbol (default: mk_<module name>)">,
     Option<"debugCapture", "debug-capture", "bool", "false",
-           "also write every phase's intermediates to the debug arena">,
+           "also write every phase's intermediates to the debug arena "
+           "(also set by a `mk.debug_capture` attribute on the module)">,
   ];
 }
 

@@ -787,7 +787,7 @@ void ScheduleFormPhasesPass::runOnOperation() {
   std::string name = kernelName.empty() ? "mk_" + cfg.name : kernelName;
   auto kernel = b.create<schedule::KernelOp>(fn.getLoc(), name, threads);
   kernel.setConfigAttr(b.getStringAttr(blockConfigToJson(cfg)));
-  if (debugCapture)
+  if (debugCapture || module->hasAttr("mk.debug_capture"))
     kernel.setDebugCapture(true);
   b.setInsertionPointToEnd(&kernel.getBodyBlock());
   for (const BufferSpec &bs : lowering.buffers) {

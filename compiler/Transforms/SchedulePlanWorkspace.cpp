@@ -5,6 +5,9 @@
 // in disjoint segments are a barrier apart and may share memory
 // (planWorkspace in Planning.h). Counters get their word indices here too.
 //
+// A debug_capture kernel copies its intermediates out at the end of the step,
+// so there every buffer is live for the whole kernel: no two share memory.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Transforms/Passes.h"
@@ -43,6 +46,7 @@ struct SchedulePlanWorkspacePass
       }
       SmallVector<BufferOp> bufs;
       std::vector<planning::WorkspaceBuffer> specs;
+      const bool noReuse = kernel.getDebugCapture();
       for (BufferOp b : kernel.getBodyBlock().getOps<BufferOp>()) {
         if (!b.isWorkspace())
           continue;
@@ -52,8 +56,11 @@ struct SchedulePlanWorkspacePass
           return signalPassFailure();
         }
         bufs.push_back(b);
-        specs.push_back({b.getSizeInBytes(), it->second.first,
-                         it->second.second});
+        if (noReuse)
+          specs.push_back({b.getSizeInBytes(), 0, segment});
+        else
+          specs.push_back({b.getSizeInBytes(), it->second.first,
+                           it->second.second});
       }
       std::vector<int64_t> offsets;
       int64_t size = planning::planWorkspace(specs, offsets, 256);

@@ -52,6 +52,11 @@ int main(int argc, char **argv) {
       "dump-dir",
       cl::desc("Write the IR after every stage to DIR/NN-<stage>.mlir"),
       cl::value_desc("dir"), cl::cat(category));
+  cl::opt<bool> debugCapture(
+      "debug-capture",
+      cl::desc("Emit a kernel that also writes every phase's intermediates "
+               "to the debug arena (captures in the manifest)"),
+      cl::cat(category));
   cl::opt<bool> listStages("list-stages",
                            cl::desc("Print the pipeline's stages and exit"),
                            cl::cat(category));
@@ -87,6 +92,7 @@ int main(int argc, char **argv) {
   options.emit = emit;
   options.outputPath = output;
   options.dumpDir = dumpDir;
+  options.debugCapture = debugCapture;
   return mk::runDriver(options, outs(), errs(), [](mlir::PassManager &pm) {
     return mlir::applyPassManagerCLOptions(pm);
   });
