@@ -66,7 +66,7 @@ void compileFor(const Emitted &k, const std::string &name,
   mk::rt::Status s = mk::rt::compileWithNvrtc(
       k.source, name + ".cu", mk::rt::kernelHeaders(),
       mk::rt::nvrtcOptions(co), cubin, log);
-  ASSERT_TRUE(s.ok()) << s.message() << "\n" << log;
+  ASSERT_TRUE(s.isOk()) << s.message() << "\n" << log;
   EXPECT_FALSE(cubin.empty());
   EXPECT_EQ(log.find("warning"), std::string::npos) << log;
   // ptxas -v: "Function properties for <fn>\n N bytes stack frame, S bytes
@@ -101,7 +101,7 @@ void check(const std::string &spec, const std::string &kernel,
   ASSERT_FALSE(k.source.empty());
   mk::rt::Manifest m;
   mk::rt::Status s = mk::rt::parseManifest(k.manifest, m);
-  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_TRUE(s.isOk()) << s.message();
   EXPECT_EQ(m.kernel, kernel);
   EXPECT_EQ(m.debugCapture, debugCapture);
   EXPECT_EQ(m.captures.empty(), !debugCapture);
@@ -137,7 +137,7 @@ TEST(EmitterDebugCapture, CapturesAreTheOracleTrace) {
   Emitted k = emit("examples/specs/tiny.json", "mk_tiny", true);
   mk::rt::Manifest m;
   mk::rt::Status s = mk::rt::parseManifest(k.manifest, m);
-  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_TRUE(s.isOk()) << s.message();
   ASSERT_TRUE(m.debugCapture);
   const mk::BlockConfig &cfg = m.config;
   mk::TensorMap weights = mk::makeRandomWeights(cfg, 1);
