@@ -77,19 +77,12 @@ int main(int argc, char **argv) {
   if (!weightsPath.empty()) {
     check(s->bindSafetensors(weightsPath), "binding weights");
   } else {
-    for (const auto &kv : makeRandomWeights(cfg, seed))
-      check(s->bindWeightHost(kv.first, kv.second.data.data(),
-                              kv.second.desc.dtype, kv.second.desc.shape),
-            "binding weights");
+    check(s->bindWeightsHost(makeRandomWeights(cfg, seed)), "binding weights");
   }
 
   // 3. A starting state of `ctx` tokens and a first token.
   DecodeState state = makeRandomState(cfg, ctx, seed + 1);
-  check(s->setContextLength(ctx), "context");
-  for (const auto &kv : state.tensors)
-    check(s->writeStateHost(kv.first, kv.second.data.data(),
-                            kv.second.desc.dtype, kv.second.desc.shape),
-          "writing state");
+  check(s->loadStateHost(state.tensors, ctx), "writing state");
   std::vector<BFloat16> hidden = makeRandomHidden(cfg, seed + 2);
   const DriverApi &drv = dev->driver();
   DeviceBuffer a, b;

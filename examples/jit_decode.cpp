@@ -73,17 +73,10 @@ int main(int argc, char **argv) {
   if (!weightsPath.empty()) {
     check(s->bindSafetensors(weightsPath), "binding weights");
   } else {
-    for (const auto &kv : makeRandomWeights(cfg, seed))
-      check(s->bindWeightHost(kv.first, kv.second.data.data(),
-                              kv.second.desc.dtype, kv.second.desc.shape),
-            "binding weights");
+    check(s->bindWeightsHost(makeRandomWeights(cfg, seed)), "binding weights");
   }
   DecodeState state = makeRandomState(cfg, ctx, seed + 1);
-  check(s->setContextLength(ctx), "context");
-  for (const auto &kv : state.tensors)
-    check(s->writeStateHost(kv.first, kv.second.data.data(),
-                            kv.second.desc.dtype, kv.second.desc.shape),
-          "writing state");
+  check(s->loadStateHost(state.tensors, ctx), "writing state");
 
   // N steps, one cooperative launch each, the output feeding the next input.
   std::vector<BFloat16> hidden = makeRandomHidden(cfg, seed + 2);

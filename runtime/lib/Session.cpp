@@ -208,13 +208,20 @@ Status Session::bindSafetensors(const std::string &path, int *boundCount) {
   if (n == 0)
     return makeError(ErrorCode::Binding,
                      path + " holds none of the kernel's weights");
-  for (const auto &kv : tensors)
+  TensorMap mine;
+  for (auto &kv : tensors)
     if (layout_.weightByName.count(kv.first))
-      MK_RETURN_IF_ERROR(bindWeightHost(kv.first, kv.second.data.data(),
-                                        kv.second.desc.dtype,
-                                        kv.second.desc.shape));
+      mine.emplace(kv.first, std::move(kv.second));
+  MK_RETURN_IF_ERROR(bindWeightsHost(mine));
   if (boundCount)
     *boundCount = n;
+  return Status::ok();
+}
+
+Status Session::bindWeightsHost(const TensorMap &weights) {
+  for (const auto &kv : weights)
+    MK_RETURN_IF_ERROR(bindWeightHost(kv.first, kv.second.data.data(),
+                                      kv.second.desc.dtype, kv.second.desc.shape));
   return Status::ok();
 }
 
@@ -297,6 +304,16 @@ Status Session::writeStateHost(const std::string &name, const void *data,
   MK_RETURN_IF_ERROR(cuCheck(drv.cuStreamSynchronize(stream_), "sync"));
   return cuCheck(drv.cuMemcpyHtoD(storage_[size_t(slot)], data, bytes),
                  "copying state '" + name + "' to the device");
+}
+
+Status Session::loadStateHost(const TensorMap &tensors, int64_t ctxLen) {
+  if (!externalStorage_)
+    MK_RETURN_IF_ERROR(reserve(ctxLen + 1));
+  MK_RETURN_IF_ERROR(setContextLength(ctxLen));
+  for (const auto &kv : tensors)
+    MK_RETURN_IF_ERROR(writeStateHost(kv.first, kv.second.data.data(),
+                                      kv.second.desc.dtype, kv.second.desc.shape));
+  return Status::ok();
 }
 
 Status Session::readStateHost(const std::string &name, void *data,

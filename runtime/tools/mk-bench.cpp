@@ -179,11 +179,8 @@ int main(int argc, char **argv) {
     if (!(st = s->bindSafetensors(weightsPath)).isOk())
       return fail(st, "binding weights");
   } else {
-    for (const auto &kv : makeRandomWeights(cfg, seed))
-      if (!(st = s->bindWeightHost(kv.first, kv.second.data.data(),
-                                   kv.second.desc.dtype, kv.second.desc.shape))
-               .isOk())
-        return fail(st, "binding weights");
+    if (!(st = s->bindWeightsHost(makeRandomWeights(cfg, seed))).isOk())
+      return fail(st, "binding weights");
   }
   if (!s->unboundWeights().empty()) {
     std::fprintf(stderr, "mk-bench: weight '%s' missing\n",
@@ -207,13 +204,8 @@ int main(int argc, char **argv) {
   std::vector<BFloat16> hidden = makeRandomHidden(cfg, seed + 2);
   for (int64_t ctx : ctxs) {
     DecodeState state = makeRandomState(cfg, ctx, seed + 1);
-    if (!(st = s->setContextLength(ctx)).isOk())
-      return fail(st, "context");
-    for (const auto &kv : state.tensors)
-      if (!(st = s->writeStateHost(kv.first, kv.second.data.data(),
-                                   kv.second.desc.dtype, kv.second.desc.shape))
-               .isOk())
-        return fail(st, "writing state");
+    if (!(st = s->loadStateHost(state.tensors, ctx)).isOk())
+      return fail(st, "writing state");
     const DriverApi &drv = dev->driver();
     drv.cuMemcpyHtoD(s->stagingIn(), hidden.data(), hidden.size() * 2);
     std::vector<float> ms;

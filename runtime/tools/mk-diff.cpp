@@ -133,20 +133,12 @@ int main(int argc, char **argv) {
   } else {
     weights = makeRandomWeights(cfg, seed);
   }
-  for (const auto &kv : weights)
-    if (!(st = s->bindWeightHost(kv.first, kv.second.data.data(),
-                                 kv.second.desc.dtype, kv.second.desc.shape))
-             .isOk())
-      return fail(st, "binding weights");
+  if (!(st = s->bindWeightsHost(weights)).isOk())
+    return fail(st, "binding weights");
   DecodeState state = makeRandomState(cfg, ctx, seed + 1);
   std::vector<BFloat16> hidden = makeRandomHidden(cfg, seed + 2);
-  if (!(st = s->setContextLength(ctx)).isOk())
-    return fail(st, "context");
-  for (const auto &kv : state.tensors)
-    if (!(st = s->writeStateHost(kv.first, kv.second.data.data(),
-                                 kv.second.desc.dtype, kv.second.desc.shape))
-             .isOk())
-      return fail(st, "writing state");
+  if (!(st = s->loadStateHost(state.tensors, ctx)).isOk())
+    return fail(st, "writing state");
   std::vector<uint16_t> in(hidden.size()), out(hidden.size());
   for (size_t i = 0; i < hidden.size(); ++i)
     in[i] = hidden[i].bits;

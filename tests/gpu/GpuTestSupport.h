@@ -85,22 +85,12 @@ inline rt::Status loadTestKernel(const std::shared_ptr<rt::Device> &dev,
 }
 
 inline rt::Status bindAllWeights(rt::Session &s, const TensorMap &weights) {
-  for (const auto &kv : weights)
-    MK_RETURN_IF_ERROR(s.bindWeightHost(kv.first, kv.second.data.data(),
-                                        kv.second.desc.dtype,
-                                        kv.second.desc.shape));
-  return rt::Status::ok();
+  return s.bindWeightsHost(weights);
 }
 
 /// Makes the session's state equal to `state` (context length included).
 inline rt::Status writeState(rt::Session &s, const DecodeState &state) {
-  MK_RETURN_IF_ERROR(s.reserve(state.ctxLen + 1));
-  MK_RETURN_IF_ERROR(s.setContextLength(state.ctxLen));
-  for (const auto &kv : state.tensors)
-    MK_RETURN_IF_ERROR(s.writeStateHost(kv.first, kv.second.data.data(),
-                                        kv.second.desc.dtype,
-                                        kv.second.desc.shape));
-  return rt::Status::ok();
+  return s.loadStateHost(state.tensors, state.ctxLen);
 }
 
 /// The session's state as host tensors (contextLength() cache rows).

@@ -24,6 +24,7 @@
 #ifndef MK_RUNTIME_SESSION_H
 #define MK_RUNTIME_SESSION_H
 
+#include "mk/Safetensors.h"
 #include "mk/runtime/Binding.h"
 #include "mk/runtime/Device.h"
 #include "mk/runtime/Kernel.h"
@@ -84,6 +85,9 @@ public:
   /// kernel are ignored; a weight present with the wrong shape or dtype is an
   /// error, as is a file holding none of the weights).
   Status bindSafetensors(const std::string &path, int *boundCount = nullptr);
+  /// Binds every tensor of `weights` with bindWeightHost (all must be
+  /// weights of this kernel; the first error names its tensor).
+  Status bindWeightsHost(const TensorMap &weights);
   /// Names of weights not bound yet (manifest order).
   std::vector<std::string> unboundWeights() const;
 
@@ -98,6 +102,10 @@ public:
   /// Copies a host tensor into storage. Caches must have contextLength() rows.
   Status writeStateHost(const std::string &name, const void *data, DType dtype,
                         const std::vector<int64_t> &shape);
+  /// Makes the whole decode state `tensors` (stateTensors(cfg, ctxLen)) the
+  /// session's: reserves room for the next row, sets the context length and
+  /// writes every tensor.
+  Status loadStateHost(const TensorMap &tensors, int64_t ctxLen);
   /// Copies storage to host (caches: contextLength() rows). Synchronizes.
   Status readStateHost(const std::string &name, void *data, size_t bytes);
   /// Zeroes every state tensor (capacity rows). contextLength() unchanged.
