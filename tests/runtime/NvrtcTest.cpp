@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -60,6 +62,19 @@ TEST(Nvrtc, OptionsAreTheDocumentedOnes) {
   EXPECT_EQ(opts[3], "-DFOO=1");
 }
 
+TEST(Nvrtc, EnvironmentOptionsComeLast) {
+  CompileOptions o;
+  o.arch = "sm_90";
+  o.cudaRoot = "/nonexistent-cuda";
+  ASSERT_EQ(::setenv("MK_NVRTC_OPTIONS", " -DMK_GEMV_MMA  -DMK_SPIN_NS=64 ", 1), 0);
+  std::vector<std::string> opts = nvrtcOptions(o);
+  ::unsetenv("MK_NVRTC_OPTIONS");
+  ASSERT_EQ(opts.size(), 5u);
+  EXPECT_EQ(opts[3], "-DMK_GEMV_MMA");
+  EXPECT_EQ(opts[4], "-DMK_SPIN_NS=64");
+  EXPECT_EQ(nvrtcOptions(o).size(), 3u);
+}
+
 TEST(Nvrtc, CompilesASmallKernelForHopperAndBlackwell) {
   for (int cc : {90, 120}) {
     if (!supports(cc)) {
@@ -110,6 +125,33 @@ TEST(Nvrtc, EmbeddedTemplatesCompileUnderNvrtc) {
       "#include \"mk/megakernel.cuh\"\nextern \"C\" __global__ void k() {}\n",
       "all_templates.cu", kernelHeaders(), nvrtcOptions(o), cubin, log);
   EXPECT_TRUE(st.isOk()) << st.toString();
+}
+
+// The opt-in variants (MK_NVRTC_OPTIONS) must compile under NVRTC too, for
+// both target architectures.
+TEST(Nvrtc, TemplateVariantsCompileUnderNvrtc) {
+  bool haveAll = false;
+  for (const EmbeddedHeader &h : embeddedTemplates())
+    haveAll |= h.includeName == "mk/megakernel.cuh";
+  if (!haveAll)
+    GTEST_SKIP() << "templates/megakernel.cuh not embedded in this build";
+  for (const char *arch : {"sm_90", "sm_120"}) {
+    CompileOptions o;
+    o.arch = arch;
+    o.extraOptions = {"-DMK_GEMV_MMA", "-DMK_FAST_COMBINE", "-DMK_SPIN_NS=64"};
+    std::string cubin, log;
+    Status st = compileWithNvrtc(
+        "#include \"mk/megakernel.cuh\"\n"
+        "extern \"C\" __global__ void k(const float *x, const uint8_t *w,\n"
+        "    const mk::bf16 *s, const mk::bf16 *z, float *y) {\n"
+        "  extern __shared__ float smem[];\n"
+        "  mk::w4a16_gemv_tile<256, 64, 128>(x, w, s, z, 1024, 0, 64, 0, 2304,\n"
+        "      smem, mk::EpiAtomicAddF32{y, 1.f, 0});\n"
+        "}\n",
+        "variants.cu", kernelHeaders(), nvrtcOptions(o), cubin, log);
+    EXPECT_TRUE(st.isOk()) << arch << ": " << st.toString() << "\n" << log;
+    EXPECT_FALSE(cubin.empty()) << arch;
+  }
 }
 
 TEST(Kernel, BuildUsesTheCacheAndRecoversFromCorruption) {
