@@ -101,5 +101,37 @@ else
   status=1
 fi
 
+step "examples"
+if [ -d "$MK_KERNELS_DIR/kimi_linear_w4a16" ]; then
+  "$MK_BUILD_DIR/examples/mk-decode" "$MK_KERNELS_DIR/kimi_linear_w4a16" --tokens 32 \
+    2>&1 | tee "$LOGS/decode.log" | tail -3
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  MK_KERNEL_DIR="$MK_KERNELS_DIR/kimi_linear_w4a16" python3 examples/decode.py --tokens 16 \
+    2>&1 | tee "$LOGS/decode-py.log" | tail -3
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
+
+step "mk-diff (debug-capture kernels against the oracle's trace)"
+for k in tiny_debug kimi_linear_w4a16_debug; do
+  if [ -d "$MK_KERNELS_DIR/$k" ]; then
+    "$MK_BUILD_DIR/runtime/tools/mk-diff" --kernel-dir "$MK_KERNELS_DIR/$k" --ctx 2048 \
+      2>&1 | tee "$LOGS/diff-$k.log" | tail -40
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  else
+    echo "no $MK_KERNELS_DIR/$k (scripts/make-gpu-kernels.sh makes it)"
+  fi
+done
+
+# MK_SANITIZE=1: compute-sanitizer memcheck and synccheck on full-size steps.
+if [ -n "${MK_SANITIZE:-}" ] && command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck synccheck; do
+    step "compute-sanitizer --tool $tool (full-size unit)"
+    (cd "$MK_BUILD_DIR/tests/gpu" && compute-sanitizer --tool $tool --error-exitcode 3 \
+      ./mk-gpu-tests --gtest_filter=OracleGpu.FullUnitRecomputeOnLiveData) \
+      2>&1 | tee "$LOGS/sanitize-$tool.log" | tail -3
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  done
+fi
+
 echo "== done (status $status); logs in $LOGS"
 exit $status

@@ -13,10 +13,12 @@ mkc="${MK_BUILD_DIR:-build}/bin/mkc"
 if [ ! -f .carry/googletest/CMakeLists.txt ] && [ -f /usr/src/googletest/CMakeLists.txt ]; then
   mkdir -p .carry && cp -r /usr/src/googletest .carry/googletest
 fi
+# <name>_debug: the same kernels with --debug-capture, for mk-diff.
 for pair in kimi_linear_w4a16:examples/kimi_linear_w4a16.json tiny:examples/specs/tiny.json; do
   name=${pair%%:*}
   spec=${pair#*:}
-  rm -rf "${out:?}/$name"
+  rm -rf "${out:?}/$name" "${out:?}/${name}_debug"
   "$mkc" "$spec" --emit=cuda -o "$out/$name"
-  echo "$out/$name: $(ls "$out/$name" | paste -sd' ')"
+  "$mkc" "$spec" --emit=cuda --debug-capture -o "$out/${name}_debug"
+  echo "$out/$name, $out/${name}_debug: $(ls "$out/$name" | paste -sd' ')"
 done
