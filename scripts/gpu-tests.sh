@@ -101,6 +101,19 @@ else
   status=1
 fi
 
+# Schedule variants of the full unit (kimi_linear_w4a16_t*/, from
+# make-gpu-kernels.sh): the one-step oracle test, then the bench.
+for d in "$MK_KERNELS_DIR"/kimi_linear_w4a16_t*/; do
+  [ -d "$d" ] || continue
+  v=$(basename "$d")
+  step "schedule variant $v: oracle test and bench"
+  MK_FULL_KERNEL="$v" "$MK_BUILD_DIR/tests/gpu/mk-gpu-tests" \
+    --gtest_filter='OracleGpu.FullUnitOneStep' 2>&1 | tee "$LOGS/variant-$v.log" | grep -E "OK|FAILED|cosine"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  "$MK_BUILD_DIR/runtime/tools/mk-bench" --kernel-dir "$d" --ctx 2048,8192,16384 \
+    2>&1 | tee -a "$LOGS/bench.log" | tail -4
+done
+
 step "examples"
 if [ -d "$MK_KERNELS_DIR/kimi_linear_w4a16" ]; then
   "$MK_BUILD_DIR/examples/mk-decode" "$MK_KERNELS_DIR/kimi_linear_w4a16" --tokens 32 \

@@ -22,3 +22,9 @@ for pair in kimi_linear_w4a16:examples/kimi_linear_w4a16.json tiny:examples/spec
   "$mkc" "$spec" --emit=cuda --debug-capture -o "$out/${name}_debug"
   echo "$out/$name, $out/${name}_debug: $(ls "$out/$name" | paste -sd' ')"
 done
+# A schedule variant to compare: 512-thread blocks, one per SM.
+rm -rf "$out/kimi_linear_w4a16_t512"
+"$mkc" examples/kimi_linear_w4a16.json --emit=cuda -o "$out/kimi_linear_w4a16_t512" \
+  --pass-option=schedule-form-phases=threads=512 \
+  --pass-option=schedule-partition-work=target-sms=132
+echo "$out/kimi_linear_w4a16_t512"

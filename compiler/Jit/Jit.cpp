@@ -32,6 +32,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <mutex>
 
 using namespace mlir;
@@ -96,9 +97,8 @@ bool isIdentifier(llvm::StringRef s) {
 
 /// JitOptions as pass options, by pass argument ("schedule-partition-work"
 /// -> "target-sms=132"), in MLIR's textual pass-option syntax.
-std::map<std::string, std::string>
-passOptionsFor(const mk::jit::JitOptions &o) {
-  std::map<std::string, std::string> options;
+mk::PassOptionMap passOptionsFor(const mk::jit::JitOptions &o) {
+  mk::PassOptionMap options;
   auto add = [&](const char *pass, const std::string &opt) {
     std::string &s = options[pass];
     s += (s.empty() ? "" : " ") + opt;
@@ -110,29 +110,6 @@ passOptionsFor(const mk::jit::JitOptions &o) {
   if (o.targetSms > 0)
     add("schedule-partition-work", "target-sms=" + std::to_string(o.targetSms));
   return options;
-}
-
-/// Applies `options` to the passes of `pm` they name; records which were
-/// applied in `applied`.
-LogicalResult configurePasses(OpPassManager &pm,
-                              const std::map<std::string, std::string> &options,
-                              std::map<std::string, bool> &applied,
-                              std::string &error) {
-  for (Pass &pass : pm.getPasses()) {
-    auto it = options.find(pass.getArgument().str());
-    if (it == options.end())
-      continue;
-    if (failed(pass.initializeOptions(it->second, [&](const llvm::Twine &msg) {
-          error = "pass '" + it->first + "': " + msg.str();
-          return failure();
-        }))) {
-      if (error.empty())
-        error = "pass '" + it->first + "': cannot apply '" + it->second + "'";
-      return failure();
-    }
-    applied[it->first] = true;
-  }
-  return success();
 }
 
 } // namespace
@@ -176,8 +153,8 @@ Status mk::jit::compileSpecToSource(const BlockConfig &cfg,
                          "internal error: the frontend built invalid IR: " +
                              diags.str());
 
-  std::map<std::string, std::string> passOptions = passOptionsFor(opts);
-  std::map<std::string, bool> applied;
+  PassOptionMap passOptions = passOptionsFor(opts);
+  std::set<std::string> applied;
   llvm::ArrayRef<PipelineStage> stages = getPipelineStages();
   for (int i = 0; i <= last; ++i) {
     const PipelineStage &stage = stages[i];
@@ -186,7 +163,7 @@ Status mk::jit::compileSpecToSource(const BlockConfig &cfg,
     PassManager pm(&ctx, ModuleOp::getOperationName());
     stage.addPasses(pm);
     std::string error;
-    if (failed(configurePasses(pm, passOptions, applied, error)))
+    if (failed(applyPassOptions(pm, passOptions, applied, error)))
       return rt::makeError(ErrorCode::InvalidArgument, error);
     if (failed(pm.run(*module)))
       return rt::makeError(ErrorCode::Compile, "stage '" + stage.name +
@@ -196,7 +173,7 @@ Status mk::jit::compileSpecToSource(const BlockConfig &cfg,
   // An option whose pass is gone from the pipeline would otherwise be
   // silently ignored.
   for (const auto &kv : passOptions)
-    if (!applied[kv.first])
+    if (!applied.count(kv.first))
       return rt::makeError(ErrorCode::Compile, "pass '" + kv.first +
                                                    "' is not in the pipeline: "
                                                    "cannot apply '" +

@@ -126,11 +126,29 @@ int mk::runDriver(const DriverOptions &opt, llvm::raw_ostream &out,
   }
 
   llvm::ArrayRef<PipelineStage> stages = getPipelineStages();
+  // Every pass option must reach its pass before anything runs.
+  {
+    std::set<std::string> applied;
+    for (int i = 0; i <= last; ++i)
+      if (stages[i].addPasses) {
+        PassManager probe(&ctx, ModuleOp::getOperationName());
+        stages[i].addPasses(probe);
+        if (failed(applyPassOptions(probe, opt.passOptions, applied, error)))
+          return fail(error);
+      }
+    for (const auto &kv : opt.passOptions)
+      if (!applied.count(kv.first))
+        return fail("--pass-option: no pass '" + kv.first +
+                    "' in the pipeline up to stage '" + opt.emit + "'");
+  }
   for (int i = 0; i <= last; ++i) {
     const PipelineStage &stage = stages[i];
     if (stage.addPasses) {
       PassManager pm(&ctx, ModuleOp::getOperationName());
       stage.addPasses(pm);
+      std::set<std::string> applied;
+      if (failed(applyPassOptions(pm, opt.passOptions, applied, error)))
+        return fail(error);
       if (configure && failed(configure(pm)))
         return fail("cannot apply the pass manager options");
       if (failed(pm.run(*module)))

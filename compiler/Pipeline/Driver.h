@@ -9,6 +9,8 @@
 #ifndef MK_PIPELINE_DRIVER_H
 #define MK_PIPELINE_DRIVER_H
 
+#include "Pipeline/PipelineStages.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Pass/PassManager.h"
@@ -35,6 +37,10 @@ struct DriverOptions {
   /// unit attribute, which schedule-form-phases turns into a debug_capture
   /// kernel (intermediates written to the debug arena, docs/kernel-abi.md).
   bool debugCapture = false;
+  /// `--pass-option=PASS=OPTIONS`: options of passes of the pipeline (e.g.
+  /// schedule-form-phases=threads=512). Naming a pass that the stages run do
+  /// not contain is an error.
+  PassOptionMap passOptions;
 };
 
 /// Called on each stage's pass manager before it runs (mkc applies MLIR's

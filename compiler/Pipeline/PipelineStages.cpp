@@ -2,6 +2,8 @@
 
 #include "Pipeline/PipelineStages.h"
 
+#include "mlir/Pass/Pass.h"
+
 #include <vector>
 
 using namespace mk;
@@ -44,4 +46,38 @@ bool mk::buildPipelineUpTo(mlir::OpPassManager &pm,
     if (stageList()[i].addPasses)
       stageList()[i].addPasses(pm);
   return true;
+}
+
+bool mk::addPassOption(llvm::StringRef spec, PassOptionMap &options,
+                       std::string &error) {
+  auto [pass, opts] = spec.split('=');
+  if (pass.empty() || opts.empty()) {
+    error = "--pass-option expects PASS=OPTIONS (e.g. "
+            "schedule-form-phases=threads=512), got '" + spec.str() + "'";
+    return false;
+  }
+  std::string &s = options[pass.str()];
+  s += (s.empty() ? "" : " ") + opts.str();
+  return true;
+}
+
+mlir::LogicalResult mk::applyPassOptions(mlir::OpPassManager &pm,
+                                         const PassOptionMap &options,
+                                         std::set<std::string> &applied,
+                                         std::string &error) {
+  for (mlir::Pass &pass : pm.getPasses()) {
+    auto it = options.find(pass.getArgument().str());
+    if (it == options.end())
+      continue;
+    if (mlir::failed(pass.initializeOptions(it->second, [&](const llvm::Twine &msg) {
+          error = "pass '" + it->first + "': " + msg.str();
+          return mlir::failure();
+        }))) {
+      if (error.empty())
+        error = "pass '" + it->first + "' does not accept '" + it->second + "'";
+      return mlir::failure();
+    }
+    applied.insert(it->first);
+  }
+  return mlir::success();
 }

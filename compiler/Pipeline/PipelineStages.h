@@ -22,6 +22,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <functional>
+#include <map>
+#include <set>
 #include <string>
 
 namespace mk {
@@ -67,6 +69,20 @@ int getPipelineStageIndex(llvm::StringRef name);
 /// Adds the passes of every stage up to and including `lastStage` to `pm`
 /// (for mk-opt's `--mk-pipeline-to-<stage>`). Returns false if unknown.
 bool buildPipelineUpTo(mlir::OpPassManager &pm, llvm::StringRef lastStage);
+
+/// Options of individual pipeline passes, by pass argument, in MLIR's textual
+/// pass-option syntax: {"schedule-form-phases": "threads=512"}.
+using PassOptionMap = std::map<std::string, std::string>;
+
+/// Parses "PASS=OPTIONS" (mkc's --pass-option) into `options`, appending to
+/// what PASS already has. False, with `error` set, if malformed.
+bool addPassOption(llvm::StringRef spec, PassOptionMap &options, std::string &error);
+
+/// Applies `options` to the passes of `pm` they name and records those pass
+/// names in `applied`. Fails (with `error` naming the pass) on an option the
+/// pass does not accept.
+mlir::LogicalResult applyPassOptions(mlir::OpPassManager &pm, const PassOptionMap &options,
+                                     std::set<std::string> &applied, std::string &error);
 
 } // namespace mk
 

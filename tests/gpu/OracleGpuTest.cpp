@@ -15,6 +15,7 @@
 #include "GpuTestSupport.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 using namespace mk;
 using namespace mk::rt;
@@ -248,7 +249,12 @@ void badInputs(const std::string &kernelName) {
   EXPECT_EQ(s->launchCount(), 0u);
 }
 
-std::string fullName() { return "kimi_linear_w4a16"; }
+/// $MK_FULL_KERNEL selects another full-size kernel directory under
+/// $MK_KERNELS_DIR (a schedule variant, e.g. kimi_linear_w4a16_t512).
+std::string fullName() {
+  const char *v = std::getenv("MK_FULL_KERNEL");
+  return v && *v ? v : "kimi_linear_w4a16";
+}
 std::string tinyName() { return "tiny"; }
 
 } // namespace

@@ -57,6 +57,13 @@ int main(int argc, char **argv) {
       cl::desc("Emit a kernel that also writes every phase's intermediates "
                "to the debug arena (captures in the manifest)"),
       cl::cat(category));
+  cl::list<std::string> passOptions(
+      "pass-option",
+      cl::desc("PASS=OPTIONS: options of one pass of the pipeline, in MLIR's "
+               "pass-option syntax (repeatable), e.g. "
+               "--pass-option=schedule-form-phases=threads=512 "
+               "--pass-option=schedule-partition-work=target-sms=132"),
+      cl::value_desc("pass=options"), cl::cat(category));
   cl::opt<bool> listStages("list-stages",
                            cl::desc("Print the pipeline's stages and exit"),
                            cl::cat(category));
@@ -93,6 +100,13 @@ int main(int argc, char **argv) {
   options.outputPath = output;
   options.dumpDir = dumpDir;
   options.debugCapture = debugCapture;
+  for (const std::string &spec : passOptions) {
+    std::string error;
+    if (!mk::addPassOption(spec, options.passOptions, error)) {
+      errs() << "mkc: error: " << error << "\n";
+      return 1;
+    }
+  }
   return mk::runDriver(options, outs(), errs(), [](mlir::PassManager &pm) {
     return mlir::applyPassManagerCLOptions(pm);
   });
