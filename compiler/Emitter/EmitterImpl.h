@@ -1,0 +1,179 @@
+//===- EmitterImpl.h - The CUDA emitter's internals ------------*- C++ -*-===//
+//
+// Private to compiler/Emitter: the Emitter class, whose members live in
+// CudaEmitter.cpp (phases, the kernel, entry points), TaskLowering.cpp (one
+// task instance -> template calls), DebugCaptures.cpp (--debug-capture) and
+// ManifestWriter.cpp (the manifest JSON).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MK_EMITTER_EMITTERIMPL_H
+#define MK_EMITTER_EMITTERIMPL_H
+
+#include "Emitter/CudaEmitter.h"
+
+#include "mk/BlockConfig.h"
+#include "mk/BlockSpec.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Regex.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+namespace mk::emitter::detail {
+
+using namespace mlir;
+using namespace mk::schedule;
+using mk::BlockConfig;
+using mk::DType;
+using mk::emitter::EmittedKernel;
+
+/// A C identifier for a tensor name ("blocks.0.attn.q_proj.w_q" ->
+/// "blocks_0_attn_q_proj_w_q").
+inline std::string ident(StringRef name) {
+  std::string s;
+  for (char c : name)
+    s += (isalnum((unsigned char)c) ? c : '_');
+  return s;
+}
+
+inline const char *ctype(DType t) {
+  switch (t) {
+  case DType::U8:
+    return "uint8_t";
+  case DType::BF16:
+    return "mk::bf16";
+  case DType::F32:
+    return "float";
+  case DType::I32:
+    return "int";
+  }
+  return "uint8_t";
+}
+
+inline const char *ctypeOf(StringRef dtype) {
+  DType t;
+  if (!parseDType(dtype.str(), t))
+    return "uint8_t";
+  return ctype(t);
+}
+
+/// The capture names of docs/kernel-abi.md, in the order the oracle computes
+/// them within a layer (mk-diff reports the first capture that disagrees, so
+/// the manifest lists them in dataflow order).
+constexpr const char *kCaptureOrder[] = {
+    "attn_in", "q",      "k",      "v",     "g",        "beta_logits",
+    "q_conv",  "k_conv", "v_conv", "kda_o", "mla_q",    "mla_kv",
+    "mla_o",   "attn_out", "h",    "moe_in", "router_logits", "topk_idx",
+    "topk_w",  "moe_out", "out"};
+
+/// The layer of a weight or state tensor ("blocks.3.attn.kv_b",
+/// "state.3.c_kv" -> 3), or -1.
+inline int64_t layerOf(StringRef name) {
+  static const llvm::Regex re("^(blocks|state)\\.([0-9]+)\\.");
+  SmallVector<StringRef> m;
+  int64_t layer;
+  if (!re.match(name, &m) || m[2].getAsInteger(10, layer))
+    return -1;
+  return layer;
+}
+
+/// mk::kMaxGrid (grid_sync.cuh): the most blocks the grid barrier supports.
+constexpr int64_t kMaxGrid = 1024;
+
+inline std::string fmtFloat(double v) {
+  std::string s = llvm::formatv("{0:e9}", v).str();
+  return s + "f";
+}
+
+class Emitter {
+public:
+  Emitter(KernelOp kernel, const BlockConfig &cfg)
+      : kernel(kernel), cfg(cfg), T(kernel.getThreads()) {}
+  LogicalResult run(EmittedKernel &out);
+
+private:
+  KernelOp kernel;
+  const BlockConfig &cfg;
+  int64_t T;
+  llvm::StringMap<BufferOp> buffers;
+  llvm::StringMap<CounterOp> counters;
+  std::string body;
+  llvm::raw_string_ostream os{body};
+  std::set<std::string> asserts;
+  int64_t workFloats = 0;
+  int64_t numCounters = 0;
+  int64_t phaseIndex = 0;
+  int routedKey = 0;
+  llvm::StringMap<int> topkKey;
+
+  /// One intermediate written into the debug arena (debug_capture kernels).
+  struct Capture {
+    std::string name, dtype;
+    SmallVector<int64_t> shape;
+    int64_t layer = 0, rank = 0, offset = 0;
+    /// The end-of-step copy (`dst`: the capture's byte address); null for
+    /// values written where they are computed (shared memory, registers).
+    std::function<void(llvm::raw_ostream &, const std::string &dst)> fill;
+  };
+  bool debug = false;
+  std::vector<Capture> captures;
+  llvm::StringMap<size_t> captureIndex;
+  llvm::StringMap<std::string> smemCapture; // every-block norm -> capture
+  llvm::StringMap<int64_t> convCapture;     // kda task -> layer
+  llvm::StringMap<int64_t> topkCapture;     // router logits buffer -> layer
+  int64_t debugBytes = 0;
+  LogicalResult planCaptures();
+  /// `(T *)(debug + offset)` of capture layer<layer>.<what>.
+  std::string capturePtr(int64_t layer, StringRef what) {
+    const Capture &c = captures[captureIndex.lookup(
+        ("layer" + std::to_string(layer) + "." + what).str())];
+    return llvm::formatv("reinterpret_cast<{0} *>(debug + {1})",
+                         ctypeOf(c.dtype), c.offset)
+        .str();
+  }
+
+  void needWork(int64_t floats) { workFloats = std::max(workFloats, floats); }
+  int64_t w4Red(int64_t tn) { return (T / 32) * tn + 3 * 6 * T * 4; }
+  std::string w4RedCheck(int64_t tn) {
+    return llvm::formatv("mk::w4a16_red_floats<{0}, {1}>() == {2}", T, tn,
+                         w4Red(tn))
+        .str();
+  }
+
+  /// A pointer expression for buffer `name`; `write` selects the state_out
+  /// side of decode state.
+  std::string ptr(StringRef name, bool write = false) {
+    auto it = buffers.find(name);
+    assert(it != buffers.end() && "unknown buffer");
+    BufferOp b = it->second;
+    StringRef space = b.getSpace();
+    if (space == "io")
+      return name.str();
+    if (space == "state")
+      return ident(name) + (write ? "_out" : "_in");
+    if (space == "shared")
+      return "xs";
+    return llvm::formatv("reinterpret_cast<{0} *>(wsp + {1})",
+                         ctypeOf(b.getDtype()), b.getOffset())
+        .str();
+  }
+  std::string wq(StringRef w) { return ident(w) + "_w_q"; }
+  std::string ws_(StringRef w) { return ident(w) + "_scales"; }
+  std::string wz(StringRef w) { return ident(w) + "_zeros"; }
+
+  LogicalResult emitPhase(PhaseOp phase);
+  /// Moves heavy template calls out of line (see TaskLowering.cpp).
+  static std::string outlineHeavyCalls(const std::string &text);
+  LogicalResult emitInstance(TaskOp t, llvm::raw_ostream &o);
+  std::string manifest(int64_t dynSmem, int64_t syncBytes);
+};
+
+} // namespace mk::emitter::detail
+
+#endif // MK_EMITTER_EMITTERIMPL_H

@@ -1,0 +1,322 @@
+//===- TaskLowering.cpp - One task instance -> template calls -------------===//
+//
+// Each schedule.task kind becomes the call of its device template from
+// templates/ (with the partition's tile sizes and the buffers' addresses);
+// heavy templates are called through out-of-line wrappers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Emitter/EmitterImpl.h"
+
+using namespace mk::emitter::detail;
+
+LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
+  StringRef kind = t.getKind();
+  auto i64 = [&](StringRef n) { return t.getIntArg(n); };
+  auto str = [&](StringRef n) { return t.getStrArg(n); };
+  auto strs = [&](StringRef n) {
+    SmallVector<std::string> v;
+    if (auto a = dyn_cast_or_null<ArrayAttr>(t.getArgs().get(n)))
+      for (Attribute x : a)
+        v.push_back(cast<StringAttr>(x).getValue().str());
+    return v;
+  };
+  auto ints = [&](StringRef n) {
+    SmallVector<int64_t> v;
+    if (auto a = dyn_cast_or_null<ArrayAttr>(t.getArgs().get(n)))
+      for (Attribute x : a)
+        v.push_back(cast<IntegerAttr>(x).getInt());
+    return v;
+  };
+  int64_t G = cfg.group;
+
+  if (kind == "w4a16_gemv") {
+    auto weights = strs("weights"), outputs = strs("outputs");
+    auto ns = ints("n");
+    int64_t k = i64("k"), tn = i64("tn"), ks = i64("ksplit"),
+            tiles = i64("tiles"), unitCols = i64("unit_cols");
+    bool atomic = str("epilogue") == "atomic_f32";
+    BufferOp in = buffers.lookup(str("input"));
+    bool shared = in.getSpace() == "shared";
+    int64_t kslice = k / ks;
+    o << "      const int k0 = " << (ks > 1 ? "(i / " + std::to_string(tiles) +
+                                               ") * " + std::to_string(kslice)
+                                         : std::string("0"))
+      << ", k1 = k0 + " << kslice << ";\n";
+    if (unitCols) {
+      int64_t tpu = unitCols / tn, per = (int64_t)weights.size() * tpu;
+      o << "      const int u = i / " << per << ", r = i % " << per
+        << ", seg = r / " << tpu << ";\n"
+        << "      const int n0 = u * " << unitCols << " + (r % " << tpu
+        << ") * " << tn << ", nvalid = " << tn << ";\n";
+    } else {
+      o << "      const int tile = i % " << tiles << ";\n"
+        << "      int seg = 0, n0 = tile * " << tn << ";\n";
+      int64_t acc = 0;
+      for (size_t s = 0; s + 1 < ns.size(); ++s) {
+        acc += (ns[s] + tn - 1) / tn;
+        o << "      if (tile >= " << acc << ") { seg = " << s + 1
+          << "; n0 = (tile - " << acc << ") * " << tn << "; }\n";
+      }
+      o << "      const int nseg = ";
+      for (size_t s = 0; s + 1 < ns.size(); ++s)
+        o << "seg == " << s << " ? " << ns[s] << " : ";
+      o << ns.back() << ";\n      const int nvalid = min(" << tn
+        << ", nseg - n0);\n";
+    }
+    std::string xin = "xs";
+    if (!shared) {
+      std::string src = ptr(in.getSymName());
+      o << "      for (int j = k0 + threadIdx.x; j < k1; j += " << T
+        << ") work[j] = mk::bf2f(__ldcg(" << src << " + "
+        << i64("input_offset") << " + j));\n      __syncthreads();\n";
+      xin = "work";
+      needWork(k + w4Red(tn));
+      o << "      float *red = work + " << k << ";\n";
+    } else {
+      needWork(w4Red(tn));
+      o << "      float *red = work;\n";
+    }
+    asserts.insert(w4RedCheck(tn));
+    o << "      switch (seg) {\n";
+    for (size_t s = 0; s < weights.size(); ++s) {
+      std::string epiType = atomic ? "mk::EpiAtomicAddF32" : "mk::EpiStoreBf16";
+      std::string epi =
+          atomic ? "mk::EpiAtomicAddF32{" + ptr(outputs[s]) + ", 1.f, 0}"
+                 : "mk::EpiStoreBf16{" + ptr(outputs[s], true) + ", 0}";
+      o << "      case " << s << ": mkgen::call<&mk::w4a16_gemv_tile<" << T
+        << ", " << tn << ", " << G << ", " << epiType << ">>(" << xin << ", " << wq(weights[s]) << ", "
+        << ws_(weights[s]) << ", " << wz(weights[s]) << ", " << ns[s]
+        << ", n0, nvalid, k0, k1, red, " << epi << ", false); break;\n";
+    }
+    o << "      }\n";
+    return success();
+  }
+  if (kind == "bf16_rows") {
+    int64_t rpt = i64("rows_per_task"), rows = i64("rows");
+    o << "      const int row0 = i * " << rpt << ";\n"
+      << "      mk::bf16_rows_gemv<" << T << ">(xs, " << ident(str("weight"))
+      << ", " << i64("k") << ", row0, min(" << rpt << ", " << rows
+      << " - row0), " << ptr(str("output"), true) << ");\n";
+    return success();
+  }
+  if (kind == "kda_head_chunk") {
+    int64_t dk = i64("head_dim"), chunk = i64("chunk"), conv = i64("conv");
+    int64_t c = i64("heads") * dk;
+    needWork(3 * dk + chunk + 2 * (T / chunk) * chunk + 32);
+    asserts.insert(llvm::formatv("mk::kda_smem_floats<{0}, {1}, {2}>() == {3}",
+                                 T, dk, chunk,
+                                 3 * dk + chunk + 2 * (T / chunk) * chunk + 32)
+                       .str());
+    o << "      mk::kda_head_chunk_task<" << T << ", " << dk << ", " << chunk
+      << ", " << conv << ">(i, " << c << ", " << ptr(str("q")) << ", "
+      << ptr(str("k")) << ", " << ptr(str("v")) << ", " << ptr(str("g"))
+      << ", " << ptr(str("beta")) << ", " << ident(str("conv_w")) << ", "
+      << ptr(str("cq")) << ", " << ptr(str("ck")) << ", " << ptr(str("cv"))
+      << ", " << ptr(str("S")) << ", " << ptr(str("S"), true) << ", "
+      << ptr(str("o"), true) << ", work);\n";
+    auto cap = convCapture.find(t.getName());
+    if (debug && cap != convCapture.end()) {
+      // The instance's CHUNK channels of each conv output (all instances
+      // together cover every channel), before conv_commit shifts the windows.
+      int64_t nch = dk / chunk;
+      o << "      { // debug capture: the short conv outputs\n"
+        << "      const int c0 = (i / " << nch << ") * " << dk << " + (i % "
+        << nch << ") * " << chunk << ";\n";
+      const char *what[3] = {"q_conv", "k_conv", "v_conv"};
+      const char *raw[3] = {"q", "k", "v"}, *win[3] = {"cq", "ck", "cv"};
+      for (int j = 0; j < 3; ++j)
+        o << "      mk::debug_short_conv<" << conv << ">(c0, " << chunk << ", "
+          << c << ", " << ptr(str(raw[j])) << ", " << ptr(str(win[j])) << ", "
+          << ident(str("conv_w")) << " + " << j * c * conv << ", "
+          << capturePtr(cap->second, what[j]) << ");\n";
+      o << "      }\n";
+    }
+    return success();
+  }
+  if (kind == "conv_commit") {
+    int64_t c = i64("channels"), n = t.getCount();
+    int64_t per = (c + n - 1) / n;
+    o << "      const mk::bf16 *const nr[3] = {" << ptr(str("q")) << ", "
+      << ptr(str("k")) << ", " << ptr(str("v")) << "};\n"
+      << "      const mk::bf16 *const wi[3] = {" << ptr(str("cq")) << ", "
+      << ptr(str("ck")) << ", " << ptr(str("cv")) << "};\n"
+      << "      mk::bf16 *const wo[3] = {" << ptr(str("cq"), true) << ", "
+      << ptr(str("ck"), true) << ", " << ptr(str("cv"), true) << "};\n"
+      << "      mk::conv_window_commit<" << i64("conv") << ">(i * " << per
+      << ", min(" << c << ", (i + 1) * " << per << "), " << c
+      << ", nr, wi, wo);\n";
+    return success();
+  }
+  if (kind == "zero_f32") {
+    int64_t n = i64("n"), per = (n + t.getCount() - 1) / t.getCount();
+    o << "      float *p = " << ptr(str("buffer"), true) << ";\n"
+      << "      for (int j = i * " << per << " + threadIdx.x; j < min(" << n
+      << ", (i + 1) * " << per << "); j += " << T << ") p[j] = 0.f;\n";
+    return success();
+  }
+  if (kind == "final_residual") {
+    int64_t n = i64("dim"), per = (n + t.getCount() - 1) / t.getCount();
+    o << "      const mk::bf16 *base = " << ptr(str("base")) << ";\n"
+      << "      const float *acc = " << ptr(str("acc")) << ";\n"
+      << "      for (int j = i * " << per << " + threadIdx.x; j < min(" << n
+      << ", (i + 1) * " << per << "); j += " << T << ")\n"
+      << "        " << ptr(str("out"), true)
+      << "[j] = mk::f2bf(mk::round_bf16(mk::bf2f(__ldcg(base + j)) + "
+         "mk::round_bf16(__ldcg(acc + j))));\n";
+    return success();
+  }
+  int64_t hm = i64("heads"), nope = i64("nope"), rope = i64("rope"),
+          vh = i64("v_head"), lora = i64("lora");
+  if (kind == "mla_rope_append") {
+    o << "      mk::mla_rope_append<" << T << ", " << hm << ", " << nope << ", "
+      << rope << ", " << lora << ">(i, " << t.getCount() << ", ctx_len, "
+      << fmtFloat(t.getArgs().getAs<FloatAttr>("theta").getValueAsDouble())
+      << ", " << ptr(str("q")) << ", " << ptr(str("kv")) << ", "
+      << ptr(str("q_rope"), true) << ", " << ptr(str("c_kv")) << ", "
+      << ptr(str("k_rope")) << ", " << ptr(str("c_kv"), true) << ", "
+      << ptr(str("k_rope"), true) << ");\n";
+    return success();
+  }
+  if (kind == "mla_q_absorb") {
+    needWork(nope);
+    std::string w = str("kv_b").str();
+    o << "      mk::mla_q_absorb_task<" << T << ", " << hm << ", " << nope
+      << ", " << rope << ", " << vh << ", " << lora << ", " << G << ">(i, "
+      << ptr(str("q")) << ", " << wq(w) << ", " << ws_(w) << ", " << wz(w)
+      << ", " << ptr(str("q_abs"), true) << ", work);\n";
+    return success();
+  }
+  if (kind == "mla_attention_chunk") {
+    constexpr int64_t sub = 32; // cache rows staged per sub-chunk
+    const int64_t hg = i64("head_group");
+    int64_t f = (hg * lora + hg * rope + hg * sub + 3 * hg + 3) / 4 * 4 +
+                (sub * lora + sub * rope) / 2;
+    needWork(f);
+    asserts.insert(
+        llvm::formatv("mk::mla_attention_smem_floats<{0}, {1}, {2}, {3}>() == {4}",
+                      hg, lora, rope, sub, f)
+            .str());
+    o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, "
+      << i64("max_chunks") << ");\n"
+      << "      if (i < nch * " << hm / hg << ")\n"
+      << "        mk::mla_attention_chunk_task<" << T << ", " << hm << ", " << hg
+      << ", " << lora << ", " << rope << ", " << sub << ">(i, nch, ctx_len + 1, "
+      << fmtFloat(t.getArgs().getAs<FloatAttr>("scale").getValueAsDouble())
+      << ", " << ptr(str("q_abs")) << ", " << ptr(str("q_rope")) << ", "
+      << ptr(str("c_kv"), true) << ", " << ptr(str("k_rope"), true) << ", "
+      << ptr(str("part_m"), true) << ", " << ptr(str("part_l"), true) << ", "
+      << ptr(str("part_acc"), true) << ", work);\n";
+    return success();
+  }
+  if (kind == "mla_combine_wv") {
+    int64_t maxc = 0;
+    kernel.walk([&](TaskOp a) {
+      if (a.getKind() == "mla_attention_chunk" &&
+          a.getStrArg("part_m") == str("part_m"))
+        maxc = a.getIntArg("max_chunks");
+    });
+    needWork(lora + w4Red(vh));
+    asserts.insert(w4RedCheck(vh));
+    std::string w = str("kv_b").str();
+    o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, "
+      << maxc << ");\n"
+      << "      mk::mla_combine_wv_task<" << T << ", " << hm << ", " << nope
+      << ", " << vh << ", " << lora << ", " << G << ">(i, nch, "
+      << ptr(str("part_m")) << ", " << ptr(str("part_l")) << ", "
+      << ptr(str("part_acc")) << ", " << wq(w) << ", " << ws_(w) << ", "
+      << wz(w) << ", " << ptr(str("o"), true) << ", work);\n";
+    return success();
+  }
+  if (kind == "moe_gate_up" || kind == "moe_down") {
+    bool down = kind == "moe_down";
+    bool routed = !str("logits").empty();
+    int64_t d = i64("hidden"), m = i64("inter"), tn = i64("tn"),
+            ks = i64("ksplit"), tiles = i64("tiles");
+    int64_t per = tiles * ks;
+    o << "      const int slot = i / " << per << ", r = i % " << per << ";\n";
+    if (routed) {
+      auto [it, fresh] = topkKey.try_emplace(str("logits"), topkKey.size());
+      o << "      if (tk_key != " << it->second << ") {\n"
+        << "        mk::moe_topk<" << i64("experts") << ", " << i64("top_k")
+        << ">(" << ptr(str("logits")) << ", "
+        << fmtFloat(t.getArgs().getAs<FloatAttr>("scaling").getValueAsDouble())
+        << ", tk_w, tk_idx);\n        tk_key = " << it->second << ";\n";
+      auto cap = topkCapture.find(str("logits"));
+      if (debug && cap != topkCapture.end())
+        o << "        if (threadIdx.x < " << i64("top_k")
+          << ") { // debug capture: this block's top-k\n"
+          << "          " << capturePtr(cap->second, "topk_idx")
+          << "[threadIdx.x] = tk_idx[threadIdx.x];\n"
+          << "          " << capturePtr(cap->second, "topk_w")
+          << "[threadIdx.x] = tk_w[threadIdx.x];\n        }\n";
+      o << "      }\n"
+        << "      const int e = tk_idx[slot];\n";
+    } else {
+      o << "      const int e = slot;\n";
+    }
+    std::string hmid = ptr(str("hmid"), true);
+    if (!down) {
+      std::string g = str("gate").str(), u = str("up").str();
+      int64_t wqs = d / 2 * m, sz = d / G * m;
+      needWork(2 * tn + w4Red(tn));
+      asserts.insert(llvm::formatv("mk::moe_gate_up_smem_floats<{0}, {1}>() == {2}",
+                                   T, tn, 2 * tn + w4Red(tn))
+                         .str());
+      o << "      const int n0 = r * " << tn << ";\n"
+        << "      mk::moe_gate_up_task<" << T << ", " << tn << ", " << G
+        << ">(xs, " << d << ", " << wq(g) << " + (size_t)e * " << wqs << ", "
+        << ws_(g) << " + (size_t)e * " << sz << ", " << wz(g)
+        << " + (size_t)e * " << sz << ", " << wq(u) << " + (size_t)e * " << wqs
+        << ", " << ws_(u) << " + (size_t)e * " << sz << ", " << wz(u)
+        << " + (size_t)e * " << sz << ", " << m << ", n0, min(" << tn << ", "
+        << m << " - n0), " << hmid << " + slot * " << m << ", work);\n";
+    } else {
+      std::string w = str("down").str();
+      int64_t wqs = m / 2 * d, sz = m / G * d, kslice = m / ks;
+      needWork(m + w4Red(tn));
+      asserts.insert(llvm::formatv("mk::moe_down_smem_floats<{0}, {1}>({2}) == {3}",
+                                   T, tn, m, m + w4Red(tn))
+                         .str());
+      o << "      const int k0 = (r / " << tiles << ") * " << kslice
+        << ", n0 = (r % " << tiles << ") * " << tn << ";\n"
+        << "      mk::moe_down_task<" << T << ", " << tn << ", " << G << ">("
+        << hmid << " + slot * " << m << ", " << m << ", " << wq(w)
+        << " + (size_t)e * " << wqs << ", " << ws_(w) << " + (size_t)e * "
+        << sz << ", " << wz(w) << " + (size_t)e * " << sz << ", " << d
+        << ", n0, min(" << tn << ", " << d << " - n0), k0, k0 + " << kslice
+        << ", " << (routed ? "tk_w[slot]" : "1.f") << ", "
+        << ptr(str("acc"), true) << ", work);\n";
+    }
+    return success();
+  }
+  return t.emitOpError("the CUDA emitter has no lowering for kind '")
+         << kind << "'";
+}
+
+/// Calls of the register-hungry templates go through a __noinline__
+/// trampoline: inlined into the one kernel body, their live ranges would add
+/// up with everything else's and spill.
+
+std::string Emitter::outlineHeavyCalls(const std::string &text) {
+  static const llvm::Regex call(
+      "mk::(kda_head_chunk_task|mla_attention_chunk_task|mla_q_absorb_task|"
+      "mla_rope_append|mla_combine_wv_task|conv_window_commit|moe_topk|"
+      "moe_gate_up_task|moe_down_task|bf16_rows_gemv|block_rmsnorm|"
+      "block_residual)"
+      "<([^<>]*)>\\(");
+  std::string out, rest = text;
+  SmallVector<StringRef> m;
+  while (call.match(rest, &m)) {
+    size_t at = m[0].data() - rest.data();
+    out += rest.substr(0, at);
+    out += "mkgen::call<&mk::" + m[1].str() + "<" + m[2].str() + ">>(";
+    rest = rest.substr(at + m[0].size());
+  }
+  return out + rest;
+}
+
+/// Which debug captures the kernel provides and how (docs/kernel-abi.md).
+/// Derived from the tasks: a capture is named after the weight (by its
+/// state-dict name) or the task kind that produces it. Offsets follow the
+/// oracle's order: layer by layer, kCaptureOrder within a layer.
