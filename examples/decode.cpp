@@ -61,12 +61,8 @@ int main(int argc, char **argv) {
   // 1. The GPU, and the kernel compiled for it (cached on disk).
   std::shared_ptr<Device> dev;
   check(Device::open(0, dev), "opening the GPU");
-  KernelSource src;
-  check(readKernelDir(dir, "", src), "reading the kernel");
-  KernelBuildOptions bo;
-  bo.compile.arch = dev->arch();
   std::shared_ptr<Kernel> kernel;
-  check(Kernel::build(src, bo, kernel), "compiling");
+  check(buildKernelFromDir(dir, dev->arch(), {}, kernel), "compiling the kernel");
   const BlockConfig &cfg = kernel->manifest().config;
 
   // 2. A session with room for every token we decode.

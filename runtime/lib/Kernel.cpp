@@ -117,5 +117,13 @@ Status Kernel::build(const KernelSource &src, const KernelBuildOptions &opts,
   return Status::ok();
 }
 
+Status buildKernelFromDir(const std::string &dir, const std::string &arch,
+                          KernelBuildOptions opts, std::shared_ptr<Kernel> &out) {
+  KernelSource src;
+  MK_RETURN_IF_ERROR(readKernelDir(dir, "", src));
+  opts.compile.arch = arch;
+  return Kernel::build(src, opts, out);
+}
+
 } // namespace rt
 } // namespace mk

@@ -156,17 +156,13 @@ int main(int argc, char **argv) {
   Status st = Device::open(0, dev);
   if (!st.isOk())
     return fail(st, "opening the GPU");
-  KernelSource src;
-  if (!(st = readKernelDir(dir, "", src)).isOk())
-    return fail(st, "reading the kernel");
   KernelBuildOptions bo;
-  bo.compile.arch = dev->arch();
   // Block 0 stamps the global timer as it enters each phase: a per-phase
   // profile without hardware counters (costs one store per phase).
   if (phaseTiming)
     bo.compile.extraOptions.push_back("-DMK_PHASE_TIMING");
   std::shared_ptr<Kernel> kernel;
-  if (!(st = Kernel::build(src, bo, kernel)).isOk())
+  if (!(st = buildKernelFromDir(dir, dev->arch(), bo, kernel)).isOk())
     return fail(st, "compiling");
   const BlockConfig &cfg = kernel->manifest().config;
   int64_t maxCtx = *std::max_element(ctxs.begin(), ctxs.end());

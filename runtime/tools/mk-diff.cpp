@@ -100,13 +100,8 @@ int main(int argc, char **argv) {
   Status st = Device::open(0, dev);
   if (!st.isOk())
     return fail(st, "opening the GPU");
-  KernelSource src;
-  if (!(st = readKernelDir(dir, "", src)).isOk())
-    return fail(st, "reading the kernel");
-  KernelBuildOptions bo;
-  bo.compile.arch = dev->arch();
   std::shared_ptr<Kernel> kernel;
-  if (!(st = Kernel::build(src, bo, kernel)).isOk())
+  if (!(st = buildKernelFromDir(dir, dev->arch(), {}, kernel)).isOk())
     return fail(st, "compiling");
   const Manifest &m = kernel->manifest();
   if (!m.debugCapture) {

@@ -75,11 +75,7 @@ inline rt::Status loadTestKernel(const std::shared_ptr<rt::Device> &dev,
                          "kernel directory " + dir +
                              " does not exist: generate it with `mkc "
                              "examples/...json --emit=cuda -o " + dir + "`");
-  rt::KernelSource src;
-  MK_RETURN_IF_ERROR(rt::readKernelDir(dir, "", src));
-  rt::KernelBuildOptions opts;
-  opts.compile.arch = dev->arch();
-  MK_RETURN_IF_ERROR(rt::Kernel::build(src, opts, out));
+  MK_RETURN_IF_ERROR(rt::buildKernelFromDir(dir, dev->arch(), {}, out));
   cache[name] = out;
   return rt::Status::ok();
 }

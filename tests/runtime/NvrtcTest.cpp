@@ -220,6 +220,24 @@ TEST(Kernel, ReadKernelDir) {
   EXPECT_NE(st.message().find("mk_test_stub.manifest.json"), std::string::npos);
 }
 
+TEST(Kernel, BuildFromDirForAnArchitecture) {
+  BlockConfig cfg = mk::testing::tinyConfig();
+  std::string dir = tempDir();
+  {
+    std::ofstream(dir + "/mk_test_stub.manifest.json") << mk::testing::makeManifest(cfg);
+    std::ofstream(dir + "/mk_test_stub.cu") << mk::testing::makeStubKernelSource(cfg);
+  }
+  KernelBuildOptions opts;
+  opts.useCache = false;
+  std::shared_ptr<Kernel> k;
+  Status st = buildKernelFromDir(dir, "sm_90", opts, k);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  EXPECT_EQ(k->arch(), "sm_90");
+  EXPECT_FALSE(k->cubin().empty());
+  EXPECT_EQ(buildKernelFromDir(dir + "/nope", "sm_90", opts, k).code(), ErrorCode::Io);
+  EXPECT_EQ(buildKernelFromDir(dir, "", opts, k).code(), ErrorCode::InvalidArgument);
+}
+
 TEST(Kernel, NeedsAnArchitecture) {
   BlockConfig cfg = mk::testing::tinyConfig();
   KernelSource src;

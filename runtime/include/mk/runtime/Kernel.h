@@ -69,6 +69,11 @@ private:
   bool fromCache_ = false;
 };
 
+/// readKernelDir(dir, "") then Kernel::build for `arch` (e.g. the device's
+/// Device::arch()), with the rest of `opts` (cache, extra options).
+Status buildKernelFromDir(const std::string &dir, const std::string &arch,
+                          KernelBuildOptions opts, std::shared_ptr<Kernel> &out);
+
 } // namespace rt
 } // namespace mk
 
