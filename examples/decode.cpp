@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DecodeLoop.h"
 #include "mk/Oracle.h"
 #include "mk/runtime/Roofline.h"
 #include "mk/runtime/Session.h"
@@ -70,53 +71,14 @@ int main(int argc, char **argv) {
   so.cacheCapacity = ctx + warmup + tokens + 1;
   std::unique_ptr<Session> s;
   check(Session::create(dev, kernel, so, s), "creating the session");
-  if (!weightsPath.empty()) {
-    check(s->bindSafetensors(weightsPath), "binding weights");
-  } else {
-    check(s->bindWeightsHost(makeRandomWeights(cfg, seed)), "binding weights");
-  }
 
-  // 3. A starting state of `ctx` tokens and a first token.
-  DecodeState state = makeRandomState(cfg, ctx, seed + 1);
-  check(s->loadStateHost(state.tensors, ctx), "writing state");
-  std::vector<BFloat16> hidden = makeRandomHidden(cfg, seed + 2);
-  const DriverApi &drv = dev->driver();
-  DeviceBuffer a, b;
-  check(DeviceBuffer::allocate(dev, hidden.size() * 2, a), "alloc");
-  check(DeviceBuffer::allocate(dev, hidden.size() * 2, b), "alloc");
-  check(cuCheck(drv.cuMemcpyHtoD(a.ptr(), hidden.data(), hidden.size() * 2),
-                "upload"),
-        "upload");
-
-  // 4. Decode: the output of one step is the input of the next.
-  std::vector<CUevent> ev(size_t(tokens) + 1);
-  for (CUevent &e : ev)
-    check(cuCheck(drv.cuEventCreate(&e, 0), "event"), "event");
-  CUdeviceptr in = a.ptr(), out = b.ptr();
-  for (int i = 0; i < warmup; ++i) {
-    check(s->step(in, out), "step");
-    std::swap(in, out);
-  }
-  check(cuCheck(drv.cuEventRecord(ev[0], s->stream()), "record"), "record");
-  for (int i = 0; i < tokens; ++i) {
-    check(s->step(in, out), "step");
-    check(cuCheck(drv.cuEventRecord(ev[size_t(i) + 1], s->stream()), "record"),
-          "record");
-    std::swap(in, out);
-  }
-  check(s->synchronize(), "synchronizing");
-  std::vector<float> ms(static_cast<size_t>(tokens), 0.f);
-  for (int i = 0; i < tokens; ++i)
-    drv.cuEventElapsedTime(&ms[size_t(i)], ev[size_t(i)], ev[size_t(i) + 1]);
-  for (CUevent e : ev)
-    drv.cuEventDestroy(e);
-  std::vector<uint16_t> last(hidden.size());
-  drv.cuMemcpyDtoH(last.data(), in, last.size() * 2);
-  double norm = 0;
-  for (uint16_t bits : last) {
-    float f = BFloat16::fromBits(bits).toFloat();
-    norm += double(f) * f;
-  }
+  // 3.-4. Weights, a starting state of `ctx` tokens, then decode: the output
+  // of one step is the input of the next (examples/DecodeLoop.h).
+  examples::DecodeResult run;
+  check(examples::decodeTokens(*s, weightsPath, seed, ctx, warmup, tokens, run),
+        "decoding");
+  std::vector<float> ms = run.msPerToken;
+  const double norm = run.lastHiddenNorm;
 
   std::sort(ms.begin(), ms.end());
   double med = ms[ms.size() / 2];
@@ -132,7 +94,7 @@ int main(int argc, char **argv) {
               "of it reached)\n",
               bytes / 1e6, bandwidth / 1e12, floorMs, 100.0 * floorMs / med);
   std::printf("final context %lld, |hidden| = %.4f%s\n",
-              (long long)s->contextLength(), std::sqrt(norm),
+              (long long)s->contextLength(), norm,
               std::isfinite(norm) ? "" : " (NOT FINITE)");
   return std::isfinite(norm) ? 0 : 1;
 }

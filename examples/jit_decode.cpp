@@ -15,6 +15,7 @@
 
 #include "Jit/Jit.h"
 
+#include "DecodeLoop.h"
 #include "mk/Oracle.h"
 
 #include <algorithm>
@@ -66,49 +67,21 @@ int main(int argc, char **argv) {
   double setupMs = std::chrono::duration<double, std::milli>(
                        std::chrono::steady_clock::now() - t0)
                        .count();
-  const BlockConfig &cfg = s->manifest().config;
   const std::shared_ptr<Device> &dev = s->device();
 
-  // Weights and a starting state.
-  if (!weightsPath.empty()) {
-    check(s->bindSafetensors(weightsPath), "binding weights");
-  } else {
-    check(s->bindWeightsHost(makeRandomWeights(cfg, seed)), "binding weights");
-  }
-  DecodeState state = makeRandomState(cfg, ctx, seed + 1);
-  check(s->loadStateHost(state.tensors, ctx), "writing state");
-
-  // N steps, one cooperative launch each, the output feeding the next input.
-  std::vector<BFloat16> hidden = makeRandomHidden(cfg, seed + 2);
-  const DriverApi &drv = dev->driver();
-  DeviceBuffer a, b;
-  check(DeviceBuffer::allocate(dev, hidden.size() * 2, a), "alloc");
-  check(DeviceBuffer::allocate(dev, hidden.size() * 2, b), "alloc");
-  check(cuCheck(drv.cuMemcpyHtoD(a.ptr(), hidden.data(), hidden.size() * 2),
-                "upload"),
-        "upload");
-  CUevent start, stop;
-  check(cuCheck(drv.cuEventCreate(&start, 0), "event"), "event");
-  check(cuCheck(drv.cuEventCreate(&stop, 0), "event"), "event");
-  CUdeviceptr in = a.ptr(), out = b.ptr();
-  check(cuCheck(drv.cuEventRecord(start, s->stream()), "record"), "record");
-  for (int i = 0; i < tokens; ++i) {
-    check(s->step(in, out), "step");
-    std::swap(in, out);
-  }
-  check(cuCheck(drv.cuEventRecord(stop, s->stream()), "record"), "record");
-  check(s->synchronize(), "synchronizing");
-  float ms = 0;
-  check(cuCheck(drv.cuEventElapsedTime(&ms, start, stop), "elapsed"),
-        "elapsed");
-  drv.cuEventDestroy(start);
-  drv.cuEventDestroy(stop);
+  // Weights, a starting state, and N steps, one cooperative launch each, the
+  // output feeding the next input (examples/DecodeLoop.h).
+  examples::DecodeResult run;
+  check(examples::decodeTokens(*s, weightsPath, seed, ctx, /*warmup=*/0, tokens, run),
+        "decoding");
+  std::vector<float> ms = run.msPerToken;
+  std::sort(ms.begin(), ms.end());
 
   std::printf("%s on %s: compiled and loaded in %.0f ms (grid %d x %d)\n",
               s->manifest().kernel.c_str(), dev->name().c_str(), setupMs,
               s->launchConfig().grid, s->launchConfig().threadsPerBlock);
-  std::printf("%d tokens from context %lld: %.4f ms/token (first step "
-              "included)\n",
-              tokens, (long long)ctx, double(ms) / tokens);
+  std::printf("%d tokens from context %lld: median %.4f ms/token (first %.4f)\n",
+              tokens, (long long)ctx, double(ms[ms.size() / 2]),
+              double(run.msPerToken.front()));
   return 0;
 }
