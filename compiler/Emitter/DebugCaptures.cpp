@@ -53,13 +53,7 @@ LogicalResult Emitter::planCaptures() {
   kernel.walk([&](TaskOp t) {
     StringRef kind = t.getKind();
     auto str = [&](StringRef n) { return t.getStrArg(n); };
-    auto strs = [&](StringRef n) {
-      SmallVector<std::string> v;
-      if (auto a = dyn_cast_or_null<ArrayAttr>(t.getArgs().get(n)))
-        for (Attribute x : a)
-          v.push_back(cast<StringAttr>(x).getValue().str());
-      return v;
-    };
+    auto strs = [&](StringRef n) { return t.getStrArrayArg(n); };
     if (kind == "residual_rmsnorm") {
       StringRef w = str("weight"), acc = str("acc"), out = str("out");
       int64_t L = layerOf(w), d = t.getIntArg("dim");

@@ -14,20 +14,8 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
   StringRef kind = t.getKind();
   auto i64 = [&](StringRef n) { return t.getIntArg(n); };
   auto str = [&](StringRef n) { return t.getStrArg(n); };
-  auto strs = [&](StringRef n) {
-    SmallVector<std::string> v;
-    if (auto a = dyn_cast_or_null<ArrayAttr>(t.getArgs().get(n)))
-      for (Attribute x : a)
-        v.push_back(cast<StringAttr>(x).getValue().str());
-    return v;
-  };
-  auto ints = [&](StringRef n) {
-    SmallVector<int64_t> v;
-    if (auto a = dyn_cast_or_null<ArrayAttr>(t.getArgs().get(n)))
-      for (Attribute x : a)
-        v.push_back(cast<IntegerAttr>(x).getInt());
-    return v;
-  };
+  auto strs = [&](StringRef n) { return t.getStrArrayArg(n); };
+  auto ints = [&](StringRef n) { return t.getIntArrayArg(n); };
   int64_t G = cfg.group;
 
   if (kind == "w4a16_gemv") {

@@ -65,13 +65,7 @@ static const int64_t kTiles[] = {16, 32, 64, 128, 256};
 LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
   StringRef kind = t.getKind();
   int64_t threads = kernel.getThreads();
-  auto arrayArg = [&](StringRef n) {
-    SmallVector<int64_t> v;
-    if (auto a = dyn_cast_or_null<ArrayAttr>(t.getArgs().get(n)))
-      for (Attribute x : a)
-        v.push_back(cast<IntegerAttr>(x).getInt());
-    return v;
-  };
+  auto arrayArg = [&](StringRef n) { return t.getIntArrayArg(n); };
   if (t.isEveryBlock()) {
     finish(t, 1, t.getIntArg("dim") * 2, "every_block");
     return success();

@@ -310,6 +310,22 @@ StringRef TaskOp::getStrArg(StringRef name) {
     return a.getValue();
   return "";
 }
+SmallVector<int64_t> TaskOp::getIntArrayArg(StringRef name) {
+  SmallVector<int64_t> v;
+  if (auto a = dyn_cast_or_null<ArrayAttr>(getArgs().get(name)))
+    for (Attribute x : a)
+      if (auto i = dyn_cast<IntegerAttr>(x))
+        v.push_back(i.getInt());
+  return v;
+}
+SmallVector<std::string> TaskOp::getStrArrayArg(StringRef name) {
+  SmallVector<std::string> v;
+  if (auto a = dyn_cast_or_null<ArrayAttr>(getArgs().get(name)))
+    for (Attribute x : a)
+      if (auto s = dyn_cast<StringAttr>(x))
+        v.push_back(s.getValue().str());
+  return v;
+}
 
 #define GET_OP_CLASSES
 #include "mk/Dialect/Schedule/ScheduleOps.cpp.inc"

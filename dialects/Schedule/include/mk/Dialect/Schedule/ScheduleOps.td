@@ -162,6 +162,9 @@ def Schedule_TaskOp : Schedule_Op<"task", [HasParent<"PhaseOp">]> {
     /// Integer argument `name` of `args`, or `dflt` when absent.
     int64_t getIntArg(::llvm::StringRef name, int64_t dflt = 0);
     ::llvm::StringRef getStrArg(::llvm::StringRef name);
+    /// Array arguments of `args` (empty when absent).
+    ::llvm::SmallVector<int64_t> getIntArrayArg(::llvm::StringRef name);
+    ::llvm::SmallVector<std::string> getStrArrayArg(::llvm::StringRef name);
   }];
 }
 
