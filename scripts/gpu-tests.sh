@@ -6,10 +6,12 @@
 #
 # MK_KERNELS_DIR holds one subdirectory per generated kernel
 # (kimi_linear_w4a16/, tiny/: `mkc SPEC --emit=cuda -o DIR` output); default
-# ./kernels. Logs go to $OUT (if set) or $MK_BUILD_DIR/gpu-logs. GoogleTest:
+# ./kernels. Logs go to $MK_BUILD_DIR/gpu-logs; where $OUT is set (the device
+# tool) they are also packed into $OUT/gpu-logs.tar.gz. GoogleTest:
 # an installed one, else the source tree in $MK_GTEST_SOURCE_DIR, .carry/googletest,
 # shared/googletest or /usr/src/googletest. Exit status: non-zero if anything failed.
 set -uo pipefail
+export PATH="$PATH:/usr/local/cuda/bin"
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 : "${MK_BUILD_DIR:=build-gpu}"
@@ -17,7 +19,8 @@ ROOT=$PWD
 : "${MK_KERNELS_DIR:=$ROOT/kernels}"
 export MK_KERNELS_DIR
 export MK_REQUIRE_KERNELS=1
-LOGS="${OUT:-$ROOT/$MK_BUILD_DIR/gpu-logs}"
+LOGS="$ROOT/$MK_BUILD_DIR/gpu-logs"
+rm -rf "$LOGS"
 mkdir -p "$LOGS"
 status=0
 step() { echo "== $*"; }
@@ -60,13 +63,13 @@ ctest --test-dir "$MK_BUILD_DIR" -L 'runtime|gpu' --output-on-failure \
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 
 # Template variants selected at NVRTC time (MK_NVRTC_OPTIONS), e.g.
-# MK_GPU_VARIANTS="-DMK_GEMV_MMA": the oracle tests again on each.
+# MK_GPU_VARIANTS="-DMK_GEMV_SIMT" (;-separated): the oracle tests again on each.
 IFS=';' read -r -a variants <<< "${MK_GPU_VARIANTS:-}"
 for v in "${variants[@]}"; do
   [ -n "$v" ] || continue
   step "oracle tests with MK_NVRTC_OPTIONS='$v'"
   MK_NVRTC_OPTIONS="$v" "$MK_BUILD_DIR/tests/gpu/mk-gpu-tests" --gtest_filter='OracleGpu.*' \
-    2>&1 | tee "$LOGS/variant-tests.log" | grep -E "OK|FAILED|near tie|cosine 0.9[0-8]" 
+    2>&1 | tee "$LOGS/variant-tests${v//[^A-Za-z0-9_]/_}.log" | grep -E "OK|FAILED|near tie|cosine 0.9[0-8]"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 done
 
@@ -139,7 +142,8 @@ done
 if [ -n "${MK_SANITIZE:-}" ] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck synccheck; do
     step "compute-sanitizer --tool $tool (full-size unit)"
-    (cd "$MK_BUILD_DIR/tests/gpu" && compute-sanitizer --tool $tool --error-exitcode 3 \
+    (cd "$MK_BUILD_DIR/tests/gpu" && timeout "${MK_SANITIZE_TIMEOUT:-300}" \
+      compute-sanitizer --tool $tool --error-exitcode 3 \
       ./mk-gpu-tests --gtest_filter=OracleGpu.FullUnitRecomputeOnLiveData) \
       2>&1 | tee "$LOGS/sanitize-$tool.log" | tail -3
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
@@ -147,4 +151,5 @@ if [ -n "${MK_SANITIZE:-}" ] && command -v compute-sanitizer >/dev/null; then
 fi
 
 echo "== done (status $status); logs in $LOGS"
+[ -n "${OUT:-}" ] && tar -C "$LOGS/.." -czf "$OUT/gpu-logs.tar.gz" "$(basename "$LOGS")"
 exit $status

@@ -17,13 +17,4 @@ __device__ __forceinline__ void final_residual(const bf16 *base, const float *ac
     out[i] = f2bf(round_bf16(bf2f(__ldcg(base + i)) + round_bf16(__ldcg(acc + i))));
 }
 
-/// Block 0 records the global timer (ns) in slot i (phase timing builds).
-__device__ __forceinline__ void phase_mark(unsigned long long *slots, int i) {
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    slots[i] = t;
-  }
-}
-
 } // namespace mk

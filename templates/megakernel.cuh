@@ -7,6 +7,7 @@
 #include "mk/w4a16_gemv.cuh"
 #include "mk/bf16_gemv.cuh"
 #include "mk/elementwise.cuh"
+#include "mk/phase_timing.cuh"
 #include "mk/kda.cuh"
 #include "mk/mla.cuh"
 #include "mk/moe.cuh"

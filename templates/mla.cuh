@@ -287,7 +287,6 @@ __device__ void mla_combine_wv_task(int h, int nchunks, const float *part_m, con
                                     const float *part_acc, const uint8_t *wq, const bf16 *scales,
                                     const bf16 *zeros, bf16 *o, float *smem) {
   float *xs = smem, *red = smem + LORA;
-#ifdef MK_FAST_COMBINE
   // Chunk weights exp(m_i - M) computed once per chunk (in `red`, free until
   // the GEMV below), then every latent dim is an unrolled dot product over
   // the chunks, so its loads are in flight together.
@@ -315,31 +314,11 @@ __device__ void mla_combine_wv_task(int h, int nchunks, const float *part_m, con
     xs[d] = v / W;
   }
   __syncthreads();
-#else
-  float M = -INFINITY;
-  for (int i = 0; i < nchunks; ++i)
-    M = fmaxf(M, __ldcg(part_m + i * HM + h));
-  float W = 0.f;
-  for (int i = 0; i < nchunks; ++i) {
-    const float m = __ldcg(part_m + i * HM + h);
-    if (m != -INFINITY)
-      W += expf(m - M) * __ldcg(part_l + i * HM + h);
-  }
-  for (int d = threadIdx.x; d < LORA; d += THREADS) {
-    float v = 0.f;
-    for (int i = 0; i < nchunks; ++i) {
-      const float m = __ldcg(part_m + i * HM + h);
-      if (m != -INFINITY)
-        v = fmaf(expf(m - M), __ldcg(part_acc + ((size_t)i * HM + h) * LORA + d), v);
-    }
-    xs[d] = v / W;
-  }
-  __syncthreads();
-#endif
   constexpr int N = HM * (NOPE + VH);
   const int n0 = h * (NOPE + VH) + NOPE;
-  w4a16_gemv_tile<THREADS, VH, GROUP>(xs, wq, scales, zeros, N, n0, VH, 0, LORA, red,
-                                      EpiStoreBf16{o, h * VH - n0});
+  // o_lat is fp32.
+  w4a16_gemv_tile<THREADS, VH, GROUP, EpiStoreBf16, true>(xs, wq, scales, zeros, N, n0, VH, 0,
+                                                          LORA, red, EpiStoreBf16{o, h * VH - n0});
 }
 
 } // namespace mk

@@ -3,9 +3,10 @@
 // The router's logits are a grid-wide product, but the softmax + top-k over
 // E values is cheaper to recompute in every block than to broadcast, so each
 // block calls moe_topk after the logits are visible. Expert FFNs are W4A16
-// GEMV tiles: gate/up tiles write silu(gate) * up (fp32, as the spec), down
-// tiles accumulate w_j * y into an fp32 buffer with atomics (rounded once by
-// the residual that consumes it).
+// GEMV tiles: gate and up tiles (split-K) accumulate their fp32 sums with
+// atomics, down tiles form silu(gate) * up (fp32, as the spec) as they load
+// their input and accumulate w_j * y into an fp32 buffer with atomics
+// (rounded once by the residual that consumes it).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -81,40 +82,24 @@ __device__ void moe_topk(const bf16 *logits, float scaling, float *w_out, int *i
 }
 
 template <int THREADS, int TN>
-__host__ __device__ constexpr int moe_gate_up_smem_floats() { return 2 * TN + w4a16_red_floats<THREADS, TN>(); }
-
-/// hmid[n] = silu(x @ W_gate)[n] * (x @ W_up)[n] for columns [n0, n0+nvalid)
-/// of one expert (pointers already offset to it). xs: x in shared memory.
-template <int THREADS, int TN, int GROUP>
-__device__ void moe_gate_up_task(const float *xs, int K, const uint8_t *g_wq, const bf16 *g_s,
-                                 const bf16 *g_z, const uint8_t *u_wq, const bf16 *u_s,
-                                 const bf16 *u_z, int N, int n0, int nvalid, float *hmid,
-                                 float *smem) {
-  float *sg = smem, *su = smem + TN, *red = smem + 2 * TN;
-  w4a16_gemv_tile<THREADS, TN, GROUP>(xs, g_wq, g_s, g_z, N, n0, nvalid, 0, K, red,
-                                      EpiStoreSmem{sg, n0});
-  w4a16_gemv_tile<THREADS, TN, GROUP>(xs, u_wq, u_s, u_z, N, n0, nvalid, 0, K, red,
-                                      EpiStoreSmem{su, n0});
-  for (int c = threadIdx.x; c < nvalid; c += THREADS)
-    hmid[n0 + c] = silu(sg[c]) * su[c];
-  __syncthreads();
-}
-
-template <int THREADS, int TN>
 __host__ __device__ constexpr int moe_down_smem_floats(int inter) { return inter + w4a16_red_floats<THREADS, TN>(); }
 
 /// acc[n] += weight * (hmid @ W_down)[n] over rows [k0, k1), columns
-/// [n0, n0+nvalid) of one expert. hmid: fp32 [inter] written by other blocks.
+/// [n0, n0+nvalid) of one expert, where hmid = silu(gate) * up (fp32, as the
+/// spec) is formed here from the expert's gate and up sums: gate_up[0, inter)
+/// and gate_up[inter, 2 inter), fp32, accumulated by split-K GEMV tiles in
+/// the previous phase (plain w4a16_gemv_tile tasks with EpiAtomicAddF32).
 template <int THREADS, int TN, int GROUP>
-__device__ void moe_down_task(const float *hmid, int inter, const uint8_t *wq, const bf16 *s,
+__device__ void moe_down_task(const float *gate_up, int inter, const uint8_t *wq, const bf16 *s,
                               const bf16 *z, int N, int n0, int nvalid, int k0, int k1,
                               float weight, float *acc, float *smem) {
   float *xs = smem, *red = smem + inter;
   for (int i = k0 + threadIdx.x; i < k1; i += THREADS)
-    xs[i] = __ldcg(hmid + i);
+    xs[i] = silu(__ldcg(gate_up + i)) * __ldcg(gate_up + inter + i);
   __syncthreads();
-  w4a16_gemv_tile<THREADS, TN, GROUP>(xs, wq, s, z, N, n0, nvalid, k0, k1, red,
-                                      EpiAtomicAddF32{acc, weight, 0});
+  // hmid is fp32 (the spec does not round silu(g) * u).
+  w4a16_gemv_tile<THREADS, TN, GROUP, EpiAtomicAddF32, true>(xs, wq, s, z, N, n0, nvalid, k0, k1,
+                                                             red, EpiAtomicAddF32{acc, weight, 0});
 }
 
 } // namespace mk

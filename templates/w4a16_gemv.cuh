@@ -312,6 +312,14 @@ __device__ __forceinline__ uint32_t dequant_byte_bf2(uint32_t w, int byte, uint3
 __device__ __forceinline__ uint32_t pack_bf2(float lo, float hi) {
   return as_u32(__floats2bfloat162_rn(lo, hi));
 }
+/// x as bf16x2, or (lo) the remainders {bf16(x - bf16(x))}.
+__device__ __forceinline__ uint32_t bf2_part(float2 x, bool lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x.x, x.y);
+  if (!lo)
+    return as_u32(h);
+  const float2 hf = __bfloat1622float2(h);
+  return pack_bf2(x.x - hf.x, x.y - hf.y);
+}
 __device__ __forceinline__ void mma_bf16_16816(float *c, uint32_t a0, uint32_t a1, uint32_t a2,
                                                uint32_t a3, uint32_t b0, uint32_t b1) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
@@ -328,7 +336,7 @@ __device__ __forceinline__ void mma_bf16_16816(float *c, uint32_t a0, uint32_t a
 /// the 16 columns of column group g % (TN/16) for row pairs t and t+4 of
 /// k-subslice g / (TN/16); with TN < 128 the subslices' partial sums sit in
 /// different B columns (n = subslice), so one mma still does 16 x 16.
-template <int THREADS, int TN, int GROUP, class Epi>
+template <int THREADS, int TN, int GROUP, bool FP32X, class Epi>
 __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__ wq,
                                     const bf16 *__restrict__ scales,
                                     const bf16 *__restrict__ zeros, int N, int n0, int nvalid,
@@ -339,6 +347,8 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
   constexpr int GPER = TN / 16;     // column groups per warp
   constexpr int KG = 8 / GPER;      // k-subslices per warp step
   constexpr int STEP = 8 * KG;      // row pairs per warp step
+  constexpr int NB = FP32X ? 2 * KG : KG; // B columns in use
+  static_assert(NB <= 8, "FP32X needs TN >= 32 (a free B column per subslice)");
   constexpr int S = kW4A16StageRows / 2; // steps per ring stage (2 rows/step)
   constexpr int STAGES = kW4A16Stages;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -395,7 +405,10 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
       const int st = sbeg + c * S + i;
       if (st < send) { // warp-uniform
         const int ra = rowA(st);
-        const int gi = (2 * (pa + st * STEP + sub * 8)) / GROUP;
+        // The group of this lane's 8-row subslice; a subslice past the
+        // task's rows (short K) takes the last row's group, which exists (its
+        // rows are masked to zero weights and meet zero x anyway).
+        const int gi = min(2 * (pa + st * STEP + sub * 8), k1 - 2) / GROUP;
         if (colActive && gi != grp) {
           grp = gi;
           load_sz(gi);
@@ -405,17 +418,22 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
           wa = slot[(2 * i) * THREADS];
         if (colActive && valid(ra + 4))
           wb = slot[(2 * i + 1) * THREADS];
-        // B: lane (g, t) holds x of k-subslice g (n = g), row pairs t, t+4.
+        // B: lane (g, t) holds x of k-subslice g (n = g), row pairs t, t+4,
+        // as bf16 (exact for the bf16 values the spec rounds most
+        // activations to). With FP32X, lanes g = KG + j hold the remainders
+        // bf16(x - bf16(x)) of subslice j in B column KG + j: the same mma
+        // then carries an fp32 x to 16 significant bits (products exact,
+        // sums fp32), for free while KG <= 4.
         uint32_t b0 = 0, b1 = 0;
-        if (g < KG) {
-          const int xb = pa + st * STEP + g * 8 + t;
+        if (g < NB) {
+          const int xb = pa + st * STEP + (g % KG) * 8 + t;
           if (valid(xb)) {
             const float2 x = *reinterpret_cast<const float2 *>(xs + 2 * xb);
-            b0 = detail::pack_bf2(x.x, x.y);
+            b0 = detail::bf2_part(x, g >= KG);
           }
           if (valid(xb + 4)) {
             const float2 x = *reinterpret_cast<const float2 *>(xs + 2 * (xb + 4));
-            b1 = detail::pack_bf2(x.x, x.y);
+            b1 = detail::bf2_part(x, g >= KG);
           }
         }
         const uint32_t wav[4] = {wa.x, wa.y, wa.z, wa.w};
@@ -439,42 +457,49 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
   }
   cp_async_wait<0>();
   __syncthreads(); // the ring is free: reuse it for the cross-warp sums
-  float *sums = reinterpret_cast<float *>(stage); // [WARPS * KG][TN]
-  // Lane (g, t) holds D[row][n] for n = 2t, 2t+1; row g's useful column is
-  // n = sub (its own k-subslice).
-  if (t == (sub >> 1)) {
-    const int h = sub & 1;
+  float *sums = reinterpret_cast<float *>(stage); // [WARPS * NB][TN]
+  // Lane (g, t) holds D[row][n] for n = 2t, 2t+1; row g's useful columns
+  // are n = sub (its own k-subslice) and, with FP32X, n = KG + sub.
 #pragma unroll
-    for (int m = 0; m < 8; ++m) {
-      // Select with a conditional, not acc[m][h]: a run-time index would
-      // move the accumulators to local memory.
-      sums[(warp * KG + sub) * TN + cg * 16 + 2 * m] = h ? acc[m][1] : acc[m][0];
-      sums[(warp * KG + sub) * TN + cg * 16 + 2 * m + 1] = h ? acc[m][3] : acc[m][2];
+  for (int h = 0; h < 2; ++h) {
+    const int n = 2 * t + h;
+    if (n < NB && n % KG == sub) {
+      float *row = sums + (warp * NB + n) * TN + cg * 16;
+#pragma unroll
+      for (int m = 0; m < 8; ++m) {
+        row[2 * m] = acc[m][h];
+        row[2 * m + 1] = acc[m][2 + h];
+      }
     }
   }
   __syncthreads();
   for (int cidx = threadIdx.x; cidx < nvalid; cidx += THREADS) {
     float v = 0.f;
 #pragma unroll 4
-    for (int w = 0; w < WARPS * KG; ++w)
+    for (int w = 0; w < WARPS * NB; ++w)
       v += sums[w * TN + cidx];
     epi(n0 + cidx, v);
   }
   __syncthreads();
 }
 
-/// One GEMV task (see w4a16_gemv_tile_simt; -DMK_GEMV_MMA selects the tensor
-/// core path for tiles of at most 128 columns).
-template <int THREADS, int TN, int GROUP, class Epi>
+/// One GEMV task: the tensor-core path (w4a16_gemv_tile_mma) for tiles of at
+/// most 128 columns and groups of 16k rows, else the SIMT path
+/// (w4a16_gemv_tile_simt); -DMK_GEMV_SIMT selects the SIMT path everywhere
+/// (to compare). FP32X: x holds arbitrary fp32 values (else bf16 values,
+/// which the tensor-core path takes exactly in one mma per step).
+template <int THREADS, int TN, int GROUP, class Epi, bool FP32X = false>
 __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
                                 const bf16 *__restrict__ scales, const bf16 *__restrict__ zeros,
                                 int N, int n0, int nvalid, int k0, int k1, float *red, Epi epi,
                                 bool prefetched = false) {
-#ifdef MK_GEMV_MMA
-  if constexpr (TN <= 128 && GROUP % 16 == 0) {
+#ifndef MK_GEMV_SIMT
+  // An fp32 x needs a free B column per k-subslice (TN >= 32); 16-wide
+  // tiles of fp32 inputs take the SIMT path, which is exact in fp32.
+  if constexpr (TN <= 128 && GROUP % 16 == 0 && (!FP32X || TN >= 32)) {
     if (prefetched) // the mma path streams rows in its own order
       cp_async_wait<0>();
-    w4a16_gemv_tile_mma<THREADS, TN, GROUP>(xs, wq, scales, zeros, N, n0, nvalid, k0, k1, red,
+    w4a16_gemv_tile_mma<THREADS, TN, GROUP, FP32X>(xs, wq, scales, zeros, N, n0, nvalid, k0, k1, red,
                                             epi);
     return;
   }

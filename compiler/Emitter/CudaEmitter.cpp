@@ -57,15 +57,21 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
       int64_t end = begin + t.getCount();
       os << "      if (t < " << end << ") { // " << t.getName() << "\n"
          << "      const int i = t - " << begin << ";\n";
+      bool waits = false;
       for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>()) {
         if (w.getTask() != t.getName())
           continue;
+        if (!waits)
+          os << "      MK_WAIT_BEGIN();\n";
+        waits = true;
         CounterOp c = counters.lookup(w.getCounter());
         os << "      for (int q = 0; q < " << w.getSpan() << "; ++q)\n"
            << "        mk::counter_wait(sync, " << c.getBase() << " + (i / "
            << w.getDivisor() << ") * " << w.getSpan() << " + q, "
            << w.getTarget() << "u);\n";
       }
+      if (waits)
+        os << "      MK_WAIT_END(" << phaseIndex - 1 << ");\n";
       std::string inst;
       llvm::raw_string_ostream is(inst);
       if (failed(emitInstance(t, is)))
@@ -83,7 +89,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
     }
     os << "    }\n";
   }
-  os << "  }\n";
+  os << "    MK_PHASE_DONE(" << phaseIndex - 1 << ");\n  }\n";
   return success();
 }
 
@@ -160,13 +166,26 @@ LogicalResult Emitter::run(EmittedKernel &out) {
     << "#endif\n"
     << "#include \"mk/megakernel.cuh\"\n"
     << (debug ? "#include \"mk/debug_capture.cuh\"\n" : "") << "\n"
-    << "// Compiled with -DMK_PHASE_TIMING, block 0 records the global timer\n"
-    << "// (ns) as it enters each phase, and at the end, in mk_phase_ns.\n"
+    << "// Compiled with -DMK_PHASE_TIMING, every block records the global\n"
+    << "// timer (ns) as it enters each phase (and at the end), its counter\n"
+    << "// waits and when its tasks of the phase are done (phase_timing.cuh).\n"
     << "#ifdef MK_PHASE_TIMING\n"
     << "__device__ unsigned long long mk_phase_ns[" << kernel.getNumPhases() + 1
-    << "];\n"
-    << "#define MK_PHASE_MARK(i) mk::phase_mark(mk_phase_ns, i)\n"
-    << "#else\n#define MK_PHASE_MARK(i) ((void)0)\n#endif\n\n"
+    << " * mk::kMaxGrid];\n"
+    << "__device__ unsigned long long mk_phase_wait_ns["
+    << kernel.getNumPhases() + 1 << " * mk::kMaxGrid];\n"
+    << "__device__ unsigned long long mk_phase_done_ns["
+    << kernel.getNumPhases() << " * mk::kMaxGrid];\n"
+    << "#define MK_PHASE_MARK(i) mk::phase_enter(mk_phase_ns, mk_phase_wait_ns, i)\n"
+    << "#define MK_PHASE_DONE(i) mk::phase_stamp(mk_phase_done_ns, i)\n"
+    << "#define MK_WAIT_BEGIN() const unsigned long long mk_wait0 = "
+       "mk::global_timer_ns()\n"
+    << "#define MK_WAIT_END(i) mk::phase_add(mk_phase_wait_ns, i, "
+       "mk::global_timer_ns() - mk_wait0)\n"
+    << "#else\n#define MK_PHASE_MARK(i) ((void)0)\n"
+    << "#define MK_PHASE_DONE(i) ((void)0)\n"
+    << "#define MK_WAIT_BEGIN() ((void)0)\n"
+    << "#define MK_WAIT_END(i) ((void)0)\n#endif\n\n"
     << "namespace mkgen {\n"
     << "/// Keeps a template's registers out of the kernel body's allocation.\n"
     << "template <auto F, class... A>\n"

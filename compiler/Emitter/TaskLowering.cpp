@@ -245,20 +245,28 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     }
     std::string hmid = ptr(str("hmid"), true);
     if (!down) {
+      // Instance r of a slot: matrix r / (tiles * ks) (0 gate, 1 up),
+      // k-slice, then column tile; sums go to the slot's [2][inter] fp32
+      // accumulator, which the down tasks read.
       std::string g = str("gate").str(), u = str("up").str();
-      int64_t wqs = d / 2 * m, sz = d / G * m;
-      needWork(2 * tn + w4Red(tn));
-      asserts.insert(llvm::formatv("mk::moe_gate_up_smem_floats<{0}, {1}>() == {2}",
-                                   T, tn, 2 * tn + w4Red(tn))
-                         .str());
-      o << "      const int n0 = r * " << tn << ";\n"
-        << "      mk::moe_gate_up_task<" << T << ", " << tn << ", " << G
-        << ">(xs, " << d << ", " << wq(g) << " + (size_t)e * " << wqs << ", "
-        << ws_(g) << " + (size_t)e * " << sz << ", " << wz(g)
-        << " + (size_t)e * " << sz << ", " << wq(u) << " + (size_t)e * " << wqs
-        << ", " << ws_(u) << " + (size_t)e * " << sz << ", " << wz(u)
-        << " + (size_t)e * " << sz << ", " << m << ", n0, min(" << tn << ", "
-        << m << " - n0), " << hmid << " + slot * " << m << ", work);\n";
+      int64_t wqs = d / 2 * m, sz = d / G * m, kslice = d / ks;
+      needWork(w4Red(tn));
+      o << "      const int mat = r / " << tiles * ks << ", rr = r % " << tiles * ks
+        << ";\n"
+        << "      const int k0 = (rr / " << tiles << ") * " << kslice
+        << ", n0 = (rr % " << tiles << ") * " << tn << ";\n"
+        << "      const uint8_t *const wq = mat ? " << wq(u) << " : " << wq(g)
+        << ";\n"
+        << "      const mk::bf16 *const sc = mat ? " << ws_(u) << " : " << ws_(g)
+        << ";\n"
+        << "      const mk::bf16 *const zr = mat ? " << wz(u) << " : " << wz(g)
+        << ";\n"
+        << "      mkgen::call<&mk::w4a16_gemv_tile<" << T << ", " << tn << ", " << G
+        << ", mk::EpiAtomicAddF32>>(xs, wq + (size_t)e * " << wqs
+        << ", sc + (size_t)e * " << sz << ", zr + (size_t)e * " << sz << ", "
+        << m << ", n0, min(" << tn << ", " << m << " - n0), k0, k0 + " << kslice
+        << ", work, mk::EpiAtomicAddF32{" << hmid << " + (slot * 2 + mat) * " << m
+        << ", 1.f, 0}, false);\n";
     } else {
       std::string w = str("down").str();
       int64_t wqs = m / 2 * d, sz = m / G * d, kslice = m / ks;
@@ -269,7 +277,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       o << "      const int k0 = (r / " << tiles << ") * " << kslice
         << ", n0 = (r % " << tiles << ") * " << tn << ";\n"
         << "      mk::moe_down_task<" << T << ", " << tn << ", " << G << ">("
-        << hmid << " + slot * " << m << ", " << m << ", " << wq(w)
+        << hmid << " + slot * " << 2 * m << ", " << m << ", " << wq(w)
         << " + (size_t)e * " << wqs << ", " << ws_(w) << " + (size_t)e * "
         << sz << ", " << wz(w) << " + (size_t)e * " << sz << ", " << d
         << ", n0, min(" << tn << ", " << d << " - n0), k0, k0 + " << kslice
@@ -290,7 +298,7 @@ std::string Emitter::outlineHeavyCalls(const std::string &text) {
   static const llvm::Regex call(
       "mk::(kda_head_chunk_task|mla_attention_chunk_task|mla_q_absorb_task|"
       "mla_rope_append|mla_combine_wv_task|conv_window_commit|moe_topk|"
-      "moe_gate_up_task|moe_down_task|bf16_rows_gemv|block_rmsnorm|"
+      "moe_down_task|bf16_rows_gemv|block_rmsnorm|"
       "block_residual)"
       "<([^<>]*)>\\(");
   std::string out, rest = text;

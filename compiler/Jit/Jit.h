@@ -55,7 +55,7 @@ struct JitOptions {
   /// ($MK_CACHE_DIR, $XDG_CACHE_HOME/megakernel, ~/.cache/megakernel).
   bool useCache = true;
   std::string cacheDir;
-  /// Appended to the runtime's NVRTC options (e.g. "-DMK_GEMV_MMA").
+  /// Appended to the runtime's NVRTC options (e.g. "-DMK_GEMV_SIMT").
   std::vector<std::string> nvrtcOptions;
 };
 

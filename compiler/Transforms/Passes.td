@@ -71,7 +71,8 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
     For every task, enumerates the legal cuts (GEMV column tiles, split-K
     slices aligned with the consumer's units, KDA state column chunks, expert
     tiles) and picks the one with the lowest estimated time on `target-sms`
-    SMs (waves times bytes per task plus a fixed per-task overhead). Sets
+    SMs (waves times bytes per task plus a fixed per-task overhead; bytes
+    read in row pieces shorter than `full-segment-bytes` cost more). Sets
     `count`, `bytes` and the tile sizes in `args`; records each task's grain
     (`grain` unit name, `grain_per` instances per unit) for counter placement.
   }];
@@ -83,6 +84,9 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
            "fixed cost of one task, in bytes-streamed equivalents">,
     Option<"attentionChunks", "attention-chunks", "int64_t", "64",
            "most context chunks of MLA attention">,
+    Option<"fullSegmentBytes", "full-segment-bytes", "int64_t", "128",
+           "contiguous bytes per streamed row below which a tile's bytes "
+           "cost twice as much (0: no penalty)">,
   ];
 }
 

@@ -49,18 +49,21 @@ bool planPhases(int n, const std::vector<DepEdge> &edges, PhasePlan &plan,
   return true;
 }
 
-double partitionCost(const PartitionOption &o, int64_t sms,
-                     int64_t overheadBytes) {
+double partitionCost(const PartitionOption &o, int64_t sms, const CostModel &model) {
   int64_t waves = (o.count + sms - 1) / sms;
-  return double(waves) * double(o.bytesPerTask + overheadBytes);
+  double penalty = 1.0;
+  if (model.fullSegmentBytes > 0 && o.segmentBytes > 0 &&
+      o.segmentBytes < model.fullSegmentBytes)
+    penalty = model.shortSegmentPenalty;
+  return double(waves) * (double(o.bytesPerTask) * penalty + double(model.overheadBytes));
 }
 
 int choosePartition(const std::vector<PartitionOption> &options, int64_t sms,
-                    int64_t overheadBytes) {
+                    const CostModel &model) {
   int best = -1;
   double bestCost = 0;
   for (size_t i = 0; i < options.size(); ++i) {
-    double c = partitionCost(options[i], sms, overheadBytes);
+    double c = partitionCost(options[i], sms, model);
     if (best < 0 || c < bestCost) {
       best = int(i);
       bestCost = c;

@@ -52,20 +52,34 @@ struct PhasePlan {
 bool planPhases(int n, const std::vector<DepEdge> &edges, PhasePlan &plan,
                 std::string &error);
 
-/// One way to cut an op: `count` equal tasks of `bytesPerTask` each.
+/// One way to cut an op: `count` equal tasks of `bytesPerTask` each, each
+/// streaming rows of `segmentBytes` contiguous bytes (0: one contiguous
+/// stream).
 struct PartitionOption {
   int64_t count = 1;
   int64_t bytesPerTask = 0;
+  int64_t segmentBytes = 0;
+};
+
+/// What a task's bytes cost beyond their count.
+struct CostModel {
+  /// A task's fixed latency, in bytes-streamed equivalents.
+  int64_t overheadBytes = 0;
+  /// Rows streamed in segments shorter than this many contiguous bytes cost
+  /// `shortSegmentPenalty` times as much per byte (0: no penalty). On the
+  /// H200, W4A16 tiles reading 16-64 bytes per row streamed 2.0-2.3x slower
+  /// per byte than 128-byte ones (docs/perf-notes.md).
+  int64_t fullSegmentBytes = 0;
+  double shortSegmentPenalty = 2.0;
 };
 
 /// The option with the lowest estimated time on `sms` SMs:
-/// ceil(count / sms) waves of (bytesPerTask + overheadBytes), where
-/// `overheadBytes` stands for a task's fixed latency. Ties go to the earlier
-/// option. Returns -1 if `options` is empty.
+/// ceil(count / sms) waves of (bytesPerTask * segment penalty +
+/// overheadBytes). Ties go to the earlier option. Returns -1 if `options`
+/// is empty.
 int choosePartition(const std::vector<PartitionOption> &options, int64_t sms,
-                    int64_t overheadBytes);
-double partitionCost(const PartitionOption &o, int64_t sms,
-                     int64_t overheadBytes);
+                    const CostModel &model);
+double partitionCost(const PartitionOption &o, int64_t sms, const CostModel &model);
 
 /// A workspace buffer live over segments [first, last] (inclusive).
 struct WorkspaceBuffer {

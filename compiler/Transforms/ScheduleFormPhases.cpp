@@ -613,8 +613,10 @@ LogicalResult Lowering::lowerExperts(Operation *op, bool routed) {
   if (acc.empty())
     acc = accumulator(layer + ".moe.acc", cfg.hidden);
   int64_t slots = routed ? cfg.nActive : cfg.nShared;
+  // Per slot, the fp32 gate and up sums ([2][inter]), accumulated by
+  // split-K tiles; the down tasks form silu(gate) * up from them.
   std::string hmid =
-      buffer(layer + ".moe." + what + ".hmid", "f32", {slots * cfg.moeInter});
+      accumulator(layer + ".moe." + what + ".gate_up_sums", 2 * slots * cfg.moeInter);
   std::string logits;
   if (routed) {
     const ValueInfo *r = get(op, op->getOperand(1));
@@ -639,7 +641,7 @@ LogicalResult Lowering::lowerExperts(Operation *op, bool routed) {
   };
   TaskSpec &gu = task(layer + ".moe." + what + ".gate_up", "moe_gate_up", op);
   gu.reads.push_back(x->buffer);
-  gu.writes.push_back(hmid);
+  gu.accums.push_back(hmid);
   setArg(gu, "gate", gate);
   setArg(gu, "up", up);
   setArg(gu, "input", x->buffer);

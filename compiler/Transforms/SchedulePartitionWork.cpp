@@ -1,7 +1,11 @@
 //===- SchedulePartitionWork.cpp - Tasks balanced by bytes streamed -------===//
 //
 // Decode is bandwidth-bound: a task's time is the bytes it streams plus a
-// fixed latency, and a phase lasts as long as its busiest SM. For every task
+// fixed latency, and a phase lasts as long as its busiest SM. A W4A16 tile
+// reads tn contiguous bytes per row pair of w_q ([K/2, N]); rows read in
+// pieces shorter than `full-segment-bytes` cost twice as much per byte
+// (measured on the H200: 16- to 64-byte pieces streamed 2.0-2.3x slower per
+// byte than 128-byte ones, docs/perf-notes.md). For every task
 // the legal cuts are enumerated (tile widths the template accepts, split-K
 // slices aligned with the units the producer publishes, state column
 // chunks) and choosePartition (Planning.h) picks the cheapest.
@@ -49,7 +53,8 @@ struct SchedulePartitionWorkPass
     t.setArgsAttr(args.getDictionary(t.getContext()));
   }
   int pick(const std::vector<PartitionOption> &opts) {
-    return planning::choosePartition(opts, targetSms, overheadBytes);
+    return planning::choosePartition(opts, targetSms,
+                                     {overheadBytes, fullSegmentBytes});
   }
   void finish(TaskOp t, int64_t count, int64_t bytesPerTask, StringRef how) {
     t.setCount(count);
@@ -60,7 +65,9 @@ struct SchedulePartitionWorkPass
   llvm::StringMap<TaskOp> producer; // buffer -> (last) writing task
 };
 
-static const int64_t kTiles[] = {16, 32, 64, 128, 256};
+// Widest first: on equal estimates the wider tile (fewer tasks, longer
+// contiguous pieces) wins. At most 128: the tensor-core tile's width.
+static const int64_t kTiles[] = {128, 64, 32, 16};
 
 LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
   StringRef kind = t.getKind();
@@ -102,7 +109,8 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
         if (k % ks || (k / ks) % 2 || (units > 1 && units % ks) ||
             (units == 1 && ks > 1 && (k / ks) % g))
           continue;
-        opts.push_back({tiles * ks, w4Bytes(k / ks, tn, g)});
+        // A tile streams tn bytes of each row pair (w_q is [K/2, N]).
+        opts.push_back({tiles * ks, w4Bytes(k / ks, tn, g), tn});
         cuts.push_back({tn, ks});
       }
     }
@@ -237,12 +245,15 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
     for (int64_t tn : kTiles) {
       if (tn > n || threads % (tn / 16))
         continue;
-      for (int64_t ks = 1; ks <= (down ? 8 : 1); ks *= 2) {
-        if (k % ks || (k / ks) % g)
+      // Both accumulate (gate and up sums, the MoE sum): any split-K whose
+      // slices are whole tensor-core steps (16 rows) works; gate and up are
+      // separate tasks.
+      for (int64_t ks : {1, 2, 3, 4, 6, 8}) {
+        if (k % ks || (k / ks) % 16)
           continue;
         int64_t tiles = ceilDiv(n, tn);
-        opts.push_back({slots * tiles * ks,
-                        (down ? 1 : 2) * w4Bytes(k / ks, tn, g)});
+        opts.push_back({slots * (down ? 1 : 2) * tiles * ks,
+                        w4Bytes(k / ks, tn, g), tn});
         cuts.push_back({tn, ks});
       }
     }
@@ -254,7 +265,7 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
     set(t, "ksplit", ks);
     set(t, "tiles", ceilDiv(n, tn));
     setStr(t, "grain", t.getStrArg("unit"));
-    set(t, "grain_per", ceilDiv(n, tn) * ks);
+    set(t, "grain_per", (down ? 1 : 2) * ceilDiv(n, tn) * ks);
     finish(t, opts[i].count, opts[i].bytesPerTask, "experts");
     return success();
   }

@@ -71,7 +71,7 @@ std::vector<std::string> nvrtcOptions(const CompileOptions &opts) {
   for (const std::string &e : opts.extraOptions)
     o.push_back(e);
   // $MK_NVRTC_OPTIONS (space-separated) is appended last: a knob for A/B
-  // experiments on template variants (e.g. -DMK_GEMV_MMA) without
+  // experiments on template variants (e.g. -DMK_GEMV_SIMT) without
   // regenerating kernels. It is part of the option list, hence of the cache key.
   if (const char *env = std::getenv("MK_NVRTC_OPTIONS")) {
     std::string cur;

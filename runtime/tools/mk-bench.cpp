@@ -62,9 +62,21 @@ Status measureBandwidth(const std::shared_ptr<Device> &dev, double &bw) {
   return Status::ok();
 }
 
-/// Runs 20 steps of a -DMK_PHASE_TIMING build and prints, per phase, the
-/// median time block 0 spent from entering it to entering the next (the
-/// barrier after a phase counts to the phase).
+/// Slots per phase in the timing tables; mk::kMaxGrid in grid_sync.cuh.
+constexpr size_t kTimingSlots = 1024;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+/// Runs 20 steps of a -DMK_PHASE_TIMING build and prints, per phase, medians
+/// over the steps of: span (first block entering it to first block entering
+/// the next; the spans add up to the step), the work of the slowest and the
+/// average block (done - entry - counter waits), the longest counter wait,
+/// and when the last block was done (from the first entry). A phase whose
+/// slowest block works much longer than the average is imbalanced; one whose
+/// waits are long is waiting for its producers.
 Status printPhaseProfile(Session &s, const std::string &manifestText, int phases) {
   std::vector<std::string> names(static_cast<size_t>(phases), "?");
   json::Value root;
@@ -73,26 +85,58 @@ Status printPhaseProfile(Session &s, const std::string &manifestText, int phases
     if (const json::Value *n = root.find("phase_names"))
       for (size_t i = 0; i < n->array.size() && i < names.size(); ++i)
         names[i] = n->array[i].string;
-  std::vector<std::vector<double>> us(static_cast<size_t>(phases));
-  std::vector<unsigned long long> t(static_cast<size_t>(phases) + 1);
+  const size_t P = static_cast<size_t>(phases);
+  const int grid = s.launchConfig().grid;
+  if (grid <= 0 || size_t(grid) > kTimingSlots)
+    return makeError(ErrorCode::InvalidArgument, "phase timing: grid of " + std::to_string(grid) +
+                         " blocks does not fit the timing tables");
+  std::vector<unsigned long long> entry((P + 1) * kTimingSlots),
+      wait((P + 1) * kTimingSlots), done(P * kTimingSlots);
+  enum { kSpan, kWorkMax, kWorkMean, kWaitMax, kTail, kStats };
+  std::vector<std::vector<double>> stat(P * kStats);
   const int64_t ctx0 = s.contextLength();
   for (int it = 0; it < 20; ++it) {
     MK_RETURN_IF_ERROR(s.setContextLength(ctx0));
     MK_RETURN_IF_ERROR(s.step(s.stagingIn(), s.stagingOut()));
-    MK_RETURN_IF_ERROR(s.readModuleGlobal("mk_phase_ns", t.data(), t.size() * 8));
-    for (int p = 0; p < phases; ++p)
-      us[size_t(p)].push_back(double(t[size_t(p) + 1] - t[size_t(p)]) * 1e-3);
+    MK_RETURN_IF_ERROR(s.readModuleGlobal("mk_phase_ns", entry.data(), entry.size() * 8));
+    MK_RETURN_IF_ERROR(s.readModuleGlobal("mk_phase_wait_ns", wait.data(), wait.size() * 8));
+    MK_RETURN_IF_ERROR(s.readModuleGlobal("mk_phase_done_ns", done.data(), done.size() * 8));
+    auto at = [&](const std::vector<unsigned long long> &t, size_t p, int b) {
+      return double(t[p * kTimingSlots + size_t(b)]);
+    };
+    for (size_t p = 0; p < P; ++p) {
+      double start = 1e300, next = 1e300, last = 0, workMax = 0, workSum = 0, waitMax = 0;
+      for (int b = 0; b < grid; ++b) {
+        start = std::min(start, at(entry, p, b));
+        next = std::min(next, at(entry, p + 1, b));
+        last = std::max(last, at(done, p, b));
+        double w = at(wait, p, b);
+        double work = at(done, p, b) - at(entry, p, b) - w;
+        workMax = std::max(workMax, work);
+        workSum += work;
+        waitMax = std::max(waitMax, w);
+      }
+      stat[p * kStats + kSpan].push_back((next - start) * 1e-3);
+      stat[p * kStats + kWorkMax].push_back(workMax * 1e-3);
+      stat[p * kStats + kWorkMean].push_back(workSum / grid * 1e-3);
+      stat[p * kStats + kWaitMax].push_back(waitMax * 1e-3);
+      stat[p * kStats + kTail].push_back((last - start) * 1e-3);
+    }
   }
   MK_RETURN_IF_ERROR(s.setContextLength(ctx0));
   double total = 0;
-  std::printf("  phase profile (block 0, median of 20 steps, us):\n");
-  for (int p = 0; p < phases; ++p) {
-    std::vector<double> &v = us[size_t(p)];
-    std::sort(v.begin(), v.end());
-    total += v[v.size() / 2];
-    std::printf("  %3d %9.2f  %s\n", p, v[v.size() / 2], names[size_t(p)].c_str());
+  std::printf("  phase profile (all %d blocks, median of 20 steps, us):\n", grid);
+  std::printf("  %3s %8s %9s %10s %9s %9s  %s\n", "#", "span", "work max",
+              "work mean", "wait max", "last done", "phase");
+  for (size_t p = 0; p < P; ++p) {
+    double v[kStats];
+    for (int k = 0; k < kStats; ++k)
+      v[k] = median(stat[p * kStats + size_t(k)]);
+    total += v[kSpan];
+    std::printf("  %3zu %8.2f %9.2f %10.2f %9.2f %9.2f  %s\n", p, v[kSpan], v[kWorkMax],
+                v[kWorkMean], v[kWaitMax], v[kTail], names[p].c_str());
   }
-  std::printf("  sum %9.2f\n", total);
+  std::printf("  sum %8.2f\n", total);
   return Status::ok();
 }
 
@@ -157,8 +201,8 @@ int main(int argc, char **argv) {
   if (!st.isOk())
     return fail(st, "opening the GPU");
   KernelBuildOptions bo;
-  // Block 0 stamps the global timer as it enters each phase: a per-phase
-  // profile without hardware counters (costs one store per phase).
+  // Every block stamps the global timer as it enters and finishes each
+  // phase (phase_timing.cuh): a per-phase profile without hardware counters.
   if (phaseTiming)
     bo.compile.extraOptions.push_back("-DMK_PHASE_TIMING");
   std::shared_ptr<Kernel> kernel;

@@ -43,11 +43,24 @@ TEST(SchedulePhasePlanner, RejectsBackwardEdges) {
 TEST(SchedulePartition, BalancesWavesAgainstOverhead) {
   // 132 SMs: 132 tasks of 100 KB beat 133 tasks of 99 KB (two waves).
   std::vector<PartitionOption> o = {{133, 99000}, {132, 100000}};
-  EXPECT_EQ(choosePartition(o, 132, 0), 1);
+  EXPECT_EQ(choosePartition(o, 132, {}), 1);
   // A large fixed overhead favours fewer, bigger tasks.
   std::vector<PartitionOption> o2 = {{264, 10000}, {132, 20000}};
-  EXPECT_EQ(choosePartition(o2, 132, 50000), 1);
-  EXPECT_EQ(choosePartition({}, 132, 0), -1);
+  EXPECT_EQ(choosePartition(o2, 132, {50000, 0}), 1);
+  EXPECT_EQ(choosePartition({}, 132, {}), -1);
+}
+
+TEST(SchedulePartition, ShortRowSegmentsCostMore) {
+  // The same bytes in 256 tasks of 32-byte row pieces or 128 tasks of
+  // 128-byte pieces: one wave each on 264 slots.
+  std::vector<PartitionOption> o = {{256, 73728, 32}, {128, 147456, 128}};
+  EXPECT_EQ(choosePartition(o, 264, {24576, 0}), 0); // no penalty: fewer bytes
+  EXPECT_EQ(choosePartition(o, 264, {0, 128, 3.0}), 1);
+  EXPECT_DOUBLE_EQ(partitionCost(o[0], 264, {0, 128}), 2.0 * 73728);
+  EXPECT_DOUBLE_EQ(partitionCost(o[1], 264, {0, 128}), 147456.0);
+  // Pieces at least as long as a full segment pay nothing extra.
+  EXPECT_DOUBLE_EQ(partitionCost({1, 1000, 256}, 264, {0, 128}), 1000.0);
+  EXPECT_DOUBLE_EQ(partitionCost({1, 1000, 0}, 264, {0, 128}), 1000.0);
 }
 
 TEST(WorkspacePlanner, DisjointLiveRangesShare) {

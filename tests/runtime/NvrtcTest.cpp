@@ -66,11 +66,11 @@ TEST(Nvrtc, EnvironmentOptionsComeLast) {
   CompileOptions o;
   o.arch = "sm_90";
   o.cudaRoot = "/nonexistent-cuda";
-  ASSERT_EQ(::setenv("MK_NVRTC_OPTIONS", " -DMK_GEMV_MMA  -DMK_SPIN_NS=64 ", 1), 0);
+  ASSERT_EQ(::setenv("MK_NVRTC_OPTIONS", " -DMK_GEMV_SIMT  -DMK_SPIN_NS=64 ", 1), 0);
   std::vector<std::string> opts = nvrtcOptions(o);
   ::unsetenv("MK_NVRTC_OPTIONS");
   ASSERT_EQ(opts.size(), 5u);
-  EXPECT_EQ(opts[3], "-DMK_GEMV_MMA");
+  EXPECT_EQ(opts[3], "-DMK_GEMV_SIMT");
   EXPECT_EQ(opts[4], "-DMK_SPIN_NS=64");
   EXPECT_EQ(nvrtcOptions(o).size(), 3u);
 }
@@ -138,7 +138,7 @@ TEST(Nvrtc, TemplateVariantsCompileUnderNvrtc) {
   for (const char *arch : {"sm_90", "sm_120"}) {
     CompileOptions o;
     o.arch = arch;
-    o.extraOptions = {"-DMK_GEMV_MMA", "-DMK_FAST_COMBINE", "-DMK_SPIN_NS=64"};
+    o.extraOptions = {"-DMK_GEMV_SIMT", "-DMK_SPIN_NS=64"};
     std::string cubin, log;
     Status st = compileWithNvrtc(
         "#include \"mk/megakernel.cuh\"\n"

@@ -141,53 +141,68 @@ constexpr int T = 512;
 // W4A16 GEMV tile
 //===----------------------------------------------------------------------===//
 
-template <int TN>
+template <int TN, int GROUP, bool FP32X>
 __global__ void __launch_bounds__(T, 1)
-    gemvKernel(const mk::bf16 *x, int K, const uint8_t *wq, const mk::bf16 *s, const mk::bf16 *z,
+    gemvKernel(const float *x, int K, const uint8_t *wq, const mk::bf16 *s, const mk::bf16 *z,
                int N, int ksplit, float *y) {
   extern __shared__ float smem[];
   float *xs = smem, *red = smem + K;
   for (int i = threadIdx.x; i < K; i += T)
-    xs[i] = mk::bf2f(x[i]);
+    xs[i] = x[i];
   __syncthreads();
   const int tiles = (N + TN - 1) / TN;
   for (int t = blockIdx.x; t < tiles * ksplit; t += gridDim.x) {
     const int tile = t % tiles, ks = t / tiles;
     const int k0 = (K / 2) * ks / ksplit * 2, k1 = (K / 2) * (ks + 1) / ksplit * 2;
     const int n0 = tile * TN;
-    mk::w4a16_gemv_tile<T, TN, 128>(xs, wq, s, z, N, n0, min(TN, N - n0), k0, k1, red,
-                                    mk::EpiAtomicAddF32{y, 1.f, 0});
+    mk::w4a16_gemv_tile<T, TN, GROUP, mk::EpiAtomicAddF32, FP32X>(
+        xs, wq, s, z, N, n0, min(TN, N - n0), k0, k1, red, mk::EpiAtomicAddF32{y, 1.f, 0});
   }
 }
 
-template <int TN> void runGemv(int K, int N, int ksplit, uint64_t seed) {
+/// x: bf16 values (what most GEMVs see) or, with `fp32x`, arbitrary fp32
+/// values (the MoE down projection's silu(g) * u). The scales and zeros are
+/// followed by NaNs, so a tile that reads past its matrix's groups fails.
+template <int TN, int GROUP = 128, bool FP32X = false>
+void runGemv(int K, int N, int ksplit, uint64_t seed) {
+  const bool fp32x = FP32X;
   Rng r(seed);
-  QMat m(r, K, N, 128);
-  auto x = randBf16(r, K, 1.f);
-  Dev<HB> dx(x), ds(m.s), dz(m.z);
+  QMat m(r, K, N, GROUP);
+  std::vector<float> x(K);
+  for (int k = 0; k < K; ++k)
+    x[k] = fp32x ? r.normal(1.f) : HB(r.normal(1.f)).toFloat();
+  std::vector<HB> sPad = m.s, zPad = m.z;
+  const HB nan = HB::fromBits(0x7fc0);
+  sPad.resize(m.s.size() + 4 * N, nan);
+  zPad.resize(m.z.size() + 4 * N, nan);
+  Dev<float> dx(x);
+  Dev<HB> ds(sPad), dz(zPad);
   Dev<uint8_t> dw(m.wq);
   Dev<float> dy(N);
   dy.zero();
   const size_t smem = (K + mk::w4a16_red_floats<T, TN>()) * sizeof(float);
-  CK(cudaFuncSetAttribute(gemvKernel<TN>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  gemvKernel<TN><<<37, T, smem>>>(dx.as<mk::bf16>(), K, dw.p, ds.as<mk::bf16>(),
-                                  dz.as<mk::bf16>(), N, ksplit, dy.p);
+  CK(cudaFuncSetAttribute(gemvKernel<TN, GROUP, FP32X>,
+                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  gemvKernel<TN, GROUP, FP32X><<<37, T, smem>>>(dx.p, K, dw.p, ds.as<mk::bf16>(), dz.as<mk::bf16>(), N,
+                                         ksplit, dy.p);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   auto y = dy.get();
   std::vector<double> exact(N, 0.0), rounded(N, 0.0);
   for (int k = 0; k < K; ++k) {
-    const double xv = x[k].toFloat();
+    const double xv = x[k];
     for (int n = 0; n < N; ++n) {
       exact[n] += xv * m.wExact(k, n);
       rounded[n] += xv * m.w(k, n);
     }
   }
   for (float v : y)
-    ASSERT_TRUE(std::isfinite(v));
+    ASSERT_TRUE(std::isfinite(v)) << "TN=" << TN << " K=" << K << " N=" << N;
   // The spec rounds each dequantized weight to bf16 once; so does the tile,
-  // so only the fp32 summation order differs.
-  EXPECT_LT(relErr(y, rounded), 2e-6) << "TN=" << TN << " K=" << K << " N=" << N;
+  // so only the fp32 summation order differs (and, for an fp32 x on the
+  // tensor cores, x carried to 16 significant bits).
+  EXPECT_LT(relErr(y, rounded), fp32x ? 2e-5 : 2e-6)
+      << "TN=" << TN << " K=" << K << " N=" << N << " GROUP=" << GROUP;
   EXPECT_GT(cosine(y, exact), 0.999);
 }
 
@@ -204,6 +219,20 @@ TEST(W4A16Gemv, NarrowTiles) {
   REQUIRE_GPU();
   runGemv<32>(256, 144, 1, 4);
   runGemv<16>(512, 48, 2, 5);
+}
+// The tiny spec's shapes: groups of 32, K shorter than one tensor-core step
+// of a 16-wide tile (64 row pairs), so some k-subslices lie past the matrix.
+TEST(W4A16Gemv, ShortKSmallGroups) {
+  REQUIRE_GPU();
+  runGemv<16, 32>(64, 256, 1, 6);
+  runGemv<16, 32>(256, 144, 1, 7);
+  runGemv<32, 32>(128, 64, 1, 8);
+  runGemv<128, 32>(128, 256, 1, 9);
+}
+TEST(W4A16Gemv, Fp32Input) {
+  REQUIRE_GPU();
+  runGemv<128, 128, true>(1024, 2304, 2, 10);
+  runGemv<16, 128, true>(1024, 256, 1, 11);
 }
 
 //===----------------------------------------------------------------------===//
