@@ -55,12 +55,14 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     std::string xin = "xs";
     if (!shared) {
       std::string src = ptr(in.getSymName());
+      // Only the task's k-slice is staged (at work[0, kslice)); the tile
+      // indexes x by absolute k, so it gets work - k0.
       o << "      for (int j = k0 + threadIdx.x; j < k1; j += " << T
-        << ") work[j] = mk::bf2f(__ldcg(" << src << " + "
+        << ") work[j - k0] = mk::bf2f(__ldcg(" << src << " + "
         << i64("input_offset") << " + j));\n      __syncthreads();\n";
-      xin = "work";
-      needWork(k + w4Red(tn));
-      o << "      float *red = work + " << k << ";\n";
+      xin = "work - k0";
+      needWork(kslice + w4Red(tn));
+      o << "      float *red = work + " << kslice << ";\n";
     } else {
       needWork(w4Red(tn));
       o << "      float *red = work;\n";
@@ -221,7 +223,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     bool routed = !str("logits").empty();
     int64_t d = i64("hidden"), m = i64("inter"), tn = i64("tn"),
             ks = i64("ksplit"), tiles = i64("tiles");
-    int64_t per = tiles * ks;
+    int64_t per = (down ? 1 : 2) * tiles * ks; // gate_up: gate and up tiles
     o << "      const int slot = i / " << per << ", r = i % " << per << ";\n";
     if (routed) {
       auto [it, fresh] = topkKey.try_emplace(str("logits"), topkKey.size());
