@@ -57,6 +57,11 @@ for t in mk_template_tests mk_template_tests_variants; do
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 done
 
+# MK_BENCH_ONLY=1: only the template tests, mk-bench and the schedule
+# variants (for a quick measuring run on a kernel already validated).
+bench_only=${MK_BENCH_ONLY:-}
+IFS=';' read -r -a variants <<< "${MK_GPU_VARIANTS:-}"
+if [ -z "$bench_only" ]; then
 step "ctest: runtime + gpu"
 ctest --test-dir "$MK_BUILD_DIR" -L 'runtime|gpu' --output-on-failure \
   --timeout 3600 2>&1 | tee "$LOGS/ctest.log"
@@ -64,7 +69,6 @@ ctest --test-dir "$MK_BUILD_DIR" -L 'runtime|gpu' --output-on-failure \
 
 # Template variants selected at NVRTC time (MK_NVRTC_OPTIONS), e.g.
 # MK_GPU_VARIANTS="-DMK_GEMV_SIMT" (;-separated): the oracle tests again on each.
-IFS=';' read -r -a variants <<< "${MK_GPU_VARIANTS:-}"
 for v in "${variants[@]}"; do
   [ -n "$v" ] || continue
   step "oracle tests with MK_NVRTC_OPTIONS='$v'"
@@ -73,11 +77,14 @@ for v in "${variants[@]}"; do
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 done
 
+fi
+if [ -z "$bench_only" ]; then
 step "python drop-in"
 export MK_RUNTIME_LIB="$ROOT/$MK_BUILD_DIR/runtime/libmk_runtime_c.so"
 export MK_ORACLE_BIN="$ROOT/$MK_BUILD_DIR/oracle/mk-oracle"
 python3 -m pytest -q python/tests 2>&1 | tee "$LOGS/pytest.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
 
 step "mk-bench"
 if [ -d "$MK_KERNELS_DIR/kimi_linear_w4a16" ]; then
@@ -118,7 +125,7 @@ for d in "$MK_KERNELS_DIR"/kimi_linear_w4a16_t*/; do
 done
 
 step "examples"
-if [ -d "$MK_KERNELS_DIR/kimi_linear_w4a16" ]; then
+if [ -z "$bench_only" ] && [ -d "$MK_KERNELS_DIR/kimi_linear_w4a16" ]; then
   "$MK_BUILD_DIR/examples/mk-decode" "$MK_KERNELS_DIR/kimi_linear_w4a16" --tokens 32 \
     2>&1 | tee "$LOGS/decode.log" | tail -3
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
@@ -129,7 +136,9 @@ fi
 
 step "mk-diff (debug-capture kernels against the oracle's trace)"
 for k in tiny_debug kimi_linear_w4a16_debug; do
-  if [ -d "$MK_KERNELS_DIR/$k" ]; then
+  if [ -n "$bench_only" ]; then
+    :
+  elif [ -d "$MK_KERNELS_DIR/$k" ]; then
     "$MK_BUILD_DIR/runtime/tools/mk-diff" --kernel-dir "$MK_KERNELS_DIR/$k" --ctx 2048 \
       2>&1 | tee "$LOGS/diff-$k.log" | tail -40
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
@@ -137,6 +146,27 @@ for k in tiny_debug kimi_linear_w4a16_debug; do
     echo "no $MK_KERNELS_DIR/$k (scripts/make-gpu-kernels.sh makes it)"
   fi
 done
+
+# The embedded JIT, where scripts/make-jit-bundle.sh packed it (this machine
+# has no MLIR to build it): its GPU test and the JIT decode example.
+jit="${MK_JIT_BUNDLE:-$ROOT/.carry/jit}"
+if [ -z "$bench_only" ] && [ -f "$jit/lib.tar.xz" ]; then
+  step "embedded JIT (bundle in $jit)"
+  if [ "$(cat "$jit/source-dir")" != "$ROOT" ]; then
+    echo "the bundle was built for a checkout at $(cat "$jit/source-dir"), not $ROOT: skipped"
+  else
+    libs=$(mktemp -d)
+    tar -C "$libs" -xJf "$jit/lib.tar.xz" && mkdir -p "$(cat "$jit/tmp-dir")"
+    LD_LIBRARY_PATH="$libs/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}" \
+      "$jit/mk-jit-tests" 2>&1 | tee "$LOGS/jit-tests.log" | grep -E "OK|FAILED|PASSED|cosine"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+    LD_LIBRARY_PATH="$libs/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}" \
+      "$jit/mk-jit-decode" examples/kimi_linear_w4a16.json --tokens 32 \
+      2>&1 | tee "$LOGS/jit-decode.log" | tail -4
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+    rm -rf "$libs"
+  fi
+fi
 
 # MK_SANITIZE=1: compute-sanitizer memcheck and synccheck on full-size steps.
 if [ -n "${MK_SANITIZE:-}" ] && command -v compute-sanitizer >/dev/null; then

@@ -22,10 +22,17 @@ for pair in kimi_linear_w4a16:examples/kimi_linear_w4a16.json tiny:examples/spec
   "$mkc" "$spec" --emit=cuda --debug-capture -o "$out/${name}_debug"
   echo "$out/$name, $out/${name}_debug: $(ls "$out/$name" | paste -sd' ')"
 done
-# A schedule variant to compare (scripts/gpu-tests.sh runs every
-# kimi_linear_w4a16_t*/): the partition without the short-row-segment cost
-# (the first session's tiling).
-rm -rf "$out/kimi_linear_w4a16_t512" "$out/kimi_linear_w4a16_tseg0"
-"$mkc" examples/kimi_linear_w4a16.json --emit=cuda -o "$out/kimi_linear_w4a16_tseg0" \
-  --pass-option=schedule-partition-work=full-segment-bytes=0
-echo "$out/kimi_linear_w4a16_tseg0"
+# Schedule variants to compare (scripts/gpu-tests.sh runs the one-step
+# oracle test and the bench on every kimi_linear_w4a16_t*/).
+variant() {
+  rm -rf "${out:?}/kimi_linear_w4a16_$1"
+  "$mkc" examples/kimi_linear_w4a16.json --emit=cuda -o "$out/kimi_linear_w4a16_$1" \
+    --pass-option=schedule-partition-work="$2"
+  echo "$out/kimi_linear_w4a16_$1 ($2)"
+}
+rm -rf "$out"/kimi_linear_w4a16_t*/
+if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
+  variant tseg128 full-segment-bytes=128
+  variant tchunks32 attention-chunks=32
+  variant tchunks16 attention-chunks=16
+fi

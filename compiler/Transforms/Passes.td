@@ -84,9 +84,10 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
            "fixed cost of one task, in bytes-streamed equivalents">,
     Option<"attentionChunks", "attention-chunks", "int64_t", "64",
            "most context chunks of MLA attention">,
-    Option<"fullSegmentBytes", "full-segment-bytes", "int64_t", "128",
+    Option<"fullSegmentBytes", "full-segment-bytes", "int64_t", "0",
            "contiguous bytes per streamed row below which a tile's bytes "
-           "cost twice as much (0: no penalty)">,
+           "cost twice as much (0: no penalty; 128 measured 2% slower on the "
+           "H200, docs/perf-notes.md)">,
   ];
 }
 

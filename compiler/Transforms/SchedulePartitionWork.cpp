@@ -2,10 +2,10 @@
 //
 // Decode is bandwidth-bound: a task's time is the bytes it streams plus a
 // fixed latency, and a phase lasts as long as its busiest SM. A W4A16 tile
-// reads tn contiguous bytes per row pair of w_q ([K/2, N]); rows read in
-// pieces shorter than `full-segment-bytes` cost twice as much per byte
-// (measured on the H200: 16- to 64-byte pieces streamed 2.0-2.3x slower per
-// byte than 128-byte ones, docs/perf-notes.md). For every task
+// reads tn contiguous bytes per row pair of w_q ([K/2, N]); with
+// `full-segment-bytes` set, rows read in shorter pieces cost twice as much
+// per byte (an experiment: it moved the KDA projections to 128-wide tiles on
+// half the blocks, 2% slower end to end; docs/perf-notes.md). For every task
 // the legal cuts are enumerated (tile widths the template accepts, split-K
 // slices aligned with the units the producer publishes, state column
 // chunks) and choosePartition (Planning.h) picks the cheapest.
