@@ -280,17 +280,23 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
 template <int THREADS, int VH, int LORA>
 __host__ __device__ constexpr int mla_combine_smem_floats() { return LORA + w4a16_red_floats<THREADS, VH>(); }
 
-/// Merges head h's chunk partials into o_lat and applies W_kv_b's value half:
-/// o[h*VH + n] = bf16(sum_c W[c, h*(NOPE+VH) + NOPE + n] o_lat[c]).
+/// One latent-dim slice [d0, d1) of head h: merges the chunk partials into
+/// o_lat[d0, d1) and adds that slice's share of W_kv_b's value half to the
+/// head's fp32 output sums:
+///   o_acc[h*VH + n] += sum_{c in [d0, d1)} W[c, h*(NOPE+VH) + NOPE + n] o_lat[c].
+/// The slices of a head together give the spec's o (its consumer rounds the
+/// sum to bf16). Slicing the merge spreads the partials' traffic over many
+/// blocks; (d1 - d0) a multiple of 16.
 template <int THREADS, int HM, int NOPE, int VH, int LORA, int GROUP>
-__device__ void mla_combine_wv_task(int h, int nchunks, const float *part_m, const float *part_l,
-                                    const float *part_acc, const uint8_t *wq, const bf16 *scales,
-                                    const bf16 *zeros, bf16 *o, float *smem) {
+__device__ void mla_combine_wv_task(int h, int d0, int d1, int nchunks, const float *part_m,
+                                    const float *part_l, const float *part_acc,
+                                    const uint8_t *wq, const bf16 *scales, const bf16 *zeros,
+                                    float *o_acc, float *smem) {
   float *xs = smem, *red = smem + LORA;
-  // Chunk weights exp(m_i - M) computed once per chunk (in `red`, free until
-  // the GEMV below), then every latent dim is an unrolled dot product over
-  // the chunks, so its loads are in flight together.
-  float *e = red, *lw = red + nchunks;
+  // Chunk weights exp(m_i - M) once per chunk (in `red`, free until the
+  // GEMV below); then each (dim, chunk quarter) pair of threads sums its
+  // chunks with the loads unrolled, and the quarters are added.
+  float *e = red, *lw = red + nchunks, *part = red + 2 * nchunks;
   for (int i = threadIdx.x; i < nchunks; i += THREADS) {
     e[i] = __ldcg(part_m + i * HM + h);
     lw[i] = __ldcg(part_l + i * HM + h);
@@ -306,19 +312,29 @@ __device__ void mla_combine_wv_task(int h, int nchunks, const float *part_m, con
   float W = 0.f;
   for (int i = 0; i < nchunks; ++i)
     W = fmaf(e[i], lw[i], W);
-  for (int d = threadIdx.x; d < LORA; d += THREADS) {
+  const int span = d1 - d0;
+  const int parts = span >= THREADS ? 1 : THREADS / span;
+  for (int t = threadIdx.x; t < span * parts; t += THREADS) {
+    const int d = d0 + t % span, q = t / span;
     float v = 0.f;
 #pragma unroll 8
-    for (int i = 0; i < nchunks; ++i)
+    for (int i = q; i < nchunks; i += parts)
       v = fmaf(e[i], __ldcg(part_acc + ((size_t)i * HM + h) * LORA + d), v);
-    xs[d] = v / W;
+    part[t] = v;
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < span; t += THREADS) {
+    float v = 0.f;
+    for (int q = 0; q < parts; ++q)
+      v += part[q * span + t];
+    xs[d0 + t] = v / W;
   }
   __syncthreads();
   constexpr int N = HM * (NOPE + VH);
   const int n0 = h * (NOPE + VH) + NOPE;
   // o_lat is fp32.
-  w4a16_gemv_tile<THREADS, VH, GROUP, EpiStoreBf16, true>(xs, wq, scales, zeros, N, n0, VH, 0,
-                                                          LORA, red, EpiStoreBf16{o, h * VH - n0});
+  w4a16_gemv_tile<THREADS, VH, GROUP, EpiAtomicAddF32, true>(
+      xs, wq, scales, zeros, N, n0, VH, d0, d1, red, EpiAtomicAddF32{o_acc, 1.f, h * VH - n0});
 }
 
 } // namespace mk

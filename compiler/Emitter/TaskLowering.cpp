@@ -57,9 +57,13 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       std::string src = ptr(in.getSymName());
       // Only the task's k-slice is staged (at work[0, kslice)); the tile
       // indexes x by absolute k, so it gets work - k0.
+      // A bf16 input as stored; an fp32 one is a sum the spec rounds to
+      // bf16 before the projection (the MLA combine's slices).
+      bool f32 = in.getDtype() == "f32";
       o << "      for (int j = k0 + threadIdx.x; j < k1; j += " << T
-        << ") work[j - k0] = mk::bf2f(__ldcg(" << src << " + "
-        << i64("input_offset") << " + j));\n      __syncthreads();\n";
+        << ") work[j - k0] = " << (f32 ? "mk::round_bf16" : "mk::bf2f")
+        << "(__ldcg(" << src << " + " << i64("input_offset")
+        << " + j));\n      __syncthreads();\n";
       xin = "work - k0";
       needWork(kslice + w4Red(tn));
       o << "      float *red = work + " << kslice << ";\n";
@@ -209,10 +213,14 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     needWork(lora + w4Red(vh));
     asserts.insert(w4RedCheck(vh));
     std::string w = str("kv_b").str();
+    int64_t slices = i64("slices"), span = lora / slices;
     o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, "
       << maxc << ");\n"
+      << "      const int h = i / " << slices << ", d0 = (i % " << slices
+      << ") * " << span << ";\n"
       << "      mk::mla_combine_wv_task<" << T << ", " << hm << ", " << nope
-      << ", " << vh << ", " << lora << ", " << G << ">(i, nch, "
+      << ", " << vh << ", " << lora << ", " << G << ">(h, d0, d0 + " << span
+      << ", nch, "
       << ptr(str("part_m")) << ", " << ptr(str("part_l")) << ", "
       << ptr(str("part_acc")) << ", " << wq(w) << ", " << ws_(w) << ", "
       << wz(w) << ", " << ptr(str("o"), true) << ", work);\n";

@@ -536,7 +536,9 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
   std::string pm = buffer(layer + ".attn.part_m", "f32", {hm});
   std::string pl = buffer(layer + ".attn.part_l", "f32", {hm});
   std::string pa = buffer(layer + ".attn.part_acc", "f32", {hm * lora});
-  std::string o = buffer(layer + ".attn.mla_o", "bf16", {hm * vh});
+  // The attention output o: fp32 sums of the combine's latent-dim slices,
+  // rounded to bf16 (the spec's o) by the o_proj tiles that stage it.
+  std::string o = accumulator(layer + ".attn.mla_o", hm * vh);
   auto common = [&](TaskSpec &t) {
     setArg(t, "heads", hm);
     setArg(t, "nope", nope);
@@ -579,7 +581,7 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
 
   TaskSpec &cw = task(layer + ".attn.combine_wv", "mla_combine_wv", op);
   cw.reads = {pm, pl, pa};
-  cw.writes = {o};
+  cw.accums = {o};
   setArg(cw, "part_m", pm);
   setArg(cw, "part_l", pl);
   setArg(cw, "part_acc", pa);

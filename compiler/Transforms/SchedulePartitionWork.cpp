@@ -228,11 +228,20 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
     return success();
   }
   if (kind == "mla_combine_wv") {
+    // Each head's merge + W_v is cut into latent-dim slices (whole
+    // tensor-core steps of 16 rows) whose fp32 sums add up: as many as fit
+    // one wave, since the merge reads every chunk's partials.
     int64_t hm = t.getIntArg("heads"), lora = t.getIntArg("lora"),
             vh = t.getIntArg("v_head");
+    int64_t slices = 1;
+    for (int64_t s = 2; s <= 16; s *= 2)
+      if (lora % s == 0 && (lora / s) % 16 == 0 && hm * s <= targetSms)
+        slices = s;
+    set(t, "slices", slices);
     setStr(t, "grain", t.getStrArg("unit"));
-    set(t, "grain_per", 1);
-    finish(t, hm, w4Bytes(lora, vh, t.getIntArg("group")), "heads");
+    set(t, "grain_per", slices);
+    finish(t, hm * slices, w4Bytes(lora / slices, vh, t.getIntArg("group")),
+           "heads");
     return success();
   }
   if (kind == "moe_gate_up" || kind == "moe_down") {
@@ -280,6 +289,8 @@ void SchedulePartitionWorkPass::runOnOperation() {
       if (failed(partition(t, kernel)))
         return WalkResult::interrupt();
       for (Attribute a : t.getWrites())
+        producer[cast<SymbolRefAttr>(a).getRootReference()] = t;
+      for (Attribute a : t.getAccumulates())
         producer[cast<SymbolRefAttr>(a).getRootReference()] = t;
       return WalkResult::advance();
     });
