@@ -291,12 +291,14 @@ Status Session::writeStateHost(const std::string &name, const void *data,
                                DType dtype, const std::vector<int64_t> &shape) {
   int slot = -1;
   MK_RETURN_IF_ERROR(layout_.checkState(name, dtype, shape, ctxLen_, slot));
-  if (!data)
+  const StateSlot &s = layout_.state[size_t(slot)];
+  size_t bytes = size_t(s.bytesFor(ctxLen_));
+  // A cache at context 0 has no rows: an empty host tensor (null data) is
+  // fine there.
+  if (!data && bytes)
     return makeError(ErrorCode::InvalidArgument,
                      "state '" + name + "': null host pointer");
   MK_RETURN_IF_ERROR(dev_->makeCurrent());
-  const StateSlot &s = layout_.state[size_t(slot)];
-  size_t bytes = size_t(s.bytesFor(ctxLen_));
   pendingIn_.clear();
   if (bytes == 0)
     return Status::ok();

@@ -150,6 +150,25 @@ void oneStepAgainstOracle(const std::string &kernelName) {
   }
 }
 
+/// A fresh sequence: state at context 0 (empty caches, loaded from empty
+/// host tensors), one step against the oracle.
+void fromContextZero(const std::string &kernelName) {
+  MK_REQUIRE_GPU(dev);
+  Fixture f;
+  MK_ASSERT_OK(makeFixture(dev, kernelName, 31, 16, f));
+  DecodeState state = makeRandomState(f.cfg, 0, 32);
+  MK_ASSERT_OK(writeState(*f.session, state));
+  std::vector<BFloat16> hidden = makeRandomHidden(f.cfg, 33), gpuOut;
+  MK_ASSERT_OK(gpuStep(dev, f, hidden, gpuOut));
+  DecodeState gpuState;
+  MK_ASSERT_OK(readState(*f.session, gpuState));
+  EXPECT_EQ(gpuState.ctxLen, 1);
+  const std::string label = kernelName + " from context 0";
+  std::vector<BFloat16> oracleOut =
+      tieAwareOracleStep(f, state, hidden, gpuOut, kStepCos, label);
+  compareStep(f.cfg, gpuOut, oracleOut, gpuState, state, kStepCos, label);
+}
+
 void eightSteps(const std::string &kernelName) {
   MK_REQUIRE_GPU(dev);
   Fixture f;
@@ -261,6 +280,8 @@ std::string tinyName() { return "tiny"; }
 
 TEST(OracleGpu, FullUnitOneStep) { oneStepAgainstOracle(fullName()); }
 TEST(OracleGpu, TinyOneStep) { oneStepAgainstOracle(tinyName()); }
+TEST(OracleGpu, FullUnitFromContextZero) { fromContextZero(fullName()); }
+TEST(OracleGpu, TinyFromContextZero) { fromContextZero(tinyName()); }
 TEST(OracleGpu, FullUnitEightSteps) { eightSteps(fullName()); }
 TEST(OracleGpu, TinyEightSteps) { eightSteps(tinyName()); }
 TEST(OracleGpu, FullUnitRecomputeOnLiveData) { recomputeOnLiveData(fullName()); }
