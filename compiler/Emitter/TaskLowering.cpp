@@ -253,7 +253,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     } else {
       o << "      const int e = slot;\n";
     }
-    std::string hmid = ptr(str("hmid"), true);
+    std::string sums = ptr(str("sums"), true);
     if (!down) {
       // Instance r of a slot: matrix r / (tiles * ks) (0 gate, 1 up),
       // k-slice, then column tile; sums go to the slot's [2][inter] fp32
@@ -275,7 +275,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
         << ", mk::EpiAtomicAddF32>>(xs, wq + (size_t)e * " << wqs
         << ", sc + (size_t)e * " << sz << ", zr + (size_t)e * " << sz << ", "
         << m << ", n0, min(" << tn << ", " << m << " - n0), k0, k0 + " << kslice
-        << ", work, mk::EpiAtomicAddF32{" << hmid << " + (slot * 2 + mat) * " << m
+        << ", work, mk::EpiAtomicAddF32{" << sums << " + (slot * 2 + mat) * " << m
         << ", 1.f, 0}, false);\n";
     } else {
       std::string w = str("down").str();
@@ -287,7 +287,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       o << "      const int k0 = (r / " << tiles << ") * " << kslice
         << ", n0 = (r % " << tiles << ") * " << tn << ";\n"
         << "      mk::moe_down_task<" << T << ", " << tn << ", " << G << ">("
-        << hmid << " + slot * " << 2 * m << ", " << m << ", " << wq(w)
+        << sums << " + slot * " << 2 * m << ", " << m << ", " << wq(w)
         << " + (size_t)e * " << wqs << ", " << ws_(w) << " + (size_t)e * "
         << sz << ", " << wz(w) << " + (size_t)e * " << sz << ", " << d
         << ", n0, min(" << tn << ", " << d << " - n0), k0, k0 + " << kslice

@@ -617,7 +617,7 @@ LogicalResult Lowering::lowerExperts(Operation *op, bool routed) {
   int64_t slots = routed ? cfg.nActive : cfg.nShared;
   // Per slot, the fp32 gate and up sums ([2][inter]), accumulated by
   // split-K tiles; the down tasks form silu(gate) * up from them.
-  std::string hmid =
+  std::string sums =
       accumulator(layer + ".moe." + what + ".gate_up_sums", 2 * slots * cfg.moeInter);
   std::string logits;
   if (routed) {
@@ -632,7 +632,7 @@ LogicalResult Lowering::lowerExperts(Operation *op, bool routed) {
     setArg(t, "hidden", cfg.hidden);
     setArg(t, "inter", cfg.moeInter);
     setArg(t, "group", cfg.group);
-    setArg(t, "hmid", hmid);
+    setArg(t, "sums", sums);
     setArg(t, "unit", layer + ".moe." + what + ".slot");
     if (routed) {
       setArg(t, "logits", logits);
@@ -643,13 +643,13 @@ LogicalResult Lowering::lowerExperts(Operation *op, bool routed) {
   };
   TaskSpec &gu = task(layer + ".moe." + what + ".gate_up", "moe_gate_up", op);
   gu.reads.push_back(x->buffer);
-  gu.accums.push_back(hmid);
+  gu.accums.push_back(sums);
   setArg(gu, "gate", gate);
   setArg(gu, "up", up);
   setArg(gu, "input", x->buffer);
   common(gu);
   TaskSpec &dn = task(layer + ".moe." + what + ".down", "moe_down", op);
-  dn.reads.push_back(hmid);
+  dn.reads.push_back(sums);
   dn.accums.push_back(acc);
   setArg(dn, "down", down);
   setArg(dn, "acc", acc);
