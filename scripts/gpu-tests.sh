@@ -43,7 +43,7 @@ cmake -S . -B "$MK_BUILD_DIR" "${generator[@]}" -DMK_BUILD_COMPILER=OFF \
 step "build"
 targets=(mk_runtime mk_runtime_c mk-runtime-tests mk-runtime-nodriver-tests
          mk-gpu-tests mk-bench mk-diff mk-decode mk-oracle
-         mk_template_tests mk_template_tests_variants)
+         mk_template_tests mk_template_tests_variants mk_template_bench)
 cmake --build "$MK_BUILD_DIR" -j "$MK_JOBS" --target "${targets[@]}" \
   >"$LOGS/build.log" 2>&1 || { tail -50 "$LOGS/build.log"; exit 1; }
 
@@ -84,6 +84,14 @@ export MK_RUNTIME_LIB="$ROOT/$MK_BUILD_DIR/runtime/libmk_runtime_c.so"
 export MK_ORACLE_BIN="$ROOT/$MK_BUILD_DIR/oracle/mk-oracle"
 python3 -m pytest -q python/tests 2>&1 | tee "$LOGS/pytest.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
+
+# MK_TEMPLATE_BENCH=1: the GEMV tile alone, per block shape, tile width and
+# weight layout (tests/templates/TemplateBench.cu).
+if [ -n "${MK_TEMPLATE_BENCH:-}" ]; then
+  step "GEMV tile bench"
+  "$MK_BUILD_DIR/tests/templates/mk_template_bench" 2>&1 | tee "$LOGS/template-bench.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 
 step "mk-bench"
