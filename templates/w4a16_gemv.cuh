@@ -349,6 +349,8 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
   constexpr int STEP = 8 * KG;      // row pairs per warp step
   constexpr int NB = FP32X ? 2 * KG : KG; // B columns in use
   static_assert(NB <= 8, "FP32X needs TN >= 32 (a free B column per subslice)");
+  static_assert(WARPS * NB * TN <= kW4A16Stages * kW4A16StageRows * THREADS * 4,
+                "the cross-warp sums must fit the ring they reuse");
   constexpr int S = kW4A16StageRows / 2; // steps per ring stage (2 rows/step)
   constexpr int STAGES = kW4A16Stages;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -499,8 +501,8 @@ __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
   if constexpr (TN <= 128 && GROUP % 16 == 0 && (!FP32X || TN >= 32)) {
     if (prefetched) // the mma path streams rows in its own order
       cp_async_wait<0>();
-    w4a16_gemv_tile_mma<THREADS, TN, GROUP, FP32X>(xs, wq, scales, zeros, N, n0, nvalid, k0, k1, red,
-                                            epi);
+    w4a16_gemv_tile_mma<THREADS, TN, GROUP, FP32X>(xs, wq, scales, zeros, N, n0, nvalid, k0, k1,
+                                                   red, epi);
     return;
   }
 #endif
