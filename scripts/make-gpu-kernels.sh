@@ -23,16 +23,16 @@ for pair in kimi_linear_w4a16:examples/kimi_linear_w4a16.json tiny:examples/spec
   echo "$out/$name, $out/${name}_debug: $(ls "$out/$name" | paste -sd' ')"
 done
 # Schedule variants to compare (scripts/gpu-tests.sh runs the one-step
-# oracle test and the bench on every kimi_linear_w4a16_t*/).
+# oracle test and the bench on every kimi_linear_w4a16_t*/): NAME PASS=OPTIONS.
 variant() {
   rm -rf "${out:?}/kimi_linear_w4a16_$1"
   "$mkc" examples/kimi_linear_w4a16.json --emit=cuda -o "$out/kimi_linear_w4a16_$1" \
-    --pass-option=schedule-partition-work="$2"
+    --pass-option="$2"
   echo "$out/kimi_linear_w4a16_$1 ($2)"
 }
 rm -rf "$out"/kimi_linear_w4a16_t*/
 if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
-  variant tseg128 full-segment-bytes=128
-  variant tchunks32 attention-chunks=32
-  variant tchunks16 attention-chunks=16
+  variant ttiled schedule-tile-weights=layout=tiled
+  variant tseg128 schedule-partition-work=full-segment-bytes=128
+  variant tchunks32 schedule-partition-work=attention-chunks=32
 fi

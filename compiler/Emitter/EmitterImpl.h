@@ -166,6 +166,35 @@ private:
   std::string wq(StringRef w) { return ident(w) + "_w_q"; }
   std::string ws_(StringRef w) { return ident(w) + "_scales"; }
   std::string wz(StringRef w) { return ident(w) + "_zeros"; }
+  /// The tile width weight `w` is stored tile-contiguous with (the kernel's
+  /// weight_tiles), or 0 for the spec's row-major storage.
+  int64_t tileOf(StringRef w) {
+    if (std::optional<DictionaryAttr> d = kernel.getWeightTiles())
+      if (auto a = d->getAs<IntegerAttr>(w))
+        return a.getInt();
+    return 0;
+  }
+  /// The arguments (wq, scales, zeros, N, n0) that point a W4A16 tile at
+  /// columns [n0, n0 + tn) of weight `w` ([rows, n] with `rows` = K/2 byte
+  /// rows, optionally after an expert offset `expert`): row-major, the
+  /// matrix and n0; tile-contiguous, the tile's own [rows, tn] block and 0
+  /// (the epilogue then adds n0 back). `n0` is a C++ expression.
+  std::string tileArgs(StringRef w, int64_t k, int64_t n, int64_t tn,
+                       const std::string &expert, const std::string &n0) {
+    int64_t g = cfg.group;
+    std::string ew = expert.empty() ? "" : " + (size_t)" + expert + " * " +
+                                               std::to_string(k / 2 * n);
+    std::string es = expert.empty() ? "" : " + (size_t)" + expert + " * " +
+                                               std::to_string(k / g * n);
+    if (!tileOf(w))
+      return wq(w) + ew + ", " + ws_(w) + es + ", " + wz(w) + es + ", " +
+             std::to_string(n) + ", " + n0;
+    std::string t = "(size_t)((" + n0 + ") / " + std::to_string(tn) + ")";
+    std::string tw = " + " + t + " * " + std::to_string(k / 2 * tn);
+    std::string ts = " + " + t + " * " + std::to_string(k / g * tn);
+    return wq(w) + ew + tw + ", " + ws_(w) + es + ts + ", " + wz(w) + es + ts +
+           ", " + std::to_string(tn) + ", 0";
+  }
 
   LogicalResult emitPhase(PhaseOp phase);
   /// Moves heavy template calls out of line (see TaskLowering.cpp).

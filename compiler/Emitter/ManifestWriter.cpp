@@ -15,7 +15,7 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
     });
   };
   auto param = [&](StringRef name, StringRef role, StringRef dtype,
-                   ArrayRef<int64_t> sh) {
+                   ArrayRef<int64_t> sh, int64_t tile = 0) {
     j.object([&] {
       j.attribute("name", name);
       j.attribute("role", role);
@@ -23,7 +23,16 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
       j.attributeBegin("shape");
       shape(sh);
       j.attributeEnd();
+      if (tile)
+        j.attribute("tile", tile);
     });
+  };
+  // A tile-contiguous W4A16 weight: its w_q, scales and zeros.
+  auto tileOfTensor = [&](StringRef name) -> int64_t {
+    auto [prefix, part] = name.rsplit('.');
+    if (part != "w_q" && part != "scales" && part != "zeros")
+      return 0;
+    return tileOf(prefix);
   };
   j.object([&] {
     j.attribute("format", "mk-manifest-1");
@@ -55,7 +64,7 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
       param("hidden_in", "input", "bf16", {cfg.hidden});
       param("hidden_out", "output", "bf16", {cfg.hidden});
       for (const TensorDesc &t : parameterTensors(cfg))
-        param(t.name, "weight", dtypeName(t.dtype), t.shape);
+        param(t.name, "weight", dtypeName(t.dtype), t.shape, tileOfTensor(t.name));
       for (const TensorDesc &t : stateTensors(cfg, -1)) {
         param(t.name, "state_in", dtypeName(t.dtype), t.shape);
         param(t.name, "state_out", dtypeName(t.dtype), t.shape);

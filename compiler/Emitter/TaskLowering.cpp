@@ -74,14 +74,17 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     asserts.insert(w4RedCheck(tn));
     o << "      switch (seg) {\n";
     for (size_t s = 0; s < weights.size(); ++s) {
+      // A tile-contiguous weight's tile gets local columns: the epilogue
+      // adds n0 back.
+      std::string off = tileOf(weights[s]) ? "n0" : "0";
       std::string epiType = atomic ? "mk::EpiAtomicAddF32" : "mk::EpiStoreBf16";
       std::string epi =
-          atomic ? "mk::EpiAtomicAddF32{" + ptr(outputs[s]) + ", 1.f, 0}"
-                 : "mk::EpiStoreBf16{" + ptr(outputs[s], true) + ", 0}";
+          atomic ? "mk::EpiAtomicAddF32{" + ptr(outputs[s]) + ", 1.f, " + off + "}"
+                 : "mk::EpiStoreBf16{" + ptr(outputs[s], true) + ", " + off + "}";
       o << "      case " << s << ": mkgen::call<&mk::w4a16_gemv_tile<" << T
-        << ", " << tn << ", " << G << ", " << epiType << ">>(" << xin << ", " << wq(weights[s]) << ", "
-        << ws_(weights[s]) << ", " << wz(weights[s]) << ", " << ns[s]
-        << ", n0, nvalid, k0, k1, red, " << epi << ", false); break;\n";
+        << ", " << tn << ", " << G << ", " << epiType << ">>(" << xin << ", "
+        << tileArgs(weights[s], k, ns[s], tn, "", "n0")
+        << ", nvalid, k0, k1, red, " << epi << ", false); break;\n";
     }
     o << "      }\n";
     return success();
@@ -259,27 +262,39 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       // k-slice, then column tile; sums go to the slot's [2][inter] fp32
       // accumulator, which the down tasks read.
       std::string g = str("gate").str(), u = str("up").str();
-      int64_t wqs = d / 2 * m, sz = d / G * m, kslice = d / ks;
+      int64_t kslice = d / ks;
+      if (tileOf(g) != tileOf(u))
+        return t.emitOpError("gate and up must share a storage layout");
       needWork(w4Red(tn));
       o << "      const int mat = r / " << tiles * ks << ", rr = r % " << tiles * ks
         << ";\n"
         << "      const int k0 = (rr / " << tiles << ") * " << kslice
-        << ", n0 = (rr % " << tiles << ") * " << tn << ";\n"
-        << "      const uint8_t *const wq = mat ? " << wq(u) << " : " << wq(g)
+        << ", n0 = (rr % " << tiles << ") * " << tn << ";\n";
+      int64_t wqs = d / 2 * m, sz = d / G * m;
+      std::string tw, ts, nArgs = std::to_string(m) + ", n0", off = "0";
+      if (tileOf(g)) { // the tile's own [d/2, tn] block, local columns
+        tw = " + (size_t)(n0 / " + std::to_string(tn) + ") * " +
+             std::to_string(d / 2 * tn);
+        ts = " + (size_t)(n0 / " + std::to_string(tn) + ") * " +
+             std::to_string(d / G * tn);
+        nArgs = std::to_string(tn) + ", 0";
+        off = "n0";
+      }
+      o << "      const uint8_t *const wq = mat ? " << wq(u) << " : " << wq(g)
         << ";\n"
         << "      const mk::bf16 *const sc = mat ? " << ws_(u) << " : " << ws_(g)
         << ";\n"
         << "      const mk::bf16 *const zr = mat ? " << wz(u) << " : " << wz(g)
         << ";\n"
         << "      mkgen::call<&mk::w4a16_gemv_tile<" << T << ", " << tn << ", " << G
-        << ", mk::EpiAtomicAddF32>>(xs, wq + (size_t)e * " << wqs
-        << ", sc + (size_t)e * " << sz << ", zr + (size_t)e * " << sz << ", "
-        << m << ", n0, min(" << tn << ", " << m << " - n0), k0, k0 + " << kslice
-        << ", work, mk::EpiAtomicAddF32{" << sums << " + (slot * 2 + mat) * " << m
-        << ", 1.f, 0}, false);\n";
+        << ", mk::EpiAtomicAddF32>>(xs, wq + (size_t)e * " << wqs << tw
+        << ", sc + (size_t)e * " << sz << ts << ", zr + (size_t)e * " << sz << ts
+        << ", " << nArgs << ", min(" << tn << ", " << m << " - n0), k0, k0 + "
+        << kslice << ", work, mk::EpiAtomicAddF32{" << sums
+        << " + (slot * 2 + mat) * " << m << ", 1.f, " << off << "}, false);\n";
     } else {
       std::string w = str("down").str();
-      int64_t wqs = m / 2 * d, sz = m / G * d, kslice = m / ks;
+      int64_t kslice = m / ks;
       needWork(m + w4Red(tn));
       asserts.insert(llvm::formatv("mk::moe_down_smem_floats<{0}, {1}>({2}) == {3}",
                                    T, tn, m, m + w4Red(tn))
@@ -287,12 +302,11 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       o << "      const int k0 = (r / " << tiles << ") * " << kslice
         << ", n0 = (r % " << tiles << ") * " << tn << ";\n"
         << "      mk::moe_down_task<" << T << ", " << tn << ", " << G << ">("
-        << sums << " + slot * " << 2 * m << ", " << m << ", " << wq(w)
-        << " + (size_t)e * " << wqs << ", " << ws_(w) << " + (size_t)e * "
-        << sz << ", " << wz(w) << " + (size_t)e * " << sz << ", " << d
-        << ", n0, min(" << tn << ", " << d << " - n0), k0, k0 + " << kslice
-        << ", " << (routed ? "tk_w[slot]" : "1.f") << ", "
-        << ptr(str("acc"), true) << ", work);\n";
+        << sums << " + slot * " << 2 * m << ", " << m << ", "
+        << tileArgs(w, m, d, tn, "e", "n0") << ", min(" << tn << ", " << d
+        << " - n0), k0, k0 + " << kslice << ", "
+        << (routed ? "tk_w[slot]" : "1.f") << ", " << ptr(str("acc"), true)
+        << ", " << (tileOf(w) ? "n0" : "0") << ", work);\n";
     }
     return success();
   }

@@ -91,6 +91,24 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
   ];
 }
 
+def ScheduleTileWeights : Pass<"schedule-tile-weights", "::mlir::ModuleOp"> {
+  let summary = "Choose tile-contiguous storage for W4A16 weights (opt-in)";
+  let description = [{
+    With `layout=tiled`, every int4 weight read only by W4A16 GEMV and expert
+    tiles of one width, whose column count that width divides, is stored
+    tile by tile: each tile's rows (and its scales and zeros) contiguous, so
+    that a task streams one contiguous range instead of `tn` bytes of every
+    row. Records the choice in the kernel's `weight_tiles`; the emitter
+    addresses those weights per tile, the manifest marks them, and the
+    runtime repacks them when they are bound. `layout=row-major` (the
+    default) keeps the spec's storage.
+  }];
+  let options = [
+    Option<"layout", "layout", "std::string", "\"row-major\"",
+           "weight storage: row-major (the spec's) or tiled">,
+  ];
+}
+
 def ScheduleBarriersToCounters
     : Pass<"schedule-barriers-to-counters", "::mlir::ModuleOp"> {
   let summary = "Replace grid barriers by dependency counters where possible";

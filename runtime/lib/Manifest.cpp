@@ -225,6 +225,12 @@ Status parseManifest(const std::string &text, Manifest &out) {
     if (!shape)
       return bad(p.where() + ": " + what + ": missing 'shape'");
     MK_RETURN_IF_ERROR(parseShape(*shape, what, mp.shape));
+    MK_RETURN_IF_ERROR(getIntField(p, "tile", false, mp.tile));
+    if (mp.tile != 0 &&
+        (mp.role != ParamRole::Weight || mp.tile < 0 || mp.shape.size() < 2 ||
+         mp.shape.back() % mp.tile != 0))
+      return bad(p.where() + ": " + what + ": 'tile' " + std::to_string(mp.tile) +
+                 " needs a weight whose last dim it divides");
     m.params.push_back(std::move(mp));
   }
 

@@ -1,6 +1,7 @@
 //===- Session.cpp - Weights, decode state and the per-token launch -------===//
 
 #include "mk/runtime/Session.h"
+#include "mk/runtime/WeightLayout.h"
 
 #include "mk/Safetensors.h"
 
@@ -162,6 +163,13 @@ Status Session::bindWeightHost(const std::string &name, const void *data,
                      "weight '" + name + "': null host pointer");
   MK_RETURN_IF_ERROR(dev_->makeCurrent());
   size_t bytes = size_t(tensorBytes(dtype, shape));
+  // A tile-contiguous weight of this kernel is repacked on the way.
+  std::vector<uint8_t> tiled;
+  if (int64_t tile = manifest().params[size_t(param)].tile) {
+    tiled.resize(bytes);
+    tileColumns(data, tiled.data(), shape, tile, size_t(dtypeBytes(dtype)));
+    data = tiled.data();
+  }
   DeviceBuffer &buf = ownedWeights_[size_t(param)];
   if (!buf || buf.bytes() != bytes)
     MK_RETURN_IF_ERROR(DeviceBuffer::allocate(dev_, bytes, buf));
@@ -179,6 +187,17 @@ Status Session::bindWeightDevice(const DeviceTensor &t) {
   if (!t.ptr)
     return makeError(ErrorCode::InvalidArgument,
                      "weight '" + t.name + "': null device pointer");
+  if (manifest().params[size_t(param)].tile) {
+    // The kernel reads it tile-contiguous: no zero copy; a repacked copy
+    // (through the host, once).
+    std::vector<uint8_t> host(size_t(tensorBytes(t.dtype, t.shape)));
+    MK_RETURN_IF_ERROR(dev_->makeCurrent());
+    if (!host.empty())
+      MK_RETURN_IF_ERROR(
+          cuCheck(dev_->driver().cuMemcpyDtoH(host.data(), t.ptr, host.size()),
+                  "reading weight '" + t.name + "' to repack it"));
+    return bindWeightHost(t.name, host.data(), t.dtype, t.shape);
+  }
   ownedWeights_[size_t(param)].reset();
   weightPtr_[size_t(param)] = t.ptr;
   return Status::ok();

@@ -209,3 +209,21 @@ TEST(Manifest, OptionalMaxBlocks) {
   ASSERT_TRUE(parseValue(v, m).isOk());
   EXPECT_EQ(m.maxBlocks, 64);
 }
+
+TEST(Manifest, TileContiguousWeights) {
+  json::Value v = makeManifestValue(tinyConfig());
+  findParam(v, "blocks.0.attn.q_proj.w_q", "weight")->set("tile", json::Value::fromInt(16));
+  Manifest m;
+  ASSERT_TRUE(parseValue(v, m).isOk());
+  int p = m.findParam("blocks.0.attn.q_proj.w_q", ParamRole::Weight);
+  ASSERT_GE(p, 0);
+  EXPECT_EQ(m.params[size_t(p)].tile, 16);
+  EXPECT_EQ(m.params[size_t(m.findParam("blocks.0.attn.k_proj.w_q", ParamRole::Weight))].tile,
+            0);
+  // A tile must divide the last dim, and only weights have one.
+  findParam(v, "blocks.0.attn.q_proj.w_q", "weight")->set("tile", json::Value::fromInt(48));
+  expectError(v, "'tile' 48");
+  json::Value w = makeManifestValue(tinyConfig());
+  findParam(w, "hidden_in", "input")->set("tile", json::Value::fromInt(16));
+  expectError(w, "needs a weight");
+}

@@ -60,6 +60,14 @@ LogicalResult KernelOp::verify() {
            << t;
   if (getTargetSms() <= 0)
     return emitOpError("target_sms must be positive");
+  if (std::optional<DictionaryAttr> tiles = getWeightTiles())
+    for (NamedAttribute a : *tiles) {
+      auto tile = dyn_cast<IntegerAttr>(a.getValue());
+      if (!tile || tile.getInt() <= 0 || tile.getInt() % 16 || tile.getInt() > 128)
+        return emitOpError("weight_tiles: '")
+               << a.getName().getValue()
+               << "' must map to a tile width of 16..128 columns, a multiple of 16";
+    }
   return success();
 }
 

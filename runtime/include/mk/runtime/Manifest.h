@@ -43,6 +43,10 @@ struct ManifestParam {
   DType dtype = DType::U8;
   /// A -1 dim is the cache row count (state caches only).
   std::vector<int64_t> shape;
+  /// Weights only: > 0 when the kernel reads this tensor tile-contiguous,
+  /// `tile` columns at a time ([..., cols/tile, rows, tile] for the logical
+  /// [..., rows, cols]); the runtime repacks it when it is bound.
+  int64_t tile = 0;
   /// True for a 32-bit integer kernel parameter, false for a device pointer.
   bool isScalar() const { return role == ParamRole::Scalar; }
 };

@@ -20,7 +20,11 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     size, `target_sms` the SM count the work partitioning balanced for (any
     co-resident grid size stays correct), `config` the block spec (JSON text,
     `mk::blockConfigToJson`) the kernel was compiled from.
-    `workspace_bytes` is -1 until the workspace is planned.
+    `workspace_bytes` is -1 until the workspace is planned. `weight_tiles`
+    (set by `schedule-tile-weights`) maps a W4A16 weight's name (the prefix
+    of its `.w_q`, `.scales`, `.zeros`) to the tile width its tasks read: the
+    kernel expects that weight tile-contiguous ([N/tile][rows][tile] per
+    expert, docs/kernel-abi.md), which the runtime repacks it to at bind.
 
     ```mlir
     schedule.kernel @mk_tiny attributes {threads = 256 : i64} {
@@ -41,7 +45,8 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     DefaultValuedAttr<I64Attr, "132">:$target_sms,
     DefaultValuedAttr<I64Attr, "-1">:$workspace_bytes,
     OptionalAttr<StrAttr>:$config,
-    UnitAttr:$debug_capture);
+    UnitAttr:$debug_capture,
+    OptionalAttr<DictionaryAttr>:$weight_tiles);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;

@@ -1,0 +1,106 @@
+//===- ScheduleTileWeights.cpp - Tile-contiguous W4A16 weights (opt-in) ---===//
+//
+// A W4A16 tile of width tn reads tn bytes of each of w_q's K/2 rows ([K/2, N]
+// row-major, the spec's storage). Stored tile by tile ([N/tn][K/2][tn], and
+// the scales and zeros [N/tn][K/G][tn], per expert), a task's weights are one
+// contiguous range. A weight qualifies when every task that reads it is a
+// W4A16 GEMV or expert tile (MLA's W_kv_b is also read by the absorbed
+// attention, which indexes it its own way) of one width dividing its N.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Transforms/Passes.h"
+
+#include "llvm/ADT/StringMap.h"
+
+namespace mk::schedule {
+#define GEN_PASS_DEF_SCHEDULETILEWEIGHTS
+#include "Transforms/Passes.h.inc"
+} // namespace mk::schedule
+
+using namespace mlir;
+using namespace mk;
+using namespace mk::schedule;
+
+namespace {
+
+struct ScheduleTileWeightsPass
+    : schedule::impl::ScheduleTileWeightsBase<ScheduleTileWeightsPass> {
+  using Base::Base;
+  void runOnOperation() override;
+};
+
+/// A weight's uses: the tile widths of the tiles that read it and its
+/// column count; `other` when any other task reads it.
+struct WeightUse {
+  llvm::SmallVector<int64_t> tns;
+  int64_t n = 0;
+  bool other = false;
+};
+
+void ScheduleTileWeightsPass::runOnOperation() {
+  if (layout == "row-major")
+    return;
+  if (layout != "tiled") {
+    mlir::emitError(getOperation().getLoc(), "schedule-tile-weights: unknown layout '")
+        << layout << "' (row-major or tiled)";
+    return signalPassFailure();
+  }
+  for (KernelOp kernel : getOperation().getOps<KernelOp>()) {
+    llvm::StringMap<WeightUse> uses;
+    std::vector<std::string> order;
+    auto use = [&](StringRef w) -> WeightUse & {
+      auto [it, fresh] = uses.try_emplace(w);
+      if (fresh)
+        order.push_back(w.str());
+      return it->second;
+    };
+    kernel.walk([&](TaskOp t) {
+      StringRef kind = t.getKind();
+      if (kind == "w4a16_gemv") {
+        SmallVector<std::string> ws = t.getStrArrayArg("weights");
+        SmallVector<int64_t> ns = t.getIntArrayArg("n");
+        for (size_t i = 0; i < ws.size() && i < ns.size(); ++i) {
+          WeightUse &u = use(ws[i]);
+          u.tns.push_back(t.getIntArg("tn"));
+          u.n = ns[i];
+        }
+      } else if (kind == "moe_gate_up" || kind == "moe_down") {
+        bool down = kind == "moe_down";
+        int64_t n = down ? t.getIntArg("hidden") : t.getIntArg("inter");
+        for (StringRef a : down ? SmallVector<StringRef>{"down"}
+                                : SmallVector<StringRef>{"gate", "up"}) {
+          WeightUse &u = use(t.getStrArg(a));
+          u.tns.push_back(t.getIntArg("tn"));
+          u.n = n;
+        }
+      }
+    });
+    // Any other task naming one of them disqualifies it.
+    kernel.walk([&](TaskOp t) {
+      StringRef kind = t.getKind();
+      if (kind == "w4a16_gemv" || kind == "moe_gate_up" || kind == "moe_down")
+        return;
+      for (NamedAttribute a : t.getArgs())
+        if (auto s = dyn_cast<StringAttr>(a.getValue())) {
+          auto it = uses.find(s.getValue());
+          if (it != uses.end())
+            it->second.other = true;
+        }
+    });
+    NamedAttrList tiles;
+    for (const std::string &w : order) {
+      const WeightUse &u = uses.lookup(w);
+      if (u.other || u.tns.empty() || u.n <= 0)
+        continue;
+      int64_t tn = u.tns.front();
+      if (llvm::any_of(u.tns, [&](int64_t x) { return x != tn; }) || u.n % tn)
+        continue;
+      tiles.append(w, IntegerAttr::get(IntegerType::get(&getContext(), 64), tn));
+    }
+    if (!tiles.empty())
+      kernel.setWeightTilesAttr(tiles.getDictionary(&getContext()));
+  }
+}
+
+} // namespace

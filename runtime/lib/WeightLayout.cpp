@@ -1,0 +1,28 @@
+//===- WeightLayout.cpp - Tile-contiguous storage of W4A16 weights --------===//
+
+#include "mk/runtime/WeightLayout.h"
+
+#include <cstring>
+
+namespace mk::rt {
+
+void tileColumns(const void *src, void *dst, const std::vector<int64_t> &shape,
+                 int64_t tile, size_t elemBytes) {
+  const int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  int64_t outer = 1;
+  for (size_t i = 0; i + 2 < shape.size(); ++i)
+    outer *= shape[i];
+  const size_t run = size_t(tile) * elemBytes; // one tile's piece of a row
+  const auto *s = static_cast<const uint8_t *>(src);
+  auto *d = static_cast<uint8_t *>(dst);
+  for (int64_t o = 0; o < outer; ++o) {
+    const uint8_t *so = s + size_t(o * rows * cols) * elemBytes;
+    uint8_t *dO = d + size_t(o * rows * cols) * elemBytes;
+    for (int64_t t = 0; t < cols / tile; ++t)
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(dO + size_t((t * rows + r) * tile) * elemBytes,
+                    so + size_t(r * cols + t * tile) * elemBytes, run);
+  }
+}
+
+} // namespace mk::rt

@@ -1,0 +1,43 @@
+//===- WeightLayoutTest.cpp - Tile-contiguous repacking of weights --------===//
+
+#include "mk/runtime/WeightLayout.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+using namespace mk::rt;
+
+TEST(WeightLayout, TilesAreContiguousRowsOfTheirColumns) {
+  // [rows 3, cols 4] u8, tiles of 2: tile 0 holds columns 0-1 of every row,
+  // then tile 1 columns 2-3.
+  std::vector<uint8_t> src(12);
+  std::iota(src.begin(), src.end(), 0); // src[r][c] = 4r + c
+  std::vector<uint8_t> dst(12, 0xff);
+  tileColumns(src.data(), dst.data(), {3, 4}, 2, 1);
+  EXPECT_EQ(dst, (std::vector<uint8_t>{0, 1, 4, 5, 8, 9, 2, 3, 6, 7, 10, 11}));
+}
+
+TEST(WeightLayout, ExpertsAndWideElementsStayInTheirOwnBlock) {
+  // [experts 2, rows 2, cols 4] bf16-sized (2-byte) elements, tiles of 2.
+  const std::vector<int64_t> shape = {2, 2, 4};
+  std::vector<uint16_t> src(16), dst(16, 0xffff);
+  for (int e = 0; e < 2; ++e)
+    for (int r = 0; r < 2; ++r)
+      for (int c = 0; c < 4; ++c)
+        src[size_t((e * 2 + r) * 4 + c)] = uint16_t(1000 * e + 10 * r + c);
+  tileColumns(src.data(), dst.data(), shape, 2, sizeof(uint16_t));
+  for (int e = 0; e < 2; ++e)
+    for (int r = 0; r < 2; ++r)
+      for (int c = 0; c < 4; ++c) {
+        const size_t at = size_t(e * 8 + (c / 2) * 4 + r * 2 + c % 2);
+        EXPECT_EQ(dst[at], 1000 * e + 10 * r + c) << e << " " << r << " " << c;
+      }
+}
+
+TEST(WeightLayout, OneTileIsTheIdentity) {
+  std::vector<uint8_t> src(24), dst(24);
+  std::iota(src.begin(), src.end(), 1);
+  tileColumns(src.data(), dst.data(), {4, 6}, 6, 1);
+  EXPECT_EQ(src, dst);
+}
