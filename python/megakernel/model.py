@@ -169,6 +169,10 @@ class Model(torch.nn.Module):
             if p["role"] == "weight":
                 self._register_weight(p["name"], p["shape"], p["dtype"])
                 self._weight_names.append(p["name"])
+        # Where each weight lives (its module's buffer dict and key): step()
+        # re-reads the tensors there to notice replaced buffers without
+        # walking the module tree for every weight of every step.
+        self._weight_slots = [self._slot(n) for n in self._weight_names]
         self._state_desc = [(p["name"], p["dtype"], p["shape"]) for p in params
                             if p["role"] == "state_in"]
         self._layer_kinds = _pattern(cfg)
@@ -225,12 +229,13 @@ class Model(torch.nn.Module):
         mod.register_buffer(parts[-1], torch.zeros(
             shape, dtype=_DTYPES[dtype], device=self._device))
 
-    def _weight(self, name):
+    def _slot(self, name):
         mod = self
         parts = name.split(".")
         for part in parts[:-1]:
             mod = mod._modules[part]
-        return mod._buffers[parts[-1]]
+        return mod._buffers, parts[-1]
+
 
     def _state_shape(self, shape, rows):
         return [rows if d < 0 else d for d in shape]
@@ -251,7 +256,7 @@ class Model(torch.nn.Module):
 
     # -- weights -------------------------------------------------------------
     def _bind_weights(self):
-        tensors = [self._weight(n) for n in self._weight_names]
+        tensors = [buffers[key] for buffers, key in self._weight_slots]
         ptrs = tuple(t.data_ptr() for t in tensors)
         if ptrs == self._bound:
             return
