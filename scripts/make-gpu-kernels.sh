@@ -22,6 +22,11 @@ for pair in kimi_linear_w4a16:examples/kimi_linear_w4a16.json tiny:examples/spec
   "$mkc" "$spec" --emit=cuda --debug-capture -o "$out/${name}_debug"
   echo "$out/$name, $out/${name}_debug: $(ls "$out/$name" | paste -sd' ')"
 done
+# The tiny spec with tile-contiguous weights (OracleGpu.TinyTiledWeights).
+rm -rf "${out:?}/tiny_tiled"
+"$mkc" examples/specs/tiny.json --emit=cuda -o "$out/tiny_tiled" \
+  --pass-option=schedule-tile-weights=layout=tiled
+echo "$out/tiny_tiled"
 # Schedule variants to compare (scripts/gpu-tests.sh runs the one-step
 # oracle test and the bench on every kimi_linear_w4a16_t*/): NAME PASS=OPTIONS.
 variant() {

@@ -169,6 +169,56 @@ void fromContextZero(const std::string &kernelName) {
   compareStep(f.cfg, gpuOut, oracleOut, gpuState, state, kStepCos, label);
 }
 
+/// A kernel reading its weights tile-contiguous (schedule-tile-weights):
+/// every other weight bound from host memory, the rest from device pointers
+/// in the spec's row-major layout (the session repacks both), then one step
+/// against the oracle.
+void tiledWeights(const std::string &kernelName) {
+  MK_REQUIRE_GPU(dev);
+  std::shared_ptr<Kernel> kernel;
+  MK_ASSERT_OK(loadTestKernel(dev, kernelName, kernel));
+  int tiled = 0;
+  for (const ManifestParam &p : kernel->manifest().params)
+    tiled += p.tile > 0;
+  ASSERT_GT(tiled, 0) << kernelName << " has no tile-contiguous weight";
+  Fixture f;
+  f.kernel = kernel;
+  f.cfg = kernel->manifest().config;
+  f.weights = makeRandomWeights(f.cfg, 41);
+  SessionOptions so;
+  so.cacheCapacity = 128;
+  MK_ASSERT_OK(Session::create(dev, kernel, so, f.session));
+  std::vector<DeviceBuffer> onDevice;
+  int i = 0;
+  for (const auto &kv : f.weights) {
+    const HostTensor &t = kv.second;
+    if (i++ % 2 == 0) {
+      MK_ASSERT_OK(f.session->bindWeightHost(kv.first, t.data.data(), t.desc.dtype,
+                                             t.desc.shape));
+      continue;
+    }
+    DeviceBuffer b;
+    MK_ASSERT_OK(DeviceBuffer::allocate(dev, t.data.size(), b));
+    MK_ASSERT_OK(cuCheck(dev->driver().cuMemcpyHtoD(b.ptr(), t.data.data(), t.data.size()),
+                         "upload"));
+    MK_ASSERT_OK(f.session->bindWeightDevice({kv.first, b.ptr(), t.desc.dtype, t.desc.shape}));
+    onDevice.push_back(std::move(b));
+  }
+  ASSERT_TRUE(f.session->unboundWeights().empty());
+  MK_ASSERT_OK(DeviceBuffer::allocate(dev, size_t(f.cfg.hidden) * 2, f.in));
+  MK_ASSERT_OK(DeviceBuffer::allocate(dev, size_t(f.cfg.hidden) * 2, f.out));
+  DecodeState state = makeRandomState(f.cfg, 64, 42);
+  MK_ASSERT_OK(writeState(*f.session, state));
+  std::vector<BFloat16> hidden = makeRandomHidden(f.cfg, 43), gpuOut;
+  MK_ASSERT_OK(gpuStep(dev, f, hidden, gpuOut));
+  DecodeState gpuState;
+  MK_ASSERT_OK(readState(*f.session, gpuState));
+  const std::string label = kernelName + " (tile-contiguous weights)";
+  std::vector<BFloat16> oracleOut =
+      tieAwareOracleStep(f, state, hidden, gpuOut, kStepCos, label);
+  compareStep(f.cfg, gpuOut, oracleOut, gpuState, state, kStepCos, label);
+}
+
 void eightSteps(const std::string &kernelName) {
   MK_REQUIRE_GPU(dev);
   Fixture f;
@@ -282,6 +332,7 @@ TEST(OracleGpu, FullUnitOneStep) { oneStepAgainstOracle(fullName()); }
 TEST(OracleGpu, TinyOneStep) { oneStepAgainstOracle(tinyName()); }
 TEST(OracleGpu, FullUnitFromContextZero) { fromContextZero(fullName()); }
 TEST(OracleGpu, TinyFromContextZero) { fromContextZero(tinyName()); }
+TEST(OracleGpu, TinyTiledWeights) { tiledWeights("tiny_tiled"); }
 TEST(OracleGpu, FullUnitEightSteps) { eightSteps(fullName()); }
 TEST(OracleGpu, TinyEightSteps) { eightSteps(tinyName()); }
 TEST(OracleGpu, FullUnitRecomputeOnLiveData) { recomputeOnLiveData(fullName()); }
