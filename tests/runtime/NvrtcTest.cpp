@@ -138,15 +138,17 @@ TEST(Nvrtc, TemplateVariantsCompileUnderNvrtc) {
   for (const char *arch : {"sm_90", "sm_120"}) {
     CompileOptions o;
     o.arch = arch;
-    o.extraOptions = {"-DMK_GEMV_SIMT", "-DMK_SPIN_NS=64"};
+    o.extraOptions = {"-DMK_GEMV_SIMT", "-DMK_NORM_BATCHED_LOADS", "-DMK_SPIN_NS=64"};
     std::string cubin, log;
     Status st = compileWithNvrtc(
         "#include \"mk/megakernel.cuh\"\n"
         "extern \"C\" __global__ void k(const float *x, const uint8_t *w,\n"
-        "    const mk::bf16 *s, const mk::bf16 *z, float *y) {\n"
+        "    const mk::bf16 *s, const mk::bf16 *z, float *y, mk::bf16 *h) {\n"
         "  extern __shared__ float smem[];\n"
         "  mk::w4a16_gemv_tile<256, 64, 128>(x, w, s, z, 1024, 0, 64, 0, 2304,\n"
         "      smem, mk::EpiAtomicAddF32{y, 1.f, 0});\n"
+        "  mk::block_residual<256>(h, y, 2304, smem, h);\n"
+        "  mk::block_rmsnorm<256>(smem, s, 2304, 1e-6f, smem, smem + 2304);\n"
         "}\n",
         "variants.cu", kernelHeaders(), nvrtcOptions(o), cubin, log);
     EXPECT_TRUE(st.isOk()) << arch << ": " << st.toString() << "\n" << log;

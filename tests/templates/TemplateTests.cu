@@ -236,6 +236,59 @@ TEST(W4A16Gemv, Fp32Input) {
 }
 
 //===----------------------------------------------------------------------===//
+// Residual + RMSNorm (per block)
+//===----------------------------------------------------------------------===//
+
+__global__ void __launch_bounds__(T, 1)
+    normKernel(const mk::bf16 *base, const float *acc, const mk::bf16 *w, int D, float *y,
+               mk::bf16 *out) {
+  extern __shared__ float smem[];
+  mk::block_residual<T>(base, acc, D, smem, out);
+  mk::block_rmsnorm<T>(smem, w, D, 1e-6f, smem, smem + D);
+  for (int i = threadIdx.x; i < D; i += T)
+    y[blockIdx.x * D + i] = smem[i];
+}
+
+TEST(Norm, ResidualThenRmsNormAsTheSpec) {
+  REQUIRE_GPU();
+  for (int D : {2304, 256, 7000}) { // 7000: more than one batch of loads
+    Rng r(D);
+    auto base = randBf16(r, D, 1.f), w = randBf16(r, D, 0.5f);
+    std::vector<float> acc(D);
+    for (float &a : acc)
+      a = r.normal(0.5f);
+    Dev<HB> db(base), dw(w), dout(D);
+    Dev<float> da(acc), dy((size_t)3 * D);
+    CK(cudaFuncSetAttribute(normKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            (D + 32) * 4));
+    normKernel<<<3, T, (D + 32) * 4>>>(db.as<mk::bf16>(), da.p, dw.as<mk::bf16>(), D, dy.p,
+                                       dout.as<mk::bf16>());
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    std::vector<float> x(D);
+    double ss = 0;
+    for (int i = 0; i < D; ++i) {
+      x[i] = mk::roundBf16(base[i].toFloat() + mk::roundBf16(acc[i]));
+      ss += double(x[i]) * x[i];
+    }
+    const float rr = 1.f / std::sqrt(float(ss / D) + 1e-6f);
+    auto y = dy.get();
+    auto out = dout.get();
+    int bad = 0;
+    for (int b = 0; b < 3; ++b)
+      for (int i = 0; i < D; ++i) {
+        const float want = mk::roundBf16(x[i] * rr * w[i].toFloat());
+        // The block sum's order differs from the host's: at most one bf16
+        // ulp apart.
+        bad += std::abs(y[size_t(b) * D + i] - want) > 0.0079f * std::abs(want) + 1e-6f;
+      }
+    EXPECT_EQ(bad, 0) << "D=" << D;
+    for (int i = 0; i < D; ++i)
+      ASSERT_EQ(out[i].toFloat(), x[i]) << "residual base stored by block 0, D=" << D;
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // KDA head chunk + conv window commit
 //===----------------------------------------------------------------------===//
 
