@@ -11,7 +11,9 @@
 //     bytes of each row) or tile-contiguous (each tile's [K/2, TN] bytes and
 //     [K/G, TN] scales and zeros stored together, which a runtime could
 //     repack to at bind time): tells whether the phases are bound by the
-//     access pattern or by each block's stream.
+//     access pattern or by each block's stream;
+//   - and the same bytes streamed with no math ("stream only"): the memory
+//     system's ceiling for each access pattern.
 // Prints us per phase and GB/s next to the copy bandwidth of the same run.
 // The default build uses the tensor-core tile; -DMK_GEMV_SIMT the SIMT one.
 //
@@ -79,6 +81,41 @@ __global__ void __launch_bounds__(THREADS, BPS)
   }
 }
 
+/// The same weight bytes as gemvPhases<...> with no math: each block copies
+/// its tasks' rows (TN bytes of each of K/2 rows, or the tile's contiguous
+/// block) into shared memory with 16-byte cp.async, all in flight, and
+/// waits. The memory system's ceiling for the access pattern.
+template <int THREADS, int BPS, int TN, bool TILED>
+__global__ void __launch_bounds__(THREADS, BPS)
+    streamPhases(int K, uint8_t *const *wq, int copies, int N, int ksplit, unsigned *sync,
+                 int reps, float *sink) {
+  extern __shared__ float smem[];
+  uint4 *ring = reinterpret_cast<uint4 *>(smem);
+  constexpr int RING = mk::kW4A16Stages * mk::kW4A16StageRows * THREADS; // 16-byte slots
+  const int tiles = (N + TN - 1) / TN;
+  constexpr int PER_ROW = TN / 16; // 16-byte pieces per row of a tile
+  for (int rep = 0; rep < reps; ++rep) {
+    const uint8_t *w = wq[rep % copies];
+    for (int t = blockIdx.x; t < tiles * ksplit; t += gridDim.x) {
+      const int tile = t % tiles, ks = t / tiles;
+      const int p0 = (K / 2) * ks / ksplit, p1 = (K / 2) * (ks + 1) / ksplit;
+      const int pieces = (p1 - p0) * PER_ROW;
+      for (int i = threadIdx.x; i < pieces; i += THREADS) {
+        const int r = p0 + i / PER_ROW, c = (i % PER_ROW) * 16;
+        const uint8_t *src = TILED ? w + (size_t)tile * (K / 2) * TN + (size_t)r * TN + c
+                                   : w + (size_t)r * N + (size_t)tile * TN + c;
+        mk::cp_async16(ring + (i % RING), src);
+      }
+      mk::cp_async_commit();
+      mk::cp_async_wait<0>();
+      __syncthreads();
+    }
+    mk::grid_barrier(sync);
+  }
+  if (threadIdx.x == 0 && blockIdx.x == 0)
+    sink[0] = smem[0]; // keep the copies
+}
+
 __global__ void barriersOnly(unsigned *sync, int reps) {
   for (int rep = 0; rep < reps; ++rep)
     mk::grid_barrier(sync);
@@ -141,6 +178,45 @@ void bench(const Shape &sh, int sms, const Weights &w, const mk::bf16 *x, float 
   CK(cudaEventDestroy(b));
 }
 
+template <int THREADS, int BPS, int TN, bool TILED>
+void benchStream(const Shape &sh, int sms, const Weights &w, float *y, unsigned *sync) {
+  auto kernel = streamPhases<THREADS, BPS, TN, TILED>;
+  const size_t smem = (size_t)mk::kW4A16Stages * mk::kW4A16StageRows * THREADS * 16;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  int fit = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, THREADS, smem));
+  if (fit < BPS)
+    return;
+  const int grid = sms * BPS, copies = (int)w.wq.size();
+  uint8_t **dw;
+  CK(cudaMalloc(&dw, copies * sizeof(void *)));
+  CK(cudaMemcpy(dw, w.wq.data(), copies * sizeof(void *), cudaMemcpyHostToDevice));
+  int K = sh.K, N = sh.N, ks = sh.ksplit, reps = 48;
+  void *args[] = {&K, &dw, (void *)&copies, &N, &ks, &sync, &reps, &y};
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  std::vector<float> per;
+  for (int it = 0; it < 12; ++it) {
+    CK(cudaEventRecord(a));
+    CK(cudaLaunchCooperativeKernel((void *)kernel, grid, THREADS, args, smem, 0));
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    CK(cudaGetLastError());
+    float t;
+    CK(cudaEventElapsedTime(&t, a, b));
+    if (it >= 2)
+      per.push_back(t / reps);
+  }
+  const double med = medianOf(per);
+  const double bytes = (double)sh.K / 2 * sh.N;
+  std::printf("%-26s %3dx%d TN=%3d %-9s stream only  %7.2f us  %7.1f GB/s\n", sh.name, THREADS,
+              BPS, TN, TILED ? "tiled" : "row-major", med * 1e3, bytes / (med * 1e-3) / 1e9);
+  CK(cudaFree(dw));
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+}
+
 template <int THREADS, int BPS>
 void benchAll(const Shape &sh, int sms, const Weights &w, const mk::bf16 *x, float *y,
               unsigned *sync) {
@@ -148,6 +224,9 @@ void benchAll(const Shape &sh, int sms, const Weights &w, const mk::bf16 *x, flo
   bench<THREADS, BPS, 128, true>(sh, sms, w, x, y, sync);
   bench<THREADS, BPS, 64, false>(sh, sms, w, x, y, sync);
   bench<THREADS, BPS, 64, true>(sh, sms, w, x, y, sync);
+  benchStream<THREADS, BPS, 128, false>(sh, sms, w, y, sync);
+  benchStream<THREADS, BPS, 128, true>(sh, sms, w, y, sync);
+  benchStream<THREADS, BPS, 64, false>(sh, sms, w, y, sync);
 }
 
 int main() {
