@@ -12,8 +12,10 @@
 //     [K/G, TN] scales and zeros stored together, which a runtime could
 //     repack to at bind time): tells whether the phases are bound by the
 //     access pattern or by each block's stream;
-//   - and the same bytes streamed with no math ("stream only"): the memory
-//     system's ceiling for each access pattern.
+//   - and the same bytes streamed with no math ("stream only": 16-byte
+//     cp.async per thread as the tile does; "bulk copies": one thread moving
+//     each tile-contiguous range with cp.async.bulk + an mbarrier): the
+//     memory system's ceiling per access pattern and load mechanism.
 // Prints us per phase and GB/s next to the copy bandwidth of the same run.
 // The default build uses the tensor-core tile; -DMK_GEMV_SIMT the SIMT one.
 //
@@ -114,6 +116,79 @@ __global__ void __launch_bounds__(THREADS, BPS)
   }
   if (threadIdx.x == 0 && blockIdx.x == 0)
     sink[0] = smem[0]; // keep the copies
+}
+
+// Hopper bulk copies (TMA without a tensor map): one thread moves a whole
+// contiguous range into shared memory and an mbarrier counts the bytes.
+__device__ __forceinline__ unsigned smemAddr(const void *p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void mbarInit(unsigned long long *bar, unsigned count) {
+  asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(smemAddr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbarExpectTx(unsigned long long *bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(smemAddr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulkCopy(void *dst, const void *src, unsigned bytes,
+                                         unsigned long long *bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+               "[%3];" ::"r"(smemAddr(dst)),
+               "l"(src), "r"(bytes), "r"(smemAddr(bar))
+               : "memory");
+}
+__device__ __forceinline__ void mbarWait(unsigned long long *bar, unsigned phase) {
+  unsigned done = 0;
+  do {
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(done)
+                 : "r"(smemAddr(bar)), "r"(phase)
+                 : "memory");
+  } while (!done);
+}
+
+/// Tile-contiguous weights streamed with bulk copies: per task its
+/// (p1 - p0) * TN contiguous bytes, in rounds of at most the ring's size,
+/// issued by thread 0 in pieces of kBulkPiece bytes. No math.
+constexpr unsigned kBulkPiece = 8192;
+template <int THREADS, int BPS, int TN>
+__global__ void __launch_bounds__(THREADS, BPS)
+    bulkStreamPhases(int K, uint8_t *const *wq, int copies, int N, int ksplit, unsigned *sync,
+                     int reps, float *sink) {
+  extern __shared__ __align__(128) float smem[];
+  __shared__ __align__(8) unsigned long long bar;
+  uint8_t *ring = reinterpret_cast<uint8_t *>(smem);
+  constexpr unsigned RING = mk::kW4A16Stages * mk::kW4A16StageRows * THREADS * 16;
+  if (threadIdx.x == 0)
+    mbarInit(&bar, 1);
+  __syncthreads();
+  unsigned phase = 0;
+  const int tiles = (N + TN - 1) / TN;
+  for (int rep = 0; rep < reps; ++rep) {
+    const uint8_t *w = wq[rep % copies];
+    for (int t = blockIdx.x; t < tiles * ksplit; t += gridDim.x) {
+      const int tile = t % tiles, ks = t / tiles;
+      const int p0 = (K / 2) * ks / ksplit, p1 = (K / 2) * (ks + 1) / ksplit;
+      const uint8_t *src = w + (size_t)tile * (K / 2) * TN + (size_t)p0 * TN;
+      const unsigned total = unsigned(p1 - p0) * TN;
+      for (unsigned done = 0; done < total; done += RING) {
+        const unsigned round = min(RING, total - done);
+        if (threadIdx.x == 0) {
+          mbarExpectTx(&bar, round);
+          for (unsigned off = 0; off < round; off += kBulkPiece)
+            bulkCopy(ring + off, src + done + off, min(kBulkPiece, round - off), &bar);
+        }
+        mbarWait(&bar, phase);
+        phase ^= 1u;
+        __syncthreads(); // the ring is read (here: not at all) before it is refilled
+      }
+    }
+    mk::grid_barrier(sync);
+  }
+  if (threadIdx.x == 0 && blockIdx.x == 0)
+    sink[0] = smem[0];
 }
 
 __global__ void barriersOnly(unsigned *sync, int reps) {
@@ -217,6 +292,45 @@ void benchStream(const Shape &sh, int sms, const Weights &w, float *y, unsigned 
   CK(cudaEventDestroy(b));
 }
 
+template <int THREADS, int BPS, int TN>
+void benchBulk(const Shape &sh, int sms, const Weights &w, float *y, unsigned *sync) {
+  auto kernel = bulkStreamPhases<THREADS, BPS, TN>;
+  const size_t smem = (size_t)mk::kW4A16Stages * mk::kW4A16StageRows * THREADS * 16;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  int fit = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, THREADS, smem));
+  if (fit < BPS)
+    return;
+  const int grid = sms * BPS, copies = (int)w.wq.size();
+  uint8_t **dw;
+  CK(cudaMalloc(&dw, copies * sizeof(void *)));
+  CK(cudaMemcpy(dw, w.wq.data(), copies * sizeof(void *), cudaMemcpyHostToDevice));
+  int K = sh.K, N = sh.N, ks = sh.ksplit, reps = 48;
+  void *args[] = {&K, &dw, (void *)&copies, &N, &ks, &sync, &reps, &y};
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  std::vector<float> per;
+  for (int it = 0; it < 12; ++it) {
+    CK(cudaEventRecord(a));
+    CK(cudaLaunchCooperativeKernel((void *)kernel, grid, THREADS, args, smem, 0));
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    CK(cudaGetLastError());
+    float t;
+    CK(cudaEventElapsedTime(&t, a, b));
+    if (it >= 2)
+      per.push_back(t / reps);
+  }
+  const double med = medianOf(per);
+  const double bytes = (double)sh.K / 2 * sh.N;
+  std::printf("%-26s %3dx%d TN=%3d tiled     bulk copies  %7.2f us  %7.1f GB/s\n", sh.name,
+              THREADS, BPS, TN, med * 1e3, bytes / (med * 1e-3) / 1e9);
+  CK(cudaFree(dw));
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+}
+
 template <int THREADS, int BPS>
 void benchAll(const Shape &sh, int sms, const Weights &w, const mk::bf16 *x, float *y,
               unsigned *sync) {
@@ -227,6 +341,7 @@ void benchAll(const Shape &sh, int sms, const Weights &w, const mk::bf16 *x, flo
   benchStream<THREADS, BPS, 128, false>(sh, sms, w, y, sync);
   benchStream<THREADS, BPS, 128, true>(sh, sms, w, y, sync);
   benchStream<THREADS, BPS, 64, false>(sh, sms, w, y, sync);
+  benchBulk<THREADS, BPS, 128>(sh, sms, w, y, sync);
 }
 
 int main() {
