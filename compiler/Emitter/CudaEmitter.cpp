@@ -151,6 +151,16 @@ LogicalResult Emitter::run(EmittedKernel &out) {
   int64_t d4 = (cfg.hidden + 3) / 4 * 4;
   int64_t smemFloats = d4 + 32 + (workFloats + 3) / 4 * 4;
   int64_t dynSmem = smemFloats * 4;
+  // Static shared memory of the kernel body and templates (top-k, barrier
+  // generation, block reductions) on top: a generous bound.
+  constexpr int64_t kStaticSharedBound = 1024;
+  if (int64_t limit = kernel.getMaxSharedBytes();
+      limit > 0 && dynSmem + kStaticSharedBound > limit)
+    return mlir::emitError(kernel.getLoc(), "kernel @")
+           << kernel.getSymName() << " needs " << dynSmem << " B of dynamic shared memory per block (+ up to "
+           << kStaticSharedBound << " B static), more than the target's "
+           << limit << " B (schedule-form-phases max-shared-bytes: sm_120 "
+              "allows 101376, sm_90 232448)";
   // Mirrors mk::sync_bytes (grid_sync.cuh): barrier words, one arrival
   // flag per block (kMaxGrid of them), then the counters.
   int64_t syncBytes = (64 + kMaxGrid + 32 * std::max<int64_t>(numCounters, 1)) * 4;

@@ -62,6 +62,10 @@ def ScheduleFormPhases : Pass<"schedule-form-phases", "::mlir::ModuleOp"> {
     Option<"debugCapture", "debug-capture", "bool", "false",
            "also write every phase's intermediates to the debug arena "
            "(also set by a `mk.debug_capture` attribute on the module)">,
+    Option<"maxSharedBytes", "max-shared-bytes", "int64_t", "101376",
+           "shared memory one block may use on the target (the emitter "
+           "refuses a kernel that needs more); default: sm_120's 99 KB, "
+           "which sm_90's 227 KB also covers; 0: no limit">,
   ];
 }
 

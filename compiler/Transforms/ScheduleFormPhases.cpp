@@ -790,6 +790,7 @@ void ScheduleFormPhasesPass::runOnOperation() {
   b.setInsertionPointToEnd(module.getBody());
   std::string name = kernelName.empty() ? "mk_" + cfg.name : kernelName;
   auto kernel = b.create<schedule::KernelOp>(fn.getLoc(), name, threads);
+  kernel.setMaxSharedBytes(maxSharedBytes);
   kernel.setConfigAttr(b.getStringAttr(blockConfigToJson(cfg)));
   if (debugCapture || module->hasAttr("mk.debug_capture"))
     kernel.setDebugCapture(true);

@@ -25,6 +25,8 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     of its `.w_q`, `.scales`, `.zeros`) to the tile width its tasks read: the
     kernel expects that weight tile-contiguous ([N/tile][rows][tile] per
     expert, docs/kernel-abi.md), which the runtime repacks it to at bind.
+    `max_shared_bytes` (0: no limit) is the shared memory one block may use
+    on the target; the CUDA emitter refuses a kernel that needs more.
 
     ```mlir
     schedule.kernel @mk_tiny attributes {threads = 256 : i64} {
@@ -46,7 +48,8 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     DefaultValuedAttr<I64Attr, "-1">:$workspace_bytes,
     OptionalAttr<StrAttr>:$config,
     UnitAttr:$debug_capture,
-    OptionalAttr<DictionaryAttr>:$weight_tiles);
+    OptionalAttr<DictionaryAttr>:$weight_tiles,
+    DefaultValuedAttr<I64Attr, "0">:$max_shared_bytes);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;
