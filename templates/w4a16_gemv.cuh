@@ -329,6 +329,93 @@ __device__ __forceinline__ void mma_bf16_16816(float *c, uint32_t a0, uint32_t a
 }
 } // namespace detail
 
+namespace detail {
+__device__ __forceinline__ unsigned smem_u32(const void *p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void mbar_init(unsigned long long *bar, unsigned count) {
+  asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void mbar_inval(unsigned long long *bar) {
+  asm volatile("mbarrier.inval.shared.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned long long *bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned long long *bar, unsigned phase) {
+  unsigned done = 0;
+  do {
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(done)
+                 : "r"(smem_u32(bar)), "r"(phase)
+                 : "memory");
+  } while (!done);
+}
+/// One bulk copy (TMA without a tensor map) of `bytes` (a multiple of 16,
+/// both addresses 16-byte aligned) into shared memory; completes on `bar`.
+__device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned bytes,
+                                          unsigned long long *bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+               "[%3];" ::"r"(smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+}
+
+/// Bytes of one step of a lane-order packed 128-wide tile (8 row pairs x
+/// 128 columns; mk::rt::packMmaSteps writes them).
+constexpr int kPackedStepBytes = 1024;
+
+/// The weight stream of a packed tile: warp w's steps [sbeg, send) (packed
+/// step step0 + st) are one contiguous range; lane 0 moves as many as its
+/// slice of the ring holds with one bulk copy, then every lane reads its two
+/// 16-byte pieces of each step at st*1024 + h*512 + lane*16 (rows 8s + t and
+/// 8s + t + 4 of its 16 columns; conflict-free) and runs `step` on them.
+template <int THREADS, class Step>
+__device__ __forceinline__ void w4a16_packed_rounds(const uint8_t *wq, int step0, int sbeg,
+                                                    int send, uint4 *ring, Step &step) {
+  constexpr int WARPS = THREADS / 32;
+  constexpr int SLICE = kW4A16Stages * kW4A16StageRows * THREADS * 16 / WARPS;
+  constexpr int SLICE_STEPS = SLICE / kPackedStepBytes;
+  static_assert(SLICE_STEPS >= 1 && SLICE % 16 == 0, "a ring slice holds whole steps");
+  __shared__ __align__(8) unsigned long long bars[WARPS];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  uint8_t *slice = reinterpret_cast<uint8_t *>(ring) + warp * SLICE;
+  unsigned long long *bar = &bars[warp];
+  // Earlier generic-proxy use of the ring (a previous tile's reads and
+  // cross-warp sums) is ordered before the bulk copies that overwrite it.
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  if (lane == 0)
+    mbar_init(bar, 1);
+  __syncwarp();
+  unsigned phase = 0;
+  for (int r0 = sbeg; r0 < send; r0 += SLICE_STEPS) {
+    const int rn = min(SLICE_STEPS, send - r0);
+    if (lane == 0) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      mbar_expect_tx(bar, unsigned(rn * kPackedStepBytes));
+      bulk_copy(slice, wq + (size_t)(step0 + r0) * kPackedStepBytes,
+                unsigned(rn * kPackedStepBytes), bar);
+    }
+    mbar_wait(bar, phase);
+    phase ^= 1u;
+    for (int i = 0; i < rn; ++i) {
+      const uint4 wa = *reinterpret_cast<const uint4 *>(slice + i * kPackedStepBytes + lane * 16);
+      const uint4 wb =
+          *reinterpret_cast<const uint4 *>(slice + i * kPackedStepBytes + 512 + lane * 16);
+      step(r0 + i, wa, wb);
+    }
+    __syncwarp();
+  }
+  if (lane == 0)
+    mbar_inval(bar);
+}
+} // namespace detail
+
 /// The same task on the tensor cores: weights dequantized exactly (bf16x2
 /// per byte) straight into mma.m16n8k16 A fragments (rows = 16 output
 /// columns, k = 8 row pairs), x as the B column, fp32 accumulation. Half the
@@ -336,7 +423,7 @@ __device__ __forceinline__ void mma_bf16_16816(float *c, uint32_t a0, uint32_t a
 /// the 16 columns of column group g % (TN/16) for row pairs t and t+4 of
 /// k-subslice g / (TN/16); with TN < 128 the subslices' partial sums sit in
 /// different B columns (n = subslice), so one mma still does 16 x 16.
-template <int THREADS, int TN, int GROUP, bool FP32X, class Epi>
+template <int THREADS, int TN, int GROUP, bool FP32X, bool PACKED, class Epi>
 __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__ wq,
                                     const bf16 *__restrict__ scales,
                                     const bf16 *__restrict__ zeros, int N, int n0, int nvalid,
@@ -388,9 +475,11 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
     }
     cp_async_commit();
   };
+  if constexpr (!PACKED) {
 #pragma unroll
-  for (int c = 0; c < STAGES; ++c)
-    issue(c);
+    for (int c = 0; c < STAGES; ++c)
+      issue(c);
+  }
 
   float acc[8][4];
 #pragma unroll
@@ -399,63 +488,72 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
   uint32_t s2[16] = {}, zc2[16] = {};
   int grp = -1;
   auto load_sz = [&](int gi) { detail::load_group_scales(scales, zeros, N, gi, col, s2, zc2); };
-  for (int c = 0; c < nchunks; ++c) {
-    cp_async_wait<STAGES - 1>();
-    const uint4 *slot = stage + (c % STAGES) * 2 * S * THREADS + threadIdx.x;
-#pragma unroll
-    for (int i = 0; i < S; ++i) {
-      const int st = sbeg + c * S + i;
-      if (st < send) { // warp-uniform
-        const int ra = rowA(st);
-        // The group of this lane's 8-row subslice; a subslice past the
-        // task's rows (short K) takes the last row's group, which exists (its
-        // rows are masked to zero weights and meet zero x anyway).
-        const int gi = min(2 * (pa + st * STEP + sub * 8), k1 - 2) / GROUP;
-        if (colActive && gi != grp) {
-          grp = gi;
-          load_sz(gi);
-        }
-        uint4 wa = make_uint4(0, 0, 0, 0), wb = wa;
-        if (colActive && valid(ra))
-          wa = slot[(2 * i) * THREADS];
-        if (colActive && valid(ra + 4))
-          wb = slot[(2 * i + 1) * THREADS];
-        // B: lane (g, t) holds x of k-subslice g (n = g), row pairs t, t+4,
-        // as bf16 (exact for the bf16 values the spec rounds most
-        // activations to). With FP32X, lanes g = KG + j hold the remainders
-        // bf16(x - bf16(x)) of subslice j in B column KG + j: the same mma
-        // then carries an fp32 x to 16 significant bits (products exact,
-        // sums fp32), for free while KG <= 4.
-        uint32_t b0 = 0, b1 = 0;
-        if (g < NB) {
-          const int xb = pa + st * STEP + (g % KG) * 8 + t;
-          if (valid(xb)) {
-            const float2 x = *reinterpret_cast<const float2 *>(xs + 2 * xb);
-            b0 = detail::bf2_part(x, g >= KG);
-          }
-          if (valid(xb + 4)) {
-            const float2 x = *reinterpret_cast<const float2 *>(xs + 2 * (xb + 4));
-            b1 = detail::bf2_part(x, g >= KG);
-          }
-        }
-        const uint32_t wav[4] = {wa.x, wa.y, wa.z, wa.w};
-        const uint32_t wbv[4] = {wb.x, wb.y, wb.z, wb.w};
-#pragma unroll
-        for (int m = 0; m < 8; ++m) {
-          // Columns 2m (A row g) and 2m+1 (A row g+8) of this lane's 16.
-          const int j0 = 2 * m, j1 = 2 * m + 1;
-          // Rows outside [k0, k1) were not loaded (zero bytes): whatever they dequantize
-          // to meets a zero x in B. Inactive column groups only produce rows
-          // of D that are never read.
-          const uint32_t a0 = detail::dequant_byte_bf2(wav[j0 / 4], j0 % 4, zc2[j0], s2[j0]);
-          const uint32_t a1 = detail::dequant_byte_bf2(wav[j1 / 4], j1 % 4, zc2[j1], s2[j1]);
-          const uint32_t a2 = detail::dequant_byte_bf2(wbv[j0 / 4], j0 % 4, zc2[j0], s2[j0]);
-          const uint32_t a3 = detail::dequant_byte_bf2(wbv[j1 / 4], j1 % 4, zc2[j1], s2[j1]);
-          detail::mma_bf16_16816(acc[m], a0, a1, a2, a3, b0, b1);
-        }
+  // One step: weights wa (row pair ra = rowA(st)) and wb (ra + 4) of this
+  // lane's 16 columns, the x of those row pairs, 8 mma.
+  auto step = [&](int st, uint4 wa, uint4 wb) {
+    // The group of this lane's 8-row subslice; a subslice past the
+    // task's rows (short K) takes the last row's group, which exists (its
+    // rows are masked to zero weights and meet zero x anyway).
+    const int gi = min(2 * (pa + st * STEP + sub * 8), k1 - 2) / GROUP;
+    if (colActive && gi != grp) {
+      grp = gi;
+      load_sz(gi);
+    }
+    // B: lane (g, t) holds x of k-subslice g (n = g), row pairs t, t+4,
+    // as bf16 (exact for the bf16 values the spec rounds most
+    // activations to). With FP32X, lanes g = KG + j hold the remainders
+    // bf16(x - bf16(x)) of subslice j in B column KG + j: the same mma
+    // then carries an fp32 x to 16 significant bits (products exact,
+    // sums fp32), for free while KG <= 4.
+    uint32_t b0 = 0, b1 = 0;
+    if (g < NB) {
+      const int xb = pa + st * STEP + (g % KG) * 8 + t;
+      if (valid(xb)) {
+        const float2 x = *reinterpret_cast<const float2 *>(xs + 2 * xb);
+        b0 = detail::bf2_part(x, g >= KG);
+      }
+      if (valid(xb + 4)) {
+        const float2 x = *reinterpret_cast<const float2 *>(xs + 2 * (xb + 4));
+        b1 = detail::bf2_part(x, g >= KG);
       }
     }
-    issue(c + STAGES);
+    const uint32_t wav[4] = {wa.x, wa.y, wa.z, wa.w};
+    const uint32_t wbv[4] = {wb.x, wb.y, wb.z, wb.w};
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+      // Columns 2m (A row g) and 2m+1 (A row g+8) of this lane's 16.
+      const int j0 = 2 * m, j1 = 2 * m + 1;
+      // Rows outside [k0, k1) were not loaded (zero bytes): whatever they dequantize
+      // to meets a zero x in B. Inactive column groups only produce rows
+      // of D that are never read.
+      const uint32_t a0 = detail::dequant_byte_bf2(wav[j0 / 4], j0 % 4, zc2[j0], s2[j0]);
+      const uint32_t a1 = detail::dequant_byte_bf2(wav[j1 / 4], j1 % 4, zc2[j1], s2[j1]);
+      const uint32_t a2 = detail::dequant_byte_bf2(wbv[j0 / 4], j0 % 4, zc2[j0], s2[j0]);
+      const uint32_t a3 = detail::dequant_byte_bf2(wbv[j1 / 4], j1 % 4, zc2[j1], s2[j1]);
+      detail::mma_bf16_16816(acc[m], a0, a1, a2, a3, b0, b1);
+    }
+  };
+  if constexpr (PACKED) {
+    detail::w4a16_packed_rounds<THREADS>(wq, pa / 8, sbeg, send, stage, step);
+  } else {
+    for (int c = 0; c < nchunks; ++c) {
+      cp_async_wait<STAGES - 1>();
+      const uint4 *slot = stage + (c % STAGES) * 2 * S * THREADS + threadIdx.x;
+#pragma unroll
+      for (int i = 0; i < S; ++i) {
+        const int st = sbeg + c * S + i;
+        if (st < send) { // warp-uniform
+          const int ra = rowA(st);
+          uint4 wa = make_uint4(0, 0, 0, 0), wb = wa;
+          if (colActive && valid(ra))
+            wa = slot[(2 * i) * THREADS];
+          if (colActive && valid(ra + 4))
+            wb = slot[(2 * i + 1) * THREADS];
+          step(st, wa, wb);
+        }
+      }
+      issue(c + STAGES);
+    }
   }
   cp_async_wait<0>();
   __syncthreads(); // the ring is free: reuse it for the cross-warp sums
@@ -489,20 +587,31 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
 /// most 128 columns and groups of 16k rows, else the SIMT path
 /// (w4a16_gemv_tile_simt); -DMK_GEMV_SIMT selects the SIMT path everywhere
 /// (to compare). FP32X: x holds arbitrary fp32 values (else bf16 values,
-/// which the tensor-core path takes exactly in one mma per step).
-template <int THREADS, int TN, int GROUP, class Epi, bool FP32X = false>
+/// which the tensor-core path takes exactly in one mma per step). PACKED:
+/// the weights are one 128-wide tile in the lane-order packed layout (wq at
+/// the tile, N = 128, n0 = 0, k0 and k1 multiples of 16), streamed with
+/// bulk copies; always the tensor-core path.
+template <int THREADS, int TN, int GROUP, class Epi, bool FP32X = false, bool PACKED = false>
 __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
                                 const bf16 *__restrict__ scales, const bf16 *__restrict__ zeros,
                                 int N, int n0, int nvalid, int k0, int k1, float *red, Epi epi,
                                 bool prefetched = false) {
+  if constexpr (PACKED) {
+    static_assert(TN == 128, "packed weights are 128-wide tiles");
+    if (prefetched)
+      cp_async_wait<0>();
+    w4a16_gemv_tile_mma<THREADS, TN, GROUP, FP32X, true>(xs, wq, scales, zeros, N, n0, nvalid,
+                                                         k0, k1, red, epi);
+    return;
+  }
 #ifndef MK_GEMV_SIMT
   // An fp32 x needs a free B column per k-subslice (TN >= 32); 16-wide
   // tiles of fp32 inputs take the SIMT path, which is exact in fp32.
   if constexpr (TN <= 128 && GROUP % 16 == 0 && (!FP32X || TN >= 32)) {
     if (prefetched) // the mma path streams rows in its own order
       cp_async_wait<0>();
-    w4a16_gemv_tile_mma<THREADS, TN, GROUP, FP32X>(xs, wq, scales, zeros, N, n0, nvalid, k0, k1,
-                                                   red, epi);
+    w4a16_gemv_tile_mma<THREADS, TN, GROUP, FP32X, false>(xs, wq, scales, zeros, N, n0, nvalid,
+                                                          k0, k1, red, epi);
     return;
   }
 #endif

@@ -174,6 +174,15 @@ private:
         return a.getInt();
     return 0;
   }
+  /// Whether weight `w`'s 128-wide tiles are in the tensor-core lane order
+  /// (the kernel's packed_weights; streamed with bulk copies).
+  bool isPacked(StringRef w) {
+    if (std::optional<ArrayAttr> a = kernel.getPackedWeights())
+      for (Attribute e : *a)
+        if (cast<StringAttr>(e).getValue() == w)
+          return true;
+    return false;
+  }
   /// The arguments (wq, scales, zeros, N, n0) that point a W4A16 tile at
   /// columns [n0, n0 + tn) of weight `w` ([rows, n] with `rows` = K/2 byte
   /// rows, optionally after an expert offset `expert`): row-major, the

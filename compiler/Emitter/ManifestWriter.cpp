@@ -15,7 +15,7 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
     });
   };
   auto param = [&](StringRef name, StringRef role, StringRef dtype,
-                   ArrayRef<int64_t> sh, int64_t tile = 0) {
+                   ArrayRef<int64_t> sh, int64_t tile = 0, bool mmaOrder = false) {
     j.object([&] {
       j.attribute("name", name);
       j.attribute("role", role);
@@ -25,6 +25,8 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
       j.attributeEnd();
       if (tile)
         j.attribute("tile", tile);
+      if (mmaOrder)
+        j.attribute("order", "mma");
     });
   };
   // A tile-contiguous W4A16 weight: its w_q, scales and zeros.
@@ -64,7 +66,9 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
       param("hidden_in", "input", "bf16", {cfg.hidden});
       param("hidden_out", "output", "bf16", {cfg.hidden});
       for (const TensorDesc &t : parameterTensors(cfg))
-        param(t.name, "weight", dtypeName(t.dtype), t.shape, tileOfTensor(t.name));
+        param(t.name, "weight", dtypeName(t.dtype), t.shape, tileOfTensor(t.name),
+              StringRef(t.name).ends_with(".w_q") &&
+                  isPacked(StringRef(t.name).drop_back(4)));
       for (const TensorDesc &t : stateTensors(cfg, -1)) {
         param(t.name, "state_in", dtypeName(t.dtype), t.shape);
         param(t.name, "state_out", dtypeName(t.dtype), t.shape);

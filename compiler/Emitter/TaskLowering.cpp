@@ -82,7 +82,8 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
           atomic ? "mk::EpiAtomicAddF32{" + ptr(outputs[s]) + ", 1.f, " + off + "}"
                  : "mk::EpiStoreBf16{" + ptr(outputs[s], true) + ", " + off + "}";
       o << "      case " << s << ": mkgen::call<&mk::w4a16_gemv_tile<" << T
-        << ", " << tn << ", " << G << ", " << epiType << ">>(" << xin << ", "
+        << ", " << tn << ", " << G << ", " << epiType
+        << (isPacked(weights[s]) ? ", false, true" : "") << ">>(" << xin << ", "
         << tileArgs(weights[s], k, ns[s], tn, "", "n0")
         << ", nvalid, k0, k1, red, " << epi << ", false); break;\n";
     }
@@ -263,7 +264,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       // accumulator, which the down tasks read.
       std::string g = str("gate").str(), u = str("up").str();
       int64_t kslice = d / ks;
-      if (tileOf(g) != tileOf(u))
+      if (tileOf(g) != tileOf(u) || isPacked(g) != isPacked(u))
         return t.emitOpError("gate and up must share a storage layout");
       needWork(w4Red(tn));
       o << "      const int mat = r / " << tiles * ks << ", rr = r % " << tiles * ks
@@ -287,7 +288,8 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
         << "      const mk::bf16 *const zr = mat ? " << wz(u) << " : " << wz(g)
         << ";\n"
         << "      mkgen::call<&mk::w4a16_gemv_tile<" << T << ", " << tn << ", " << G
-        << ", mk::EpiAtomicAddF32>>(xs, wq + (size_t)e * " << wqs << tw
+        << ", mk::EpiAtomicAddF32" << (isPacked(g) ? ", false, true" : "")
+        << ">>(xs, wq + (size_t)e * " << wqs << tw
         << ", sc + (size_t)e * " << sz << ts << ", zr + (size_t)e * " << sz << ts
         << ", " << nArgs << ", min(" << tn << ", " << m << " - n0), k0, k0 + "
         << kslice << ", work, mk::EpiAtomicAddF32{" << sums
@@ -301,8 +303,9 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
                          .str());
       o << "      const int k0 = (r / " << tiles << ") * " << kslice
         << ", n0 = (r % " << tiles << ") * " << tn << ";\n"
-        << "      mk::moe_down_task<" << T << ", " << tn << ", " << G << ">("
-        << sums << " + slot * " << 2 * m << ", " << m << ", "
+        << "      mk::moe_down_task<" << T << ", " << tn << ", " << G
+        << (isPacked(w) ? ", true" : "") << ">(" << sums << " + slot * " << 2 * m
+        << ", " << m << ", "
         << tileArgs(w, m, d, tn, "e", "n0") << ", min(" << tn << ", " << d
         << " - n0), k0, k0 + " << kslice << ", "
         << (routed ? "tk_w[slot]" : "1.f") << ", " << ptr(str("acc"), true)

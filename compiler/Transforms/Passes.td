@@ -104,12 +104,15 @@ def ScheduleTileWeights : Pass<"schedule-tile-weights", "::mlir::ModuleOp"> {
     that a task streams one contiguous range instead of `tn` bytes of every
     row. Records the choice in the kernel's `weight_tiles`; the emitter
     addresses those weights per tile, the manifest marks them, and the
-    runtime repacks them when they are bound. `layout=row-major` (the
-    default) keeps the spec's storage.
+    runtime repacks them when they are bound. `layout=packed` also stores
+    the 128-wide tiles' 8-row steps in the tensor-core tile's lane order
+    (`packed_weights`), which the tile streams with bulk copies; their
+    tasks' k-slices must be whole steps. `layout=row-major` (the default)
+    keeps the spec's storage.
   }];
   let options = [
     Option<"layout", "layout", "std::string", "\"row-major\"",
-           "weight storage: row-major (the spec's) or tiled">,
+           "weight storage: row-major (the spec's), tiled or packed">,
   ];
 }
 

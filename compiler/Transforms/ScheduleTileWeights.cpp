@@ -36,14 +36,16 @@ struct WeightUse {
   llvm::SmallVector<int64_t> tns;
   int64_t n = 0;
   bool other = false;
+  /// Every task's k-slice is whole 8-row-pair steps (packable).
+  bool stepAligned = true;
 };
 
 void ScheduleTileWeightsPass::runOnOperation() {
   if (layout == "row-major")
     return;
-  if (layout != "tiled") {
+  if (layout != "tiled" && layout != "packed") {
     mlir::emitError(getOperation().getLoc(), "schedule-tile-weights: unknown layout '")
-        << layout << "' (row-major or tiled)";
+        << layout << "' (row-major, tiled or packed)";
     return signalPassFailure();
   }
   for (KernelOp kernel : getOperation().getOps<KernelOp>()) {
@@ -60,19 +62,24 @@ void ScheduleTileWeightsPass::runOnOperation() {
       if (kind == "w4a16_gemv") {
         SmallVector<std::string> ws = t.getStrArrayArg("weights");
         SmallVector<int64_t> ns = t.getIntArrayArg("n");
+        const int64_t kslice = t.getIntArg("k") / std::max<int64_t>(1, t.getIntArg("ksplit", 1));
         for (size_t i = 0; i < ws.size() && i < ns.size(); ++i) {
           WeightUse &u = use(ws[i]);
           u.tns.push_back(t.getIntArg("tn"));
           u.n = ns[i];
+          u.stepAligned &= kslice % 16 == 0;
         }
       } else if (kind == "moe_gate_up" || kind == "moe_down") {
         bool down = kind == "moe_down";
         int64_t n = down ? t.getIntArg("hidden") : t.getIntArg("inter");
+        const int64_t kslice = (down ? t.getIntArg("inter") : t.getIntArg("hidden")) /
+                               std::max<int64_t>(1, t.getIntArg("ksplit", 1));
         for (StringRef a : down ? SmallVector<StringRef>{"down"}
                                 : SmallVector<StringRef>{"gate", "up"}) {
           WeightUse &u = use(t.getStrArg(a));
           u.tns.push_back(t.getIntArg("tn"));
           u.n = n;
+          u.stepAligned &= kslice % 16 == 0;
         }
       }
     });
@@ -89,6 +96,7 @@ void ScheduleTileWeightsPass::runOnOperation() {
         }
     });
     NamedAttrList tiles;
+    SmallVector<StringRef> packed;
     for (const std::string &w : order) {
       const WeightUse &u = uses.lookup(w);
       if (u.other || u.tns.empty() || u.n <= 0)
@@ -97,9 +105,13 @@ void ScheduleTileWeightsPass::runOnOperation() {
       if (llvm::any_of(u.tns, [&](int64_t x) { return x != tn; }) || u.n % tn)
         continue;
       tiles.append(w, IntegerAttr::get(IntegerType::get(&getContext(), 64), tn));
+      if (layout == "packed" && tn == 128 && u.stepAligned)
+        packed.push_back(uses.find(w)->first());
     }
     if (!tiles.empty())
       kernel.setWeightTilesAttr(tiles.getDictionary(&getContext()));
+    if (!packed.empty())
+      kernel.setPackedWeightsAttr(Builder(&getContext()).getStrArrayAttr(packed));
   }
 }
 

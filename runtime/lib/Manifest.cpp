@@ -231,6 +231,16 @@ Status parseManifest(const std::string &text, Manifest &out) {
          mp.shape.back() % mp.tile != 0))
       return bad(p.where() + ": " + what + ": 'tile' " + std::to_string(mp.tile) +
                  " needs a weight whose last dim it divides");
+    std::string order;
+    MK_RETURN_IF_ERROR(getStringField(p, "order", false, order));
+    if (!order.empty()) {
+      if (order != "mma" || mp.tile != 128 || mp.dtype != DType::U8 ||
+          mp.shape[mp.shape.size() - 2] % 8 != 0)
+        return bad(p.where() + ": " + what + ": 'order' \"" + order +
+                   "\" needs \"mma\", an int4 weight with 'tile' 128 and rows in "
+                   "steps of 8");
+      mp.mmaOrder = true;
+    }
     m.params.push_back(std::move(mp));
   }
 

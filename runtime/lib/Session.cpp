@@ -164,11 +164,18 @@ Status Session::bindWeightHost(const std::string &name, const void *data,
   MK_RETURN_IF_ERROR(dev_->makeCurrent());
   size_t bytes = size_t(tensorBytes(dtype, shape));
   // A tile-contiguous weight of this kernel is repacked on the way.
-  std::vector<uint8_t> tiled;
-  if (int64_t tile = manifest().params[size_t(param)].tile) {
+  std::vector<uint8_t> tiled, packed;
+  const ManifestParam &mp = manifest().params[size_t(param)];
+  if (mp.tile) {
     tiled.resize(bytes);
-    tileColumns(data, tiled.data(), shape, tile, size_t(dtypeBytes(dtype)));
+    tileColumns(data, tiled.data(), shape, mp.tile, size_t(dtypeBytes(dtype)));
     data = tiled.data();
+    if (mp.mmaOrder) {
+      packed.resize(bytes);
+      const int64_t rows = shape[shape.size() - 2];
+      packMmaSteps(tiled.data(), packed.data(), int64_t(bytes) / (rows * mp.tile), rows);
+      data = packed.data();
+    }
   }
   DeviceBuffer &buf = ownedWeights_[size_t(param)];
   if (!buf || buf.bytes() != bytes)

@@ -151,6 +151,28 @@ TEST(EmitterNvrtc, KimiLinearTiledWeights) {
   EXPECT_EQ(m.params[size_t(kvb)].tile, 0) << "kv_b is also read by the absorbed attention";
 }
 
+// Lane-order packed 128-wide tiles streamed with bulk copies (layout=packed,
+// opt-in): their w_q are marked order "mma", and the kernel compiles.
+TEST(EmitterNvrtc, KimiLinearPackedWeights) {
+  check("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false,
+        "schedule-tile-weights=layout=packed");
+  mk::rt::Manifest m;
+  ASSERT_TRUE(mk::rt::parseManifest(
+                  emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false,
+                       "schedule-tile-weights=layout=packed")
+                      .manifest,
+                  m)
+                  .isOk());
+  int packed = 0;
+  for (const mk::rt::ManifestParam &p : m.params)
+    packed += p.mmaOrder;
+  EXPECT_GT(packed, 0);
+  int gate = m.findParam("blocks.0.moe.gate.w_q", mk::rt::ParamRole::Weight);
+  ASSERT_GE(gate, 0);
+  EXPECT_TRUE(m.params[size_t(gate)].mmaOrder);
+  EXPECT_EQ(m.params[size_t(gate)].tile, 128);
+}
+
 TEST(EmitterNvrtc, KimiLinearDebugCapture) {
   check("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", true);
 }

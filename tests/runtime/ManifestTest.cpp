@@ -227,3 +227,20 @@ TEST(Manifest, TileContiguousWeights) {
   findParam(w, "hidden_in", "input")->set("tile", json::Value::fromInt(16));
   expectError(w, "needs a weight");
 }
+
+TEST(Manifest, MmaOrderNeedsA128WideInt4Tile) {
+  json::Value v = makeManifestValue(tinyConfig());
+  json::Value *wq = findParam(v, "blocks.0.attn.o_proj.w_q", "weight");
+  wq->set("tile", json::Value::fromInt(128));
+  wq->set("order", json::Value::fromString("mma"));
+  Manifest m;
+  ASSERT_TRUE(parseValue(v, m).isOk());
+  EXPECT_TRUE(m.params[size_t(m.findParam("blocks.0.attn.o_proj.w_q", ParamRole::Weight))].mmaOrder);
+  wq->set("tile", json::Value::fromInt(16));
+  expectError(v, "'order' \"mma\" needs");
+  json::Value w = makeManifestValue(tinyConfig());
+  json::Value *sc = findParam(w, "blocks.0.attn.o_proj.scales", "weight");
+  sc->set("tile", json::Value::fromInt(128));
+  sc->set("order", json::Value::fromString("mma"));
+  expectError(w, "an int4 weight");
+}

@@ -41,3 +41,27 @@ TEST(WeightLayout, OneTileIsTheIdentity) {
   tileColumns(src.data(), dst.data(), {4, 6}, 6, 1);
   EXPECT_EQ(src, dst);
 }
+
+TEST(WeightLayout, MmaStepOrderIsWhatEachLaneLoads) {
+  // Two 128-wide tiles of 16 rows; tile[r][c] = a function of (block, r, c).
+  const int64_t blocks = 2, rows = 16;
+  std::vector<uint8_t> tiled(size_t(blocks * rows * 128)), packed(tiled.size());
+  auto at = [](int64_t b, int64_t r, int64_t c) { return uint8_t((b * 97 + r * 13 + c) & 0xff); };
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < 128; ++c)
+        tiled[size_t((b * rows + r) * 128 + c)] = at(b, r, c);
+  packMmaSteps(tiled.data(), packed.data(), blocks, rows);
+  // Emulate the tile's reads: lane (g, t) of step s, half h loads 16 bytes
+  // at s*1024 + h*512 + lane*16 and must see rows 8s + 4h + t, columns 16g...
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t s = 0; s < rows / 8; ++s)
+      for (int h = 0; h < 2; ++h)
+        for (int lane = 0; lane < 32; ++lane)
+          for (int i = 0; i < 16; ++i) {
+            const int g = lane / 4, t = lane % 4;
+            ASSERT_EQ(packed[size_t(b * rows * 128 + s * kPackedStepBytes + h * 512 + lane * 16 + i)],
+                      at(b, 8 * s + 4 * h + t, 16 * g + i))
+                << b << " " << s << " " << h << " " << lane << " " << i;
+          }
+}

@@ -7,6 +7,7 @@
 
 #include "mk/BFloat16.h"
 #include "mk/megakernel.cuh"
+#include "mk/runtime/WeightLayout.h"
 
 #include <cooperative_groups.h>
 #include <gtest/gtest.h>
@@ -220,6 +221,67 @@ TEST(W4A16Gemv, NarrowTiles) {
   runGemv<32>(256, 144, 1, 4);
   runGemv<16>(512, 48, 2, 5);
 }
+/// 128-wide tiles over weights in the lane-order packed layout (as the
+/// runtime repacks them for a `layout=packed` kernel), streamed with bulk
+/// copies; x bf16 values, split-K slices of whole steps.
+__global__ void __launch_bounds__(T, 1)
+    packedGemvKernel(const float *x, int K, const uint8_t *wq, const mk::bf16 *s,
+                     const mk::bf16 *z, int N, int ksplit, float *y) {
+  extern __shared__ float smem[];
+  float *xs = smem, *red = smem + K;
+  for (int i = threadIdx.x; i < K; i += T)
+    xs[i] = x[i];
+  __syncthreads();
+  const int tiles = N / 128;
+  for (int t = blockIdx.x; t < tiles * ksplit; t += gridDim.x) {
+    const int tile = t % tiles, ks = t / tiles;
+    const int k0 = K / ksplit * ks, k1 = k0 + K / ksplit;
+    const size_t wOff = (size_t)tile * (K / 2) * 128, sOff = (size_t)tile * (K / 128) * 128;
+    mk::w4a16_gemv_tile<T, 128, 128, mk::EpiAtomicAddF32, false, true>(
+        xs, wq + wOff, s + sOff, z + sOff, 128, 0, 128, k0, k1, red,
+        mk::EpiAtomicAddF32{y, 1.f, tile * 128});
+  }
+}
+
+void runPackedGemv(int K, int N, int ksplit, uint64_t seed) {
+  Rng r(seed);
+  QMat m(r, K, N, 128);
+  std::vector<float> x(K);
+  for (int k = 0; k < K; ++k)
+    x[k] = HB(r.normal(1.f)).toFloat();
+  std::vector<uint8_t> tiledW(m.wq.size()), packedW(m.wq.size());
+  std::vector<HB> tiledS(m.s.size()), tiledZ(m.z.size());
+  mk::rt::tileColumns(m.wq.data(), tiledW.data(), {K / 2, N}, 128, 1);
+  mk::rt::packMmaSteps(tiledW.data(), packedW.data(), N / 128, K / 2);
+  mk::rt::tileColumns(m.s.data(), tiledS.data(), {K / 128, N}, 128, 2);
+  mk::rt::tileColumns(m.z.data(), tiledZ.data(), {K / 128, N}, 128, 2);
+  Dev<float> dx(x), dy(N);
+  Dev<HB> ds(tiledS), dz(tiledZ);
+  Dev<uint8_t> dw(packedW);
+  dy.zero();
+  const size_t smem = (K + mk::w4a16_red_floats<T, 128>()) * sizeof(float);
+  CK(cudaFuncSetAttribute(packedGemvKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  packedGemvKernel<<<37, T, smem>>>(dx.p, K, dw.p, ds.as<mk::bf16>(), dz.as<mk::bf16>(), N, ksplit,
+                                    dy.p);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  auto y = dy.get();
+  std::vector<double> rounded(N, 0.0);
+  for (int k = 0; k < K; ++k)
+    for (int n = 0; n < N; ++n)
+      rounded[n] += double(x[k]) * m.w(k, n);
+  for (float v : y)
+    ASSERT_TRUE(std::isfinite(v));
+  EXPECT_LT(relErr(y, rounded), 2e-6) << "packed K=" << K << " N=" << N << " ks=" << ksplit;
+}
+
+TEST(W4A16Gemv, PackedLayoutWithBulkCopies) {
+  REQUIRE_GPU();
+  runPackedGemv(4096, 512, 1, 12); // 16 steps per warp: two rounds of its ring slice
+  runPackedGemv(2304, 1024, 2, 13);
+  runPackedGemv(4096, 256, 8, 14);
+}
+
 // The tiny spec's shapes: groups of 32, K shorter than one tensor-core step
 // of a 16-wide tile (64 row pairs), so some k-subslices lie past the matrix.
 TEST(W4A16Gemv, ShortKSmallGroups) {

@@ -47,6 +47,9 @@ struct ManifestParam {
   /// `tile` columns at a time ([..., cols/tile, rows, tile] for the logical
   /// [..., rows, cols]); the runtime repacks it when it is bound.
   int64_t tile = 0;
+  /// With tile 128 on an int4 w_q: each tile's 8-row steps are further in
+  /// the tensor-core lane order (`"order": "mma"`, packMmaSteps).
+  bool mmaOrder = false;
   /// True for a 32-bit integer kernel parameter, false for a device pointer.
   bool isScalar() const { return role == ParamRole::Scalar; }
 };
