@@ -184,25 +184,31 @@ private:
     return false;
   }
   /// The arguments (wq, scales, zeros, N, n0) that point a W4A16 tile at
-  /// columns [n0, n0 + tn) of weight `w` ([rows, n] with `rows` = K/2 byte
-  /// rows, optionally after an expert offset `expert`): row-major, the
-  /// matrix and n0; tile-contiguous, the tile's own [rows, tn] block and 0
-  /// (the epilogue then adds n0 back). `n0` is a C++ expression.
-  std::string tileArgs(StringRef w, int64_t k, int64_t n, int64_t tn,
+  /// columns [n0, n0 + tn) of a [rows, n] weight (`rows` = K/2 byte rows)
+  /// whose w_q, scales and zeros are the expressions `q`, `s`, `z`, after an
+  /// expert offset `expert` (a variable name, or empty): row-major, the
+  /// matrix and n0; tile-contiguous (`tiled`), the tile's own [rows, tn]
+  /// block and 0 (the epilogue then adds n0 back). `n0` is an expression.
+  std::string tileArgs(const std::string &q, const std::string &s, const std::string &z,
+                       bool tiled, int64_t k, int64_t n, int64_t tn,
                        const std::string &expert, const std::string &n0) {
     int64_t g = cfg.group;
     std::string ew = expert.empty() ? "" : " + (size_t)" + expert + " * " +
                                                std::to_string(k / 2 * n);
     std::string es = expert.empty() ? "" : " + (size_t)" + expert + " * " +
                                                std::to_string(k / g * n);
-    if (!tileOf(w))
-      return wq(w) + ew + ", " + ws_(w) + es + ", " + wz(w) + es + ", " +
-             std::to_string(n) + ", " + n0;
+    if (!tiled)
+      return q + ew + ", " + s + es + ", " + z + es + ", " + std::to_string(n) + ", " + n0;
     std::string t = "(size_t)((" + n0 + ") / " + std::to_string(tn) + ")";
     std::string tw = " + " + t + " * " + std::to_string(k / 2 * tn);
     std::string ts = " + " + t + " * " + std::to_string(k / g * tn);
-    return wq(w) + ew + tw + ", " + ws_(w) + es + ts + ", " + wz(w) + es + ts +
-           ", " + std::to_string(tn) + ", 0";
+    return q + ew + tw + ", " + s + es + ts + ", " + z + es + ts + ", " +
+           std::to_string(tn) + ", 0";
+  }
+  /// The same for weight `w` by name.
+  std::string tileArgs(StringRef w, int64_t k, int64_t n, int64_t tn,
+                       const std::string &expert, const std::string &n0) {
+    return tileArgs(wq(w), ws_(w), wz(w), tileOf(w) != 0, k, n, tn, expert, n0);
   }
 
   LogicalResult emitPhase(PhaseOp phase);

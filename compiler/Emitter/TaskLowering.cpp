@@ -271,16 +271,6 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
         << ";\n"
         << "      const int k0 = (rr / " << tiles << ") * " << kslice
         << ", n0 = (rr % " << tiles << ") * " << tn << ";\n";
-      int64_t wqs = d / 2 * m, sz = d / G * m;
-      std::string tw, ts, nArgs = std::to_string(m) + ", n0", off = "0";
-      if (tileOf(g)) { // the tile's own [d/2, tn] block, local columns
-        tw = " + (size_t)(n0 / " + std::to_string(tn) + ") * " +
-             std::to_string(d / 2 * tn);
-        ts = " + (size_t)(n0 / " + std::to_string(tn) + ") * " +
-             std::to_string(d / G * tn);
-        nArgs = std::to_string(tn) + ", 0";
-        off = "n0";
-      }
       o << "      const uint8_t *const wq = mat ? " << wq(u) << " : " << wq(g)
         << ";\n"
         << "      const mk::bf16 *const sc = mat ? " << ws_(u) << " : " << ws_(g)
@@ -288,12 +278,11 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
         << "      const mk::bf16 *const zr = mat ? " << wz(u) << " : " << wz(g)
         << ";\n"
         << "      mkgen::call<&mk::w4a16_gemv_tile<" << T << ", " << tn << ", " << G
-        << ", mk::EpiAtomicAddF32" << (isPacked(g) ? ", false, true" : "")
-        << ">>(xs, wq + (size_t)e * " << wqs << tw
-        << ", sc + (size_t)e * " << sz << ts << ", zr + (size_t)e * " << sz << ts
-        << ", " << nArgs << ", min(" << tn << ", " << m << " - n0), k0, k0 + "
-        << kslice << ", work, mk::EpiAtomicAddF32{" << sums
-        << " + (slot * 2 + mat) * " << m << ", 1.f, " << off << "}, false);\n";
+        << ", mk::EpiAtomicAddF32" << (isPacked(g) ? ", false, true" : "") << ">>(xs, "
+        << tileArgs("wq", "sc", "zr", tileOf(g) != 0, d, m, tn, "e", "n0") << ", min("
+        << tn << ", " << m << " - n0), k0, k0 + " << kslice
+        << ", work, mk::EpiAtomicAddF32{" << sums << " + (slot * 2 + mat) * " << m
+        << ", 1.f, " << (tileOf(g) ? "n0" : "0") << "}, false);\n";
     } else {
       std::string w = str("down").str();
       int64_t kslice = m / ks;

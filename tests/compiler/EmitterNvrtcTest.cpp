@@ -129,48 +129,48 @@ TEST(EmitterNvrtc, KimiLinear) {
 
 TEST(EmitterNvrtc, Tiny) { check("examples/specs/tiny.json", "mk_tiny"); }
 
+namespace {
+
+/// The Kimi-Linear kernel with one pass option: compiled like the others
+/// (spills allowed), and its manifest.
+mk::rt::Manifest kimiLinearWith(const std::string &passOption) {
+  check("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, passOption);
+  mk::rt::Manifest m;
+  mk::rt::Status s = mk::rt::parseManifest(
+      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, passOption).manifest,
+      m);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  return m;
+}
+
+const mk::rt::ManifestParam &weight(const mk::rt::Manifest &m, const std::string &name) {
+  static const mk::rt::ManifestParam none;
+  int i = m.findParam(name, mk::rt::ParamRole::Weight);
+  EXPECT_GE(i, 0) << name;
+  return i < 0 ? none : m.params[size_t(i)];
+}
+
+} // namespace
+
 // Tile-contiguous weights (schedule-tile-weights=layout=tiled, opt-in): the
 // manifest marks them, and the kernel compiles (on sm_90 its body spills 16
 // bytes, printed; not yet measured against the default on a GPU).
 TEST(EmitterNvrtc, KimiLinearTiledWeights) {
-  check("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false,
-        "schedule-tile-weights=layout=tiled");
-  mk::rt::Manifest m;
-  ASSERT_TRUE(mk::rt::parseManifest(
-                  emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false,
-                       "schedule-tile-weights=layout=tiled")
-                      .manifest,
-                  m)
-                  .isOk());
-  int tiled = 0;
-  for (const mk::rt::ManifestParam &p : m.params)
-    tiled += p.tile > 0;
-  EXPECT_GT(tiled, 0);
-  int kvb = m.findParam("blocks.3.attn.kv_b.w_q", mk::rt::ParamRole::Weight);
-  ASSERT_GE(kvb, 0);
-  EXPECT_EQ(m.params[size_t(kvb)].tile, 0) << "kv_b is also read by the absorbed attention";
+  mk::rt::Manifest m = kimiLinearWith("schedule-tile-weights=layout=tiled");
+  EXPECT_EQ(weight(m, "blocks.0.attn.q_proj.w_q").tile, 64);
+  EXPECT_FALSE(weight(m, "blocks.0.attn.q_proj.w_q").mmaOrder);
+  EXPECT_EQ(weight(m, "blocks.3.attn.kv_b.w_q").tile, 0)
+      << "kv_b is also read by the absorbed attention";
 }
 
 // Lane-order packed 128-wide tiles streamed with bulk copies (layout=packed,
 // opt-in): their w_q are marked order "mma", and the kernel compiles.
 TEST(EmitterNvrtc, KimiLinearPackedWeights) {
-  check("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false,
-        "schedule-tile-weights=layout=packed");
-  mk::rt::Manifest m;
-  ASSERT_TRUE(mk::rt::parseManifest(
-                  emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false,
-                       "schedule-tile-weights=layout=packed")
-                      .manifest,
-                  m)
-                  .isOk());
-  int packed = 0;
-  for (const mk::rt::ManifestParam &p : m.params)
-    packed += p.mmaOrder;
-  EXPECT_GT(packed, 0);
-  int gate = m.findParam("blocks.0.moe.gate.w_q", mk::rt::ParamRole::Weight);
-  ASSERT_GE(gate, 0);
-  EXPECT_TRUE(m.params[size_t(gate)].mmaOrder);
-  EXPECT_EQ(m.params[size_t(gate)].tile, 128);
+  mk::rt::Manifest m = kimiLinearWith("schedule-tile-weights=layout=packed");
+  EXPECT_EQ(weight(m, "blocks.0.moe.gate.w_q").tile, 128);
+  EXPECT_TRUE(weight(m, "blocks.0.moe.gate.w_q").mmaOrder);
+  EXPECT_FALSE(weight(m, "blocks.0.moe.gate.scales").mmaOrder);
+  EXPECT_FALSE(weight(m, "blocks.0.attn.q_proj.w_q").mmaOrder) << "64-wide tiles are not packed";
 }
 
 TEST(EmitterNvrtc, KimiLinearDebugCapture) {

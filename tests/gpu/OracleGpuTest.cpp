@@ -33,17 +33,47 @@ struct Fixture {
   TensorMap weights;
   std::unique_ptr<Session> session;
   DeviceBuffer in, out;
+  /// Weights bound from device pointers (WeightSource::HalfFromDevice).
+  std::vector<DeviceBuffer> deviceWeights;
 };
 
+/// How the fixture binds its weights: all from host memory, or every other
+/// one from a device copy in the spec's layout (the session repacks what its
+/// kernel reads in another layout either way).
+enum class WeightSource { Host, HalfFromDevice };
+
+Status bindHalfFromDevice(const std::shared_ptr<Device> &dev, Fixture &f) {
+  int i = 0;
+  for (const auto &kv : f.weights) {
+    const HostTensor &t = kv.second;
+    if (i++ % 2 == 0) {
+      MK_RETURN_IF_ERROR(
+          f.session->bindWeightHost(kv.first, t.data.data(), t.desc.dtype, t.desc.shape));
+      continue;
+    }
+    DeviceBuffer b;
+    MK_RETURN_IF_ERROR(DeviceBuffer::allocate(dev, t.data.size(), b));
+    MK_RETURN_IF_ERROR(
+        cuCheck(dev->driver().cuMemcpyHtoD(b.ptr(), t.data.data(), t.data.size()), "upload"));
+    MK_RETURN_IF_ERROR(f.session->bindWeightDevice({kv.first, b.ptr(), t.desc.dtype, t.desc.shape}));
+    f.deviceWeights.push_back(std::move(b));
+  }
+  return Status::ok();
+}
+
 Status makeFixture(const std::shared_ptr<Device> &dev, const std::string &name,
-                   uint64_t seed, int64_t capacity, Fixture &f) {
+                   uint64_t seed, int64_t capacity, Fixture &f,
+                   WeightSource source = WeightSource::Host) {
   MK_RETURN_IF_ERROR(loadTestKernel(dev, name, f.kernel));
   f.cfg = f.kernel->manifest().config;
   f.weights = makeRandomWeights(f.cfg, seed);
   SessionOptions so;
   so.cacheCapacity = capacity;
   MK_RETURN_IF_ERROR(Session::create(dev, f.kernel, so, f.session));
-  MK_RETURN_IF_ERROR(bindAllWeights(*f.session, f.weights));
+  if (source == WeightSource::Host)
+    MK_RETURN_IF_ERROR(bindAllWeights(*f.session, f.weights));
+  else
+    MK_RETURN_IF_ERROR(bindHalfFromDevice(dev, f));
   MK_RETURN_IF_ERROR(DeviceBuffer::allocate(dev, size_t(f.cfg.hidden) * 2, f.in));
   MK_RETURN_IF_ERROR(DeviceBuffer::allocate(dev, size_t(f.cfg.hidden) * 2, f.out));
   return Status::ok();
@@ -150,23 +180,29 @@ void oneStepAgainstOracle(const std::string &kernelName) {
   }
 }
 
+/// One step from a random state of `ctx` tokens (seeds seed, seed + 1)
+/// against the oracle; the context grows by one.
+void oneStepFrom(const std::shared_ptr<Device> &dev, Fixture &f, int64_t ctx, uint64_t seed,
+                 const std::string &label) {
+  DecodeState state = makeRandomState(f.cfg, ctx, seed);
+  MK_ASSERT_OK(writeState(*f.session, state));
+  std::vector<BFloat16> hidden = makeRandomHidden(f.cfg, seed + 1), gpuOut;
+  MK_ASSERT_OK(gpuStep(dev, f, hidden, gpuOut));
+  DecodeState gpuState;
+  MK_ASSERT_OK(readState(*f.session, gpuState));
+  EXPECT_EQ(gpuState.ctxLen, ctx + 1) << label;
+  std::vector<BFloat16> oracleOut =
+      tieAwareOracleStep(f, state, hidden, gpuOut, kStepCos, label);
+  compareStep(f.cfg, gpuOut, oracleOut, gpuState, state, kStepCos, label);
+}
+
 /// A fresh sequence: state at context 0 (empty caches, loaded from empty
 /// host tensors), one step against the oracle.
 void fromContextZero(const std::string &kernelName) {
   MK_REQUIRE_GPU(dev);
   Fixture f;
   MK_ASSERT_OK(makeFixture(dev, kernelName, 31, 16, f));
-  DecodeState state = makeRandomState(f.cfg, 0, 32);
-  MK_ASSERT_OK(writeState(*f.session, state));
-  std::vector<BFloat16> hidden = makeRandomHidden(f.cfg, 33), gpuOut;
-  MK_ASSERT_OK(gpuStep(dev, f, hidden, gpuOut));
-  DecodeState gpuState;
-  MK_ASSERT_OK(readState(*f.session, gpuState));
-  EXPECT_EQ(gpuState.ctxLen, 1);
-  const std::string label = kernelName + " from context 0";
-  std::vector<BFloat16> oracleOut =
-      tieAwareOracleStep(f, state, hidden, gpuOut, kStepCos, label);
-  compareStep(f.cfg, gpuOut, oracleOut, gpuState, state, kStepCos, label);
+  oneStepFrom(dev, f, 0, 32, kernelName + " from context 0");
 }
 
 /// A kernel reading its weights tile-contiguous (schedule-tile-weights):
@@ -175,48 +211,14 @@ void fromContextZero(const std::string &kernelName) {
 /// against the oracle.
 void tiledWeights(const std::string &kernelName) {
   MK_REQUIRE_GPU(dev);
-  std::shared_ptr<Kernel> kernel;
-  MK_ASSERT_OK(loadTestKernel(dev, kernelName, kernel));
+  Fixture f;
+  MK_ASSERT_OK(makeFixture(dev, kernelName, 41, 128, f, WeightSource::HalfFromDevice));
   int tiled = 0;
-  for (const ManifestParam &p : kernel->manifest().params)
+  for (const ManifestParam &p : f.kernel->manifest().params)
     tiled += p.tile > 0;
   ASSERT_GT(tiled, 0) << kernelName << " has no tile-contiguous weight";
-  Fixture f;
-  f.kernel = kernel;
-  f.cfg = kernel->manifest().config;
-  f.weights = makeRandomWeights(f.cfg, 41);
-  SessionOptions so;
-  so.cacheCapacity = 128;
-  MK_ASSERT_OK(Session::create(dev, kernel, so, f.session));
-  std::vector<DeviceBuffer> onDevice;
-  int i = 0;
-  for (const auto &kv : f.weights) {
-    const HostTensor &t = kv.second;
-    if (i++ % 2 == 0) {
-      MK_ASSERT_OK(f.session->bindWeightHost(kv.first, t.data.data(), t.desc.dtype,
-                                             t.desc.shape));
-      continue;
-    }
-    DeviceBuffer b;
-    MK_ASSERT_OK(DeviceBuffer::allocate(dev, t.data.size(), b));
-    MK_ASSERT_OK(cuCheck(dev->driver().cuMemcpyHtoD(b.ptr(), t.data.data(), t.data.size()),
-                         "upload"));
-    MK_ASSERT_OK(f.session->bindWeightDevice({kv.first, b.ptr(), t.desc.dtype, t.desc.shape}));
-    onDevice.push_back(std::move(b));
-  }
   ASSERT_TRUE(f.session->unboundWeights().empty());
-  MK_ASSERT_OK(DeviceBuffer::allocate(dev, size_t(f.cfg.hidden) * 2, f.in));
-  MK_ASSERT_OK(DeviceBuffer::allocate(dev, size_t(f.cfg.hidden) * 2, f.out));
-  DecodeState state = makeRandomState(f.cfg, 64, 42);
-  MK_ASSERT_OK(writeState(*f.session, state));
-  std::vector<BFloat16> hidden = makeRandomHidden(f.cfg, 43), gpuOut;
-  MK_ASSERT_OK(gpuStep(dev, f, hidden, gpuOut));
-  DecodeState gpuState;
-  MK_ASSERT_OK(readState(*f.session, gpuState));
-  const std::string label = kernelName + " (tile-contiguous weights)";
-  std::vector<BFloat16> oracleOut =
-      tieAwareOracleStep(f, state, hidden, gpuOut, kStepCos, label);
-  compareStep(f.cfg, gpuOut, oracleOut, gpuState, state, kStepCos, label);
+  oneStepFrom(dev, f, 64, 42, kernelName + " (tile-contiguous weights)");
 }
 
 void eightSteps(const std::string &kernelName) {

@@ -118,37 +118,6 @@ __global__ void __launch_bounds__(THREADS, BPS)
     sink[0] = smem[0]; // keep the copies
 }
 
-// Hopper bulk copies (TMA without a tensor map): one thread moves a whole
-// contiguous range into shared memory and an mbarrier counts the bytes.
-__device__ __forceinline__ unsigned smemAddr(const void *p) {
-  return (unsigned)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ void mbarInit(unsigned long long *bar, unsigned count) {
-  asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(smemAddr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbarExpectTx(unsigned long long *bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(smemAddr(bar)),
-               "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void bulkCopy(void *dst, const void *src, unsigned bytes,
-                                         unsigned long long *bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
-               "[%3];" ::"r"(smemAddr(dst)),
-               "l"(src), "r"(bytes), "r"(smemAddr(bar))
-               : "memory");
-}
-__device__ __forceinline__ void mbarWait(unsigned long long *bar, unsigned phase) {
-  unsigned done = 0;
-  do {
-    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared.b64 p, [%1], %2;\n"
-                 " selp.u32 %0, 1, 0, p;\n}"
-                 : "=r"(done)
-                 : "r"(smemAddr(bar)), "r"(phase)
-                 : "memory");
-  } while (!done);
-}
-
 /// Tile-contiguous weights streamed with bulk copies: per task its
 /// (p1 - p0) * TN contiguous bytes, in rounds of at most the ring's size,
 /// issued by thread 0 in pieces of kBulkPiece bytes. No math.
@@ -162,7 +131,7 @@ __global__ void __launch_bounds__(THREADS, BPS)
   uint8_t *ring = reinterpret_cast<uint8_t *>(smem);
   constexpr unsigned RING = mk::kW4A16Stages * mk::kW4A16StageRows * THREADS * 16;
   if (threadIdx.x == 0)
-    mbarInit(&bar, 1);
+    mk::detail::mbar_init(&bar, 1);
   __syncthreads();
   unsigned phase = 0;
   const int tiles = (N + TN - 1) / TN;
@@ -176,11 +145,11 @@ __global__ void __launch_bounds__(THREADS, BPS)
       for (unsigned done = 0; done < total; done += RING) {
         const unsigned round = min(RING, total - done);
         if (threadIdx.x == 0) {
-          mbarExpectTx(&bar, round);
+          mk::detail::mbar_expect_tx(&bar, round);
           for (unsigned off = 0; off < round; off += kBulkPiece)
-            bulkCopy(ring + off, src + done + off, min(kBulkPiece, round - off), &bar);
+            mk::detail::bulk_copy(ring + off, src + done + off, min(kBulkPiece, round - off), &bar);
         }
-        mbarWait(&bar, phase);
+        mk::detail::mbar_wait(&bar, phase);
         phase ^= 1u;
         __syncthreads(); // the ring is read (here: not at all) before it is refilled
       }
@@ -201,37 +170,23 @@ float medianOf(std::vector<float> v) {
   return v[v.size() / 2];
 }
 
-template <int THREADS, int BPS, int TN, bool TILED>
-void bench(const Shape &sh, int sms, const Weights &w, const mk::bf16 *x, float *y,
-           unsigned *sync, int launches = 10) {
-  auto kernel = gemvPhases<THREADS, BPS, TN, TILED>;
-  const size_t smem = (sh.K + mk::w4a16_red_floats<THREADS, TN>()) * 4;
+/// Median time of one phase of `kernel` (a cooperative launch of `reps`
+/// phases, `args` its arguments), or -1 if BPS blocks do not fit an SM.
+template <class Kernel>
+double phaseMs(Kernel kernel, int sms, int threads, int bps, size_t smem, void **args,
+               int reps, int launches = 10) {
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   int fit = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, THREADS, smem));
-  if (fit < BPS) {
-    std::printf("%-26s %3dx%d TN=%3d %-9s does not fit (%d blocks/SM)\n", sh.name, THREADS, BPS,
-                TN, TILED ? "tiled" : "row-major", fit);
-    return;
-  }
-  const int grid = sms * BPS, copies = (int)w.wq.size();
-  uint8_t **dw;
-  mk::bf16 **ds, **dz;
-  CK(cudaMalloc(&dw, copies * sizeof(void *)));
-  CK(cudaMalloc(&ds, copies * sizeof(void *)));
-  CK(cudaMalloc(&dz, copies * sizeof(void *)));
-  CK(cudaMemcpy(dw, w.wq.data(), copies * sizeof(void *), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(ds, w.s.data(), copies * sizeof(void *), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dz, w.z.data(), copies * sizeof(void *), cudaMemcpyHostToDevice));
-  int K = sh.K, N = sh.N, ks = sh.ksplit, reps = 48;
-  void *args[] = {(void *)&x, &K, &dw, &ds, &dz, (void *)&copies, &N, &ks, &y, &sync, &reps};
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, threads, smem));
+  if (fit < bps)
+    return -1.0;
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
   std::vector<float> per;
   for (int it = 0; it < launches + 2; ++it) {
     CK(cudaEventRecord(a));
-    CK(cudaLaunchCooperativeKernel((void *)kernel, grid, THREADS, args, smem, 0));
+    CK(cudaLaunchCooperativeKernel((void *)kernel, sms * bps, threads, args, smem, 0));
     CK(cudaEventRecord(b));
     CK(cudaEventSynchronize(b));
     CK(cudaGetLastError());
@@ -240,95 +195,67 @@ void bench(const Shape &sh, int sms, const Weights &w, const mk::bf16 *x, float 
     if (it >= 2)
       per.push_back(t / reps);
   }
-  const double med = medianOf(per);
-  const double bytes = (double)sh.K / 2 * sh.N + 2.0 * 2 * sh.K / kGroup * sh.N;
-  const int tasks = ((sh.N + TN - 1) / TN) * sh.ksplit;
-  std::printf("%-26s %3dx%d TN=%3d %-9s tasks=%4d  %7.2f us  %7.1f GB/s\n", sh.name, THREADS,
-              BPS, TN, TILED ? "tiled" : "row-major", tasks, med * 1e3,
-              bytes / (med * 1e-3) / 1e9);
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  return medianOf(per);
+}
+
+/// A device copy of the host array of `copies` pointers.
+template <class P>
+P *devicePointers(const std::vector<P> &host) {
+  P *d;
+  CK(cudaMalloc(&d, host.size() * sizeof(P)));
+  CK(cudaMemcpy(d, host.data(), host.size() * sizeof(P), cudaMemcpyHostToDevice));
+  return d;
+}
+
+void report(const Shape &sh, int threads, int bps, int tn, const char *how, double ms,
+            double bytes) {
+  if (ms < 0) {
+    std::printf("%-26s %3dx%d TN=%3d %-22s does not fit\n", sh.name, threads, bps, tn, how);
+    return;
+  }
+  std::printf("%-26s %3dx%d TN=%3d %-22s %7.2f us  %7.1f GB/s\n", sh.name, threads, bps, tn, how,
+              ms * 1e3, bytes / (ms * 1e-3) / 1e9);
+}
+
+constexpr int kReps = 48;
+
+/// The GEMV tile as phases (weights, scales and zeros counted).
+template <int THREADS, int BPS, int TN, bool TILED>
+void bench(const Shape &sh, int sms, const Weights &w, const mk::bf16 *x, float *y,
+           unsigned *sync, int launches = 10) {
+  uint8_t **dw = devicePointers(w.wq);
+  mk::bf16 **ds = devicePointers(w.s), **dz = devicePointers(w.z);
+  int K = sh.K, N = sh.N, ks = sh.ksplit, reps = kReps, copies = (int)w.wq.size();
+  void *args[] = {(void *)&x, &K, &dw, &ds, &dz, &copies, &N, &ks, &y, &sync, &reps};
+  const size_t smem = (sh.K + mk::w4a16_red_floats<THREADS, TN>()) * 4;
+  const double ms =
+      phaseMs(gemvPhases<THREADS, BPS, TN, TILED>, sms, THREADS, BPS, smem, args, reps, launches);
+  report(sh, THREADS, BPS, TN, TILED ? "tiled" : "row-major", ms,
+         (double)sh.K / 2 * sh.N + 2.0 * 2 * sh.K / kGroup * sh.N);
   CK(cudaFree(dw));
   CK(cudaFree(ds));
   CK(cudaFree(dz));
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
 }
 
-template <int THREADS, int BPS, int TN, bool TILED>
+/// The same weight bytes with no math: 16-byte cp.async, or (BULK) bulk
+/// copies of tile-contiguous ranges.
+template <int THREADS, int BPS, int TN, bool TILED, bool BULK>
 void benchStream(const Shape &sh, int sms, const Weights &w, float *y, unsigned *sync) {
-  auto kernel = streamPhases<THREADS, BPS, TN, TILED>;
+  uint8_t **dw = devicePointers(w.wq);
+  int K = sh.K, N = sh.N, ks = sh.ksplit, reps = kReps, copies = (int)w.wq.size();
+  void *args[] = {&K, &dw, &copies, &N, &ks, &sync, &reps, &y};
   const size_t smem = (size_t)mk::kW4A16Stages * mk::kW4A16StageRows * THREADS * 16;
-  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  int fit = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, THREADS, smem));
-  if (fit < BPS)
-    return;
-  const int grid = sms * BPS, copies = (int)w.wq.size();
-  uint8_t **dw;
-  CK(cudaMalloc(&dw, copies * sizeof(void *)));
-  CK(cudaMemcpy(dw, w.wq.data(), copies * sizeof(void *), cudaMemcpyHostToDevice));
-  int K = sh.K, N = sh.N, ks = sh.ksplit, reps = 48;
-  void *args[] = {&K, &dw, (void *)&copies, &N, &ks, &sync, &reps, &y};
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<float> per;
-  for (int it = 0; it < 12; ++it) {
-    CK(cudaEventRecord(a));
-    CK(cudaLaunchCooperativeKernel((void *)kernel, grid, THREADS, args, smem, 0));
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    CK(cudaGetLastError());
-    float t;
-    CK(cudaEventElapsedTime(&t, a, b));
-    if (it >= 2)
-      per.push_back(t / reps);
-  }
-  const double med = medianOf(per);
-  const double bytes = (double)sh.K / 2 * sh.N;
-  std::printf("%-26s %3dx%d TN=%3d %-9s stream only  %7.2f us  %7.1f GB/s\n", sh.name, THREADS,
-              BPS, TN, TILED ? "tiled" : "row-major", med * 1e3, bytes / (med * 1e-3) / 1e9);
+  double ms;
+  if constexpr (BULK)
+    ms = phaseMs(bulkStreamPhases<THREADS, BPS, TN>, sms, THREADS, BPS, smem, args, reps);
+  else
+    ms = phaseMs(streamPhases<THREADS, BPS, TN, TILED>, sms, THREADS, BPS, smem, args, reps);
+  report(sh, THREADS, BPS, TN,
+         BULK ? "tiled, bulk copies" : TILED ? "tiled, stream only" : "row-major, stream only", ms,
+         (double)sh.K / 2 * sh.N);
   CK(cudaFree(dw));
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-}
-
-template <int THREADS, int BPS, int TN>
-void benchBulk(const Shape &sh, int sms, const Weights &w, float *y, unsigned *sync) {
-  auto kernel = bulkStreamPhases<THREADS, BPS, TN>;
-  const size_t smem = (size_t)mk::kW4A16Stages * mk::kW4A16StageRows * THREADS * 16;
-  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  int fit = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, THREADS, smem));
-  if (fit < BPS)
-    return;
-  const int grid = sms * BPS, copies = (int)w.wq.size();
-  uint8_t **dw;
-  CK(cudaMalloc(&dw, copies * sizeof(void *)));
-  CK(cudaMemcpy(dw, w.wq.data(), copies * sizeof(void *), cudaMemcpyHostToDevice));
-  int K = sh.K, N = sh.N, ks = sh.ksplit, reps = 48;
-  void *args[] = {&K, &dw, (void *)&copies, &N, &ks, &sync, &reps, &y};
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<float> per;
-  for (int it = 0; it < 12; ++it) {
-    CK(cudaEventRecord(a));
-    CK(cudaLaunchCooperativeKernel((void *)kernel, grid, THREADS, args, smem, 0));
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    CK(cudaGetLastError());
-    float t;
-    CK(cudaEventElapsedTime(&t, a, b));
-    if (it >= 2)
-      per.push_back(t / reps);
-  }
-  const double med = medianOf(per);
-  const double bytes = (double)sh.K / 2 * sh.N;
-  std::printf("%-26s %3dx%d TN=%3d tiled     bulk copies  %7.2f us  %7.1f GB/s\n", sh.name,
-              THREADS, BPS, TN, med * 1e3, bytes / (med * 1e-3) / 1e9);
-  CK(cudaFree(dw));
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
 }
 
 template <int THREADS, int BPS>
@@ -338,10 +265,10 @@ void benchAll(const Shape &sh, int sms, const Weights &w, const mk::bf16 *x, flo
   bench<THREADS, BPS, 128, true>(sh, sms, w, x, y, sync);
   bench<THREADS, BPS, 64, false>(sh, sms, w, x, y, sync);
   bench<THREADS, BPS, 64, true>(sh, sms, w, x, y, sync);
-  benchStream<THREADS, BPS, 128, false>(sh, sms, w, y, sync);
-  benchStream<THREADS, BPS, 128, true>(sh, sms, w, y, sync);
-  benchStream<THREADS, BPS, 64, false>(sh, sms, w, y, sync);
-  benchBulk<THREADS, BPS, 128>(sh, sms, w, y, sync);
+  benchStream<THREADS, BPS, 128, false, false>(sh, sms, w, y, sync);
+  benchStream<THREADS, BPS, 128, true, false>(sh, sms, w, y, sync);
+  benchStream<THREADS, BPS, 64, false, false>(sh, sms, w, y, sync);
+  benchStream<THREADS, BPS, 128, true, true>(sh, sms, w, y, sync);
 }
 
 int main() {
