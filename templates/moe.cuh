@@ -97,12 +97,16 @@ __device__ void moe_down_task(const float *gate_up, int inter, const uint8_t *wq
                               const bf16 *z, int N, int n0, int nvalid, int k0, int k1,
                               float weight, float *acc, int acc_offset, float *smem) {
   float *xs = smem, *red = smem + inter;
-  for (int i = k0 + threadIdx.x; i < k1; i += THREADS)
-    xs[i] = silu(__ldcg(gate_up + i)) * __ldcg(gate_up + inter + i);
-  __syncthreads();
-  // hmid is fp32 (the spec does not round silu(g) * u).
-  w4a16_gemv_tile<THREADS, TN, GROUP, EpiAtomicAddF32, true, PACKED>(
-      xs, wq, s, z, N, n0, nvalid, k0, k1, red, EpiAtomicAddF32{acc, weight, acc_offset});
+  // hmid is fp32 (the spec does not round silu(g) * u). Its loads wait on
+  // the previous phase's sums; they overlap the tile's first weight loads.
+  auto stage_hmid = [&] {
+    for (int i = k0 + threadIdx.x; i < k1; i += THREADS)
+      xs[i] = silu(__ldcg(gate_up + i)) * __ldcg(gate_up + inter + i);
+    __syncthreads();
+  };
+  w4a16_gemv_tile_with<THREADS, TN, GROUP, EpiAtomicAddF32, true, PACKED>(
+      xs, wq, s, z, N, n0, nvalid, k0, k1, red, EpiAtomicAddF32{acc, weight, acc_offset}, false,
+      stage_hmid);
 }
 
 } // namespace mk

@@ -84,6 +84,22 @@ __device__ __forceinline__ void load_group_scales(const bf16 *scales, const bf16
   }
 }
 
+/// Asks for group `grp`'s scales and zeros of the 16 columns at `col` (32
+/// bytes each, within one cache line) to be brought ahead of
+/// load_group_scales, into L1 (L1 = true) or L2, holding no registers.
+template <bool L1>
+__device__ __forceinline__ void prefetch_group_scales(const bf16 *scales, const bf16 *zeros,
+                                                      int N, int grp, int col) {
+  const bf16 *sp = scales + (size_t)grp * N + col, *zp = zeros + (size_t)grp * N + col;
+  if constexpr (L1) {
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(sp));
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(zp));
+  } else {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(sp));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(zp));
+  }
+}
+
 /// Dequantizes byte J of `w` (v = w >> 4): the column's weights for rows 2r
 /// and 2r+1, exactly as the spec, widened to float.
 template <int J>
@@ -208,11 +224,12 @@ __device__ __forceinline__ void w4a16_prefetch(const uint8_t *wq, int N, int n0,
 /// cp.async ring (it reads back only what it copied, so no block
 /// barrier is needed until the reduction): all of a stage's loads are in
 /// flight at once, which is what keeps HBM busy on a one-block-per-SM grid.
-template <int THREADS, int TN, int GROUP, class Epi>
+template <int THREADS, int TN, int GROUP, class Epi, class Pro>
 __device__ void w4a16_gemv_tile_simt(const float *xs, const uint8_t *__restrict__ wq,
                                      const bf16 *__restrict__ scales,
                                      const bf16 *__restrict__ zeros, int N, int n0, int nvalid,
-                                     int k0, int k1, float *red, Epi epi, bool prefetched) {
+                                     int k0, int k1, float *red, Epi epi, bool prefetched,
+                                     Pro pro) {
   static_assert(TN % 16 == 0 && TN >= 16, "TN must be a multiple of 16");
   constexpr int CT = TN / 16;
   static_assert(CT <= 32 && (CT & (CT - 1)) == 0, "TN/16 must be a power of two <= 32");
@@ -229,6 +246,7 @@ __device__ void w4a16_gemv_tile_simt(const float *xs, const uint8_t *__restrict_
   const uint4 *stage = lane_.stage;
   if (!prefetched)
     lane_.issue_first();
+  pro(); // the caller's work that can overlap the first loads
 
   float y[16];
 #pragma unroll
@@ -374,9 +392,10 @@ constexpr int kPackedStepBytes = 1024;
 /// slice of the ring holds with one bulk copy, then every lane reads its two
 /// 16-byte pieces of each step at st*1024 + h*512 + lane*16 (rows 8s + t and
 /// 8s + t + 4 of its 16 columns; conflict-free) and runs `step` on them.
-template <int THREADS, class Step>
+template <int THREADS, class Step, class Pro>
 __device__ __forceinline__ void w4a16_packed_rounds(const uint8_t *wq, int step0, int sbeg,
-                                                    int send, uint4 *ring, Step &step) {
+                                                    int send, uint4 *ring, Step &step,
+                                                    Pro &pro) {
   constexpr int WARPS = THREADS / 32;
   constexpr int SLICE = kW4A16Stages * kW4A16StageRows * THREADS * 16 / WARPS;
   constexpr int SLICE_STEPS = SLICE / kPackedStepBytes;
@@ -393,14 +412,21 @@ __device__ __forceinline__ void w4a16_packed_rounds(const uint8_t *wq, int step0
     mbar_init(bar, 1);
   __syncwarp();
   unsigned phase = 0;
-  for (int r0 = sbeg; r0 < send; r0 += SLICE_STEPS) {
-    const int rn = min(SLICE_STEPS, send - r0);
-    if (lane == 0) {
+  auto issueRound = [&](int r0) {
+    if (lane == 0 && r0 < send) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      const int rn = min(SLICE_STEPS, send - r0);
       mbar_expect_tx(bar, unsigned(rn * kPackedStepBytes));
       bulk_copy(slice, wq + (size_t)(step0 + r0) * kPackedStepBytes,
                 unsigned(rn * kPackedStepBytes), bar);
     }
+  };
+  issueRound(sbeg);
+  pro(); // the caller's work that can overlap the first round's copy
+  for (int r0 = sbeg; r0 < send; r0 += SLICE_STEPS) {
+    const int rn = min(SLICE_STEPS, send - r0);
+    if (r0 != sbeg)
+      issueRound(r0);
     mbar_wait(bar, phase);
     phase ^= 1u;
     for (int i = 0; i < rn; ++i) {
@@ -423,11 +449,11 @@ __device__ __forceinline__ void w4a16_packed_rounds(const uint8_t *wq, int step0
 /// the 16 columns of column group g % (TN/16) for row pairs t and t+4 of
 /// k-subslice g / (TN/16); with TN < 128 the subslices' partial sums sit in
 /// different B columns (n = subslice), so one mma still does 16 x 16.
-template <int THREADS, int TN, int GROUP, bool FP32X, bool PACKED, class Epi>
+template <int THREADS, int TN, int GROUP, bool FP32X, bool PACKED, class Epi, class Pro>
 __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__ wq,
                                     const bf16 *__restrict__ scales,
                                     const bf16 *__restrict__ zeros, int N, int n0, int nvalid,
-                                    int k0, int k1, float *red, Epi epi) {
+                                    int k0, int k1, float *red, Epi epi, Pro pro) {
   static_assert(TN == 16 || TN == 32 || TN == 64 || TN == 128, "mma path: TN in 16..128");
   static_assert(GROUP % 16 == 0, "mma path: GROUP must be a multiple of 16");
   constexpr int WARPS = THREADS / 32;
@@ -475,10 +501,29 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
     }
     cp_async_commit();
   };
+  // The group of this lane's 8-row subslice at step `st`; a subslice past
+  // the task's rows (short K) takes the last row's group, which exists (its
+  // rows are masked to zero weights and meet zero x anyway).
+  auto groupOf = [&](int st) { return min(2 * (pa + st * STEP + sub * 8), k1 - 2) / GROUP; };
+  // Every group of scales and zeros this lane will use is prefetched before
+  // any weight is requested (the first into L1, the others into L2): loaded
+  // only when the math reaches them, they would queue behind the whole
+  // phase's weight stream, and the math could not start until the stream
+  // was over. -DMK_GEMV_LATE_SCALES: no prefetch (the tile before session
+  // 3), to measure the difference.
+#ifndef MK_GEMV_LATE_SCALES
+  if (colActive && nmine > 0) {
+    const int g0 = groupOf(sbeg), rowEnd = min(k1, 2 * (pa + send * STEP));
+    detail::prefetch_group_scales<true>(scales, zeros, N, g0, col);
+    for (int gi = g0 + 1; gi * GROUP < rowEnd; ++gi)
+      detail::prefetch_group_scales<false>(scales, zeros, N, gi, col);
+  }
+#endif
   if constexpr (!PACKED) {
 #pragma unroll
     for (int c = 0; c < STAGES; ++c)
       issue(c);
+    pro(); // the caller's work that can overlap the first loads
   }
 
   float acc[8][4];
@@ -491,10 +536,7 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
   // One step: weights wa (row pair ra = rowA(st)) and wb (ra + 4) of this
   // lane's 16 columns, the x of those row pairs, 8 mma.
   auto step = [&](int st, uint4 wa, uint4 wb) {
-    // The group of this lane's 8-row subslice; a subslice past the
-    // task's rows (short K) takes the last row's group, which exists (its
-    // rows are masked to zero weights and meet zero x anyway).
-    const int gi = min(2 * (pa + st * STEP + sub * 8), k1 - 2) / GROUP;
+    const int gi = groupOf(st);
     if (colActive && gi != grp) {
       grp = gi;
       load_sz(gi);
@@ -534,7 +576,7 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
     }
   };
   if constexpr (PACKED) {
-    detail::w4a16_packed_rounds<THREADS>(wq, pa / 8, sbeg, send, stage, step);
+    detail::w4a16_packed_rounds<THREADS>(wq, pa / 8, sbeg, send, stage, step, pro);
   } else {
     for (int c = 0; c < nchunks; ++c) {
       cp_async_wait<STAGES - 1>();
@@ -583,6 +625,11 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
   __syncthreads();
 }
 
+/// No work to overlap with a tile's first loads.
+struct NoPrologue {
+  __device__ void operator()() const {}
+};
+
 /// One GEMV task: the tensor-core path (w4a16_gemv_tile_mma) for tiles of at
 /// most 128 columns and groups of 16k rows, else the SIMT path
 /// (w4a16_gemv_tile_simt); -DMK_GEMV_SIMT selects the SIMT path everywhere
@@ -591,17 +638,23 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
 /// the weights are one 128-wide tile in the lane-order packed layout (wq at
 /// the tile, N = 128, n0 = 0, k0 and k1 multiples of 16), streamed with
 /// bulk copies; always the tensor-core path.
-template <int THREADS, int TN, int GROUP, class Epi, bool FP32X = false, bool PACKED = false>
-__device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
-                                const bf16 *__restrict__ scales, const bf16 *__restrict__ zeros,
-                                int N, int n0, int nvalid, int k0, int k1, float *red, Epi epi,
-                                bool prefetched = false) {
+///
+/// `pro()` runs (every thread, once) after the tile's first scale and weight
+/// loads are issued and before its math: work the tile depends on that can
+/// overlap those loads, e.g. staging x into `xs` (end it with
+/// __syncthreads()). It must not touch `red`.
+template <int THREADS, int TN, int GROUP, class Epi, bool FP32X, bool PACKED, class Pro>
+__device__ void w4a16_gemv_tile_with(const float *xs, const uint8_t *__restrict__ wq,
+                                     const bf16 *__restrict__ scales,
+                                     const bf16 *__restrict__ zeros, int N, int n0, int nvalid,
+                                     int k0, int k1, float *red, Epi epi, bool prefetched,
+                                     Pro pro) {
   if constexpr (PACKED) {
     static_assert(TN == 128, "packed weights are 128-wide tiles");
     if (prefetched)
       cp_async_wait<0>();
     w4a16_gemv_tile_mma<THREADS, TN, GROUP, FP32X, true>(xs, wq, scales, zeros, N, n0, nvalid,
-                                                         k0, k1, red, epi);
+                                                         k0, k1, red, epi, pro);
     return;
   }
 #ifndef MK_GEMV_SIMT
@@ -611,12 +664,22 @@ __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
     if (prefetched) // the mma path streams rows in its own order
       cp_async_wait<0>();
     w4a16_gemv_tile_mma<THREADS, TN, GROUP, FP32X, false>(xs, wq, scales, zeros, N, n0, nvalid,
-                                                          k0, k1, red, epi);
+                                                          k0, k1, red, epi, pro);
     return;
   }
 #endif
   w4a16_gemv_tile_simt<THREADS, TN, GROUP>(xs, wq, scales, zeros, N, n0, nvalid, k0, k1, red, epi,
-                                           prefetched);
+                                           prefetched, pro);
+}
+
+/// w4a16_gemv_tile_with, nothing overlapped (the emitted kernels' entry).
+template <int THREADS, int TN, int GROUP, class Epi, bool FP32X = false, bool PACKED = false>
+__device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
+                                const bf16 *__restrict__ scales, const bf16 *__restrict__ zeros,
+                                int N, int n0, int nvalid, int k0, int k1, float *red, Epi epi,
+                                bool prefetched = false) {
+  w4a16_gemv_tile_with<THREADS, TN, GROUP, Epi, FP32X, PACKED>(
+      xs, wq, scales, zeros, N, n0, nvalid, k0, k1, red, epi, prefetched, NoPrologue{});
 }
 
 } // namespace mk
