@@ -37,8 +37,8 @@ variant() {
 }
 rm -rf "$out"/kimi_linear_w4a16_t*/
 if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
+  variant trowmajor schedule-tile-weights=layout=row-major
   variant ttiled schedule-tile-weights=layout=tiled
-  variant tpacked schedule-tile-weights=layout=packed
   variant tseg128 schedule-partition-work=full-segment-bytes=128
   variant tchunks32 schedule-partition-work=attention-chunks=32
 fi

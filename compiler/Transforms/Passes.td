@@ -96,23 +96,23 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
 }
 
 def ScheduleTileWeights : Pass<"schedule-tile-weights", "::mlir::ModuleOp"> {
-  let summary = "Choose tile-contiguous storage for W4A16 weights (opt-in)";
+  let summary = "Choose the storage of W4A16 weights: packed tensor-core tiles by default";
   let description = [{
-    With `layout=tiled`, every int4 weight read only by W4A16 GEMV and expert
-    tiles of one width, whose column count that width divides, is stored
-    tile by tile: each tile's rows (and its scales and zeros) contiguous, so
-    that a task streams one contiguous range instead of `tn` bytes of every
-    row. Records the choice in the kernel's `weight_tiles`; the emitter
-    addresses those weights per tile, the manifest marks them, and the
-    runtime repacks them when they are bound. `layout=packed` also stores
-    the 128-wide tiles' 8-row steps in the tensor-core tile's lane order
-    (`packed_weights`), which the tile streams with bulk copies; their
-    tasks' k-slices must be whole steps. `layout=row-major` (the default)
-    keeps the spec's storage.
+    `layout=packed` (the default): every int4 weight read only by 128-wide
+    W4A16 GEMV and expert tiles whose k-slices are whole 8-row-pair steps
+    is stored tile by tile, each tile's steps in the tensor-core tile's lane
+    order (`weight_tiles` and `packed_weights` on the kernel), which the
+    tile streams with pipelined bulk copies; other weights keep the spec's
+    storage. `layout=tiled` stores every weight read only by tiles of one
+    width, whose column count that width divides, tile-contiguous (rows,
+    scales and zeros of a tile together) without the lane order.
+    `layout=row-major` keeps the spec's storage everywhere. The emitter
+    addresses moved weights per tile, the manifest marks them (`tile`,
+    `order`), and the runtime repacks them when they are bound.
   }];
   let options = [
-    Option<"layout", "layout", "std::string", "\"row-major\"",
-           "weight storage: row-major (the spec's), tiled or packed">,
+    Option<"layout", "layout", "std::string", "\"packed\"",
+           "weight storage: packed (default), tiled or row-major (the spec's)">,
   ];
 }
 
