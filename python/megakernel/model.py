@@ -6,7 +6,9 @@
 
 `model.state_dict()` has exactly the spec's names and shapes (nested modules
 hold the buffers, so `blocks.0.attn.q_proj.w_q` is a real path). The kernel
-reads the buffers in place (zero copy). `state` is the spec's list of
+reads most buffers in place (zero copy); the weights it stores in its own
+tile layout are repacked into runtime memory when bound, and bound again
+when the buffer is replaced or changed in place. `state` is the spec's list of
 per-layer dicts: {"S", "cq", "ck", "cv"} for KDA layers, {"c_kv", "k_rope"}
 for MLA layers; caches hold ctx_len rows.
 
@@ -256,12 +258,19 @@ class Model(torch.nn.Module):
 
     # -- weights -------------------------------------------------------------
     def _bind_weights(self):
+        # A buffer is (re)bound when it was replaced (new pointer) or changed
+        # in place (torch's version counter): the kernel reads most weights
+        # in place, but those it stores in its own tile layout are copied
+        # (repacked) at bind, and a stale copy must not survive an update.
         tensors = [buffers[key] for buffers, key in self._weight_slots]
-        ptrs = tuple(t.data_ptr() for t in tensors)
-        if ptrs == self._bound:
+        keys = tuple((t.data_ptr(), t._version) for t in tensors)
+        if keys == self._bound:
             return
         import ctypes
-        for name, t in zip(self._weight_names, tensors):
+        old = self._bound or (None,) * len(keys)
+        for name, t, key, was in zip(self._weight_names, tensors, keys, old):
+            if key == was:
+                continue
             if t.device != self._device or not t.is_contiguous():
                 raise ValueError("weight %s must be a contiguous tensor on %s"
                                  % (name, self._device))
@@ -270,7 +279,7 @@ class Model(torch.nn.Module):
             check(self._lib.mk_session_bind_weight_device(
                 self._session, name.encode(), t.data_ptr(),
                 (dtype[0] if dtype else str(t.dtype)).encode(), shape, t.dim()))
-        self._bound = ptrs
+        self._bound = keys
 
     # -- state ---------------------------------------------------------------
     def new_state(self, ctx_len=0):

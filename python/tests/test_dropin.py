@@ -82,13 +82,18 @@ def data(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("oracle")
     exe = mk_oracle()
     w, x, y, y2 = (str(tmp / n) for n in ("w.st", "in.st", "out.st", "out2.st"))
+    w6, y6 = str(tmp / "w6.st"), str(tmp / "out-w6.st")
     subprocess.run([exe, "write-weights", SPEC, w, "--seed", "5"], check=True)
+    subprocess.run([exe, "write-weights", SPEC, w6, "--seed", "6"], check=True)
     subprocess.run([exe, "write-inputs", SPEC, x, "--ctx", "100"], check=True)
     subprocess.run([exe, "run", SPEC, "--weights", w, "--inputs", x, "--dump", y],
                    check=True, stdout=subprocess.DEVNULL)
     subprocess.run([exe, "run", SPEC, "--weights", w, "--inputs", x, "--steps",
                     "2", "--dump", y2], check=True, stdout=subprocess.DEVNULL)
-    return {"weights": load(w), "inputs": load(x), "out": load(y), "out2": load(y2)}
+    subprocess.run([exe, "run", SPEC, "--weights", w6, "--inputs", x, "--dump", y6],
+                   check=True, stdout=subprocess.DEVNULL)
+    return {"weights": load(w), "inputs": load(x), "out": load(y), "out2": load(y2),
+            "weights6": load(w6), "out_w6": load(y6)}
 
 
 def test_state_dict_has_the_spec_names():
@@ -125,6 +130,28 @@ def test_step_matches_the_oracle_and_grows(data):
     assert state2[3]["c_kv"].shape[0] == 102
     # The inputs were not modified by adoption.
     assert state[3]["c_kv"].shape[0] == 100
+
+
+def test_weights_changed_in_place_are_followed(data):
+    # Some weights are repacked into the kernel's tile layout when bound: an
+    # in-place update of the module's buffer must reach the kernel too.
+    cfg = cfg_from_spec(SPEC)
+    model = megakernel.Model(cfg, kernel_dir=kernel_dir(), capacity=128)
+    model.load_state_dict(data["weights"])
+    state = to_state(data["inputs"], cfg.pattern)
+    h = data["inputs"]["hidden"]
+    out, _ = model.step(h, state)
+    torch.cuda.synchronize()
+    assert cosine(out, data["out"]["hidden_out"]) >= 0.999
+    ptrs = {n: t.data_ptr() for n, t in model.state_dict().items()}
+    with torch.no_grad():
+        for n, t in model.state_dict().items():
+            t.copy_(data["weights6"][n])
+    assert all(t.data_ptr() == ptrs[n] for n, t in model.state_dict().items())
+    out6, _ = model.step(h, state)
+    torch.cuda.synchronize()
+    assert cosine(out6, data["out_w6"]["hidden_out"]) >= 0.999
+    assert cosine(out6, data["out"]["hidden_out"]) < 0.99
 
 
 def test_unrelated_states_in_turn(data):
