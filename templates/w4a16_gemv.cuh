@@ -597,7 +597,8 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
     }
   };
   if constexpr (PACKED) {
-    detail::w4a16_packed_rounds<THREADS>(wq, pa / 8, sbeg, send, stage, step, pro);
+    // Packed steps are STEP row pairs (k0 a multiple of 2 * STEP rows).
+    detail::w4a16_packed_rounds<THREADS>(wq, pa / STEP, sbeg, send, stage, step, pro);
   } else {
     for (int c = 0; c < nchunks; ++c) {
       cp_async_wait<STAGES - 1>();
@@ -656,9 +657,10 @@ struct NoPrologue {
 /// (w4a16_gemv_tile_simt); -DMK_GEMV_SIMT selects the SIMT path everywhere
 /// (to compare). FP32X: x holds arbitrary fp32 values (else bf16 values,
 /// which the tensor-core path takes exactly in one mma per step). PACKED:
-/// the weights are one 128-wide tile in the lane-order packed layout (wq at
-/// the tile, N = 128, n0 = 0, k0 and k1 multiples of 16), streamed with
-/// bulk copies; always the tensor-core path.
+/// the weights are one 128- or 64-wide tile in the lane-order packed layout
+/// (wq at the tile, N = TN, n0 = 0; k0 and k1 multiples of 16 rows for
+/// TN = 128, of 32 for TN = 64: whole 1 KB steps), streamed with bulk
+/// copies; always the tensor-core path.
 ///
 /// `pro()` runs (every thread, once) after the tile's first scale and weight
 /// loads are issued and before its math: work the tile depends on that can
@@ -671,7 +673,7 @@ __device__ void w4a16_gemv_tile_with(const float *xs, const uint8_t *__restrict_
                                      int k0, int k1, float *red, Epi epi, bool prefetched,
                                      Pro pro) {
   if constexpr (PACKED) {
-    static_assert(TN == 128, "packed weights are 128-wide tiles");
+    static_assert(TN == 128 || TN == 64, "packed weights are 128- or 64-wide tiles");
     if (prefetched)
       cp_async_wait<0>();
     w4a16_gemv_tile_mma<THREADS, TN, GROUP, FP32X, true>(xs, wq, scales, zeros, N, n0, nvalid,

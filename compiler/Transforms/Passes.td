@@ -98,9 +98,9 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
 def ScheduleTileWeights : Pass<"schedule-tile-weights", "::mlir::ModuleOp"> {
   let summary = "Choose the storage of W4A16 weights: packed tensor-core tiles by default";
   let description = [{
-    `layout=packed` (the default): every int4 weight read only by 128-wide
-    W4A16 GEMV and expert tiles whose k-slices are whole 8-row-pair steps
-    is stored tile by tile, each tile's steps in the tensor-core tile's lane
+    `layout=packed` (the default): every int4 weight read only by 128- or
+    64-wide W4A16 GEMV and expert tiles whose k-slices are whole steps (1 KB:
+    8 row pairs at 128 wide, 16 at 64) is stored tile by tile, each tile's steps in the tensor-core tile's lane
     order (`weight_tiles` and `packed_weights` on the kernel), which the
     tile streams with pipelined bulk copies; other weights keep the spec's
     storage. `layout=tiled` stores every weight read only by tiles of one

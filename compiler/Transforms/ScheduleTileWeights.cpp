@@ -13,6 +13,8 @@
 
 #include "llvm/ADT/StringMap.h"
 
+#include <numeric>
+
 namespace mk::schedule {
 #define GEN_PASS_DEF_SCHEDULETILEWEIGHTS
 #include "Transforms/Passes.h.inc"
@@ -36,8 +38,9 @@ struct WeightUse {
   llvm::SmallVector<int64_t> tns;
   int64_t n = 0;
   bool other = false;
-  /// Every task's k-slice is whole 8-row-pair steps (packable).
-  bool stepAligned = true;
+  /// The gcd of the tasks' k-slices (rows): packable when whole steps of
+  /// the packed tile (16 rows at 128 wide, 32 at 64 wide).
+  int64_t kslices = 0;
 };
 
 void ScheduleTileWeightsPass::runOnOperation() {
@@ -67,7 +70,7 @@ void ScheduleTileWeightsPass::runOnOperation() {
           WeightUse &u = use(ws[i]);
           u.tns.push_back(t.getIntArg("tn"));
           u.n = ns[i];
-          u.stepAligned &= kslice % 16 == 0;
+          u.kslices = std::gcd(u.kslices, kslice);
         }
       } else if (kind == "moe_gate_up" || kind == "moe_down") {
         bool down = kind == "moe_down";
@@ -79,7 +82,7 @@ void ScheduleTileWeightsPass::runOnOperation() {
           WeightUse &u = use(t.getStrArg(a));
           u.tns.push_back(t.getIntArg("tn"));
           u.n = n;
-          u.stepAligned &= kslice % 16 == 0;
+          u.kslices = std::gcd(u.kslices, kslice);
         }
       }
     });
@@ -106,7 +109,8 @@ void ScheduleTileWeightsPass::runOnOperation() {
         continue;
       // packed: only what the packed tile streams moves; the rest keeps the
       // spec's storage (tile-contiguous narrow tiles measured no faster).
-      const bool packable = tn == 128 && u.stepAligned;
+      const bool packable = (tn == 128 && u.kslices % 16 == 0) ||
+                            (tn == 64 && u.kslices % 32 == 0);
       if (layout == "packed" && !packable)
         continue;
       tiles.append(w, IntegerAttr::get(IntegerType::get(&getContext(), 64), tn));

@@ -5,6 +5,7 @@
 #include "mk/BlockSpec.h"
 #include "mk/Json.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -234,11 +235,11 @@ Status parseManifest(const std::string &text, Manifest &out) {
     std::string order;
     MK_RETURN_IF_ERROR(getStringField(p, "order", false, order));
     if (!order.empty()) {
-      if (order != "mma" || mp.tile != 128 || mp.dtype != DType::U8 ||
-          mp.shape[mp.shape.size() - 2] % 8 != 0)
+      if (order != "mma" || (mp.tile != 128 && mp.tile != 64) || mp.dtype != DType::U8 ||
+          mp.shape[mp.shape.size() - 2] % (1024 / std::max<int64_t>(mp.tile, 1)) != 0)
         return bad(p.where() + ": " + what + ": 'order' \"" + order +
-                   "\" needs \"mma\", an int4 weight with 'tile' 128 and rows in "
-                   "steps of 8");
+                   "\" needs \"mma\", an int4 weight with 'tile' 128 (rows in steps "
+                   "of 8) or 64 (steps of 16)");
       mp.mmaOrder = true;
     }
     m.params.push_back(std::move(mp));

@@ -173,7 +173,8 @@ Status Session::bindWeightHost(const std::string &name, const void *data,
     if (mp.mmaOrder) {
       packed.resize(bytes);
       const int64_t rows = shape[shape.size() - 2];
-      packMmaSteps(tiled.data(), packed.data(), int64_t(bytes) / (rows * mp.tile), rows);
+      packMmaSteps(tiled.data(), packed.data(), int64_t(bytes) / (rows * mp.tile), rows,
+                   mp.tile);
       data = packed.data();
     }
   }

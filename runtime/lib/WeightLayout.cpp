@@ -25,18 +25,22 @@ void tileColumns(const void *src, void *dst, const std::vector<int64_t> &shape,
   }
 }
 
-void packMmaSteps(const void *tiled, void *dst, int64_t blocks, int64_t rows) {
-  constexpr int64_t kTile = 128;
+void packMmaSteps(const void *tiled, void *dst, int64_t blocks, int64_t rows, int64_t tile) {
+  const int64_t stepRows = kPackedStepBytes / tile, groups = tile / 16;
   const auto *s = static_cast<const uint8_t *>(tiled);
   auto *d = static_cast<uint8_t *>(dst);
   for (int64_t blk = 0; blk < blocks; ++blk) {
-    const uint8_t *sb = s + blk * rows * kTile;
-    uint8_t *db = d + blk * rows * kTile;
-    for (int64_t step = 0; step < rows / 8; ++step)
+    const uint8_t *sb = s + blk * rows * tile;
+    uint8_t *db = d + blk * rows * tile;
+    for (int64_t step = 0; step < rows / stepRows; ++step)
       for (int h = 0; h < 2; ++h)
-        for (int lane = 0; lane < 32; ++lane)
+        for (int lane = 0; lane < 32; ++lane) {
+          const int64_t g = lane / 4, t = lane % 4;
           std::memcpy(db + step * kPackedStepBytes + h * 512 + lane * 16,
-                      sb + (step * 8 + 4 * h + lane % 4) * kTile + 16 * (lane / 4), 16);
+                      sb + (step * stepRows + 8 * (g / groups) + 4 * h + t) * tile +
+                          16 * (g % groups),
+                      16);
+        }
   }
 }
 

@@ -183,7 +183,9 @@ TEST(EmitterNvrtc, KimiLinearPackedWeights) {
   EXPECT_EQ(weight(m, "blocks.0.moe.gate.w_q").tile, 128);
   EXPECT_TRUE(weight(m, "blocks.0.moe.gate.w_q").mmaOrder);
   EXPECT_FALSE(weight(m, "blocks.0.moe.gate.scales").mmaOrder);
-  EXPECT_FALSE(weight(m, "blocks.0.attn.q_proj.w_q").mmaOrder) << "64-wide tiles are not packed";
+  EXPECT_EQ(weight(m, "blocks.0.attn.q_proj.w_q").tile, 64);
+  EXPECT_TRUE(weight(m, "blocks.0.attn.q_proj.w_q").mmaOrder) << "64-wide full-K tiles pack too";
+  EXPECT_EQ(weight(m, "blocks.3.attn.kv_b.w_q").tile, 0) << "kv_b is also read by attention";
 }
 
 TEST(EmitterNvrtc, KimiLinearDebugCapture) {

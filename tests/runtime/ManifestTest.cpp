@@ -228,7 +228,7 @@ TEST(Manifest, TileContiguousWeights) {
   expectError(w, "needs a weight");
 }
 
-TEST(Manifest, MmaOrderNeedsA128WideInt4Tile) {
+TEST(Manifest, MmaOrderNeedsA128Or64WideInt4Tile) {
   json::Value v = makeManifestValue(tinyConfig());
   json::Value *wq = findParam(v, "blocks.0.attn.o_proj.w_q", "weight");
   wq->set("tile", json::Value::fromInt(128));
@@ -236,6 +236,9 @@ TEST(Manifest, MmaOrderNeedsA128WideInt4Tile) {
   Manifest m;
   ASSERT_TRUE(parseValue(v, m).isOk());
   EXPECT_TRUE(m.params[size_t(m.findParam("blocks.0.attn.o_proj.w_q", ParamRole::Weight))].mmaOrder);
+  wq->set("tile", json::Value::fromInt(64)); // steps of 16 rows: [32, 256] has 2
+  Manifest m64;
+  ASSERT_TRUE(parseValue(v, m64).isOk());
   wq->set("tile", json::Value::fromInt(16));
   expectError(v, "'order' \"mma\" needs");
   json::Value w = makeManifestValue(tinyConfig());

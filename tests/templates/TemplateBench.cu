@@ -270,6 +270,7 @@ void benchAll(const Shape &sh, int sms, const Weights &w, const mk::bf16 *x, flo
   bench<THREADS, BPS, 128, true, true>(sh, sms, w, x, y, sync);
   bench<THREADS, BPS, 64, false>(sh, sms, w, x, y, sync);
   bench<THREADS, BPS, 64, true>(sh, sms, w, x, y, sync);
+  bench<THREADS, BPS, 64, true, true>(sh, sms, w, x, y, sync);
   benchStream<THREADS, BPS, 128, false, false>(sh, sms, w, y, sync);
   benchStream<THREADS, BPS, 128, true, false>(sh, sms, w, y, sync);
   benchStream<THREADS, BPS, 64, false, false>(sh, sms, w, y, sync);

@@ -221,9 +221,10 @@ TEST(W4A16Gemv, NarrowTiles) {
   runGemv<32>(256, 144, 1, 4);
   runGemv<16>(512, 48, 2, 5);
 }
-/// 128-wide tiles over weights in the lane-order packed layout (as the
-/// runtime repacks them for a `layout=packed` kernel), streamed with bulk
-/// copies; x bf16 values, split-K slices of whole steps.
+/// 128- or 64-wide tiles over weights in the lane-order packed layout (as
+/// the runtime repacks them for a `layout=packed` kernel), streamed with
+/// bulk copies; x bf16 values, split-K slices of whole steps.
+template <int TN>
 __global__ void __launch_bounds__(T, 1)
     packedGemvKernel(const float *x, int K, const uint8_t *wq, const mk::bf16 *s,
                      const mk::bf16 *z, int N, int ksplit, float *y) {
@@ -232,17 +233,18 @@ __global__ void __launch_bounds__(T, 1)
   for (int i = threadIdx.x; i < K; i += T)
     xs[i] = x[i];
   __syncthreads();
-  const int tiles = N / 128;
+  const int tiles = N / TN;
   for (int t = blockIdx.x; t < tiles * ksplit; t += gridDim.x) {
     const int tile = t % tiles, ks = t / tiles;
     const int k0 = K / ksplit * ks, k1 = k0 + K / ksplit;
-    const size_t wOff = (size_t)tile * (K / 2) * 128, sOff = (size_t)tile * (K / 128) * 128;
-    mk::w4a16_gemv_tile<T, 128, 128, mk::EpiAtomicAddF32, false, true>(
-        xs, wq + wOff, s + sOff, z + sOff, 128, 0, 128, k0, k1, red,
-        mk::EpiAtomicAddF32{y, 1.f, tile * 128});
+    const size_t wOff = (size_t)tile * (K / 2) * TN, sOff = (size_t)tile * (K / 128) * TN;
+    mk::w4a16_gemv_tile<T, TN, 128, mk::EpiAtomicAddF32, false, true>(
+        xs, wq + wOff, s + sOff, z + sOff, TN, 0, TN, k0, k1, red,
+        mk::EpiAtomicAddF32{y, 1.f, tile * TN});
   }
 }
 
+template <int TN>
 void runPackedGemv(int K, int N, int ksplit, uint64_t seed) {
   Rng r(seed);
   QMat m(r, K, N, 128);
@@ -251,18 +253,19 @@ void runPackedGemv(int K, int N, int ksplit, uint64_t seed) {
     x[k] = HB(r.normal(1.f)).toFloat();
   std::vector<uint8_t> tiledW(m.wq.size()), packedW(m.wq.size());
   std::vector<HB> tiledS(m.s.size()), tiledZ(m.z.size());
-  mk::rt::tileColumns(m.wq.data(), tiledW.data(), {K / 2, N}, 128, 1);
-  mk::rt::packMmaSteps(tiledW.data(), packedW.data(), N / 128, K / 2);
-  mk::rt::tileColumns(m.s.data(), tiledS.data(), {K / 128, N}, 128, 2);
-  mk::rt::tileColumns(m.z.data(), tiledZ.data(), {K / 128, N}, 128, 2);
+  mk::rt::tileColumns(m.wq.data(), tiledW.data(), {K / 2, N}, TN, 1);
+  mk::rt::packMmaSteps(tiledW.data(), packedW.data(), N / TN, K / 2, TN);
+  mk::rt::tileColumns(m.s.data(), tiledS.data(), {K / 128, N}, TN, 2);
+  mk::rt::tileColumns(m.z.data(), tiledZ.data(), {K / 128, N}, TN, 2);
   Dev<float> dx(x), dy(N);
   Dev<HB> ds(tiledS), dz(tiledZ);
   Dev<uint8_t> dw(packedW);
   dy.zero();
-  const size_t smem = (K + mk::w4a16_red_floats<T, 128>()) * sizeof(float);
-  CK(cudaFuncSetAttribute(packedGemvKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  packedGemvKernel<<<37, T, smem>>>(dx.p, K, dw.p, ds.as<mk::bf16>(), dz.as<mk::bf16>(), N, ksplit,
-                                    dy.p);
+  const size_t smem = (K + mk::w4a16_red_floats<T, TN>()) * sizeof(float);
+  CK(cudaFuncSetAttribute(packedGemvKernel<TN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          (int)smem));
+  packedGemvKernel<TN><<<37, T, smem>>>(dx.p, K, dw.p, ds.as<mk::bf16>(), dz.as<mk::bf16>(), N,
+                                        ksplit, dy.p);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   auto y = dy.get();
@@ -272,14 +275,17 @@ void runPackedGemv(int K, int N, int ksplit, uint64_t seed) {
       rounded[n] += double(x[k]) * m.w(k, n);
   for (float v : y)
     ASSERT_TRUE(std::isfinite(v));
-  EXPECT_LT(relErr(y, rounded), 2e-6) << "packed K=" << K << " N=" << N << " ks=" << ksplit;
+  EXPECT_LT(relErr(y, rounded), 2e-6)
+      << "packed TN=" << TN << " K=" << K << " N=" << N << " ks=" << ksplit;
 }
 
 TEST(W4A16Gemv, PackedLayoutWithBulkCopies) {
   REQUIRE_GPU();
-  runPackedGemv(4096, 512, 1, 12); // 16 steps per warp: two rounds of its ring slice
-  runPackedGemv(2304, 1024, 2, 13);
-  runPackedGemv(4096, 256, 8, 14);
+  runPackedGemv<128>(4096, 512, 1, 12); // 16 steps per warp: four chunks of 2 steps
+  runPackedGemv<128>(2304, 1024, 2, 13);
+  runPackedGemv<128>(4096, 256, 8, 14);
+  runPackedGemv<64>(2304, 512, 1, 15); // 64-wide: 16 row pairs per step
+  runPackedGemv<64>(4096, 256, 2, 16);
 }
 
 // The tiny spec's shapes: groups of 32, K shorter than one tensor-core step

@@ -24,18 +24,19 @@ namespace mk::rt {
 void tileColumns(const void *src, void *dst, const std::vector<int64_t> &shape,
                  int64_t tile, size_t elemBytes);
 
-/// Bytes per step of a lane-order packed 128-wide tile: 8 row pairs x 128
-/// columns of int4 pairs.
+/// Bytes per step of a lane-order packed tile: 8 row pairs x 128 columns
+/// (or 16 x 64) of int4 pairs.
 constexpr int64_t kPackedStepBytes = 1024;
 
-/// Reorders tile-contiguous int4 weights (u8 [blocks, rows, 128], as
-/// tileColumns leaves them, `blocks` = outer x cols/128) into the lane order
-/// of the 128-wide tensor-core tile (`order: "mma"` in the manifest): each
-/// step of 8 rows becomes [half h][lane][16 bytes] with
-///   packed[s][h][lane][b] = tile[8s + 4h + lane % 4][16 (lane / 4) + b],
-/// the two 16-byte pieces lane (g = lane / 4, t = lane % 4) of a warp loads
-/// for rows 8s + t and 8s + t + 4 and its 16 columns. `rows` % 8 == 0.
-void packMmaSteps(const void *tiled, void *dst, int64_t blocks, int64_t rows);
+/// Reorders tile-contiguous int4 weights (u8 [blocks, rows, tile], as
+/// tileColumns leaves them, `blocks` = outer x cols/tile; tile 128 or 64)
+/// into the lane order of the tensor-core tile (`order: "mma"` in the
+/// manifest): each step of R = 1024 / tile rows becomes [half h][lane][16
+/// bytes] with, for lane = 4g + t and P = tile / 16 column groups,
+///   packed[s][h][lane][b] = tile[R s + 8 (g / P) + 4h + t][16 (g % P) + b],
+/// the two 16-byte pieces lane (g, t) of a warp loads for rows t and t + 4
+/// of its k-subslice g / P and its 16 columns. `rows` % R == 0.
+void packMmaSteps(const void *tiled, void *dst, int64_t blocks, int64_t rows, int64_t tile);
 
 } // namespace mk::rt
 
