@@ -307,24 +307,33 @@ __device__ void w4a16_gemv_tile_simt(const float *xs, const uint8_t *__restrict_
 namespace detail {
 /// Byte J of w (v = w >> 4) dequantized exactly as the spec, as the bf16x2
 /// {w[2r, col], w[2r+1, col]}: the register an mma A fragment wants.
+/// {128, 128} in bf16x2, held in a register: (t & 0x000f000f) | magic is
+/// then one LOP3 (an instruction takes one immediate; with the magic as a
+/// second one, ptxas emits an AND and an OR).
+__device__ __forceinline__ uint32_t bf16x2_128() {
+  uint32_t m;
+  asm("mov.b32 %0, 0x43004300;" : "=r"(m));
+  return m;
+}
 template <int J>
 __device__ __forceinline__ uint32_t dequant_pair_bf2(uint32_t w, uint32_t v, uint32_t zc2,
-                                                     uint32_t s2) {
+                                                     uint32_t s2, uint32_t magic) {
   const uint32_t t = __byte_perm(w, v, J | (J << 4) | ((4 + J) << 8) | ((4 + J) << 12));
-  const uint32_t q2 = (t & 0x000f000fu) | 0x43004300u;
+  uint32_t q2; // {128 + q_lo, 128 + q_hi}
+  asm("lop3.b32 %0, %1, 0x000f000f, %2, 0xEA;" : "=r"(q2) : "r"(t), "r"(magic));
   return as_u32(__hmul2(__hsub2(as_bf2(q2), as_bf2(zc2)), as_bf2(s2)));
 }
 __device__ __forceinline__ uint32_t dequant_byte_bf2(uint32_t w, int byte, uint32_t zc2,
-                                                     uint32_t s2) {
+                                                     uint32_t s2, uint32_t magic) {
   switch (byte) {
   case 0:
-    return dequant_pair_bf2<0>(w, w >> 4, zc2, s2);
+    return dequant_pair_bf2<0>(w, w >> 4, zc2, s2, magic);
   case 1:
-    return dequant_pair_bf2<1>(w, w >> 4, zc2, s2);
+    return dequant_pair_bf2<1>(w, w >> 4, zc2, s2, magic);
   case 2:
-    return dequant_pair_bf2<2>(w, w >> 4, zc2, s2);
+    return dequant_pair_bf2<2>(w, w >> 4, zc2, s2, magic);
   default:
-    return dequant_pair_bf2<3>(w, w >> 4, zc2, s2);
+    return dequant_pair_bf2<3>(w, w >> 4, zc2, s2, magic);
   }
 }
 __device__ __forceinline__ uint32_t pack_bf2(float lo, float hi) {
@@ -580,6 +589,7 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
         b1 = detail::bf2_part(x, g >= KG);
       }
     }
+    const uint32_t magic = detail::bf16x2_128();
     const uint32_t wav[4] = {wa.x, wa.y, wa.z, wa.w};
     const uint32_t wbv[4] = {wb.x, wb.y, wb.z, wb.w};
 #pragma unroll
@@ -589,10 +599,10 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
       // Rows outside [k0, k1) were not loaded (zero bytes): whatever they dequantize
       // to meets a zero x in B. Inactive column groups only produce rows
       // of D that are never read.
-      const uint32_t a0 = detail::dequant_byte_bf2(wav[j0 / 4], j0 % 4, zc2[j0], s2[j0]);
-      const uint32_t a1 = detail::dequant_byte_bf2(wav[j1 / 4], j1 % 4, zc2[j1], s2[j1]);
-      const uint32_t a2 = detail::dequant_byte_bf2(wbv[j0 / 4], j0 % 4, zc2[j0], s2[j0]);
-      const uint32_t a3 = detail::dequant_byte_bf2(wbv[j1 / 4], j1 % 4, zc2[j1], s2[j1]);
+      const uint32_t a0 = detail::dequant_byte_bf2(wav[j0 / 4], j0 % 4, zc2[j0], s2[j0], magic);
+      const uint32_t a1 = detail::dequant_byte_bf2(wav[j1 / 4], j1 % 4, zc2[j1], s2[j1], magic);
+      const uint32_t a2 = detail::dequant_byte_bf2(wbv[j0 / 4], j0 % 4, zc2[j0], s2[j0], magic);
+      const uint32_t a3 = detail::dequant_byte_bf2(wbv[j1 / 4], j1 % 4, zc2[j1], s2[j1], magic);
       detail::mma_bf16_16816(acc[m], a0, a1, a2, a3, b0, b1);
     }
   };
