@@ -539,16 +539,13 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
   // any weight is requested (the first into L1, the others into L2): loaded
   // only when the math reaches them, they would queue behind the whole
   // phase's weight stream, and the math could not start until the stream
-  // was over. -DMK_GEMV_LATE_SCALES: no prefetch (the tile before session
-  // 3), to measure the difference.
-#ifndef MK_GEMV_LATE_SCALES
+  // was over. (Measured: no faster, perf notes #22/#23; it costs nothing.)
   if (colActive && nmine > 0) {
     const int g0 = groupOf(sbeg), rowEnd = min(k1, 2 * (pa + send * STEP));
     detail::prefetch_group_scales<true>(scales, zeros, N, g0, col);
     for (int gi = g0 + 1; gi * GROUP < rowEnd; ++gi)
       detail::prefetch_group_scales<false>(scales, zeros, N, gi, col);
   }
-#endif
   if constexpr (!PACKED) {
 #pragma unroll
     for (int c = 0; c < STAGES; ++c)
