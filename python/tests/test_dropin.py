@@ -96,6 +96,14 @@ def data(tmp_path_factory):
             "weights6": load(w6), "out_w6": load(y6)}
 
 
+def loaded(data, capacity):
+    """A model with the oracle's weights, the oracle's input state and hidden."""
+    cfg = cfg_from_spec(SPEC)
+    model = megakernel.Model(cfg, kernel_dir=kernel_dir(), capacity=capacity)
+    model.load_state_dict(data["weights"])
+    return model, to_state(data["inputs"], cfg.pattern), data["inputs"]["hidden"]
+
+
 def test_state_dict_has_the_spec_names():
     cfg = cfg_from_spec(SPEC)
     model = megakernel.Model(cfg, kernel_dir=kernel_dir())
@@ -108,11 +116,7 @@ def test_state_dict_has_the_spec_names():
 
 
 def test_step_matches_the_oracle_and_grows(data):
-    cfg = cfg_from_spec(SPEC)
-    model = megakernel.Model(cfg, kernel_dir=kernel_dir(), capacity=16)
-    model.load_state_dict(data["weights"])
-    state = to_state(data["inputs"], cfg.pattern)
-    hidden = data["inputs"]["hidden"]
+    model, state, hidden = loaded(data, 16)
     out, new_state = model.step(hidden, state)  # adopts ctx 100 > capacity 16
     torch.cuda.synchronize()
     assert model.capacity >= 101
@@ -135,11 +139,7 @@ def test_step_matches_the_oracle_and_grows(data):
 def test_weights_changed_in_place_are_followed(data):
     # Some weights are repacked into the kernel's tile layout when bound: an
     # in-place update of the module's buffer must reach the kernel too.
-    cfg = cfg_from_spec(SPEC)
-    model = megakernel.Model(cfg, kernel_dir=kernel_dir(), capacity=128)
-    model.load_state_dict(data["weights"])
-    state = to_state(data["inputs"], cfg.pattern)
-    h = data["inputs"]["hidden"]
+    model, state, h = loaded(data, 128)
     out, _ = model.step(h, state)
     torch.cuda.synchronize()
     assert cosine(out, data["out"]["hidden_out"]) >= 0.999
@@ -159,16 +159,12 @@ def test_weights_changed_in_place_are_followed(data):
 
 
 def test_unrelated_states_in_turn(data):
-    cfg = cfg_from_spec(SPEC)
-    model = megakernel.Model(cfg, kernel_dir=kernel_dir(), capacity=8)
-    model.load_state_dict(data["weights"])
+    model, state, h = loaded(data, 8)
     fresh = model.new_state(0)
-    h = data["inputs"]["hidden"]
     o1, s1 = model.step(h, fresh)
     o1, s1 = model.step(o1, s1)
     assert s1[3]["c_kv"].shape[0] == 2
     # Another sequence, longer than the capacity.
-    state = to_state(data["inputs"], cfg.pattern)
     out, _ = model.step(h, state)
     torch.cuda.synchronize()
     assert cosine(out, data["out"]["hidden_out"]) >= 0.999
@@ -176,11 +172,7 @@ def test_unrelated_states_in_turn(data):
 
 def test_one_kernel_launch_per_step(data):
     from torch.profiler import ProfilerActivity, profile
-    cfg = cfg_from_spec(SPEC)
-    model = megakernel.Model(cfg, kernel_dir=kernel_dir(), capacity=512)
-    model.load_state_dict(data["weights"])
-    state = to_state(data["inputs"], cfg.pattern)
-    h = data["inputs"]["hidden"]
+    model, state, h = loaded(data, 512)
     out, s = model.step(h, state)  # warm-up: binds weights
     torch.cuda.synchronize()
     steps = 4

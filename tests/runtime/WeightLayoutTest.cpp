@@ -43,55 +43,41 @@ TEST(WeightLayout, OneTileIsTheIdentity) {
   EXPECT_EQ(src, dst);
 }
 
-TEST(WeightLayout, MmaStepOrderIsWhatEachLaneLoads) {
-  // Two 128-wide tiles of 16 rows; tile[r][c] = a function of (block, r, c).
-  const int64_t blocks = 2, rows = 16;
-  std::vector<uint8_t> tiled(size_t(blocks * rows * 128)), packed(tiled.size());
-  auto at = [](int64_t b, int64_t r, int64_t c) { return uint8_t((b * 97 + r * 13 + c) & 0xff); };
+/// Packs `blocks` tiles of `rows` x `tile` bytes (tile[r][c] a function of
+/// (block, r, c)) and emulates the tensor-core tile's reads: lane 4g + t of
+/// step s, half h loads 16 bytes at s*1024 + h*512 + lane*16 and must see
+/// rows R s + 8 (g / P) + 4h + t (R = 1024 / tile rows per step, P = tile / 16
+/// column groups), columns 16 (g % P)...; every byte is read exactly once.
+static void expectMmaStepOrder(int64_t tile, int64_t blocks, int64_t rows) {
+  std::vector<uint8_t> tiled(size_t(blocks * rows * tile)), packed(tiled.size());
+  auto at = [](int64_t b, int64_t r, int64_t c) { return uint8_t((b * 97 + r * 13 + c * 3) & 0xff); };
   for (int64_t b = 0; b < blocks; ++b)
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < 128; ++c)
-        tiled[size_t((b * rows + r) * 128 + c)] = at(b, r, c);
-  packMmaSteps(tiled.data(), packed.data(), blocks, rows, 128);
-  // Emulate the tile's reads: lane (g, t) of step s, half h loads 16 bytes
-  // at s*1024 + h*512 + lane*16 and must see rows 8s + 4h + t, columns 16g...
+      for (int64_t c = 0; c < tile; ++c)
+        tiled[size_t((b * rows + r) * tile + c)] = at(b, r, c);
+  packMmaSteps(tiled.data(), packed.data(), blocks, rows, tile);
+  const int64_t stepRows = kPackedStepBytes / tile, groups = tile / 16;
+  std::vector<int> seen(tiled.size(), 0);
   for (int64_t b = 0; b < blocks; ++b)
-    for (int64_t s = 0; s < rows / 8; ++s)
+    for (int64_t s = 0; s < rows / stepRows; ++s)
       for (int h = 0; h < 2; ++h)
         for (int lane = 0; lane < 32; ++lane)
           for (int i = 0; i < 16; ++i) {
-            const int g = lane / 4, t = lane % 4;
-            ASSERT_EQ(packed[size_t(b * rows * 128 + s * kPackedStepBytes + h * 512 + lane * 16 + i)],
-                      at(b, 8 * s + 4 * h + t, 16 * g + i))
-                << b << " " << s << " " << h << " " << lane << " " << i;
+            const int64_t g = lane / 4, t = lane % 4;
+            const int64_t r = stepRows * s + 8 * (g / groups) + 4 * h + t;
+            const int64_t c = 16 * (g % groups) + i;
+            ASSERT_EQ(packed[size_t(b * rows * tile + s * kPackedStepBytes + h * 512 + lane * 16 + i)],
+                      at(b, r, c))
+                << "tile " << tile << ": " << b << " " << s << " " << h << " " << lane << " " << i;
+            ++seen[size_t((b * rows + r) * tile + c)];
           }
+  EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+}
+
+TEST(WeightLayout, MmaStepOrderIsWhatEachLaneLoads) {
+  expectMmaStepOrder(128, 2, 16); // a step: 8 rows x 128 columns
 }
 
 TEST(WeightLayout, MmaStepOrderOf64WideTiles) {
-  // 64-wide tiles: a step is 16 rows; lanes g < 4 hold k-subslice 0 (rows
-  // t, t + 4), lanes g >= 4 subslice 1 (rows 8 + t, 12 + t), 16 columns
-  // 16 (g % 4) each.
-  const int64_t blocks = 3, rows = 32;
-  std::vector<uint8_t> tiled(size_t(blocks * rows * 64)), packed(tiled.size());
-  auto at = [](int64_t b, int64_t r, int64_t c) { return uint8_t((b * 89 + r * 7 + c * 3) & 0xff); };
-  for (int64_t b = 0; b < blocks; ++b)
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < 64; ++c)
-        tiled[size_t((b * rows + r) * 64 + c)] = at(b, r, c);
-  packMmaSteps(tiled.data(), packed.data(), blocks, rows, 64);
-  std::vector<int> seen(tiled.size(), 0);
-  for (int64_t b = 0; b < blocks; ++b)
-    for (int64_t s = 0; s < rows / 16; ++s)
-      for (int h = 0; h < 2; ++h)
-        for (int lane = 0; lane < 32; ++lane)
-          for (int i = 0; i < 16; ++i) {
-            const int g = lane / 4, t = lane % 4;
-            const int64_t r = 16 * s + 8 * (g / 4) + 4 * h + t, c = 16 * (g % 4) + i;
-            ASSERT_EQ(packed[size_t(b * rows * 64 + s * kPackedStepBytes + h * 512 + lane * 16 + i)],
-                      at(b, r, c))
-                << b << " " << s << " " << h << " " << lane << " " << i;
-            ++seen[size_t((b * rows + r) * 64 + c)];
-          }
-  // Every byte of the tile lands exactly once.
-  EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+  expectMmaStepOrder(64, 3, 32); // a step: 16 rows (two k-subslices) x 64 columns
 }
