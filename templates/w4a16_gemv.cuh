@@ -305,8 +305,6 @@ __device__ void w4a16_gemv_tile_simt(const float *xs, const uint8_t *__restrict_
 }
 
 namespace detail {
-/// Byte J of w (v = w >> 4) dequantized exactly as the spec, as the bf16x2
-/// {w[2r, col], w[2r+1, col]}: the register an mma A fragment wants.
 /// {128, 128} in bf16x2, held in a register: (t & 0x000f000f) | magic is
 /// then one LOP3 (an instruction takes one immediate; with the magic as a
 /// second one, ptxas emits an AND and an OR).
@@ -315,6 +313,9 @@ __device__ __forceinline__ uint32_t bf16x2_128() {
   asm("mov.b32 %0, 0x43004300;" : "=r"(m));
   return m;
 }
+/// Byte J of w (v = w >> 4) dequantized exactly as the spec, as the bf16x2
+/// {w[2r, col], w[2r+1, col]}: the register an mma A fragment wants.
+/// `magic` is bf16x2_128().
 template <int J>
 __device__ __forceinline__ uint32_t dequant_pair_bf2(uint32_t w, uint32_t v, uint32_t zc2,
                                                      uint32_t s2, uint32_t magic) {
@@ -399,15 +400,14 @@ constexpr int kPackedStepBytes = 1024;
 /// The weight stream of a packed tile: warp w's steps [sbeg, send) (packed
 /// step step0 + st) are one contiguous range, moved by lane 0 with bulk
 /// copies of kPackedChunkSteps steps into the warp's slice of the ring,
-/// which holds kPackedChunks such chunks, each completing on its own
-/// mbarrier. All chunks the slice holds are requested at once and the math
-/// starts as soon as the first has landed; a consumed chunk's buffer is
-/// refilled with the chunk kPackedChunks later. (One copy per slice would
-/// make every warp wait for its whole slice before any math: the math
-/// would run after the stream instead of under it.) Every lane reads its
-/// two 16-byte pieces of each step at st*1024 + h*512 + lane*16 (rows
-/// 8s + t and 8s + t + 4 of its 16 columns; conflict-free) and runs `step`
-/// on them.
+/// which holds NBUF such chunks, each completing on its own mbarrier. All
+/// chunks the slice holds are requested at once and the math starts as
+/// soon as the first has landed; a consumed chunk's buffer is refilled with
+/// the chunk NBUF later. (One copy per slice would make every warp wait for
+/// its whole slice before any math: the math would run after the stream
+/// instead of under it.) Every lane reads its two 16-byte pieces of each
+/// step at st*1024 + h*512 + lane*16 (rows t and t + 4 of its k-subslice,
+/// its 16 columns; conflict-free) and runs `step` on them.
 constexpr int kPackedChunkSteps = 2;
 template <int THREADS, class Step, class Pro>
 __device__ __forceinline__ void w4a16_packed_rounds(const uint8_t *wq, int step0, int sbeg,
