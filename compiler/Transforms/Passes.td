@@ -100,10 +100,10 @@ def ScheduleTileWeights : Pass<"schedule-tile-weights", "::mlir::ModuleOp"> {
   let description = [{
     `layout=packed` (the default): every int4 weight read only by 128- or
     64-wide W4A16 GEMV and expert tiles whose k-slices are whole steps (1 KB:
-    8 row pairs at 128 wide, 16 at 64) is stored tile by tile, each tile's steps in the tensor-core tile's lane
-    order (`weight_tiles` and `packed_weights` on the kernel), which the
-    tile streams with pipelined bulk copies; other weights keep the spec's
-    storage. `layout=tiled` stores every weight read only by tiles of one
+    8 row pairs at 128 wide, 16 at 64) is stored tile by tile, each tile's
+    steps in the tensor-core tile's lane order (`weight_tiles` and
+    `packed_weights` on the kernel), which the tile streams with pipelined
+    bulk copies; other weights keep the spec's storage. `layout=tiled` stores every weight read only by tiles of one
     width, whose column count that width divides, tile-contiguous (rows,
     scales and zeros of a tile together) without the lane order.
     `layout=row-major` keeps the spec's storage everywhere. The emitter
