@@ -68,6 +68,16 @@ LogicalResult KernelOp::verify() {
                << a.getName().getValue()
                << "' must map to a tile width of 16..128 columns, a multiple of 16";
     }
+  if (std::optional<ArrayAttr> packed = getPackedWeights()) {
+    std::optional<DictionaryAttr> tiles = getWeightTiles();
+    for (Attribute a : *packed) {
+      StringRef w = cast<StringAttr>(a).getValue();
+      auto tile = tiles ? dyn_cast_or_null<IntegerAttr>(tiles->get(w)) : IntegerAttr();
+      if (!tile || (tile.getInt() != 128 && tile.getInt() != 64))
+        return emitOpError("packed_weights: '")
+               << w << "' needs a weight_tiles entry of 128 or 64 columns (the packed tiles)";
+    }
+  }
   return success();
 }
 

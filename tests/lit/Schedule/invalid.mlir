@@ -56,3 +56,15 @@ schedule.kernel @k attributes {threads = 128 : i64} {
 // expected-error @+1 {{threads must be a positive multiple of 32}}
 schedule.kernel @k attributes {threads = 100 : i64} {
 }
+
+// -----
+
+// expected-error @+1 {{packed_weights: 'w' needs a weight_tiles entry of 128 or 64 columns}}
+schedule.kernel @k attributes {threads = 128 : i64, packed_weights = ["w"], weight_tiles = {w = 32 : i64}} {
+}
+
+// -----
+
+// expected-error @+1 {{packed_weights: 'v' needs a weight_tiles entry of 128 or 64 columns}}
+schedule.kernel @k attributes {threads = 128 : i64, packed_weights = ["v"]} {
+}

@@ -25,8 +25,9 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     of its `.w_q`, `.scales`, `.zeros`) to the tile width its tasks read: the
     kernel expects that weight tile-contiguous ([N/tile][rows][tile] per
     expert, docs/kernel-abi.md), which the runtime repacks it to at bind.
-    `packed_weights` names those of them (128-wide tiles) whose steps are
-    further in the tensor-core lane order, streamed with bulk copies.
+    `packed_weights` names those of them (128- or 64-wide tiles) whose 1 KB
+    steps are further in the tensor-core lane order, streamed with bulk
+    copies.
     `max_shared_bytes` (0: no limit) is the shared memory one block may use
     on the target; the CUDA emitter refuses a kernel that needs more.
 
