@@ -174,14 +174,28 @@ private:
         return a.getInt();
     return 0;
   }
-  /// Whether weight `w`'s 128-wide tiles are in the tensor-core lane order
-  /// (the kernel's packed_weights; streamed with bulk copies).
+  /// Whether weight `w`'s tiles are in the tensor-core lane order (the
+  /// kernel's packed_weights; streamed with bulk copies).
   bool isPacked(StringRef w) {
     if (std::optional<ArrayAttr> a = kernel.getPackedWeights())
       for (Attribute e : *a)
         if (cast<StringAttr>(e).getValue() == w)
           return true;
     return false;
+  }
+  /// A packed weight must be read by `tn`-wide tiles of its own width in
+  /// k-slices of whole 1 KB steps (16 rows at 128 wide, 32 at 64 wide), which
+  /// is all the packed tile can stream; else a located error.
+  LogicalResult checkPackedRead(TaskOp t, StringRef w, int64_t tn, int64_t kslice) {
+    if (!isPacked(w))
+      return success();
+    const int64_t stepRows = tn == 128 ? 16 : tn == 64 ? 32 : 0;
+    if (tileOf(w) != tn || !stepRows || kslice % stepRows)
+      return t.emitOpError("reads packed weight '")
+             << w << "' with " << tn << "-wide tiles in k-slices of " << kslice
+             << " rows; a packed weight needs tiles of its own width (" << tileOf(w)
+             << ") and k-slices of whole 1 KB steps (16 rows at 128 wide, 32 at 64)";
+    return success();
   }
   /// The arguments (wq, scales, zeros, N, n0) that point a W4A16 tile at
   /// columns [n0, n0 + tn) of a [rows, n] weight (`rows` = K/2 byte rows)

@@ -27,6 +27,9 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     BufferOp in = buffers.lookup(str("input"));
     bool shared = in.getSpace() == "shared";
     int64_t kslice = k / ks;
+    for (const auto &w : weights)
+      if (failed(checkPackedRead(t, w, tn, kslice)))
+        return failure();
     o << "      const int k0 = " << (ks > 1 ? "(i / " + std::to_string(tiles) +
                                                ") * " + std::to_string(kslice)
                                          : std::string("0"))
@@ -266,6 +269,8 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       int64_t kslice = d / ks;
       if (tileOf(g) != tileOf(u) || isPacked(g) != isPacked(u))
         return t.emitOpError("gate and up must share a storage layout");
+      if (failed(checkPackedRead(t, g, tn, kslice)))
+        return failure();
       needWork(w4Red(tn));
       o << "      const int mat = r / " << tiles * ks << ", rr = r % " << tiles * ks
         << ";\n"
@@ -286,6 +291,8 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     } else {
       std::string w = str("down").str();
       int64_t kslice = m / ks;
+      if (failed(checkPackedRead(t, w, tn, kslice)))
+        return failure();
       needWork(m + w4Red(tn));
       asserts.insert(llvm::formatv("mk::moe_down_smem_floats<{0}, {1}>({2}) == {3}",
                                    T, tn, m, m + w4Red(tn))
