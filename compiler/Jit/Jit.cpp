@@ -253,6 +253,21 @@ mk::jit::JitOptions forDevice(const mk::rt::Device &dev,
   return opts;
 }
 
+/// The device (or the first one), options for it, `compile(options, src)`,
+/// then a session over the source: what both createSession overloads do.
+template <class Compile>
+Status createSessionWith(const std::shared_ptr<mk::rt::Device> &dev,
+                         const mk::jit::JitOptions &opts,
+                         const mk::rt::SessionOptions &sessionOpts,
+                         std::unique_ptr<mk::rt::Session> &out, Compile compile) {
+  std::shared_ptr<mk::rt::Device> d;
+  MK_RETURN_IF_ERROR(deviceOrFirst(dev, d));
+  mk::jit::JitOptions o = forDevice(*d, opts);
+  mk::rt::KernelSource src;
+  MK_RETURN_IF_ERROR(compile(o, src));
+  return sessionFromSource(d, src, o, sessionOpts, out);
+}
+
 } // namespace
 
 Status mk::jit::createSession(const std::shared_ptr<rt::Device> &dev,
@@ -260,22 +275,18 @@ Status mk::jit::createSession(const std::shared_ptr<rt::Device> &dev,
                               const JitOptions &opts,
                               const rt::SessionOptions &sessionOpts,
                               std::unique_ptr<rt::Session> &out) {
-  std::shared_ptr<rt::Device> d;
-  MK_RETURN_IF_ERROR(deviceOrFirst(dev, d));
-  JitOptions o = forDevice(*d, opts);
-  rt::KernelSource src;
-  MK_RETURN_IF_ERROR(compileSpecFile(specPath, o, src));
-  return sessionFromSource(d, src, o, sessionOpts, out);
+  return createSessionWith(dev, opts, sessionOpts, out,
+                           [&](const JitOptions &o, rt::KernelSource &src) {
+                             return compileSpecFile(specPath, o, src);
+                           });
 }
 
 Status mk::jit::createSession(const std::shared_ptr<rt::Device> &dev,
                               const BlockConfig &cfg, const JitOptions &opts,
                               const rt::SessionOptions &sessionOpts,
                               std::unique_ptr<rt::Session> &out) {
-  std::shared_ptr<rt::Device> d;
-  MK_RETURN_IF_ERROR(deviceOrFirst(dev, d));
-  JitOptions o = forDevice(*d, opts);
-  rt::KernelSource src;
-  MK_RETURN_IF_ERROR(compileSpecToSource(cfg, o, src));
-  return sessionFromSource(d, src, o, sessionOpts, out);
+  return createSessionWith(dev, opts, sessionOpts, out,
+                           [&](const JitOptions &o, rt::KernelSource &src) {
+                             return compileSpecToSource(cfg, o, src);
+                           });
 }

@@ -60,13 +60,6 @@ std::string mkcStdout(const std::string &spec) {
   return out;
 }
 
-std::string shapeString(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 /// The manifest parses and its weight / state params are the catalogue's,
 /// in its order (names, dtypes, shapes; caches with a -1 row dimension).
 void checkManifest(const KernelSource &src, const std::string &kernel,
@@ -93,16 +86,14 @@ void checkManifest(const KernelSource &src, const std::string &kernel,
   for (size_t i = 0; i < w.size(); ++i) {
     EXPECT_EQ(w[i]->name, weights[i].name);
     EXPECT_EQ(w[i]->dtype, weights[i].dtype) << weights[i].name;
-    EXPECT_EQ(shapeString(w[i]->shape), shapeString(weights[i].shape))
-        << weights[i].name;
+    EXPECT_EQ(w[i]->shape, weights[i].shape) << weights[i].name;
   }
   for (const auto *side : {&in, &out}) {
     ASSERT_EQ(side->size(), state.size());
     for (size_t i = 0; i < state.size(); ++i) {
       EXPECT_EQ((*side)[i]->name, state[i].name);
       EXPECT_EQ((*side)[i]->dtype, state[i].dtype) << state[i].name;
-      EXPECT_EQ(shapeString((*side)[i]->shape), shapeString(state[i].shape))
-          << state[i].name;
+      EXPECT_EQ((*side)[i]->shape, state[i].shape) << state[i].name;
     }
   }
 }

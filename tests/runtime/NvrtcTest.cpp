@@ -40,6 +40,22 @@ std::string tempDir() {
   return d ? d : "/tmp";
 }
 
+/// Whether this build embeds the device templates (mk/megakernel.cuh).
+bool templatesEmbedded() {
+  for (const EmbeddedHeader &h : embeddedTemplates())
+    if (h.includeName == "mk/megakernel.cuh")
+      return true;
+  return false;
+}
+
+/// A fresh directory holding the stub kernel of `cfg` as mkc writes one.
+std::string stubKernelDir(const BlockConfig &cfg) {
+  std::string dir = tempDir();
+  std::ofstream(dir + "/mk_test_stub.manifest.json") << mk::testing::makeManifest(cfg);
+  std::ofstream(dir + "/mk_test_stub.cu") << mk::testing::makeStubKernelSource(cfg);
+  return dir;
+}
+
 } // namespace
 
 TEST(Nvrtc, VersionAndArchitectures) {
@@ -113,10 +129,7 @@ TEST(Nvrtc, EmbeddedTemplatesAreThere) {
 }
 
 TEST(Nvrtc, EmbeddedTemplatesCompileUnderNvrtc) {
-  bool haveAll = false;
-  for (const EmbeddedHeader &h : embeddedTemplates())
-    haveAll |= h.includeName == "mk/megakernel.cuh";
-  if (!haveAll)
+  if (!templatesEmbedded())
     GTEST_SKIP() << "templates/megakernel.cuh not embedded in this build";
   CompileOptions o;
   o.arch = "sm_90";
@@ -130,10 +143,7 @@ TEST(Nvrtc, EmbeddedTemplatesCompileUnderNvrtc) {
 // The opt-in variants (MK_NVRTC_OPTIONS) must compile under NVRTC too, for
 // both target architectures.
 TEST(Nvrtc, TemplateVariantsCompileUnderNvrtc) {
-  bool haveAll = false;
-  for (const EmbeddedHeader &h : embeddedTemplates())
-    haveAll |= h.includeName == "mk/megakernel.cuh";
-  if (!haveAll)
+  if (!templatesEmbedded())
     GTEST_SKIP() << "templates/megakernel.cuh not embedded in this build";
   for (const char *arch : {"sm_90", "sm_120"}) {
     CompileOptions o;
@@ -199,11 +209,7 @@ TEST(Kernel, BuildUsesTheCacheAndRecoversFromCorruption) {
 
 TEST(Kernel, ReadKernelDir) {
   BlockConfig cfg = mk::testing::tinyConfig();
-  std::string dir = tempDir();
-  {
-    std::ofstream(dir + "/mk_test_stub.manifest.json") << mk::testing::makeManifest(cfg);
-    std::ofstream(dir + "/mk_test_stub.cu") << mk::testing::makeStubKernelSource(cfg);
-  }
+  std::string dir = stubKernelDir(cfg);
   KernelSource src;
   Status st = readKernelDir(dir, "", src);
   ASSERT_TRUE(st.isOk()) << st.toString();
@@ -224,11 +230,7 @@ TEST(Kernel, ReadKernelDir) {
 
 TEST(Kernel, BuildFromDirForAnArchitecture) {
   BlockConfig cfg = mk::testing::tinyConfig();
-  std::string dir = tempDir();
-  {
-    std::ofstream(dir + "/mk_test_stub.manifest.json") << mk::testing::makeManifest(cfg);
-    std::ofstream(dir + "/mk_test_stub.cu") << mk::testing::makeStubKernelSource(cfg);
-  }
+  std::string dir = stubKernelDir(cfg);
   KernelBuildOptions opts;
   opts.useCache = false;
   std::shared_ptr<Kernel> k;
