@@ -14,6 +14,7 @@
 
 #include "mk/BlockConfig.h"
 #include "mk/BlockSpec.h"
+#include "mk/PackedLayout.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -189,7 +190,7 @@ private:
   LogicalResult checkPackedRead(TaskOp t, StringRef w, int64_t tn, int64_t kslice) {
     if (!isPacked(w))
       return success();
-    const int64_t stepRows = tn == 128 ? 16 : tn == 64 ? 32 : 0;
+    const int64_t stepRows = mk::packedStepRows(tn);
     if (tileOf(w) != tn || !stepRows || kslice % stepRows)
       return t.emitOpError("reads packed weight '")
              << w << "' with " << tn << "-wide tiles in k-slices of " << kslice

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Transforms/Passes.h"
+#include "mk/PackedLayout.h"
 
 #include "llvm/ADT/StringMap.h"
 
@@ -109,8 +110,7 @@ void ScheduleTileWeightsPass::runOnOperation() {
         continue;
       // packed: only what the packed tile streams moves; the rest keeps the
       // spec's storage (tile-contiguous narrow tiles measured no faster).
-      const bool packable = (tn == 128 && u.kslices % 16 == 0) ||
-                            (tn == 64 && u.kslices % 32 == 0);
+      const bool packable = mk::packedStepRows(tn) && u.kslices % mk::packedStepRows(tn) == 0;
       if (layout == "packed" && !packable)
         continue;
       tiles.append(w, IntegerAttr::get(IntegerType::get(&getContext(), 64), tn));

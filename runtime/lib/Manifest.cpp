@@ -4,8 +4,8 @@
 
 #include "mk/BlockSpec.h"
 #include "mk/Json.h"
+#include "mk/PackedLayout.h"
 
-#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -235,8 +235,10 @@ Status parseManifest(const std::string &text, Manifest &out) {
     std::string order;
     MK_RETURN_IF_ERROR(getStringField(p, "order", false, order));
     if (!order.empty()) {
-      if (order != "mma" || (mp.tile != 128 && mp.tile != 64) || mp.dtype != DType::U8 ||
-          mp.shape[mp.shape.size() - 2] % (1024 / std::max<int64_t>(mp.tile, 1)) != 0)
+      // w_q rows are row pairs: half the weight rows of a step.
+      const int64_t stepRows = packedStepRows(mp.tile) / 2;
+      if (order != "mma" || !stepRows || mp.dtype != DType::U8 ||
+          mp.shape[mp.shape.size() - 2] % stepRows != 0)
         return bad(p.where() + ": " + what + ": 'order' \"" + order +
                    "\" needs \"mma\", an int4 weight with 'tile' 128 (rows in steps "
                    "of 8) or 64 (steps of 16)");

@@ -11,6 +11,8 @@
 #ifndef MK_RUNTIME_WEIGHTLAYOUT_H
 #define MK_RUNTIME_WEIGHTLAYOUT_H
 
+#include "mk/PackedLayout.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -24,9 +26,7 @@ namespace mk::rt {
 void tileColumns(const void *src, void *dst, const std::vector<int64_t> &shape,
                  int64_t tile, size_t elemBytes);
 
-/// Bytes per step of a lane-order packed tile: 8 row pairs x 128 columns
-/// (or 16 x 64) of int4 pairs.
-constexpr int64_t kPackedStepBytes = 1024;
+using mk::kPackedStepBytes; // one step: 8 row pairs x 128 columns, or 16 x 64
 
 /// Reorders tile-contiguous int4 weights (u8 [blocks, rows, tile], as
 /// tileColumns leaves them, `blocks` = outer x cols/tile; tile 128 or 64)
