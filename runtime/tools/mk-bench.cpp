@@ -2,11 +2,23 @@
 //
 //   mk-bench [--kernel-dir DIR] [--ctx 2048,8192] [--iters 200] [--warmup 20]
 //            [--weights FILE.safetensors] [--seed N] [--bandwidth BYTES_PER_S]
-//            [--measure-bandwidth]
+//            [--measure-bandwidth] [--phase-timing] [--json FILE]
 //
 // Each step is one device-pointer step() bracketed by CUDA events, all at the
 // same context length; prints the median ms/token, the achieved GB/s for the
 // bytes a token must move, and the HBM floor (bytes / bandwidth).
+//
+// --json FILE also writes the results, after the table, as one JSON object:
+//
+//   {"gpu": "NVIDIA H200", "kernel": {"name", "source", "source_sha256",
+//    "cache_key"}, "kernel_dir", "iters", "warmup", "bandwidth_bytes_per_s",
+//    "bandwidth_measured", "phase_timing",
+//    "rows": [{"context", "ms_per_token_median", "ms_per_token_min",
+//              "gb_per_s", "floor_ms", "fraction_of_floor"}, ...]}
+//
+// source_sha256 is the SHA-256 of the emitted .cu source; cache_key is the
+// kernel cache's key (source, headers, architecture, NVRTC version and
+// options). A file that cannot be written is an error (exit status 1).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,8 +26,10 @@
 #include "mk/runtime/Roofline.h"
 #include "mk/Json.h"
 #include "mk/runtime/Session.h"
+#include "mk/runtime/Sha256.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -61,6 +75,33 @@ Status measureBandwidth(const std::shared_ptr<Device> &dev, double &bw) {
   bw = 2.0 * double(bytes) / (double(ms[ms.size() / 2]) * 1e-3);
   return Status::ok();
 }
+
+/// Writes `text` to `path` (created or truncated). On failure returns false
+/// and sets `err` to the system's reason.
+bool writeTextFile(const std::string &path, const std::string &text,
+                   std::string &err) {
+  FILE *f = std::fopen(path.c_str(), "wb");
+  if (!f) {
+    err = std::strerror(errno);
+    return false;
+  }
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() &&
+            std::fflush(f) == 0;
+  int e = errno;
+  if (std::fclose(f) != 0 && ok) {
+    ok = false;
+    e = errno;
+  }
+  if (!ok)
+    err = e ? std::strerror(e) : "write failed";
+  return ok;
+}
+
+/// One row of the table, kept for --json.
+struct BenchRow {
+  int64_t ctx = 0;
+  double medianMs = 0, minMs = 0, gbPerS = 0, floorMs = 0;
+};
 
 /// Slots per phase in the timing tables; mk::kMaxGrid in grid_sync.cuh.
 constexpr size_t kTimingSlots = 1024;
@@ -143,7 +184,7 @@ Status printPhaseProfile(Session &s, const std::string &manifestText, int phases
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string dir, weightsPath;
+  std::string dir, weightsPath, jsonPath;
   std::vector<int64_t> ctxs = {2048, 8192};
   int iters = 200, warmup = 20;
   uint64_t seed = 1;
@@ -182,12 +223,14 @@ int main(int argc, char **argv) {
       measure = true;
     else if (a == "--phase-timing")
       phaseTiming = true;
+    else if (a == "--json")
+      jsonPath = next();
     else {
       std::fprintf(stderr,
                    "usage: mk-bench [--kernel-dir DIR] [--ctx 2048,8192] "
                    "[--iters N] [--warmup N] [--weights F.safetensors] "
                    "[--seed N] [--bandwidth B/s] [--measure-bandwidth] "
-                   "[--phase-timing]\n");
+                   "[--phase-timing] [--json FILE]\n");
       return 2;
     }
   }
@@ -205,8 +248,13 @@ int main(int argc, char **argv) {
   // phase (phase_timing.cuh): a per-phase profile without hardware counters.
   if (phaseTiming)
     bo.compile.extraOptions.push_back("-DMK_PHASE_TIMING");
+  // What buildKernelFromDir does, keeping the source to hash it for --json.
+  KernelSource src;
+  if (!(st = readKernelDir(dir, "", src)).isOk())
+    return fail(st, "reading the kernel");
+  bo.compile.arch = dev->arch();
   std::shared_ptr<Kernel> kernel;
-  if (!(st = buildKernelFromDir(dir, dev->arch(), bo, kernel)).isOk())
+  if (!(st = Kernel::build(src, bo, kernel)).isOk())
     return fail(st, "compiling");
   const BlockConfig &cfg = kernel->manifest().config;
   int64_t maxCtx = *std::max_element(ctxs.begin(), ctxs.end());
@@ -242,6 +290,7 @@ int main(int argc, char **argv) {
   std::printf("%8s %12s %12s %10s %12s %9s\n", "ctx", "ms/token", "min ms",
               "GB/s", "floor ms", "of floor");
   std::vector<BFloat16> hidden = makeRandomHidden(cfg, seed + 2);
+  std::vector<BenchRow> rows;
   for (int64_t ctx : ctxs) {
     DecodeState state = makeRandomState(cfg, ctx, seed + 1);
     if (!(st = s->loadStateHost(state.tensors, ctx)).isOk())
@@ -256,13 +305,56 @@ int main(int argc, char **argv) {
     double med = ms[ms.size() / 2];
     double bytes = bytesPerToken(cfg, ctx).total();
     double floorMs = bytes / bandwidth * 1e3;
+    BenchRow row;
+    row.ctx = ctx;
+    row.medianMs = med;
+    row.minMs = double(ms.front());
+    row.gbPerS = bytes / (med * 1e-3) / 1e9;
+    row.floorMs = floorMs;
+    rows.push_back(row);
     std::printf("%8lld %12.4f %12.4f %10.1f %12.4f %8.1f%%\n", (long long)ctx,
-                med, double(ms.front()), bytes / (med * 1e-3) / 1e9, floorMs,
-                100.0 * floorMs / med);
+                med, row.minMs, row.gbPerS, floorMs, 100.0 * floorMs / med);
     if (phaseTiming && !(st = printPhaseProfile(*s, kernel->manifestText(),
                                                 int(kernel->manifest().phases)))
                              .isOk())
       return fail(st, "phase timing");
+  }
+
+  if (!jsonPath.empty()) {
+    Sha256 h;
+    h.update(src.source);
+    json::Value k = json::Value::makeObject();
+    k.set("name", json::Value::fromString(kernel->manifest().kernel));
+    k.set("source", json::Value::fromString(src.sourceName));
+    k.set("source_sha256", json::Value::fromString(h.hexDigest()));
+    k.set("cache_key", json::Value::fromString(kernel->cacheKey()));
+    json::Value out = json::Value::makeObject();
+    out.set("gpu", json::Value::fromString(dev->name()));
+    out.set("kernel", std::move(k));
+    out.set("kernel_dir", json::Value::fromString(dir));
+    out.set("iters", json::Value::fromInt(iters));
+    out.set("warmup", json::Value::fromInt(warmup));
+    out.set("bandwidth_bytes_per_s", json::Value::fromNumber(bandwidth));
+    out.set("bandwidth_measured", json::Value::fromBool(measure));
+    out.set("phase_timing", json::Value::fromBool(phaseTiming));
+    json::Value arr = json::Value::makeArray();
+    for (const BenchRow &r : rows) {
+      json::Value o = json::Value::makeObject();
+      o.set("context", json::Value::fromInt(r.ctx));
+      o.set("ms_per_token_median", json::Value::fromNumber(r.medianMs));
+      o.set("ms_per_token_min", json::Value::fromNumber(r.minMs));
+      o.set("gb_per_s", json::Value::fromNumber(r.gbPerS));
+      o.set("floor_ms", json::Value::fromNumber(r.floorMs));
+      o.set("fraction_of_floor", json::Value::fromNumber(r.floorMs / r.medianMs));
+      arr.push(std::move(o));
+    }
+    out.set("rows", std::move(arr));
+    std::string err;
+    if (!writeTextFile(jsonPath, json::write(out) + "\n", err)) {
+      std::fprintf(stderr, "mk-bench: cannot write %s: %s\n", jsonPath.c_str(),
+                   err.c_str());
+      return 1;
+    }
   }
   return 0;
 }
