@@ -36,6 +36,9 @@ variant() {
   echo "$out/kimi_linear_w4a16_$1 ($2)"
 }
 rm -rf "$out"/kimi_linear_w4a16_t*/
+# The spec-exact arithmetic (exact bf16 dequantization per weight), always:
+# gpu-tests.sh runs the oracle test and the bench on it beside the default.
+variant texact schedule-tile-weights=arithmetic=exact
 if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   variant trowmajor schedule-tile-weights=layout=row-major
   variant ttiled schedule-tile-weights=layout=tiled

@@ -87,12 +87,12 @@ __host__ __device__ constexpr int moe_down_smem_floats(int inter) { return inter
 /// acc[acc_offset + n] += weight * (hmid @ W_down)[n] over rows [k0, k1),
 /// columns [n0, n0+nvalid) of one expert's W_down (as addressed: the matrix,
 /// or one tile-contiguous tile with n0 = 0 and acc_offset its first column;
-/// PACKED: that tile in the lane-order packed layout), where
+/// ORDER: that tile's weight order, w4a16_gemv.cuh's WeightOrder), where
 /// hmid = silu(gate) * up (fp32, as the spec) is formed here from the
 /// expert's gate and up sums: gate_up[0, inter) and gate_up[inter, 2 inter),
 /// fp32, accumulated by split-K GEMV tiles in the previous phase (plain
 /// w4a16_gemv_tile tasks with EpiAtomicAddF32).
-template <int THREADS, int TN, int GROUP, bool PACKED = false>
+template <int THREADS, int TN, int GROUP, int ORDER = kOrderRowMajor>
 __device__ void moe_down_task(const float *gate_up, int inter, const uint8_t *wq, const bf16 *s,
                               const bf16 *z, int N, int n0, int nvalid, int k0, int k1,
                               float weight, float *acc, int acc_offset, float *smem) {
@@ -104,7 +104,7 @@ __device__ void moe_down_task(const float *gate_up, int inter, const uint8_t *wq
       xs[i] = silu(__ldcg(gate_up + i)) * __ldcg(gate_up + inter + i);
     __syncthreads();
   };
-  w4a16_gemv_tile_with<THREADS, TN, GROUP, EpiAtomicAddF32, true, PACKED>(
+  w4a16_gemv_tile_with<THREADS, TN, GROUP, EpiAtomicAddF32, true, ORDER>(
       xs, wq, s, z, N, n0, nvalid, k0, k1, red, EpiAtomicAddF32{acc, weight, acc_offset}, false,
       stage_hmid);
 }

@@ -398,29 +398,27 @@ __device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned b
 constexpr int kPackedStepBytes = 1024;
 
 /// The weight stream of a packed tile: warp w's steps [sbeg, send) (packed
-/// step step0 + st) are one contiguous range, moved by lane 0 with bulk
-/// copies of kPackedChunkSteps steps into the warp's slice of the ring,
-/// which holds NBUF such chunks, each completing on its own mbarrier. All
-/// chunks the slice holds are requested at once and the math starts as
-/// soon as the first has landed; a consumed chunk's buffer is refilled with
-/// the chunk NBUF later. (One copy per slice would make every warp wait for
-/// its whole slice before any math: the math would run after the stream
-/// instead of under it.) Every lane reads its two 16-byte pieces of each
-/// step at st*1024 + h*512 + lane*16 (rows t and t + 4 of its k-subslice,
-/// its 16 columns; conflict-free) and runs `step` on them.
+/// step step0 + st, STEP_BYTES each) are one contiguous range, moved by lane
+/// 0 with bulk copies of CHUNK_STEPS steps into the warp's SLICE-byte slice
+/// of the ring, which holds NBUF such chunks, each completing on its own
+/// mbarrier. All chunks the slice holds are requested at once and the math
+/// starts as soon as the first has landed; a consumed chunk's buffer is
+/// refilled with the chunk NBUF later. (One copy per slice would make every
+/// warp wait for its whole slice before any math: the math would run after
+/// the stream instead of under it.) `step(st, p)` runs on step st, which
+/// lies at p in shared memory.
 constexpr int kPackedChunkSteps = 2;
-template <int THREADS, class Step, class Pro>
-__device__ __forceinline__ void w4a16_packed_rounds(const uint8_t *wq, int step0, int sbeg,
-                                                    int send, uint4 *ring, Step &step,
+template <int THREADS, int STEP_BYTES, int CHUNK_STEPS, int SLICE, class Step, class Pro>
+__device__ __forceinline__ void w4a16_packed_stream(const uint8_t *wq, int step0, int sbeg,
+                                                    int send, uint8_t *ring, Step &step,
                                                     Pro &pro) {
   constexpr int WARPS = THREADS / 32;
-  constexpr int SLICE = kW4A16Stages * kW4A16StageRows * THREADS * 16 / WARPS;
-  constexpr int CHUNK = kPackedChunkSteps * kPackedStepBytes;
+  constexpr int CHUNK = CHUNK_STEPS * STEP_BYTES;
   constexpr int NBUF = SLICE / CHUNK;
   static_assert(NBUF >= 2 && SLICE % 16 == 0, "a ring slice holds at least two chunks");
   __shared__ __align__(8) unsigned long long bars[WARPS * NBUF];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  uint8_t *slice = reinterpret_cast<uint8_t *>(ring) + warp * SLICE;
+  uint8_t *slice = ring + warp * SLICE;
   unsigned long long *bar = &bars[warp * NBUF];
   // Earlier generic-proxy use of the ring (a previous tile's reads and
   // cross-warp sums) is ordered before the bulk copies that overwrite it.
@@ -435,31 +433,27 @@ __device__ __forceinline__ void w4a16_packed_rounds(const uint8_t *wq, int step0
   auto issue = [&](int st, int b) {
     if (st < send) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      const unsigned bytes = unsigned(min(kPackedChunkSteps, send - st) * kPackedStepBytes);
+      const unsigned bytes = unsigned(min(CHUNK_STEPS, send - st) * STEP_BYTES);
       mbar_expect_tx(&bar[b], bytes);
-      bulk_copy(slice + b * CHUNK, wq + (size_t)(step0 + st) * kPackedStepBytes, bytes, &bar[b]);
+      bulk_copy(slice + b * CHUNK, wq + (size_t)(step0 + st) * STEP_BYTES, bytes, &bar[b]);
     }
   };
   if (lane == 0)
 #pragma unroll
     for (int b = 0; b < NBUF; ++b)
-      issue(sbeg + b * kPackedChunkSteps, b);
+      issue(sbeg + b * CHUNK_STEPS, b);
   pro(); // the caller's work that can overlap the first copies
   int b = 0;
   unsigned parity = 0;
-  for (int st = sbeg; st < send; st += kPackedChunkSteps) {
+  for (int st = sbeg; st < send; st += CHUNK_STEPS) {
     mbar_wait(&bar[b], parity);
     const uint8_t *buf = slice + b * CHUNK;
-    const int rn = min(kPackedChunkSteps, send - st);
-    for (int i = 0; i < rn; ++i) {
-      const uint4 wa = *reinterpret_cast<const uint4 *>(buf + i * kPackedStepBytes + lane * 16);
-      const uint4 wb =
-          *reinterpret_cast<const uint4 *>(buf + i * kPackedStepBytes + 512 + lane * 16);
-      step(st + i, wa, wb);
-    }
+    const int rn = min(CHUNK_STEPS, send - st);
+    for (int i = 0; i < rn; ++i)
+      step(st + i, buf + i * STEP_BYTES);
     __syncwarp(); // every lane is done with the buffer before it is refilled
     if (lane == 0)
-      issue(st + NBUF * kPackedChunkSteps, b);
+      issue(st + NBUF * CHUNK_STEPS, b);
     if (++b == NBUF) {
       b = 0;
       parity ^= 1u;
@@ -469,6 +463,25 @@ __device__ __forceinline__ void w4a16_packed_rounds(const uint8_t *wq, int step0
 #pragma unroll
     for (int b = 0; b < NBUF; ++b)
       mbar_inval(&bar[b]);
+}
+
+/// The exact tile's packed stream: steps of kPackedStepBytes stored as
+/// [half][lane][16 B], so that every lane reads its two 16-byte pieces of a
+/// step at h*512 + lane*16 (rows t and t + 4 of its k-subslice, its 16
+/// columns; conflict-free) and runs `step(st, wa, wb)` on them.
+template <int THREADS, class Step, class Pro>
+__device__ __forceinline__ void w4a16_packed_rounds(const uint8_t *wq, int step0, int sbeg,
+                                                    int send, uint4 *ring, Step &step,
+                                                    Pro &pro) {
+  constexpr int SLICE = kW4A16Stages * kW4A16StageRows * THREADS * 16 / (THREADS / 32);
+  const int lane = threadIdx.x & 31;
+  auto pieces = [&](int st, const uint8_t *p) {
+    const uint4 wa = *reinterpret_cast<const uint4 *>(p + lane * 16);
+    const uint4 wb = *reinterpret_cast<const uint4 *>(p + 512 + lane * 16);
+    step(st, wa, wb);
+  };
+  w4a16_packed_stream<THREADS, kPackedStepBytes, kPackedChunkSteps, SLICE>(
+      wq, step0, sbeg, send, reinterpret_cast<uint8_t *>(ring), pieces, pro);
 }
 } // namespace detail
 
@@ -654,61 +667,283 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
   __syncthreads();
 }
 
+namespace detail {
+__device__ __forceinline__ void mma_u8s8_16832(int *c, uint32_t a0, uint32_t a1, uint32_t a2,
+                                               uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+} // namespace detail
+
+/// Bytes of one step (32 weight rows) of a TN-wide tile in the integer
+/// order (mk::rt::packInt8Steps writes them; core/include/mk/PackedLayout.h).
+template <int TN> __host__ __device__ constexpr int int8_step_bytes() { return 16 * TN; }
+/// The most rows one integer-order task may cover: its quantized x (two
+/// bytes per row, a word per step and per group) lives in the ring's last
+/// 1/9 (core/include/mk/PackedLayout.h has the same number).
+constexpr int kInt8TileMaxRows = 3584; // mk::kInt8MaxSliceRows
+/// Where xl starts behind xh: 16 bytes of padding put the two tables' words
+/// of one step in different banks.
+constexpr int kInt8XlOffset = kInt8TileMaxRows + 16;
+
+/// The same task in integer arithmetic on the tensor cores. The spec's
+/// y[n] = sum_k x[k] (q[k,n] - z[g,n]) s[g,n] is, per quantization group g,
+/// s[g,n] * (sum_k x[k] q[k,n] - z[g,n] sum_k x[k]); x is quantized per group
+/// to x ~= u_g * (254 xh + xl) with int8 xh (|xh| <= 127, scale absmax/127)
+/// and int8 xl (the remainder, 254 steps per unit of xh): x to ~16
+/// significant bits. Then sum_k x q is u_g * (254 * sum xh q + sum xl q),
+/// both integer dot products of raw nibbles, exact in one
+/// mma.m16n8k32.u8.s8 per 16 x 32 weights: xh and xl are two B columns of
+/// the same mma. The zero point is an exact integer correction and the
+/// scale one fp32 multiply per column and group. What differs from the spec:
+/// the dequantized weight is not rounded to bf16 (the product is exact), x
+/// carries 16 bits instead of 24 (docs/pipeline.md, the error budget).
+///
+/// Layout (integer order): a step is 32 rows x TN columns, TN/32 16-byte
+/// pieces per lane, piece i at i*512 + lane*16 holding mma tiles 2i and
+/// 2i+1 as words (W0, W1): W0's byte b = q[4t+b][c(m,g)] | q[4t+b][c(m,g+8)]
+/// << 4, W1 the same for rows 16+4t+b, where lane = 4g+t and column
+/// c(m, r) = (TN/32) * (4 (r%8) + m%4) + 2 (m/4) + r/8. A fragments are then
+/// W & 0x0f0f0f0f (A row g) and W & 0xf0f0f0f0 (A row g+8, 16 q: the 16 is
+/// taken out of that column's scale): two LOP3 per 8 weights. Tile m uses
+/// B variant m%4, whose columns 2v, 2v+1 hold xh, xl (the others zero),
+/// and tiles 4h..4h+3 accumulate into one set: lane (g, t) then holds the
+/// xh and xl sums of exactly its TN/32 columns, c(4h+t, g) and c(4h+t, g+8),
+/// which are the contiguous (TN/32) * lane + [0, TN/32).
+///
+/// k0, k1: multiples of 32, k1 - k0 <= kInt8TileMaxRows; GROUP % 32 == 0.
+/// wq at the tile (N = TN, n0 = 0); scales and zeros tile-contiguous.
+template <int THREADS, int TN, int GROUP, class Epi, class Pro>
+__device__ void w4a16_gemv_tile_int8(const float *xs, const uint8_t *__restrict__ wq,
+                                     const bf16 *__restrict__ scales,
+                                     const bf16 *__restrict__ zeros, int N, int n0, int nvalid,
+                                     int k0, int k1, float *red, Epi epi, Pro pro) {
+  static_assert(TN == 128 || TN == 64, "integer order: 128- or 64-wide tiles");
+  static_assert(GROUP % 32 == 0, "integer order: GROUP must be a multiple of 32");
+  constexpr int WARPS = THREADS / 32;
+  constexpr int CPL = TN / 32;   // columns per lane
+  constexpr int SETS = TN / 64;  // accumulator sets (4 mma tiles each)
+  constexpr int MT = TN / 16;    // mma tiles per step
+  constexpr int STEP_BYTES = int8_step_bytes<TN>();
+  constexpr int CHUNK_STEPS = 2048 / STEP_BYTES;
+  constexpr int RING = kW4A16Stages * kW4A16StageRows * THREADS * 16;
+  constexpr int SLICE = (RING / WARPS) / 2048 * 2048;
+  static_assert(GROUP <= 128, "integer order: 16 q * x sums of a group must fit int32");
+  static_assert(RING - WARPS * SLICE >= kInt8XlOffset + kInt8TileMaxRows +
+                                            kInt8TileMaxRows / 8 + (kInt8TileMaxRows / GROUP + 2) * 4,
+                "the quantized x must fit behind the ring slices");
+  static_assert(WARPS * TN * 4 <= WARPS * SLICE, "the cross-warp sums must fit the ring");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int rows = k1 - k0, nsteps = rows / 32;
+  const int gq0 = k0 / GROUP, ngq = (k1 - 1) / GROUP - gq0 + 1;
+  uint8_t *ring = reinterpret_cast<uint8_t *>(red + WARPS * TN);
+  // Quantized x: xh[rows], xl[rows] (int8), per-step sums of 254 xh + xl
+  // (int32), per-group u (fp32).
+  int8_t *xq = reinterpret_cast<int8_t *>(ring + WARPS * SLICE);
+  int *xsum = reinterpret_cast<int *>(xq + kInt8XlOffset + kInt8TileMaxRows);
+  float *xu = reinterpret_cast<float *>(xsum + kInt8TileMaxRows / 32);
+  const int per = (nsteps + WARPS - 1) / WARPS;
+  const int sbeg = warp * per, send = min(nsteps, sbeg + per);
+
+  // After the caller's prologue (x staged), each warp quantizes groups.
+  auto quantize = [&] {
+    pro();
+    for (int q = warp; q < ngq; q += WARPS) {
+      const int r0 = max(k0, (gq0 + q) * GROUP), r1 = min(k1, (gq0 + q + 1) * GROUP);
+      float amax = 0.f;
+      for (int r = r0 + lane; r < r1; r += 32)
+        amax = fmaxf(amax, fabsf(xs[r]));
+#pragma unroll
+      for (int o = 16; o; o >>= 1)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+      const float inv = amax > 0.f ? 127.f / amax : 0.f;
+      if (lane == 0)
+        xu[q] = amax / (127.f * 254.f);
+      // r0, r1 are multiples of 32: one row per lane and step.
+      for (int rb = r0; rb < r1; rb += 32) {
+        const int r = rb + lane;
+        const float a = xs[r] * inv;
+        const int h = __float2int_rn(a);
+        const int l = max(-127, min(127, __float2int_rn((a - float(h)) * 254.f)));
+        xq[r - k0] = int8_t(h);
+        xq[kInt8XlOffset + r - k0] = int8_t(l);
+        int v = 254 * h + l;
+#pragma unroll
+        for (int o = 16; o; o >>= 1)
+          v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0)
+          xsum[(rb - k0) / 32] = v;
+      }
+    }
+    __syncthreads();
+  };
+
+  int acc[SETS][4];
+#pragma unroll
+  for (int h = 0; h < SETS; ++h)
+    acc[h][0] = acc[h][1] = acc[h][2] = acc[h][3] = 0;
+  float y[CPL];
+#pragma unroll
+  for (int j = 0; j < CPL; ++j)
+    y[j] = 0.f;
+  int grp = -1, xp = 0;     // the group being accumulated; its sum of x (integer)
+  float sc[CPL];            // that group's scales (fp32), pre-divided by 16 for rows g+8
+  int zr[CPL];              // and zeros (integers), pre-multiplied by 16 for rows g+8
+  auto load_sz = [&](int gi) {
+    const bf16 *sp = scales + (size_t)gi * N + CPL * lane, *zp = zeros + (size_t)gi * N + CPL * lane;
+    uint32_t sw[CPL / 2], zw[CPL / 2];
+    if constexpr (CPL == 4) {
+      const uint2 a = __ldg(reinterpret_cast<const uint2 *>(sp));
+      const uint2 b = __ldg(reinterpret_cast<const uint2 *>(zp));
+      sw[0] = a.x, sw[1] = a.y, zw[0] = b.x, zw[1] = b.y;
+    } else {
+      sw[0] = __ldg(reinterpret_cast<const unsigned int *>(sp));
+      zw[0] = __ldg(reinterpret_cast<const unsigned int *>(zp));
+    }
+#pragma unroll
+    for (int j = 0; j < CPL; ++j) {
+      const float s = __uint_as_float(j % 2 ? sw[j / 2] & 0xffff0000u : sw[j / 2] << 16);
+      const float z = __uint_as_float(j % 2 ? zw[j / 2] & 0xffff0000u : zw[j / 2] << 16);
+      sc[j] = j % 2 ? s * (1.f / 16.f) : s;
+      zr[j] = __float2int_rn(z) * (j % 2 ? 16 : 1);
+    }
+  };
+  // Folds the group's integer sums into y: lane column 2h + r/8 is set h's
+  // row g (c0 xh, c1 xl) or g+8 (c2, c3).
+  auto flush = [&] {
+    const float u = xu[grp - gq0];
+#pragma unroll
+    for (int h = 0; h < SETS; ++h) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int j = 2 * h + r;
+        const int v = acc[h][2 * r] * 254 + acc[h][2 * r + 1] - zr[j] * xp;
+        y[j] = fmaf(float(v), sc[j] * u, y[j]);
+        acc[h][2 * r] = acc[h][2 * r + 1] = 0;
+      }
+    }
+    xp = 0;
+  };
+  const uint32_t *xh32 = reinterpret_cast<const uint32_t *>(xq);
+  // B: lane (g, t) holds column g of every variant v, nonzero for v = g/2
+  // only: xh (g even) or xl (g odd) of rows 4t..4t+3 and 16+4t..16+4t+3.
+  const int xoff = (g & 1) ? kInt8XlOffset / 4 : 0;
+  auto step = [&](int st, const uint8_t *p) {
+    const int gi = (k0 + 32 * st) / GROUP;
+    if (gi != grp) {
+      if (grp >= 0)
+        flush();
+      grp = gi;
+      load_sz(gi);
+    }
+    xp += xsum[st];
+    const uint32_t xb0 = xh32[xoff + 8 * st + t], xb1 = xh32[xoff + 8 * st + 4 + t];
+    uint4 pc[CPL];
+#pragma unroll
+    for (int i = 0; i < CPL; ++i)
+      pc[i] = *reinterpret_cast<const uint4 *>(p + i * 512 + lane * 16);
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      const uint4 &q = pc[m / 2];
+      const uint32_t w0 = m % 2 ? q.z : q.x, w1 = m % 2 ? q.w : q.y;
+      const bool mine = (m % 4) == (g >> 1);
+      const uint32_t b0 = mine ? xb0 : 0u, b1 = mine ? xb1 : 0u;
+      detail::mma_u8s8_16832(acc[m / 4], w0 & 0x0f0f0f0fu, w0 & 0xf0f0f0f0u, w1 & 0x0f0f0f0fu,
+                             w1 & 0xf0f0f0f0u, b0, b1);
+    }
+  };
+  detail::w4a16_packed_stream<THREADS, STEP_BYTES, CHUNK_STEPS, SLICE>(
+      wq, k0 / 32, sbeg, send, ring, step, quantize);
+  if (grp >= 0)
+    flush();
+  __syncthreads(); // the ring is free: reuse it for the cross-warp sums
+  float *sums = reinterpret_cast<float *>(ring); // [WARPS][TN]
+#pragma unroll
+  for (int j = 0; j < CPL; ++j)
+    sums[warp * TN + CPL * lane + j] = y[j];
+  __syncthreads();
+  for (int c = threadIdx.x; c < nvalid; c += THREADS) {
+    float v = 0.f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w)
+      v += sums[w * TN + c];
+    epi(n0 + c, v);
+  }
+  __syncthreads();
+}
+
 /// No work to overlap with a tile's first loads.
 struct NoPrologue {
   __device__ void operator()() const {}
 };
 
+/// Orders of a GEMV tile's int4 payload (the manifest's `tile`/`order`):
+/// the spec's row-major storage (or tile-contiguous), the exact tensor-core
+/// tile's lane order (`mma`), or the integer tile's order (`int8`).
+enum WeightOrder : int { kOrderRowMajor = 0, kOrderMma = 1, kOrderInt8 = 2 };
+
 /// One GEMV task: the tensor-core path (w4a16_gemv_tile_mma) for tiles of at
 /// most 128 columns and groups of 16k rows, else the SIMT path
 /// (w4a16_gemv_tile_simt); -DMK_GEMV_SIMT selects the SIMT path everywhere
 /// (to compare). FP32X: x holds arbitrary fp32 values (else bf16 values,
-/// which the tensor-core path takes exactly in one mma per step). PACKED:
-/// the weights are one 128- or 64-wide tile in the lane-order packed layout
-/// (wq at the tile, N = TN, n0 = 0; k0 and k1 multiples of 16 rows for
-/// TN = 128, of 32 for TN = 64: whole 1 KB steps), streamed with bulk
-/// copies; always the tensor-core path.
+/// which the tensor-core path takes exactly in one mma per step). ORDER
+/// kOrderMma: the weights are one 128- or 64-wide tile in the exact tile's
+/// lane-order packed layout (wq at the tile, N = TN, n0 = 0; k0 and k1
+/// multiples of 16 rows for TN = 128, of 32 for TN = 64: whole 1 KB steps),
+/// streamed with bulk copies; always the exact tensor-core path. kOrderInt8:
+/// the same tile in the integer order (w4a16_gemv_tile_int8).
 ///
 /// `pro()` runs (every thread, once) after the tile's first scale and weight
 /// loads are issued and before its math: work the tile depends on that can
 /// overlap those loads, e.g. staging x into `xs` (end it with
 /// __syncthreads()). It must not touch `red`.
-template <int THREADS, int TN, int GROUP, class Epi, bool FP32X, bool PACKED, class Pro>
+template <int THREADS, int TN, int GROUP, class Epi, bool FP32X, int ORDER, class Pro>
 __device__ void w4a16_gemv_tile_with(const float *xs, const uint8_t *__restrict__ wq,
                                      const bf16 *__restrict__ scales,
                                      const bf16 *__restrict__ zeros, int N, int n0, int nvalid,
                                      int k0, int k1, float *red, Epi epi, bool prefetched,
                                      Pro pro) {
-  if constexpr (PACKED) {
+  if constexpr (ORDER == kOrderInt8) {
+    if (prefetched)
+      cp_async_wait<0>();
+    w4a16_gemv_tile_int8<THREADS, TN, GROUP>(xs, wq, scales, zeros, N, n0, nvalid, k0, k1, red,
+                                             epi, pro);
+    return;
+  } else if constexpr (ORDER == kOrderMma) {
     static_assert(TN == 128 || TN == 64, "packed weights are 128- or 64-wide tiles");
     if (prefetched)
       cp_async_wait<0>();
     w4a16_gemv_tile_mma<THREADS, TN, GROUP, FP32X, true>(xs, wq, scales, zeros, N, n0, nvalid,
                                                          k0, k1, red, epi, pro);
     return;
-  }
+  } else {
+    static_assert(ORDER == kOrderRowMajor, "unknown weight order");
 #ifndef MK_GEMV_SIMT
-  // An fp32 x needs a free B column per k-subslice (TN >= 32); 16-wide
-  // tiles of fp32 inputs take the SIMT path, which is exact in fp32.
-  if constexpr (TN <= 128 && GROUP % 16 == 0 && (!FP32X || TN >= 32)) {
-    if (prefetched) // the mma path streams rows in its own order
-      cp_async_wait<0>();
-    w4a16_gemv_tile_mma<THREADS, TN, GROUP, FP32X, false>(xs, wq, scales, zeros, N, n0, nvalid,
-                                                          k0, k1, red, epi, pro);
-    return;
-  }
+    // An fp32 x needs a free B column per k-subslice (TN >= 32); 16-wide
+    // tiles of fp32 inputs take the SIMT path, which is exact in fp32.
+    if constexpr (TN <= 128 && GROUP % 16 == 0 && (!FP32X || TN >= 32)) {
+      if (prefetched) // the mma path streams rows in its own order
+        cp_async_wait<0>();
+      w4a16_gemv_tile_mma<THREADS, TN, GROUP, FP32X, false>(xs, wq, scales, zeros, N, n0,
+                                                            nvalid, k0, k1, red, epi, pro);
+      return;
+    }
 #endif
-  w4a16_gemv_tile_simt<THREADS, TN, GROUP>(xs, wq, scales, zeros, N, n0, nvalid, k0, k1, red, epi,
-                                           prefetched, pro);
+    w4a16_gemv_tile_simt<THREADS, TN, GROUP>(xs, wq, scales, zeros, N, n0, nvalid, k0, k1, red,
+                                             epi, prefetched, pro);
+  }
 }
 
 /// w4a16_gemv_tile_with, nothing overlapped (the emitted kernels' entry).
-template <int THREADS, int TN, int GROUP, class Epi, bool FP32X = false, bool PACKED = false>
+template <int THREADS, int TN, int GROUP, class Epi, bool FP32X = false, int ORDER = kOrderRowMajor>
 __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
                                 const bf16 *__restrict__ scales, const bf16 *__restrict__ zeros,
                                 int N, int n0, int nvalid, int k0, int k1, float *red, Epi epi,
                                 bool prefetched = false) {
-  w4a16_gemv_tile_with<THREADS, TN, GROUP, Epi, FP32X, PACKED>(
+  w4a16_gemv_tile_with<THREADS, TN, GROUP, Epi, FP32X, ORDER>(
       xs, wq, scales, zeros, N, n0, nvalid, k0, k1, red, epi, prefetched, NoPrologue{});
 }
 

@@ -184,18 +184,46 @@ private:
           return true;
     return false;
   }
-  /// A packed weight must be read by `tn`-wide tiles of its own width in
-  /// k-slices of whole 1 KB steps (16 rows at 128 wide, 32 at 64 wide), which
-  /// is all the packed tile can stream; else a located error.
-  LogicalResult checkPackedRead(TaskOp t, StringRef w, int64_t tn, int64_t kslice) {
+  /// The order of weight `w`'s payload (mk::PackedOrder::None: row-major
+  /// or tile-contiguous).
+  mk::PackedOrder orderOf(StringRef w) {
     if (!isPacked(w))
+      return mk::PackedOrder::None;
+    return kernel.getPackedOrder() == "int8" ? mk::PackedOrder::Int8 : mk::PackedOrder::Mma;
+  }
+  /// The template arguments after a tile's epilogue type that select `w`'s
+  /// order (templates/w4a16_gemv.cuh, WeightOrder); `fp32x` first, "false",
+  /// where the template takes it.
+  std::string orderArgs(StringRef w, bool fp32x) {
+    const mk::PackedOrder o = orderOf(w);
+    if (o == mk::PackedOrder::None)
+      return "";
+    return std::string(fp32x ? ", false" : "") +
+           (o == mk::PackedOrder::Int8 ? ", mk::kOrderInt8" : ", mk::kOrderMma");
+  }
+  /// A packed weight must be read by `tn`-wide tiles of its own width in
+  /// k-slices of whole steps of its order (mma: 1 KB, 16 rows at 128 wide, 32
+  /// at 64; int8: 32 rows, at most mk::kInt8MaxSliceRows, groups of at most
+  /// 128 rows, multiples of 32), which is all the packed tiles can stream;
+  /// else a located error.
+  LogicalResult checkPackedRead(TaskOp t, StringRef w, int64_t tn, int64_t kslice) {
+    const mk::PackedOrder order = orderOf(w);
+    if (order == mk::PackedOrder::None)
       return success();
-    const int64_t stepRows = mk::packedStepRows(tn);
+    const int64_t stepRows = mk::stepRows(order, tn);
     if (tileOf(w) != tn || !stepRows || kslice % stepRows)
       return t.emitOpError("reads packed weight '")
              << w << "' with " << tn << "-wide tiles in k-slices of " << kslice
              << " rows; a packed weight needs tiles of its own width (" << tileOf(w)
-             << ") and k-slices of whole 1 KB steps (16 rows at 128 wide, 32 at 64)";
+             << ") and k-slices of whole steps ("
+             << (order == mk::PackedOrder::Int8 ? "32 rows" : "16 rows at 128 wide, 32 at 64")
+             << ")";
+    if (order == mk::PackedOrder::Int8 &&
+        (kslice > mk::kInt8MaxSliceRows || cfg.group % 32 || cfg.group > 128))
+      return t.emitOpError("reads int8-order weight '")
+             << w << "' in k-slices of " << kslice << " rows with groups of " << cfg.group
+             << "; the integer tile takes at most " << mk::kInt8MaxSliceRows
+             << " rows and groups of at most 128 rows, a multiple of 32";
     return success();
   }
   /// The arguments (wq, scales, zeros, N, n0) that point a W4A16 tile at

@@ -15,7 +15,8 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
     });
   };
   auto param = [&](StringRef name, StringRef role, StringRef dtype,
-                   ArrayRef<int64_t> sh, int64_t tile = 0, bool mmaOrder = false) {
+                   ArrayRef<int64_t> sh, int64_t tile = 0,
+                   mk::PackedOrder order = mk::PackedOrder::None) {
     j.object([&] {
       j.attribute("name", name);
       j.attribute("role", role);
@@ -25,8 +26,8 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
       j.attributeEnd();
       if (tile)
         j.attribute("tile", tile);
-      if (mmaOrder)
-        j.attribute("order", "mma");
+      if (order != mk::PackedOrder::None)
+        j.attribute("order", order == mk::PackedOrder::Int8 ? "int8" : "mma");
     });
   };
   // A tile-contiguous W4A16 weight: its w_q, scales and zeros.
@@ -67,8 +68,8 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
       param("hidden_out", "output", "bf16", {cfg.hidden});
       for (const TensorDesc &t : parameterTensors(cfg))
         param(t.name, "weight", dtypeName(t.dtype), t.shape, tileOfTensor(t.name),
-              StringRef(t.name).ends_with(".w_q") &&
-                  isPacked(StringRef(t.name).drop_back(4)));
+              StringRef(t.name).ends_with(".w_q") ? orderOf(StringRef(t.name).drop_back(4))
+                                                  : mk::PackedOrder::None);
       for (const TensorDesc &t : stateTensors(cfg, -1)) {
         param(t.name, "state_in", dtypeName(t.dtype), t.shape);
         param(t.name, "state_out", dtypeName(t.dtype), t.shape);

@@ -86,7 +86,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
                  : "mk::EpiStoreBf16{" + ptr(outputs[s], true) + ", " + off + "}";
       o << "      case " << s << ": mkgen::call<&mk::w4a16_gemv_tile<" << T
         << ", " << tn << ", " << G << ", " << epiType
-        << (isPacked(weights[s]) ? ", false, true" : "") << ">>(" << xin << ", "
+        << orderArgs(weights[s], true) << ">>(" << xin << ", "
         << tileArgs(weights[s], k, ns[s], tn, "", "n0")
         << ", nvalid, k0, k1, red, " << epi << ", false); break;\n";
     }
@@ -283,7 +283,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
         << "      const mk::bf16 *const zr = mat ? " << wz(u) << " : " << wz(g)
         << ";\n"
         << "      mkgen::call<&mk::w4a16_gemv_tile<" << T << ", " << tn << ", " << G
-        << ", mk::EpiAtomicAddF32" << (isPacked(g) ? ", false, true" : "") << ">>(xs, "
+        << ", mk::EpiAtomicAddF32" << orderArgs(g, true) << ">>(xs, "
         << tileArgs("wq", "sc", "zr", tileOf(g) != 0, d, m, tn, "e", "n0") << ", min("
         << tn << ", " << m << " - n0), k0, k0 + " << kslice
         << ", work, mk::EpiAtomicAddF32{" << sums << " + (slot * 2 + mat) * " << m
@@ -300,7 +300,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       o << "      const int k0 = (r / " << tiles << ") * " << kslice
         << ", n0 = (r % " << tiles << ") * " << tn << ";\n"
         << "      mk::moe_down_task<" << T << ", " << tn << ", " << G
-        << (isPacked(w) ? ", true" : "") << ">(" << sums << " + slot * " << 2 * m
+        << orderArgs(w, false) << ">(" << sums << " + slot * " << 2 * m
         << ", " << m << ", "
         << tileArgs(w, m, d, tn, "e", "n0") << ", min(" << tn << ", " << d
         << " - n0), k0, k0 + " << kslice << ", "

@@ -106,13 +106,24 @@ def ScheduleTileWeights : Pass<"schedule-tile-weights", "::mlir::ModuleOp"> {
     bulk copies; other weights keep the spec's storage. `layout=tiled` stores every weight read only by tiles of one
     width, whose column count that width divides, tile-contiguous (rows,
     scales and zeros of a tile together) without the lane order.
-    `layout=row-major` keeps the spec's storage everywhere. The emitter
+    `layout=row-major` keeps the spec's storage everywhere. With
+    `layout=packed`, `arithmetic` picks the packed tiles' math and order
+    (`packed_order` on the kernel): `int8` (the default) quantizes x per
+    group into two int8 halves (~16 significant bits) and runs exact integer
+    dot products on raw nibbles (32-row steps: 2 KB at 128 wide, 1 KB at 64;
+    only weights whose k-slices are at most 3584 rows of groups of at most
+    128 rows, multiples of 32, are packed); `exact` dequantizes every weight
+    to bf16 as the spec does (1 KB steps). The emitter
     addresses moved weights per tile, the manifest marks them (`tile`,
     `order`), and the runtime repacks them when they are bound.
   }];
   let options = [
     Option<"layout", "layout", "std::string", "\"packed\"",
            "weight storage: packed (default), tiled or row-major (the spec's)">,
+    Option<"arithmetic", "arithmetic", "std::string", "\"int8\"",
+           "packed tiles' arithmetic: int8 (default; x quantized per group to "
+           "~16 bits, integer dot products, scales per group) or exact (the "
+           "spec's bf16 dequantization per weight)">,
   ];
 }
 

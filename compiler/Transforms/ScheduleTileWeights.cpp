@@ -1,7 +1,11 @@
 //===- ScheduleTileWeights.cpp - Tile-contiguous W4A16 weights (opt-in) ---===//
 //
 // A W4A16 tile of width tn reads tn bytes of each of w_q's K/2 rows ([K/2, N]
-// row-major, the spec's storage). Stored tile by tile ([N/tn][K/2][tn], and
+// row-major, the spec's storage). `layout=packed` (the default) further
+// orders each packed tile's steps for the tile that streams it: the integer
+// tile (`arithmetic=int8`, the default; x quantized per group, exact integer
+// dot products, scales per group on the sums) or the exact tensor-core tile
+// (`arithmetic=exact`, the spec's bf16 dequantization per weight). Stored tile by tile ([N/tn][K/2][tn], and
 // the scales and zeros [N/tn][K/G][tn], per expert), a task's weights are one
 // contiguous range. A weight qualifies when every task that reads it is a
 // W4A16 GEMV or expert tile (MLA's W_kv_b is also read by the absorbed
@@ -40,8 +44,27 @@ struct WeightUse {
   int64_t n = 0;
   bool other = false;
   /// The gcd of the tasks' k-slices (rows): packable when whole steps of
-  /// the packed tile (16 rows at 128 wide, 32 at 64 wide).
-  int64_t kslices = 0;
+  /// the packed tile; the largest k-slice and the quantization groups (the
+  /// integer order's limits).
+  int64_t kslices = 0, maxKslice = 0;
+  llvm::SmallVector<int64_t> groups;
+  void addSlice(int64_t tn, int64_t n_, int64_t kslice, int64_t group) {
+    tns.push_back(tn);
+    n = n_;
+    kslices = std::gcd(kslices, kslice);
+    maxKslice = std::max(maxKslice, kslice);
+    groups.push_back(group);
+  }
+  /// Whether tn-wide tiles in `order` can stream every slice.
+  bool packable(PackedOrder order, int64_t tn) const {
+    const int64_t rows = mk::stepRows(order, tn);
+    if (!rows || kslices % rows)
+      return false;
+    if (order != PackedOrder::Int8)
+      return true;
+    return maxKslice <= mk::kInt8MaxSliceRows &&
+           llvm::all_of(groups, [](int64_t g) { return g > 0 && g % 32 == 0 && g <= 128; });
+  }
 };
 
 void ScheduleTileWeightsPass::runOnOperation() {
@@ -52,6 +75,12 @@ void ScheduleTileWeightsPass::runOnOperation() {
         << layout << "' (row-major, tiled or packed)";
     return signalPassFailure();
   }
+  if (arithmetic != "int8" && arithmetic != "exact") {
+    mlir::emitError(getOperation().getLoc(), "schedule-tile-weights: unknown arithmetic '")
+        << arithmetic << "' (int8 or exact)";
+    return signalPassFailure();
+  }
+  const PackedOrder packOrder = arithmetic == "int8" ? PackedOrder::Int8 : PackedOrder::Mma;
   for (KernelOp kernel : getOperation().getOps<KernelOp>()) {
     llvm::StringMap<WeightUse> uses;
     std::vector<std::string> order;
@@ -67,24 +96,16 @@ void ScheduleTileWeightsPass::runOnOperation() {
         SmallVector<std::string> ws = t.getStrArrayArg("weights");
         SmallVector<int64_t> ns = t.getIntArrayArg("n");
         const int64_t kslice = t.getIntArg("k") / std::max<int64_t>(1, t.getIntArg("ksplit", 1));
-        for (size_t i = 0; i < ws.size() && i < ns.size(); ++i) {
-          WeightUse &u = use(ws[i]);
-          u.tns.push_back(t.getIntArg("tn"));
-          u.n = ns[i];
-          u.kslices = std::gcd(u.kslices, kslice);
-        }
+        for (size_t i = 0; i < ws.size() && i < ns.size(); ++i)
+          use(ws[i]).addSlice(t.getIntArg("tn"), ns[i], kslice, t.getIntArg("group"));
       } else if (kind == "moe_gate_up" || kind == "moe_down") {
         bool down = kind == "moe_down";
         int64_t n = down ? t.getIntArg("hidden") : t.getIntArg("inter");
         const int64_t kslice = (down ? t.getIntArg("inter") : t.getIntArg("hidden")) /
                                std::max<int64_t>(1, t.getIntArg("ksplit", 1));
         for (StringRef a : down ? SmallVector<StringRef>{"down"}
-                                : SmallVector<StringRef>{"gate", "up"}) {
-          WeightUse &u = use(t.getStrArg(a));
-          u.tns.push_back(t.getIntArg("tn"));
-          u.n = n;
-          u.kslices = std::gcd(u.kslices, kslice);
-        }
+                                : SmallVector<StringRef>{"gate", "up"})
+          use(t.getStrArg(a)).addSlice(t.getIntArg("tn"), n, kslice, t.getIntArg("group"));
       }
     });
     // Any other task naming one of them disqualifies it.
@@ -110,8 +131,7 @@ void ScheduleTileWeightsPass::runOnOperation() {
         continue;
       // packed: only what the packed tile streams moves; the rest keeps the
       // spec's storage (tile-contiguous narrow tiles measured no faster).
-      const bool packable = mk::packedStepRows(tn) && u.kslices % mk::packedStepRows(tn) == 0;
-      if (layout == "packed" && !packable)
+      if (layout == "packed" && !u.packable(packOrder, tn))
         continue;
       tiles.append(w, IntegerAttr::get(IntegerType::get(&getContext(), 64), tn));
       if (layout == "packed")
@@ -119,8 +139,10 @@ void ScheduleTileWeightsPass::runOnOperation() {
     }
     if (!tiles.empty())
       kernel.setWeightTilesAttr(tiles.getDictionary(&getContext()));
-    if (!packed.empty())
+    if (!packed.empty()) {
       kernel.setPackedWeightsAttr(Builder(&getContext()).getStrArrayAttr(packed));
+      kernel.setPackedOrderAttr(StringAttr::get(&getContext(), arithmetic == "int8" ? "int8" : "mma"));
+    }
   }
 }
 

@@ -121,12 +121,12 @@ def test_step_matches_the_oracle_and_grows(data):
     torch.cuda.synchronize()
     assert model.capacity >= 101
     assert torch.isfinite(out.float()).all()
-    assert cosine(out, data["out"]["hidden_out"]) >= 0.999
+    assert cosine(out, data["out"]["hidden_out"]) >= 0.9999
     for i, layer in enumerate(new_state):
         for k, t in layer.items():
             ref = data["out"]["state.%d.%s" % (i, k)]
             assert t.shape == ref.shape, (i, k)
-            assert cosine(t, ref) >= 0.999, (i, k)
+            assert cosine(t, ref) >= 0.9999, (i, k)
     # In place on the returned state: the oracle's second step.
     out2, state2 = model.step(out, new_state)
     torch.cuda.synchronize()
@@ -142,7 +142,7 @@ def test_weights_changed_in_place_are_followed(data):
     model, state, h = loaded(data, 128)
     out, _ = model.step(h, state)
     torch.cuda.synchronize()
-    assert cosine(out, data["out"]["hidden_out"]) >= 0.999
+    assert cosine(out, data["out"]["hidden_out"]) >= 0.9999
     ptrs = {n: t.data_ptr() for n, t in model.state_dict().items()}
     with torch.no_grad():
         for n, t in model.state_dict().items():
@@ -150,7 +150,7 @@ def test_weights_changed_in_place_are_followed(data):
     assert all(t.data_ptr() == ptrs[n] for n, t in model.state_dict().items())
     out6, _ = model.step(h, state)
     torch.cuda.synchronize()
-    assert cosine(out6, data["out_w6"]["hidden_out"]) >= 0.999
+    assert cosine(out6, data["out_w6"]["hidden_out"]) >= 0.9999
     # What the unit adds to its input depends only on the weights: with
     # unrelated weight sets the two additions are unrelated.
     h32 = h.float()
@@ -167,7 +167,7 @@ def test_unrelated_states_in_turn(data):
     # Another sequence, longer than the capacity.
     out, _ = model.step(h, state)
     torch.cuda.synchronize()
-    assert cosine(out, data["out"]["hidden_out"]) >= 0.999
+    assert cosine(out, data["out"]["hidden_out"]) >= 0.9999
 
 
 def test_one_kernel_launch_per_step(data):

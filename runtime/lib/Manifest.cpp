@@ -235,14 +235,18 @@ Status parseManifest(const std::string &text, Manifest &out) {
     std::string order;
     MK_RETURN_IF_ERROR(getStringField(p, "order", false, order));
     if (!order.empty()) {
+      const PackedOrder po = order == "mma"    ? PackedOrder::Mma
+                             : order == "int8" ? PackedOrder::Int8
+                                               : PackedOrder::None;
       // w_q rows are row pairs: half the weight rows of a step.
-      const int64_t stepRows = packedStepRows(mp.tile) / 2;
-      if (order != "mma" || !stepRows || mp.dtype != DType::U8 ||
-          mp.shape[mp.shape.size() - 2] % stepRows != 0)
+      const int64_t pairs = stepRows(po, mp.tile) / 2;
+      if (po == PackedOrder::None || !pairs || mp.dtype != DType::U8 ||
+          mp.shape[mp.shape.size() - 2] % pairs != 0)
         return bad(p.where() + ": " + what + ": 'order' \"" + order +
-                   "\" needs \"mma\", an int4 weight with 'tile' 128 (rows in steps "
-                   "of 8) or 64 (steps of 16)");
-      mp.mmaOrder = true;
+                   "\" needs \"mma\" or \"int8\" and an int4 weight with 'tile' 128 or 64 "
+                   "whose rows are whole steps (mma: 8 row pairs at 128 wide, 16 at 64; "
+                   "int8: 16)");
+      mp.order = po;
     }
     m.params.push_back(std::move(mp));
   }

@@ -170,11 +170,11 @@ Status Session::bindWeightHost(const std::string &name, const void *data,
     tiled.resize(bytes);
     tileColumns(data, tiled.data(), shape, mp.tile, size_t(dtypeBytes(dtype)));
     data = tiled.data();
-    if (mp.mmaOrder) {
+    if (mp.order != PackedOrder::None) {
       packed.resize(bytes);
       const int64_t rows = shape[shape.size() - 2];
-      packMmaSteps(tiled.data(), packed.data(), int64_t(bytes) / (rows * mp.tile), rows,
-                   mp.tile);
+      (mp.order == PackedOrder::Int8 ? packInt8Steps : packMmaSteps)(
+          tiled.data(), packed.data(), int64_t(bytes) / (rows * mp.tile), rows, mp.tile);
       data = packed.data();
     }
   }

@@ -44,4 +44,31 @@ void packMmaSteps(const void *tiled, void *dst, int64_t blocks, int64_t rows, in
   }
 }
 
+int64_t int8StepByte(int64_t tile, int64_t m, int64_t g, int64_t k) {
+  const int64_t w = k / 16, t = (k % 16) / 4, b = k % 4, lane = 4 * g + t;
+  (void)tile;
+  return (m / 2) * 512 + lane * 16 + (m % 2) * 8 + w * 4 + b;
+}
+
+void packInt8Steps(const void *tiled, void *dst, int64_t blocks, int64_t rows, int64_t tile) {
+  const int64_t stepPairs = 16, stepBytes = 16 * tile;
+  const auto *s = static_cast<const uint8_t *>(tiled);
+  auto *d = static_cast<uint8_t *>(dst);
+  auto nibble = [&](const uint8_t *sb, int64_t step, int64_t k, int64_t c) {
+    const uint8_t byte = sb[(step * stepPairs + k / 2) * tile + c];
+    return k % 2 ? byte >> 4 : byte & 15;
+  };
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const uint8_t *sb = s + blk * rows * tile;
+    uint8_t *db = d + blk * rows * tile;
+    for (int64_t step = 0; step < rows / stepPairs; ++step)
+      for (int64_t m = 0; m < tile / 16; ++m)
+        for (int64_t g = 0; g < 8; ++g)
+          for (int64_t k = 0; k < 32; ++k)
+            db[step * stepBytes + int8StepByte(tile, m, g, k)] =
+                uint8_t(nibble(sb, step, k, int8Column(tile, m, g)) |
+                        nibble(sb, step, k, int8Column(tile, m, g + 8)) << 4);
+  }
+}
+
 } // namespace mk::rt

@@ -171,21 +171,27 @@ const mk::rt::ManifestParam &weight(const mk::rt::Manifest &m, const std::string
 TEST(EmitterNvrtc, KimiLinearTiledWeights) {
   mk::rt::Manifest m = kimiLinearWith("schedule-tile-weights=layout=tiled");
   EXPECT_EQ(weight(m, "blocks.0.attn.q_proj.w_q").tile, 64);
-  EXPECT_FALSE(weight(m, "blocks.0.attn.q_proj.w_q").mmaOrder);
+  EXPECT_EQ(weight(m, "blocks.0.attn.q_proj.w_q").order, mk::PackedOrder::None);
   EXPECT_EQ(weight(m, "blocks.3.attn.kv_b.w_q").tile, 0)
       << "kv_b is also read by the absorbed attention";
 }
 
-// Lane-order packed 128-wide tiles streamed with bulk copies (layout=packed,
-// opt-in): their w_q are marked order "mma", and the kernel compiles.
+// Packed 128- and 64-wide tiles streamed with bulk copies (layout=packed,
+// the default): with the default integer arithmetic their w_q are marked
+// order "int8", with arithmetic=exact "mma"; both kernels compile.
 TEST(EmitterNvrtc, KimiLinearPackedWeights) {
-  mk::rt::Manifest m = kimiLinearWith("schedule-tile-weights=layout=packed");
-  EXPECT_EQ(weight(m, "blocks.0.moe.gate.w_q").tile, 128);
-  EXPECT_TRUE(weight(m, "blocks.0.moe.gate.w_q").mmaOrder);
-  EXPECT_FALSE(weight(m, "blocks.0.moe.gate.scales").mmaOrder);
-  EXPECT_EQ(weight(m, "blocks.0.attn.q_proj.w_q").tile, 64);
-  EXPECT_TRUE(weight(m, "blocks.0.attn.q_proj.w_q").mmaOrder) << "64-wide full-K tiles pack too";
-  EXPECT_EQ(weight(m, "blocks.3.attn.kv_b.w_q").tile, 0) << "kv_b is also read by attention";
+  for (auto [opt, order] :
+       {std::pair{"schedule-tile-weights=layout=packed", mk::PackedOrder::Int8},
+        std::pair{"schedule-tile-weights=arithmetic=exact", mk::PackedOrder::Mma}}) {
+    SCOPED_TRACE(opt);
+    mk::rt::Manifest m = kimiLinearWith(opt);
+    EXPECT_EQ(weight(m, "blocks.0.moe.gate.w_q").tile, 128);
+    EXPECT_EQ(weight(m, "blocks.0.moe.gate.w_q").order, order);
+    EXPECT_EQ(weight(m, "blocks.0.moe.gate.scales").order, mk::PackedOrder::None);
+    EXPECT_EQ(weight(m, "blocks.0.attn.q_proj.w_q").tile, 64);
+    EXPECT_EQ(weight(m, "blocks.0.attn.q_proj.w_q").order, order) << "64-wide full-K tiles pack too";
+    EXPECT_EQ(weight(m, "blocks.3.attn.kv_b.w_q").tile, 0) << "kv_b is also read by attention";
+  }
 }
 
 TEST(EmitterNvrtc, KimiLinearDebugCapture) {

@@ -1,7 +1,7 @@
 //===- OracleGpuTest.cpp - Generated kernels against the CPU oracle -------===//
 //
-// The correctness bar of the spec: from an identical fed state, one step on
-// the GPU and one in the oracle agree with cosine >= 0.999 on the output
+// The correctness bar: from an identical fed state, one step on the GPU and
+// one in the oracle agree with cosine >= 0.9999 on the output
 // hidden, every KDA S and the MLA caches (the new row), for several seeds and
 // contexts 2048 and 8192; outputs are finite (they are poisoned first). Then
 // 8 consecutive steps, recomputation on data overwritten in place, the launch
@@ -23,7 +23,9 @@ using namespace mk::testing;
 
 namespace {
 
-constexpr double kStepCos = 0.999;
+/// The default kernel's arithmetic (integer GEMV tiles, docs/pipeline.md's
+/// error budget) must stay within this of the oracle, as the exact path does.
+constexpr double kStepCos = 0.9999;
 constexpr double kMultiStepCos = 0.99;
 
 /// One session per (kernel, seed): weights are made and bound once.

@@ -235,7 +235,8 @@ TEST(Manifest, MmaOrderNeedsA128Or64WideInt4Tile) {
   wq->set("order", json::Value::fromString("mma"));
   Manifest m;
   ASSERT_TRUE(parseValue(v, m).isOk());
-  EXPECT_TRUE(m.params[size_t(m.findParam("blocks.0.attn.o_proj.w_q", ParamRole::Weight))].mmaOrder);
+  EXPECT_EQ(m.params[size_t(m.findParam("blocks.0.attn.o_proj.w_q", ParamRole::Weight))].order,
+            mk::PackedOrder::Mma);
   wq->set("tile", json::Value::fromInt(64)); // steps of 16 rows: [32, 256] has 2
   Manifest m64;
   ASSERT_TRUE(parseValue(v, m64).isOk());
@@ -246,4 +247,20 @@ TEST(Manifest, MmaOrderNeedsA128Or64WideInt4Tile) {
   sc->set("tile", json::Value::fromInt(128));
   sc->set("order", json::Value::fromString("mma"));
   expectError(w, "an int4 weight");
+}
+
+TEST(Manifest, Int8OrderNeedsA128Or64WideInt4TileOfWholeSteps) {
+  json::Value v = makeManifestValue(tinyConfig());
+  json::Value *wq = findParam(v, "blocks.0.attn.o_proj.w_q", "weight");
+  wq->set("tile", json::Value::fromInt(128));
+  wq->set("order", json::Value::fromString("int8"));
+  Manifest m; // [32, 256]: two steps of 16 row pairs
+  ASSERT_TRUE(parseValue(v, m).isOk());
+  EXPECT_EQ(m.params[size_t(m.findParam("blocks.0.attn.o_proj.w_q", ParamRole::Weight))].order,
+            mk::PackedOrder::Int8);
+  wq->set("tile", json::Value::fromInt(16));
+  expectError(v, "'order' \"int8\" needs");
+  wq->set("tile", json::Value::fromInt(128));
+  wq->set("order", json::Value::fromString("int4"));
+  expectError(v, "'order' \"int4\" needs \"mma\" or \"int8\"");
 }

@@ -81,3 +81,100 @@ TEST(WeightLayout, MmaStepOrderIsWhatEachLaneLoads) {
 TEST(WeightLayout, MmaStepOrderOf64WideTiles) {
   expectMmaStepOrder(64, 3, 32); // a step: 16 rows (two k-subslices) x 64 columns
 }
+
+/// Emulates the integer tile (templates/w4a16_gemv.cuh,
+/// w4a16_gemv_tile_int8) on packInt8Steps' output for one warp: lane 4g + t
+/// takes its 16-byte pieces of each step, splits every word into the A
+/// fragments W & 0x0f0f0f0f (row g) and W & 0xf0f0f0f0 (row g + 8, 16 q),
+/// builds B variant m % 4 (columns 2v, 2v + 1: xh, xl), and the
+/// mma.m16n8k32 fragment rules (A: reg j holds row g + 8 (j % 2), k = 4t +
+/// 16 (j / 2) + byte; B: reg j holds column g, k = 4t + 16 j + byte; D: c0,
+/// c1 row g columns 2t, 2t + 1; c2, c3 row g + 8) give each lane the xh and
+/// xl sums of its columns (tile / 32) * lane + j, which must equal the
+/// direct integer dot products for every column.
+static void expectInt8TileSums(int64_t tile, uint64_t seed) {
+  const int64_t rows = 64, pairs = rows / 2; // two steps
+  std::vector<uint8_t> tiled(size_t(pairs * tile)), packed(tiled.size());
+  uint64_t st = seed;
+  auto rnd = [&] { st = st * 6364136223846793005ull + 1442695040888963407ull; return uint32_t(st >> 33); };
+  for (uint8_t &b : tiled)
+    b = uint8_t(rnd());
+  std::vector<int> xh(rows), xl(rows);
+  for (int64_t k = 0; k < rows; ++k)
+    xh[size_t(k)] = int(rnd() % 255) - 127, xl[size_t(k)] = int(rnd() % 255) - 127;
+  packInt8Steps(tiled.data(), packed.data(), 1, pairs, tile);
+  auto q = [&](int64_t k, int64_t c) {
+    const uint8_t b = tiled[size_t((k / 2) * tile + c)];
+    return int(k % 2 ? b >> 4 : b & 15);
+  };
+  auto byteOf = [](uint32_t w, int b) { return int((w >> (8 * b)) & 0xff); };
+  auto sbyte = [](int v) { return uint32_t(uint8_t(int8_t(v))); };
+  const int64_t cpl = tile / 32, mt = tile / 16;
+  for (int64_t s = 0; s < rows / 32; ++s) {
+    // Every lane's words of this step.
+    uint32_t words[32][8][2];
+    for (int lane = 0; lane < 32; ++lane)
+      for (int64_t m = 0; m < mt; ++m)
+        for (int w = 0; w < 2; ++w) {
+          uint32_t v = 0;
+          for (int b = 0; b < 4; ++b)
+            v |= uint32_t(packed[size_t(s * 16 * tile + (m / 2) * 512 + lane * 16 + (m % 2) * 8 +
+                                        w * 4 + b)])
+                 << (8 * b);
+          words[lane][m][w] = v;
+        }
+    // A[m][row][k] and B[v][k][n] as the fragments give them.
+    auto A = [&](int64_t m, int row, int k) {
+      const int g = row % 8, hi = row / 8, t = (k % 16) / 4, w = k / 16;
+      const uint32_t W = words[4 * g + t][m][w] & (hi ? 0xf0f0f0f0u : 0x0f0f0f0fu);
+      return byteOf(W, k % 4);
+    };
+    auto B = [&](int v, int k, int n) {
+      const int g = n, t = (k % 16) / 4, j = k / 16;
+      if (g / 2 != v)
+        return 0;
+      const int64_t r = s * 32 + 4 * t + 16 * j + k % 4;
+      return int(int8_t(byteOf(sbyte(g % 2 ? xl[size_t(r)] : xh[size_t(r)]), 0)));
+    };
+    for (int lane = 0; lane < 32; ++lane) {
+      const int g = lane / 4, t = lane % 4;
+      for (int64_t h = 0; h < tile / 64; ++h) {
+        // c[i]: D of set h (tiles 4h..4h+3 summed) at (row g + 8 (i / 2), column 2t + i % 2).
+        for (int i = 0; i < 4; ++i) {
+          const int row = g + 8 * (i / 2), n = 2 * t + i % 2;
+          long d = 0;
+          for (int v = 0; v < 4; ++v)
+            for (int k = 0; k < 32; ++k)
+              d += long(A(4 * h + v, row, k)) * B(v, k, n);
+          const int64_t col = cpl * lane + 2 * h + i / 2;
+          long want = 0;
+          for (int k = 0; k < 32; ++k)
+            want += long(q(s * 32 + k, col)) * (i % 2 ? xl : xh)[size_t(s * 32 + k)];
+          ASSERT_EQ(d, want * (i / 2 ? 16 : 1))
+              << "tile " << tile << " step " << s << " lane " << lane << " set " << h << " c" << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(WeightLayout, Int8StepOrderGivesEachLaneItsColumnSums) {
+  expectInt8TileSums(128, 1);
+  expectInt8TileSums(64, 2);
+}
+
+TEST(WeightLayout, Int8StepOrderMovesEveryByteOnce) {
+  for (int64_t tile : {128, 64}) {
+    std::vector<int> seen(size_t(16 * tile), 0);
+    for (int64_t m = 0; m < tile / 16; ++m)
+      for (int64_t g = 0; g < 8; ++g)
+        for (int64_t k = 0; k < 32; ++k)
+          ++seen[size_t(int8StepByte(tile, m, g, k))];
+    EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; })) << tile;
+    std::vector<int> cols(size_t(tile), 0);
+    for (int64_t m = 0; m < tile / 16; ++m)
+      for (int64_t r = 0; r < 16; ++r)
+        ++cols[size_t(int8Column(tile, m, r))];
+    EXPECT_TRUE(std::all_of(cols.begin(), cols.end(), [](int n) { return n == 1; })) << tile;
+  }
+}

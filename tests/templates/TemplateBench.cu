@@ -53,9 +53,10 @@ struct Weights {
 
 /// `reps` phases; phase r streams copy r % copies. TILED: tile t's weights
 /// start at wq + t * (K/2) * TN with row stride TN (scales likewise);
-/// PACKED: the same tiles in the lane-order packed layout, streamed with
-/// bulk copies (the bytes' order does not matter to the time).
-template <int THREADS, int BPS, int TN, bool TILED, bool PACKED = false>
+/// ORDER (mk::WeightOrder): the same tiles in a packed order (the exact
+/// tile's lane order or the integer tile's), streamed with bulk copies (the
+/// bytes' order does not matter to the time).
+template <int THREADS, int BPS, int TN, bool TILED, int ORDER = mk::kOrderRowMajor>
 __global__ void __launch_bounds__(THREADS, BPS)
     gemvPhases(const mk::bf16 *x, int K, uint8_t *const *wq, mk::bf16 *const *s,
                mk::bf16 *const *z, int copies, int N, int ksplit, float *y, unsigned *sync,
@@ -74,7 +75,7 @@ __global__ void __launch_bounds__(THREADS, BPS)
       const int n0 = tile * TN, nv = min(TN, N - n0);
       if (TILED) {
         const size_t wOff = (size_t)tile * (K / 2) * TN, sOff = (size_t)tile * (K / kGroup) * TN;
-        mk::w4a16_gemv_tile<THREADS, TN, kGroup, mk::EpiAtomicAddF32, false, PACKED>(
+        mk::w4a16_gemv_tile<THREADS, TN, kGroup, mk::EpiAtomicAddF32, false, ORDER>(
             xs, wq[c] + wOff, s[c] + sOff, z[c] + sOff, TN, 0, nv, k0, k1, red,
             mk::EpiAtomicAddF32{y, 1.f, n0});
       } else {
@@ -225,7 +226,7 @@ void report(const Shape &sh, int threads, int bps, int tn, const char *how, doub
 constexpr int kReps = 48;
 
 /// The GEMV tile as phases (weights, scales and zeros counted).
-template <int THREADS, int BPS, int TN, bool TILED, bool PACKED = false>
+template <int THREADS, int BPS, int TN, bool TILED, int ORDER = mk::kOrderRowMajor>
 void bench(const Shape &sh, int sms, const Weights &w, const mk::bf16 *x, float *y,
            unsigned *sync, int launches = 10) {
   uint8_t **dw = devicePointers(w.wq);
@@ -234,9 +235,14 @@ void bench(const Shape &sh, int sms, const Weights &w, const mk::bf16 *x, float 
   void *args[] = {(void *)&x, &K, &dw, &ds, &dz, &copies, &N, &ks, &y, &sync, &reps};
   const size_t smem = (sh.K + mk::w4a16_red_floats<THREADS, TN>()) * 4;
   const double ms =
-      phaseMs(gemvPhases<THREADS, BPS, TN, TILED, PACKED>, sms, THREADS, BPS, smem, args, reps,
+      phaseMs(gemvPhases<THREADS, BPS, TN, TILED, ORDER>, sms, THREADS, BPS, smem, args, reps,
               launches);
-  report(sh, THREADS, BPS, TN, PACKED ? "packed, bulk copies" : TILED ? "tiled" : "row-major", ms,
+  report(sh, THREADS, BPS, TN,
+         ORDER == mk::kOrderInt8  ? "int8, bulk copies"
+         : ORDER == mk::kOrderMma ? "packed, bulk copies"
+         : TILED                  ? "tiled"
+                                  : "row-major",
+         ms,
          (double)sh.K / 2 * sh.N + 2.0 * 2 * sh.K / kGroup * sh.N);
   CK(cudaFree(dw));
   CK(cudaFree(ds));
@@ -267,10 +273,12 @@ void benchAll(const Shape &sh, int sms, const Weights &w, const mk::bf16 *x, flo
               unsigned *sync) {
   bench<THREADS, BPS, 128, false>(sh, sms, w, x, y, sync);
   bench<THREADS, BPS, 128, true>(sh, sms, w, x, y, sync);
-  bench<THREADS, BPS, 128, true, true>(sh, sms, w, x, y, sync);
+  bench<THREADS, BPS, 128, true, mk::kOrderMma>(sh, sms, w, x, y, sync);
+  bench<THREADS, BPS, 128, true, mk::kOrderInt8>(sh, sms, w, x, y, sync);
   bench<THREADS, BPS, 64, false>(sh, sms, w, x, y, sync);
   bench<THREADS, BPS, 64, true>(sh, sms, w, x, y, sync);
-  bench<THREADS, BPS, 64, true, true>(sh, sms, w, x, y, sync);
+  bench<THREADS, BPS, 64, true, mk::kOrderMma>(sh, sms, w, x, y, sync);
+  bench<THREADS, BPS, 64, true, mk::kOrderInt8>(sh, sms, w, x, y, sync);
   benchStream<THREADS, BPS, 128, false, false>(sh, sms, w, y, sync);
   benchStream<THREADS, BPS, 128, true, false>(sh, sms, w, y, sync);
   benchStream<THREADS, BPS, 64, false, false>(sh, sms, w, y, sync);

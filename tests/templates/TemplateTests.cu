@@ -221,10 +221,11 @@ TEST(W4A16Gemv, NarrowTiles) {
   runGemv<32>(256, 144, 1, 4);
   runGemv<16>(512, 48, 2, 5);
 }
-/// 128- or 64-wide tiles over weights in the lane-order packed layout (as
-/// the runtime repacks them for a `layout=packed` kernel), streamed with
-/// bulk copies; x bf16 values, split-K slices of whole steps.
-template <int TN>
+/// 128- or 64-wide tiles over weights in a packed order (as the runtime
+/// repacks them for a `layout=packed` kernel: ORDER kOrderMma, the exact
+/// tile's, or kOrderInt8, the integer tile's), streamed with bulk copies;
+/// x bf16 values (or, FP32X, any fp32), split-K slices of whole steps.
+template <int TN, int ORDER = mk::kOrderMma, bool FP32X = false>
 __global__ void __launch_bounds__(T, 1)
     packedGemvKernel(const float *x, int K, const uint8_t *wq, const mk::bf16 *s,
                      const mk::bf16 *z, int N, int ksplit, float *y) {
@@ -238,23 +239,27 @@ __global__ void __launch_bounds__(T, 1)
     const int tile = t % tiles, ks = t / tiles;
     const int k0 = K / ksplit * ks, k1 = k0 + K / ksplit;
     const size_t wOff = (size_t)tile * (K / 2) * TN, sOff = (size_t)tile * (K / 128) * TN;
-    mk::w4a16_gemv_tile<T, TN, 128, mk::EpiAtomicAddF32, false, true>(
+    mk::w4a16_gemv_tile<T, TN, 128, mk::EpiAtomicAddF32, FP32X, ORDER>(
         xs, wq + wOff, s + sOff, z + sOff, TN, 0, TN, k0, k1, red,
         mk::EpiAtomicAddF32{y, 1.f, tile * TN});
   }
 }
 
-template <int TN>
+template <int TN, int ORDER = mk::kOrderMma, bool FP32X = false>
 void runPackedGemv(int K, int N, int ksplit, uint64_t seed) {
   Rng r(seed);
   QMat m(r, K, N, 128);
   std::vector<float> x(K);
   for (int k = 0; k < K; ++k)
-    x[k] = HB(r.normal(1.f)).toFloat();
+    x[k] = FP32X ? r.normal(1.f) : HB(r.normal(1.f)).toFloat();
+  if (FP32X) // a group of small values beside large ones, and one of zeros
+    for (int k = 0; k < 128 && k + 256 < K; ++k)
+      x[k] *= 1e-3f, x[k + 128] = 0.f;
   std::vector<uint8_t> tiledW(m.wq.size()), packedW(m.wq.size());
   std::vector<HB> tiledS(m.s.size()), tiledZ(m.z.size());
   mk::rt::tileColumns(m.wq.data(), tiledW.data(), {K / 2, N}, TN, 1);
-  mk::rt::packMmaSteps(tiledW.data(), packedW.data(), N / TN, K / 2, TN);
+  (ORDER == mk::kOrderInt8 ? mk::rt::packInt8Steps : mk::rt::packMmaSteps)(
+      tiledW.data(), packedW.data(), N / TN, K / 2, TN);
   mk::rt::tileColumns(m.s.data(), tiledS.data(), {K / 128, N}, TN, 2);
   mk::rt::tileColumns(m.z.data(), tiledZ.data(), {K / 128, N}, TN, 2);
   Dev<float> dx(x), dy(N);
@@ -262,21 +267,44 @@ void runPackedGemv(int K, int N, int ksplit, uint64_t seed) {
   Dev<uint8_t> dw(packedW);
   dy.zero();
   const size_t smem = (K + mk::w4a16_red_floats<T, TN>()) * sizeof(float);
-  CK(cudaFuncSetAttribute(packedGemvKernel<TN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          (int)smem));
-  packedGemvKernel<TN><<<37, T, smem>>>(dx.p, K, dw.p, ds.as<mk::bf16>(), dz.as<mk::bf16>(), N,
-                                        ksplit, dy.p);
+  auto kernel = packedGemvKernel<TN, ORDER, FP32X>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  kernel<<<37, T, smem>>>(dx.p, K, dw.p, ds.as<mk::bf16>(), dz.as<mk::bf16>(), N, ksplit, dy.p);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   auto y = dy.get();
-  std::vector<double> rounded(N, 0.0);
+  std::vector<double> rounded(N, 0.0), exact(N, 0.0);
   for (int k = 0; k < K; ++k)
-    for (int n = 0; n < N; ++n)
+    for (int n = 0; n < N; ++n) {
       rounded[n] += double(x[k]) * m.w(k, n);
+      exact[n] += double(x[k]) * m.wExact(k, n);
+    }
   for (float v : y)
     ASSERT_TRUE(std::isfinite(v));
+  if (ORDER == mk::kOrderInt8) {
+    // Exact integer products of x carried to ~16 bits: against the
+    // unrounded weights only x's quantization and fp32 sums differ; against
+    // the spec's bf16-rounded weights, their rounding (~2^-9 per weight).
+    EXPECT_LT(relErr(y, exact), 5e-5)
+        << "int8 TN=" << TN << " K=" << K << " N=" << N << " ks=" << ksplit;
+    EXPECT_LT(relErr(y, rounded), 5e-3)
+        << "int8 TN=" << TN << " K=" << K << " N=" << N << " ks=" << ksplit;
+    return;
+  }
   EXPECT_LT(relErr(y, rounded), 2e-6)
       << "packed TN=" << TN << " K=" << K << " N=" << N << " ks=" << ksplit;
+}
+
+TEST(W4A16Gemv, Int8OrderIntegerTile) {
+  REQUIRE_GPU();
+  static_assert(mk::kInt8TileMaxRows == mk::kInt8MaxSliceRows, "one limit, host and device");
+  runPackedGemv<128, mk::kOrderInt8>(2304, 512, 1, 21); // 9 steps per warp, groups split
+  runPackedGemv<128, mk::kOrderInt8>(2304, 1024, 2, 22);
+  runPackedGemv<128, mk::kOrderInt8>(4096, 256, 8, 23);  // 2 steps per warp
+  runPackedGemv<64, mk::kOrderInt8>(2304, 512, 1, 24);
+  runPackedGemv<64, mk::kOrderInt8>(1024, 256, 1, 25);
+  runPackedGemv<128, mk::kOrderInt8, true>(1024, 2304, 1, 26); // fp32 x (MoE down)
+  runPackedGemv<128, mk::kOrderInt8, true>(3584, 256, 1, 27);  // the longest slice
 }
 
 TEST(W4A16Gemv, PackedLayoutWithBulkCopies) {

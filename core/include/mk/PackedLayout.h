@@ -1,10 +1,14 @@
 //===- PackedLayout.h - Steps of the packed tensor-core weight tiles -*- C++ -*-===//
 //
 // The one statement, for the compiler and the runtime, of which W4A16 tiles
-// can be stored packed (docs/kernel-abi.md, `order: "mma"`): a packed tile is
-// 128 or 64 columns wide and is streamed in 1 KB steps (8 row pairs x 128
-// columns, or 16 x 64), so every k-slice a task reads must be whole steps.
-// The device side (templates/w4a16_gemv.cuh) has the same constants.
+// can be stored packed (docs/kernel-abi.md, `order`): a packed tile is 128 or
+// 64 columns wide and is streamed in steps, so every k-slice a task reads
+// must be whole steps. Two orders: `mma`, the exact tensor-core tile's (1 KB
+// steps: 8 row pairs x 128 columns, or 16 x 64), and `int8`, the integer
+// tile's (32 rows x the tile's width: 2 KB at 128 wide, 1 KB at 64), whose
+// tasks also cover at most kInt8MaxSliceRows rows of groups of at most 128
+// rows, a multiple of 32. The device side (templates/w4a16_gemv.cuh) has the
+// same constants.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +26,24 @@ constexpr int64_t kPackedStepBytes = 1024;
 /// at 64 wide; 0 for widths that cannot be packed.
 constexpr int64_t packedStepRows(int64_t tile) {
   return tile == 128 || tile == 64 ? 2 * kPackedStepBytes / tile : 0;
+}
+
+/// The order of a packed tile's steps.
+enum class PackedOrder { None, Mma, Int8 };
+
+/// Weight rows (k) per step of a `tile`-wide tile in the integer order: 32
+/// at 128 or 64 wide; 0 for widths that cannot be packed.
+constexpr int64_t int8StepRows(int64_t tile) { return tile == 128 || tile == 64 ? 32 : 0; }
+
+/// The most rows one task of an integer-order tile may read (its quantized
+/// input lives in a fixed part of the tile's shared memory).
+constexpr int64_t kInt8MaxSliceRows = 3584;
+
+/// Weight rows per step of `tile`-wide tiles in `order`.
+constexpr int64_t stepRows(PackedOrder order, int64_t tile) {
+  return order == PackedOrder::Int8 ? int8StepRows(tile)
+         : order == PackedOrder::Mma ? packedStepRows(tile)
+                                     : 0;
 }
 
 } // namespace mk

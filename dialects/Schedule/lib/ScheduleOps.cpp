@@ -68,6 +68,9 @@ LogicalResult KernelOp::verify() {
                << a.getName().getValue()
                << "' must map to a tile width of 16..128 columns, a multiple of 16";
     }
+  if (getPackedOrder() != "mma" && getPackedOrder() != "int8")
+    return emitOpError("packed_order must be \"mma\" or \"int8\", got \"")
+           << getPackedOrder() << "\"";
   if (std::optional<ArrayAttr> packed = getPackedWeights()) {
     std::optional<DictionaryAttr> tiles = getWeightTiles();
     for (Attribute a : *packed) {

@@ -1,30 +1,45 @@
 // RUN: mk-opt %s --schedule-tile-weights | FileCheck %s
+// RUN: mk-opt %s "--schedule-tile-weights=arithmetic=exact" | FileCheck %s --check-prefix=EXACT
 // RUN: mk-opt %s "--schedule-tile-weights=layout=tiled" | FileCheck %s --check-prefix=TILED
 // RUN: mk-opt %s "--schedule-tile-weights=layout=row-major" | FileCheck %s --check-prefix=ROWMAJOR
+// RUN: not mk-opt %s "--schedule-tile-weights=arithmetic=fp8" 2>&1 | FileCheck %s --check-prefix=BADARITH
 
 // Which weights the default layout (packed) moves: only those every task
-// reads as whole 1 KB steps of a 128- or 64-wide tile (k-slices of 16 rows
-// at 128 wide, 32 at 64 wide), and that no other task reads.
-// CHECK: schedule.kernel @k attributes {packed_weights = ["w128", "w64"],
+// reads as whole steps of a 128- or 64-wide tile of the chosen arithmetic,
+// and that no other task reads. The integer tile (arithmetic=int8, the
+// default) steps 32 rows at either width, reads k-slices of at most 3584
+// rows and groups of at most 128 rows (multiples of 32); the exact tile
+// steps 1 KB (16 rows at 128 wide, 32 at 64 wide); its packed_order, "mma",
+// is the attribute's default and not printed.
+// CHECK: schedule.kernel @k attributes {packed_order = "int8", packed_weights = ["w128", "w64"],
 // CHECK-SAME: weight_tiles = {w128 = 128 : i64, w64 = 64 : i64}}
-// TILED: weight_tiles = {w128 = 128 : i64, w128s8 = 128 : i64, w32 = 32 : i64, w64 = 64 : i64, w64s16 = 64 : i64}
+// EXACT: schedule.kernel @k attributes {packed_weights = ["w128", "w64", "w128s16", "w128g256", "w128long"],
+// EXACT-SAME: weight_tiles = {w128 = 128 : i64, w128g256 = 128 : i64, w128long = 128 : i64, w128s16 = 128 : i64, w64 = 64 : i64}}
+// TILED: weight_tiles = {w128 = 128 : i64, w128g256 = 128 : i64, w128long = 128 : i64, w128s16 = 128 : i64, w128s8 = 128 : i64, w32 = 32 : i64, w64 = 64 : i64, w64s16 = 64 : i64}
 // TILED-NOT: packed_weights
 // ROWMAJOR-NOT: weight_tiles
 // ROWMAJOR-NOT: packed_weights
+// BADARITH: schedule-tile-weights: unknown arithmetic 'fp8' (int8 or exact)
 schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.phase "p" {
     // 128 wide, k-slices of 2304 / 2 = 1152 rows: packed.
-    schedule.task "a" {kind = "w4a16_gemv", count = 4 : i64, args = {k = 2304 : i64, ksplit = 2 : i64, n = [256], tn = 128 : i64, weights = ["w128"]}}
+    schedule.task "a" {kind = "w4a16_gemv", count = 4 : i64, args = {group = 128 : i64, k = 2304 : i64, ksplit = 2 : i64, n = [256], tn = 128 : i64, weights = ["w128"]}}
     // 64 wide, full K of 2304 rows: packed.
-    schedule.task "b" {kind = "w4a16_gemv", count = 4 : i64, args = {k = 2304 : i64, ksplit = 1 : i64, n = [256], tn = 64 : i64, weights = ["w64"]}}
+    schedule.task "b" {kind = "w4a16_gemv", count = 4 : i64, args = {group = 128 : i64, k = 2304 : i64, ksplit = 1 : i64, n = [256], tn = 64 : i64, weights = ["w64"]}}
     // 64 wide, k-slices of 48 rows (not whole 32-row steps): spec storage.
-    schedule.task "c" {kind = "w4a16_gemv", count = 4 : i64, args = {k = 96 : i64, ksplit = 2 : i64, n = [128], tn = 64 : i64, weights = ["w64s16"]}}
+    schedule.task "c" {kind = "w4a16_gemv", count = 4 : i64, args = {group = 32 : i64, k = 96 : i64, ksplit = 2 : i64, n = [128], tn = 64 : i64, weights = ["w64s16"]}}
     // 128 wide, k-slices of 8 rows (not whole 16-row steps): spec storage.
-    schedule.task "d" {kind = "w4a16_gemv", count = 4 : i64, args = {k = 64 : i64, ksplit = 8 : i64, n = [128], tn = 128 : i64, weights = ["w128s8"]}}
+    schedule.task "d" {kind = "w4a16_gemv", count = 4 : i64, args = {group = 32 : i64, k = 64 : i64, ksplit = 8 : i64, n = [128], tn = 128 : i64, weights = ["w128s8"]}}
+    // 128 wide, k-slices of 16 rows: exact steps, not integer ones.
+    schedule.task "h" {kind = "w4a16_gemv", count = 4 : i64, args = {group = 32 : i64, k = 64 : i64, ksplit = 4 : i64, n = [128], tn = 128 : i64, weights = ["w128s16"]}}
+    // Groups of 256 rows: too long for the integer tile's sums.
+    schedule.task "i" {kind = "w4a16_gemv", count = 4 : i64, args = {group = 256 : i64, k = 1024 : i64, ksplit = 1 : i64, n = [128], tn = 128 : i64, weights = ["w128g256"]}}
+    // A k-slice of 4096 rows: more than the integer tile's quantized x holds.
+    schedule.task "j" {kind = "w4a16_gemv", count = 4 : i64, args = {group = 128 : i64, k = 4096 : i64, ksplit = 1 : i64, n = [128], tn = 128 : i64, weights = ["w128long"]}}
     // 32 wide: no packed tile of that width.
-    schedule.task "e" {kind = "w4a16_gemv", count = 4 : i64, args = {k = 256 : i64, ksplit = 1 : i64, n = [128], tn = 32 : i64, weights = ["w32"]}}
+    schedule.task "e" {kind = "w4a16_gemv", count = 4 : i64, args = {group = 128 : i64, k = 256 : i64, ksplit = 1 : i64, n = [128], tn = 32 : i64, weights = ["w32"]}}
     // Also read by another kind of task: never moved.
-    schedule.task "f" {kind = "w4a16_gemv", count = 4 : i64, args = {k = 256 : i64, ksplit = 1 : i64, n = [128], tn = 128 : i64, weights = ["shared"]}}
+    schedule.task "f" {kind = "w4a16_gemv", count = 4 : i64, args = {group = 128 : i64, k = 256 : i64, ksplit = 1 : i64, n = [128], tn = 128 : i64, weights = ["shared"]}}
     schedule.task "g" {kind = "mla_attention", count = 1 : i64, args = {kv_b = "shared"}}
   }
 }

@@ -14,6 +14,7 @@
 #define MK_RUNTIME_MANIFEST_H
 
 #include "mk/BlockConfig.h"
+#include "mk/PackedLayout.h"
 #include "mk/runtime/Status.h"
 
 #include <cstdint>
@@ -47,9 +48,10 @@ struct ManifestParam {
   /// `tile` columns at a time ([..., cols/tile, rows, tile] for the logical
   /// [..., rows, cols]); the runtime repacks it when it is bound.
   int64_t tile = 0;
-  /// With tile 128 on an int4 w_q: each tile's 8-row steps are further in
-  /// the tensor-core lane order (`"order": "mma"`, packMmaSteps).
-  bool mmaOrder = false;
+  /// With tile 128 or 64 on an int4 w_q: each tile's steps are further in
+  /// the exact tensor-core tile's lane order (`"order": "mma"`,
+  /// packMmaSteps) or the integer tile's (`"order": "int8"`, packInt8Steps).
+  mk::PackedOrder order = mk::PackedOrder::None;
   /// True for a 32-bit integer kernel parameter, false for a device pointer.
   bool isScalar() const { return role == ParamRole::Scalar; }
 };

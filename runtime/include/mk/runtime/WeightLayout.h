@@ -38,6 +38,26 @@ using mk::kPackedStepBytes; // one step: 8 row pairs x 128 columns, or 16 x 64
 /// of its k-subslice g / P and its 16 columns. `rows` % R == 0.
 void packMmaSteps(const void *tiled, void *dst, int64_t blocks, int64_t rows, int64_t tile);
 
+/// Reorders tile-contiguous int4 weights (as for packMmaSteps) into the
+/// integer tile's order (`order: "int8"`): each step of 32 weight rows (16
+/// row pairs) becomes [piece i < tile/32][lane][16 bytes]; piece i of lane
+/// 4g + t holds mma tiles m = 2i, 2i + 1 as two words each, word w's byte b
+/// being the nibbles of rows k = 16w + 4t + b of columns c(m, g) (low
+/// nibble) and c(m, g + 8) (high), where
+///   c(m, r) = (tile / 32) * (4 (r % 8) + m % 4) + 2 (m / 4) + r / 8.
+/// `rows` (row pairs) % 16 == 0.
+void packInt8Steps(const void *tiled, void *dst, int64_t blocks, int64_t rows, int64_t tile);
+
+/// Byte offset within a step of the integer order of the byte holding rows
+/// (k, c(m, g)) and (k, c(m, g + 8)): packInt8Steps' one statement of the
+/// order (tests read the layout back through it). k < 32, m < tile / 16.
+int64_t int8StepByte(int64_t tile, int64_t m, int64_t g, int64_t k);
+
+/// Column of a tile that row r of mma tile m holds in the integer order.
+constexpr int64_t int8Column(int64_t tile, int64_t m, int64_t r) {
+  return (tile / 32) * (4 * (r % 8) + m % 4) + 2 * (m / 4) + r / 8;
+}
+
 } // namespace mk::rt
 
 #endif // MK_RUNTIME_WEIGHTLAYOUT_H

@@ -25,9 +25,10 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     of its `.w_q`, `.scales`, `.zeros`) to the tile width its tasks read: the
     kernel expects that weight tile-contiguous ([N/tile][rows][tile] per
     expert, docs/kernel-abi.md), which the runtime repacks it to at bind.
-    `packed_weights` names those of them (128- or 64-wide tiles) whose 1 KB
-    steps are further in the tensor-core lane order, streamed with bulk
-    copies.
+    `packed_weights` names those of them (128- or 64-wide tiles) whose steps
+    are further in a packed tile's lane order, streamed with bulk copies;
+    `packed_order` says which: `mma` (the exact tensor-core tile, 1 KB
+    steps) or `int8` (the integer tile, 32-row steps).
     `max_shared_bytes` (0: no limit) is the shared memory one block may use
     on the target; the CUDA emitter refuses a kernel that needs more.
 
@@ -53,6 +54,7 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     UnitAttr:$debug_capture,
     OptionalAttr<DictionaryAttr>:$weight_tiles,
     OptionalAttr<StrArrayAttr>:$packed_weights,
+    DefaultValuedAttr<StrAttr, "\"mma\"">:$packed_order,
     DefaultValuedAttr<I64Attr, "0">:$max_shared_bytes);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
