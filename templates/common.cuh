@@ -87,6 +87,30 @@ __device__ __forceinline__ void block_load_f32(const float *src, float *dst, int
     dst[i] = __ldcg(src + i);
 }
 
+/// Asks for this block's share of [p, p + bytes) (16-byte aligned; a tail
+/// under 16 bytes is left out) to be brought into L2 with bulk prefetches
+/// (sm_90+; a hint: no data moves into the block, nothing is waited for).
+/// The range (under 4 GB) is cut into gridDim.x shares of whole 256-byte
+/// lines; thread 0 of each block issues its share. Out of line: a kernel
+/// names many weights, and the call is cheaper than its inlined body.
+__device__ __noinline__ void l2_prefetch_share(const void *p, unsigned bytes) {
+#if __CUDA_ARCH__ >= 900
+  if (threadIdx.x != 0)
+    return;
+  const unsigned per = ((bytes + gridDim.x - 1) / gridDim.x + 255u) & ~255u;
+  const unsigned b0 = per * blockIdx.x;
+  if (b0 >= bytes)
+    return;
+  const unsigned n = (bytes - b0 < per ? bytes - b0 : per) & ~15u;
+  if (n)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const char *>(p) + b0),
+                 "r"(n)
+                 : "memory");
+#else
+  (void)p, (void)bytes;
+#endif
+}
+
 __device__ __forceinline__ float silu(float x) { return x / (1.f + expf(-x)); }
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
 __device__ __forceinline__ float softplusf_(float x) {

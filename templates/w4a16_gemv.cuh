@@ -465,23 +465,79 @@ __device__ __forceinline__ void w4a16_packed_stream(const uint8_t *wq, int step0
       mbar_inval(&bar[b]);
 }
 
-/// The exact tile's packed stream: steps of kPackedStepBytes stored as
-/// [half][lane][16 B], so that every lane reads its two 16-byte pieces of a
-/// step at h*512 + lane*16 (rows t and t + 4 of its k-subslice, its 16
-/// columns; conflict-free) and runs `step(st, wa, wb)` on them.
+/// The exact tile's stream (the same scheme as w4a16_packed_stream, kept
+/// apart: written generically, the exact tile's step spills under NVRTC):
+/// warp w's steps [sbeg, send) (packed
+/// step step0 + st) are one contiguous range, moved by lane 0 with bulk
+/// copies of kPackedChunkSteps steps into the warp's slice of the ring,
+/// which holds NBUF such chunks, each completing on its own mbarrier. All
+/// chunks the slice holds are requested at once and the math starts as
+/// soon as the first has landed; a consumed chunk's buffer is refilled with
+/// the chunk NBUF later. (One copy per slice would make every warp wait for
+/// its whole slice before any math: the math would run after the stream
+/// instead of under it.) Every lane reads its two 16-byte pieces of each
+/// step at st*1024 + h*512 + lane*16 (rows t and t + 4 of its k-subslice,
+/// its 16 columns; conflict-free) and runs `step` on them.
 template <int THREADS, class Step, class Pro>
 __device__ __forceinline__ void w4a16_packed_rounds(const uint8_t *wq, int step0, int sbeg,
                                                     int send, uint4 *ring, Step &step,
                                                     Pro &pro) {
-  constexpr int SLICE = kW4A16Stages * kW4A16StageRows * THREADS * 16 / (THREADS / 32);
-  const int lane = threadIdx.x & 31;
-  auto pieces = [&](int st, const uint8_t *p) {
-    const uint4 wa = *reinterpret_cast<const uint4 *>(p + lane * 16);
-    const uint4 wb = *reinterpret_cast<const uint4 *>(p + 512 + lane * 16);
-    step(st, wa, wb);
+  constexpr int WARPS = THREADS / 32;
+  constexpr int SLICE = kW4A16Stages * kW4A16StageRows * THREADS * 16 / WARPS;
+  constexpr int CHUNK = kPackedChunkSteps * kPackedStepBytes;
+  constexpr int NBUF = SLICE / CHUNK;
+  static_assert(NBUF >= 2 && SLICE % 16 == 0, "a ring slice holds at least two chunks");
+  __shared__ __align__(8) unsigned long long bars[WARPS * NBUF];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  uint8_t *slice = reinterpret_cast<uint8_t *>(ring) + warp * SLICE;
+  unsigned long long *bar = &bars[warp * NBUF];
+  // Earlier generic-proxy use of the ring (a previous tile's reads and
+  // cross-warp sums) is ordered before the bulk copies that overwrite it.
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  if (lane == 0)
+#pragma unroll
+    for (int b = 0; b < NBUF; ++b)
+      mbar_init(&bar[b], 1);
+  __syncwarp();
+  // Lane 0: the chunk starting at step st into buffer b.
+  auto issue = [&](int st, int b) {
+    if (st < send) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      const unsigned bytes = unsigned(min(kPackedChunkSteps, send - st) * kPackedStepBytes);
+      mbar_expect_tx(&bar[b], bytes);
+      bulk_copy(slice + b * CHUNK, wq + (size_t)(step0 + st) * kPackedStepBytes, bytes, &bar[b]);
+    }
   };
-  w4a16_packed_stream<THREADS, kPackedStepBytes, kPackedChunkSteps, SLICE>(
-      wq, step0, sbeg, send, reinterpret_cast<uint8_t *>(ring), pieces, pro);
+  if (lane == 0)
+#pragma unroll
+    for (int b = 0; b < NBUF; ++b)
+      issue(sbeg + b * kPackedChunkSteps, b);
+  pro(); // the caller's work that can overlap the first copies
+  int b = 0;
+  unsigned parity = 0;
+  for (int st = sbeg; st < send; st += kPackedChunkSteps) {
+    mbar_wait(&bar[b], parity);
+    const uint8_t *buf = slice + b * CHUNK;
+    const int rn = min(kPackedChunkSteps, send - st);
+    for (int i = 0; i < rn; ++i) {
+      const uint4 wa = *reinterpret_cast<const uint4 *>(buf + i * kPackedStepBytes + lane * 16);
+      const uint4 wb =
+          *reinterpret_cast<const uint4 *>(buf + i * kPackedStepBytes + 512 + lane * 16);
+      step(st + i, wa, wb);
+    }
+    __syncwarp(); // every lane is done with the buffer before it is refilled
+    if (lane == 0)
+      issue(st + NBUF * kPackedChunkSteps, b);
+    if (++b == NBUF) {
+      b = 0;
+      parity ^= 1u;
+    }
+  }
+  if (lane == 0)
+#pragma unroll
+    for (int b = 0; b < NBUF; ++b)
+      mbar_inval(&bar[b]);
 }
 } // namespace detail
 

@@ -19,6 +19,18 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
   os << "  // ---- phase \"" << phase.getName() << "\"\n"
      << "  MK_PHASE_MARK(" << phaseIndex++ << ");\n  {\n"
      << "    uint8_t *const wsp = mkgen::opaque(ws);\n";
+  if (std::optional<ArrayAttr> pf = phase.getL2Prefetch()) {
+    // Later phases' weights into L2 (schedule-prefetch-weights).
+    for (Attribute a : *pf) {
+      StringRef w = cast<StringAttr>(a).getValue();
+      SmallVector<const TensorDesc *> parts = weightTensors(w);
+      if (parts.empty())
+        return phase.emitOpError("l2_prefetch names '") << w << "', which is no weight of the kernel";
+      for (const TensorDesc *d : parts)
+        os << "    mk::l2_prefetch_share(" << ident(d->name) << ", " << d->bytes()
+           << "u);\n";
+    }
+  }
   SmallVector<TaskOp> grid;
   for (TaskOp t : phase.getBodyBlock().getOps<TaskOp>()) {
     if (!t.isEveryBlock()) {

@@ -164,6 +164,21 @@ private:
                          ctypeOf(b.getDtype()), b.getOffset())
         .str();
   }
+  /// The parameter tensors of weight `w`: the tensor of that name, or a
+  /// W4A16 weight's w_q, scales and zeros.
+  SmallVector<const TensorDesc *> weightTensors(StringRef w) {
+    if (paramTensors.empty())
+      paramTensors = parameterTensors(cfg);
+    SmallVector<const TensorDesc *> out;
+    for (const TensorDesc &d : paramTensors) {
+      StringRef n = d.name;
+      if (n == w || (n.starts_with(w) && n.size() > w.size() && n[w.size()] == '.' &&
+                     llvm::is_contained({"w_q", "scales", "zeros"}, n.drop_front(w.size() + 1))))
+        out.push_back(&d);
+    }
+    return out;
+  }
+  std::vector<TensorDesc> paramTensors;
   std::string wq(StringRef w) { return ident(w) + "_w_q"; }
   std::string ws_(StringRef w) { return ident(w) + "_scales"; }
   std::string wz(StringRef w) { return ident(w) + "_zeros"; }

@@ -108,22 +108,43 @@ def ScheduleTileWeights : Pass<"schedule-tile-weights", "::mlir::ModuleOp"> {
     scales and zeros of a tile together) without the lane order.
     `layout=row-major` keeps the spec's storage everywhere. With
     `layout=packed`, `arithmetic` picks the packed tiles' math and order
-    (`packed_order` on the kernel): `int8` (the default) quantizes x per
+    (`packed_order` on the kernel): `exact` (the default) dequantizes every
+    weight to bf16 as the spec does (1 KB steps); `int8` quantizes x per
     group into two int8 halves (~16 significant bits) and runs exact integer
     dot products on raw nibbles (32-row steps: 2 KB at 128 wide, 1 KB at 64;
     only weights whose k-slices are at most 3584 rows of groups of at most
-    128 rows, multiples of 32, are packed); `exact` dequantizes every weight
-    to bf16 as the spec does (1 KB steps). The emitter
+    128 rows, multiples of 32, are packed). int8 is faster but does not
+    round each weight to bf16: docs/pipeline.md has its error budget and why
+    it is not the default. The emitter
     addresses moved weights per tile, the manifest marks them (`tile`,
     `order`), and the runtime repacks them when they are bound.
   }];
   let options = [
     Option<"layout", "layout", "std::string", "\"packed\"",
            "weight storage: packed (default), tiled or row-major (the spec's)">,
-    Option<"arithmetic", "arithmetic", "std::string", "\"int8\"",
-           "packed tiles' arithmetic: int8 (default; x quantized per group to "
-           "~16 bits, integer dot products, scales per group) or exact (the "
-           "spec's bf16 dequantization per weight)">,
+    Option<"arithmetic", "arithmetic", "std::string", "\"exact\"",
+           "packed tiles' arithmetic: exact (default; the spec's bf16 "
+           "dequantization per weight) or int8 (x quantized per group to ~16 "
+           "bits, integer dot products, scales per group: faster, but the "
+           "weights are not rounded to bf16 as the spec does)">,
+  ];
+}
+
+def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleOp"> {
+  let summary = "Prefetch the weights of later phases into L2 ahead of their use";
+  let description = [{
+    Weights never depend on a previous phase, only activations do. Each
+    phase gets `l2_prefetch`: the weights that the phase `distance` phases
+    later reads and that do not depend on data (W4A16 GEMV tiles, bf16 rows,
+    shared experts, MLA's W_kv_b; not routed experts, chosen by the router
+    at run time). The emitted kernel has every block issue bulk L2
+    prefetches of its share of them as it enters the phase, so the memory
+    system streams them under the current phase's compute, counter waits
+    and grid barriers instead of after them. `distance=0` turns it off.
+  }];
+  let options = [
+    Option<"distance", "distance", "int64_t", "1",
+           "how many phases ahead to prefetch (0: none)">,
   ];
 }
 

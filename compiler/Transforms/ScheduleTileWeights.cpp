@@ -2,10 +2,11 @@
 //
 // A W4A16 tile of width tn reads tn bytes of each of w_q's K/2 rows ([K/2, N]
 // row-major, the spec's storage). `layout=packed` (the default) further
-// orders each packed tile's steps for the tile that streams it: the integer
-// tile (`arithmetic=int8`, the default; x quantized per group, exact integer
-// dot products, scales per group on the sums) or the exact tensor-core tile
-// (`arithmetic=exact`, the spec's bf16 dequantization per weight). Stored tile by tile ([N/tn][K/2][tn], and
+// orders each packed tile's steps for the tile that streams it: the exact
+// tensor-core tile (`arithmetic=exact`, the default: the spec's bf16
+// dequantization per weight) or the integer tile (`arithmetic=int8`: x
+// quantized per group, exact integer dot products, scales per group on the
+// sums). Stored tile by tile ([N/tn][K/2][tn], and
 // the scales and zeros [N/tn][K/G][tn], per expert), a task's weights are one
 // contiguous range. A weight qualifies when every task that reads it is a
 // W4A16 GEMV or expert tile (MLA's W_kv_b is also read by the absorbed

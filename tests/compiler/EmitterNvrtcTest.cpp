@@ -177,12 +177,12 @@ TEST(EmitterNvrtc, KimiLinearTiledWeights) {
 }
 
 // Packed 128- and 64-wide tiles streamed with bulk copies (layout=packed,
-// the default): with the default integer arithmetic their w_q are marked
-// order "int8", with arithmetic=exact "mma"; both kernels compile.
+// the default): with the default exact arithmetic their w_q are marked
+// order "mma", with arithmetic=int8 "int8"; both kernels compile.
 TEST(EmitterNvrtc, KimiLinearPackedWeights) {
   for (auto [opt, order] :
-       {std::pair{"schedule-tile-weights=layout=packed", mk::PackedOrder::Int8},
-        std::pair{"schedule-tile-weights=arithmetic=exact", mk::PackedOrder::Mma}}) {
+       {std::pair{"schedule-tile-weights=layout=packed", mk::PackedOrder::Mma},
+        std::pair{"schedule-tile-weights=arithmetic=int8", mk::PackedOrder::Int8}}) {
     SCOPED_TRACE(opt);
     mk::rt::Manifest m = kimiLinearWith(opt);
     EXPECT_EQ(weight(m, "blocks.0.moe.gate.w_q").tile, 128);

@@ -23,8 +23,8 @@ using namespace mk::testing;
 
 namespace {
 
-/// The default kernel's arithmetic (integer GEMV tiles, docs/pipeline.md's
-/// error budget) must stay within this of the oracle, as the exact path does.
+/// One step from the same state stays within this of the oracle (output,
+/// every KDA state, the MLA caches; docs/pipeline.md's error budget).
 constexpr double kStepCos = 0.9999;
 constexpr double kMultiStepCos = 0.99;
 

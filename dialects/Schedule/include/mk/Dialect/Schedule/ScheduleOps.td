@@ -129,9 +129,13 @@ def Schedule_PhaseOp : Schedule_Op<"phase", [
     The instances of the phase's tasks, in task order, form one index space
     dealt to the blocks round-robin (instance `i` runs on block
     `i % gridDim.x`, each block in increasing order); `every_block` tasks run
-    once in every block before the others.
+    once in every block before the others. `l2_prefetch` (set by
+    `schedule-prefetch-weights`) names weights that a later phase reads:
+    every block asks for its share of them to be brought into L2 as it
+    enters this phase, so that the memory system streams them while this
+    phase computes, waits and synchronizes.
   }];
-  let arguments = (ins StrAttr:$name);
+  let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$l2_prefetch);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$name attr-dict-with-keyword $body";
   let skipDefaultBuilders = 1;

@@ -1,0 +1,86 @@
+//===- SchedulePrefetchWeights.cpp - L2 prefetch of later phases' weights -===//
+//
+// A phase's tasks start streaming their weights only once their inputs are
+// ready (after a grid barrier or their counters) and their block has
+// finished its previous task, so at every phase boundary the memory system
+// idles while blocks synchronize and stage activations. Weights do not
+// depend on any phase: each phase names (`l2_prefetch`) the data-independent
+// weights of the phase `distance` later, and the emitter has every block
+// prefetch its share of them into L2 as it enters the phase.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Transforms/Passes.h"
+
+#include "llvm/ADT/SetVector.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace mk::schedule {
+#define GEN_PASS_DEF_SCHEDULEPREFETCHWEIGHTS
+#include "Transforms/Passes.h.inc"
+} // namespace mk::schedule
+
+using namespace mlir;
+using namespace mk::schedule;
+
+namespace {
+
+/// Weight names in first-use order, each once.
+using NameSet = llvm::SetVector<std::string, std::vector<std::string>, std::set<std::string>>;
+
+struct SchedulePrefetchWeightsPass
+    : mk::schedule::impl::SchedulePrefetchWeightsBase<SchedulePrefetchWeightsPass> {
+  using Base::Base;
+  void runOnOperation() override;
+};
+
+/// The weights task `t` reads that do not depend on run-time data.
+void staticWeights(TaskOp t, NameSet &out) {
+  StringRef kind = t.getKind();
+  if (kind == "w4a16_gemv") {
+    for (const std::string &w : t.getStrArrayArg("weights"))
+      out.insert(w);
+  } else if (kind == "bf16_rows") {
+    out.insert(t.getStrArg("weight").str());
+  } else if (kind == "moe_gate_up" || kind == "moe_down") {
+    // Routed experts are chosen by the router at run time; shared ones not.
+    if (t.getIntArg("experts", 0) != 1)
+      return;
+    for (StringRef a : kind == "moe_down" ? SmallVector<StringRef>{"down"}
+                                          : SmallVector<StringRef>{"gate", "up"})
+      out.insert(t.getStrArg(a).str());
+  } else if (kind == "mla_q_absorb" || kind == "mla_combine_wv") {
+    out.insert(t.getStrArg("kv_b").str());
+  }
+}
+
+void SchedulePrefetchWeightsPass::runOnOperation() {
+  if (distance < 0) {
+    mlir::emitError(getOperation().getLoc(), "schedule-prefetch-weights: distance must be >= 0, got ")
+        << static_cast<int64_t>(distance);
+    return signalPassFailure();
+  }
+  if (distance == 0)
+    return;
+  for (KernelOp kernel : getOperation().getOps<KernelOp>()) {
+    SmallVector<PhaseOp> phases(kernel.getBodyBlock().getOps<PhaseOp>());
+    for (size_t p = 0; p + size_t(distance) < phases.size(); ++p) {
+      NameSet ws;
+      // The first phase also asks for its own and the next phases' weights:
+      // nothing earlier did.
+      for (size_t q = p == 0 ? 0 : p + size_t(distance); q <= p + size_t(distance); ++q)
+        for (TaskOp t : phases[q].getBodyBlock().getOps<TaskOp>())
+          staticWeights(t, ws);
+      ws.remove("");
+      if (ws.empty())
+        continue;
+      SmallVector<StringRef> names(ws.begin(), ws.end());
+      phases[p].setL2PrefetchAttr(Builder(&getContext()).getStrArrayAttr(names));
+    }
+  }
+}
+
+} // namespace
