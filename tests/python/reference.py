@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An independent NumPy reference of the Kimi-Linear W4A16 decode step.
 
-Written straight from /work/shared/spec/kimi_linear_w4a16.md, sharing no code
+Written straight from docs/semantics-kimi-linear.md, sharing no code
 with the C++ oracle: it reads the weights, state and token that `mk-oracle`
 wrote (safetensors), runs the same steps and checks the oracle's outputs
 (cosine >= 0.9999 for the output hidden and every state tensor).

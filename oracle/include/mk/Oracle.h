@@ -1,6 +1,6 @@
 //===- Oracle.h - The CPU reference of one decode step -----------*- C++ -*-===//
 //
-// The fp32 oracle of /work/shared/spec/kimi_linear_w4a16.md: one decode step
+// The fp32 oracle of docs/semantics-kimi-linear.md: one decode step
 // of a block spec's unit, with bf16 rounding exactly where the spec rounds and
 // the MLA in its materialized form. Every GPU kernel is checked against it.
 // The pieces are callable one by one (OracleOps.h); deterministic test data
