@@ -3,6 +3,7 @@
 //   mk-bench [--kernel-dir DIR] [--ctx 2048,8192] [--iters 200] [--warmup 20]
 //            [--weights FILE.safetensors] [--seed N] [--bandwidth BYTES_PER_S]
 //            [--measure-bandwidth] [--phase-timing] [--json FILE]
+//            [--trace FILE]
 //
 // Each step is one device-pointer step() bracketed by CUDA events, all at the
 // same context length; prints the median ms/token, the achieved GB/s for the
@@ -20,6 +21,15 @@
 // kernel cache's key (source, headers, architecture, NVRTC version and
 // options). A file that cannot be written is an error (exit status 1).
 //
+// --phase-timing builds the kernel with -DMK_PHASE_TIMING and prints, after
+// each context's row, per-phase medians of the blocks' stamps over 20 steps.
+// --trace FILE (same build) writes one of those steps at the last --ctx, the
+// median by stamped span, as a Chrome/Perfetto trace (chrome://tracing,
+// ui.perfetto.dev): a track per block, a slice per phase from the block's
+// entry to its done stamp, a nested "counter wait" slice where it waited
+// (format in mk/runtime/Trace.h). A file that cannot be written is an error
+// (exit status 1).
+//
 //===----------------------------------------------------------------------===//
 
 #include "mk/Oracle.h"
@@ -27,11 +37,13 @@
 #include "mk/Json.h"
 #include "mk/runtime/Session.h"
 #include "mk/runtime/Sha256.h"
+#include "mk/runtime/Trace.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstddef>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -111,14 +123,60 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-/// Runs 20 steps of a -DMK_PHASE_TIMING build and prints, per phase, medians
-/// over the steps of: span (first block entering it to first block entering
-/// the next; the spans add up to the step), the work of the slowest and the
-/// average block (done - entry - counter waits), the longest counter wait,
-/// and when the last block was done (from the first entry). A phase whose
-/// slowest block works much longer than the average is imbalanced; one whose
-/// waits are long is waiting for its producers.
-Status printPhaseProfile(Session &s, const std::string &manifestText, int phases) {
+/// The phase stamps of one step of a -DMK_PHASE_TIMING build, compacted to
+/// the grid: entry and wait [phases + 1][grid] (the last entry row is the
+/// end mark), done [phases][grid]; global timer ns.
+struct StepStamps {
+  std::vector<uint64_t> entry, wait, done;
+  uint64_t start = 0; ///< the earliest phase-0 entry
+  uint64_t span = 0;  ///< from start to the last block's end mark
+};
+
+/// Runs `steps` steps at the session's context length and reads the stamps
+/// after each.
+Status collectPhaseStamps(Session &s, int phases, int steps,
+                          std::vector<StepStamps> &out) {
+  const size_t P = static_cast<size_t>(phases);
+  const int grid = s.launchConfig().grid;
+  if (grid <= 0 || size_t(grid) > kTimingSlots)
+    return makeError(ErrorCode::InvalidArgument, "phase timing: grid of " + std::to_string(grid) +
+                         " blocks does not fit the timing tables");
+  const size_t G = size_t(grid);
+  std::vector<unsigned long long> entry((P + 1) * kTimingSlots),
+      wait((P + 1) * kTimingSlots), done(P * kTimingSlots);
+  auto compact = [&](const std::vector<unsigned long long> &t, size_t rows) {
+    std::vector<uint64_t> c(rows * G);
+    for (size_t p = 0; p < rows; ++p)
+      for (size_t b = 0; b < G; ++b)
+        c[p * G + b] = t[p * kTimingSlots + b];
+    return c;
+  };
+  const int64_t ctx0 = s.contextLength();
+  out.clear();
+  for (int it = 0; it < steps; ++it) {
+    MK_RETURN_IF_ERROR(s.setContextLength(ctx0));
+    MK_RETURN_IF_ERROR(s.step(s.stagingIn(), s.stagingOut()));
+    MK_RETURN_IF_ERROR(s.readModuleGlobal("mk_phase_ns", entry.data(), entry.size() * 8));
+    MK_RETURN_IF_ERROR(s.readModuleGlobal("mk_phase_wait_ns", wait.data(), wait.size() * 8));
+    MK_RETURN_IF_ERROR(s.readModuleGlobal("mk_phase_done_ns", done.data(), done.size() * 8));
+    StepStamps st;
+    st.entry = compact(entry, P + 1);
+    st.wait = compact(wait, P + 1);
+    st.done = compact(done, P);
+    st.start = ~uint64_t(0);
+    uint64_t end = 0;
+    for (size_t b = 0; b < G; ++b) {
+      st.start = std::min(st.start, st.entry[b]);
+      end = std::max(end, st.entry[P * G + b]);
+    }
+    st.span = end > st.start ? end - st.start : 0;
+    out.push_back(std::move(st));
+  }
+  return s.setContextLength(ctx0);
+}
+
+/// Phase names from the manifest's "phase_names" ("?" where missing).
+std::vector<std::string> phaseNames(const std::string &manifestText, int phases) {
   std::vector<std::string> names(static_cast<size_t>(phases), "?");
   json::Value root;
   std::string err;
@@ -126,33 +184,35 @@ Status printPhaseProfile(Session &s, const std::string &manifestText, int phases
     if (const json::Value *n = root.find("phase_names"))
       for (size_t i = 0; i < n->array.size() && i < names.size(); ++i)
         names[i] = n->array[i].string;
-  const size_t P = static_cast<size_t>(phases);
-  const int grid = s.launchConfig().grid;
-  if (grid <= 0 || size_t(grid) > kTimingSlots)
-    return makeError(ErrorCode::InvalidArgument, "phase timing: grid of " + std::to_string(grid) +
-                         " blocks does not fit the timing tables");
-  std::vector<unsigned long long> entry((P + 1) * kTimingSlots),
-      wait((P + 1) * kTimingSlots), done(P * kTimingSlots);
+  return names;
+}
+
+/// Prints, per phase, medians over the steps of: span (first block entering
+/// it to first block entering the next; the spans add up to the step), the
+/// work of the slowest and the average block (done - entry - counter waits),
+/// the longest counter wait, and when the last block was done (from the
+/// first entry). A phase whose slowest block works much longer than the
+/// average is imbalanced; one whose waits are long is waiting for its
+/// producers.
+void printPhaseProfile(const std::vector<StepStamps> &steps,
+                       const std::vector<std::string> &names, int grid) {
+  const size_t P = names.size(), G = size_t(grid);
   enum { kSpan, kWorkMax, kWorkMean, kWaitMax, kTail, kStats };
   std::vector<std::vector<double>> stat(P * kStats);
-  const int64_t ctx0 = s.contextLength();
-  for (int it = 0; it < 20; ++it) {
-    MK_RETURN_IF_ERROR(s.setContextLength(ctx0));
-    MK_RETURN_IF_ERROR(s.step(s.stagingIn(), s.stagingOut()));
-    MK_RETURN_IF_ERROR(s.readModuleGlobal("mk_phase_ns", entry.data(), entry.size() * 8));
-    MK_RETURN_IF_ERROR(s.readModuleGlobal("mk_phase_wait_ns", wait.data(), wait.size() * 8));
-    MK_RETURN_IF_ERROR(s.readModuleGlobal("mk_phase_done_ns", done.data(), done.size() * 8));
-    auto at = [&](const std::vector<unsigned long long> &t, size_t p, int b) {
-      return double(t[p * kTimingSlots + size_t(b)]);
+  for (const StepStamps &st : steps) {
+    // Stamps relative to the step's start, subtracted as integers: the raw
+    // timer (~1e18 ns) is not exact in a double.
+    auto at = [&](const std::vector<uint64_t> &t, size_t p, size_t b) {
+      return double(int64_t(t[p * G + b] - st.start));
     };
     for (size_t p = 0; p < P; ++p) {
-      double start = 1e300, next = 1e300, last = 0, workMax = 0, workSum = 0, waitMax = 0;
-      for (int b = 0; b < grid; ++b) {
-        start = std::min(start, at(entry, p, b));
-        next = std::min(next, at(entry, p + 1, b));
-        last = std::max(last, at(done, p, b));
-        double w = at(wait, p, b);
-        double work = at(done, p, b) - at(entry, p, b) - w;
+      double start = 1e300, next = 1e300, last = -1e300, workMax = 0, workSum = 0, waitMax = 0;
+      for (size_t b = 0; b < G; ++b) {
+        start = std::min(start, at(st.entry, p, b));
+        next = std::min(next, at(st.entry, p + 1, b));
+        last = std::max(last, at(st.done, p, b));
+        double w = double(st.wait[p * G + b]);
+        double work = at(st.done, p, b) - at(st.entry, p, b) - w;
         workMax = std::max(workMax, work);
         workSum += work;
         waitMax = std::max(waitMax, w);
@@ -164,9 +224,9 @@ Status printPhaseProfile(Session &s, const std::string &manifestText, int phases
       stat[p * kStats + kTail].push_back((last - start) * 1e-3);
     }
   }
-  MK_RETURN_IF_ERROR(s.setContextLength(ctx0));
   double total = 0;
-  std::printf("  phase profile (all %d blocks, median of 20 steps, us):\n", grid);
+  std::printf("  phase profile (all %d blocks, median of %zu steps, us):\n", grid,
+              steps.size());
   std::printf("  %3s %8s %9s %10s %9s %9s  %s\n", "#", "span", "work max",
               "work mean", "wait max", "last done", "phase");
   for (size_t p = 0; p < P; ++p) {
@@ -178,13 +238,24 @@ Status printPhaseProfile(Session &s, const std::string &manifestText, int phases
                 v[kWorkMean], v[kWaitMax], v[kTail], names[p].c_str());
   }
   std::printf("  sum %8.2f\n", total);
-  return Status::ok();
+}
+
+/// The step whose stamped span (first phase-0 entry to the last block's end
+/// mark) is the median of `steps` (the upper one of an even count).
+size_t medianStep(const std::vector<StepStamps> &steps) {
+  std::vector<size_t> order(steps.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return steps[a].span < steps[b].span;
+  });
+  return order[order.size() / 2];
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string dir, weightsPath, jsonPath;
+  std::string dir, weightsPath, jsonPath, tracePath;
   std::vector<int64_t> ctxs = {2048, 8192};
   int iters = 200, warmup = 20;
   uint64_t seed = 1;
@@ -225,14 +296,24 @@ int main(int argc, char **argv) {
       phaseTiming = true;
     else if (a == "--json")
       jsonPath = next();
-    else {
+    else if (a == "--trace") {
+      tracePath = next();
+      if (tracePath.empty()) {
+        std::fprintf(stderr, "mk-bench: --trace needs a file name\n");
+        return 2;
+      }
+    } else {
       std::fprintf(stderr,
                    "usage: mk-bench [--kernel-dir DIR] [--ctx 2048,8192] "
                    "[--iters N] [--warmup N] [--weights F.safetensors] "
                    "[--seed N] [--bandwidth B/s] [--measure-bandwidth] "
-                   "[--phase-timing] [--json FILE]\n");
+                   "[--phase-timing] [--json FILE] [--trace FILE]\n");
       return 2;
     }
+  }
+  if (ctxs.empty()) {
+    std::fprintf(stderr, "mk-bench: --ctx needs at least one context\n");
+    return 2;
   }
   if (dir.empty()) {
     std::fprintf(stderr, "mk-bench: no kernel: pass --kernel-dir or set MK_KERNELS_DIR\n");
@@ -246,7 +327,8 @@ int main(int argc, char **argv) {
   KernelBuildOptions bo;
   // Every block stamps the global timer as it enters and finishes each
   // phase (phase_timing.cuh): a per-phase profile without hardware counters.
-  if (phaseTiming)
+  // --trace lays the same stamps out as a timeline.
+  if (phaseTiming || !tracePath.empty())
     bo.compile.extraOptions.push_back("-DMK_PHASE_TIMING");
   // What buildKernelFromDir does, keeping the source to hash it for --json.
   KernelSource src;
@@ -291,7 +373,11 @@ int main(int argc, char **argv) {
               "GB/s", "floor ms", "of floor");
   std::vector<BFloat16> hidden = makeRandomHidden(cfg, seed + 2);
   std::vector<BenchRow> rows;
-  for (int64_t ctx : ctxs) {
+  const int phases = int(kernel->manifest().phases);
+  const std::vector<std::string> names = phaseNames(kernel->manifestText(), phases);
+  PhaseTrace trace;
+  for (size_t ci = 0; ci < ctxs.size(); ++ci) {
+    const int64_t ctx = ctxs[ci];
     DecodeState state = makeRandomState(cfg, ctx, seed + 1);
     if (!(st = s->loadStateHost(state.tensors, ctx)).isOk())
       return fail(st, "writing state");
@@ -314,10 +400,52 @@ int main(int argc, char **argv) {
     rows.push_back(row);
     std::printf("%8lld %12.4f %12.4f %10.1f %12.4f %8.1f%%\n", (long long)ctx,
                 med, row.minMs, row.gbPerS, floorMs, 100.0 * floorMs / med);
-    if (phaseTiming && !(st = printPhaseProfile(*s, kernel->manifestText(),
-                                                int(kernel->manifest().phases)))
-                             .isOk())
-      return fail(st, "phase timing");
+    // --trace: one step at the last context, the median by stamped span of
+    // the 20 that --phase-timing summarizes.
+    const bool traceHere = !tracePath.empty() && ci + 1 == ctxs.size();
+    if (phaseTiming || traceHere) {
+      std::vector<StepStamps> steps;
+      if (!(st = collectPhaseStamps(*s, phases, 20, steps)).isOk())
+        return fail(st, "phase timing");
+      if (phaseTiming)
+        printPhaseProfile(steps, names, s->launchConfig().grid);
+      if (traceHere) {
+        const size_t pick = medianStep(steps);
+        const StepStamps &one = steps[pick];
+        const size_t n = size_t(phases) * size_t(s->launchConfig().grid);
+        trace.processName = "mk-bench " + kernel->manifest().kernel;
+        trace.phaseNames = names;
+        trace.grid = s->launchConfig().grid;
+        trace.entryNs.assign(one.entry.begin(), one.entry.begin() + std::ptrdiff_t(n));
+        trace.waitNs.assign(one.wait.begin(), one.wait.begin() + std::ptrdiff_t(n));
+        trace.doneNs = one.done;
+        // Per-phase bytes are not known to the bench (only the step's
+        // total): the slices carry none rather than a guess.
+        char span[32];
+        std::snprintf(span, sizeof span, "%.3f", double(one.span) * 1e-3);
+        trace.otherData = {
+            {"gpu", dev->name()},
+            {"kernel", kernel->manifest().kernel},
+            {"kernel_dir", dir},
+            {"context", std::to_string(ctx)},
+            {"grid", std::to_string(trace.grid)},
+            {"step", "median by stamped span of " + std::to_string(steps.size()) +
+                         " steps (step " + std::to_string(pick) + ")"},
+            {"step_span_us", span},
+            {"counter_wait_slices",
+             "a block's total counter-wait time in the phase, drawn from the "
+             "phase's start (the stamps do not say when it waited)"}};
+      }
+    }
+  }
+
+  if (!tracePath.empty()) {
+    if (!(st = writePhaseTrace(trace, tracePath)).isOk()) {
+      std::fprintf(stderr, "mk-bench: %s\n", st.message().c_str());
+      return 1;
+    }
+    std::printf("trace    %s (ctx %lld, %d blocks x %d phases)\n", tracePath.c_str(),
+                (long long)ctxs.back(), trace.grid, phases);
   }
 
   if (!jsonPath.empty()) {
@@ -336,7 +464,9 @@ int main(int argc, char **argv) {
     out.set("warmup", json::Value::fromInt(warmup));
     out.set("bandwidth_bytes_per_s", json::Value::fromNumber(bandwidth));
     out.set("bandwidth_measured", json::Value::fromBool(measure));
-    out.set("phase_timing", json::Value::fromBool(phaseTiming));
+    // Whether the timed kernel carried the timing stamps (their cost is in
+    // the ms/token): --phase-timing or --trace.
+    out.set("phase_timing", json::Value::fromBool(phaseTiming || !tracePath.empty()));
     json::Value arr = json::Value::makeArray();
     for (const BenchRow &r : rows) {
       json::Value o = json::Value::makeObject();
