@@ -408,27 +408,63 @@ constexpr int kPackedStepBytes = 1024;
 /// the stream instead of under it.) `step(st, p)` runs on step st, which
 /// lies at p in shared memory.
 constexpr int kPackedChunkSteps = 2;
-template <int THREADS, int STEP_BYTES, int CHUNK_STEPS, int SLICE, class Step, class Pro>
-__device__ __forceinline__ void w4a16_packed_stream(const uint8_t *wq, int step0, int sbeg,
-                                                    int send, uint8_t *ring, Step &step,
-                                                    Pro &pro) {
-  constexpr int WARPS = THREADS / 32;
+
+/// The mbarriers of a block's packed stream: one set per block size, so that
+/// a stream started by w4a16_stream_start (e.g. before a grid barrier, by
+/// w4a16_gemv_begin) is consumed by the tile that follows with the same ones.
+template <int THREADS> __device__ __forceinline__ unsigned long long *packed_stream_bars() {
+  __shared__ __align__(8) unsigned long long bars[THREADS / 32 * 8];
+  return bars;
+}
+
+/// Starts warp w's stream: orders earlier generic-proxy use of the ring (a
+/// previous tile's reads and cross-warp sums) before the bulk copies that
+/// overwrite it, initializes the warp's mbarriers and requests its first
+/// NBUF chunks. Every thread of the block calls it (it synchronizes).
+template <int THREADS, int STEP_BYTES, int CHUNK_STEPS, int SLICE>
+__device__ __forceinline__ void w4a16_stream_start(const uint8_t *wq, int step0, int sbeg,
+                                                   int send, uint8_t *ring) {
   constexpr int CHUNK = CHUNK_STEPS * STEP_BYTES;
   constexpr int NBUF = SLICE / CHUNK;
-  static_assert(NBUF >= 2 && SLICE % 16 == 0, "a ring slice holds at least two chunks");
-  __shared__ __align__(8) unsigned long long bars[WARPS * NBUF];
+  static_assert(NBUF >= 2 && NBUF <= 8 && SLICE % 16 == 0,
+                "a ring slice holds two to eight chunks");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   uint8_t *slice = ring + warp * SLICE;
-  unsigned long long *bar = &bars[warp * NBUF];
-  // Earlier generic-proxy use of the ring (a previous tile's reads and
-  // cross-warp sums) is ordered before the bulk copies that overwrite it.
+  unsigned long long *bar = packed_stream_bars<THREADS>() + warp * NBUF;
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
-  if (lane == 0)
+  if (lane == 0) {
 #pragma unroll
     for (int b = 0; b < NBUF; ++b)
       mbar_init(&bar[b], 1);
+#pragma unroll
+    for (int b = 0; b < NBUF; ++b) {
+      const int st = sbeg + b * CHUNK_STEPS;
+      if (st < send) {
+        const unsigned bytes = unsigned(min(CHUNK_STEPS, send - st) * STEP_BYTES);
+        mbar_expect_tx(&bar[b], bytes);
+        bulk_copy(slice + b * CHUNK, wq + (size_t)(step0 + st) * STEP_BYTES, bytes, &bar[b]);
+      }
+    }
+  }
   __syncwarp();
+}
+
+/// Consumes warp w's stream (started here, or already by
+/// w4a16_stream_start when `started`): waits for each chunk, runs
+/// `step(st, p)` on each of its steps (step st lies at p in shared memory)
+/// and refills the consumed buffer with the chunk NBUF later.
+template <int THREADS, int STEP_BYTES, int CHUNK_STEPS, int SLICE, class Step, class Pro>
+__device__ __forceinline__ void w4a16_packed_stream(const uint8_t *wq, int step0, int sbeg,
+                                                    int send, uint8_t *ring, Step &step,
+                                                    Pro &pro, bool started = false) {
+  constexpr int CHUNK = CHUNK_STEPS * STEP_BYTES;
+  constexpr int NBUF = SLICE / CHUNK;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  uint8_t *slice = ring + warp * SLICE;
+  unsigned long long *bar = packed_stream_bars<THREADS>() + warp * NBUF;
+  if (!started)
+    w4a16_stream_start<THREADS, STEP_BYTES, CHUNK_STEPS, SLICE>(wq, step0, sbeg, send, ring);
   // Lane 0: the chunk starting at step st into buffer b.
   auto issue = [&](int st, int b) {
     if (st < send) {
@@ -438,10 +474,6 @@ __device__ __forceinline__ void w4a16_packed_stream(const uint8_t *wq, int step0
       bulk_copy(slice + b * CHUNK, wq + (size_t)(step0 + st) * STEP_BYTES, bytes, &bar[b]);
     }
   };
-  if (lane == 0)
-#pragma unroll
-    for (int b = 0; b < NBUF; ++b)
-      issue(sbeg + b * CHUNK_STEPS, b);
   pro(); // the caller's work that can overlap the first copies
   int b = 0;
   unsigned parity = 0;
@@ -465,41 +497,38 @@ __device__ __forceinline__ void w4a16_packed_stream(const uint8_t *wq, int step0
       mbar_inval(&bar[b]);
 }
 
-/// The exact tile's stream (the same scheme as w4a16_packed_stream, kept
-/// apart: written generically, the exact tile's step spills under NVRTC):
-/// warp w's steps [sbeg, send) (packed
-/// step step0 + st) are one contiguous range, moved by lane 0 with bulk
-/// copies of kPackedChunkSteps steps into the warp's slice of the ring,
-/// which holds NBUF such chunks, each completing on its own mbarrier. All
-/// chunks the slice holds are requested at once and the math starts as
-/// soon as the first has landed; a consumed chunk's buffer is refilled with
-/// the chunk NBUF later. (One copy per slice would make every warp wait for
-/// its whole slice before any math: the math would run after the stream
-/// instead of under it.) Every lane reads its two 16-byte pieces of each
-/// step at st*1024 + h*512 + lane*16 (rows t and t + 4 of its k-subslice,
-/// its 16 columns; conflict-free) and runs `step` on them.
+/// Warp `warp`'s share [sbeg, send) of a task's `nsteps` steps (the packed
+/// tiles and w4a16_gemv_begin agree on it through this).
+struct WarpSteps {
+  int sbeg, send;
+};
+template <int WARPS> __device__ __forceinline__ WarpSteps warp_steps(int nsteps, int warp) {
+  const int per = (nsteps + WARPS - 1) / WARPS;
+  const int sbeg = warp * per;
+  return {sbeg, min(nsteps, sbeg + per)};
+}
+
+/// The exact tile's consumer of the same stream (w4a16_stream_start's
+/// chunks, kPackedStepBytes steps), kept apart from w4a16_packed_stream:
+/// written through its generic step callback, the exact tile spills under
+/// NVRTC. Every lane reads its two 16-byte pieces of each step at
+/// st*1024 + h*512 + lane*16 (rows t and t + 4 of its k-subslice, its 16
+/// columns; conflict-free) and runs `step(st, wa, wb)` on them.
+template <int THREADS>
+constexpr int kExactSlice = kW4A16Stages * kW4A16StageRows * THREADS * 16 / (THREADS / 32);
 template <int THREADS, class Step, class Pro>
 __device__ __forceinline__ void w4a16_packed_rounds(const uint8_t *wq, int step0, int sbeg,
                                                     int send, uint4 *ring, Step &step,
-                                                    Pro &pro) {
-  constexpr int WARPS = THREADS / 32;
-  constexpr int SLICE = kW4A16Stages * kW4A16StageRows * THREADS * 16 / WARPS;
+                                                    Pro &pro, bool started = false) {
+  constexpr int SLICE = kExactSlice<THREADS>;
   constexpr int CHUNK = kPackedChunkSteps * kPackedStepBytes;
   constexpr int NBUF = SLICE / CHUNK;
-  static_assert(NBUF >= 2 && SLICE % 16 == 0, "a ring slice holds at least two chunks");
-  __shared__ __align__(8) unsigned long long bars[WARPS * NBUF];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   uint8_t *slice = reinterpret_cast<uint8_t *>(ring) + warp * SLICE;
-  unsigned long long *bar = &bars[warp * NBUF];
-  // Earlier generic-proxy use of the ring (a previous tile's reads and
-  // cross-warp sums) is ordered before the bulk copies that overwrite it.
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  __syncthreads();
-  if (lane == 0)
-#pragma unroll
-    for (int b = 0; b < NBUF; ++b)
-      mbar_init(&bar[b], 1);
-  __syncwarp();
+  unsigned long long *bar = packed_stream_bars<THREADS>() + warp * NBUF;
+  if (!started)
+    w4a16_stream_start<THREADS, kPackedStepBytes, kPackedChunkSteps, SLICE>(
+        wq, step0, sbeg, send, reinterpret_cast<uint8_t *>(ring));
   // Lane 0: the chunk starting at step st into buffer b.
   auto issue = [&](int st, int b) {
     if (st < send) {
@@ -509,10 +538,6 @@ __device__ __forceinline__ void w4a16_packed_rounds(const uint8_t *wq, int step0
       bulk_copy(slice + b * CHUNK, wq + (size_t)(step0 + st) * kPackedStepBytes, bytes, &bar[b]);
     }
   };
-  if (lane == 0)
-#pragma unroll
-    for (int b = 0; b < NBUF; ++b)
-      issue(sbeg + b * kPackedChunkSteps, b);
   pro(); // the caller's work that can overlap the first copies
   int b = 0;
   unsigned parity = 0;
@@ -552,7 +577,8 @@ template <int THREADS, int TN, int GROUP, bool FP32X, bool PACKED, class Epi, cl
 __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__ wq,
                                     const bf16 *__restrict__ scales,
                                     const bf16 *__restrict__ zeros, int N, int n0, int nvalid,
-                                    int k0, int k1, float *red, Epi epi, Pro pro) {
+                                    int k0, int k1, float *red, Epi epi, Pro pro,
+                                    bool started = false) {
   static_assert(TN == 16 || TN == 32 || TN == 64 || TN == 128, "mma path: TN in 16..128");
   static_assert(GROUP % 16 == 0, "mma path: GROUP must be a multiple of 16");
   constexpr int WARPS = THREADS / 32;
@@ -576,8 +602,8 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
   const int p0 = k0 / 2, p1 = k1 / 2, pa = p0 & ~7;
   auto valid = [&](int r) { return r >= p0 && r < p1; };
   const int nsteps = (p1 - pa + STEP - 1) / STEP;
-  const int per = (nsteps + WARPS - 1) / WARPS;
-  const int sbeg = warp * per, send = min(nsteps, sbeg + per);
+  const detail::WarpSteps ws_ = detail::warp_steps<WARPS>(nsteps, warp);
+  const int sbeg = ws_.sbeg, send = ws_.send;
   const int nmine = send > sbeg ? send - sbeg : 0;
   const int nchunks = (nmine + S - 1) / S;
   uint4 *stage = reinterpret_cast<uint4 *>(red + WARPS * TN);
@@ -674,7 +700,7 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
   };
   if constexpr (PACKED) {
     // Packed steps are STEP row pairs (k0 a multiple of 2 * STEP rows).
-    detail::w4a16_packed_rounds<THREADS>(wq, pa / STEP, sbeg, send, stage, step, pro);
+    detail::w4a16_packed_rounds<THREADS>(wq, pa / STEP, sbeg, send, stage, step, pro, started);
   } else {
     for (int c = 0; c < nchunks; ++c) {
       cp_async_wait<STAGES - 1>();
@@ -744,6 +770,11 @@ constexpr int kInt8TileMaxRows = 3584; // mk::kInt8MaxSliceRows
 /// of one step in different banks.
 constexpr int kInt8XlOffset = kInt8TileMaxRows + 16;
 
+/// Bytes of a warp's slice of the ring in the integer tile: whole 2 KB
+/// chunks (the rest of the ring holds the quantized x).
+template <int THREADS>
+constexpr int kInt8Slice = (kW4A16Stages * kW4A16StageRows * THREADS * 16 / (THREADS / 32)) / 2048 * 2048;
+
 /// The same task in integer arithmetic on the tensor cores. The spec's
 /// y[n] = sum_k x[k] (q[k,n] - z[g,n]) s[g,n] is, per quantization group g,
 /// s[g,n] * (sum_k x[k] q[k,n] - z[g,n] sum_k x[k]); x is quantized per group
@@ -775,7 +806,8 @@ template <int THREADS, int TN, int GROUP, class Epi, class Pro>
 __device__ void w4a16_gemv_tile_int8(const float *xs, const uint8_t *__restrict__ wq,
                                      const bf16 *__restrict__ scales,
                                      const bf16 *__restrict__ zeros, int N, int n0, int nvalid,
-                                     int k0, int k1, float *red, Epi epi, Pro pro) {
+                                     int k0, int k1, float *red, Epi epi, Pro pro,
+                                     bool started = false) {
   static_assert(TN == 128 || TN == 64, "integer order: 128- or 64-wide tiles");
   static_assert(GROUP % 32 == 0, "integer order: GROUP must be a multiple of 32");
   constexpr int WARPS = THREADS / 32;
@@ -785,7 +817,7 @@ __device__ void w4a16_gemv_tile_int8(const float *xs, const uint8_t *__restrict_
   constexpr int STEP_BYTES = int8_step_bytes<TN>();
   constexpr int CHUNK_STEPS = 2048 / STEP_BYTES;
   constexpr int RING = kW4A16Stages * kW4A16StageRows * THREADS * 16;
-  constexpr int SLICE = (RING / WARPS) / 2048 * 2048;
+  constexpr int SLICE = kInt8Slice<THREADS>;
   static_assert(GROUP <= 128, "integer order: 16 q * x sums of a group must fit int32");
   static_assert(RING - WARPS * SLICE >= kInt8XlOffset + kInt8TileMaxRows +
                                             kInt8TileMaxRows / 8 + (kInt8TileMaxRows / GROUP + 2) * 4,
@@ -801,8 +833,8 @@ __device__ void w4a16_gemv_tile_int8(const float *xs, const uint8_t *__restrict_
   int8_t *xq = reinterpret_cast<int8_t *>(ring + WARPS * SLICE);
   int *xsum = reinterpret_cast<int *>(xq + kInt8XlOffset + kInt8TileMaxRows);
   float *xu = reinterpret_cast<float *>(xsum + kInt8TileMaxRows / 32);
-  const int per = (nsteps + WARPS - 1) / WARPS;
-  const int sbeg = warp * per, send = min(nsteps, sbeg + per);
+  const detail::WarpSteps ws_ = detail::warp_steps<WARPS>(nsteps, warp);
+  const int sbeg = ws_.sbeg, send = ws_.send;
 
   // After the caller's prologue (x staged), each warp quantizes groups.
   auto quantize = [&] {
@@ -912,7 +944,7 @@ __device__ void w4a16_gemv_tile_int8(const float *xs, const uint8_t *__restrict_
     }
   };
   detail::w4a16_packed_stream<THREADS, STEP_BYTES, CHUNK_STEPS, SLICE>(
-      wq, k0 / 32, sbeg, send, ring, step, quantize);
+      wq, k0 / 32, sbeg, send, ring, step, quantize, started);
   if (grp >= 0)
     flush();
   __syncthreads(); // the ring is free: reuse it for the cross-warp sums
@@ -962,18 +994,15 @@ __device__ void w4a16_gemv_tile_with(const float *xs, const uint8_t *__restrict_
                                      const bf16 *__restrict__ zeros, int N, int n0, int nvalid,
                                      int k0, int k1, float *red, Epi epi, bool prefetched,
                                      Pro pro) {
+  // Packed orders: `prefetched` means w4a16_gemv_begin started the stream.
   if constexpr (ORDER == kOrderInt8) {
-    if (prefetched)
-      cp_async_wait<0>();
     w4a16_gemv_tile_int8<THREADS, TN, GROUP>(xs, wq, scales, zeros, N, n0, nvalid, k0, k1, red,
-                                             epi, pro);
+                                             epi, pro, prefetched);
     return;
   } else if constexpr (ORDER == kOrderMma) {
     static_assert(TN == 128 || TN == 64, "packed weights are 128- or 64-wide tiles");
-    if (prefetched)
-      cp_async_wait<0>();
     w4a16_gemv_tile_mma<THREADS, TN, GROUP, FP32X, true>(xs, wq, scales, zeros, N, n0, nvalid,
-                                                         k0, k1, red, epi, pro);
+                                                         k0, k1, red, epi, pro, prefetched);
     return;
   } else {
     static_assert(ORDER == kOrderRowMajor, "unknown weight order");
@@ -1001,6 +1030,33 @@ __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
                                 bool prefetched = false) {
   w4a16_gemv_tile_with<THREADS, TN, GROUP, Epi, FP32X, ORDER>(
       xs, wq, scales, zeros, N, n0, nvalid, k0, k1, red, epi, prefetched, NoPrologue{});
+}
+
+/// Starts the weight stream of a packed tile (ORDER kOrderMma or
+/// kOrderInt8; same wq, k0, k1 and red as its w4a16_gemv_tile call, which
+/// then passes prefetched = true): its first chunks are requested into the
+/// tile's ring now. Weights depend on no phase, so a block calls this for
+/// its first task of a phase BEFORE the norm, counter waits or staging that
+/// task's inputs need, and the stream runs under them. Nothing may use
+/// `red` in between; every thread of the block calls it.
+template <int THREADS, int TN, int GROUP, int ORDER>
+__device__ void w4a16_gemv_begin(const uint8_t *__restrict__ wq, int k0, int k1, float *red) {
+  constexpr int WARPS = THREADS / 32;
+  uint8_t *ring = reinterpret_cast<uint8_t *>(red + WARPS * TN);
+  const int warp = threadIdx.x >> 5;
+  if constexpr (ORDER == kOrderMma) {
+    constexpr int STEP = 8 * (8 / (TN / 16)); // row pairs per step, as w4a16_gemv_tile_mma
+    const int p0 = k0 / 2, pa = p0 & ~7, nsteps = (k1 / 2 - pa + STEP - 1) / STEP;
+    const detail::WarpSteps w = detail::warp_steps<WARPS>(nsteps, warp);
+    detail::w4a16_stream_start<THREADS, detail::kPackedStepBytes, detail::kPackedChunkSteps,
+                               detail::kExactSlice<THREADS>>(wq, pa / STEP, w.sbeg, w.send, ring);
+  } else {
+    static_assert(ORDER == kOrderInt8, "only packed tiles stream from a begun ring");
+    constexpr int STEP_BYTES = int8_step_bytes<TN>();
+    const detail::WarpSteps w = detail::warp_steps<WARPS>((k1 - k0) / 32, warp);
+    detail::w4a16_stream_start<THREADS, STEP_BYTES, 2048 / STEP_BYTES, kInt8Slice<THREADS>>(
+        wq, k0 / 32, w.sbeg, w.send, ring);
+  }
 }
 
 } // namespace mk

@@ -32,11 +32,22 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
     }
   }
   SmallVector<TaskOp> grid;
-  for (TaskOp t : phase.getBodyBlock().getOps<TaskOp>()) {
-    if (!t.isEveryBlock()) {
+  for (TaskOp t : phase.getBodyBlock().getOps<TaskOp>())
+    if (!t.isEveryBlock())
       grid.push_back(t);
+  // Each block's first instance, if a packed tile, streams its weights from
+  // the phase's entry, under the norm and the counter waits
+  // (w4a16_gemv_begin).
+  begunTasks.clear();
+  int64_t first = 0;
+  for (TaskOp t : grid) {
+    if (!debug && emitGemvBegin(t, first))
+      begunTasks.insert(t.getName());
+    first += t.getCount();
+  }
+  for (TaskOp t : phase.getBodyBlock().getOps<TaskOp>()) {
+    if (!t.isEveryBlock())
       continue;
-    }
     if (t.getKind() != "residual_rmsnorm")
       return t.emitOpError("every_block tasks must be residual_rmsnorm");
     StringRef acc = t.getStrArg("acc"), out = t.getStrArg("out");
@@ -217,7 +228,7 @@ LogicalResult Emitter::run(EmittedKernel &out) {
     << "/// at once and spill).\n"
     << "__device__ __forceinline__ uint8_t *opaque(uint8_t *p) {\n"
     << "  asm volatile(\"\" : \"+l\"(p));\n  return p;\n}\n"
-    << "} // namespace mkgen\n\n";
+    << helpers << "} // namespace mkgen\n\n";
   for (const std::string &a : asserts)
     k << "static_assert(" << a << ", \"shared-memory layout of a template "
       << "changed: the emitter's mirror is stale\");\n";

@@ -17,6 +17,7 @@
 #include "mk/PackedLayout.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Regex.h"
@@ -273,6 +274,15 @@ private:
   /// Moves heavy template calls out of line (see TaskLowering.cpp).
   static std::string outlineHeavyCalls(const std::string &text);
   LogicalResult emitInstance(TaskOp t, llvm::raw_ostream &o);
+  void emitGemvSlice(TaskOp t, llvm::raw_ostream &o);
+  bool emitGemvBegin(TaskOp t, int64_t first);
+  /// The tasks of the phase being emitted whose instance on block b (when
+  /// it is b's first of the phase) had its weight stream started at the
+  /// phase's entry (emitGemvBegin).
+  llvm::StringSet<> begunTasks;
+  /// Out-of-line helpers of the kernel body (namespace mkgen).
+  std::string helpers;
+  int beginCount = 0;
   std::string manifest(int64_t dynSmem, int64_t syncBytes);
 };
 

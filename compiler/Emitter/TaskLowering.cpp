@@ -30,31 +30,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     for (const auto &w : weights)
       if (failed(checkPackedRead(t, w, tn, kslice)))
         return failure();
-    o << "      const int k0 = " << (ks > 1 ? "(i / " + std::to_string(tiles) +
-                                               ") * " + std::to_string(kslice)
-                                         : std::string("0"))
-      << ", k1 = k0 + " << kslice << ";\n";
-    if (unitCols) {
-      int64_t tpu = unitCols / tn, per = (int64_t)weights.size() * tpu;
-      o << "      const int u = i / " << per << ", r = i % " << per
-        << ", seg = r / " << tpu << ";\n"
-        << "      const int n0 = u * " << unitCols << " + (r % " << tpu
-        << ") * " << tn << ", nvalid = " << tn << ";\n";
-    } else {
-      o << "      const int tile = i % " << tiles << ";\n"
-        << "      int seg = 0, n0 = tile * " << tn << ";\n";
-      int64_t acc = 0;
-      for (size_t s = 0; s + 1 < ns.size(); ++s) {
-        acc += (ns[s] + tn - 1) / tn;
-        o << "      if (tile >= " << acc << ") { seg = " << s + 1
-          << "; n0 = (tile - " << acc << ") * " << tn << "; }\n";
-      }
-      o << "      const int nseg = ";
-      for (size_t s = 0; s + 1 < ns.size(); ++s)
-        o << "seg == " << s << " ? " << ns[s] << " : ";
-      o << ns.back() << ";\n      const int nvalid = min(" << tn
-        << ", nseg - n0);\n";
-    }
+    emitGemvSlice(t, o);
     std::string xin = "xs";
     if (!shared) {
       std::string src = ptr(in.getSymName());
@@ -88,7 +64,9 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
         << ", " << tn << ", " << G << ", " << epiType
         << orderArgs(weights[s], true) << ">>(" << xin << ", "
         << tileArgs(weights[s], k, ns[s], tn, "", "n0")
-        << ", nvalid, k0, k1, red, " << epi << ", false); break;\n";
+        << ", nvalid, k0, k1, red, " << epi << ", "
+        << (begunTasks.contains(t.getName()) ? "t == (int)blockIdx.x" : "false")
+        << "); break;\n";
     }
     o << "      }\n";
     return success();
@@ -339,3 +317,84 @@ std::string Emitter::outlineHeavyCalls(const std::string &text) {
 /// Derived from the tasks: a capture is named after the weight (by its
 /// state-dict name) or the task kind that produces it. Offsets follow the
 /// oracle's order: layer by layer, kCaptureOrder within a layer.
+
+/// The instance's k-slice and columns (k0, k1, seg, n0, nvalid) from `i`.
+void Emitter::emitGemvSlice(TaskOp t, llvm::raw_ostream &o) {
+  auto weights = t.getStrArrayArg("weights");
+  auto ns = t.getIntArrayArg("n");
+  int64_t k = t.getIntArg("k"), tn = t.getIntArg("tn"), ks = t.getIntArg("ksplit"),
+          tiles = t.getIntArg("tiles"), unitCols = t.getIntArg("unit_cols");
+  int64_t kslice = k / ks;
+  o << "      const int k0 = " << (ks > 1 ? "(i / " + std::to_string(tiles) +
+                                             ") * " + std::to_string(kslice)
+                                       : std::string("0"))
+    << ", k1 = k0 + " << kslice << ";\n";
+  if (unitCols) {
+    int64_t tpu = unitCols / tn, per = (int64_t)weights.size() * tpu;
+    o << "      const int u = i / " << per << ", r = i % " << per
+      << ", seg = r / " << tpu << ";\n"
+      << "      const int n0 = u * " << unitCols << " + (r % " << tpu
+      << ") * " << tn << ", nvalid = " << tn << ";\n";
+  } else {
+    o << "      const int tile = i % " << tiles << ";\n"
+      << "      int seg = 0, n0 = tile * " << tn << ";\n";
+    int64_t acc = 0;
+    for (size_t s = 0; s + 1 < ns.size(); ++s) {
+      acc += (ns[s] + tn - 1) / tn;
+      o << "      if (tile >= " << acc << ") { seg = " << s + 1
+        << "; n0 = (tile - " << acc << ") * " << tn << "; }\n";
+    }
+    o << "      const int nseg = ";
+    for (size_t s = 0; s + 1 < ns.size(); ++s)
+      o << "seg == " << s << " ? " << ns[s] << " : ";
+    o << ns.back() << ";\n      const int nvalid = min(" << tn
+      << ", nseg - n0);\n";
+  }
+}
+
+/// For a task of packed W4A16 tiles whose instances start at phase index
+/// `first`: block b in [first, first + count) starts the weight stream of
+/// instance b - first, its first of the phase, at the phase's entry
+/// (w4a16_gemv_begin), before the every-block norm and the counter waits;
+/// that instance's tile continues it (prefetched = true).
+bool Emitter::emitGemvBegin(TaskOp t, int64_t first) {
+  if (t.getKind() != "w4a16_gemv")
+    return false;
+  auto weights = t.getStrArrayArg("weights");
+  const int64_t k = t.getIntArg("k"), tn = t.getIntArg("tn"), ks = t.getIntArg("ksplit");
+  const int64_t kslice = k / ks;
+  auto ns = t.getIntArrayArg("n");
+  if (weights.empty() || ns.size() != weights.size() ||
+      llvm::any_of(weights, [&](const std::string &w) {
+        return orderOf(w) == mk::PackedOrder::None || tileOf(w) != tn;
+      }))
+    return false;
+  const bool shared = buffers.lookup(t.getStrArg("input")).getSpace() == "shared";
+  // Out of line (its index arithmetic would otherwise add to the kernel
+  // body's registers): mkgen::begin<n>(the weights' w_q, work).
+  const std::string fn = "begin" + std::to_string(beginCount++);
+  llvm::raw_string_ostream h(helpers);
+  h << "/// " << t.getName() << ": starts the weight stream of this block's first\n"
+    << "/// instance (w4a16_gemv_begin).\n"
+    << "__device__ __noinline__ void " << fn << "(";
+  for (size_t s = 0; s < weights.size(); ++s)
+    h << "const uint8_t *w" << s << ", ";
+  h << "float *work) {\n"
+    << "      const int i = blockIdx.x - " << first << ";\n";
+  emitGemvSlice(t, h);
+  h << "      float *red = work" << (shared ? "" : " + " + std::to_string(kslice)) << ";\n"
+    << "      (void)nvalid;\n      switch (seg) {\n";
+  for (size_t s = 0; s < weights.size(); ++s)
+    h << "      case " << s << ": mk::w4a16_gemv_begin<" << T << ", " << tn << ", " << cfg.group
+      << orderArgs(weights[s], false) << ">(w" << s << " + (size_t)((n0) / " << tn << ") * "
+      << k / 2 * tn << ", k0, k1, red); break;\n";
+  h << "      }\n}\n";
+  os << "    if (" << (first ? "blockIdx.x >= " + std::to_string(first) + " && " : "")
+     << "blockIdx.x < " << first + t.getCount() << ") // " << t.getName()
+     << ": start the block's first instance's weight stream\n"
+     << "      mkgen::" << fn << "(";
+  for (const std::string &w : weights)
+    os << wq(w) << ", ";
+  os << "work);\n";
+  return true;
+}

@@ -140,11 +140,14 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
     at run time). The emitted kernel has every block issue bulk L2
     prefetches of its share of them as it enters the phase, so the memory
     system streams them under the current phase's compute, counter waits
-    and grid barriers instead of after them. `distance=0` turns it off.
+    and grid barriers instead of after them. Off by default (`distance=0`):
+    measured, `distance=1` and `2` made the step ~20 us slower (perf notes,
+    run #30).
   }];
   let options = [
-    Option<"distance", "distance", "int64_t", "1",
-           "how many phases ahead to prefetch (0: none)">,
+    Option<"distance", "distance", "int64_t", "0",
+           "how many phases ahead to prefetch (0, the default: none; 1 measured "
+           "20 us per token slower, docs/perf-notes.md)">,
   ];
 }
 

@@ -225,27 +225,39 @@ TEST(W4A16Gemv, NarrowTiles) {
 /// repacks them for a `layout=packed` kernel: ORDER kOrderMma, the exact
 /// tile's, or kOrderInt8, the integer tile's), streamed with bulk copies;
 /// x bf16 values (or, FP32X, any fp32), split-K slices of whole steps.
-template <int TN, int ORDER = mk::kOrderMma, bool FP32X = false>
+/// BEGUN: each block starts its first task's stream with
+/// w4a16_gemv_begin before staging x (as the emitted kernels do before a
+/// norm or counter wait), and that task's tile continues it.
+template <int TN, int ORDER = mk::kOrderMma, bool FP32X = false, bool BEGUN = false>
 __global__ void __launch_bounds__(T, 1)
     packedGemvKernel(const float *x, int K, const uint8_t *wq, const mk::bf16 *s,
                      const mk::bf16 *z, int N, int ksplit, float *y) {
   extern __shared__ float smem[];
   float *xs = smem, *red = smem + K;
+  const int tiles = N / TN;
+  auto slice = [&](int t, int &tile, int &k0, int &k1) {
+    tile = t % tiles;
+    k0 = K / ksplit * (t / tiles), k1 = k0 + K / ksplit;
+  };
+  if (BEGUN && blockIdx.x < tiles * ksplit) {
+    int tile, k0, k1;
+    slice(blockIdx.x, tile, k0, k1);
+    mk::w4a16_gemv_begin<T, TN, 128, ORDER>(wq + (size_t)tile * (K / 2) * TN, k0, k1, red);
+  }
   for (int i = threadIdx.x; i < K; i += T)
     xs[i] = x[i];
   __syncthreads();
-  const int tiles = N / TN;
   for (int t = blockIdx.x; t < tiles * ksplit; t += gridDim.x) {
-    const int tile = t % tiles, ks = t / tiles;
-    const int k0 = K / ksplit * ks, k1 = k0 + K / ksplit;
+    int tile, k0, k1;
+    slice(t, tile, k0, k1);
     const size_t wOff = (size_t)tile * (K / 2) * TN, sOff = (size_t)tile * (K / 128) * TN;
     mk::w4a16_gemv_tile<T, TN, 128, mk::EpiAtomicAddF32, FP32X, ORDER>(
         xs, wq + wOff, s + sOff, z + sOff, TN, 0, TN, k0, k1, red,
-        mk::EpiAtomicAddF32{y, 1.f, tile * TN});
+        mk::EpiAtomicAddF32{y, 1.f, tile * TN}, BEGUN && t == (int)blockIdx.x);
   }
 }
 
-template <int TN, int ORDER = mk::kOrderMma, bool FP32X = false>
+template <int TN, int ORDER = mk::kOrderMma, bool FP32X = false, bool BEGUN = false>
 void runPackedGemv(int K, int N, int ksplit, uint64_t seed) {
   Rng r(seed);
   QMat m(r, K, N, 128);
@@ -267,7 +279,7 @@ void runPackedGemv(int K, int N, int ksplit, uint64_t seed) {
   Dev<uint8_t> dw(packedW);
   dy.zero();
   const size_t smem = (K + mk::w4a16_red_floats<T, TN>()) * sizeof(float);
-  auto kernel = packedGemvKernel<TN, ORDER, FP32X>;
+  auto kernel = packedGemvKernel<TN, ORDER, FP32X, BEGUN>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   kernel<<<37, T, smem>>>(dx.p, K, dw.p, ds.as<mk::bf16>(), dz.as<mk::bf16>(), N, ksplit, dy.p);
   CK(cudaGetLastError());
@@ -305,6 +317,16 @@ TEST(W4A16Gemv, Int8OrderIntegerTile) {
   runPackedGemv<64, mk::kOrderInt8>(1024, 256, 1, 25);
   runPackedGemv<128, mk::kOrderInt8, true>(1024, 2304, 1, 26); // fp32 x (MoE down)
   runPackedGemv<128, mk::kOrderInt8, true>(3584, 256, 1, 27);  // the longest slice
+}
+
+// A stream started by w4a16_gemv_begin before x is staged, continued by the
+// block's first tile (prefetched = true); later tiles start their own.
+TEST(W4A16Gemv, PackedStreamBegunAhead) {
+  REQUIRE_GPU();
+  runPackedGemv<128, mk::kOrderMma, false, true>(2304, 1024, 2, 31); // 37 blocks, 16 tasks each
+  runPackedGemv<64, mk::kOrderMma, false, true>(2304, 512, 1, 32);
+  runPackedGemv<128, mk::kOrderInt8, false, true>(2304, 1024, 2, 33);
+  runPackedGemv<64, mk::kOrderInt8, true, true>(1024, 256, 1, 34);
 }
 
 TEST(W4A16Gemv, PackedLayoutWithBulkCopies) {

@@ -1,11 +1,12 @@
-// RUN: mk-opt %s --schedule-prefetch-weights | FileCheck %s
+// RUN: mk-opt %s "--schedule-prefetch-weights=distance=1" | FileCheck %s
 // RUN: mk-opt %s "--schedule-prefetch-weights=distance=2" | FileCheck %s --check-prefix=D2
-// RUN: mk-opt %s "--schedule-prefetch-weights=distance=0" | FileCheck %s --check-prefix=OFF
+// RUN: mk-opt %s --schedule-prefetch-weights | FileCheck %s --check-prefix=OFF
 // RUN: not mk-opt %s "--schedule-prefetch-weights=distance=-1" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // Each phase names the data-independent weights of the phase `distance`
 // later (the first phase also its own and those in between): GEMV and
 // bf16-row weights, shared experts, MLA's W_kv_b; never routed experts.
+// Off by default (distance=0: measured slower).
 // CHECK: schedule.phase "p0" attributes {l2_prefetch = ["wq", "wbeta", "wo"]}
 // CHECK: schedule.phase "p1" attributes {l2_prefetch = ["sgate", "sup"]}
 // CHECK: schedule.phase "p2" attributes {l2_prefetch = ["kvb"]}
