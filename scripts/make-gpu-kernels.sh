@@ -44,6 +44,6 @@ if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   variant ttiled schedule-tile-weights=layout=tiled
   variant tseg128 schedule-partition-work=full-segment-bytes=128
   variant tchunks32 schedule-partition-work=attention-chunks=32
-  variant tnoprefetch schedule-prefetch-weights=distance=0
-  variant tprefetch2 schedule-prefetch-weights=distance=2
+  variant tnostreams schedule-prefetch-weights=streams=false
+  variant tprefetch1 schedule-prefetch-weights=distance=1
 fi

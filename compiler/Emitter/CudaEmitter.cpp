@@ -41,7 +41,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
   begunTasks.clear();
   int64_t first = 0;
   for (TaskOp t : grid) {
-    if (!debug && emitGemvBegin(t, first))
+    if (!debug && kernel.getEarlyWeightStreams() && emitGemvBegin(t, first))
       begunTasks.insert(t.getName());
     first += t.getCount();
   }

@@ -131,9 +131,13 @@ def ScheduleTileWeights : Pass<"schedule-tile-weights", "::mlir::ModuleOp"> {
 }
 
 def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleOp"> {
-  let summary = "Prefetch the weights of later phases into L2 ahead of their use";
+  let summary = "Start weight streams early: at phase entry, and (opt-in) L2 prefetch of later phases";
   let description = [{
-    Weights never depend on a previous phase, only activations do. Each
+    Weights never depend on a previous phase, only activations do. With
+    `streams` (the default) the kernel gets `early_weight_streams`: each
+    block starts the bulk copies of its first packed GEMV instance of a phase
+    at the phase's entry, before the every-block norm and its counter waits.
+    Each
     phase gets `l2_prefetch`: the weights that the phase `distance` phases
     later reads and that do not depend on data (W4A16 GEMV tiles, bf16 rows,
     shared experts, MLA's W_kv_b; not routed experts, chosen by the router
@@ -145,6 +149,9 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
     run #30).
   }];
   let options = [
+    Option<"streams", "streams", "bool", "true",
+           "start each block's first packed GEMV weight stream of a phase at "
+           "the phase's entry (early_weight_streams on the kernel)">,
     Option<"distance", "distance", "int64_t", "0",
            "how many phases ahead to prefetch (0, the default: none; 1 measured "
            "20 us per token slower, docs/perf-notes.md)">,

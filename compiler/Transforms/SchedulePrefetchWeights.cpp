@@ -63,6 +63,9 @@ void SchedulePrefetchWeightsPass::runOnOperation() {
         << static_cast<int64_t>(distance);
     return signalPassFailure();
   }
+  for (KernelOp kernel : getOperation().getOps<KernelOp>())
+    if (streams)
+      kernel.setEarlyWeightStreams(true);
   if (distance == 0)
     return;
   for (KernelOp kernel : getOperation().getOps<KernelOp>()) {

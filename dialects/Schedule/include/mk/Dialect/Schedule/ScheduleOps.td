@@ -29,6 +29,9 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     are further in a packed tile's lane order, streamed with bulk copies;
     `packed_order` says which: `mma` (the exact tensor-core tile, 1 KB
     steps) or `int8` (the integer tile, 32-row steps).
+    `early_weight_streams` (set by `schedule-prefetch-weights`): each
+    block's first instance of a packed GEMV task in a phase starts its
+    weight stream at the phase's entry, before the norm and counter waits.
     `max_shared_bytes` (0: no limit) is the shared memory one block may use
     on the target; the CUDA emitter refuses a kernel that needs more.
 
@@ -55,6 +58,7 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     OptionalAttr<DictionaryAttr>:$weight_tiles,
     OptionalAttr<StrArrayAttr>:$packed_weights,
     DefaultValuedAttr<StrAttr, "\"mma\"">:$packed_order,
+    UnitAttr:$early_weight_streams,
     DefaultValuedAttr<I64Attr, "0">:$max_shared_bytes);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
