@@ -134,24 +134,26 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
   let summary = "Start weight streams early: at phase entry, and (opt-in) L2 prefetch of later phases";
   let description = [{
     Weights never depend on a previous phase, only activations do. With
-    `streams` (the default) the kernel gets `early_weight_streams`: each
+    `streams=true` the kernel gets `early_weight_streams`: each
     block starts the bulk copies of its first packed GEMV instance of a phase
     at the phase's entry, before the every-block norm and its counter waits.
-    Each
+    With `distance` > 0 each
     phase gets `l2_prefetch`: the weights that the phase `distance` phases
     later reads and that do not depend on data (W4A16 GEMV tiles, bf16 rows,
     shared experts, MLA's W_kv_b; not routed experts, chosen by the router
     at run time). The emitted kernel has every block issue bulk L2
     prefetches of its share of them as it enters the phase, so the memory
     system streams them under the current phase's compute, counter waits
-    and grid barriers instead of after them. Off by default (`distance=0`):
-    measured, `distance=1` and `2` made the step ~20 us slower (perf notes,
-    run #30).
+    and grid barriers instead of after them. Both are off by default:
+    measured (docs/perf-notes.md, runs #30-#31), `distance=1` and `2` made
+    the step ~20 us slower and `streams=true` changed nothing (0.3416 vs
+    0.3397 ms per token).
   }];
   let options = [
-    Option<"streams", "streams", "bool", "true",
+    Option<"streams", "streams", "bool", "false",
            "start each block's first packed GEMV weight stream of a phase at "
-           "the phase's entry (early_weight_streams on the kernel)">,
+           "the phase's entry (early_weight_streams on the kernel; measured "
+           "no faster, off by default)">,
     Option<"distance", "distance", "int64_t", "0",
            "how many phases ahead to prefetch (0, the default: none; 1 measured "
            "20 us per token slower, docs/perf-notes.md)">,

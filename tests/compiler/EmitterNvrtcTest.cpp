@@ -65,9 +65,8 @@ Emitted emit(const std::string &spec, const std::string &kernel,
 /// Spill bytes (stores, and loads) allowed in a default kernel's body: the
 /// templates it calls may spill nothing. The body's spills are scalars kept
 /// across the out-of-line template calls (ptxas allocates registers across
-/// them); with the weight streams begun at each phase's entry (session 4)
-/// sm_120 reloads 140 B of them, sm_90 60 B.
-constexpr int kBodySpillBytes = 160;
+/// them): sm_120 reloads 128 B of them, sm_90 60 B (session 4).
+constexpr int kBodySpillBytes = 128;
 
 void compileFor(const Emitted &k, const std::string &name,
                 const std::string &arch, bool allowSpills = false) {

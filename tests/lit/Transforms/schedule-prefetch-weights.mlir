@@ -1,17 +1,17 @@
-// RUN: mk-opt %s "--schedule-prefetch-weights=distance=1" | FileCheck %s
+// RUN: mk-opt %s "--schedule-prefetch-weights=distance=1 streams=true" | FileCheck %s
 // RUN: mk-opt %s "--schedule-prefetch-weights=distance=2" | FileCheck %s --check-prefix=D2
 // RUN: mk-opt %s --schedule-prefetch-weights | FileCheck %s --check-prefix=OFF
 // RUN: not mk-opt %s "--schedule-prefetch-weights=distance=-1" 2>&1 | FileCheck %s --check-prefix=BAD
-// RUN: mk-opt %s "--schedule-prefetch-weights=streams=false" | FileCheck %s --check-prefix=NOSTREAMS
+// RUN: mk-opt %s "--schedule-prefetch-weights=distance=1" | FileCheck %s --check-prefix=NOSTREAMS
 
 // Each phase names the data-independent weights of the phase `distance`
 // later (the first phase also its own and those in between): GEMV and
 // bf16-row weights, shared experts, MLA's W_kv_b; never routed experts.
 // Off by default (distance=0: measured slower).
-// Weight streams start at phase entry (the default).
+// With streams=true weight streams start at phase entry (off by default).
 // CHECK: schedule.kernel @k attributes {early_weight_streams,
 // NOSTREAMS-NOT: early_weight_streams
-// OFF: schedule.kernel @k attributes {early_weight_streams,
+// OFF-NOT: early_weight_streams
 // CHECK: schedule.phase "p0" attributes {l2_prefetch = ["wq", "wbeta", "wo"]}
 // CHECK: schedule.phase "p1" attributes {l2_prefetch = ["sgate", "sup"]}
 // CHECK: schedule.phase "p2" attributes {l2_prefetch = ["kvb"]}
