@@ -140,6 +140,10 @@ Status phaseTraceJson(const PhaseTrace &t, std::string &out) {
 Status writePhaseTrace(const PhaseTrace &t, const std::string &path) {
   std::string text;
   MK_RETURN_IF_ERROR(phaseTraceJson(t, text));
+  return writeTextFile(path, text);
+}
+
+Status writeTextFile(const std::string &path, const std::string &text) {
   FILE *f = std::fopen(path.c_str(), "wb");
   if (!f)
     return makeError(ErrorCode::Io, "cannot write " + path + ": " + std::strerror(errno));

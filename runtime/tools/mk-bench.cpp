@@ -88,27 +88,6 @@ Status measureBandwidth(const std::shared_ptr<Device> &dev, double &bw) {
   return Status::ok();
 }
 
-/// Writes `text` to `path` (created or truncated). On failure returns false
-/// and sets `err` to the system's reason.
-bool writeTextFile(const std::string &path, const std::string &text,
-                   std::string &err) {
-  FILE *f = std::fopen(path.c_str(), "wb");
-  if (!f) {
-    err = std::strerror(errno);
-    return false;
-  }
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() &&
-            std::fflush(f) == 0;
-  int e = errno;
-  if (std::fclose(f) != 0 && ok) {
-    ok = false;
-    e = errno;
-  }
-  if (!ok)
-    err = e ? std::strerror(e) : "write failed";
-  return ok;
-}
-
 /// One row of the table, kept for --json.
 struct BenchRow {
   int64_t ctx = 0;
@@ -479,10 +458,8 @@ int main(int argc, char **argv) {
       arr.push(std::move(o));
     }
     out.set("rows", std::move(arr));
-    std::string err;
-    if (!writeTextFile(jsonPath, json::write(out) + "\n", err)) {
-      std::fprintf(stderr, "mk-bench: cannot write %s: %s\n", jsonPath.c_str(),
-                   err.c_str());
+    if (Status st = writeTextFile(jsonPath, json::write(out) + "\n"); !st.isOk()) {
+      std::fprintf(stderr, "mk-bench: %s\n", st.message().c_str());
       return 1;
     }
   }

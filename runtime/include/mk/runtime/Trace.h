@@ -67,6 +67,10 @@ Status phaseTraceJson(const PhaseTrace &t, std::string &json);
 /// system's reason, if the file cannot be written.
 Status writePhaseTrace(const PhaseTrace &t, const std::string &path);
 
+/// Writes `text` to `path` (created or truncated); an Io error naming the
+/// path and the system's reason on failure (the tools' JSON outputs).
+Status writeTextFile(const std::string &path, const std::string &text);
+
 } // namespace mk::rt
 
 #endif // MK_RUNTIME_TRACE_H
