@@ -324,6 +324,17 @@ __device__ __forceinline__ uint32_t dequant_pair_bf2(uint32_t w, uint32_t v, uin
   asm("lop3.b32 %0, %1, 0x000f000f, %2, 0xEA;" : "=r"(q2) : "r"(t), "r"(magic));
   return as_u32(__hmul2(__hsub2(as_bf2(q2), as_bf2(zc2)), as_bf2(s2)));
 }
+/// Column J of a packed word (mk::rt::packMmaWordNibbles: its row pair at
+/// bits 4J and 16 + 4J) dequantized as dequant_pair_bf2: a shift and one LOP3
+/// instead of a byte permute and one LOP3.
+template <int J>
+__device__ __forceinline__ uint32_t dequant_nibbles_bf2(uint32_t w, uint32_t zc2, uint32_t s2,
+                                                        uint32_t magic) {
+  const uint32_t t = J ? w >> (4 * J) : w;
+  uint32_t q2; // {128 + q_lo, 128 + q_hi}
+  asm("lop3.b32 %0, %1, 0x000f000f, %2, 0xEA;" : "=r"(q2) : "r"(t), "r"(magic));
+  return as_u32(__hmul2(__hsub2(as_bf2(q2), as_bf2(zc2)), as_bf2(s2)));
+}
 __device__ __forceinline__ uint32_t dequant_byte_bf2(uint32_t w, int byte, uint32_t zc2,
                                                      uint32_t s2, uint32_t magic) {
   switch (byte) {
@@ -335,6 +346,25 @@ __device__ __forceinline__ uint32_t dequant_byte_bf2(uint32_t w, int byte, uint3
     return dequant_pair_bf2<2>(w, w >> 4, zc2, s2, magic);
   default:
     return dequant_pair_bf2<3>(w, w >> 4, zc2, s2, magic);
+  }
+}
+/// Column `col` (0..3) of word w: a packed word (PACKED) or the spec's bytes.
+template <bool PACKED>
+__device__ __forceinline__ uint32_t dequant_col_bf2(uint32_t w, int col, uint32_t zc2, uint32_t s2,
+                                                    uint32_t magic) {
+  if constexpr (PACKED) {
+    switch (col) {
+    case 0:
+      return dequant_nibbles_bf2<0>(w, zc2, s2, magic);
+    case 1:
+      return dequant_nibbles_bf2<1>(w, zc2, s2, magic);
+    case 2:
+      return dequant_nibbles_bf2<2>(w, zc2, s2, magic);
+    default:
+      return dequant_nibbles_bf2<3>(w, zc2, s2, magic);
+    }
+  } else {
+    return dequant_byte_bf2(w, col, zc2, s2, magic);
   }
 }
 __device__ __forceinline__ uint32_t pack_bf2(float lo, float hi) {
@@ -691,10 +721,10 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
       // Rows outside [k0, k1) were not loaded (zero bytes): whatever they dequantize
       // to meets a zero x in B. Inactive column groups only produce rows
       // of D that are never read.
-      const uint32_t a0 = detail::dequant_byte_bf2(wav[j0 / 4], j0 % 4, zc2[j0], s2[j0], magic);
-      const uint32_t a1 = detail::dequant_byte_bf2(wav[j1 / 4], j1 % 4, zc2[j1], s2[j1], magic);
-      const uint32_t a2 = detail::dequant_byte_bf2(wbv[j0 / 4], j0 % 4, zc2[j0], s2[j0], magic);
-      const uint32_t a3 = detail::dequant_byte_bf2(wbv[j1 / 4], j1 % 4, zc2[j1], s2[j1], magic);
+      const uint32_t a0 = detail::dequant_col_bf2<PACKED>(wav[j0 / 4], j0 % 4, zc2[j0], s2[j0], magic);
+      const uint32_t a1 = detail::dequant_col_bf2<PACKED>(wav[j1 / 4], j1 % 4, zc2[j1], s2[j1], magic);
+      const uint32_t a2 = detail::dequant_col_bf2<PACKED>(wbv[j0 / 4], j0 % 4, zc2[j0], s2[j0], magic);
+      const uint32_t a3 = detail::dequant_col_bf2<PACKED>(wbv[j1 / 4], j1 % 4, zc2[j1], s2[j1], magic);
       detail::mma_bf16_16816(acc[m], a0, a1, a2, a3, b0, b1);
     }
   };

@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -730,8 +731,36 @@ struct ScheduleFormPhasesPass
   void runOnOperation() override;
 };
 
+/// A name the emitted `extern "C"` function (and its file names) can have.
+static bool isCIdentifier(StringRef s) {
+  if (s.empty() || !(llvm::isAlpha(s[0]) || s[0] == '_'))
+    return false;
+  return llvm::all_of(s, [](char c) { return llvm::isAlnum(c) || c == '_'; });
+}
+
 void ScheduleFormPhasesPass::runOnOperation() {
   ModuleOp module = getOperation();
+  // The kernel verifier's rule; checked here so that a bad option is one
+  // error on the module, not a verifier failure after the pass.
+  if (threads < 32 || threads > 1024 || threads % 32) {
+    mlir::emitError(module.getLoc(), "schedule-form-phases: threads must be a "
+                                     "multiple of 32 in 32..1024, got ")
+        << static_cast<int64_t>(threads);
+    return signalPassFailure();
+  }
+  if (maxSharedBytes < 0) {
+    mlir::emitError(module.getLoc(), "schedule-form-phases: max-shared-bytes "
+                                     "must be >= 0 (0: no limit), got ")
+        << static_cast<int64_t>(maxSharedBytes);
+    return signalPassFailure();
+  }
+  if (!kernelName.empty() && !isCIdentifier(kernelName)) {
+    mlir::emitError(module.getLoc(), "schedule-form-phases: kernel-name must "
+                                     "be a C identifier (letters, digits, '_', "
+                                     "not starting with a digit), got '")
+        << kernelName << "'";
+    return signalPassFailure();
+  }
   auto fn = module.lookupSymbol<func::FuncOp>("decode_step");
   if (!fn) {
     // Already lowered (or not a graph module): nothing to do.

@@ -281,7 +281,28 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
   return t.emitOpError("no partitioning rule for kind '") << kind << "'";
 }
 
+/// mk::kMaxGrid (grid_sync.cuh): the most blocks a kernel runs with, so the
+/// most worth balancing for, and the most MLA attention chunks that run.
+constexpr int64_t kMaxBlocks = 1024;
+
 void SchedulePartitionWorkPass::runOnOperation() {
+  auto bad = [&](StringRef option, const Twine &rule, int64_t value) {
+    mlir::emitError(getOperation().getLoc(), "schedule-partition-work: ")
+        << option << " must be " << rule << ", got " << value;
+    signalPassFailure();
+  };
+  if (targetSms < 1 || targetSms > kMaxBlocks)
+    return bad("target-sms",
+               "in 1.." + Twine(kMaxBlocks) + " (blocks the grid runs at once)",
+               targetSms);
+  if (overheadBytes < 0)
+    return bad("task-overhead-bytes", ">= 0", overheadBytes);
+  if (attentionChunks < 1 || attentionChunks > kMaxBlocks)
+    return bad("attention-chunks",
+               "in 1.." + Twine(kMaxBlocks) + " (at most one per block)",
+               attentionChunks);
+  if (fullSegmentBytes < 0)
+    return bad("full-segment-bytes", ">= 0 (0: no penalty)", fullSegmentBytes);
   for (KernelOp kernel : getOperation().getOps<KernelOp>()) {
     kernel.setTargetSms(targetSms);
     producer.clear();

@@ -73,6 +73,11 @@ struct SchedulePrintSummaryPass
     : schedule::impl::SchedulePrintSummaryBase<SchedulePrintSummaryPass> {
   using Base::Base;
   void runOnOperation() override {
+    if (output.empty()) {
+      mlir::emitError(getOperation().getLoc(), "schedule-print-summary: o "
+                                               "must be a file or '-', got ''");
+      return signalPassFailure();
+    }
     if (output == "-") {
       printScheduleSummary(getOperation(), llvm::errs());
       return;

@@ -69,18 +69,20 @@ struct WeightUse {
 };
 
 void ScheduleTileWeightsPass::runOnOperation() {
+  if (layout != "packed" && layout != "tiled" && layout != "row-major") {
+    mlir::emitError(getOperation().getLoc(), "schedule-tile-weights: layout "
+                                             "must be packed, tiled or row-major, got '")
+        << layout << "'";
+    return signalPassFailure();
+  }
+  if (arithmetic != "exact" && arithmetic != "int8") {
+    mlir::emitError(getOperation().getLoc(), "schedule-tile-weights: arithmetic "
+                                             "must be exact or int8, got '")
+        << arithmetic << "'";
+    return signalPassFailure();
+  }
   if (layout == "row-major")
     return;
-  if (layout != "tiled" && layout != "packed") {
-    mlir::emitError(getOperation().getLoc(), "schedule-tile-weights: unknown layout '")
-        << layout << "' (row-major, tiled or packed)";
-    return signalPassFailure();
-  }
-  if (arithmetic != "int8" && arithmetic != "exact") {
-    mlir::emitError(getOperation().getLoc(), "schedule-tile-weights: unknown arithmetic '")
-        << arithmetic << "' (int8 or exact)";
-    return signalPassFailure();
-  }
   const PackedOrder packOrder = arithmetic == "int8" ? PackedOrder::Int8 : PackedOrder::Mma;
   for (KernelOp kernel : getOperation().getOps<KernelOp>()) {
     llvm::StringMap<WeightUse> uses;

@@ -41,7 +41,20 @@ void packMmaSteps(const void *tiled, void *dst, int64_t blocks, int64_t rows, in
                           16 * (g % groups),
                       16);
         }
+    // Within each word, the low nibbles of its 4 bytes first, then the high
+    // ones (nibble J and J + 4 hold byte J): column J's row pair is then
+    // (w >> 4J) & 0x000f000f, one shift and one LOP3 on the device.
+    for (int64_t i = 0; i < rows * tile; i += 4)
+      packMmaWordNibbles(db + i);
   }
+}
+
+void packMmaWordNibbles(uint8_t *word) {
+  uint32_t out = 0;
+  for (int j = 0; j < 4; ++j)
+    out |= uint32_t(word[j] & 15) << (4 * j) | uint32_t(word[j] >> 4) << (16 + 4 * j);
+  for (int j = 0; j < 4; ++j)
+    word[j] = uint8_t(out >> (8 * j));
 }
 
 int64_t int8StepByte(int64_t tile, int64_t m, int64_t g, int64_t k) {

@@ -56,6 +56,14 @@ static void expectMmaStepOrder(int64_t tile, int64_t blocks, int64_t rows) {
       for (int64_t c = 0; c < tile; ++c)
         tiled[size_t((b * rows + r) * tile + c)] = at(b, r, c);
   packMmaSteps(tiled.data(), packed.data(), blocks, rows, tile);
+  // Undo the nibble order within words (checked on its own below).
+  for (size_t i = 0; i < packed.size(); i += 4) {
+    uint32_t w = 0;
+    for (int j = 0; j < 4; ++j)
+      w |= uint32_t(packed[i + j]) << (8 * j);
+    for (int j = 0; j < 4; ++j)
+      packed[i + j] = uint8_t(((w >> (4 * j)) & 15) | ((w >> (16 + 4 * j)) & 15) << 4);
+  }
   const int64_t stepRows = kPackedStepBytes / tile, groups = tile / 16;
   std::vector<int> seen(tiled.size(), 0);
   for (int64_t b = 0; b < blocks; ++b)
@@ -176,5 +184,15 @@ TEST(WeightLayout, Int8StepOrderMovesEveryByteOnce) {
       for (int64_t r = 0; r < 16; ++r)
         ++cols[size_t(int8Column(tile, m, r))];
     EXPECT_TRUE(std::all_of(cols.begin(), cols.end(), [](int n) { return n == 1; })) << tile;
+  }
+}
+
+TEST(WeightLayout, MmaWordNibblesPutColumnJAtBits4JAnd16Plus4J) {
+  uint8_t w[4] = {0x21, 0x43, 0x65, 0x87}; // column j: lo = 2j + 1, hi = 2j + 2
+  packMmaWordNibbles(w);
+  const uint32_t v = uint32_t(w[0]) | uint32_t(w[1]) << 8 | uint32_t(w[2]) << 16 | uint32_t(w[3]) << 24;
+  for (int j = 0; j < 4; ++j) {
+    EXPECT_EQ((v >> (4 * j)) & 15, uint32_t(2 * j + 1)) << j;
+    EXPECT_EQ((v >> (16 + 4 * j)) & 15, uint32_t(2 * j + 2)) << j;
   }
 }

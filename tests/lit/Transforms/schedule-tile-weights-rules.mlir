@@ -19,7 +19,7 @@
 // TILED-NOT: packed_weights
 // ROWMAJOR-NOT: weight_tiles
 // ROWMAJOR-NOT: packed_weights
-// BADARITH: schedule-tile-weights: unknown arithmetic 'fp8' (int8 or exact)
+// BADARITH: schedule-tile-weights: arithmetic must be exact or int8, got 'fp8'
 schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.phase "p" {
     // 128 wide, k-slices of 2304 / 2 = 1152 rows: packed.

@@ -35,8 +35,15 @@ using mk::kPackedStepBytes; // one step: 8 row pairs x 128 columns, or 16 x 64
 /// bytes] with, for lane = 4g + t and P = tile / 16 column groups,
 ///   packed[s][h][lane][b] = tile[R s + 8 (g / P) + 4h + t][16 (g % P) + b],
 /// the two 16-byte pieces lane (g, t) of a warp loads for rows t and t + 4
-/// of its k-subslice g / P and its 16 columns. `rows` % R == 0.
+/// of its k-subslice g / P and its 16 columns; then, within every 4-byte
+/// word (little-endian), the nibbles are reordered by packMmaWordNibbles.
+/// `rows` % R == 0.
 void packMmaSteps(const void *tiled, void *dst, int64_t blocks, int64_t rows, int64_t tile);
+
+/// Reorders the nibbles of one 4-byte word of byte pairs (byte j = lo_j |
+/// hi_j << 4, for column j): nibble j becomes lo_j, nibble 4 + j hi_j, so
+/// that column j's pair sits at bits 4j and 16 + 4j.
+void packMmaWordNibbles(uint8_t *word);
 
 /// Reorders tile-contiguous int4 weights (as for packMmaSteps) into the
 /// integer tile's order (`order: "int8"`): each step of 32 weight rows (16
