@@ -37,10 +37,9 @@ void mk::emitter::registerEmitterPipelineStages() {
   s.emit = [](ModuleOp module, const EmitOptions &options,
               std::string &error) -> LogicalResult {
     EmittedKernel k;
-    if (failed(emitModule(module, k))) {
-      error = "CUDA emission failed";
+    // The emitter's diagnostics on the IR say why.
+    if (failed(emitModule(module, k)))
       return failure();
-    }
     if (options.outputPath.empty() || options.outputPath == "-") {
       llvm::raw_ostream &os =
           options.stdoutStream ? *options.stdoutStream : llvm::outs();
@@ -57,9 +56,13 @@ void mk::emitter::registerEmitterPipelineStages() {
     llvm::SmallString<256> cu(options.outputPath), mf(options.outputPath);
     llvm::sys::path::append(cu, k.name + ".cu");
     llvm::sys::path::append(mf, k.name + ".manifest.json");
-    if (!writeFile(cu.str().str(), k.source, error) ||
-        !writeFile(mf.str().str(), k.manifest, error))
+    if (!writeFile(cu.str().str(), k.source, error))
       return failure();
+    if (!writeFile(mf.str().str(), k.manifest, error)) {
+      // A kernel without its manifest is not a product.
+      llvm::sys::fs::remove(cu);
+      return failure();
+    }
     return success();
   };
   registerPipelineStage(std::move(s));

@@ -142,6 +142,9 @@ Status mk::jit::compileSpecToSource(const BlockConfig &cfg,
   MLIRContext ctx(registry);
   // One module, module-level passes: a thread pool per compile buys nothing.
   ctx.disableMultithreading();
+  // Errors name the op's location; the whole op ("see current operation")
+  // would make the message the size of the kernel.
+  ctx.printOpOnDiagnostic(false);
   DiagnosticCollector diags(ctx);
 
   OwningOpRef<ModuleOp> module = buildGraphModule(ctx, cfg, &why);

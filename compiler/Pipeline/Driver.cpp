@@ -14,11 +14,11 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
@@ -83,6 +83,33 @@ static LogicalResult writeModule(ModuleOp module, llvm::StringRef path,
   return success();
 }
 
+/// Where diagnostic `loc` points, for "<tool>: error: <where>: <message>":
+/// "file:line:col" for IR read from a file, else the input file and the
+/// name of the op if it has one (the frontend names ops after the spec's
+/// layers and weights: "tiny.blocks.3.attn.attention").
+static std::string diagnosticWhere(Location loc, llvm::StringRef inputPath) {
+  if (auto file = loc->findInstanceOf<FileLineColLoc>())
+    return llvm::formatv("{0}:{1}:{2}", file.getFilename().getValue(),
+                         file.getLine(), file.getColumn());
+  if (auto name = loc->findInstanceOf<NameLoc>())
+    return (inputPath + ": " + name.getName().getValue()).str();
+  return inputPath.str();
+}
+
+static llvm::StringRef severityName(DiagnosticSeverity severity) {
+  switch (severity) {
+  case DiagnosticSeverity::Error:
+    return "error";
+  case DiagnosticSeverity::Warning:
+    return "warning";
+  case DiagnosticSeverity::Note:
+    return "note";
+  case DiagnosticSeverity::Remark:
+    return "remark";
+  }
+  llvm_unreachable("unknown diagnostic severity");
+}
+
 static std::string stageNames() {
   std::string names;
   for (const PipelineStage &s : getPipelineStages())
@@ -109,8 +136,26 @@ int mk::runDriver(const DriverOptions &opt, llvm::raw_ostream &out,
   DialectRegistry registry;
   registerAllDialects(registry);
   MLIRContext ctx(registry);
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &ctx, errs);
+  // Diagnostics of the parser, verifiers, passes and emitter are lines of
+  // the driver's own form, "<tool>: error: <where>: <message>", with their
+  // notes as "<tool>: note: ..." lines; the op a diagnostic is on is not
+  // printed with it ("see current operation: <the whole kernel>").
+  ctx.printOpOnDiagnostic(false);
+  int errors = 0;
+  ScopedDiagnosticHandler diagHandler(&ctx, [&](Diagnostic &d) {
+    if (d.getSeverity() == DiagnosticSeverity::Error)
+      ++errors;
+    auto print = [&](const Diagnostic &d) {
+      errs << opt.toolName << ": " << severityName(d.getSeverity()) << ": "
+           << diagnosticWhere(d.getLocation(), opt.inputPath) << ": " << d
+           << "\n";
+    };
+    print(d);
+    for (const Diagnostic &note : d.getNotes())
+      print(note);
+    errs.flush();
+    return success();
+  });
 
   std::string error;
   OwningOpRef<ModuleOp> module = loadInput(ctx, opt.inputPath, error);
@@ -141,6 +186,16 @@ int mk::runDriver(const DriverOptions &opt, llvm::raw_ostream &out,
         return fail("--pass-option: no pass '" + kv.first +
                     "' in the pipeline up to stage '" + opt.emit + "'");
   }
+  // Writes the IR after stage `i` to the dump directory, if there is one.
+  auto dump = [&](int i) -> LogicalResult {
+    if (opt.dumpDir.empty())
+      return success();
+    llvm::SmallString<256> path(opt.dumpDir);
+    llvm::sys::path::append(
+        path, llvm::formatv("{0:d2}-{1}.mlir", i, stages[i].name).str());
+    return writeModule(*module, path, out, error);
+  };
+  const PipelineStage &target = stages[last];
   for (int i = 0; i <= last; ++i) {
     const PipelineStage &stage = stages[i];
     if (stage.addPasses) {
@@ -151,29 +206,34 @@ int mk::runDriver(const DriverOptions &opt, llvm::raw_ostream &out,
         return fail(error);
       if (configure && failed(configure(pm)))
         return fail("cannot apply the pass manager options");
+      // The passes' diagnostics say why; a stage failing without one is
+      // still an error line.
+      int before = errors;
       if (failed(pm.run(*module)))
-        return fail(opt.inputPath + ": stage '" + stage.name +
-                    "' failed (see the diagnostics above)");
+        return errors > before ? 1
+                               : fail(opt.inputPath + ": stage '" +
+                                      stage.name + "' failed");
     }
-    if (!opt.dumpDir.empty()) {
-      llvm::SmallString<256> path(opt.dumpDir);
-      llvm::sys::path::append(path, llvm::formatv("{0:d2}-{1}.mlir", i,
-                                                  stage.name)
-                                        .str());
-      if (failed(writeModule(*module, path, out, error)))
-        return fail(error);
-    }
+    // The target's IR is dumped once its product is written: a failed
+    // emission leaves no dump that looks like a finished stage.
+    if (!(i == last && target.emit) && failed(dump(i)))
+      return fail(error);
   }
 
-  const PipelineStage &target = stages[last];
   if (target.emit) {
     EmitOptions emitOptions;
     emitOptions.outputPath = opt.outputPath;
     emitOptions.stdoutStream = &out;
-    if (failed(target.emit(*module, emitOptions, error)))
-      return fail(error.empty() ? opt.inputPath + ": emitting stage '" +
-                                      target.name + "' failed"
-                                : error);
+    int before = errors;
+    if (failed(target.emit(*module, emitOptions, error))) {
+      if (!error.empty())
+        return fail(error);
+      return errors > before ? 1
+                             : fail(opt.inputPath + ": emitting stage '" +
+                                    target.name + "' failed");
+    }
+    if (failed(dump(last)))
+      return fail(error);
     return 0;
   }
   if (failed(writeModule(*module, opt.outputPath, out, error)))

@@ -70,7 +70,9 @@ mlir::LogicalResult mk::applyPassOptions(mlir::OpPassManager &pm,
     if (it == options.end())
       continue;
     if (mlir::failed(pass.initializeOptions(it->second, [&](const llvm::Twine &msg) {
-          error = "pass '" + it->first + "': " + msg.str();
+          // Empty when llvm::cl printed the reason itself (a bad value).
+          if (std::string why = llvm::StringRef(msg.str()).trim().str(); !why.empty())
+            error = "pass '" + it->first + "': " + why;
           return mlir::failure();
         }))) {
       if (error.empty())

@@ -25,10 +25,15 @@ struct Result {
   std::string out, err;
 };
 
-Result run(const std::string &path, const std::string &emit = "graph") {
+Result run(const std::string &path, const std::string &emit = "graph",
+           const std::string &passOption = "") {
   mk::DriverOptions options;
   options.inputPath = path;
   options.emit = emit;
+  std::string error;
+  if (!passOption.empty() &&
+      !mk::addPassOption(passOption, options.passOptions, error))
+    ADD_FAILURE() << error;
   Result r;
   llvm::raw_string_ostream out(r.out), err(r.err);
   r.status = mk::runDriver(options, out, err);
@@ -88,6 +93,29 @@ TEST(Driver, UnknownStage) {
   EXPECT_NE(r.err.find("mkc: error: unknown stage 'no-such-stage'"),
             std::string::npos)
       << r.err;
+}
+
+// Errors of the passes and the emitter have the spec reader's form too: one
+// line naming the file, with the op's location, no op dump.
+TEST(Driver, PipelineErrorsAreOneLine) {
+  std::string tiny = std::string(MK_SOURCE_DIR) + "/examples/specs/tiny.json";
+  for (auto [option, needle] :
+       {// Was a floating-point exception (a division by the SM count).
+        std::pair{"schedule-partition-work=target-sms=0",
+                  "tiny: schedule-partition-work: target-sms must be in 1..1024"},
+        // Was a verifier error after the pass, with the whole kernel.
+        std::pair{"schedule-form-phases=threads=48",
+                  "tiny: schedule-form-phases: threads must be a multiple of 32"},
+        // The emitter's refusal.
+        std::pair{"schedule-form-phases=max-shared-bytes=1024",
+                  "tiny.decode_step: kernel @mk_tiny needs"}}) {
+    SCOPED_TRACE(option);
+    Result r = run(tiny, "cuda", option);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("mkc: error: " + tiny + ": ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  }
 }
 
 TEST(Driver, GoodSpecPrintsGraphIR) {

@@ -17,3 +17,5 @@ config.environment["PATH"] = os.pathsep.join(
 )
 config.substitutions.append(("%examples", os.path.join(config.mk_source_dir, "examples")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "mkc", "Inputs")))
+# The project's version (CMake's project(VERSION)), which --version prints.
+config.substitutions.append(("%mk_version", config.mk_version))

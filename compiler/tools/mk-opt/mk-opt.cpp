@@ -12,8 +12,15 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/CommandLine.h"
 
 int main(int argc, char **argv) {
+  // --version: this project's version, as mkc prints it.
+  llvm::cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "mk-opt (megakernel) " MK_VERSION "\n  LLVM/MLIR " LLVM_VERSION_STRING
+          "\n";
+  });
   mk::registerAllPasses();
   mk::registerAllPipelineStages();
   for (const mk::PipelineStage &stage : mk::getPipelineStages()) {

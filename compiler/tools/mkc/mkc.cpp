@@ -18,6 +18,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
@@ -67,6 +68,13 @@ int main(int argc, char **argv) {
   cl::opt<bool> listStages("list-stages",
                            cl::desc("Print the pipeline's stages and exit"),
                            cl::cat(category));
+
+  // --version: this project's version (CMake's project(VERSION)), then the
+  // LLVM/MLIR it is built with, instead of LLVM's own banner.
+  cl::SetVersionPrinter([](raw_ostream &os) {
+    os << "mkc (megakernel) " MK_VERSION "\n  LLVM/MLIR " LLVM_VERSION_STRING
+          "\n";
+  });
 
   mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
