@@ -48,8 +48,11 @@ struct DriverOptions {
 using PassManagerHook = llvm::function_ref<mlir::LogicalResult(mlir::PassManager &)>;
 
 /// Runs the driver. Returns 0 on success and 1 on any error, reported to
-/// `errs` as "<tool>: error: <file>: <message>" (IR diagnostics keep their
-/// file:line:col form). Never aborts on bad input.
+/// `errs` as "<tool>: error: <file>: <message>"; diagnostics on the IR
+/// (parser, verifiers, passes, emitter) as "<tool>: error: <where>:
+/// <message>", <where> being file:line:col for IR read from a file, else the
+/// file and the op's name, without the op itself. A stage that fails leaves
+/// no output and no dump of its own. Never aborts on bad input.
 int runDriver(const DriverOptions &options, llvm::raw_ostream &out,
               llvm::raw_ostream &errs, PassManagerHook configure = {});
 
