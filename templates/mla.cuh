@@ -150,9 +150,7 @@ __host__ __device__ constexpr int mla_attention_smem_floats() {
 ///
 /// Rows are staged SUB at a time into shared memory with cp.async (all of a
 /// sub-chunk's loads in flight at once), then scored (one warp per row) and
-/// accumulated (two adjacent latent dims per thread: one 4-byte load of the
-/// row's pair and the HG probabilities, stored [row][head], as vector loads)
-/// from shared memory.
+/// accumulated (one latent dim per thread) from shared memory.
 template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB = 32>
 __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float scale,
                                          const float *q_abs, const bf16 *q_rope, const bf16 *ckv,
@@ -163,10 +161,10 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
   static_assert(HM % HG == 0, "the head group must divide the heads");
   constexpr int NG = HM / HG;
   constexpr int WARPS = THREADS / 32;
-  constexpr int DPP = (LORA / 2 + THREADS - 1) / THREADS; // latent dim pairs per thread
+  constexpr int DPT = (LORA + THREADS - 1) / THREADS;
   const int chunk = task / NG, h0 = (task % NG) * HG;
   float *qa = smem, *qr = qa + HG * LORA, *sc = qr + HG * ROPE;
-  float *mrun = sc + HG * SUB, *lrun = mrun + HG, *alpha = lrun + HG; // sc: [SUB][HG]
+  float *mrun = sc + HG * SUB, *lrun = mrun + HG, *alpha = lrun + HG;
   bf16 *cs = reinterpret_cast<bf16 *>(smem + mla_attention_stage_offset<HG, LORA, ROPE, SUB>()); // [SUB][LORA]
   bf16 *ks = cs + SUB * LORA; // [SUB][ROPE]
   for (int i = threadIdx.x; i < HG * LORA; i += THREADS)
@@ -180,12 +178,12 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
   const int r0 = (int)((long long)chunk * rows / nchunks);
   const int r1 = (int)((long long)(chunk + 1) * rows / nchunks);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float acc[DPP][2][HG];
+  float acc[DPT][HG];
 #pragma unroll
-  for (int k = 0; k < DPP; ++k)
+  for (int k = 0; k < DPT; ++k)
 #pragma unroll
     for (int h = 0; h < HG; ++h)
-      acc[k][0][h] = acc[k][1][h] = 0.f;
+      acc[k][h] = 0.f;
 
   for (int s0 = r0; s0 < r1; s0 += SUB) {
     const int n = min(SUB, r1 - s0);
@@ -220,7 +218,7 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
           p = fmaf(qr[h * ROPE + 2 * lane], rv.x, fmaf(qr[h * ROPE + 2 * lane + 1], rv.y, p));
         p = warp_sum(p);
         if (lane == 0)
-          sc[rl * HG + h] = p * scale;
+          sc[h * SUB + rl] = p * scale;
       }
     }
     __syncthreads();
@@ -228,13 +226,13 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
     for (int h = warp; h < HG; h += WARPS) {
       float mx = -INFINITY;
       for (int rl = lane; rl < n; rl += 32)
-        mx = fmaxf(mx, sc[rl * HG + h]);
+        mx = fmaxf(mx, sc[h * SUB + rl]);
       mx = warp_max(mx);
       const float mnew = fmaxf(mrun[h], mx);
       float sum = 0.f;
       for (int rl = lane; rl < n; rl += 32) {
-        const float p = expf(sc[rl * HG + h] - mnew);
-        sc[rl * HG + h] = p;
+        const float p = expf(sc[h * SUB + rl] - mnew);
+        sc[h * SUB + rl] = p;
         sum += p;
       }
       sum = warp_sum(sum);
@@ -246,36 +244,19 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
       }
     }
     __syncthreads();
-    // Pass 3: weighted latent rows, latent dims 2pd and 2pd + 1 per thread.
+    // Pass 3: weighted latent rows, one latent dim per thread.
 #pragma unroll
-    for (int k = 0; k < DPP; ++k) {
-      const int pd = threadIdx.x + k * THREADS;
-      if (2 * pd < LORA) {
+    for (int k = 0; k < DPT; ++k) {
+      const int d = threadIdx.x + k * THREADS;
+      if (d < LORA) {
 #pragma unroll
-        for (int h = 0; h < HG; ++h) {
-          acc[k][0][h] *= alpha[h];
-          acc[k][1][h] *= alpha[h];
-        }
+        for (int h = 0; h < HG; ++h)
+          acc[k][h] *= alpha[h];
         for (int rl = 0; rl < n; ++rl) {
-          const float2 c = __bfloat1622float2(
-              *reinterpret_cast<const __nv_bfloat162 *>(cs + rl * LORA + 2 * pd));
-          float p[HG];
-          if constexpr (HG % 4 == 0) {
+          const float c = bf2f(cs[rl * LORA + d]);
 #pragma unroll
-            for (int h = 0; h < HG; h += 4) {
-              const float4 v = *reinterpret_cast<const float4 *>(sc + rl * HG + h);
-              p[h] = v.x, p[h + 1] = v.y, p[h + 2] = v.z, p[h + 3] = v.w;
-            }
-          } else {
-#pragma unroll
-            for (int h = 0; h < HG; ++h)
-              p[h] = sc[rl * HG + h];
-          }
-#pragma unroll
-          for (int h = 0; h < HG; ++h) {
-            acc[k][0][h] = fmaf(p[h], c.x, acc[k][0][h]);
-            acc[k][1][h] = fmaf(p[h], c.y, acc[k][1][h]);
-          }
+          for (int h = 0; h < HG; ++h)
+            acc[k][h] = fmaf(sc[h * SUB + rl], c, acc[k][h]);
         }
       }
     }
@@ -286,13 +267,12 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
     part_l[chunk * HM + h0 + h] = lrun[h];
   }
 #pragma unroll
-  for (int k = 0; k < DPP; ++k) {
-    const int pd = threadIdx.x + k * THREADS;
-    if (2 * pd < LORA)
+  for (int k = 0; k < DPT; ++k) {
+    const int d = threadIdx.x + k * THREADS;
+    if (d < LORA)
 #pragma unroll
       for (int h = 0; h < HG; ++h)
-        *reinterpret_cast<float2 *>(part_acc + ((size_t)chunk * HM + h0 + h) * LORA + 2 * pd) =
-            make_float2(acc[k][0][h], acc[k][1][h]);
+        part_acc[((size_t)chunk * HM + h0 + h) * LORA + d] = acc[k][h];
   }
   __syncthreads();
 }
