@@ -360,6 +360,8 @@ Status parseManifest(const std::string &text, Manifest &out) {
       return bad(caps->where() + ": 'captures' must be an array");
     std::set<std::string> names;
     for (const json::Value &c : caps->array) {
+      if (!c.isObject())
+        return bad(c.where() + ": each capture must be an object");
       Capture cap;
       MK_RETURN_IF_ERROR(getStringField(c, "name", true, cap.name));
       std::string dtype;
@@ -372,15 +374,31 @@ Status parseManifest(const std::string &text, Manifest &out) {
         return bad(c.where() + ": capture '" + cap.name + "': missing shape");
       MK_RETURN_IF_ERROR(parseShape(*shape, "capture '" + cap.name + "'",
                                     cap.shape));
+      // A capture is a fixed-size slice of the arena: no "rows" (-1) or
+      // empty dims, and its size is computed without overflow.
+      for (int64_t d : cap.shape)
+        if (d < 1)
+          return bad(shape->where() + ": capture '" + cap.name +
+                     "': shape entries must be positive, got " +
+                     formatShape(cap.shape));
       MK_RETURN_IF_ERROR(getIntField(c, "offset", true, cap.offset));
       if (!names.insert(cap.name).second)
         return bad("capture '" + cap.name + "' appears twice");
       if (!m.debugCapture)
         return bad("captures listed but debug_capture is false");
-      if (cap.offset + cap.bytes() > m.debugBytes)
-        return bad("capture '" + cap.name + "' [" + std::to_string(cap.offset) +
-                   ", " + std::to_string(cap.offset + cap.bytes()) +
-                   ") lies outside the debug arena of " +
+      // offset + bytes within the arena, computed without overflow.
+      int64_t bytes = dtypeBytes(cap.dtype), end = 0;
+      bool overflow = false;
+      for (int64_t d : cap.shape)
+        overflow = overflow || __builtin_mul_overflow(bytes, d, &bytes);
+      overflow = overflow || __builtin_add_overflow(cap.offset, bytes, &end);
+      if (overflow || end > m.debugBytes)
+        return bad("capture '" + cap.name + "' " +
+                   (overflow ? formatShape(cap.shape) + " at offset " +
+                                   std::to_string(cap.offset)
+                             : "[" + std::to_string(cap.offset) + ", " +
+                                   std::to_string(end) + ")") +
+                   " lies outside the debug arena of " +
                    std::to_string(m.debugBytes) + " bytes");
       m.captures.push_back(std::move(cap));
     }
