@@ -22,25 +22,12 @@
 using namespace mk;
 using namespace mk::rt;
 using mk::testing::makeManifest;
+using mk::testing::eraseMember;
 using mk::testing::makeManifestValue;
+using mk::testing::member;
 using mk::testing::tinyConfig;
 
 namespace {
-
-json::Value *member(json::Value &v, const std::string &key) {
-  for (auto &kv : v.object)
-    if (kv.first == key)
-      return &kv.second;
-  return nullptr;
-}
-
-void eraseMember(json::Value &v, const std::string &key) {
-  for (auto it = v.object.begin(); it != v.object.end(); ++it)
-    if (it->first == key) {
-      v.object.erase(it);
-      return;
-    }
-}
 
 json::Value &param(json::Value &m, const std::string &name,
                    const std::string &role) {

@@ -8,7 +8,9 @@
 using namespace mk;
 using namespace mk::rt;
 using mk::testing::makeManifest;
+using mk::testing::eraseMember;
 using mk::testing::makeManifestValue;
+using mk::testing::member;
 using mk::testing::tinyConfig;
 
 namespace {
@@ -21,21 +23,6 @@ json::Value *findParam(json::Value &m, const std::string &name,
         if (p.find("name")->string == name && p.find("role")->string == role)
           return &p;
   return nullptr;
-}
-
-json::Value *member(json::Value &v, const std::string &key) {
-  for (auto &kv : v.object)
-    if (kv.first == key)
-      return &kv.second;
-  return nullptr;
-}
-
-void eraseMember(json::Value &v, const std::string &key) {
-  for (auto it = v.object.begin(); it != v.object.end(); ++it)
-    if (it->first == key) {
-      v.object.erase(it);
-      return;
-    }
 }
 
 Status parseValue(const json::Value &v, Manifest &m) {

@@ -107,6 +107,22 @@ inline json::Value makeManifestValue(const BlockConfig &cfg,
   return m;
 }
 
+/// The member `key` of a JSON object (nullptr if absent), and its removal:
+/// for tests that edit a valid manifest into a malformed one.
+inline json::Value *member(json::Value &v, const std::string &key) {
+  for (auto &kv : v.object)
+    if (kv.first == key)
+      return &kv.second;
+  return nullptr;
+}
+inline void eraseMember(json::Value &v, const std::string &key) {
+  for (auto it = v.object.begin(); it != v.object.end(); ++it)
+    if (it->first == key) {
+      v.object.erase(it);
+      return;
+    }
+}
+
 inline std::string makeManifest(const BlockConfig &cfg,
                                 const TestManifestOptions &o = {}) {
   return json::write(makeManifestValue(cfg, o), 2);
