@@ -26,8 +26,9 @@ using namespace mk::schedule;
 
 namespace {
 
-/// True if `c` must be ordered after `p` (a conflicting buffer access).
-bool conflicts(TaskOp p, TaskOp c, KernelOp kernel) {
+/// True if `c` must be ordered after `p` (a conflicting access to a buffer
+/// that is not per-block shared memory; `sharedBufs` names those).
+bool conflicts(TaskOp p, TaskOp c, const llvm::StringSet<> &sharedBufs) {
   auto names = [](ArrayAttr a) {
     llvm::StringSet<> s;
     for (Attribute x : a)
@@ -38,11 +39,7 @@ bool conflicts(TaskOp p, TaskOp c, KernelOp kernel) {
        pa = names(p.getAccumulates());
   auto cr = names(c.getReads()), cw = names(c.getWrites()),
        ca = names(c.getAccumulates());
-  auto shared = [&](StringRef b) {
-    auto buf = SymbolTable::lookupNearestSymbolFrom<BufferOp>(
-        kernel, StringAttr::get(kernel.getContext(), b));
-    return buf && buf.getSpace() == "shared";
-  };
+  auto shared = [&](StringRef b) { return sharedBufs.contains(b); };
   auto any = [&](const llvm::StringSet<> &a, const llvm::StringSet<> &b) {
     for (auto &e : a)
       if (b.contains(e.getKey()) && !shared(e.getKey()))
@@ -62,8 +59,24 @@ struct ScheduleBarriersToCountersPass
         return signalPassFailure();
   }
 
+  // Per kernel, looked up once (symbol lookups in the body are linear).
+  llvm::StringSet<> sharedBufs;
+  llvm::StringMap<CounterOp> counters;
+  Operation *firstPhase = nullptr;
+
   LogicalResult convert(KernelOp kernel) {
     Block &body = kernel.getBodyBlock();
+    sharedBufs.clear();
+    counters.clear();
+    firstPhase = nullptr;
+    for (Operation &o : body) {
+      if (auto buf = dyn_cast<BufferOp>(o); buf && buf.getSpace() == "shared")
+        sharedBufs.insert(buf.getSymName());
+      else if (auto c = dyn_cast<CounterOp>(o))
+        counters[c.getSymName()] = c;
+      else if (!firstPhase && isa<PhaseOp>(o))
+        firstPhase = &o;
+    }
     // Phases before the barrier being considered, since the previous kept one.
     SmallVector<PhaseOp> segment;
     OpBuilder b(kernel.getContext());
@@ -87,7 +100,7 @@ struct ScheduleBarriersToCountersPass
         for (TaskOp c : np.getBodyBlock().getOps<TaskOp>())
           for (PhaseOp pp : segment)
             for (TaskOp p : pp.getBodyBlock().getOps<TaskOp>())
-              if (conflicts(p, c, kernel)) {
+              if (conflicts(p, c, sharedBufs)) {
                 if (c.isEveryBlock() || p.isEveryBlock())
                   keep = true;
                 deps.push_back({p, c});
@@ -110,23 +123,17 @@ struct ScheduleBarriersToCountersPass
     bool perUnit = !pg.empty() && pg == cg;
     std::string name =
         (p.getName() + (perUnit ? ".ready" : ".done")).str();
-    auto counter = SymbolTable::lookupNearestSymbolFrom<CounterOp>(
-        kernel, b.getStringAttr(name));
+    CounterOp counter = counters.lookup(name);
     auto pPhase = cast<PhaseOp>(p->getParentOp());
     auto cPhase = cast<PhaseOp>(c->getParentOp());
     if (!counter) {
       // Counters sit after the buffers, before the first phase.
-      Operation *firstPhase = nullptr;
-      for (Operation &o : kernel.getBodyBlock())
-        if (isa<PhaseOp>(o)) {
-          firstPhase = &o;
-          break;
-        }
       b.setInsertionPoint(firstPhase);
       int64_t per = perUnit ? p.getIntArg("grain_per", 1) : p.getCount();
       counter = b.create<CounterOp>(p.getLoc(), b.getStringAttr(name),
                                     b.getI64IntegerAttr(p.getCount() / per),
                                     b.getI64IntegerAttr(-1));
+      counters[name] = counter;
       b.setInsertionPointToEnd(&pPhase.getBodyBlock());
       b.create<SignalOp>(p.getLoc(), FlatSymbolRefAttr::get(counter),
                          p.getNameAttr(), b.getI64IntegerAttr(per));

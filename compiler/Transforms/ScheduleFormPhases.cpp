@@ -27,6 +27,7 @@
 
 #include <cmath>
 #include <deque>
+#include <map>
 
 namespace mk::schedule {
 #define GEN_PASS_DEF_SCHEDULEFORMPHASES
@@ -780,33 +781,42 @@ void ScheduleFormPhasesPass::runOnOperation() {
   for (const BufferSpec &bs : lowering.buffers)
     space[bs.name] = bs.space;
   const auto &tasks = lowering.tasks;
-  std::vector<planning::DepEdge> edges;
-  for (int j = 0, e = tasks.size(); j < e; ++j)
-    for (int i = 0; i < j; ++i) {
-      const TaskSpec &p = tasks[i], &c = tasks[j];
-      bool dep = false, local = true;
-      auto touches = [](ArrayRef<std::string> l, const std::string &x) {
-        return llvm::is_contained(l, x);
-      };
-      auto check = [&](const std::string &buf, bool pw, bool pr, bool pa) {
-        bool cw = touches(c.writes, buf), cr = touches(c.reads, buf),
-             ca = touches(c.accums, buf);
+  // Per buffer, its users in task order with how they touch it (one pass
+  // over the tasks); conflicting pairs of users of one buffer are the
+  // edges, local only if every buffer they conflict on is per-block shared
+  // memory. Linear in the accesses but for a buffer's own users.
+  enum : int { R = 1, W = 2, A = 4 };
+  llvm::StringMap<SmallVector<std::pair<int, int>>> users;
+  for (int t = 0, e = tasks.size(); t < e; ++t)
+    for (auto [list, flag] : {std::pair{&tasks[t].reads, int(R)}, std::pair{&tasks[t].writes, int(W)},
+                              std::pair{&tasks[t].accums, int(A)}})
+      for (const std::string &buf : *list) {
+        auto &u = users[buf];
+        if (u.empty() || u.back().first != t)
+          u.push_back({t, flag});
+        else
+          u.back().second |= flag;
+      }
+  std::map<std::pair<int, int>, bool> local; // (consumer, producer) -> local
+  for (auto &entry : users) {
+    const bool shared = space[entry.getKey()] == "shared";
+    const auto &u = entry.getValue();
+    for (size_t jj = 0; jj < u.size(); ++jj)
+      for (size_t ii = 0; ii < jj; ++ii) {
+        const int pf = u[ii].second, cf = u[jj].second;
+        const bool pw = pf & W, pr = pf & R, pa = pf & A;
+        const bool cw = cf & W, cr = cf & R, ca = cf & A;
         if (((pw || pa) && (cr || cw)) || (pr && (cw || ca)) || (pw && ca)) {
-          dep = true;
-          if (space[buf] != "shared")
-            local = false;
+          auto [it, fresh] = local.try_emplace({u[jj].first, u[ii].first}, true);
+          if (!shared)
+            it->second = false;
         }
-      };
-      llvm::StringSet<> seen;
-      for (auto *l : {&p.reads, &p.writes, &p.accums})
-        for (const std::string &buf : *l)
-          if (seen.insert(buf).second)
-            check(buf, touches(p.writes, buf), touches(p.reads, buf),
-                  touches(p.accums, buf));
-      if (dep)
-        edges.push_back({i, j, local ? planning::DepKind::Local
-                                     : planning::DepKind::Grid});
-    }
+      }
+  }
+  std::vector<planning::DepEdge> edges;
+  for (const auto &[key, isLocal] : local)
+    edges.push_back({key.second, key.first,
+                     isLocal ? planning::DepKind::Local : planning::DepKind::Grid});
   planning::PhasePlan plan;
   std::string error;
   if (!planning::planPhases(tasks.size(), edges, plan, error)) {

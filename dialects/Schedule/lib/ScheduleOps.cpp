@@ -228,14 +228,24 @@ LogicalResult KernelOp::verifyRegions() {
       a |= Accum;
     return a;
   };
+  // Each buffer's uses in task order, from one pass over the tasks' lists
+  // (linear in the IR, not buffers x tasks).
+  llvm::StringMap<SmallVector<std::pair<int64_t, int>>> usesOf;
+  for (int64_t i = 0, e = tasks.size(); i < e; ++i) {
+    TaskOp t = tasks[i].op;
+    for (ArrayAttr list : {t.getReads(), t.getWrites(), t.getAccumulates()})
+      for (Attribute x : list) {
+        StringRef buf = cast<SymbolRefAttr>(x).getRootReference();
+        auto &uses = usesOf[buf];
+        if (uses.empty() || uses.back().first != i)
+          uses.push_back({i, accessOf(t, buf)});
+      }
+  }
   for (auto &entry : buffers) {
     BufferOp buf = entry.second;
     if (buf.getSpace() == "shared")
       continue;
-    SmallVector<std::pair<int64_t, int>> uses;
-    for (int64_t i = 0, e = tasks.size(); i < e; ++i)
-      if (int a = accessOf(tasks[i].op, buf.getSymName()))
-        uses.push_back({i, a});
+    const SmallVector<std::pair<int64_t, int>> &uses = usesOf[buf.getSymName()];
     for (size_t j = 0; j < uses.size(); ++j) {
       auto [tj, aj] = uses[j];
       bool initialized = buf.getSpace() == "state" || buf.getSpace() == "io";
