@@ -2,6 +2,8 @@
 
 #include "Pipeline/Driver.h"
 
+#include "llvm/Support/CommandLine.h"
+
 #include "Frontend/GraphBuilder.h"
 #include "Pipeline/InitAll.h"
 #include "Pipeline/PipelineStages.h"
@@ -139,8 +141,14 @@ int mk::runDriver(const DriverOptions &opt, llvm::raw_ostream &out,
   // Diagnostics of the parser, verifiers, passes and emitter are lines of
   // the driver's own form, "<tool>: error: <where>: <message>", with their
   // notes as "<tool>: note: ..." lines; the op a diagnostic is on is not
-  // printed with it ("see current operation: <the whole kernel>").
-  ctx.printOpOnDiagnostic(false);
+  // printed with it ("see current operation: <the whole kernel>") unless
+  // the user asked for it (--mlir-print-op-on-diagnostic, where registered).
+  {
+    const auto &cl = llvm::cl::getRegisteredOptions();
+    auto it = cl.find("mlir-print-op-on-diagnostic");
+    if (it == cl.end() || it->second->getNumOccurrences() == 0)
+      ctx.printOpOnDiagnostic(false);
+  }
   int errors = 0;
   ScopedDiagnosticHandler diagHandler(&ctx, [&](Diagnostic &d) {
     if (d.getSeverity() == DiagnosticSeverity::Error)
