@@ -10,6 +10,10 @@
 
 using namespace mk::emitter::detail;
 
+/// Which debug captures the kernel provides and how (docs/kernel-abi.md).
+/// Derived from the tasks: a capture is named after the weight (by its
+/// state-dict name) or the task kind that produces it. Offsets follow the
+/// oracle's order: layer by layer, kCaptureOrder within a layer.
 LogicalResult Emitter::planCaptures() {
   const int64_t last = (int64_t)cfg.pattern.size() - 1;
   auto numel = [](ArrayRef<int64_t> shape) {

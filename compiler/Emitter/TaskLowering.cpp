@@ -313,10 +313,6 @@ std::string Emitter::outlineHeavyCalls(const std::string &text) {
   return out + rest;
 }
 
-/// Which debug captures the kernel provides and how (docs/kernel-abi.md).
-/// Derived from the tasks: a capture is named after the weight (by its
-/// state-dict name) or the task kind that produces it. Offsets follow the
-/// oracle's order: layer by layer, kCaptureOrder within a layer.
 
 /// The instance's k-slice and columns (k0, k1, seg, n0, nvalid) from `i`.
 void Emitter::emitGemvSlice(TaskOp t, llvm::raw_ostream &o) {
