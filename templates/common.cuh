@@ -28,6 +28,11 @@ __device__ __forceinline__ float round_bf16(float v) { return bf2f(f2bf(v)); }
 /// The two bf16 halves of a 32-bit word, widened to float (low half first).
 __device__ __forceinline__ float bf_lo(uint32_t w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bf_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+/// {bf16(lo), bf16(hi)} as one 32-bit word (lo in the low half).
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t *>(&h);
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -63,6 +68,17 @@ __device__ __forceinline__ float block_sum(float v, float *scratch) {
 
 __device__ __forceinline__ uint4 ldg_nc(const void *p) {
   return __ldg(reinterpret_cast<const uint4 *>(p));
+}
+
+/// A 16-byte copy global -> shared that holds no registers (L2 only, so it
+/// sees other blocks' writes as __ldcg does); completes at cp_async_wait.
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
 /// Streams a weight once: skip L1, keep L2 policy default.

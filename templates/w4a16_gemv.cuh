@@ -63,16 +63,22 @@ __device__ __forceinline__ uint32_t as_u32(__nv_bfloat162 b) {
   return *reinterpret_cast<uint32_t *>(&b);
 }
 
-/// Loads the scales and zeros of quantization group `grp` for the 16 columns
-/// starting at `col`, as bf16x2 pairs {s, s} and {128 + z, 128 + z} (the
-/// operands of the exact bf16x2 dequantization below).
-__device__ __forceinline__ void load_group_scales(const bf16 *scales, const bf16 *zeros, int N,
-                                                  int grp, int col, uint32_t *s2, uint32_t *zc2) {
+/// The raw words behind load_group_scales: {s[0:8], s[8:16], z[0:8], z[8:16]}.
+struct GroupScalesRaw {
+  uint4 sa, sb, za, zb;
+};
+__device__ __forceinline__ GroupScalesRaw load_group_scales_raw(const bf16 *scales,
+                                                                const bf16 *zeros, int N, int grp,
+                                                                int col) {
   const uint4 *sp = reinterpret_cast<const uint4 *>(scales + (size_t)grp * N + col);
   const uint4 *zp = reinterpret_cast<const uint4 *>(zeros + (size_t)grp * N + col);
-  const uint4 sa = __ldg(sp), sb = __ldg(sp + 1), za = __ldg(zp), zb = __ldg(zp + 1);
-  const uint32_t sw[8] = {sa.x, sa.y, sa.z, sa.w, sb.x, sb.y, sb.z, sb.w};
-  const uint32_t zw[8] = {za.x, za.y, za.z, za.w, zb.x, zb.y, zb.z, zb.w};
+  return {__ldg(sp), __ldg(sp + 1), __ldg(zp), __ldg(zp + 1)};
+}
+/// load_group_scales's expansion of the raw words.
+__device__ __forceinline__ void expand_group_scales(const GroupScalesRaw &r, uint32_t *s2,
+                                                    uint32_t *zc2) {
+  const uint32_t sw[8] = {r.sa.x, r.sa.y, r.sa.z, r.sa.w, r.sb.x, r.sb.y, r.sb.z, r.sb.w};
+  const uint32_t zw[8] = {r.za.x, r.za.y, r.za.z, r.za.w, r.zb.x, r.zb.y, r.zb.z, r.zb.w};
   const __nv_bfloat162 c128 = __floats2bfloat162_rn(128.f, 128.f);
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
@@ -82,6 +88,13 @@ __device__ __forceinline__ void load_group_scales(const bf16 *scales, const bf16
     zc2[2 * i] = __byte_perm(zi, 0u, 0x1010);
     zc2[2 * i + 1] = __byte_perm(zi, 0u, 0x3232);
   }
+}
+/// Loads the scales and zeros of quantization group `grp` for the 16 columns
+/// starting at `col`, as bf16x2 pairs {s, s} and {128 + z, 128 + z} (the
+/// operands of the exact bf16x2 dequantization below).
+__device__ __forceinline__ void load_group_scales(const bf16 *scales, const bf16 *zeros, int N,
+                                                  int grp, int col, uint32_t *s2, uint32_t *zc2) {
+  expand_group_scales(load_group_scales_raw(scales, zeros, N, grp, col), s2, zc2);
 }
 
 /// Asks for group `grp`'s scales and zeros of the 16 columns at `col` (32
@@ -141,15 +154,6 @@ constexpr int kW4A16Stages = 3;
 template <int THREADS, int TN>
 __host__ __device__ constexpr int w4a16_red_floats() {
   return (THREADS / 32) * TN + kW4A16Stages * kW4A16StageRows * THREADS * 4;
-}
-
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
-  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
 namespace detail {
@@ -660,30 +664,57 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
   // the task's rows (short K) takes the last row's group, which exists (its
   // rows are masked to zero weights and meet zero x anyway).
   auto groupOf = [&](int st) { return min(2 * (pa + st * STEP + sub * 8), k1 - 2) / GROUP; };
-  // Every group of scales and zeros this lane will use is prefetched before
-  // any weight is requested (the first into L1, the others into L2): loaded
-  // only when the math reaches them, they would queue behind the whole
-  // phase's weight stream, and the math could not start until the stream
-  // was over. (Measured: no faster, perf notes #22/#23; it costs nothing.)
+  // The first group's scales and zeros are loaded (and the later groups'
+  // prefetched into L2) before any weight is requested, and the first group
+  // is expanded into registers only after the stream has started (in `prol`
+  // below, with the caller's prologue): its load's round trip then runs
+  // under the first chunk's instead of after it. Loaded only when the math
+  // reaches them, they would queue behind the whole phase's weight stream.
+  // -DMK_GEMV_LAZY_SCALES: the first group prefetched into L1 and loaded at
+  // the first step (the code before session 5, kept to measure against);
+  // -DMK_GEMV_SCALES_L1: the later groups prefetched into L1, not L2.
+  uint32_t s2[16] = {}, zc2[16] = {};
+  int grp = -1;
+#ifdef MK_GEMV_LAZY_SCALES
+  constexpr bool kEagerScales = false;
+#else
+  constexpr bool kEagerScales = true;
+#endif
+#ifdef MK_GEMV_SCALES_L1
+  constexpr bool kLaterScalesL1 = true;
+#else
+  constexpr bool kLaterScalesL1 = false;
+#endif
+  detail::GroupScalesRaw raw0{};
+  const int g0 = groupOf(sbeg);
+  const bool eager = kEagerScales && colActive && nmine > 0;
   if (colActive && nmine > 0) {
-    const int g0 = groupOf(sbeg), rowEnd = min(k1, 2 * (pa + send * STEP));
-    detail::prefetch_group_scales<true>(scales, zeros, N, g0, col);
+    const int rowEnd = min(k1, 2 * (pa + send * STEP));
+    if (eager)
+      raw0 = detail::load_group_scales_raw(scales, zeros, N, g0, col);
+    else
+      detail::prefetch_group_scales<true>(scales, zeros, N, g0, col);
     for (int gi = g0 + 1; gi * GROUP < rowEnd; ++gi)
-      detail::prefetch_group_scales<false>(scales, zeros, N, gi, col);
+      detail::prefetch_group_scales<kLaterScalesL1>(scales, zeros, N, gi, col);
   }
+  auto prol = [&] {
+    pro();
+    if (eager) {
+      detail::expand_group_scales(raw0, s2, zc2);
+      grp = g0;
+    }
+  };
   if constexpr (!PACKED) {
 #pragma unroll
     for (int c = 0; c < STAGES; ++c)
       issue(c);
-    pro(); // the caller's work that can overlap the first loads
+    prol(); // the caller's work that can overlap the first loads
   }
 
   float acc[8][4];
 #pragma unroll
   for (int m = 0; m < 8; ++m)
     acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.f;
-  uint32_t s2[16] = {}, zc2[16] = {};
-  int grp = -1;
   auto load_sz = [&](int gi) { detail::load_group_scales(scales, zeros, N, gi, col, s2, zc2); };
   // One step: weights wa (row pair ra = rowA(st)) and wb (ra + 4) of this
   // lane's 16 columns, the x of those row pairs, 8 mma.
@@ -730,7 +761,7 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
   };
   if constexpr (PACKED) {
     // Packed steps are STEP row pairs (k0 a multiple of 2 * STEP rows).
-    detail::w4a16_packed_rounds<THREADS>(wq, pa / STEP, sbeg, send, stage, step, pro, started);
+    detail::w4a16_packed_rounds<THREADS>(wq, pa / STEP, sbeg, send, stage, step, prol, started);
   } else {
     for (int c = 0; c < nchunks; ++c) {
       cp_async_wait<STAGES - 1>();

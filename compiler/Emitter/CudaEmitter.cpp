@@ -51,16 +51,26 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
     if (t.getKind() != "residual_rmsnorm")
       return t.emitOpError("every_block tasks must be residual_rmsnorm");
     StringRef acc = t.getStrArg("acc"), out = t.getStrArg("out");
+    const int64_t dim = t.getIntArg("dim");
+    const std::string accArg = acc.empty() ? "nullptr" : ptr(acc);
+    const std::string outArg = out.empty() ? "nullptr" : ptr(out, true);
+    const std::string eps =
+        fmtFloat(t.getArgs().getAs<FloatAttr>("eps").getValueAsDouble());
     os << "    // " << t.getName() << " (every block)\n"
-       << "    __syncthreads();\n"
-       << "    mk::block_residual<" << T << ">(" << ptr(t.getStrArg("base"))
-       << ", " << (acc.empty() ? "nullptr" : ptr(acc)) << ", "
-       << t.getIntArg("dim") << ", xs, "
-       << (out.empty() ? "nullptr" : ptr(out, true)) << ");\n"
-       << "    mk::block_rmsnorm<" << T << ">(xs, "
-       << ident(t.getStrArg("weight")) << ", " << t.getIntArg("dim") << ", "
-       << fmtFloat(t.getArgs().getAs<FloatAttr>("eps").getValueAsDouble())
-       << ", xs, scratch);\n";
+       << "    __syncthreads();\n";
+    if (begunTasks.empty()) {
+      // Its loads are staged through the work area, free at phase entry
+      // unless an early weight stream already fills it.
+      needWork(2 * dim); // residual_rmsnorm_stage_bytes(dim) / 4
+      os << "    mk::block_residual_rmsnorm<" << T << ">(" << ptr(t.getStrArg("base"))
+         << ", " << accArg << ", " << ident(t.getStrArg("weight")) << ", " << dim << ", "
+         << eps << ", xs, " << outArg << ", scratch, work);\n";
+    } else {
+      os << "    mk::block_residual<" << T << ">(" << ptr(t.getStrArg("base")) << ", "
+         << accArg << ", " << dim << ", xs, " << outArg << ");\n"
+         << "    mk::block_rmsnorm<" << T << ">(xs, " << ident(t.getStrArg("weight")) << ", "
+         << dim << ", " << eps << ", xs, scratch);\n";
+    }
     auto cap = smemCapture.find(t.getName());
     if (debug && cap != smemCapture.end()) {
       const Capture &c = captures[captureIndex.lookup(cap->second)];

@@ -357,30 +357,52 @@ TEST(W4A16Gemv, Fp32Input) {
 // Residual + RMSNorm (per block)
 //===----------------------------------------------------------------------===//
 
+/// fused: block_residual_rmsnorm (staged through shared memory behind x and
+/// the scratch); else block_residual then block_rmsnorm.
 __global__ void __launch_bounds__(T, 1)
     normKernel(const mk::bf16 *base, const float *acc, const mk::bf16 *w, int D, float *y,
-               mk::bf16 *out) {
+               mk::bf16 *out, bool fused) {
   extern __shared__ float smem[];
-  mk::block_residual<T>(base, acc, D, smem, out);
-  mk::block_rmsnorm<T>(smem, w, D, 1e-6f, smem, smem + D);
+  const int d4 = (D + 3) / 4 * 4;
+  if (fused) {
+    mk::block_residual_rmsnorm<T>(base, acc, w, D, 1e-6f, smem, out, smem + d4, smem + d4 + 32);
+  } else {
+    mk::block_residual<T>(base, acc, D, smem, out);
+    mk::block_rmsnorm<T>(smem, w, D, 1e-6f, smem, smem + d4);
+  }
   for (int i = threadIdx.x; i < D; i += T)
     y[blockIdx.x * D + i] = smem[i];
 }
 
+// Both forms; the fused one on shapes that take its staged path (2304, 256,
+// 7000: more than one vector per thread) and its element-wise fallback
+// (2300: not a multiple of 8; `shift`: an input not 16-byte aligned).
 TEST(Norm, ResidualThenRmsNormAsTheSpec) {
   REQUIRE_GPU();
-  for (int D : {2304, 256, 7000}) { // 7000: more than one batch of loads
+  struct Case {
+    int D;
+    bool fused;
+    int shift;
+  };
+  for (Case c : {Case{2304, false, 0}, Case{256, false, 0}, Case{7000, false, 0},
+                 Case{2304, true, 0}, Case{256, true, 0}, Case{7000, true, 0},
+                 Case{2300, true, 0}, Case{2304, true, 1}}) {
+    const int D = c.D;
     Rng r(D);
     auto base = randBf16(r, D, 1.f), w = randBf16(r, D, 0.5f);
     std::vector<float> acc(D);
     for (float &a : acc)
       a = r.normal(0.5f);
-    Dev<HB> db(base), dw(w), dout(D);
+    // `shift` moves the residual base one element off its allocation's
+    // 16-byte alignment.
+    std::vector<HB> baseBuf(base);
+    baseBuf.insert(baseBuf.begin(), c.shift, HB{});
+    Dev<HB> db(baseBuf), dw(w), dout(D);
     Dev<float> da(acc), dy((size_t)3 * D);
-    CK(cudaFuncSetAttribute(normKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            (D + 32) * 4));
-    normKernel<<<3, T, (D + 32) * 4>>>(db.as<mk::bf16>(), da.p, dw.as<mk::bf16>(), D, dy.p,
-                                       dout.as<mk::bf16>());
+    const int smemBytes = ((D + 3) / 4 * 4 + 32) * 4 + mk::residual_rmsnorm_stage_bytes(D);
+    CK(cudaFuncSetAttribute(normKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytes));
+    normKernel<<<3, T, smemBytes>>>(db.as<mk::bf16>() + c.shift, da.p, dw.as<mk::bf16>(), D,
+                                    dy.p, dout.as<mk::bf16>(), c.fused);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     std::vector<float> x(D);
@@ -400,9 +422,10 @@ TEST(Norm, ResidualThenRmsNormAsTheSpec) {
         // ulp apart.
         bad += std::abs(y[size_t(b) * D + i] - want) > 0.0079f * std::abs(want) + 1e-6f;
       }
-    EXPECT_EQ(bad, 0) << "D=" << D;
+    EXPECT_EQ(bad, 0) << "D=" << D << " fused=" << c.fused << " shift=" << c.shift;
     for (int i = 0; i < D; ++i)
-      ASSERT_EQ(out[i].toFloat(), x[i]) << "residual base stored by block 0, D=" << D;
+      ASSERT_EQ(out[i].toFloat(), x[i])
+          << "residual base stored by block 0, D=" << D << " fused=" << c.fused;
   }
 }
 

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# A profiling run for the GPU machine: builds mk-bench, times the full unit,
+# then samples one step under Nsight Compute with line info (stall reasons
+# per SASS instruction, attributed to the template source lines).
+#
+#   MK_KERNELS_DIR=/path/kernels scripts/gpu-profile.sh
+#
+# Writes to $OUT (the device tool) or $MK_BUILD_DIR/profile: bench.log,
+# step-details.txt (ncu's details page: warp states, scheduler, occupancy),
+# step-source.csv.xz (per-instruction samples, SASS with CUDA lines) and
+# step.ncu-rep (open in the Nsight Compute GUI).
+set -uo pipefail
+export PATH="$PATH:/usr/local/cuda/bin"
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+: "${MK_BUILD_DIR:=build-gpu}"
+: "${MK_JOBS:=$(nproc 2>/dev/null || echo 4)}"
+: "${MK_KERNELS_DIR:=$ROOT/kernels}"
+: "${MK_PROFILE_CTX:=2048}"
+DEST=${OUT:-$ROOT/$MK_BUILD_DIR/profile}
+mkdir -p "$DEST"
+kernel="$MK_KERNELS_DIR/kimi_linear_w4a16"
+
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+cmake -S . -B "$MK_BUILD_DIR" "${generator[@]}" -DMK_BUILD_COMPILER=OFF -DMK_BUILD_TESTS=OFF \
+  -DCMAKE_BUILD_TYPE=Release >"$DEST/configure.log" 2>&1 || { tail -30 "$DEST/configure.log"; exit 1; }
+cmake --build "$MK_BUILD_DIR" -j "$MK_JOBS" --target mk-bench >"$DEST/build.log" 2>&1 ||
+  { tail -40 "$DEST/build.log"; exit 1; }
+bench="$MK_BUILD_DIR/runtime/tools/mk-bench"
+
+echo "== mk-bench (ctx $MK_PROFILE_CTX)"
+"$bench" --kernel-dir "$kernel" --ctx "$MK_PROFILE_CTX" 2>&1 | tee "$DEST/bench.log" | tail -4
+
+if ! command -v ncu >/dev/null; then
+  echo "no ncu on this machine: profile not taken"
+  exit 0
+fi
+echo "== ncu: one step, source counters with line info"
+MK_NVRTC_OPTIONS="-lineinfo ${MK_NVRTC_OPTIONS:-}" ncu --target-processes all \
+  -k regex:'^mk_' --launch-skip 4 --launch-count 1 \
+  --section WarpStateStats --section SourceCounters --section SchedulerStats \
+  --section Occupancy --section LaunchStats --section SpeedOfLight \
+  --import-source yes -f -o "$DEST/step" \
+  "$bench" --kernel-dir "$kernel" --ctx "$MK_PROFILE_CTX" --warmup 4 --iters 2 \
+  >"$DEST/ncu.log" 2>&1 || { tail -30 "$DEST/ncu.log"; exit 1; }
+tail -5 "$DEST/ncu.log"
+ncu -i "$DEST/step.ncu-rep" --page details >"$DEST/step-details.txt" 2>&1
+grep -E "Warp Cycles|Issued|Eligible|No Eligible|Active Warps|Duration|Registers|Stall" \
+  "$DEST/step-details.txt" | head -30
+ncu -i "$DEST/step.ncu-rep" --page source --csv --print-source cuda,sass \
+  >"$DEST/step-source.csv" 2>"$DEST/source.err" ||
+  ncu -i "$DEST/step.ncu-rep" --page source --csv >"$DEST/step-source.csv" 2>>"$DEST/source.err"
+head -c 600 "$DEST/source.err"
+wc -c "$DEST/step-source.csv"
+xz -T0 -f "$DEST/step-source.csv"
+exit 0
