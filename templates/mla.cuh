@@ -167,8 +167,11 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
   float *mrun = sc + HG * SUB, *lrun = mrun + HG, *alpha = lrun + HG;
   bf16 *cs = reinterpret_cast<bf16 *>(smem + mla_attention_stage_offset<HG, LORA, ROPE, SUB>()); // [SUB][LORA]
   bf16 *ks = cs + SUB * LORA; // [SUB][ROPE]
-  for (int i = threadIdx.x; i < HG * LORA; i += THREADS)
-    qa[i] = __ldcg(q_abs + h0 * LORA + i);
+  // The absorbed queries go to shared memory by cp.async, committed with
+  // the first sub-chunk's rows below: one round trip for both, no registers.
+  static_assert((HG * LORA) % 4 == 0, "absorbed queries are copied 16 bytes at a time");
+  for (int i = threadIdx.x; i < HG * LORA / 4; i += THREADS)
+    cp_async16(qa + 4 * i, q_abs + h0 * LORA + 4 * i);
   for (int i = threadIdx.x; i < HG * ROPE; i += THREADS)
     qr[i] = bf2f(__ldcg(q_rope + h0 * ROPE + i));
   for (int h = threadIdx.x; h < HG; h += THREADS) {
@@ -262,6 +265,8 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
     }
     __syncthreads();
   }
+  cp_async_commit(); // an empty chunk never waited for its queries' copies
+  cp_async_wait<0>();
   for (int h = threadIdx.x; h < HG; h += THREADS) {
     part_m[chunk * HM + h0 + h] = mrun[h];
     part_l[chunk * HM + h0 + h] = lrun[h];
@@ -317,7 +322,7 @@ __device__ void mla_combine_wv_task(int h, int d0, int d1, int nchunks, const fl
   for (int t = threadIdx.x; t < span * parts; t += THREADS) {
     const int d = d0 + t % span, q = t / span;
     float v = 0.f;
-#pragma unroll 8
+#pragma unroll 16
     for (int i = q; i < nchunks; i += parts)
       v = fmaf(e[i], __ldcg(part_acc + ((size_t)i * HM + h) * LORA + d), v);
     part[t] = v;
