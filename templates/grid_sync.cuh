@@ -6,6 +6,7 @@
 // and counters are reset by `counters_reset` after their last use in a launch.
 //
 // Layout of the sync words (u32):
+//   words 0-1                arrivals of the counting barrier (u64)
 //   word 32                  barrier generation (on its own 128-byte line)
 //   words 64 .. 64+kMaxGrid  one arrival flag per block (contiguous, so the
 //                            master block polls them with coalesced loads)
@@ -60,13 +61,55 @@ __device__ __forceinline__ void st_release(unsigned *p, unsigned v) {
 
 /// Waits until every block of the grid has arrived. All threads call it.
 ///
+/// The default counts arrivals: each block's thread 0 adds one to a 64-bit
+/// count (acq_rel, after the bar.sync that orders the block's writes before
+/// it) and waits until the count reaches the next multiple of gridDim.x. The
+/// last arrival releases everyone directly: one trip through L2 instead of
+/// the two of the flag barrier below (arrival flag -> block 0 -> generation
+/// -> everyone). The count only grows; it stays a multiple of gridDim.x
+/// between barriers as long as every launch on one sync buffer uses one grid
+/// size (a Session fixes its grid at creation).
+__device__ __forceinline__ unsigned long long atom_acq_rel_add_u64(unsigned long long *p,
+                                                                   unsigned long long v) {
+  unsigned long long old;
+  asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], %2;"
+               : "=l"(old)
+               : "l"(p), "l"(v)
+               : "memory");
+  return old;
+}
+__device__ __forceinline__ unsigned long long ld_acquire_u64(const unsigned long long *p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void grid_barrier_flags(unsigned *sync);
+__device__ __forceinline__ void grid_barrier(unsigned *sync) {
+#ifdef MK_GRID_BARRIER_FLAGS
+  grid_barrier_flags(sync);
+#else
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (gridDim.x > kMaxGrid)
+      __trap(); // the sync layout's limit, as the flag barrier's
+    unsigned long long *count = reinterpret_cast<unsigned long long *>(sync);
+    const unsigned long long g = gridDim.x;
+    const unsigned long long target = (atom_acq_rel_add_u64(count, 1ull) / g + 1ull) * g;
+    while (ld_acquire_u64(count) < target)
+      spin_pause();
+  }
+  __syncthreads();
+#endif
+}
+
+/// The flag barrier (-DMK_GRID_BARRIER_FLAGS; the default before session 5).
 /// No block contends on a shared counter: each block's thread 0 publishes
 /// its arrival in its own flag (a release, after the bar.sync that orders the
 /// block's writes before it); block 0's threads poll all flags in parallel
 /// (acquire), then block 0 releases the new generation, which every other
 /// block's thread 0 acquires before the final bar.sync. Generations only grow,
 /// so flags never need resetting (gridDim.x <= kMaxGrid).
-__device__ __forceinline__ void grid_barrier(unsigned *sync) {
+__device__ __forceinline__ void grid_barrier_flags(unsigned *sync) {
   __syncthreads();
   unsigned *gen = sync + kSyncStride;
   unsigned *flags = sync + kSyncFlagBase;
