@@ -23,11 +23,12 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
     // Later phases' weights into L2 (schedule-prefetch-weights).
     for (Attribute a : *pf) {
       StringRef w = cast<StringAttr>(a).getValue();
-      SmallVector<const TensorDesc *> parts = weightTensors(w);
+      SmallVector<WeightOp> parts = weightTensors(w);
       if (parts.empty())
         return phase.emitOpError("l2_prefetch names '") << w << "', which is no weight of the kernel";
-      for (const TensorDesc *d : parts)
-        os << "    mk::l2_prefetch_share(" << ident(d->name) << ", " << d->bytes()
+      for (WeightOp d : parts)
+        os << "    mk::l2_prefetch_share(" << ident(d.getSymName()) << ", "
+           << d.getSizeInBytes()
            << "u);\n";
     }
   }
@@ -133,6 +134,19 @@ LogicalResult Emitter::run(EmittedKernel &out) {
       return b.emitOpError("has no workspace offset; run "
                            "schedule-plan-workspace first");
   }
+  for (WeightOp w : kernel.getBodyBlock().getOps<WeightOp>()) {
+    weights.push_back(w);
+    weightByName[w.getSymName()] = w;
+  }
+  for (BufferOp b : kernel.getBodyBlock().getOps<BufferOp>())
+    if (b.getSpace() == "state")
+      stateBuffers.push_back(b);
+  BufferOp in = buffers.lookup("hidden_in");
+  if (!in || in.getSpace() != "io" || in.getShape().size() != 1)
+    return kernel.emitOpError("has no io buffer @hidden_in of rank 1 (the block's input)");
+  hidden = in.getShape()[0];
+  // The routers' top-k (the moe tasks' `top_k`): the shared top-k arrays' size.
+  kernel.walk([&](TaskOp t) { topK = std::max(topK, t.getIntArg("top_k", 0)); });
   for (CounterOp c : kernel.getBodyBlock().getOps<CounterOp>()) {
     counters[c.getSymName()] = c;
     if ((int64_t)c.getBase() < 0)
@@ -181,7 +195,7 @@ LogicalResult Emitter::run(EmittedKernel &out) {
     os << "  }\n";
   }
 
-  int64_t d4 = (cfg.hidden + 3) / 4 * 4;
+  int64_t d4 = (hidden + 3) / 4 * 4;
   int64_t smemFloats = d4 + 32 + (workFloats + 3) / 4 * 4;
   int64_t dynSmem = smemFloats * 4;
   // Static shared memory of the kernel body and templates (top-k, barrier
@@ -254,12 +268,11 @@ LogicalResult Emitter::run(EmittedKernel &out) {
     << minBlocks << ") "
     << kernel.getSymName() << "(\n"
     << "    const mk::bf16 *__restrict__ hidden_in, mk::bf16 *hidden_out";
-  for (const TensorDesc &t : parameterTensors(cfg))
-    k << ",\n    const " << ctype(t.dtype) << " *__restrict__ "
-      << ident(t.name);
-  for (const TensorDesc &t : stateTensors(cfg, -1))
-    k << ",\n    const " << ctype(t.dtype) << " *" << ident(t.name)
-      << "_in, " << ctype(t.dtype) << " *" << ident(t.name) << "_out";
+  for (WeightOp w : weights)
+    k << ",\n    const " << ctypeOf(w.getDtype()) << " *__restrict__ " << ident(w.getSymName());
+  for (BufferOp st : stateBuffers)
+    k << ",\n    const " << ctypeOf(st.getDtype()) << " *" << ident(st.getSymName())
+      << "_in, " << ctypeOf(st.getDtype()) << " *" << ident(st.getSymName()) << "_out";
   k << ",\n    const int ctx_len, const int cache_capacity,\n"
     << "    uint8_t *__restrict__ ws, unsigned *sync";
   if (kernel.getDebugCapture())
@@ -267,13 +280,13 @@ LogicalResult Emitter::run(EmittedKernel &out) {
   k << ") {\n"
     << "  extern __shared__ __align__(16) float mk_smem[];\n"
     << "  float *const xs = mk_smem;            // normalized input ["
-    << cfg.hidden << "]\n"
+    << hidden << "]\n"
     << "  float *const scratch = xs + " << d4 << ";    // reductions [32]\n"
     << "  float *const work = scratch + 32;     // per-task [" << workFloats
     << "]\n"
-    << "  __shared__ float tk_w[" << std::max<int64_t>(cfg.nActive, 1)
+    << "  __shared__ float tk_w[" << std::max<int64_t>(topK, 1)
     << "];\n"
-    << "  __shared__ int tk_idx[" << std::max<int64_t>(cfg.nActive, 1)
+    << "  __shared__ int tk_idx[" << std::max<int64_t>(topK, 1)
     << "];\n"
     << "  int tk_key = -1; // which router's top-k tk_* hold\n"
     << "  (void)cache_capacity; (void)tk_key; (void)work; (void)scratch;\n"
@@ -287,12 +300,7 @@ LogicalResult Emitter::run(EmittedKernel &out) {
 
 
 LogicalResult mk::emitter::emitKernel(KernelOp kernel, EmittedKernel &out) {
-  BlockConfig cfg;
-  std::string error;
-  if (!kernel.getConfig() ||
-      !parseBlockSpec(kernel.getConfig()->str(), cfg, error))
-    return kernel.emitOpError("needs a valid block config: ") << error;
-  return Emitter(kernel, cfg).run(out);
+  return Emitter(kernel).run(out);
 }
 
 LogicalResult mk::emitter::emitModule(ModuleOp module, EmittedKernel &out) {

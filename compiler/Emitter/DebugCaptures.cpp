@@ -15,7 +15,7 @@ using namespace mk::emitter::detail;
 /// state-dict name) or the task kind that produces it. Offsets follow the
 /// oracle's order: layer by layer, kCaptureOrder within a layer.
 LogicalResult Emitter::planCaptures() {
-  const int64_t last = (int64_t)cfg.pattern.size() - 1;
+  const int64_t last = kernel.getNumLayers() - 1;
   auto numel = [](ArrayRef<int64_t> shape) {
     int64_t n = 1;
     for (int64_t d : shape)
@@ -156,9 +156,7 @@ LogicalResult Emitter::planCaptures() {
   for (auto [i, c] : llvm::enumerate(captures)) {
     captureIndex[c.name] = i;
     c.offset = at;
-    DType dt;
-    parseDType(c.dtype, dt);
-    at += (numel(c.shape) * dtypeBytes(dt) + 15) / 16 * 16;
+    at += (numel(c.shape) * dtypeSize(c.dtype) + 15) / 16 * 16;
   }
   debugBytes = std::max<int64_t>(at, 16);
   // Captured workspace values are copied at the end of the step: no buffer

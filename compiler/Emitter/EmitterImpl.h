@@ -12,12 +12,11 @@
 
 #include "Emitter/CudaEmitter.h"
 
-#include "mk/BlockConfig.h"
-#include "mk/BlockSpec.h"
 #include "mk/PackedLayout.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Regex.h"
@@ -31,8 +30,6 @@ namespace mk::emitter::detail {
 
 using namespace mlir;
 using namespace mk::schedule;
-using mk::BlockConfig;
-using mk::DType;
 using mk::emitter::EmittedKernel;
 
 /// A C identifier for a tensor name ("blocks.0.attn.q_proj.w_q" ->
@@ -44,25 +41,13 @@ inline std::string ident(StringRef name) {
   return s;
 }
 
-inline const char *ctype(DType t) {
-  switch (t) {
-  case DType::U8:
-    return "uint8_t";
-  case DType::BF16:
-    return "mk::bf16";
-  case DType::F32:
-    return "float";
-  case DType::I32:
-    return "int";
-  }
-  return "uint8_t";
-}
-
+/// The C type of a schedule dtype ("u8", "bf16", "f32", "i32").
 inline const char *ctypeOf(StringRef dtype) {
-  DType t;
-  if (!parseDType(dtype.str(), t))
-    return "uint8_t";
-  return ctype(t);
+  return llvm::StringSwitch<const char *>(dtype)
+      .Case("bf16", "mk::bf16")
+      .Case("f32", "float")
+      .Case("i32", "int")
+      .Default("uint8_t");
 }
 
 /// The capture names of docs/kernel-abi.md, in the order the oracle computes
@@ -95,15 +80,22 @@ inline std::string fmtFloat(double v) {
 
 class Emitter {
 public:
-  Emitter(KernelOp kernel, const BlockConfig &cfg)
-      : kernel(kernel), cfg(cfg), T(kernel.getThreads()) {}
+  explicit Emitter(KernelOp kernel) : kernel(kernel), T(kernel.getThreads()) {}
   LogicalResult run(EmittedKernel &out);
 
 private:
   KernelOp kernel;
-  const BlockConfig &cfg;
   int64_t T;
   llvm::StringMap<BufferOp> buffers;
+  /// The kernel's parameters (schedule.weight) in signature order, and by
+  /// name; its decode state (the `state` buffers) in signature order.
+  SmallVector<WeightOp> weights;
+  llvm::StringMap<WeightOp> weightByName;
+  SmallVector<BufferOp> stateBuffers;
+  /// Elements of the block's hidden vector (the `hidden_in` buffer).
+  int64_t hidden = 0;
+  /// The largest router top-k of the kernel's tasks (0: no router).
+  int64_t topK = 0;
   llvm::StringMap<CounterOp> counters;
   std::string body;
   llvm::raw_string_ostream os{body};
@@ -167,19 +159,53 @@ private:
   }
   /// The parameter tensors of weight `w`: the tensor of that name, or a
   /// W4A16 weight's w_q, scales and zeros.
-  SmallVector<const TensorDesc *> weightTensors(StringRef w) {
-    if (paramTensors.empty())
-      paramTensors = parameterTensors(cfg);
-    SmallVector<const TensorDesc *> out;
-    for (const TensorDesc &d : paramTensors) {
-      StringRef n = d.name;
+  SmallVector<WeightOp> weightTensors(StringRef w) {
+    SmallVector<WeightOp> out;
+    for (WeightOp d : weights) {
+      StringRef n = d.getSymName();
       if (n == w || (n.starts_with(w) && n.size() > w.size() && n[w.size()] == '.' &&
                      llvm::is_contained({"w_q", "scales", "zeros"}, n.drop_front(w.size() + 1))))
-        out.push_back(&d);
+        out.push_back(d);
     }
     return out;
   }
-  std::vector<TensorDesc> paramTensors;
+  /// The quantization group of W4A16 weight `w` (its w_q's), or 0 when `w`
+  /// is no W4A16 weight of the kernel.
+  int64_t weightGroup(StringRef w) {
+    WeightOp q = weightByName.lookup((w + ".w_q").str());
+    return q ? q.getGroup() : 0;
+  }
+  /// The one quantization group of the W4A16 weights task `t` reads (named
+  /// by any of its string arguments), 0 if it reads none; a located error
+  /// if they differ (its tiles take one group).
+  FailureOr<int64_t> taskGroup(TaskOp t) {
+    int64_t g = 0;
+    std::string first;
+    auto visit = [&](StringRef w) -> LogicalResult {
+      const int64_t wg = weightGroup(w);
+      if (!wg)
+        return success();
+      if (g && wg != g)
+        return t.emitOpError("reads W4A16 weights of different groups: '")
+               << first << "' (" << g << ") and '" << w << "' (" << wg << ")";
+      if (!g)
+        first = w.str();
+      g = wg;
+      return success();
+    };
+    for (NamedAttribute a : t.getArgs()) {
+      if (auto sa = dyn_cast<StringAttr>(a.getValue())) {
+        if (failed(visit(sa.getValue())))
+          return failure();
+      } else if (auto arr = dyn_cast<ArrayAttr>(a.getValue())) {
+        for (Attribute e : arr)
+          if (auto se = dyn_cast<StringAttr>(e))
+            if (failed(visit(se.getValue())))
+              return failure();
+      }
+    }
+    return g;
+  }
   std::string wq(StringRef w) { return ident(w) + "_w_q"; }
   std::string ws_(StringRef w) { return ident(w) + "_scales"; }
   std::string wz(StringRef w) { return ident(w) + "_zeros"; }
@@ -235,9 +261,9 @@ private:
              << (order == mk::PackedOrder::Int8 ? "32 rows" : "16 rows at 128 wide, 32 at 64")
              << ")";
     if (order == mk::PackedOrder::Int8 &&
-        (kslice > mk::kInt8MaxSliceRows || cfg.group % 32 || cfg.group > 128))
+        (kslice > mk::kInt8MaxSliceRows || weightGroup(w) % 32 || weightGroup(w) > 128))
       return t.emitOpError("reads int8-order weight '")
-             << w << "' in k-slices of " << kslice << " rows with groups of " << cfg.group
+             << w << "' in k-slices of " << kslice << " rows with groups of " << weightGroup(w)
              << "; the integer tile takes at most " << mk::kInt8MaxSliceRows
              << " rows and groups of at most 128 rows, a multiple of 32";
     return success();
@@ -247,11 +273,11 @@ private:
   /// whose w_q, scales and zeros are the expressions `q`, `s`, `z`, after an
   /// expert offset `expert` (a variable name, or empty): row-major, the
   /// matrix and n0; tile-contiguous (`tiled`), the tile's own [rows, tn]
-  /// block and 0 (the epilogue then adds n0 back). `n0` is an expression.
+  /// block and 0 (the epilogue then adds n0 back). `n0` is an expression;
+  /// `g` the weight's quantization group.
   std::string tileArgs(const std::string &q, const std::string &s, const std::string &z,
                        bool tiled, int64_t k, int64_t n, int64_t tn,
-                       const std::string &expert, const std::string &n0) {
-    int64_t g = cfg.group;
+                       const std::string &expert, const std::string &n0, int64_t g) {
     std::string ew = expert.empty() ? "" : " + (size_t)" + expert + " * " +
                                                std::to_string(k / 2 * n);
     std::string es = expert.empty() ? "" : " + (size_t)" + expert + " * " +
@@ -267,7 +293,8 @@ private:
   /// The same for weight `w` by name.
   std::string tileArgs(StringRef w, int64_t k, int64_t n, int64_t tn,
                        const std::string &expert, const std::string &n0) {
-    return tileArgs(wq(w), ws_(w), wz(w), tileOf(w) != 0, k, n, tn, expert, n0);
+    return tileArgs(wq(w), ws_(w), wz(w), tileOf(w) != 0, k, n, tn, expert, n0,
+                    weightGroup(w));
   }
 
   LogicalResult emitPhase(PhaseOp phase);

@@ -4,6 +4,33 @@
 
 using namespace mk::emitter::detail;
 
+/// An attribute of the kernel's `config` as JSON: dictionaries as objects,
+/// arrays, i64 as integers, floats as numbers, strings, booleans; anything
+/// else (unit) as null.
+static llvm::json::Value attributeToJson(Attribute a) {
+  if (auto d = dyn_cast<DictionaryAttr>(a)) {
+    llvm::json::Object o;
+    for (NamedAttribute e : d)
+      o[e.getName().getValue()] = attributeToJson(e.getValue());
+    return o;
+  }
+  if (auto arr = dyn_cast<ArrayAttr>(a)) {
+    llvm::json::Array out;
+    for (Attribute e : arr)
+      out.push_back(attributeToJson(e));
+    return out;
+  }
+  if (auto b = dyn_cast<BoolAttr>(a))
+    return b.getValue();
+  if (auto i = dyn_cast<IntegerAttr>(a))
+    return i.getInt();
+  if (auto f = dyn_cast<FloatAttr>(a))
+    return f.getValueAsDouble();
+  if (auto s = dyn_cast<StringAttr>(a))
+    return s.getValue();
+  return nullptr;
+}
+
 std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
   std::string text;
   llvm::raw_string_ostream s(text);
@@ -55,24 +82,22 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
     j.attribute("grid_barriers", kernel.getNumBarriers() + (debug ? 1 : 0));
     j.attribute("counters", numCounters);
     j.attribute("debug_capture", debug);
-    // The config as the full spec (an accepted form, kernel-abi.md).
-    std::string err;
-    auto parsed = llvm::json::parse(blockConfigToJson(cfg));
-    if (parsed)
-      j.attribute("config", std::move(*parsed));
-    else
-      llvm::consumeError(parsed.takeError());
+    // The config as the full spec (an accepted form, kernel-abi.md): the
+    // kernel's `config` attribute, as the frontend read it.
+    if (std::optional<DictionaryAttr> config = kernel.getConfig())
+      j.attribute("config", attributeToJson(*config));
     j.attributeBegin("params");
     j.array([&] {
-      param("hidden_in", "input", "bf16", {cfg.hidden});
-      param("hidden_out", "output", "bf16", {cfg.hidden});
-      for (const TensorDesc &t : parameterTensors(cfg))
-        param(t.name, "weight", dtypeName(t.dtype), t.shape, tileOfTensor(t.name),
-              StringRef(t.name).ends_with(".w_q") ? orderOf(StringRef(t.name).drop_back(4))
-                                                  : mk::PackedOrder::None);
-      for (const TensorDesc &t : stateTensors(cfg, -1)) {
-        param(t.name, "state_in", dtypeName(t.dtype), t.shape);
-        param(t.name, "state_out", dtypeName(t.dtype), t.shape);
+      param("hidden_in", "input", "bf16", {hidden});
+      param("hidden_out", "output", "bf16", {hidden});
+      for (WeightOp w : weights) {
+        StringRef n = w.getSymName();
+        param(n, "weight", w.getDtype(), w.getShape(), tileOfTensor(n),
+              n.ends_with(".w_q") ? orderOf(n.drop_back(4)) : mk::PackedOrder::None);
+      }
+      for (BufferOp st : stateBuffers) {
+        param(st.getSymName(), "state_in", st.getDtype(), st.getShape());
+        param(st.getSymName(), "state_out", st.getDtype(), st.getShape());
       }
       param("ctx_len", "scalar", "i32", {});
       param("cache_capacity", "scalar", "i32", {});

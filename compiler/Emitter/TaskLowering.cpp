@@ -16,7 +16,10 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
   auto str = [&](StringRef n) { return t.getStrArg(n); };
   auto strs = [&](StringRef n) { return t.getStrArrayArg(n); };
   auto ints = [&](StringRef n) { return t.getIntArrayArg(n); };
-  int64_t G = cfg.group;
+  FailureOr<int64_t> group = taskGroup(t);
+  if (failed(group))
+    return failure();
+  const int64_t G = *group;
 
   if (kind == "w4a16_gemv") {
     auto weights = strs("weights"), outputs = strs("outputs");
@@ -262,7 +265,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
         << ";\n"
         << "      mkgen::call<&mk::w4a16_gemv_tile<" << T << ", " << tn << ", " << G
         << ", mk::EpiAtomicAddF32" << orderArgs(g, true) << ">>(xs, "
-        << tileArgs("wq", "sc", "zr", tileOf(g) != 0, d, m, tn, "e", "n0") << ", min("
+        << tileArgs("wq", "sc", "zr", tileOf(g) != 0, d, m, tn, "e", "n0", G) << ", min("
         << tn << ", " << m << " - n0), k0, k0 + " << kslice
         << ", work, mk::EpiAtomicAddF32{" << sums << " + (slot * 2 + mat) * " << m
         << ", 1.f, " << (tileOf(g) ? "n0" : "0") << "}, false);\n";
@@ -381,7 +384,8 @@ bool Emitter::emitGemvBegin(TaskOp t, int64_t first) {
   h << "      float *red = work" << (shared ? "" : " + " + std::to_string(kslice)) << ";\n"
     << "      (void)nvalid;\n      switch (seg) {\n";
   for (size_t s = 0; s < weights.size(); ++s)
-    h << "      case " << s << ": mk::w4a16_gemv_begin<" << T << ", " << tn << ", " << cfg.group
+    h << "      case " << s << ": mk::w4a16_gemv_begin<" << T << ", " << tn << ", "
+      << weightGroup(weights[s])
       << orderArgs(weights[s], false) << ">(w" << s << " + (size_t)((n0) / " << tn << ") * "
       << k / 2 * tn << ", k0, k1, red); break;\n";
   h << "      }\n}\n";

@@ -24,6 +24,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/JSON.h"
 
 #include <cmath>
 #include <deque>
@@ -680,6 +681,32 @@ LogicalResult Lowering::lowerReturn(func::ReturnOp op) {
   return success();
 }
 
+/// A JSON value as an attribute: objects as dictionaries, arrays as arrays,
+/// integers as i64, other numbers as f64, strings, booleans; null as unit.
+static Attribute jsonToAttribute(OpBuilder &b, const llvm::json::Value &v) {
+  if (const llvm::json::Object *o = v.getAsObject()) {
+    SmallVector<NamedAttribute> entries;
+    for (const auto &[key, value] : *o)
+      entries.push_back(b.getNamedAttr(key.str(), jsonToAttribute(b, value)));
+    return b.getDictionaryAttr(entries);
+  }
+  if (const llvm::json::Array *a = v.getAsArray()) {
+    SmallVector<Attribute> elems;
+    for (const llvm::json::Value &e : *a)
+      elems.push_back(jsonToAttribute(b, e));
+    return b.getArrayAttr(elems);
+  }
+  if (std::optional<int64_t> i = v.getAsInteger())
+    return b.getI64IntegerAttr(*i);
+  if (std::optional<double> d = v.getAsNumber())
+    return b.getF64FloatAttr(*d);
+  if (std::optional<bool> bv = v.getAsBoolean())
+    return b.getBoolAttr(*bv);
+  if (std::optional<StringRef> str = v.getAsString())
+    return b.getStringAttr(*str);
+  return b.getUnitAttr();
+}
+
 /// The block configuration, read back from the graph module (so that .mlir
 /// input needs no side file): dims from the ops and symbol types.
 BlockConfig recoverConfig(ModuleOp module, func::FuncOp fn) {
@@ -830,16 +857,56 @@ void ScheduleFormPhasesPass::runOnOperation() {
   std::string name = kernelName.empty() ? "mk_" + cfg.name : kernelName;
   auto kernel = b.create<schedule::KernelOp>(fn.getLoc(), name, threads);
   kernel.setMaxSharedBytes(maxSharedBytes);
-  kernel.setConfigAttr(b.getStringAttr(blockConfigToJson(cfg)));
+  {
+    // The spec as typed attributes, for the manifest (no later stage reads
+    // it: the tensors below and the tasks carry what they need).
+    llvm::Expected<llvm::json::Value> spec = llvm::json::parse(blockConfigToJson(cfg));
+    if (!spec) {
+      fn.emitOpError("cannot re-read its own block config: ")
+          << llvm::toString(spec.takeError());
+      return signalPassFailure();
+    }
+    if (auto dict = dyn_cast_or_null<DictionaryAttr>(jsonToAttribute(b, *spec)))
+      kernel.setConfigAttr(dict);
+  }
+  kernel.setNumLayers(static_cast<int64_t>(cfg.pattern.size()));
   if (debugCapture || module->hasAttr("mk.debug_capture"))
     kernel.setDebugCapture(true);
   b.setInsertionPointToEnd(&kernel.getBodyBlock());
+  // The parameters the kernel binds, in the signature's order (decode state
+  // is the `state` buffers below). W4A16 parts carry their group.
+  for (const TensorDesc &t : parameterTensors(cfg)) {
+    StringRef part = StringRef(t.name).rsplit('.').second;
+    const bool w4 = llvm::is_contained({"w_q", "scales", "zeros"}, part);
+    b.create<schedule::WeightOp>(fn.getLoc(), b.getStringAttr(t.name),
+                                 b.getStringAttr(dtypeName(t.dtype)),
+                                 b.getDenseI64ArrayAttr(t.shape),
+                                 b.getI64IntegerAttr(w4 ? cfg.group : 0));
+  }
   for (const BufferSpec &bs : lowering.buffers) {
     auto buf = b.create<schedule::BufferOp>(
         fn.getLoc(), b.getStringAttr(bs.name), b.getStringAttr(bs.dtype),
         b.getDenseI64ArrayAttr(bs.shape), b.getStringAttr(bs.space),
         b.getI64IntegerAttr(-1));
     (void)buf;
+  }
+  {
+    // The kernel's decode-state arguments are its `state` buffers, in order:
+    // they must be exactly the block's state tensors.
+    std::vector<TensorDesc> want = stateTensors(cfg, -1);
+    SmallVector<schedule::BufferOp> have;
+    for (auto buf : kernel.getBodyBlock().getOps<schedule::BufferOp>())
+      if (buf.getSpace() == "state")
+        have.push_back(buf);
+    bool same = have.size() == want.size();
+    for (size_t i = 0; same && i < want.size(); ++i)
+      same = have[i].getSymName() == want[i].name &&
+             have[i].getDtype() == dtypeName(want[i].dtype) &&
+             have[i].getShape() == ArrayRef<int64_t>(want[i].shape);
+    if (!same) {
+      fn.emitOpError("lowered decode state does not match the block's state tensors");
+      return signalPassFailure();
+    }
   }
   auto refs = [&](ArrayRef<std::string> names) {
     SmallVector<Attribute> a;

@@ -309,6 +309,48 @@ LogicalResult BufferOp::verify() {
   return success();
 }
 
+int64_t WeightOp::getNumElements() {
+  int64_t n = 1;
+  for (int64_t d : getShape())
+    n *= d;
+  return n;
+}
+int64_t WeightOp::getSizeInBytes() { return getNumElements() * dtypeSize(getDtype()); }
+
+LogicalResult WeightOp::verify() {
+  const int64_t size = dtypeSize(getDtype());
+  if (!size)
+    return emitOpError("unknown dtype '") << getDtype() << "'";
+  // Dimensions are positive, and the size stays far from overflowing the
+  // byte offsets the runtime and the kernel compute.
+  constexpr int64_t kMaxBytes = int64_t(1) << 48;
+  int64_t bytes = size;
+  for (int64_t d : getShape()) {
+    if (d <= 0)
+      return emitOpError("dimension ") << d << " is not positive";
+    if (bytes > kMaxBytes / d)
+      return emitOpError("is larger than 2^48 bytes");
+    bytes *= d;
+  }
+  const int64_t group = getGroup();
+  if (group < 0)
+    return emitOpError("group must be non-negative, got ") << group;
+  if (group > 0) {
+    StringRef part = getSymName().rsplit('.').second;
+    if (!llvm::is_contained({"w_q", "scales", "zeros"}, part))
+      return emitOpError("only the w_q, scales and zeros of a W4A16 weight have a group");
+    if (getShape().size() < 2)
+      return emitOpError("a W4A16 part is at least [rows, cols]");
+    if (group % 2)
+      return emitOpError("group ") << group << " is odd (w_q packs two input rows per byte)";
+    const int64_t rows = getShape()[getShape().size() - 2];
+    if (part == "w_q" && (2 * rows) % group)
+      return emitOpError("w_q's ") << 2 * rows << " input rows are not a whole number of groups of "
+                                   << group;
+  }
+  return success();
+}
+
 LogicalResult CounterOp::verify() {
   if (getSize() <= 0)
     return emitOpError("size must be positive");

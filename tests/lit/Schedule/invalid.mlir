@@ -68,3 +68,68 @@ schedule.kernel @k attributes {threads = 128 : i64, packed_weights = ["w"], weig
 // expected-error @+1 {{packed_weights: 'v' needs a weight_tiles entry of 128 or 64 columns}}
 schedule.kernel @k attributes {threads = 128 : i64, packed_weights = ["v"]} {
 }
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  // expected-error @+1 {{unknown dtype 'f16'}}
+  schedule.weight @w {dtype = "f16", shape = array<i64: 4>}
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  // expected-error @+1 {{dimension 0 is not positive}}
+  schedule.weight @w {dtype = "bf16", shape = array<i64: 4, 0>}
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  // expected-error @+1 {{is larger than 2^48 bytes}}
+  schedule.weight @w {dtype = "f32", shape = array<i64: 1048576, 1048576, 1048576>}
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  // expected-error @+1 {{only the w_q, scales and zeros of a W4A16 weight have a group}}
+  schedule.weight @norm {dtype = "bf16", shape = array<i64: 4, 4>, group = 32 : i64}
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  // expected-error @+1 {{group 33 is odd (w_q packs two input rows per byte)}}
+  schedule.weight @p.w_q {dtype = "u8", shape = array<i64: 66, 16>, group = 33 : i64}
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  // expected-error @+1 {{w_q's 96 input rows are not a whole number of groups of 64}}
+  schedule.weight @p.w_q {dtype = "u8", shape = array<i64: 48, 16>, group = 64 : i64}
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  // expected-error @+1 {{a W4A16 part is at least [rows, cols]}}
+  schedule.weight @p.scales {dtype = "bf16", shape = array<i64: 16>, group = 32 : i64}
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  // expected-error @+1 {{group must be non-negative, got -2}}
+  schedule.weight @p.w_q {dtype = "u8", shape = array<i64: 16, 16>, group = -2 : i64}
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.weight @w {dtype = "bf16", shape = array<i64: 4>}
+  // expected-error @+2 {{redefinition of symbol named 'w'}}
+  // expected-note @-2 {{see existing symbol definition here}}
+  schedule.buffer @w {dtype = "bf16", shape = array<i64: 4>}
+}

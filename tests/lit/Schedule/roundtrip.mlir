@@ -1,7 +1,12 @@
 // RUN: mk-opt %s | mk-opt | FileCheck %s
 
 // CHECK-LABEL: schedule.kernel @k
-schedule.kernel @k attributes {threads = 128 : i64} {
+// CHECK-SAME: config = {hidden = 64 : i64, name = "k"}, num_layers = 1 : i64
+schedule.kernel @k attributes {threads = 128 : i64, config = {hidden = 64 : i64, name = "k"}, num_layers = 1 : i64} {
+  // CHECK: schedule.weight @l0.proj.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 32, 64>}
+  schedule.weight @l0.proj.w_q {dtype = "u8", shape = array<i64: 32, 64>, group = 32 : i64}
+  // CHECK: schedule.weight @l0.norm {dtype = "bf16", shape = array<i64: 64>}
+  schedule.weight @l0.norm {dtype = "bf16", shape = array<i64: 64>, group = 0 : i64}
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
   schedule.counter @ready {size = 4 : i64}
   // CHECK: schedule.phase "produce"

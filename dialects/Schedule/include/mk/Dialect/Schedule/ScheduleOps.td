@@ -18,8 +18,13 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
   let description = [{
     The body runs top to bottom in every thread block. `threads` is the block
     size, `target_sms` the SM count the work partitioning balanced for (any
-    co-resident grid size stays correct), `config` the block spec (JSON text,
-    `mk::blockConfigToJson`) the kernel was compiled from.
+    co-resident grid size stays correct). `config` is the block spec the
+    kernel was compiled from, as the frontend read it (one attribute per
+    spec key); it is carried into the manifest and read by no pass or
+    emitter: what they need is in the ops (`schedule.weight` for the
+    parameters, `space = "state"` buffers for decode state, task
+    arguments). `num_layers`
+    is the block's layer count.
     `workspace_bytes` is -1 until the workspace is planned. `weight_tiles`
     (set by `schedule-tile-weights`) maps a W4A16 weight's name (the prefix
     of its `.w_q`, `.scales`, `.zeros`) to the tile width its tasks read: the
@@ -53,7 +58,8 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     I64Attr:$threads,
     DefaultValuedAttr<I64Attr, "132">:$target_sms,
     DefaultValuedAttr<I64Attr, "-1">:$workspace_bytes,
-    OptionalAttr<StrAttr>:$config,
+    OptionalAttr<DictionaryAttr>:$config,
+    DefaultValuedAttr<I64Attr, "0">:$num_layers,
     UnitAttr:$debug_capture,
     OptionalAttr<DictionaryAttr>:$weight_tiles,
     OptionalAttr<StrArrayAttr>:$packed_weights,
@@ -124,6 +130,38 @@ def Schedule_CounterOp : Schedule_Op<"counter", [
     DefaultValuedAttr<I64Attr, "-1">:$base);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
+}
+
+def Schedule_WeightOp : Schedule_Op<"weight", [
+    Symbol, HasParent<"KernelOp">]> {
+  let summary = "A model parameter the kernel binds";
+  let description = [{
+    One read-only kernel argument the runtime binds by name. The symbol is
+    the state-dict name; `dtype` and `shape` are the tensor's as the spec
+    stores it. A W4A16 weight `w` is three of them, `w.w_q` (u8
+    `[E.., K/2, N]`), `w.scales` and `w.zeros` (bf16 `[E.., K/group, N]`),
+    each carrying its quantization `group` (input rows per scale); other
+    parameters have none (0). The kernel signature, the manifest's
+    parameter list and the group of every GEMV tile come from these ops, in
+    their order (decode state comes from the `space = "state"` buffers).
+
+    ```mlir
+    schedule.weight @blocks.0.attn.q_proj.w_q {dtype = "u8",
+        shape = array<i64: 1152, 4096>, group = 128 : i64}
+    schedule.weight @blocks.0.attn_norm {dtype = "bf16", shape = array<i64: 2304>}
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    StrAttr:$dtype,
+    DenseI64ArrayAttr:$shape,
+    DefaultValuedAttr<I64Attr, "0">:$group);
+  let assemblyFormat = "$sym_name attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t getNumElements();
+    int64_t getSizeInBytes();
+  }];
 }
 
 def Schedule_PhaseOp : Schedule_Op<"phase", [
