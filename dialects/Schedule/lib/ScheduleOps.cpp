@@ -119,12 +119,33 @@ LogicalResult KernelOp::verifyRegions() {
     for (TaskOp t : p.getBodyBlock().getOps<TaskOp>()) {
       if (!taskIndex.try_emplace(t.getName(), tasks.size()).second)
         return t.emitOpError("task name '") << t.getName() << "' is not unique";
+      llvm::SmallDenseSet<StringRef, 8> accessed;
       for (ArrayAttr list : {t.getReads(), t.getWrites(), t.getAccumulates()})
         for (Attribute a : list) {
           auto ref = cast<SymbolRefAttr>(a);
           if (!buffers.count(ref.getRootReference()))
             return t.emitOpError("refers to unknown buffer ") << ref;
+          accessed.insert(ref.getRootReference().getValue());
         }
+      // A buffer is named twice: by the access lists (for the hazard checks
+      // below) and by the argument the lowering reads. They must agree.
+      for (NamedAttribute arg : t.getArgs()) {
+        auto check = [&](Attribute v) -> LogicalResult {
+          auto s = dyn_cast<StringAttr>(v);
+          if (!s || !buffers.count(s.getValue()) || accessed.contains(s.getValue()))
+            return success();
+          return t.emitOpError("argument '")
+                 << arg.getName().getValue() << "' names buffer @" << s.getValue()
+                 << ", which the task does not list in reads, writes or accumulates";
+        };
+        if (auto arr = dyn_cast<ArrayAttr>(arg.getValue())) {
+          for (Attribute e : arr)
+            if (failed(check(e)))
+              return failure();
+        } else if (failed(check(arg.getValue()))) {
+          return failure();
+        }
+      }
       tasks.push_back({t, segment, phase});
     }
     ++phase;

@@ -133,3 +133,18 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   // expected-note @-2 {{see existing symbol definition here}}
   schedule.buffer @w {dtype = "bf16", shape = array<i64: 4>}
 }
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
+  schedule.phase "p" {
+    schedule.task "w" {kind = "w", writes = [@x]}
+  }
+  schedule.barrier
+  schedule.phase "q" {
+    // expected-error @+1 {{argument 'outputs' names buffer @y, which the task does not list in reads, writes or accumulates}}
+    schedule.task "t" {kind = "w4a16_gemv", reads = [@x], args = {input = "x", outputs = ["y"]}}
+  }
+}
