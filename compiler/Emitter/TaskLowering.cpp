@@ -11,6 +11,16 @@
 using namespace mk::emitter::detail;
 
 LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
+  missingWeight.clear();
+  if (failed(lowerInstance(t, o)))
+    return failure();
+  if (!missingWeight.empty())
+    return t.emitOpError("names weight '")
+           << missingWeight << "', which is no schedule.weight of the kernel";
+  return success();
+}
+
+LogicalResult Emitter::lowerInstance(TaskOp t, llvm::raw_ostream &o) {
   StringRef kind = t.getKind();
   auto i64 = [&](StringRef n) { return t.getIntArg(n); };
   auto str = [&](StringRef n) { return t.getStrArg(n); };
@@ -77,7 +87,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
   if (kind == "bf16_rows") {
     int64_t rpt = i64("rows_per_task"), rows = i64("rows");
     o << "      const int row0 = i * " << rpt << ";\n"
-      << "      mk::bf16_rows_gemv<" << T << ">(xs, " << ident(str("weight"))
+      << "      mk::bf16_rows_gemv<" << T << ">(xs, " << weightRef(str("weight"))
       << ", " << i64("k") << ", row0, min(" << rpt << ", " << rows
       << " - row0), " << ptr(str("output"), true) << ");\n";
     return success();
@@ -93,7 +103,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     o << "      mk::kda_head_chunk_task<" << T << ", " << dk << ", " << chunk
       << ", " << conv << ">(i, " << c << ", " << ptr(str("q")) << ", "
       << ptr(str("k")) << ", " << ptr(str("v")) << ", " << ptr(str("g"))
-      << ", " << ptr(str("beta")) << ", " << ident(str("conv_w")) << ", "
+      << ", " << ptr(str("beta")) << ", " << weightRef(str("conv_w")) << ", "
       << ptr(str("cq")) << ", " << ptr(str("ck")) << ", " << ptr(str("cv"))
       << ", " << ptr(str("S")) << ", " << ptr(str("S"), true) << ", "
       << ptr(str("o"), true) << ", work);\n";
@@ -110,7 +120,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       for (int j = 0; j < 3; ++j)
         o << "      mk::debug_short_conv<" << conv << ">(c0, " << chunk << ", "
           << c << ", " << ptr(str(raw[j])) << ", " << ptr(str(win[j])) << ", "
-          << ident(str("conv_w")) << " + " << j * c * conv << ", "
+          << weightRef(str("conv_w")) << " + " << j * c * conv << ", "
           << capturePtr(cap->second, what[j]) << ");\n";
       o << "      }\n";
     }
