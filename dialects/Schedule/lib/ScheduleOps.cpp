@@ -200,17 +200,22 @@ LogicalResult KernelOp::verifyRegions() {
         preds[consumer].push_back(producer);
       }
       int64_t count = tasks[consumer].op.getCount();
-      if (w.getSpan() <= 0)
+      const int64_t span = w.getSpan();
+      if (span <= 0)
         return w.emitOpError("span must be positive");
-      for (int64_t j = 0; j < count * w.getSpan(); j += 1) {
-        int64_t k = (j / w.getSpan()) / w.getDivisor() * w.getSpan() +
-                    j % w.getSpan();
-        if (k >= (int64_t)received.size() || received[k] < w.getTarget())
-          return w.emitOpError("waits for ")
-                 << w.getTarget() << " signals on @" << w.getCounter() << "["
-                 << k << "] which receives only "
-                 << (k < (int64_t)received.size() ? received[k] : 0);
-      }
+      // Instance j waits on k = (j / divisor) * span + q, q < span: every
+      // such k in ascending order, each once (at most the counter's size,
+      // plus the first one past it).
+      const int64_t groups = (count + w.getDivisor() - 1) / w.getDivisor();
+      for (int64_t g = 0; g < groups; ++g)
+        for (int64_t q = 0; q < span; ++q) {
+          const int64_t k = g * span + q;
+          if (k >= (int64_t)received.size() || received[k] < w.getTarget())
+            return w.emitOpError("waits for ")
+                   << w.getTarget() << " signals on @" << w.getCounter() << "["
+                   << k << "] which receives only "
+                   << (k < (int64_t)received.size() ? received[k] : 0);
+        }
     }
 
   // ordered(a, b): a barrier separates them, or a chain of counter edges
@@ -375,6 +380,9 @@ LogicalResult WeightOp::verify() {
 LogicalResult CounterOp::verify() {
   if (getSize() <= 0)
     return emitOpError("size must be positive");
+  if (getSize() > kMaxCountersPerArray)
+    return emitOpError("size ") << getSize() << " exceeds the " << kMaxCountersPerArray
+                                << " counters one array may have";
   return success();
 }
 
@@ -387,6 +395,9 @@ void PhaseOp::build(OpBuilder &b, OperationState &state, StringRef name) {
 LogicalResult TaskOp::verify() {
   if (getCount() <= 0)
     return emitOpError("count must be positive, got ") << getCount();
+  if (getCount() > kMaxTaskInstances)
+    return emitOpError("count ") << getCount() << " exceeds the " << kMaxTaskInstances
+                                 << " instances a task may have";
   if (isEveryBlock() && getCount() != 1)
     return emitOpError("an every_block task has count 1");
   if (getBytes() < 0)

@@ -148,3 +148,19 @@ schedule.kernel @k attributes {threads = 128 : i64} {
     schedule.task "t" {kind = "w4a16_gemv", reads = [@x], args = {input = "x", outputs = ["y"]}}
   }
 }
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  // expected-error @+1 {{size 2147483648 exceeds the 65536 counters one array may have}}
+  schedule.counter @c {size = 2147483648 : i64}
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.phase "p" {
+    // expected-error @+1 {{count 16777216 exceeds the 1048576 instances a task may have}}
+    schedule.task "t" {kind = "w", count = 16777216 : i64}
+  }
+}

@@ -20,6 +20,12 @@ namespace mk::schedule {
 /// Bytes of one element of a buffer dtype ("u8", "bf16", "f32", "i32"); 0
 /// for an unknown name.
 int64_t dtypeSize(llvm::StringRef dtype);
+/// Limits the verifiers hold the IR to, far above any block's needs (the
+/// Kimi-Linear unit: 371 counters in all, at most 400 instances per task)
+/// and low enough that checks linear in them stay fast and the sync
+/// layout's 32-bit word offsets cannot overflow.
+constexpr int64_t kMaxCountersPerArray = int64_t(1) << 16;
+constexpr int64_t kMaxTaskInstances = int64_t(1) << 20;
 } // namespace mk::schedule
 
 #endif // MK_DIALECT_SCHEDULE_SCHEDULEOPS_H

@@ -1,0 +1,309 @@
+//===- FuzzTest.cpp - Seeded mutation fuzzing of the compiler's inputs ----===//
+//
+// Two fuzz targets with a seeded mutator of our own (deterministic, so a
+// failure reproduces from its seed), each run for a bounded number of
+// mutants (MK_FUZZ_ITERS, default below; MK_FUZZ_SEED picks another
+// deterministic sequence) from a seed corpus in the repo:
+//
+//  - Fuzz.SpecFrontendAndPipeline: block specs (examples/, the malformed
+//    specs of tests/lit/mkc/Inputs) mutated and run through mkc's whole
+//    pipeline to CUDA in process; every mutant must end in success (a
+//    kernel and its manifest written) or one "mkc: error:" line, never a
+//    crash or hang (ctest's timeout).
+//  - Fuzz.IrParserAndVerifiers: the graph and schedule IR of the lit tests
+//    (split at `// -----`) mutated and parsed and verified as mk-opt does;
+//    any outcome but a crash passes, a diagnostic always has a location.
+//
+// Mutations: byte flips, deletions, duplications and insertions of
+// separators, numbers replaced by boundary values (0, -1, 1, 2^24, 2^31,
+// 1e308, 3.5), truncation, splicing two seeds. A crash found here is a bug
+// to fix, then its input joins the corpus (tests/fuzz/specs for specs).
+//
+// Known, upstream: MLIR 19's parser frees a block twice when a top-level op
+// refers forward to a value defined inside a later func.func and the parse
+// then fails (Debian's mlir-opt crashes the same way; fixed after LLVM 19),
+// e.g.
+//   %b = "t.use"(%n) : (i32) -> i32
+//   func.func @f(%x: i32) -> i32 {
+//     %n = "t.def"(%x) : (i32) -> i32
+//     %q = "t.bad"(%x) : (i32) -> [
+//   }
+// Mutants of that shape (an SSA value outside every function) are skipped.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Pipeline/Driver.h"
+#include "Pipeline/InitAll.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const fs::path &p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+/// MK_FUZZ_SEED varies the run (a failure prints the mutant it found).
+uint64_t seedOr(uint64_t dflt) {
+  if (const char *e = std::getenv("MK_FUZZ_SEED"); e && *e)
+    return std::strtoull(e, nullptr, 10);
+  return dflt;
+}
+
+int iterations(int dflt) {
+  if (const char *e = std::getenv("MK_FUZZ_ITERS"); e && *e)
+    return std::max(1, std::atoi(e));
+  return dflt;
+}
+
+/// One mutation of `s` (or a splice with `other`), drawn from `rng`.
+std::string mutate(std::string s, const std::string &other, std::mt19937_64 &rng) {
+  auto pick = [&](size_t n) { return n ? size_t(rng() % n) : size_t(0); };
+  static const char *kValues[] = {"0", "-1", "1", "16777216", "2147483648", "1e308",
+                                  "3.5", "-0", "65", "7", "\"\"", "null", "[]", "{}"};
+  static const char *kBytes[] = {"{", "}", "[", "]", ",", ":", "\"", "@", "<", ">",
+                                 "=", "\n", " ", "-", "x"};
+  const int rounds = 1 + int(rng() % 3);
+  for (int r = 0; r < rounds && !s.empty(); ++r) {
+    // Half the mutations replace a number, which keeps the text well formed
+    // and reaches the checks past the parser.
+    const unsigned op = rng() % 2 ? 4u : unsigned(rng() % 8);
+    switch (op) {
+    case 0: // flip a byte
+      s[pick(s.size())] ^= char(1 << (rng() % 7));
+      break;
+    case 1: { // delete a span
+      size_t at = pick(s.size()), n = 1 + pick(16);
+      s.erase(at, std::min(n, s.size() - at));
+      break;
+    }
+    case 2: { // duplicate a span
+      size_t at = pick(s.size()), n = 1 + pick(64);
+      s.insert(at, s.substr(at, n));
+      break;
+    }
+    case 3: // insert a separator
+      s.insert(pick(s.size() + 1), kBytes[pick(std::size(kBytes))]);
+      break;
+    case 4: { // replace a number by a boundary value
+      std::vector<std::pair<size_t, size_t>> nums;
+      for (size_t i = 0; i < s.size();) {
+        if (isdigit((unsigned char)s[i])) {
+          size_t j = i;
+          while (j < s.size() && (isdigit((unsigned char)s[j]) || s[j] == '.' || s[j] == 'e'))
+            ++j;
+          nums.push_back({i, j - i});
+          i = j;
+        } else {
+          ++i;
+        }
+      }
+      if (!nums.empty()) {
+        auto [at, n] = nums[pick(nums.size())];
+        const std::string num = s.substr(at, n);
+        std::string repl = kValues[pick(std::size(kValues))];
+        // Or a neighbour of the value that often stays valid: doubled,
+        // halved, plus or minus one.
+        if (num.find_first_of(".e") == std::string::npos && n < 9 && rng() % 2) {
+          const long long v = std::stoll(num);
+          const long long cand[] = {2 * v, v / 2, v + 1, v - 1};
+          repl = std::to_string(cand[pick(4)]);
+        }
+        s.replace(at, n, repl);
+      }
+      break;
+    }
+    case 5: // truncate
+      s.resize(pick(s.size()));
+      break;
+    case 6: { // splice with another seed
+      if (!other.empty())
+        s = s.substr(0, pick(s.size())) + other.substr(pick(other.size()));
+      break;
+    }
+    default: { // swap two lines
+      std::vector<std::string> lines;
+      std::stringstream in(s);
+      for (std::string l; std::getline(in, l);)
+        lines.push_back(l);
+      if (lines.size() > 1)
+        std::swap(lines[pick(lines.size())], lines[pick(lines.size())]);
+      s.clear();
+      for (const std::string &l : lines)
+        s += l + "\n";
+      break;
+    }
+    }
+  }
+  return s;
+}
+
+std::vector<std::string> specSeeds() {
+  const fs::path root = MK_SOURCE_DIR;
+  std::vector<std::string> seeds = {slurp(root / "examples/kimi_linear_w4a16.json")};
+  for (const fs::path &dir : {root / "examples/specs", root / "tests/lit/mkc/Inputs",
+                              root / "tests/fuzz/specs"}) {
+    if (!fs::exists(dir))
+      continue;
+    std::vector<fs::path> files;
+    for (const auto &e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".json")
+        files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const fs::path &p : files)
+      seeds.push_back(slurp(p));
+  }
+  return seeds;
+}
+
+TEST(Fuzz, SpecFrontendAndPipeline) {
+  const std::vector<std::string> seeds = specSeeds();
+  ASSERT_GE(seeds.size(), 5u);
+  std::mt19937_64 rng(seedOr(20261201));
+  const fs::path dir = fs::path(MK_TEST_TMPDIR) / "fuzz-spec";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const int n = iterations(2000);
+  int accepted = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::string &a = seeds[rng() % seeds.size()], &b = seeds[rng() % seeds.size()];
+    const std::string spec = mutate(a, b, rng);
+    const fs::path input = dir / "spec.json";
+    std::ofstream(input) << spec;
+    mk::DriverOptions o;
+    o.inputPath = input.string();
+    o.emit = "cuda";
+    o.outputPath = (dir / "out").string();
+    fs::remove_all(o.outputPath);
+    std::string out, err;
+    llvm::raw_string_ostream os(out), es(err);
+    const int rc = mk::runDriver(o, os, es);
+    if (rc == 0) {
+      ++accepted;
+      bool wrote = false;
+      for (const auto &e : fs::directory_iterator(o.outputPath))
+        wrote |= e.path().extension() == ".cu";
+      EXPECT_TRUE(wrote) << "mutant " << i << " succeeded without a kernel:\n" << spec;
+    } else {
+      EXPECT_EQ(rc, 1);
+      EXPECT_EQ(es.str().rfind("mkc: error: ", 0), 0u)
+          << "mutant " << i << ": not the one error form:\n" << es.str() << "\n" << spec;
+    }
+  }
+  std::printf("%d mutants, %d compiled to CUDA\n", n, accepted);
+}
+
+/// The lit tests' IR, split into its `// -----` cases.
+std::vector<std::string> irSeeds() {
+  const fs::path root = MK_SOURCE_DIR;
+  std::vector<std::string> seeds;
+  for (const char *f : {"tests/lit/Graph/roundtrip.mlir", "tests/lit/Graph/invalid.mlir",
+                        "tests/lit/Schedule/roundtrip.mlir", "tests/lit/Schedule/invalid.mlir",
+                        "tests/lit/Transforms/schedule-prefetch-weights.mlir",
+                        "tests/lit/Transforms/schedule-tile-weights-rules.mlir"}) {
+    const std::string text = slurp(root / f);
+    size_t at = 0;
+    while (at < text.size()) {
+      size_t next = text.find("// -----", at);
+      seeds.push_back(text.substr(at, next == std::string::npos ? std::string::npos : next - at));
+      if (next == std::string::npos)
+        break;
+      at = next + 8;
+    }
+  }
+  return seeds;
+}
+
+/// Whether `text` has an SSA value outside every func.func body (a line
+/// starting with `%` there): the shape of MLIR 19's parser bug above, which
+/// this target skips (our IR never has values outside functions).
+bool ssaOutsideFunctions(const std::string &text) {
+  std::stringstream in(text);
+  int depth = 0;
+  std::vector<int> funcDepths; // depth inside each open func.func body
+  for (std::string line; std::getline(in, line);) {
+    const size_t first = line.find_first_not_of(" \t");
+    if (first != std::string::npos && line[first] == '%' && funcDepths.empty())
+      return true;
+    const bool opensFunc = line.find("func.func") != std::string::npos;
+    bool inString = false;
+    for (char c : line) {
+      if (c == '"')
+        inString = !inString;
+      else if (!inString && c == '{') {
+        ++depth;
+        if (opensFunc && funcDepths.empty())
+          funcDepths.push_back(depth);
+      } else if (!inString && c == '}') {
+        if (!funcDepths.empty() && depth == funcDepths.back())
+          funcDepths.pop_back();
+        --depth;
+      }
+    }
+  }
+  return false;
+}
+
+TEST(Fuzz, IrParserAndVerifiers) {
+  const std::vector<std::string> seeds = irSeeds();
+  ASSERT_GE(seeds.size(), 10u);
+  mlir::DialectRegistry registry;
+  mk::registerAllDialects(registry);
+  std::mt19937_64 rng(seedOr(1201));
+  const fs::path current = fs::path(MK_TEST_TMPDIR) / "fuzz-ir-current.mlir";
+  const int n = iterations(20000);
+  int parsed = 0, skipped = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::string &a = seeds[rng() % seeds.size()], &b = seeds[rng() % seeds.size()];
+    const std::string text = mutate(a, b, rng);
+    if (ssaOutsideFunctions(text)) {
+      ++skipped;
+      continue;
+    }
+    // A crash leaves the mutant that caused it here.
+    std::ofstream(current, std::ios::trunc) << text;
+    if (std::getenv("MK_FUZZ_TRACE"))
+      std::fprintf(stderr, "mutant %d\n", i);
+    mlir::MLIRContext ctx(registry);
+    ctx.allowUnregisteredDialects(false);
+    int unlocated = 0;
+    mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
+      unlocated += llvm::isa<mlir::UnknownLoc>(d.getLocation());
+      return mlir::success();
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    mlir::OwningOpRef<mlir::ModuleOp> m = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
+    if (m) {
+      ++parsed;
+      (void)mlir::verify(*m);
+    }
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (std::getenv("MK_FUZZ_REPORT_SLOW") && ms > 200)
+      std::printf("slow mutant %d: %.0f ms\n%s\n", i, ms, text.c_str());
+    EXPECT_EQ(unlocated, 0) << "mutant " << i << ": a diagnostic without a location:\n" << text;
+  }
+  std::printf("%d mutants, %d parsed, %d skipped (values outside functions)\n", n, parsed,
+              skipped);
+}
+
+} // namespace
