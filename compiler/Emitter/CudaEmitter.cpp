@@ -33,9 +33,12 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
     }
   }
   SmallVector<TaskOp> grid;
-  for (TaskOp t : phase.getBodyBlock().getOps<TaskOp>())
+  for (TaskOp t : phase.getBodyBlock().getOps<TaskOp>()) {
+    if (failed(checkTaskArgs(t)))
+      return failure();
     if (!t.isEveryBlock())
       grid.push_back(t);
+  }
   // Each block's first instance, if a packed tile, streams its weights from
   // the phase's entry, under the norm and the counter waits
   // (w4a16_gemv_begin).

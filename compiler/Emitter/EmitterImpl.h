@@ -314,6 +314,8 @@ private:
   /// kernel does not have.
   LogicalResult emitInstance(TaskOp t, llvm::raw_ostream &o);
   LogicalResult lowerInstance(TaskOp t, llvm::raw_ostream &o);
+  /// The task's `args` hold what its kind's lowering reads (TaskLowering.cpp).
+  LogicalResult checkTaskArgs(TaskOp t);
   void emitGemvSlice(TaskOp t, llvm::raw_ostream &o);
   bool emitGemvBegin(TaskOp t, int64_t first);
   /// The tasks of the phase being emitted whose instance on block b (when
