@@ -43,6 +43,9 @@ struct Variant {
   bool bodySpillLimited = true;
 };
 
+/// How gtest (and ctest's test list) shows a variant: by its name.
+void PrintTo(const Variant &v, std::ostream *os) { *os << v.name; }
+
 std::string specText(const Variant &v) {
   std::map<std::string, std::string> c = {
       {"hidden", "256"},     {"kda_heads", "2"},        {"kda_head_dim", "32"},
