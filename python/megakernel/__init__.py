@@ -7,8 +7,10 @@ over the runtime's C API (libmk_runtime_c.so, via ctypes). docs/runtime.md.
 
 from ._capi import MegakernelError, load_library
 
+__version__ = "0.4.0"
+
 __all__ = ["Model", "MegakernelError", "load_library", "spec_from_config",
-           "find_kernel_dir"]
+           "find_kernel_dir", "__version__"]
 
 
 def __getattr__(name):

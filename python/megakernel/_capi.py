@@ -1,8 +1,10 @@
 """ctypes bindings of the runtime's C API (runtime/include/mk/runtime/mk.h).
 
-The shared library is found through $MK_RUNTIME_LIB, then next to this
-package in a build tree (build*/runtime/libmk_runtime_c.so), then the system
-loader's search path.
+The shared library is $MK_RUNTIME_LIB when set (the one override); else the
+package's own copy (installed with it by `pip install ./python`); else, for a
+package used straight from a source checkout, the newest
+build*/runtime/libmk_runtime_c.so of that checkout; else the system loader's
+search path.
 """
 
 import ctypes
@@ -32,7 +34,12 @@ def _candidates():
     env = os.environ.get("MK_RUNTIME_LIB")
     if env:
         yield env
+        return
     here = os.path.dirname(os.path.abspath(__file__))
+    own = os.path.join(here, "libmk_runtime_c.so")
+    if os.path.exists(own):
+        yield own
+        return
     root = os.path.dirname(os.path.dirname(here))
     found = set(glob.glob(os.path.join(root, "*/runtime/libmk_runtime_c.so")))
     for path in sorted(found, key=os.path.getmtime, reverse=True):
