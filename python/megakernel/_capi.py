@@ -7,9 +7,12 @@ build*/runtime/libmk_runtime_c.so of that checkout; else the system loader's
 search path.
 """
 
+from __future__ import annotations
+
 import ctypes
 import glob
 import os
+from typing import Iterator
 
 _STATUS_NAMES = {
     0: "ok", 1: "invalid argument", 2: "manifest error", 3: "compile error",
@@ -21,7 +24,7 @@ _STATUS_NAMES = {
 class MegakernelError(RuntimeError):
     """A failed runtime call: `code` is the mk_status, the message says why."""
 
-    def __init__(self, code, message):
+    def __init__(self, code: int, message: str) -> None:
         super().__init__("%s: %s" % (_STATUS_NAMES.get(code, "error %d" % code),
                                      message))
         self.code = code
@@ -30,7 +33,7 @@ class MegakernelError(RuntimeError):
 _lib = None
 
 
-def _candidates():
+def _candidates() -> Iterator[str]:
     env = os.environ.get("MK_RUNTIME_LIB")
     if env:
         yield env
@@ -47,7 +50,7 @@ def _candidates():
     yield "libmk_runtime_c.so"
 
 
-def load_library():
+def load_library() -> ctypes.CDLL:
     """Loads libmk_runtime_c once; raises OSError naming what was tried."""
     global _lib
     if _lib is not None:
@@ -127,7 +130,7 @@ def _declare(lib):
         fn.argtypes = args
 
 
-def check(status):
+def check(status: int) -> None:
     """Raises MegakernelError for a non-zero mk_status."""
     if status != 0:
         msg = _lib.mk_last_error().decode("utf-8", "replace")

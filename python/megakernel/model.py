@@ -22,6 +22,8 @@ The returned state is a view of the model's storage: it stays valid until the
 model steps another state. Clone it to keep it.
 """
 
+from __future__ import annotations
+
 import hashlib
 import collections
 import json
@@ -29,6 +31,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
 
@@ -60,7 +63,7 @@ def _pattern(cfg):
     return out
 
 
-def spec_from_config(cfg, name=None):
+def spec_from_config(cfg: Mapping[str, Any], name: Optional[str] = None) -> Dict[str, Any]:
     """The block spec (docs/spec-format.md) of `cfg` as a dict."""
     conf = {}
     for k in _CONFIG_KEYS:
@@ -88,7 +91,8 @@ def _has_manifest(d):
                                     for f in os.listdir(d))
 
 
-def find_kernel_dir(cfg, kernel_dir=None, name=None):
+def find_kernel_dir(cfg: Mapping[str, Any], kernel_dir: Optional[str] = None,
+                    name: Optional[str] = None) -> str:
     """Where the kernel for `cfg` is: `kernel_dir`, else $MK_KERNEL_DIR, else
     generated with `mkc` (if on PATH) into the cache directory. A directory
     without a manifest but with a subdirectory named after the spec (the
@@ -137,8 +141,9 @@ def find_kernel_dir(cfg, kernel_dir=None, name=None):
 class Model(torch.nn.Module):
     """One decode unit on the GPU: see the module docstring."""
 
-    def __init__(self, cfg, kernel_dir=None, device=None, capacity=4096,
-                 name=None):
+    def __init__(self, cfg: Mapping[str, Any], kernel_dir: Optional[str] = None,
+                 device: Union[None, str, torch.device] = None, capacity: int = 4096,
+                 name: Optional[str] = None) -> None:
         super().__init__()
         import ctypes
         self._lib = lib = _capi.load_library()
@@ -282,7 +287,7 @@ class Model(torch.nn.Module):
         self._bound = keys
 
     # -- state ---------------------------------------------------------------
-    def new_state(self, ctx_len=0):
+    def new_state(self, ctx_len: int = 0) -> List[Dict[str, torch.Tensor]]:
         """A zero state of `ctx_len` cached tokens (foreign to the model)."""
         state = []
         for i, kind in enumerate(self._layer_kinds):
@@ -324,7 +329,8 @@ class Model(torch.nn.Module):
         return state
 
     # -- the step ------------------------------------------------------------
-    def step(self, hidden, state):
+    def step(self, hidden: torch.Tensor, state: List[Dict[str, torch.Tensor]]
+             ) -> Tuple[torch.Tensor, List[Dict[str, torch.Tensor]]]:
         """One token: returns (hidden', state'), one kernel launch."""
         if hidden.dtype != torch.bfloat16 or hidden.device != self._device:
             raise ValueError("hidden must be bf16 on %s" % self._device)
@@ -373,10 +379,10 @@ class Model(torch.nn.Module):
     forward = step
 
     @property
-    def capacity(self):
+    def capacity(self) -> int:
         return self._capacity
 
-    def launch_count(self):
+    def launch_count(self) -> int:
         return int(self._lib.mk_session_launch_count(self._session))
 
     def __del__(self):

@@ -47,6 +47,11 @@ class InstalledPackage(unittest.TestCase):
         self.assertIn("OSError", out)
         self.assertIn("/no/such/libmk_runtime_c.so", out)
 
+    def test_ships_its_type_hints(self):
+        # PEP 561: type checkers read the package's annotations.
+        self.assertTrue(os.path.exists(os.path.join(os.path.dirname(megakernel.__file__),
+                                                    "py.typed")))
+
     def test_error_names_the_status(self):
         e = megakernel.MegakernelError(1, "tensor 'x' has the wrong shape")
         self.assertEqual(str(e), "invalid argument: tensor 'x' has the wrong shape")
