@@ -56,9 +56,6 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
       return t.emitOpError("every_block tasks must be residual_rmsnorm");
     StringRef acc = t.getStrArg("acc"), out = t.getStrArg("out");
     const int64_t dim = t.getIntArg("dim");
-    if (!weightByName.count(t.getStrArg("weight")))
-      return t.emitOpError("names weight '")
-             << t.getStrArg("weight") << "', which is no schedule.weight of the kernel";
     const std::string accArg = acc.empty() ? "nullptr" : ptr(acc);
     const std::string outArg = out.empty() ? "nullptr" : ptr(out, true);
     const std::string eps =

@@ -206,19 +206,9 @@ private:
     }
     return g;
   }
-  /// The kernel argument of parameter `name` (a schedule.weight). A name
-  /// that is no weight of the kernel is remembered, and the task being
-  /// lowered is refused with it (the CUDA would not compile).
-  /// A W4A16 part (`w.w_q`) is reported by its weight's name `w`.
-  std::string weightRef(StringRef name, StringRef reportAs = {}) {
-    if (!weightByName.count(name) && missingWeight.empty())
-      missingWeight = (reportAs.empty() ? name : reportAs).str();
-    return ident(name);
-  }
-  std::string missingWeight;
-  std::string wq(StringRef w) { return weightRef((w + ".w_q").str(), w); }
-  std::string ws_(StringRef w) { return weightRef((w + ".scales").str(), w); }
-  std::string wz(StringRef w) { return weightRef((w + ".zeros").str(), w); }
+  std::string wq(StringRef w) { return ident(w) + "_w_q"; }
+  std::string ws_(StringRef w) { return ident(w) + "_scales"; }
+  std::string wz(StringRef w) { return ident(w) + "_zeros"; }
   /// The tile width weight `w` is stored tile-contiguous with (the kernel's
   /// weight_tiles), or 0 for the spec's row-major storage.
   int64_t tileOf(StringRef w) {
@@ -310,11 +300,9 @@ private:
   LogicalResult emitPhase(PhaseOp phase);
   /// Moves heavy template calls out of line (see TaskLowering.cpp).
   static std::string outlineHeavyCalls(const std::string &text);
-  /// One task instance's code; refuses a task that names a weight the
-  /// kernel does not have.
   LogicalResult emitInstance(TaskOp t, llvm::raw_ostream &o);
-  LogicalResult lowerInstance(TaskOp t, llvm::raw_ostream &o);
-  /// The task's `args` hold what its kind's lowering reads (TaskLowering.cpp).
+  /// The task's `args` hold what its kind's lowering reads, and the weights
+  /// they name are the kernel's (TaskLowering.cpp).
   LogicalResult checkTaskArgs(TaskOp t);
   void emitGemvSlice(TaskOp t, llvm::raw_ostream &o);
   bool emitGemvBegin(TaskOp t, int64_t first);

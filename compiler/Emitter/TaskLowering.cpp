@@ -22,9 +22,9 @@ enum class Arg {
   Float,     ///< number
   Buffer,    ///< string naming a buffer of the kernel
   OptBuffer, ///< the same, or absent / ""
-  Name,      ///< non-empty string (a weight; the lowering checks it exists)
+  Name,      ///< a weight of the kernel (its name, or its W4A16 parts' prefix)
   Ints,      ///< non-empty array of integers > 0
-  Names,     ///< non-empty array of non-empty strings
+  Names,     ///< non-empty array of weights of the kernel
   Buffers,   ///< non-empty array of buffer names
 };
 struct ArgSpec {
@@ -94,6 +94,15 @@ LogicalResult Emitter::checkTaskArgs(TaskOp t) {
   auto fail = [&](const char *name, const char *what) {
     return t.emitOpError("argument '") << name << "' must be " << what;
   };
+  // A weight argument names a schedule.weight, or a W4A16 weight whose
+  // parts are (`w` for `w.w_q`, `w.scales`, `w.zeros`): otherwise the CUDA
+  // would name an undeclared kernel argument.
+  auto knownWeight = [&](const char *name, StringRef w) -> LogicalResult {
+    if (weightByName.count(w) || weightByName.count((w + ".w_q").str()))
+      return success();
+    return t.emitOpError("argument '")
+           << name << "' names weight '" << w << "', which is no schedule.weight of the kernel";
+  };
   auto isBuffer = [&](Attribute a) {
     auto s = dyn_cast<StringAttr>(a);
     return s && buffers.count(s.getValue());
@@ -135,6 +144,8 @@ LogicalResult Emitter::checkTaskArgs(TaskOp t) {
       auto s = dyn_cast_or_null<StringAttr>(v);
       if (!s || s.empty())
         return fail(a.name, "a weight's name");
+      if (failed(knownWeight(a.name, s.getValue())))
+        return failure();
       break;
     }
     case Arg::Ints:
@@ -152,6 +163,9 @@ LogicalResult Emitter::checkTaskArgs(TaskOp t) {
                                           : !isa<StringAttr>(e) || cast<StringAttr>(e).empty()) {
           return fail(a.name, a.type == Arg::Buffers ? "an array of buffer names"
                                                      : "an array of weight names");
+        } else if (a.type == Arg::Names &&
+                   failed(knownWeight(a.name, cast<StringAttr>(e).getValue()))) {
+          return failure();
         }
       }
       break;
@@ -162,16 +176,6 @@ LogicalResult Emitter::checkTaskArgs(TaskOp t) {
 }
 
 LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
-  missingWeight.clear();
-  if (failed(lowerInstance(t, o)))
-    return failure();
-  if (!missingWeight.empty())
-    return t.emitOpError("names weight '")
-           << missingWeight << "', which is no schedule.weight of the kernel";
-  return success();
-}
-
-LogicalResult Emitter::lowerInstance(TaskOp t, llvm::raw_ostream &o) {
   StringRef kind = t.getKind();
   auto i64 = [&](StringRef n) { return t.getIntArg(n); };
   auto str = [&](StringRef n) { return t.getStrArg(n); };
@@ -238,7 +242,7 @@ LogicalResult Emitter::lowerInstance(TaskOp t, llvm::raw_ostream &o) {
   if (kind == "bf16_rows") {
     int64_t rpt = i64("rows_per_task"), rows = i64("rows");
     o << "      const int row0 = i * " << rpt << ";\n"
-      << "      mk::bf16_rows_gemv<" << T << ">(xs, " << weightRef(str("weight"))
+      << "      mk::bf16_rows_gemv<" << T << ">(xs, " << ident(str("weight"))
       << ", " << i64("k") << ", row0, min(" << rpt << ", " << rows
       << " - row0), " << ptr(str("output"), true) << ");\n";
     return success();
@@ -254,7 +258,7 @@ LogicalResult Emitter::lowerInstance(TaskOp t, llvm::raw_ostream &o) {
     o << "      mk::kda_head_chunk_task<" << T << ", " << dk << ", " << chunk
       << ", " << conv << ">(i, " << c << ", " << ptr(str("q")) << ", "
       << ptr(str("k")) << ", " << ptr(str("v")) << ", " << ptr(str("g"))
-      << ", " << ptr(str("beta")) << ", " << weightRef(str("conv_w")) << ", "
+      << ", " << ptr(str("beta")) << ", " << ident(str("conv_w")) << ", "
       << ptr(str("cq")) << ", " << ptr(str("ck")) << ", " << ptr(str("cv"))
       << ", " << ptr(str("S")) << ", " << ptr(str("S"), true) << ", "
       << ptr(str("o"), true) << ", work);\n";
@@ -271,7 +275,7 @@ LogicalResult Emitter::lowerInstance(TaskOp t, llvm::raw_ostream &o) {
       for (int j = 0; j < 3; ++j)
         o << "      mk::debug_short_conv<" << conv << ">(c0, " << chunk << ", "
           << c << ", " << ptr(str(raw[j])) << ", " << ptr(str(win[j])) << ", "
-          << weightRef(str("conv_w")) << " + " << j * c * conv << ", "
+          << ident(str("conv_w")) << " + " << j * c * conv << ", "
           << capturePtr(cap->second, what[j]) << ");\n";
       o << "      }\n";
     }

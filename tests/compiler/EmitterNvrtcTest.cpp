@@ -19,8 +19,8 @@
 #include "mk/Oracle.h"
 
 #include "mk/runtime/Manifest.h"
-#include "mk/runtime/Nvrtc.h"
-#include "mk/runtime/Templates.h"
+
+#include "NvrtcCheck.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -62,58 +62,6 @@ Emitted emit(const std::string &spec, const std::string &kernel,
           slurp(o.outputPath + "/" + kernel + ".manifest.json")};
 }
 
-/// Spill bytes (stores, and loads) allowed in a default kernel's body: the
-/// templates it calls may spill nothing. The body's spills are scalars kept
-/// across the out-of-line template calls (ptxas allocates registers across
-/// them): sm_120 reloads 128 B of them, sm_90 60 B (session 4).
-constexpr int kBodySpillBytes = 128;
-
-void compileFor(const Emitted &k, const std::string &name,
-                const std::string &arch, bool allowSpills = false) {
-  mk::rt::CompileOptions co;
-  co.arch = arch;
-  co.extraOptions = {"--ptxas-options=-v"};
-  std::string cubin, log;
-  mk::rt::Status s = mk::rt::compileWithNvrtc(
-      k.source, name + ".cu", mk::rt::kernelHeaders(),
-      mk::rt::nvrtcOptions(co), cubin, log);
-  ASSERT_TRUE(s.isOk()) << s.message() << "\n" << log;
-  EXPECT_FALSE(cubin.empty());
-  EXPECT_EQ(log.find("warning"), std::string::npos) << log;
-  // ptxas -v: "Function properties for <fn>\n N bytes stack frame, S bytes
-  // spill stores, L bytes spill loads" and "Used R registers, ... smem".
-  std::regex props("Function properties for ([^\\n]+)\\n[^\\n]*?(\\d+) bytes "
-                   "spill stores, (\\d+) bytes spill loads");
-  std::regex regs("Used (\\d+) registers[^\\n]*");
-  int functions = 0;
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), props);
-       it != std::sregex_iterator(); ++it, ++functions) {
-    const std::smatch &m = *it;
-    bool kernel = m[1].str().find(name) != std::string::npos;
-    if (kernel || m[2] != "0" || m[3] != "0")
-      std::printf("[%s] %s: spill stores %s B, spill loads %s B\n",
-                  arch.c_str(), kernel ? name.c_str() : m[1].str().c_str(),
-                  m[2].str().c_str(), m[3].str().c_str());
-    if (allowSpills)
-      continue;
-    if (kernel) {
-      // The kernel body only dispatches tasks to the templates; it may keep
-      // a few scalars on the stack across their calls (ptxas allocates
-      // registers across calls), never more than kBodySpillBytes.
-      EXPECT_LE(std::stoi(m[2]), kBodySpillBytes) << "spill stores in the kernel body (" << arch << ")";
-      EXPECT_LE(std::stoi(m[3]), kBodySpillBytes) << "spill loads in the kernel body (" << arch << ")";
-      continue;
-    }
-    EXPECT_EQ(m[2], "0") << "spill stores in " << m[1] << " (" << arch << ")";
-    EXPECT_EQ(m[3], "0") << "spill loads in " << m[1] << " (" << arch << ")";
-  }
-  EXPECT_GT(functions, 0) << "no ptxas report in the NVRTC log:\n" << log;
-  std::smatch r;
-  if (std::regex_search(log, r, regs))
-    std::printf("[%s] %s: %s\n", arch.c_str(), name.c_str(),
-                r[0].str().c_str());
-}
-
 void check(const std::string &spec, const std::string &kernel,
            bool debugCapture = false, const std::string &passOption = "") {
   Emitted k = emit(spec, kernel, debugCapture, passOption);
@@ -131,9 +79,10 @@ void check(const std::string &spec, const std::string &kernel,
               (long long)m.counters, (long long)m.dynamicSharedBytes,
               (long long)m.workspaceBytes);
   // Debug-capture kernels, and the opt-in variants, may spill (printed).
-  bool allowSpills = debugCapture || !passOption.empty();
-  compileFor(k, kernel, "sm_90", allowSpills);
-  compileFor(k, kernel, "sm_120", allowSpills);
+  const auto rule = debugCapture || !passOption.empty() ? mk::test::SpillRule::PrintOnly
+                                                        : mk::test::SpillRule::Strict;
+  mk::test::compileAndCheck(k.source, kernel, "sm_90", rule);
+  mk::test::compileAndCheck(k.source, kernel, "sm_120", rule);
 }
 
 } // namespace

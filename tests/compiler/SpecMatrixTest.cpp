@@ -13,8 +13,8 @@
 #include "Pipeline/Driver.h"
 
 #include "mk/runtime/Manifest.h"
-#include "mk/runtime/Nvrtc.h"
-#include "mk/runtime/Templates.h"
+
+#include "NvrtcCheck.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -36,7 +36,7 @@ struct Variant {
   std::map<std::string, std::string> overrides;
   std::vector<std::string> pattern;
   const char *refusal = "";
-  /// Whether the kernel body's spill is held to kBodySpillBytes. Deep
+  /// Whether the kernel body's spill is held to mk::test::kBodySpillBytes. Deep
   /// specs are not yet: the body's spill grows with the layer count (12
   /// layers: 320 B of reloads on sm_90), an open problem of the depth work;
   /// their spill is printed.
@@ -77,38 +77,6 @@ std::string slurp(const std::string &path) {
   return ss.str();
 }
 
-/// Spill bytes the kernel body may have (EmitterNvrtcTest's limit).
-constexpr int kBodySpillBytes = 128;
-
-void compileFor(const std::string &source, const std::string &kernel, const std::string &arch,
-                bool bodySpillLimited) {
-  mk::rt::CompileOptions co;
-  co.arch = arch;
-  co.extraOptions = {"--ptxas-options=-v"};
-  std::string cubin, log;
-  mk::rt::Status s = mk::rt::compileWithNvrtc(source, kernel + ".cu", mk::rt::kernelHeaders(),
-                                              mk::rt::nvrtcOptions(co), cubin, log);
-  ASSERT_TRUE(s.isOk()) << arch << ": " << s.message() << "\n" << log;
-  EXPECT_EQ(log.find("warning"), std::string::npos) << arch << ":\n" << log;
-  std::regex props("Function properties for ([^\\n]+)\\n[^\\n]*?(\\d+) bytes "
-                   "spill stores, (\\d+) bytes spill loads");
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), props);
-       it != std::sregex_iterator(); ++it) {
-    const std::smatch &m = *it;
-    if (m[1].str().find(kernel) != std::string::npos) {
-      std::printf("[%s] %s body: spill stores %s B, loads %s B\n", arch.c_str(), kernel.c_str(),
-                  m[2].str().c_str(), m[3].str().c_str());
-      if (!bodySpillLimited)
-        continue;
-      EXPECT_LE(std::stoi(m[2]), kBodySpillBytes) << "body spill stores (" << arch << ")";
-      EXPECT_LE(std::stoi(m[3]), kBodySpillBytes) << "body spill loads (" << arch << ")";
-    } else {
-      EXPECT_EQ(m[2], "0") << "spill stores in " << m[1] << " (" << arch << ")";
-      EXPECT_EQ(m[3], "0") << "spill loads in " << m[1] << " (" << arch << ")";
-    }
-  }
-}
-
 class SpecMatrix : public testing::TestWithParam<Variant> {};
 
 TEST_P(SpecMatrix, CompilesOrIsRefusedClearly) {
@@ -142,8 +110,10 @@ TEST_P(SpecMatrix, CompilesOrIsRefusedClearly) {
   ASSERT_TRUE(s.isOk()) << s.message();
   const std::string src = slurp(source);
   ASSERT_FALSE(src.empty());
-  compileFor(src, kernel, "sm_90", v.bodySpillLimited);
-  compileFor(src, kernel, "sm_120", v.bodySpillLimited);
+  const auto rule =
+      v.bodySpillLimited ? mk::test::SpillRule::Strict : mk::test::SpillRule::TemplatesOnly;
+  mk::test::compileAndCheck(src, kernel, "sm_90", rule);
+  mk::test::compileAndCheck(src, kernel, "sm_120", rule);
 }
 
 using P = std::vector<std::string>;

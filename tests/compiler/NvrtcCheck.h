@@ -1,0 +1,81 @@
+//===- NvrtcCheck.h - Compile an emitted kernel with NVRTC, check spills --===//
+//
+// Shared by the emitter's NVRTC tests and the spec matrix: compiles a kernel
+// with the embedded templates for one architecture (no GPU needed), expects
+// no error and no warning, and reads ptxas' verbose report: no spill in any
+// template (out-of-line function), at most kBodySpillBytes in the kernel body.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MK_TESTS_COMPILER_NVRTCCHECK_H
+#define MK_TESTS_COMPILER_NVRTCCHECK_H
+
+#include "mk/runtime/Nvrtc.h"
+#include "mk/runtime/Templates.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <regex>
+#include <string>
+
+namespace mk::test {
+
+/// Spill bytes (stores, and loads) allowed in a default kernel's body: the
+/// templates it calls may spill nothing. The body's spills are scalars kept
+/// across the out-of-line template calls (ptxas allocates registers across
+/// them): sm_120 reloads 128 B of them, sm_90 60 B (session 4).
+constexpr int kBodySpillBytes = 128;
+
+/// What compileAndCheck holds the spills to.
+enum class SpillRule {
+  Strict,          ///< no template spill, the body within kBodySpillBytes
+  TemplatesOnly,   ///< no template spill; the body's only printed
+  PrintOnly,       ///< nothing enforced (debug and opt-in variants)
+};
+
+inline void compileAndCheck(const std::string &source, const std::string &kernel,
+                            const std::string &arch, SpillRule rule = SpillRule::Strict) {
+  mk::rt::CompileOptions co;
+  co.arch = arch;
+  co.extraOptions = {"--ptxas-options=-v"};
+  std::string cubin, log;
+  mk::rt::Status s = mk::rt::compileWithNvrtc(source, kernel + ".cu", mk::rt::kernelHeaders(),
+                                              mk::rt::nvrtcOptions(co), cubin, log);
+  ASSERT_TRUE(s.isOk()) << arch << ": " << s.message() << "\n" << log;
+  EXPECT_FALSE(cubin.empty());
+  EXPECT_EQ(log.find("warning"), std::string::npos) << arch << ":\n" << log;
+  // ptxas -v: "Function properties for <fn>\n N bytes stack frame, S bytes
+  // spill stores, L bytes spill loads" and "Used R registers, ... smem".
+  std::regex props("Function properties for ([^\\n]+)\\n[^\\n]*?(\\d+) bytes "
+                   "spill stores, (\\d+) bytes spill loads");
+  int functions = 0;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), props);
+       it != std::sregex_iterator(); ++it, ++functions) {
+    const std::smatch &m = *it;
+    const bool body = m[1].str().find(kernel) != std::string::npos;
+    if (body || m[2] != "0" || m[3] != "0")
+      std::printf("[%s] %s: spill stores %s B, spill loads %s B\n", arch.c_str(),
+                  body ? kernel.c_str() : m[1].str().c_str(), m[2].str().c_str(),
+                  m[3].str().c_str());
+    if (rule == SpillRule::PrintOnly)
+      continue;
+    if (body) {
+      if (rule == SpillRule::Strict) {
+        EXPECT_LE(std::stoi(m[2]), kBodySpillBytes) << "spill stores in the kernel body (" << arch << ")";
+        EXPECT_LE(std::stoi(m[3]), kBodySpillBytes) << "spill loads in the kernel body (" << arch << ")";
+      }
+      continue;
+    }
+    EXPECT_EQ(m[2], "0") << "spill stores in " << m[1] << " (" << arch << ")";
+    EXPECT_EQ(m[3], "0") << "spill loads in " << m[1] << " (" << arch << ")";
+  }
+  EXPECT_GT(functions, 0) << "no ptxas report in the NVRTC log:\n" << log;
+  std::smatch r;
+  if (std::regex_search(log, r, std::regex("Used (\\d+) registers[^\\n]*")))
+    std::printf("[%s] %s: %s\n", arch.c_str(), kernel.c_str(), r[0].str().c_str());
+}
+
+} // namespace mk::test
+
+#endif // MK_TESTS_COMPILER_NVRTCCHECK_H
