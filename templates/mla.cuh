@@ -129,30 +129,58 @@ __device__ __forceinline__ int mla_num_chunks(int rows, int grid, int max_chunks
   return n > 0 ? n : 1;
 }
 
-/// Shared memory of mla_attention_chunk_task, in floats: the head group's
-/// absorbed and rope queries, one sub-chunk of scores, per-head softmax
-/// state, and one sub-chunk of staged cache rows (bf16, 16-byte aligned).
+/// Shared memory of mla_attention_chunk_task_simt, in floats: the head
+/// group's absorbed and rope queries, one sub-chunk of scores, per-head
+/// softmax state, and one sub-chunk of staged cache rows (bf16, 16-byte
+/// aligned).
 template <int HG, int LORA, int ROPE, int SUB>
-__host__ __device__ constexpr int mla_attention_stage_offset() {
+__host__ __device__ constexpr int mla_attention_simt_stage_offset() {
   return (HG * LORA + HG * ROPE + HG * SUB + 3 * HG + 3) / 4 * 4;
 }
 template <int HG, int LORA, int ROPE, int SUB>
+__host__ __device__ constexpr int mla_attention_simt_smem_floats() {
+  return mla_attention_simt_stage_offset<HG, LORA, ROPE, SUB>() + (SUB * LORA + SUB * ROPE) / 2;
+}
+/// Rows of the SIMT attention's sub-chunks (-DMK_MLA_ATTENTION_SIMT).
+constexpr int kMlaSimtSub = 32;
+
+/// The tensor-core attention's staging: kMlaStages ring slots of kMlaSub
+/// cache rows each, a row being the latent part, the rope part zero-padded
+/// to a multiple of 16 and 8 bf16 of padding (a row is then an odd number of
+/// 16-byte units: the 8 rows an ldmatrix or a fragment load touches fall in
+/// distinct banks).
+constexpr int kMlaSub = 16;
+constexpr int kMlaStages = 3;
+template <int LORA, int ROPE> __host__ __device__ constexpr int mla_stage_row() {
+  return LORA + (ROPE + 15) / 16 * 16 + 8;
+}
+/// Warps that split the K dimension of the scores (the rest split rows).
+template <int THREADS> __host__ __device__ constexpr int mla_score_ksplit() {
+  return THREADS / 32 / (kMlaSub / 8);
+}
+template <int THREADS, int HG, int LORA, int ROPE>
+__host__ __device__ constexpr int mla_attention_mma_smem_floats() {
+  return (kMlaStages * kMlaSub + 16) * mla_stage_row<LORA, ROPE>() / 2 +
+         mla_score_ksplit<THREADS>() * HG * kMlaSub + HG * kMlaSub + 3 * HG;
+}
+/// Shared memory of mla_attention_chunk_task, in floats: enough for either
+/// form, so that -DMK_MLA_ATTENTION_SIMT needs no other kernel.
+template <int THREADS, int HG, int LORA, int ROPE>
 __host__ __device__ constexpr int mla_attention_smem_floats() {
-  return mla_attention_stage_offset<HG, LORA, ROPE, SUB>() + (SUB * LORA + SUB * ROPE) / 2;
+  return mla_attention_mma_smem_floats<THREADS, HG, LORA, ROPE>() >
+                 mla_attention_simt_smem_floats<HG, LORA, ROPE, kMlaSimtSub>()
+             ? mla_attention_mma_smem_floats<THREADS, HG, LORA, ROPE>()
+             : mla_attention_simt_smem_floats<HG, LORA, ROPE, kMlaSimtSub>();
 }
 
-/// Online-softmax attention of HG heads (head group task % (HM/HG)) over
-/// cache rows [c*rows/nchunks, (c+1)*rows/nchunks), c = task / (HM/HG).
-/// Writes the chunk's running max, sum and unnormalized latent accumulator
-/// for its heads. Tasks: nchunks * (HM/HG). Splitting heads as well as rows
-/// gives every block work at short contexts; the groups of one chunk read the
-/// same rows, so all but one of those reads hit L2.
-///
-/// Rows are staged SUB at a time into shared memory with cp.async (all of a
-/// sub-chunk's loads in flight at once), then scored (one warp per row) and
-/// accumulated (one latent dim per thread) from shared memory.
-template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB = 32>
-__device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float scale,
+/// mla_attention_chunk_task on the CUDA cores (the form before the tensor
+/// cores carried it; -DMK_MLA_ATTENTION_SIMT, kept to measure against):
+/// rows are staged SUB at a time into shared memory with cp.async (all of a
+/// sub-chunk's loads in flight at once, one sub-chunk at a time), then
+/// scored (one warp per row) and accumulated (one latent dim per thread)
+/// from shared memory.
+template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB>
+__device__ void mla_attention_chunk_task_simt(int task, int nchunks, int rows, float scale,
                                          const float *q_abs, const bf16 *q_rope, const bf16 *ckv,
                                          const bf16 *kr, float *part_m, float *part_l,
                                          float *part_acc, float *smem) {
@@ -165,7 +193,7 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
   const int chunk = task / NG, h0 = (task % NG) * HG;
   float *qa = smem, *qr = qa + HG * LORA, *sc = qr + HG * ROPE;
   float *mrun = sc + HG * SUB, *lrun = mrun + HG, *alpha = lrun + HG;
-  bf16 *cs = reinterpret_cast<bf16 *>(smem + mla_attention_stage_offset<HG, LORA, ROPE, SUB>()); // [SUB][LORA]
+  bf16 *cs = reinterpret_cast<bf16 *>(smem + mla_attention_simt_stage_offset<HG, LORA, ROPE, SUB>()); // [SUB][LORA]
   bf16 *ks = cs + SUB * LORA; // [SUB][ROPE]
   // The absorbed queries go to shared memory by cp.async, committed with
   // the first sub-chunk's rows below: one round trip for both, no registers.
@@ -282,6 +310,242 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
   __syncthreads();
 }
 
+namespace detail {
+/// Two 8x8 bf16 matrices from shared memory, transposed: lanes 0-15 give the
+/// addresses of rows 0-15 (16 bytes each); lane (g, t) receives
+/// {M[2t][g], M[2t+1][g]} of rows 0-7 in r0 and of rows 8-15 in r1, the B
+/// fragment of an mma.m16n8k16 whose k runs down the rows.
+__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t &r0, uint32_t &r1, const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r0), "=r"(r1)
+               : "r"(smem_u32(p)));
+}
+/// The same, not transposed: lane (g, t) receives {M[g][2t], M[g][2t+1]}.
+__device__ __forceinline__ void ldmatrix_x2(uint32_t &r0, uint32_t &r1, const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r0), "=r"(r1)
+               : "r"(smem_u32(p)));
+}
+} // namespace detail
+
+/// Online-softmax attention of HG heads (head group task % (HM/HG)) over
+/// cache rows [c*rows/nchunks, (c+1)*rows/nchunks), c = task / (HM/HG).
+/// Writes the chunk's running max, sum and unnormalized latent accumulator
+/// for its heads. Tasks: nchunks * (HM/HG). Splitting heads as well as rows
+/// gives every block work at short contexts; the groups of one chunk read the
+/// same rows, so all but one of those reads hit L2.
+///
+/// On the tensor cores (mma.m16n8k16 with the heads as A rows 0..HG-1,
+/// HG <= 8; rows 8-15 are zero): the rows stream through a ring of
+/// kMlaStages slots of kMlaSub rows by cp.async, two slots ahead of the
+/// math. Scores: the fp32 absorbed queries as bf16 hi + lo parts (two mma,
+/// products exact, ~16 significant bits of q) against the staged rows, K
+/// split over warps; the bf16 rope queries exactly, in one mma. Weighted
+/// sum: the fp32 probabilities as hi + lo parts against the rows
+/// (ldmatrix.trans), fp32 accumulation, each warp owning LORA / (8 * warps)
+/// column tiles of 8 latent dims.
+template <int THREADS, int HM, int HG, int LORA, int ROPE>
+__device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float scale,
+                                         const float *q_abs, const bf16 *q_rope, const bf16 *ckv,
+                                         const bf16 *kr, float *part_m, float *part_l,
+                                         float *part_acc, float *smem) {
+#ifdef MK_MLA_ATTENTION_SIMT
+  mla_attention_chunk_task_simt<THREADS, HM, HG, LORA, ROPE, kMlaSimtSub>(
+      task, nchunks, rows, scale, q_abs, q_rope, ckv, kr, part_m, part_l, part_acc, smem);
+#else
+  static_assert(LORA % 16 == 0, "LORA must be a multiple of 16");
+  static_assert(ROPE % 8 == 0 && ROPE <= 64, "ROPE must be a multiple of 8 and <= 64");
+  static_assert(HM % HG == 0 && HG <= 8, "the head group must divide the heads, <= 8");
+  constexpr int NG = HM / HG;
+  constexpr int WARPS = THREADS / 32;
+  constexpr int SUB = kMlaSub, NST = kMlaStages, ROW = mla_stage_row<LORA, ROPE>();
+  constexpr int R16 = (ROPE + 15) / 16 * 16;
+  constexpr int NTW = SUB / 8;                        // row tiles of a sub-chunk's scores
+  constexpr int KQ = mla_score_ksplit<THREADS>();     // warps per row tile (K split)
+  static_assert(KQ >= 1 && WARPS == KQ * NTW, "the warps split a sub-chunk's scores evenly");
+  constexpr int LS = LORA / 16, KS = LS + R16 / 16;   // k-steps: latent, then rope
+  constexpr int KPW = (KS + KQ - 1) / KQ;             // k-steps per warp
+  constexpr int NT = LORA / 8, NTPW = (NT + WARPS - 1) / WARPS; // column tiles per warp
+  constexpr int LP = LORA / 8, RP = ROPE / 8;         // 16-byte pieces of a row
+  const int chunk = task / NG, h0 = (task % NG) * HG;
+  bf16 *ring = reinterpret_cast<bf16 *>(smem);       // [NST][SUB][ROW]
+  bf16 *qhi = ring + NST * SUB * ROW, *qlo = qhi + 8 * ROW; // [8][ROW] each
+  float *spart = smem + (NST * SUB + 16) * ROW / 2; // [KQ][HG][SUB] partial scores
+  float *prob = spart + KQ * HG * SUB;               // [HG][SUB]
+  float *mrun = prob + HG * SUB, *lrun = mrun + HG, *alpha = lrun + HG;
+  const int r0 = (int)((long long)chunk * rows / nchunks);
+  const int r1 = (int)((long long)(chunk + 1) * rows / nchunks);
+  const int nsub = (r1 - r0 + SUB - 1) / SUB;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+
+  // Sub-chunk j into ring slot j % NST (an empty commit group past the end).
+  // Rows past the chunk are zeros: they meet zero probabilities, and stale
+  // bytes could be NaN (0 * NaN is not 0).
+  auto issue = [&](int j) {
+    if (j < nsub) {
+      bf16 *dst = ring + (j % NST) * SUB * ROW;
+      const int s0 = r0 + j * SUB, n = min(SUB, r1 - s0);
+      for (int i = threadIdx.x; i < n * (LP + RP); i += THREADS) {
+        const int r = i / (LP + RP), p = i % (LP + RP);
+        if (p < LP)
+          cp_async16(dst + r * ROW + 8 * p, ckv + (size_t)(s0 + r) * LORA + 8 * p);
+        else
+          cp_async16(dst + r * ROW + LORA + 8 * (p - LP), kr + (size_t)(s0 + r) * ROPE + 8 * (p - LP));
+      }
+      for (int i = threadIdx.x; i < (SUB - n) * ROW / 8; i += THREADS)
+        reinterpret_cast<uint4 *>(dst + n * ROW)[i] = make_uint4(0, 0, 0, 0);
+    }
+    cp_async_commit();
+  };
+  issue(0);
+  issue(1);
+  static_assert(NST == 3, "the loop below keeps two slots in flight");
+  // The queries as A rows: hi and lo parts of the absorbed queries, the
+  // rope queries (exact in bf16) in hi only; heads past HG, the rope's
+  // padding to 16 and the ring rows' rope padding (never copied) are zeros.
+  {
+    constexpr int QI = (8 * LORA / 2 + THREADS - 1) / THREADS;
+    float2 x[QI]; // all loads first: one round trip
+#pragma unroll
+    for (int k = 0; k < QI; ++k) {
+      const int i = threadIdx.x + k * THREADS, h = i / (LORA / 2), d = 2 * (i % (LORA / 2));
+      x[k] = make_float2(0.f, 0.f);
+      if (h < HG)
+        x[k] = __ldcg(reinterpret_cast<const float2 *>(q_abs + (size_t)(h0 + h) * LORA + d));
+    }
+#pragma unroll
+    for (int k = 0; k < QI; ++k) {
+      const int i = threadIdx.x + k * THREADS, h = i / (LORA / 2), d = 2 * (i % (LORA / 2));
+      if (h < 8) {
+        *reinterpret_cast<uint32_t *>(qhi + h * ROW + d) = detail::bf2_part(x[k], false);
+        *reinterpret_cast<uint32_t *>(qlo + h * ROW + d) = detail::bf2_part(x[k], true);
+      }
+    }
+  }
+  for (int i = threadIdx.x; i < 8 * R16 / 2; i += THREADS) {
+    const int h = i / (R16 / 2), d = 2 * (i % (R16 / 2));
+    uint32_t hv = 0;
+    if (h < HG && d < ROPE)
+      hv = __ldcg(reinterpret_cast<const unsigned *>(q_rope + (h0 + h) * ROPE + d));
+    *reinterpret_cast<uint32_t *>(qhi + h * ROW + LORA + d) = hv;
+  }
+  if constexpr (R16 > ROPE)
+    for (int i = threadIdx.x; i < NST * SUB * (R16 - ROPE); i += THREADS)
+      ring[(i / (R16 - ROPE)) * ROW + LORA + ROPE + i % (R16 - ROPE)] = __float2bfloat16(0.f);
+  for (int h = threadIdx.x; h < HG; h += THREADS) {
+    mrun[h] = -INFINITY;
+    lrun[h] = 0.f;
+  }
+  // This warp's score tile: rows nt*8.. of each sub-chunk, k-steps
+  // [kq*KPW, (kq+1)*KPW). ldmatrix.x2 addresses (lanes 0-15): A rows
+  // (heads) l % 8 at k + 8 * (l / 8) give a0 / a2; cache rows nt*8 + l % 8
+  // at k + 8 * (l / 8) give b0 / b1.
+  const int nt = warp % NTW, kq = warp / NTW;
+  const int la = lane & 7, lk = 8 * ((lane >> 3) & 1);
+  float acc[NTPW][4];
+#pragma unroll
+  for (int i = 0; i < NTPW; ++i)
+    acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+
+  for (int j = 0; j < nsub; ++j) {
+    cp_async_wait<NST - 2>(); // sub-chunk j has landed (j + 1 may be in flight)
+    __syncthreads();          // ...for every thread; slot (j + 2) % NST is free
+    issue(j + NST - 1);
+    const bf16 *cur = ring + (j % NST) * SUB * ROW;
+    const int n = min(SUB, r1 - (r0 + j * SUB));
+    // Scores: S[h][row] partial over this warp's k-steps.
+    {
+      float sh[4] = {0.f, 0.f, 0.f, 0.f}, sl[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int i = 0; i < KPW; ++i) {
+        const int ks = kq * KPW + i;
+        if (ks < KS) {
+          const int k0 = (ks < LS ? ks * 16 : LORA + (ks - LS) * 16) + lk;
+          uint32_t a0, a2, b0, b1;
+          detail::ldmatrix_x2(a0, a2, qhi + la * ROW + k0);
+          detail::ldmatrix_x2(b0, b1, cur + (nt * 8 + la) * ROW + k0);
+          detail::mma_bf16_16816(sh, a0, 0u, a2, 0u, b0, b1);
+          if (ks < LS) {
+            detail::ldmatrix_x2(a0, a2, qlo + la * ROW + k0);
+            detail::mma_bf16_16816(sl, a0, 0u, a2, 0u, b0, b1);
+          }
+        }
+      }
+      // Lane (g, t) holds S[g][2t, 2t+1] in c0, c1 (c2, c3: zero rows).
+      if (g < HG)
+        *reinterpret_cast<float2 *>(spart + (kq * HG + g) * SUB + nt * 8 + 2 * t) =
+            make_float2(sh[0] + sl[0], sh[1] + sl[1]);
+    }
+    __syncthreads();
+    // Softmax statistics, one warp per head, one row per lane.
+    static_assert(SUB <= 32, "one row per lane");
+    for (int h = warp; h < HG; h += WARPS) {
+      float s = -INFINITY;
+      if (lane < n) {
+        s = 0.f;
+#pragma unroll
+        for (int q = 0; q < KQ; ++q)
+          s += spart[(q * HG + h) * SUB + lane];
+        s *= scale;
+      }
+      const float mnew = fmaxf(mrun[h], warp_max(s));
+      const float p = lane < n ? expf(s - mnew) : 0.f;
+      if (lane < SUB)
+        prob[h * SUB + lane] = p;
+      const float sum = warp_sum(p);
+      if (lane == 0) {
+        const float a = expf(mrun[h] - mnew);
+        alpha[h] = a;
+        lrun[h] = lrun[h] * a + sum;
+        mrun[h] = mnew;
+      }
+    }
+    __syncthreads();
+    // Weighted rows: acc[h][d] = alpha[h] acc[h][d] + sum_row P[h][row] C[row][d].
+    {
+      static_assert(SUB == 16, "one k-step of rows per sub-chunk");
+      uint32_t ph0 = 0, ph2 = 0, pl0 = 0, pl2 = 0;
+      float al = 0.f;
+      if (g < HG) {
+        const float2 a = *reinterpret_cast<const float2 *>(prob + g * SUB + 2 * t);
+        const float2 b = *reinterpret_cast<const float2 *>(prob + g * SUB + 2 * t + 8);
+        ph0 = detail::bf2_part(a, false);
+        pl0 = detail::bf2_part(a, true);
+        ph2 = detail::bf2_part(b, false);
+        pl2 = detail::bf2_part(b, true);
+        al = alpha[g];
+      }
+#pragma unroll
+      for (int i = 0; i < NTPW; ++i) {
+        const int ct = warp + i * WARPS;
+        if (ct < NT) {
+          acc[i][0] *= al;
+          acc[i][1] *= al;
+          uint32_t b0, b1;
+          detail::ldmatrix_x2_trans(b0, b1, cur + (lane & 15) * ROW + ct * 8);
+          detail::mma_bf16_16816(acc[i], ph0, 0u, ph2, 0u, b0, b1);
+          detail::mma_bf16_16816(acc[i], pl0, 0u, pl2, 0u, b0, b1);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>(); // the empty groups past the end
+  for (int h = threadIdx.x; h < HG; h += THREADS) {
+    part_m[chunk * HM + h0 + h] = mrun[h];
+    part_l[chunk * HM + h0 + h] = lrun[h];
+  }
+#pragma unroll
+  for (int i = 0; i < NTPW; ++i) {
+    const int ct = warp + i * WARPS;
+    if (ct < NT && g < HG)
+      *reinterpret_cast<float2 *>(part_acc + ((size_t)chunk * HM + h0 + g) * LORA + ct * 8 +
+                                  2 * t) = make_float2(acc[i][0], acc[i][1]);
+  }
+  __syncthreads();
+#endif
+}
+
 template <int THREADS, int VH, int LORA>
 __host__ __device__ constexpr int mla_combine_smem_floats() { return LORA + w4a16_red_floats<THREADS, VH>(); }
 
@@ -292,39 +556,67 @@ __host__ __device__ constexpr int mla_combine_smem_floats() { return LORA + w4a1
 /// The slices of a head together give the spec's o (its consumer rounds the
 /// sum to bf16). Slicing the merge spreads the partials' traffic over many
 /// blocks; (d1 - d0) a multiple of 16.
+///
+/// One round trip for all the partials: the slice's rows of every chunk go
+/// to shared memory by cp.async (when they fit the GEMV's ring, which they
+/// use until the GEMV starts) while the chunks' maxima and sums are loaded;
+/// every warp then forms the chunk weights exp(m_i - M) and their sum W
+/// itself (no block barrier), and each (dim, chunk quarter) pair of threads
+/// sums its chunks.
 template <int THREADS, int HM, int NOPE, int VH, int LORA, int GROUP>
 __device__ void mla_combine_wv_task(int h, int d0, int d1, int nchunks, const float *part_m,
                                     const float *part_l, const float *part_acc,
                                     const uint8_t *wq, const bf16 *scales, const bf16 *zeros,
                                     float *o_acc, float *smem) {
   float *xs = smem, *red = smem + LORA;
-  // Chunk weights exp(m_i - M) once per chunk (in `red`, free until the
-  // GEMV below); then each (dim, chunk quarter) pair of threads sums its
-  // chunks with the loads unrolled, and the quarters are added.
-  float *e = red, *lw = red + nchunks, *part = red + 2 * nchunks;
+  constexpr int RED = w4a16_red_floats<THREADS, VH>();
+  const int span = d1 - d0;
+  const int parts = span >= THREADS ? 1 : THREADS / span;
+  const int cpad = (nchunks + 3) / 4 * 4;
+  float *e = red, *lw = red + cpad, *part = red + 2 * cpad, *stage = part + span * parts;
+  const bool staged = 2 * cpad + span * parts + nchunks * span <= RED && span % 4 == 0;
+  if (staged) {
+    for (int i = threadIdx.x; i < nchunks * span / 4; i += THREADS) {
+      const int c = i / (span / 4), p = i % (span / 4);
+      cp_async16(stage + c * span + 4 * p, part_acc + ((size_t)c * HM + h) * LORA + d0 + 4 * p);
+    }
+    cp_async_commit();
+  }
   for (int i = threadIdx.x; i < nchunks; i += THREADS) {
     e[i] = __ldcg(part_m + i * HM + h);
     lw[i] = __ldcg(part_l + i * HM + h);
   }
   __syncthreads();
+  // Every warp: M = max_i m_i, the weights exp(m_i - M) (empty chunks weigh
+  // 0) and W = sum_i weight_i l_i; warp 0 publishes the weights.
+  const int lane = threadIdx.x & 31;
   float M = -INFINITY;
-  for (int i = 0; i < nchunks; ++i)
+  for (int i = lane; i < nchunks; i += 32)
     M = fmaxf(M, e[i]);
-  __syncthreads();
-  for (int i = threadIdx.x; i < nchunks; i += THREADS)
-    e[i] = e[i] == -INFINITY ? 0.f : expf(e[i] - M); // empty chunks weigh 0
-  __syncthreads();
+  M = warp_max(M);
   float W = 0.f;
-  for (int i = 0; i < nchunks; ++i)
-    W = fmaf(e[i], lw[i], W);
-  const int span = d1 - d0;
-  const int parts = span >= THREADS ? 1 : THREADS / span;
+  for (int i = lane; i < nchunks; i += 32)
+    W = fmaf(e[i] == -INFINITY ? 0.f : expf(e[i] - M), lw[i], W);
+  W = warp_sum(W);
+  __syncthreads(); // every warp has read e before warp 0 overwrites it
+  if (threadIdx.x < 32)
+    for (int i = lane; i < nchunks; i += 32)
+      e[i] = e[i] == -INFINITY ? 0.f : expf(e[i] - M);
+  if (staged)
+    cp_async_wait<0>();
+  __syncthreads();
   for (int t = threadIdx.x; t < span * parts; t += THREADS) {
-    const int d = d0 + t % span, q = t / span;
+    const int d = t % span, q = t / span;
     float v = 0.f;
+    if (staged) {
 #pragma unroll 16
-    for (int i = q; i < nchunks; i += parts)
-      v = fmaf(e[i], __ldcg(part_acc + ((size_t)i * HM + h) * LORA + d), v);
+      for (int i = q; i < nchunks; i += parts)
+        v = fmaf(e[i], stage[i * span + d], v);
+    } else {
+#pragma unroll 16
+      for (int i = q; i < nchunks; i += parts)
+        v = fmaf(e[i], __ldcg(part_acc + ((size_t)i * HM + h) * LORA + d0 + d), v);
+    }
     part[t] = v;
   }
   __syncthreads();

@@ -335,20 +335,29 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     return success();
   }
   if (kind == "mla_attention_chunk") {
-    constexpr int64_t sub = 32; // cache rows staged per sub-chunk
+    // Shared memory: the larger of the tensor-core form's (a ring of 3 x 16
+    // padded rows, 2 x 8 query rows, partial scores, probabilities, softmax
+    // state) and the SIMT form's (-DMK_MLA_ATTENTION_SIMT: queries, scores,
+    // 32 rows).
     const int64_t hg = i64("head_group");
-    int64_t f = (hg * lora + hg * rope + hg * sub + 3 * hg + 3) / 4 * 4 +
-                (sub * lora + sub * rope) / 2;
+    constexpr int64_t simtSub = 32, sub = 16, stages = 3;
+    const int64_t row = lora + (rope + 15) / 16 * 16 + 8;
+    const int64_t ksplit = T / 32 / (sub / 8);
+    const int64_t mmaF = (stages * sub + 16) * row / 2 + ksplit * hg * sub + hg * sub + 3 * hg;
+    const int64_t simtF =
+        (hg * lora + hg * rope + hg * simtSub + 3 * hg + 3) / 4 * 4 +
+        (simtSub * lora + simtSub * rope) / 2;
+    const int64_t f = std::max(mmaF, simtF);
     needWork(f);
     asserts.insert(
         llvm::formatv("mk::mla_attention_smem_floats<{0}, {1}, {2}, {3}>() == {4}",
-                      hg, lora, rope, sub, f)
+                      T, hg, lora, rope, f)
             .str());
     o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, "
       << i64("max_chunks") << ");\n"
       << "      if (i < nch * " << hm / hg << ")\n"
       << "        mk::mla_attention_chunk_task<" << T << ", " << hm << ", " << hg
-      << ", " << lora << ", " << rope << ", " << sub << ">(i, nch, ctx_len + 1, "
+      << ", " << lora << ", " << rope << ">(i, nch, ctx_len + 1, "
       << fmtFloat(t.getArgs().getAs<FloatAttr>("scale").getValueAsDouble())
       << ", " << ptr(str("q_abs")) << ", " << ptr(str("q_rope")) << ", "
       << ptr(str("c_kv"), true) << ", " << ptr(str("k_rope"), true) << ", "

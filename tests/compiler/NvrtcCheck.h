@@ -24,8 +24,11 @@ namespace mk::test {
 /// Spill bytes (stores, and loads) allowed in a default kernel's body: the
 /// templates it calls may spill nothing. The body's spills are scalars kept
 /// across the out-of-line template calls (ptxas allocates registers across
-/// them): sm_120 reloads 128 B of them, sm_90 60 B (session 4).
-constexpr int kBodySpillBytes = 128;
+/// them, so any template's register need moves them): sm_120 reloaded 128 B
+/// of them in session 4; with the tensor-core MLA attention (session 6) sm_90
+/// reloads 152 B (stores 88 B) and that kernel measured faster (perf notes,
+/// run #43). The limit catches a body that starts spilling in earnest.
+constexpr int kBodySpillBytes = 192;
 
 /// What compileAndCheck holds the spills to.
 enum class SpillRule {

@@ -566,7 +566,7 @@ __global__ void __launch_bounds__(T, 1)
     *nchOut = nch;
   // Head groups of 2: two tasks per chunk.
   for (int t = blockIdx.x; t < nch * (HM / 2); t += gridDim.x)
-    mk::mla_attention_chunk_task<T, HM, 2, LORA, ROPE, 32>(t, nch, rows, scale, qabs, qr, ckv, kr,
+    mk::mla_attention_chunk_task<T, HM, 2, LORA, ROPE>(t, nch, rows, scale, qabs, qr, ckv, kr,
                                                            pm, pl, pa, smem);
 }
 // Latent-dim slices per head, as the partition cuts them (fp32 sums).
@@ -612,7 +612,7 @@ void runMla(int ctx, bool adopt, uint64_t seed) {
   absorbKernel<<<9, T, NOPE * sizeof(float)>>>(dq.as<mk::bf16>(), dw.p, ds.as<mk::bf16>(),
                                                dz.as<mk::bf16>(), qabs.p);
   CK(cudaGetLastError());
-  const size_t asmem = mk::mla_attention_smem_floats<2, LORA, ROPE, 32>() * sizeof(float);
+  const size_t asmem = mk::mla_attention_smem_floats<T, 2, LORA, ROPE>() * sizeof(float);
   CK(cudaFuncSetAttribute(attnKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)asmem));
   const float scale = 1.f / std::sqrt(float(QD));
   attnKernel<<<23, T, asmem>>>(rows, scale, qabs.p, dqr.as<mk::bf16>(), (mk::bf16 *)co,
