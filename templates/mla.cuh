@@ -386,6 +386,7 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
     if (j < nsub) {
       bf16 *dst = ring + (j % NST) * SUB * ROW;
       const int s0 = r0 + j * SUB, n = min(SUB, r1 - s0);
+      MK_UNROLL_RUNTIME
       for (int i = threadIdx.x; i < n * (LP + RP); i += THREADS) {
         const int r = i / (LP + RP), p = i % (LP + RP);
         if (p < LP)
@@ -393,6 +394,7 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
         else
           cp_async16(dst + r * ROW + LORA + 8 * (p - LP), kr + (size_t)(s0 + r) * ROPE + 8 * (p - LP));
       }
+      MK_UNROLL_RUNTIME
       for (int i = threadIdx.x; i < (SUB - n) * ROW / 8; i += THREADS)
         reinterpret_cast<uint4 *>(dst + n * ROW)[i] = make_uint4(0, 0, 0, 0);
     }
@@ -423,6 +425,7 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
       }
     }
   }
+  MK_UNROLL_RUNTIME
   for (int i = threadIdx.x; i < 8 * R16 / 2; i += THREADS) {
     const int h = i / (R16 / 2), d = 2 * (i % (R16 / 2));
     uint32_t hv = 0;
@@ -431,6 +434,7 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
     *reinterpret_cast<uint32_t *>(qhi + h * ROW + LORA + d) = hv;
   }
   if constexpr (R16 > ROPE)
+    MK_UNROLL_RUNTIME
     for (int i = threadIdx.x; i < NST * SUB * (R16 - ROPE); i += THREADS)
       ring[(i / (R16 - ROPE)) * ROW + LORA + ROPE + i % (R16 - ROPE)] = __float2bfloat16(0.f);
   for (int h = threadIdx.x; h < HG; h += THREADS) {
@@ -457,7 +461,7 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
     // Scores: S[h][row] partial over this warp's k-steps.
     {
       float sh[4] = {0.f, 0.f, 0.f, 0.f}, sl[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
+MK_UNROLL_CODE
       for (int i = 0; i < KPW; ++i) {
         const int ks = kq * KPW + i;
         if (ks < KS) {
@@ -609,11 +613,11 @@ __device__ void mla_combine_wv_task(int h, int d0, int d1, int nchunks, const fl
     const int d = t % span, q = t / span;
     float v = 0.f;
     if (staged) {
-#pragma unroll 16
+MK_UNROLL_CODE_N(16)
       for (int i = q; i < nchunks; i += parts)
         v = fmaf(e[i], stage[i * span + d], v);
     } else {
-#pragma unroll 16
+MK_UNROLL_CODE_N(16)
       for (int i = q; i < nchunks; i += parts)
         v = fmaf(e[i], __ldcg(part_acc + ((size_t)i * HM + h) * LORA + d0 + d), v);
     }

@@ -24,6 +24,7 @@ namespace mk {
 template <int THREADS>
 __device__ __forceinline__ void block_residual(const bf16 *base, const float *acc, int D,
                                                float *x_smem, bf16 *out) {
+  MK_UNROLL_RUNTIME
   for (int i = threadIdx.x; i < D; i += THREADS) {
     float v = bf2f(__ldcg(base + i));
     if (acc)
@@ -41,10 +42,12 @@ __device__ __forceinline__ void block_rmsnorm(const float *x_smem, const bf16 *w
                                               float *y_smem, float *scratch) {
   __syncthreads();
   float ss = 0.f;
+  MK_UNROLL_RUNTIME
   for (int i = threadIdx.x; i < D; i += THREADS)
     ss += x_smem[i] * x_smem[i];
   ss = block_sum<THREADS>(ss, scratch);
   const float r = 1.f / sqrtf(ss / float(D) + eps);
+  MK_UNROLL_RUNTIME
   for (int i = threadIdx.x; i < D; i += THREADS)
     y_smem[i] = round_bf16(x_smem[i] * r * bf2f(w[i]));
   __syncthreads();
@@ -131,6 +134,23 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
                       round_bf16(x.z * r * bf_lo(wv.y)), round_bf16(x.w * r * bf_hi(wv.y)));
   }
   __syncthreads();
+}
+
+/// block_residual_rmsnorm as one out-of-line function (one copy of its code
+/// for every norm phase of a kernel, instead of one inlined per phase; it
+/// also keeps the norm's registers out of the kernel body's allocation).
+/// -DMK_NORM_INLINE inlines it again (the form before, to measure against).
+#ifdef MK_NORM_INLINE
+#define MK_NORM_OUTLINED_ATTR __forceinline__
+#else
+#define MK_NORM_OUTLINED_ATTR __noinline__
+#endif
+template <int THREADS>
+__device__ MK_NORM_OUTLINED_ATTR void
+block_residual_rmsnorm_outlined(const bf16 *base, const float *acc, const bf16 *w, int D,
+                                float eps, float *y_smem, bf16 *out, float *scratch,
+                                void *stage) {
+  block_residual_rmsnorm<THREADS>(base, acc, w, D, eps, y_smem, out, scratch, stage);
 }
 
 } // namespace mk

@@ -515,6 +515,7 @@ __device__ __forceinline__ void w4a16_packed_stream(const uint8_t *wq, int step0
     mbar_wait(&bar[b], parity);
     const uint8_t *buf = slice + b * CHUNK;
     const int rn = min(CHUNK_STEPS, send - st);
+    MK_UNROLL_RUNTIME
     for (int i = 0; i < rn; ++i)
       step(st + i, buf + i * STEP_BYTES);
     __syncwarp(); // every lane is done with the buffer before it is refilled
@@ -579,6 +580,7 @@ __device__ __forceinline__ void w4a16_packed_rounds(const uint8_t *wq, int step0
     mbar_wait(&bar[b], parity);
     const uint8_t *buf = slice + b * CHUNK;
     const int rn = min(kPackedChunkSteps, send - st);
+    MK_UNROLL_RUNTIME
     for (int i = 0; i < rn; ++i) {
       const uint4 wa = *reinterpret_cast<const uint4 *>(buf + i * kPackedStepBytes + lane * 16);
       const uint4 wb =
@@ -646,7 +648,7 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
   auto issue = [&](int c) {
     if (c < nchunks && colActive) {
       uint4 *slot = stage + (c % STAGES) * 2 * S * THREADS + threadIdx.x;
-#pragma unroll
+MK_UNROLL_CODE
       for (int i = 0; i < S; ++i) {
         const int st = sbeg + c * S + i;
         if (st < send) {
@@ -694,6 +696,7 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
       raw0 = detail::load_group_scales_raw(scales, zeros, N, g0, col);
     else
       detail::prefetch_group_scales<true>(scales, zeros, N, g0, col);
+    MK_UNROLL_RUNTIME
     for (int gi = g0 + 1; gi * GROUP < rowEnd; ++gi)
       detail::prefetch_group_scales<kLaterScalesL1>(scales, zeros, N, gi, col);
   }
@@ -705,7 +708,7 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
     }
   };
   if constexpr (!PACKED) {
-#pragma unroll
+MK_UNROLL_CODE
     for (int c = 0; c < STAGES; ++c)
       issue(c);
     prol(); // the caller's work that can overlap the first loads
@@ -766,7 +769,7 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
     for (int c = 0; c < nchunks; ++c) {
       cp_async_wait<STAGES - 1>();
       const uint4 *slot = stage + (c % STAGES) * 2 * S * THREADS + threadIdx.x;
-#pragma unroll
+MK_UNROLL_CODE
       for (int i = 0; i < S; ++i) {
         const int st = sbeg + c * S + i;
         if (st < send) { // warp-uniform

@@ -66,7 +66,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
       // Its loads are staged through the work area, free at phase entry
       // unless an early weight stream already fills it.
       needWork(2 * dim); // residual_rmsnorm_stage_bytes(dim) / 4
-      os << "    mk::block_residual_rmsnorm<" << T << ">(" << ptr(t.getStrArg("base"))
+      os << "    mk::block_residual_rmsnorm_outlined<" << T << ">(" << ptr(t.getStrArg("base"))
          << ", " << accArg << ", " << ident(t.getStrArg("weight")) << ", " << dim << ", "
          << eps << ", xs, " << outArg << ", scratch, work);\n";
     } else {
