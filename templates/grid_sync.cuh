@@ -160,6 +160,23 @@ __device__ __forceinline__ void counter_wait(unsigned *sync, int i, unsigned tar
   __syncthreads();
 }
 
+/// This block's first task of a phase whose tasks are dealt round-robin
+/// (task t to block (t + r) % gridDim.x), continuing where the kernel's
+/// earlier phases stopped: `dealt` tasks so far, r = dealt % gridDim.x. A
+/// phase's first tasks then go to the blocks that got the fewest of the
+/// previous phase's (e.g. MoE down after the 400-task gate/up phase starts
+/// at block 136, past the blocks that ran two). -DMK_NO_DEAL starts every
+/// phase at block 0 (the form before, to measure against).
+__device__ __forceinline__ int deal_first_task(unsigned dealt) {
+#ifdef MK_NO_DEAL
+  (void)dealt;
+  return blockIdx.x;
+#else
+  const unsigned g = gridDim.x;
+  return (int)((blockIdx.x + g - dealt % g) % g);
+#endif
+}
+
 /// Zeroes counters [0, n). Call after the last grid barrier, from one block,
 /// once no block can still be waiting on a counter.
 __device__ __forceinline__ void counters_reset(unsigned *sync, int n) {

@@ -87,8 +87,14 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
   for (TaskOp t : grid)
     total += t.getCount();
   if (total) {
-    os << "    for (int t = blockIdx.x; t < " << total
-       << "; t += gridDim.x) {\n";
+    // Tasks are dealt round-robin across phases (mk::deal_first_task), except
+    // where each block's first instance already began its weight stream.
+    if (begunTasks.empty())
+      os << "    for (int t = mk::deal_first_task(" << dealtTasks << "u); t < " << total
+         << "; t += gridDim.x) {\n";
+    else
+      os << "    for (int t = blockIdx.x; t < " << total << "; t += gridDim.x) {\n";
+    dealtTasks += total;
     int64_t begin = 0;
     for (TaskOp t : grid) {
       int64_t end = begin + t.getCount();
