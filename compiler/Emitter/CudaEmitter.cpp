@@ -45,7 +45,8 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
   begunTasks.clear();
   int64_t first = 0;
   for (TaskOp t : grid) {
-    if (!debug && kernel.getEarlyWeightStreams() && emitGemvBegin(t, first))
+    if (!debug && kernel.getEarlyWeightStreams() &&
+        emitGemvBegin(t, first, phase.getDealOffset()))
       begunTasks.insert(t.getName());
     first += t.getCount();
   }
@@ -87,14 +88,10 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
   for (TaskOp t : grid)
     total += t.getCount();
   if (total) {
-    // Tasks are dealt round-robin across phases (mk::deal_first_task), except
-    // where each block's first instance already began its weight stream.
-    if (begunTasks.empty())
-      os << "    for (int t = mk::deal_first_task(" << dealtTasks << "u); t < " << total
-         << "; t += gridDim.x) {\n";
-    else
-      os << "    for (int t = blockIdx.x; t < " << total << "; t += gridDim.x) {\n";
-    dealtTasks += total;
+    // Instance t runs on block (t + deal_offset) % gridDim.x; t0 is the
+    // block's first.
+    os << "    const int t0 = mk::deal_first_task(" << phase.getDealOffset() << "u);\n"
+       << "    for (int t = t0; t < " << total << "; t += gridDim.x) {\n";
     int64_t begin = 0;
     for (TaskOp t : grid) {
       int64_t end = begin + t.getCount();

@@ -305,9 +305,7 @@ private:
   /// they name are the kernel's (TaskLowering.cpp).
   LogicalResult checkTaskArgs(TaskOp t);
   void emitGemvSlice(TaskOp t, llvm::raw_ostream &o);
-  bool emitGemvBegin(TaskOp t, int64_t first);
-  /// Grid tasks of the phases emitted so far (mk::deal_first_task).
-  int64_t dealtTasks = 0;
+  bool emitGemvBegin(TaskOp t, int64_t first, int64_t dealOffset);
   /// The tasks of the phase being emitted whose instance on block b (when
   /// it is b's first of the phase) had its weight stream started at the
   /// phase's entry (emitGemvBegin).

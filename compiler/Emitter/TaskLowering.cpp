@@ -233,7 +233,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
         << orderArgs(weights[s], true) << ">>(" << xin << ", "
         << tileArgs(weights[s], k, ns[s], tn, "", "n0")
         << ", nvalid, k0, k1, red, " << epi << ", "
-        << (begunTasks.contains(t.getName()) ? "t == (int)blockIdx.x" : "false")
+        << (begunTasks.contains(t.getName()) ? "t == t0" : "false")
         << "); break;\n";
     }
     o << "      }\n";
@@ -530,7 +530,7 @@ void Emitter::emitGemvSlice(TaskOp t, llvm::raw_ostream &o) {
 /// instance b - first, its first of the phase, at the phase's entry
 /// (w4a16_gemv_begin), before the every-block norm and the counter waits;
 /// that instance's tile continues it (prefetched = true).
-bool Emitter::emitGemvBegin(TaskOp t, int64_t first) {
+bool Emitter::emitGemvBegin(TaskOp t, int64_t first, int64_t dealOffset) {
   if (t.getKind() != "w4a16_gemv")
     return false;
   auto weights = t.getStrArrayArg("weights");
@@ -549,11 +549,10 @@ bool Emitter::emitGemvBegin(TaskOp t, int64_t first) {
   llvm::raw_string_ostream h(helpers);
   h << "/// " << t.getName() << ": starts the weight stream of this block's first\n"
     << "/// instance (w4a16_gemv_begin).\n"
-    << "__device__ __noinline__ void " << fn << "(";
+    << "__device__ __noinline__ void " << fn << "(int i, ";
   for (size_t s = 0; s < weights.size(); ++s)
     h << "const uint8_t *w" << s << ", ";
-  h << "float *work) {\n"
-    << "      const int i = blockIdx.x - " << first << ";\n";
+  h << "float *work) {\n";
   emitGemvSlice(t, h);
   h << "      float *red = work" << (shared ? "" : " + " + std::to_string(kslice)) << ";\n"
     << "      (void)nvalid;\n      switch (seg) {\n";
@@ -563,10 +562,13 @@ bool Emitter::emitGemvBegin(TaskOp t, int64_t first) {
       << orderArgs(weights[s], false) << ">(w" << s << " + (size_t)((n0) / " << tn << ") * "
       << k / 2 * tn << ", k0, k1, red); break;\n";
   h << "      }\n}\n";
-  os << "    if (" << (first ? "blockIdx.x >= " + std::to_string(first) + " && " : "")
-     << "blockIdx.x < " << first + t.getCount() << ") // " << t.getName()
+  // The block's first instance of the phase (mk::deal_first_task), when
+  // it is one of this task's.
+  os << "    if (const int first = mk::deal_first_task(" << dealOffset << "u); "
+     << (first ? "first >= " + std::to_string(first) + " && " : "") << "first < "
+     << first + t.getCount() << ") // " << t.getName()
      << ": start the block's first instance's weight stream\n"
-     << "      mkgen::" << fn << "(";
+     << "      mkgen::" << fn << "(first - " << first << ", ";
   for (const std::string &w : weights)
     os << wq(w) << ", ";
   os << "work);\n";

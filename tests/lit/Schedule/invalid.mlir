@@ -164,3 +164,12 @@ schedule.kernel @k attributes {threads = 128 : i64} {
     schedule.task "t" {kind = "w", count = 16777216 : i64}
   }
 }
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  // expected-error @+1 {{attribute 'deal_offset' failed to satisfy constraint}}
+  schedule.phase "p" attributes {deal_offset = -1 : i64} {
+    schedule.task "t" {kind = "w", count = 8 : i64}
+  }
+}

@@ -170,14 +170,17 @@ def Schedule_PhaseOp : Schedule_Op<"phase", [
   let description = [{
     The instances of the phase's tasks, in task order, form one index space
     dealt to the blocks round-robin (instance `i` runs on block
-    `i % gridDim.x`, each block in increasing order); `every_block` tasks run
-    once in every block before the others. `l2_prefetch` (set by
+    `(i + deal_offset) % gridDim.x`, each block in increasing order);
+    `every_block` tasks run once in every block before the others.
+    `deal_offset` (set by `schedule-deal-tasks`, default 0) continues the
+    deal where the earlier phases stopped. `l2_prefetch` (set by
     `schedule-prefetch-weights`) names weights that a later phase reads:
     every block asks for its share of them to be brought into L2 as it
     enters this phase, so that the memory system streams them while this
     phase computes, waits and synchronizes.
   }];
-  let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$l2_prefetch);
+  let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$l2_prefetch,
+                   DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$deal_offset);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$name attr-dict-with-keyword $body";
   let skipDefaultBuilders = 1;
