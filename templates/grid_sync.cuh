@@ -172,8 +172,8 @@ __device__ __forceinline__ int deal_first_task(unsigned dealt) {
   (void)dealt;
   return blockIdx.x;
 #else
-  const unsigned g = gridDim.x;
-  return (int)((blockIdx.x + g - dealt % g) % g);
+  const int t = (int)blockIdx.x - (int)(dealt % gridDim.x);
+  return t < 0 ? t + (int)gridDim.x : t;
 #endif
 }
 

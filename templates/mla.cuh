@@ -461,7 +461,7 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
     // Scores: S[h][row] partial over this warp's k-steps.
     {
       float sh[4] = {0.f, 0.f, 0.f, 0.f}, sl[4] = {0.f, 0.f, 0.f, 0.f};
-MK_UNROLL_CODE
+      MK_UNROLL_CODE
       for (int i = 0; i < KPW; ++i) {
         const int ks = kq * KPW + i;
         if (ks < KS) {

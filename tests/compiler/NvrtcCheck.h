@@ -3,7 +3,8 @@
 // Shared by the emitter's NVRTC tests and the spec matrix: compiles a kernel
 // with the embedded templates for one architecture (no GPU needed), expects
 // no error and no warning, and reads ptxas' verbose report: no spill in any
-// template (out-of-line function), at most kBodySpillBytes in the kernel body.
+// template (out-of-line function; reads of stack-passed arguments aside),
+// at most kBodySpillBytes in the kernel body.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,10 +31,14 @@ namespace mk::test {
 /// run #43). The limit catches a body that starts spilling in earnest.
 constexpr int kBodySpillBytes = 192;
 
+/// Stack bytes a template may read without a frame of its own or any spill
+/// store (arguments passed on the caller's stack).
+constexpr int kStackArgumentBytes = 16;
+
 /// What compileAndCheck holds the spills to.
 enum class SpillRule {
   Strict,          ///< no template spill, the body within kBodySpillBytes
-  TemplatesOnly,   ///< no template spill; the body's only printed
+  TemplatesOnly,   ///< no template spill (stack-passed arguments aside); the body's only printed
   PrintOnly,       ///< nothing enforced (debug and opt-in variants)
 };
 
@@ -50,28 +55,39 @@ inline void compileAndCheck(const std::string &source, const std::string &kernel
   EXPECT_EQ(log.find("warning"), std::string::npos) << arch << ":\n" << log;
   // ptxas -v: "Function properties for <fn>\n N bytes stack frame, S bytes
   // spill stores, L bytes spill loads" and "Used R registers, ... smem".
-  std::regex props("Function properties for ([^\\n]+)\\n[^\\n]*?(\\d+) bytes "
-                   "spill stores, (\\d+) bytes spill loads");
+  std::regex props("Function properties for ([^\\n]+)\\n[^\\n]*?(\\d+) bytes stack frame, "
+                   "(\\d+) bytes spill stores, (\\d+) bytes spill loads");
   int functions = 0;
   for (auto it = std::sregex_iterator(log.begin(), log.end(), props);
        it != std::sregex_iterator(); ++it, ++functions) {
     const std::smatch &m = *it;
     const bool body = m[1].str().find(kernel) != std::string::npos;
-    if (body || m[2] != "0" || m[3] != "0")
-      std::printf("[%s] %s: spill stores %s B, spill loads %s B\n", arch.c_str(),
-                  body ? kernel.c_str() : m[1].str().c_str(), m[2].str().c_str(),
-                  m[3].str().c_str());
+    const int frame = std::stoi(m[2]), stores = std::stoi(m[3]), loads = std::stoi(m[4]);
+    if (body || stores || loads)
+      std::printf("[%s] %s: spill stores %d B, spill loads %d B\n", arch.c_str(),
+                  body ? kernel.c_str() : m[1].str().c_str(), stores, loads);
     if (rule == SpillRule::PrintOnly)
       continue;
     if (body) {
       if (rule == SpillRule::Strict) {
-        EXPECT_LE(std::stoi(m[2]), kBodySpillBytes) << "spill stores in the kernel body (" << arch << ")";
-        EXPECT_LE(std::stoi(m[3]), kBodySpillBytes) << "spill loads in the kernel body (" << arch << ")";
+        EXPECT_LE(stores, kBodySpillBytes) << "spill stores in the kernel body (" << arch << ")";
+        EXPECT_LE(loads, kBodySpillBytes) << "spill loads in the kernel body (" << arch << ")";
       }
       continue;
     }
-    EXPECT_EQ(m[2], "0") << "spill stores in " << m[1] << " (" << arch << ")";
-    EXPECT_EQ(m[3], "0") << "spill loads in " << m[1] << " (" << arch << ")";
+    EXPECT_EQ(stores, 0) << "spill stores in " << m[1] << " (" << arch << ")";
+    // Loads with no store and no stack frame of the function's own read the
+    // caller's stack: arguments ptxas chose to pass there (its calling
+    // convention is chosen per call graph, by the caller's register
+    // pressure; seen for the MLA attention of spec-matrix variants: 8 B under
+    // a Strict body, 48 B under deep12's exempt one). Any real spill stores
+    // first. Bounded where the body's spills are.
+    if (frame == 0 && stores == 0) {
+      if (rule == SpillRule::Strict)
+        EXPECT_LE(loads, kStackArgumentBytes) << "stack reads in " << m[1] << " (" << arch << ")";
+    } else {
+      EXPECT_EQ(loads, 0) << "spill loads in " << m[1] << " (" << arch << ")";
+    }
   }
   EXPECT_GT(functions, 0) << "no ptxas report in the NVRTC log:\n" << log;
   std::smatch r;
