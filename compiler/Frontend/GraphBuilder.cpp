@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Frontend/GraphBuilder.h"
+#include "mk/BlockSpec.h"
 
 #include "Pipeline/PipelineStages.h"
 #include "mk/Dialect/Graph/GraphOps.h"
@@ -14,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/JSON.h"
 
 using namespace mlir;
 using namespace mk;
@@ -35,6 +37,8 @@ public:
       : ctx(ctx), cfg(cfg), b(&ctx) {}
 
   OwningOpRef<ModuleOp> build();
+  /// Why build() returned no module.
+  std::string error;
 
 private:
   Type bf16() { return b.getBF16Type(); }
@@ -200,11 +204,45 @@ Value GraphBuilder::buildMoe(int64_t layer, Value u) {
   return b.create<MoeCombineOp>(loc(p + ".combine"), bvec(d), routed, shared);
 }
 
+/// A JSON value as an attribute: objects as dictionaries, arrays as arrays,
+/// integers as i64, other numbers as f64, strings, booleans; null as unit.
+static Attribute jsonToAttribute(OpBuilder &b, const llvm::json::Value &v) {
+  if (const llvm::json::Object *o = v.getAsObject()) {
+    SmallVector<NamedAttribute> entries;
+    for (const auto &[key, value] : *o)
+      entries.push_back(b.getNamedAttr(key.str(), jsonToAttribute(b, value)));
+    return b.getDictionaryAttr(entries);
+  }
+  if (const llvm::json::Array *a = v.getAsArray()) {
+    SmallVector<Attribute> items;
+    for (const llvm::json::Value &e : *a)
+      items.push_back(jsonToAttribute(b, e));
+    return b.getArrayAttr(items);
+  }
+  if (std::optional<int64_t> i = v.getAsInteger())
+    return b.getI64IntegerAttr(*i);
+  if (std::optional<double> d = v.getAsNumber())
+    return b.getF64FloatAttr(*d);
+  if (std::optional<bool> bv = v.getAsBoolean())
+    return b.getBoolAttr(*bv);
+  if (std::optional<StringRef> str = v.getAsString())
+    return b.getStringAttr(*str);
+  return b.getUnitAttr();
+}
+
 OwningOpRef<ModuleOp> GraphBuilder::build() {
   ctx.getOrLoadDialect<GraphDialect>();
   ctx.getOrLoadDialect<func::FuncDialect>();
   OwningOpRef<ModuleOp> module =
       ModuleOp::create(loc(cfg.name), llvm::StringRef(cfg.name));
+  // The spec as typed attributes: the kernel's manifest carries it (the
+  // frontend is the only reader of the spec; no pass reads this).
+  llvm::Expected<llvm::json::Value> spec = llvm::json::parse(blockConfigToJson(cfg));
+  if (!spec) {
+    error = "cannot re-read the block config as JSON: " + llvm::toString(spec.takeError());
+    return nullptr;
+  }
+  (*module)->setAttr("mk.config", jsonToAttribute(b, *spec));
   declareSymbols(*module);
 
   // Signature: hidden, ctx_len, then every state in catalogue order; results:
@@ -288,7 +326,11 @@ OwningOpRef<ModuleOp> mk::buildGraphModule(MLIRContext &ctx,
       *error = "invalid block configuration: " + problem;
     return nullptr;
   }
-  return GraphBuilder(ctx, cfg).build();
+  GraphBuilder builder(ctx, cfg);
+  OwningOpRef<ModuleOp> module = builder.build();
+  if (!module && error)
+    *error = builder.error;
+  return module;
 }
 
 void mk::registerFrontendPipelineStages() {

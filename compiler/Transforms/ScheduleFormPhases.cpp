@@ -15,8 +15,6 @@
 #include "Transforms/Passes.h"
 #include "Transforms/Planning.h"
 
-#include "mk/BlockConfig.h"
-#include "mk/BlockSpec.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -24,7 +22,6 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/Support/JSON.h"
 
 #include <cmath>
 #include <deque>
@@ -72,8 +69,9 @@ struct ValueInfo {
 
 class Lowering {
 public:
-  Lowering(ModuleOp module, func::FuncOp fn, const BlockConfig &cfg)
-      : module(module), fn(fn), cfg(cfg), b(module.getContext()) {}
+  Lowering(ModuleOp module, func::FuncOp fn)
+      : module(module), fn(fn), b(module.getContext()),
+        hidden(cast<RankedTensorType>(fn.getArgument(0).getType()).getDimSize(0)) {}
 
   LogicalResult run();
 
@@ -83,8 +81,17 @@ public:
 private:
   ModuleOp module;
   func::FuncOp fn;
-  const BlockConfig &cfg;
   OpBuilder b;
+  /// The hidden size: the step's input.
+  int64_t hidden;
+  /// The quantized weight `name` (a graph.quantized_weight symbol): the
+  /// lowering reads shapes and quantization groups from it.
+  graph::QuantizedWeightOp quantized(Operation *user, StringRef name) {
+    auto w = module.lookupSymbol<graph::QuantizedWeightOp>(name);
+    if (!w)
+      user->emitOpError("refers to '") << name << "', which is no graph.quantized_weight";
+    return w;
+  }
   llvm::DenseMap<Value, ValueInfo *> info;
   std::deque<ValueInfo> storage; // stable addresses for `info`
   void set(Value v, ValueInfo vi) {
@@ -181,7 +188,7 @@ LogicalResult Lowering::run() {
     unsigned i = arg.getArgNumber();
     ValueInfo vi;
     if (i == 0) {
-      vi.buffer = buffer("hidden_in", "bf16", {cfg.hidden}, "io");
+      vi.buffer = buffer("hidden_in", "bf16", {hidden}, "io");
     } else if (isa<IntegerType>(arg.getType())) {
       vi.kind = ValueInfo::Scalar;
     } else {
@@ -276,16 +283,20 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       return r.emitOpError("expects the normalized input in shared memory");
     std::string name = r.getWeight().str();
     name = name.substr(0, name.size() - strlen(".weight"));
-    std::string logits =
-        buffer(name + ".logits", "bf16", {cfg.nExperts});
+    auto rw = module.lookupSymbol<graph::WeightOp>(r.getWeight());
+    if (!rw || rw.getTensorType().getRank() != 2)
+      return r.emitOpError("router weight '") << r.getWeight()
+                                               << "' must be a 2-D graph.weight";
+    const int64_t experts = rw.getTensorType().getDimSize(0);
+    std::string logits = buffer(name + ".logits", "bf16", {experts});
     TaskSpec &t = task(name, "bf16_rows", op);
     t.reads.push_back(x->buffer);
     t.writes.push_back(logits);
     setArg(t, "weight", r.getWeight().str());
     setArg(t, "input", x->buffer);
     setArg(t, "output", logits);
-    setArg(t, "rows", cfg.nExperts);
-    setArg(t, "k", cfg.hidden);
+    setArg(t, "rows", experts);
+    setArg(t, "k", hidden);
     ValueInfo v{ValueInfo::Router, logits, ""};
     set(r.getWeights(), v);
     set(r.getIndices(), v);
@@ -329,12 +340,12 @@ LogicalResult Lowering::lowerNorm(graph::RMSNormOp op) {
     base = bi->buffer;
     acc = ai->buffer;
     // The sum is the next residual's base.
-    out = buffer(name + ".residual", "bf16", {cfg.hidden});
+    out = buffer(name + ".residual", "bf16", {hidden});
     set(op.getInput(), ValueInfo{ValueInfo::Buffer, out, ""});
   } else {
     return op.emitOpError("input must be stored or a residual add");
   }
-  std::string xs = buffer(name + ".out", "f32", {cfg.hidden}, "shared");
+  std::string xs = buffer(name + ".out", "f32", {hidden}, "shared");
   TaskSpec &tk = task(name, "residual_rmsnorm", op);
   tk.partition = "every_block";
   tk.reads.push_back(base);
@@ -347,7 +358,7 @@ LogicalResult Lowering::lowerNorm(graph::RMSNormOp op) {
   setArg(tk, "acc", acc);
   setArg(tk, "out", out);
   setArg(tk, "weight", name);
-  setArg(tk, "dim", cfg.hidden);
+  setArg(tk, "dim", hidden);
   setArg(tk, "eps", op.getEps().convertToDouble());
   setArg(tk, "xs", xs);
   set(op.getOutput(), ValueInfo{ValueInfo::Shared, xs, ""});
@@ -406,6 +417,18 @@ LogicalResult Lowering::lowerLinearGroup(Operation *first) {
     name = name.empty() ? (group ? group.getValue().str() : w) : name;
   }
   if (!weights.empty()) {
+    // One task reads all the group's weights: they share a quantization
+    // group (each weight's own stays on its schedule.weight).
+    int64_t group = 0;
+    for (const std::string &w : weights) {
+      graph::QuantizedWeightOp qw = quantized(first, w);
+      if (!qw)
+        return failure();
+      if (group && qw.getGroup() != group)
+        return first->emitOpError("fused projections quantized in different groups (")
+               << group << " and " << qw.getGroup() << ")";
+      group = qw.getGroup();
+    }
     TaskSpec &t = task(name, "w4a16_gemv", first);
     t.reads.push_back(x->buffer);
     for (const std::string &o : outputs)
@@ -414,7 +437,7 @@ LogicalResult Lowering::lowerLinearGroup(Operation *first) {
     setArg(t, "outputs", outputs);
     setArg(t, "n", ns);
     setArg(t, "k", k);
-    setArg(t, "group", cfg.group);
+    setArg(t, "group", group);
     setArg(t, "input", x->buffer);
     setArg(t, "input_offset", x->offset);
     setArg(t, "epilogue", std::string(accumulate ? "atomic_f32" : "bf16"));
@@ -457,6 +480,8 @@ LogicalResult Lowering::lowerKda(graph::KdaGatedDeltaOp op) {
       s->kind != ValueInfo::Buffer)
     return op.emitOpError("g, beta and the state must be stored");
   auto conv = op.getQ().getDefiningOp<graph::KdaShortConvOp>();
+  // The conv's taps: the window holds the previous taps - 1 rows.
+  const int64_t taps = conv.getWindow().getType().getDimSize(0) + 1;
   std::string convW = conv.getWeight().str();
   std::string layer = layerOf(convW);
   int64_t c = op.getHeads() * op.getHeadDim();
@@ -480,7 +505,7 @@ LogicalResult Lowering::lowerKda(graph::KdaGatedDeltaOp op) {
   setArg(t, "conv_w", convW);
   setArg(t, "heads", op.getHeads());
   setArg(t, "head_dim", op.getHeadDim());
-  setArg(t, "conv", cfg.shortConv);
+  setArg(t, "conv", taps);
   setArg(t, "unit", unit);
   set(op.getOutput(), ValueInfo{ValueInfo::Buffer, o, ""});
   set(op.getNewState(), ValueInfo{ValueInfo::Buffer, s->buffer, ""});
@@ -496,7 +521,7 @@ LogicalResult Lowering::lowerKda(graph::KdaGatedDeltaOp op) {
   setArg(w, "ck", k->aux);
   setArg(w, "cv", v->aux);
   setArg(w, "channels", c);
-  setArg(w, "conv", cfg.shortConv);
+  setArg(w, "conv", taps);
   // The group's projection tiles are ordered by head for the KDA tasks.
   for (TaskSpec &p : tasks)
     if (p.kind == "w4a16_gemv" && llvm::is_contained(p.writes, q->buffer)) {
@@ -522,18 +547,22 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
     return op.emitOpError("expects rotated q and appended caches");
   auto ckvAppend = op.getCKv().getDefiningOp<graph::MlaCacheAppendOp>();
   auto krAppend = op.getKRope().getDefiningOp<graph::MlaCacheAppendOp>();
+  const int64_t lora = cast<RankedTensorType>(op.getCKv().getType()).getDimSize(1);
+  graph::QuantizedWeightOp kvbWeight = quantized(op, op.getKvB());
+  if (!kvbWeight)
+    return failure();
   const ValueInfo *row = get(op, ckvAppend.getRow());
   const ValueInfo *krRow = get(op, krAppend.getRow());
   if (!row || !krRow || row->kind != ValueInfo::Buffer ||
       krRow->kind != ValueInfo::Rope || krRow->buffer != row->buffer ||
-      row->offset != 0 || krRow->offset != cfg.kvLora)
+      row->offset != 0 || krRow->offset != lora)
     return op.emitOpError("expects c and k_rope to be slices of one kv_a "
                           "output [c, kr]");
   auto rope = op.getQ().getDefiningOp<graph::RopeOp>();
   std::string kvb = op.getKvB().str();
   std::string layer = layerOf(kvb);
   int64_t hm = op.getHeads(), nope = op.getQkNope(), rd = op.getQkRope(),
-          vh = op.getVHead(), lora = cfg.kvLora;
+          vh = op.getVHead();
   std::string qRope = buffer(layer + ".attn.q_rope", "bf16", {hm * rd});
   std::string qAbs = buffer(layer + ".attn.q_abs", "f32", {hm * lora});
   std::string pm = buffer(layer + ".attn.part_m", "f32", {hm});
@@ -548,7 +577,7 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
     setArg(t, "rope", rd);
     setArg(t, "v_head", vh);
     setArg(t, "lora", lora);
-    setArg(t, "group", cfg.group);
+    setArg(t, "group", kvbWeight.getGroup());
   };
   TaskSpec &a = task(layer + ".attn.rope_append", "mla_rope_append", rope);
   a.reads = {q->buffer, row->buffer, ckv->buffer, kr->buffer};
@@ -612,16 +641,28 @@ LogicalResult Lowering::lowerExperts(Operation *op, bool routed) {
     return op->getAttrOfType<FlatSymbolRefAttr>(n).getValue().str();
   };
   std::string gate = sym("gate"), up = sym("up"), down = sym("down");
+  graph::QuantizedWeightOp gateWeight = quantized(op, gate);
+  if (!gateWeight)
+    return failure();
+  // [experts, hidden, inter]
+  const int64_t experts = gateWeight.getNumExperts(), inter = gateWeight.getOutDim();
+  graph::MoeRouterOp router;
+  if (routed) {
+    router = op->getOperand(1).getDefiningOp<graph::MoeRouterOp>();
+    if (!router)
+      return op->emitOpError("weights must come from graph.moe_router");
+  }
   std::string layer = layerOf(gate);
   std::string what = routed ? "experts" : "shared_experts";
   std::string &acc = combineAcc[combine];
   if (acc.empty())
-    acc = accumulator(layer + ".moe.acc", cfg.hidden);
-  int64_t slots = routed ? cfg.nActive : cfg.nShared;
+    acc = accumulator(layer + ".moe.acc", hidden);
+  // Routed: one slot per chosen expert; shared: one per shared expert.
+  int64_t slots = routed ? router.getTopK() : experts;
   // Per slot, the fp32 gate and up sums ([2][inter]), accumulated by
   // split-K tiles; the down tasks form silu(gate) * up from them.
   std::string sums =
-      accumulator(layer + ".moe." + what + ".gate_up_sums", 2 * slots * cfg.moeInter);
+      accumulator(layer + ".moe." + what + ".gate_up_sums", 2 * slots * inter);
   std::string logits;
   if (routed) {
     const ValueInfo *r = get(op, op->getOperand(1));
@@ -631,16 +672,16 @@ LogicalResult Lowering::lowerExperts(Operation *op, bool routed) {
   }
   auto common = [&](TaskSpec &t) {
     setArg(t, "slots", slots);
-    setArg(t, "experts", routed ? cfg.nExperts : cfg.nShared);
-    setArg(t, "hidden", cfg.hidden);
-    setArg(t, "inter", cfg.moeInter);
-    setArg(t, "group", cfg.group);
+    setArg(t, "experts", experts);
+    setArg(t, "hidden", hidden);
+    setArg(t, "inter", inter);
+    setArg(t, "group", gateWeight.getGroup());
     setArg(t, "sums", sums);
     setArg(t, "unit", layer + ".moe." + what + ".slot");
     if (routed) {
       setArg(t, "logits", logits);
-      setArg(t, "top_k", cfg.nActive);
-      setArg(t, "scaling", cfg.routedScaling);
+      setArg(t, "top_k", router.getTopK());
+      setArg(t, "scaling", router.getScaling().convertToDouble());
       t.reads.push_back(logits);
     }
   };
@@ -670,87 +711,36 @@ LogicalResult Lowering::lowerReturn(func::ReturnOp op) {
   if (!bi || !ai || bi->kind != ValueInfo::Buffer || ai->kind != ValueInfo::Acc)
     return op.emitOpError("final residual must add an fp32 sum to a stored "
                           "value");
-  std::string out = buffer("hidden_out", "bf16", {cfg.hidden}, "io");
+  std::string out = buffer("hidden_out", "bf16", {hidden}, "io");
   TaskSpec &t = task("final_residual", "final_residual", op);
   t.reads = {bi->buffer, ai->buffer};
   t.writes = {out};
   setArg(t, "base", bi->buffer);
   setArg(t, "acc", ai->buffer);
   setArg(t, "out", out);
-  setArg(t, "dim", cfg.hidden);
+  setArg(t, "dim", hidden);
   return success();
 }
 
-/// A JSON value as an attribute: objects as dictionaries, arrays as arrays,
-/// integers as i64, other numbers as f64, strings, booleans; null as unit.
-static Attribute jsonToAttribute(OpBuilder &b, const llvm::json::Value &v) {
-  if (const llvm::json::Object *o = v.getAsObject()) {
-    SmallVector<NamedAttribute> entries;
-    for (const auto &[key, value] : *o)
-      entries.push_back(b.getNamedAttr(key.str(), jsonToAttribute(b, value)));
-    return b.getDictionaryAttr(entries);
-  }
-  if (const llvm::json::Array *a = v.getAsArray()) {
-    SmallVector<Attribute> elems;
-    for (const llvm::json::Value &e : *a)
-      elems.push_back(jsonToAttribute(b, e));
-    return b.getArrayAttr(elems);
-  }
-  if (std::optional<int64_t> i = v.getAsInteger())
-    return b.getI64IntegerAttr(*i);
-  if (std::optional<double> d = v.getAsNumber())
-    return b.getF64FloatAttr(*d);
-  if (std::optional<bool> bv = v.getAsBoolean())
-    return b.getBoolAttr(*bv);
-  if (std::optional<StringRef> str = v.getAsString())
-    return b.getStringAttr(*str);
-  return b.getUnitAttr();
+/// The number of layers: one input RMSNorm (`<layer>.attn_norm`) each.
+static int64_t countLayers(func::FuncOp fn) {
+  int64_t n = 0;
+  fn.walk([&](graph::RMSNormOp op) { n += op.getWeight().ends_with(".attn_norm"); });
+  return n;
 }
 
-/// The block configuration, read back from the graph module (so that .mlir
-/// input needs no side file): dims from the ops and symbol types.
-BlockConfig recoverConfig(ModuleOp module, func::FuncOp fn) {
-  BlockConfig cfg;
-  if (auto name = module.getSymName())
-    cfg.name = name->str();
-  cfg.hidden = cast<RankedTensorType>(fn.getArgument(0).getType()).getDimSize(0);
-  cfg.pattern.clear();
-  cfg.nShared = 0;
-  for (auto w : module.getOps<graph::QuantizedWeightOp>()) {
-    cfg.group = w.getGroup();
-    StringRef n = w.getSymName();
-    if (n.ends_with(".moe.gate")) {
-      cfg.nExperts = w.getNumExperts();
-      cfg.moeInter = w.getOutDim();
-    }
-    if (n.ends_with(".moe.s_gate"))
-      cfg.nShared = w.getNumExperts();
-  }
-  fn.walk([&](Operation *op) {
-    if (auto n = dyn_cast<graph::RMSNormOp>(op)) {
-      cfg.eps = n.getEps().convertToDouble();
-      if (n.getWeight().ends_with(".attn_norm"))
-        cfg.pattern.push_back(LayerKind::KDA);
-    } else if (auto k = dyn_cast<graph::KdaGatedDeltaOp>(op)) {
-      cfg.kdaHeads = k.getHeads();
-      cfg.kdaHeadDim = k.getHeadDim();
-    } else if (auto c = dyn_cast<graph::KdaShortConvOp>(op)) {
-      cfg.shortConv = c.getWindow().getType().getDimSize(0) + 1;
-    } else if (auto m = dyn_cast<graph::MlaAttentionOp>(op)) {
-      cfg.pattern.back() = LayerKind::MLA;
-      cfg.mlaHeads = m.getHeads();
-      cfg.qkNope = m.getQkNope();
-      cfg.qkRope = m.getQkRope();
-      cfg.vHead = m.getVHead();
-      cfg.kvLora = cast<RankedTensorType>(m.getCKv().getType()).getDimSize(1);
-    } else if (auto r = dyn_cast<graph::RopeOp>(op)) {
-      cfg.ropeTheta = r.getTheta().convertToDouble();
-    } else if (auto r = dyn_cast<graph::MoeRouterOp>(op)) {
-      cfg.nActive = r.getTopK();
-      cfg.routedScaling = r.getScaling().convertToDouble();
-    }
-  });
-  return cfg;
+/// The dtype name of a graph tensor's element type ("bf16", "f32", "i32",
+/// "u8"), or "" for one no kernel binds.
+static StringRef dtypeOf(Type t) {
+  if (t.isBF16())
+    return "bf16";
+  if (t.isF32())
+    return "f32";
+  if (t.isInteger(32))
+    return "i32";
+  if (t.isInteger(8))
+    return "u8";
+  return "";
 }
 
 struct ScheduleFormPhasesPass
@@ -794,12 +784,7 @@ void ScheduleFormPhasesPass::runOnOperation() {
     // Already lowered (or not a graph module): nothing to do.
     return;
   }
-  BlockConfig cfg = recoverConfig(module, fn);
-  if (std::string problem = cfg.validate(); !problem.empty()) {
-    fn.emitOpError("describes an invalid block: ") << problem;
-    return signalPassFailure();
-  }
-  Lowering lowering(module, fn, cfg);
+  Lowering lowering(module, fn);
   if (failed(lowering.run()))
     return signalPassFailure();
 
@@ -854,34 +839,61 @@ void ScheduleFormPhasesPass::runOnOperation() {
   // Build the kernel.
   OpBuilder b(module.getContext());
   b.setInsertionPointToEnd(module.getBody());
-  std::string name = kernelName.empty() ? "mk_" + cfg.name : kernelName;
-  auto kernel = b.create<schedule::KernelOp>(fn.getLoc(), name, threads);
-  kernel.setMaxSharedBytes(maxSharedBytes);
-  {
-    // The spec as typed attributes, for the manifest (no later stage reads
-    // it: the tensors below and the tasks carry what they need).
-    llvm::Expected<llvm::json::Value> spec = llvm::json::parse(blockConfigToJson(cfg));
-    if (!spec) {
-      fn.emitOpError("cannot re-read its own block config: ")
-          << llvm::toString(spec.takeError());
+  std::string name = kernelName;
+  if (name.empty()) {
+    auto moduleName = module.getSymName();
+    if (!moduleName || !isCIdentifier(*moduleName)) {
+      mlir::emitError(module.getLoc(), "schedule-form-phases: the graph module "
+                                       "needs a C-identifier name (mk_<name> is "
+                                       "the kernel's), or pass kernel-name");
       return signalPassFailure();
     }
-    if (auto dict = dyn_cast_or_null<DictionaryAttr>(jsonToAttribute(b, *spec)))
-      kernel.setConfigAttr(dict);
+    name = "mk_" + moduleName->str();
   }
-  kernel.setNumLayers(static_cast<int64_t>(cfg.pattern.size()));
+  auto kernel = b.create<schedule::KernelOp>(fn.getLoc(), name, threads);
+  kernel.setMaxSharedBytes(maxSharedBytes);
+  // The spec as typed attributes (the frontend's `mk.config`), for the
+  // manifest; no later stage reads it.
+  if (auto config = module->getAttrOfType<DictionaryAttr>("mk.config"))
+    kernel.setConfigAttr(config);
+  kernel.setNumLayers(countLayers(fn));
   if (debugCapture || module->hasAttr("mk.debug_capture"))
     kernel.setDebugCapture(true);
   b.setInsertionPointToEnd(&kernel.getBodyBlock());
-  // The parameters the kernel binds, in the signature's order (decode state
-  // is the `state` buffers below). W4A16 parts carry their group.
-  for (const TensorDesc &t : parameterTensors(cfg)) {
-    StringRef part = StringRef(t.name).rsplit('.').second;
-    const bool w4 = llvm::is_contained({"w_q", "scales", "zeros"}, part);
-    b.create<schedule::WeightOp>(fn.getLoc(), b.getStringAttr(t.name),
-                                 b.getStringAttr(dtypeName(t.dtype)),
-                                 b.getDenseI64ArrayAttr(t.shape),
-                                 b.getI64IntegerAttr(w4 ? cfg.group : 0));
+  // The parameters the kernel binds, in the signature's order: the graph's
+  // weight symbols in theirs, a quantized linear as its three storage
+  // tensors (nibble-packed w_q [..., in/2, out], scales and zeros
+  // [..., in/group, out]) carrying its group (decode state is the `state`
+  // buffers below).
+  for (Operation &op : *module.getBody()) {
+    if (auto q = dyn_cast<graph::QuantizedWeightOp>(op)) {
+      RankedTensorType t = q.getTensorType();
+      SmallVector<int64_t> lead(t.getShape().drop_back(2));
+      const int64_t in = q.getInDim(), out = q.getOutDim(), group = q.getGroup();
+      auto shape = [&](int64_t rows) {
+        SmallVector<int64_t> s = lead;
+        s.append({rows, out});
+        return b.getDenseI64ArrayAttr(s);
+      };
+      const std::string prefix = q.getSymName().str();
+      b.create<schedule::WeightOp>(q.getLoc(), b.getStringAttr(prefix + ".w_q"),
+                                   b.getStringAttr("u8"), shape(in / 2),
+                                   b.getI64IntegerAttr(group));
+      for (const char *part : {".scales", ".zeros"})
+        b.create<schedule::WeightOp>(q.getLoc(), b.getStringAttr(prefix + part),
+                                     b.getStringAttr("bf16"), shape(in / group),
+                                     b.getI64IntegerAttr(group));
+    } else if (auto w = dyn_cast<graph::WeightOp>(op)) {
+      StringRef dtype = dtypeOf(w.getTensorType().getElementType());
+      if (dtype.empty()) {
+        w.emitOpError("has an element type no kernel binds: ")
+            << w.getTensorType().getElementType();
+        return signalPassFailure();
+      }
+      b.create<schedule::WeightOp>(w.getLoc(), w.getSymNameAttr(), b.getStringAttr(dtype),
+                                   b.getDenseI64ArrayAttr(w.getTensorType().getShape()),
+                                   b.getI64IntegerAttr(0));
+    }
   }
   for (const BufferSpec &bs : lowering.buffers) {
     auto buf = b.create<schedule::BufferOp>(
@@ -892,19 +904,24 @@ void ScheduleFormPhasesPass::runOnOperation() {
   }
   {
     // The kernel's decode-state arguments are its `state` buffers, in order:
-    // they must be exactly the block's state tensors.
-    std::vector<TensorDesc> want = stateTensors(cfg, -1);
+    // they must be exactly the graph's state symbols (caches: dynamic rows).
+    SmallVector<graph::StateOp> want(module.getOps<graph::StateOp>());
     SmallVector<schedule::BufferOp> have;
     for (auto buf : kernel.getBodyBlock().getOps<schedule::BufferOp>())
       if (buf.getSpace() == "state")
         have.push_back(buf);
     bool same = have.size() == want.size();
-    for (size_t i = 0; same && i < want.size(); ++i)
-      same = have[i].getSymName() == want[i].name &&
-             have[i].getDtype() == dtypeName(want[i].dtype) &&
-             have[i].getShape() == ArrayRef<int64_t>(want[i].shape);
+    for (size_t i = 0; same && i < want.size(); ++i) {
+      SmallVector<int64_t> shape(want[i].getTensorType().getShape());
+      for (int64_t &d : shape)
+        if (ShapedType::isDynamic(d))
+          d = -1;
+      same = have[i].getSymName() == want[i].getSymName() &&
+             have[i].getDtype() == dtypeOf(want[i].getTensorType().getElementType()) &&
+             have[i].getShape() == ArrayRef<int64_t>(shape);
+    }
     if (!same) {
-      fn.emitOpError("lowered decode state does not match the block's state tensors");
+      fn.emitOpError("lowered decode state does not match the module's graph.state symbols");
       return signalPassFailure();
     }
   }
