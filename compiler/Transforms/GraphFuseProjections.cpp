@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace mk::schedule {
 #define GEN_PASS_DEF_GRAPHFUSEPROJECTIONS
@@ -22,30 +23,63 @@ using namespace mk;
 namespace {
 struct GraphFuseProjectionsPass
     : schedule::impl::GraphFuseProjectionsBase<GraphFuseProjectionsPass> {
-  void runOnOperation() override {
-    llvm::MapVector<Value, SmallVector<Operation *>> byInput;
-    getOperation().walk([&](Operation *op) {
-      if (auto l = dyn_cast<graph::LinearW4A16Op>(op))
-        byInput[l.getInput()].push_back(op);
-      else if (auto l = dyn_cast<graph::LinearBF16Op>(op))
-        byInput[l.getInput()].push_back(op);
-    });
-    for (auto &[input, ops] : byInput) {
-      // A group needs at least one W4A16 member and two members in all.
-      if (ops.size() < 2 || !llvm::any_of(ops, [](Operation *o) {
-            return isa<graph::LinearW4A16Op>(o);
-          }))
+  void runOnOperation() override;
+};
+
+/// The quantization group of a W4A16 linear's weight (0 if unresolved: the
+/// graph verifier rejects that).
+int64_t groupOf(graph::LinearW4A16Op l) {
+  auto w = SymbolTable::lookupNearestSymbolFrom<graph::QuantizedWeightOp>(
+      l, l.getWeightAttr());
+  return w ? w.getGroup() : 0;
+}
+
+void GraphFuseProjectionsPass::runOnOperation() {
+  // Grouping is this pass's decision alone: stale marks go.
+  getOperation().walk(
+      [&](Operation *op) { op->removeAttr(schedule::kFusionGroupAttr); });
+  llvm::MapVector<Value, SmallVector<Operation *>> byInput;
+  getOperation().walk([&](Operation *op) {
+    // A projection that feeds a residual add accumulates in fp32 on its
+    // own (split-K tiles); phase formation refuses it in a group.
+    if (op->hasOneUse() && isa<graph::AddOp>(*op->user_begin()))
+      return;
+    if (auto l = dyn_cast<graph::LinearW4A16Op>(op))
+      byInput[l.getInput()].push_back(op);
+    else if (auto l = dyn_cast<graph::LinearBF16Op>(op))
+      byInput[l.getInput()].push_back(op);
+  });
+  llvm::StringSet<> names;
+  for (auto &[input, ops] : byInput) {
+    // One group per quantization group size of the W4A16 members (a GEMV
+    // task reads weights of one group size); bf16 members join the first.
+    llvm::MapVector<int64_t, SmallVector<Operation *>> byGroup;
+    SmallVector<Operation *> bf16;
+    for (Operation *o : ops) {
+      if (auto l = dyn_cast<graph::LinearW4A16Op>(o))
+        byGroup[groupOf(l)].push_back(o);
+      else
+        bf16.push_back(o);
+    }
+    bool first = true;
+    for (auto &[group, members] : byGroup) {
+      if (first)
+        members.append(bf16.begin(), bf16.end());
+      first = false;
+      // A group needs two members in all (it has a W4A16 one).
+      if (members.size() < 2)
         continue;
-      std::string name;
-      for (Operation *o : ops)
-        if (auto l = dyn_cast<graph::LinearW4A16Op>(o)) {
-          name = (l.getWeight() + ".group").str();
-          break;
-        }
+      std::string base =
+          (cast<graph::LinearW4A16Op>(members.front()).getWeight() + ".group").str();
+      std::string name = base;
+      for (int i = 1; names.contains(name); ++i)
+        name = base + "." + std::to_string(i);
+      names.insert(name);
       auto attr = StringAttr::get(&getContext(), name);
-      for (Operation *o : ops)
+      for (Operation *o : members)
         o->setAttr(schedule::kFusionGroupAttr, attr);
     }
   }
-};
+}
+
 } // namespace

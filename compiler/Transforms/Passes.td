@@ -19,7 +19,12 @@ def GraphFuseProjections : Pass<"graph-fuse-projections", "::mlir::ModuleOp"> {
     value are marked with one `schedule.fusion_group` name: phase formation
     lowers the group to tasks of one phase that share the input staged in
     shared memory (KDA q/k/v/g + beta, MLA q_proj + kv_a), ordered so that
-    the tiles one consumer unit needs (a KDA head) are contiguous.
+    the tiles one consumer unit needs (a KDA head) are contiguous. Not
+    grouped: a projection feeding a residual add (it accumulates in fp32
+    on its own); W4A16 siblings of different quantization group sizes form
+    one group per size (bf16 ones join the first). Names are the first
+    W4A16 member's weight + `.group`, made unique; marks already in the
+    input are replaced.
 
     ```mlir
     %q = graph.linear_w4a16 %n, @"blocks.0.attn.q_proj" {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : ...
