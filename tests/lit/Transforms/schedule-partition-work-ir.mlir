@@ -1,0 +1,328 @@
+// RUN: mk-opt %s -split-input-file -verify-diagnostics --schedule-partition-work | FileCheck %s
+// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=target-sms=4" | FileCheck %s --check-prefix=SMS4
+// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=target-sms=16" | FileCheck %s --check-prefix=SMS16
+// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=target-sms=32" | FileCheck %s --check-prefix=SMS32
+// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=target-sms=16 full-segment-bytes=128" | FileCheck %s --check-prefix=FSB
+// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-chunks=16" | FileCheck %s --check-prefix=CHUNKS
+// RUN: not mk-opt %s -split-input-file "--schedule-partition-work=target-sms=0" 2>&1 | FileCheck %s --check-prefix=BAD-SMS0
+// RUN: not mk-opt %s -split-input-file "--schedule-partition-work=target-sms=1025" 2>&1 | FileCheck %s --check-prefix=BAD-SMS1025
+// RUN: not mk-opt %s -split-input-file "--schedule-partition-work=task-overhead-bytes=-1" 2>&1 | FileCheck %s --check-prefix=BAD-OVERHEAD
+// RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-chunks=0" 2>&1 | FileCheck %s --check-prefix=BAD-CHUNKS
+// RUN: not mk-opt %s -split-input-file "--schedule-partition-work=full-segment-bytes=-1" 2>&1 | FileCheck %s --check-prefix=BAD-SEGMENT
+
+// schedule-partition-work on hand-written tasks: for each task the pass lists
+// the legal cuts and keeps the one with the lowest estimated time on
+// `target-sms` SMs (264 by default): ceil(count / target-sms) waves of (bytes
+// per task + task-overhead-bytes, 24576 by default). It sets `count`, `bytes`
+// (all instances together), `partition` when unset, the tile sizes in `args`,
+// and `grain` / `grain_per` (/ `grain_span`) for counter placement. A W4A16
+// tile of width tn over k rows streams k*tn/2 bytes of w_q plus its scales
+// and zeros. The cases: GEMV tile width and split-K as target-sms grows,
+// split-K aligned with the producer's units, grouped GEMVs cut by unit,
+// bf16 rows, MoE experts, MLA attention chunks (which resize the partials),
+// the fixed cuts of the small kinds, and the errors.
+//
+// BAD-SMS0: schedule-partition-work: target-sms must be in 1..1024 (blocks the grid runs at once), got 0
+// BAD-SMS1025: schedule-partition-work: target-sms must be in 1..1024 (blocks the grid runs at once), got 1025
+// BAD-OVERHEAD: schedule-partition-work: task-overhead-bytes must be >= 0, got -1
+// BAD-CHUNKS: schedule-partition-work: attention-chunks must be in 1..1024 (at most one per block), got 0
+// BAD-SEGMENT: schedule-partition-work: full-segment-bytes must be >= 0 (0: no penalty), got -1
+
+// GEMV tile width: 1024 x 1024 in groups of 128 is 8 tiles of 128 columns
+// (68 KB each) or 64 tiles of 16 (8.5 KB). The more SMs, the more and
+// narrower the tiles: 128 wide on 4 SMs (2 waves), 64 on 16, 32 on 32, 16
+// on 264 (one wave of 64). The total bytes stay those of the weight. With
+// full-segment-bytes=128, 64-byte rows cost double: on 16 SMs a 64-wide
+// tile then costs what a 128-wide one does, and on equal estimates the
+// wider tile wins.
+// CHECK-LABEL: schedule.kernel @width attributes {target_sms = 264 : i64
+// CHECK: schedule.task "proj" {args = {{{.*}}ksplit = 1 : i64{{.*}}tiles = 64 : i64, tn = 16 : i64{{.*}}}, bytes = 557056 : i64, count = 64 : i64, kind = "w4a16_gemv", partition = "cols"
+// SMS4: schedule.kernel @width attributes {target_sms = 4 : i64
+// SMS4: schedule.task "proj" {args = {{{.*}}tiles = 8 : i64, tn = 128 : i64{{.*}}}, bytes = 557056 : i64, count = 8 : i64
+// SMS16: schedule.task "proj" {args = {{{.*}}tiles = 16 : i64, tn = 64 : i64{{.*}}}, bytes = 557056 : i64, count = 16 : i64
+// SMS32: schedule.task "proj" {args = {{{.*}}tiles = 32 : i64, tn = 32 : i64{{.*}}}, bytes = 557056 : i64, count = 32 : i64
+// FSB: schedule.task "proj" {args = {{{.*}}tiles = 8 : i64, tn = 128 : i64{{.*}}}, bytes = 557056 : i64, count = 8 : i64
+schedule.kernel @width attributes {threads = 256 : i64} {
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 1024>, space = "io"}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 1024>}
+  schedule.phase "p" {
+    schedule.task "proj" {kind = "w4a16_gemv", reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = "x", k = 1024 : i64, n = [1024], outputs = ["y"], weights = ["w"]}}
+  }
+}
+
+// -----
+
+// Split-K: only a GEMV whose sums are accumulated (atomic_f32) is cut along
+// K, in slices of whole groups (at most 4096 / 128 = 32), more of them the
+// more SMs there are; the same shape stored as bf16 is only cut by columns.
+// CHECK-LABEL: schedule.kernel @splitk
+// CHECK: schedule.task "sum" {{.*}}ksplit = 32 : i64{{.*}}tiles = 8 : i64, tn = 32 : i64{{.*}}count = 256 : i64, kind = "w4a16_gemv", partition = "split_k"
+// CHECK: schedule.task "store" {{.*}}ksplit = 1 : i64{{.*}}tiles = 16 : i64, tn = 16 : i64{{.*}}count = 16 : i64, kind = "w4a16_gemv", partition = "cols"
+// SMS4: schedule.task "sum" {{.*}}ksplit = 2 : i64{{.*}}tiles = 2 : i64, tn = 128 : i64{{.*}}count = 4 : i64, kind = "w4a16_gemv", partition = "split_k"
+// SMS4: schedule.task "store" {{.*}}ksplit = 1 : i64{{.*}}tiles = 4 : i64, tn = 64 : i64{{.*}}count = 4 : i64, kind = "w4a16_gemv", partition = "cols"
+// SMS16: schedule.task "sum" {{.*}}ksplit = 8 : i64{{.*}}tiles = 2 : i64, tn = 128 : i64{{.*}}count = 16 : i64
+// SMS32: schedule.task "sum" {{.*}}ksplit = 16 : i64{{.*}}tiles = 2 : i64, tn = 128 : i64{{.*}}count = 32 : i64
+schedule.kernel @splitk attributes {threads = 256 : i64} {
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 4096>, space = "io"}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.phase "zero" {
+    schedule.task "acc.zero" {kind = "zero_f32", writes = [@acc], args = {buffer = "acc", n = 256 : i64}}
+  }
+  schedule.barrier
+  schedule.phase "proj" {
+    schedule.task "sum" {kind = "w4a16_gemv", reads = [@x], accumulates = [@acc], args = {epilogue = "atomic_f32", group = 128 : i64, input = "x", k = 4096 : i64, n = [256], outputs = ["acc"], weights = ["w"]}}
+    schedule.task "store" {kind = "w4a16_gemv", reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = "x", k = 4096 : i64, n = [256], outputs = ["y"], weights = ["v"]}}
+  }
+}
+
+// -----
+
+// Split-K by the producer's units: the input of o_proj is written by a task
+// with `unit = "head"` over 4 heads, so its slices are whole heads (ksplit
+// divides 4) and it gets the head grain: instance j waits for grain_span
+// heads from head (j / grain_per) * grain_span. The KDA task itself is cut
+// into state column chunks (chunk), grain_per of them per head. The same
+// o_proj reading an input no task of its kernel produces has no grain, and
+// its slices only follow the groups of 16 rows (ksplit 8 on 264 SMs).
+// CHECK-LABEL: schedule.kernel @heads
+// CHECK: schedule.task "kda" {args = {chunk = 16 : i64, grain = "head", grain_per = 2 : i64{{.*}}count = 8 : i64, kind = "kda_head_chunk", partition = "heads"
+// CHECK: schedule.task "o_proj" {accumulates = [@acc], args = {epilogue = "atomic_f32", grain = "head", grain_per = 16 : i64, grain_span = 1 : i64{{.*}}ksplit = 4 : i64{{.*}}tiles = 16 : i64, tn = 16 : i64{{.*}}count = 64 : i64{{.*}}partition = "split_k"
+// CHECK-LABEL: schedule.kernel @no_unit
+// CHECK: schedule.task "o_proj" {accumulates = [@acc], args = {epilogue = "atomic_f32", group = 16 : i64{{.*}}ksplit = 8 : i64{{.*}}tiles = 16 : i64, tn = 16 : i64{{.*}}count = 128 : i64
+// SMS4: schedule.task "kda" {args = {chunk = 32 : i64, grain = "head", grain_per = 1 : i64{{.*}}count = 4 : i64
+// SMS4: schedule.task "o_proj" {accumulates = [@acc], args = {epilogue = "atomic_f32", grain = "head", grain_per = 2 : i64, grain_span = 2 : i64{{.*}}ksplit = 2 : i64{{.*}}tiles = 2 : i64, tn = 128 : i64{{.*}}count = 4 : i64
+schedule.kernel @heads attributes {threads = 256 : i64} {
+  schedule.buffer @q {dtype = "bf16", shape = array<i64: 128>, space = "io"}
+  schedule.buffer @o {dtype = "bf16", shape = array<i64: 128>}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.phase "attn" {
+    schedule.task "acc.zero" {kind = "zero_f32", writes = [@acc], args = {buffer = "acc", n = 256 : i64}}
+    schedule.task "kda" {kind = "kda_head_chunk", reads = [@q], writes = [@o], args = {head_dim = 32 : i64, heads = 4 : i64, o = "o", q = "q", unit = "head"}}
+  }
+  schedule.barrier
+  schedule.phase "out" {
+    schedule.task "o_proj" {kind = "w4a16_gemv", reads = [@o], accumulates = [@acc], args = {epilogue = "atomic_f32", group = 16 : i64, input = "o", k = 128 : i64, n = [256], outputs = ["acc"], weights = ["wo"]}}
+  }
+}
+schedule.kernel @no_unit attributes {threads = 256 : i64} {
+  schedule.buffer @o {dtype = "bf16", shape = array<i64: 128>, space = "io"}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.phase "zero" {
+    schedule.task "acc.zero" {kind = "zero_f32", writes = [@acc], args = {buffer = "acc", n = 256 : i64}}
+  }
+  schedule.barrier
+  schedule.phase "out" {
+    schedule.task "o_proj" {kind = "w4a16_gemv", reads = [@o], accumulates = [@acc], args = {epilogue = "atomic_f32", group = 16 : i64, input = "o", k = 128 : i64, n = [256], outputs = ["acc"], weights = ["wo"]}}
+  }
+}
+
+// -----
+
+// A grouped GEMV cut by unit (unit_cols = 32: 32 columns of each of its 2
+// outputs per head): tiles are at most 32 wide, and grain_per is the tiles
+// of one head over both outputs (2 x 32 / tn).
+// CHECK-LABEL: schedule.kernel @grouped
+// CHECK: schedule.task "qk" {args = {epilogue = "bf16", grain = "head", grain_per = 4 : i64{{.*}}tiles = 8 : i64, tn = 16 : i64{{.*}}count = 8 : i64
+// SMS4: schedule.task "qk" {args = {epilogue = "bf16", grain = "head", grain_per = 2 : i64{{.*}}tiles = 4 : i64, tn = 32 : i64{{.*}}count = 4 : i64
+schedule.kernel @grouped attributes {threads = 256 : i64} {
+  schedule.buffer @h {dtype = "bf16", shape = array<i64: 256>, space = "io"}
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @q {dtype = "bf16", shape = array<i64: 64>}
+  schedule.buffer @k {dtype = "bf16", shape = array<i64: 64>}
+  schedule.phase "p" {
+    schedule.task "norm" {kind = "residual_rmsnorm", partition = "every_block", reads = [@h], writes = [@x], args = {base = "h", dim = 256 : i64, xs = "x"}}
+    schedule.task "qk" {kind = "w4a16_gemv", reads = [@x], writes = [@q, @k], args = {epilogue = "bf16", group = 32 : i64, input = "x", k = 256 : i64, n = [64, 64], outputs = ["q", "k"], unit = "head", unit_cols = 32 : i64, weights = ["wq", "wk"]}}
+  }
+}
+
+// -----
+
+// bf16 rows: rows_per_task is the power of two that balances best (one row
+// per task on 264 SMs, two on 4); with a unit, one row per task and unit.
+// CHECK-LABEL: schedule.kernel @rows
+// CHECK: schedule.task "router" {args = {{{.*}}rows_per_task = 1 : i64{{.*}}}, bytes = 4096 : i64, count = 8 : i64, kind = "bf16_rows", partition = "rows"
+// CHECK: schedule.task "beta" {args = {grain = "head", grain_per = 1 : i64{{.*}}rows_per_task = 1 : i64{{.*}}count = 8 : i64
+// SMS4: schedule.task "router" {args = {{{.*}}rows_per_task = 2 : i64{{.*}}}, bytes = 4096 : i64, count = 4 : i64
+// SMS4: schedule.task "beta" {args = {grain = "head", grain_per = 1 : i64{{.*}}rows_per_task = 1 : i64{{.*}}count = 8 : i64
+schedule.kernel @rows attributes {threads = 256 : i64} {
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 256>, space = "io"}
+  schedule.buffer @logits {dtype = "bf16", shape = array<i64: 8>}
+  schedule.buffer @beta {dtype = "bf16", shape = array<i64: 8>}
+  schedule.phase "p" {
+    schedule.task "router" {kind = "bf16_rows", reads = [@x], writes = [@logits], args = {input = "x", k = 256 : i64, output = "logits", rows = 8 : i64, weight = "wr"}}
+    schedule.task "beta" {kind = "bf16_rows", reads = [@x], writes = [@beta], args = {input = "x", k = 256 : i64, output = "beta", rows = 8 : i64, unit = "head", weight = "wb"}}
+  }
+}
+
+// -----
+
+// MoE experts: per slot, gate and up (2 x tiles x ksplit instances) and down
+// (tiles x ksplit), split-K in slices of whole 16-row steps; grain_per is a
+// slot's instances.
+// CHECK-LABEL: schedule.kernel @moe
+// CHECK: schedule.task "gate_up" {{.*}}grain = "slot", grain_per = 128 : i64{{.*}}ksplit = 8 : i64{{.*}}tiles = 8 : i64, tn = 16 : i64{{.*}}count = 256 : i64, kind = "moe_gate_up", partition = "experts"
+// CHECK: schedule.task "down" {{.*}}grain = "slot", grain_per = 128 : i64{{.*}}ksplit = 8 : i64{{.*}}tiles = 16 : i64, tn = 16 : i64{{.*}}count = 256 : i64, kind = "moe_down", partition = "experts"
+// SMS4: schedule.task "gate_up" {{.*}}grain = "slot", grain_per = 2 : i64{{.*}}ksplit = 1 : i64{{.*}}tiles = 1 : i64, tn = 128 : i64{{.*}}count = 4 : i64
+// SMS4: schedule.task "down" {{.*}}grain = "slot", grain_per = 2 : i64{{.*}}ksplit = 1 : i64{{.*}}tiles = 2 : i64, tn = 128 : i64{{.*}}count = 4 : i64
+schedule.kernel @moe attributes {threads = 256 : i64} {
+  schedule.buffer @h {dtype = "bf16", shape = array<i64: 256>, space = "io"}
+  schedule.buffer @logits {dtype = "bf16", shape = array<i64: 8>, space = "io"}
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @sums {dtype = "f32", shape = array<i64: 512>}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.phase "zero" {
+    schedule.task "sums.zero" {kind = "zero_f32", writes = [@sums], args = {buffer = "sums", n = 512 : i64}}
+    schedule.task "acc.zero" {kind = "zero_f32", writes = [@acc], args = {buffer = "acc", n = 256 : i64}}
+  }
+  schedule.barrier
+  schedule.phase "gate_up" {
+    schedule.task "norm" {kind = "residual_rmsnorm", partition = "every_block", reads = [@h], writes = [@x], args = {base = "h", dim = 256 : i64, xs = "x"}}
+    schedule.task "gate_up" {kind = "moe_gate_up", reads = [@x, @logits], accumulates = [@sums], args = {group = 32 : i64, hidden = 256 : i64, input = "x", inter = 128 : i64, logits = "logits", slots = 2 : i64, sums = "sums", unit = "slot"}}
+  }
+  schedule.barrier
+  schedule.phase "down" {
+    schedule.task "down" {kind = "moe_down", reads = [@sums, @logits], accumulates = [@acc], args = {acc = "acc", group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, logits = "logits", slots = 2 : i64, sums = "sums", unit = "slot"}}
+  }
+}
+
+// -----
+
+// MLA: attention runs one task per (chunk, group of up to 8 heads), chunks
+// from attention-chunks (64 by default), and the partials are resized to
+// one row per chunk and head (part_m, part_l: chunks x 16; part_acc:
+// chunks x 16 x 64). The combine cuts each head into as many latent slices
+// (of whole 16-row steps) as fit one wave: 4 on 264 SMs, 2 on 32, 1 on 16.
+// The query absorption is one task per head here (64 latent rows fit one).
+// CHECK-LABEL: schedule.kernel @mla
+// CHECK: schedule.buffer @part_m {dtype = "f32", shape = array<i64: 1024>}
+// CHECK: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 1024>}
+// CHECK: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 65536>}
+// CHECK: schedule.task "absorb" {{.*}}bytes = 16384 : i64, count = 16 : i64, kind = "mla_q_absorb", partition = "heads"
+// CHECK: schedule.task "attention" {args = {head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}count = 128 : i64, kind = "mla_attention_chunk", partition = "chunks"
+// CHECK: schedule.task "combine" {{.*}}grain = "mla_head", grain_per = 4 : i64{{.*}}slices = 4 : i64{{.*}}count = 64 : i64, kind = "mla_combine_wv", partition = "heads"
+// SMS16: schedule.task "combine" {{.*}}grain_per = 1 : i64{{.*}}slices = 1 : i64{{.*}}count = 16 : i64
+// SMS32: schedule.task "combine" {{.*}}grain_per = 2 : i64{{.*}}slices = 2 : i64{{.*}}count = 32 : i64
+// CHUNKS: schedule.buffer @part_m {dtype = "f32", shape = array<i64: 256>}
+// CHUNKS: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 256>}
+// CHUNKS: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 16384>}
+// CHUNKS: schedule.task "attention" {args = {head_group = 8 : i64{{.*}}max_chunks = 16 : i64{{.*}}count = 32 : i64
+schedule.kernel @mla attributes {threads = 256 : i64} {
+  schedule.buffer @q {dtype = "bf16", shape = array<i64: 512>, space = "io"}
+  schedule.buffer @q_abs {dtype = "f32", shape = array<i64: 1024>}
+  schedule.buffer @part_m {dtype = "f32", shape = array<i64: 16>}
+  schedule.buffer @part_l {dtype = "f32", shape = array<i64: 16>}
+  schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 1024>}
+  schedule.buffer @o {dtype = "f32", shape = array<i64: 512>}
+  schedule.phase "absorb" {
+    schedule.task "o.zero" {kind = "zero_f32", writes = [@o], args = {buffer = "o", n = 512 : i64}}
+    schedule.task "absorb" {kind = "mla_q_absorb", reads = [@q], writes = [@q_abs], args = {heads = 16 : i64, lora = 64 : i64, nope = 32 : i64, q = "q", q_abs = "q_abs", v_head = 32 : i64}}
+  }
+  schedule.barrier
+  schedule.phase "attention" {
+    schedule.task "attention" {kind = "mla_attention_chunk", reads = [@q_abs], writes = [@part_m, @part_l, @part_acc], args = {heads = 16 : i64, lora = 64 : i64, part_acc = "part_acc", part_l = "part_l", part_m = "part_m", q_abs = "q_abs"}}
+  }
+  schedule.barrier
+  schedule.phase "combine" {
+    schedule.task "combine" {kind = "mla_combine_wv", reads = [@part_m, @part_l, @part_acc], accumulates = [@o], args = {group = 32 : i64, heads = 16 : i64, lora = 64 : i64, o = "o", part_acc = "part_acc", part_l = "part_l", part_m = "part_m", unit = "mla_head", v_head = 32 : i64}}
+  }
+}
+
+// -----
+
+// Fixed cuts, whatever target-sms: an every_block task stays one instance
+// (its bytes: dim bf16 values), a zeroing task one instance of n f32, a
+// short-conv commit one per 512 channels, RoPE append 16 row tasks, the
+// final residual 4 slices.
+// CHECK-LABEL: schedule.kernel @fixed
+// CHECK: schedule.task "norm" {args = {{{.*}}}, bytes = 512 : i64, kind = "residual_rmsnorm", partition = "every_block"
+// CHECK: schedule.task "acc.zero" {args = {{{.*}}}, bytes = 1024 : i64, kind = "zero_f32", partition = "slices"
+// CHECK: schedule.task "commit" {args = {{{.*}}}, bytes = 196608 : i64, count = 8 : i64, kind = "conv_commit", partition = "channels"
+// CHECK: schedule.task "rope" {args = {{{.*}}}, bytes = 512 : i64, count = 16 : i64, kind = "mla_rope_append", partition = "rows"
+// CHECK: schedule.task "final" {args = {{{.*}}}, bytes = 2048 : i64, count = 4 : i64, kind = "final_residual", partition = "slices"
+// SMS4: schedule.task "commit" {args = {{{.*}}}, bytes = 196608 : i64, count = 8 : i64
+// SMS4: schedule.task "final" {args = {{{.*}}}, bytes = 2048 : i64, count = 4 : i64
+schedule.kernel @fixed attributes {threads = 256 : i64} {
+  schedule.buffer @h {dtype = "bf16", shape = array<i64: 256>, space = "io"}
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @out {dtype = "bf16", shape = array<i64: 256>, space = "io"}
+  schedule.phase "p" {
+    schedule.task "norm" {kind = "residual_rmsnorm", partition = "every_block", reads = [@h], writes = [@x], args = {base = "h", dim = 256 : i64, xs = "x"}}
+    schedule.task "acc.zero" {kind = "zero_f32", writes = [@acc], args = {buffer = "acc", n = 256 : i64}}
+    schedule.task "commit" {kind = "conv_commit", args = {channels = 4096 : i64, conv = 4 : i64}}
+    schedule.task "rope" {kind = "mla_rope_append", args = {lora = 128 : i64}}
+  }
+  schedule.barrier
+  schedule.phase "final" {
+    schedule.task "final" {kind = "final_residual", reads = [@h, @acc], writes = [@out], args = {acc = "acc", base = "h", dim = 256 : i64, out = "out"}}
+  }
+}
+
+// -----
+
+// No tile width (128, 64, 32 or 16) divides a unit of 8 columns.
+schedule.kernel @bad_unit attributes {threads = 256 : i64} {
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 256>, space = "io"}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
+  schedule.phase "p" {
+    // expected-error @+1 {{no legal GEMV tiling for these shapes}}
+    schedule.task "proj" {kind = "w4a16_gemv", reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 32 : i64, input = "x", k = 256 : i64, n = [64], outputs = ["y"], unit = "head", unit_cols = 8 : i64, weights = ["w"]}}
+  }
+}
+
+// -----
+
+// A state chunk is 16..256 columns dividing head_dim.
+schedule.kernel @bad_head_dim attributes {threads = 256 : i64} {
+  schedule.buffer @q {dtype = "bf16", shape = array<i64: 48>, space = "io"}
+  schedule.buffer @o {dtype = "bf16", shape = array<i64: 48>}
+  schedule.phase "p" {
+    // expected-error @+1 {{no state chunking fits 256 threads and head_dim 24}}
+    schedule.task "kda" {kind = "kda_head_chunk", reads = [@q], writes = [@o], args = {head_dim = 24 : i64, heads = 2 : i64, o = "o", q = "q", unit = "head"}}
+  }
+}
+
+// -----
+
+schedule.kernel @bad_nope attributes {threads = 256 : i64} {
+  schedule.phase "p" {
+    // expected-error @+1 {{qk_nope/16 must divide 32}}
+    schedule.task "absorb" {kind = "mla_q_absorb", args = {heads = 2 : i64, lora = 128 : i64, nope = 48 : i64, v_head = 32 : i64}}
+  }
+}
+
+// -----
+
+// 256 threads absorb 256 latent rows per task: 384 is not a multiple.
+schedule.kernel @bad_lora attributes {threads = 256 : i64} {
+  schedule.phase "p" {
+    // expected-error @+1 {{kv_lora must be a multiple of 256}}
+    schedule.task "absorb" {kind = "mla_q_absorb", args = {heads = 2 : i64, lora = 384 : i64, nope = 32 : i64, v_head = 32 : i64}}
+  }
+}
+
+// -----
+
+// Experts of 8 columns: narrower than the narrowest (16-wide) tile.
+schedule.kernel @bad_expert attributes {threads = 256 : i64} {
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 256>, space = "io"}
+  schedule.buffer @sums {dtype = "f32", shape = array<i64: 16>}
+  schedule.phase "zero" {
+    schedule.task "sums.zero" {kind = "zero_f32", writes = [@sums], args = {buffer = "sums", n = 16 : i64}}
+  }
+  schedule.barrier
+  schedule.phase "p" {
+    // expected-error @+1 {{no legal expert tiling}}
+    schedule.task "gate_up" {kind = "moe_gate_up", reads = [@x], accumulates = [@sums], args = {group = 32 : i64, hidden = 256 : i64, input = "x", inter = 8 : i64, slots = 1 : i64, sums = "sums", unit = "slot"}}
+  }
+}
+
+// -----
+
+schedule.kernel @bad_kind attributes {threads = 256 : i64} {
+  schedule.phase "p" {
+    // expected-error @+1 {{no partitioning rule for kind 'copy'}}
+    schedule.task "c" {kind = "copy"}
+  }
+}
