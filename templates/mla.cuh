@@ -121,6 +121,19 @@ __device__ void mla_q_absorb_task(int task, const bf16 *q, const uint8_t *__rest
   __syncthreads();
 }
 
+namespace detail {
+/// Head h's running softmax state after a sub-chunk whose maximum brought
+/// the running maximum to `mnew` and whose exp(s - mnew) sum to `sum`:
+/// alpha[h] rescales what was accumulated before.
+__device__ __forceinline__ void online_softmax_update(float *mrun, float *lrun, float *alpha,
+                                                      int h, float mnew, float sum) {
+  const float a = expf(mrun[h] - mnew);
+  alpha[h] = a;
+  lrun[h] = lrun[h] * a + sum;
+  mrun[h] = mnew;
+}
+} // namespace detail
+
 /// How many context chunks the attention splits into (same on every block).
 __device__ __forceinline__ int mla_num_chunks(int rows, int grid, int max_chunks) {
   int n = (rows + 15) / 16;
@@ -267,12 +280,8 @@ __device__ void mla_attention_chunk_task_simt(int task, int nchunks, int rows, f
         sum += p;
       }
       sum = warp_sum(sum);
-      if (lane == 0) {
-        const float a = expf(mrun[h] - mnew);
-        alpha[h] = a;
-        lrun[h] = lrun[h] * a + sum;
-        mrun[h] = mnew;
-      }
+      if (lane == 0)
+        detail::online_softmax_update(mrun, lrun, alpha, h, mnew, sum);
     }
     __syncthreads();
     // Pass 3: weighted latent rows, one latent dim per thread.
@@ -498,12 +507,8 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
       if (lane < SUB)
         prob[h * SUB + lane] = p;
       const float sum = warp_sum(p);
-      if (lane == 0) {
-        const float a = expf(mrun[h] - mnew);
-        alpha[h] = a;
-        lrun[h] = lrun[h] * a + sum;
-        mrun[h] = mnew;
-      }
+      if (lane == 0)
+        detail::online_softmax_update(mrun, lrun, alpha, h, mnew, sum);
     }
     __syncthreads();
     // Weighted rows: acc[h][d] = alpha[h] acc[h][d] + sum_row P[h][row] C[row][d].

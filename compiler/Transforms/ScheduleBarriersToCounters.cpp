@@ -61,19 +61,21 @@ struct ScheduleBarriersToCountersPass
 
   // Per kernel, looked up once (symbol lookups in the body are linear).
   llvm::StringSet<> sharedBufs;
-  llvm::StringMap<CounterOp> counters;
+  llvm::StringSet<> symbols;             // every symbol the kernel has
+  llvm::StringMap<CounterOp> counters;  // producer name + suffix -> ours
   Operation *firstPhase = nullptr;
 
   LogicalResult convert(KernelOp kernel) {
     Block &body = kernel.getBodyBlock();
     sharedBufs.clear();
+    symbols.clear();
     counters.clear();
     firstPhase = nullptr;
     for (Operation &o : body) {
+      if (auto sym = o.getAttrOfType<StringAttr>(SymbolTable::getSymbolAttrName()))
+        symbols.insert(sym.getValue());
       if (auto buf = dyn_cast<BufferOp>(o); buf && buf.getSpace() == "shared")
         sharedBufs.insert(buf.getSymName());
-      else if (auto c = dyn_cast<CounterOp>(o))
-        counters[c.getSymName()] = c;
       else if (!firstPhase && isa<PhaseOp>(o))
         firstPhase = &o;
     }
@@ -110,45 +112,66 @@ struct ScheduleBarriersToCountersPass
         continue;
       }
       for (auto [p, c] : deps)
-        link(kernel, p, c);
+        if (failed(link(kernel, p, c)))
+          return failure();
       barrier.erase();
     }
     return success();
   }
 
   /// Orders consumer `c` after producer `p` with a counter.
-  void link(KernelOp kernel, TaskOp p, TaskOp c) {
+  LogicalResult link(KernelOp kernel, TaskOp p, TaskOp c) {
     OpBuilder b(kernel.getContext());
     StringRef pg = p.getStrArg("grain"), cg = c.getStrArg("grain");
     bool perUnit = !pg.empty() && pg == cg;
-    std::string name =
-        (p.getName() + (perUnit ? ".ready" : ".done")).str();
-    CounterOp counter = counters.lookup(name);
+    const int64_t pCount = p.getCountAttr().getInt(), cCount = c.getCountAttr().getInt();
+    int64_t pPer = perUnit ? p.getIntArg("grain_per", 1) : pCount;
+    int64_t cPer = perUnit ? c.getIntArg("grain_per", 1) : cCount;
+    int64_t span = perUnit ? c.getIntArg("grain_span", 1) : 1;
+    if (perUnit) {
+      // Producer instances [u*pPer, (u+1)*pPer) make unit u; consumer
+      // instance j waits for units (j / cPer) * span + q, q < span.
+      if (pPer < 1 || pCount % pPer)
+        return p.emitOpError("grain_per ")
+               << pPer << " must be positive and divide the count " << pCount;
+      if (cPer < 1 || cCount % cPer || span < 1)
+        return c.emitOpError("grain_per ")
+               << cPer << " must be positive and divide the count " << cCount
+               << ", grain_span " << span << " positive";
+      if (cCount / cPer * span > pCount / pPer)
+        return c.emitOpError("waits for ")
+               << cCount / cPer * span << " units of grain '" << cg << "' but '"
+               << p.getName() << "' makes " << pCount / pPer;
+    }
+    std::string key = (p.getName() + (perUnit ? ".ready" : ".done")).str();
+    CounterOp counter = counters.lookup(key);
     auto pPhase = cast<PhaseOp>(p->getParentOp());
     auto cPhase = cast<PhaseOp>(c->getParentOp());
     if (!counter) {
+      // A fresh symbol: the name, made unique if the kernel has it already.
+      std::string name = key;
+      for (int i = 1; symbols.contains(name); ++i)
+        name = key + "." + std::to_string(i);
+      symbols.insert(name);
       // Counters sit after the buffers, before the first phase.
       b.setInsertionPoint(firstPhase);
-      int64_t per = perUnit ? p.getIntArg("grain_per", 1) : p.getCount();
       counter = b.create<CounterOp>(p.getLoc(), b.getStringAttr(name),
-                                    b.getI64IntegerAttr(p.getCount() / per),
+                                    b.getI64IntegerAttr(pCount / pPer),
                                     b.getI64IntegerAttr(-1));
-      counters[name] = counter;
+      counters[key] = counter;
       b.setInsertionPointToEnd(&pPhase.getBodyBlock());
       b.create<SignalOp>(p.getLoc(), FlatSymbolRefAttr::get(counter),
-                         p.getNameAttr(), b.getI64IntegerAttr(per));
+                         p.getNameAttr(), b.getI64IntegerAttr(pPer));
     }
     // One wait per (counter, consumer).
     for (WaitOp w : cPhase.getBodyBlock().getOps<WaitOp>())
-      if (w.getCounter() == name && w.getTask() == c.getName())
-        return;
+      if (w.getCounter() == counter.getSymName() && w.getTask() == c.getName())
+        return success();
     b.setInsertionPointToEnd(&cPhase.getBodyBlock());
-    int64_t pPer = perUnit ? p.getIntArg("grain_per", 1) : p.getCount();
-    int64_t cPer = perUnit ? c.getIntArg("grain_per", 1) : c.getCount();
-    int64_t span = perUnit ? c.getIntArg("grain_span", 1) : 1;
     b.create<WaitOp>(c.getLoc(), FlatSymbolRefAttr::get(counter),
                      c.getNameAttr(), b.getI64IntegerAttr(cPer),
                      b.getI64IntegerAttr(span), b.getI64IntegerAttr(pPer));
+    return success();
   }
 };
 

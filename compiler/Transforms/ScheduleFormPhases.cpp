@@ -67,6 +67,20 @@ struct ValueInfo {
   Value base, acc; // Residual
 };
 
+/// The dtype name of a graph tensor's element type ("bf16", "f32", "i32",
+/// "u8"), or "" for one no kernel binds.
+static StringRef dtypeOf(Type t) {
+  if (t.isBF16())
+    return "bf16";
+  if (t.isF32())
+    return "f32";
+  if (t.isInteger(32))
+    return "i32";
+  if (t.isInteger(8))
+    return "u8";
+  return "";
+}
+
 class Lowering {
 public:
   Lowering(ModuleOp module, func::FuncOp fn)
@@ -155,15 +169,6 @@ private:
     auto rest = parts.second.split('.');
     return (parts.first + "." + rest.first).str();
   }
-  static std::string typeDtype(Type t) {
-    if (t.isBF16())
-      return "bf16";
-    if (t.isF32())
-      return "f32";
-    if (t.isInteger(32))
-      return "i32";
-    return "u8";
-  }
   const ValueInfo *get(Operation *op, Value v) {
     auto it = info.find(v);
     if (it == info.end()) {
@@ -200,7 +205,7 @@ LogicalResult Lowering::run() {
       for (int64_t &d : shape)
         if (ShapedType::isDynamic(d))
           d = -1;
-      vi.buffer = buffer(sym.getValue().str(), typeDtype(t.getElementType()),
+      vi.buffer = buffer(sym.getValue().str(), dtypeOf(t.getElementType()),
                          shape, "state");
     }
     set(arg, vi);
@@ -729,19 +734,6 @@ static int64_t countLayers(func::FuncOp fn) {
   return n;
 }
 
-/// The dtype name of a graph tensor's element type ("bf16", "f32", "i32",
-/// "u8"), or "" for one no kernel binds.
-static StringRef dtypeOf(Type t) {
-  if (t.isBF16())
-    return "bf16";
-  if (t.isF32())
-    return "f32";
-  if (t.isInteger(32))
-    return "i32";
-  if (t.isInteger(8))
-    return "u8";
-  return "";
-}
 
 struct ScheduleFormPhasesPass
     : schedule::impl::ScheduleFormPhasesBase<ScheduleFormPhasesPass> {

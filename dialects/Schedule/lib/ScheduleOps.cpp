@@ -327,6 +327,19 @@ LogicalResult BufferOp::verify() {
   if (s != "workspace" && s != "state" && s != "shared" && s != "io")
     return emitOpError("space must be workspace, state, shared or io, got '")
            << s << "'";
+  // Sizes stay far from int64 overflow (the workspace planner adds and
+  // rounds them): under 2^48 bytes, as for weights; dynamic (-1) cache rows
+  // of state buffers count as one.
+  {
+    constexpr int64_t kMaxBytes = int64_t(1) << 48;
+    int64_t bytes = dtypeSize(getDtype());
+    for (int64_t d : getShape()) {
+      const int64_t n = d > 0 ? d : 1;
+      if (n > kMaxBytes / bytes)
+        return emitOpError("size exceeds 2^48 bytes");
+      bytes *= n;
+    }
+  }
   int64_t offset = getOffset();
   if (offset >= 0 && s != "workspace")
     return emitOpError("only workspace buffers have an offset");
@@ -393,15 +406,17 @@ void PhaseOp::build(OpBuilder &b, OperationState &state, StringRef name) {
 }
 
 LogicalResult TaskOp::verify() {
-  if (getCount() <= 0)
-    return emitOpError("count must be positive, got ") << getCount();
-  if (getCount() > kMaxTaskInstances)
-    return emitOpError("count ") << getCount() << " exceeds the " << kMaxTaskInstances
+  // Read signed: I64Attr's accessors return uint64_t.
+  const int64_t count = getCountAttr().getInt(), bytes = getBytesAttr().getInt();
+  if (count <= 0)
+    return emitOpError("count must be positive, got ") << count;
+  if (count > kMaxTaskInstances)
+    return emitOpError("count ") << count << " exceeds the " << kMaxTaskInstances
                                  << " instances a task may have";
-  if (isEveryBlock() && getCount() != 1)
+  if (isEveryBlock() && count != 1)
     return emitOpError("an every_block task has count 1");
-  if (getBytes() < 0)
-    return emitOpError("bytes must be non-negative");
+  if (bytes < 0)
+    return emitOpError("bytes must be non-negative, got ") << bytes;
   return success();
 }
 

@@ -173,3 +173,28 @@ schedule.kernel @k attributes {threads = 128 : i64} {
     schedule.task "t" {kind = "w", count = 8 : i64}
   }
 }
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.phase "p" {
+    // expected-error @+1 {{bytes must be non-negative, got -5}}
+    schedule.task "t" {kind = "w", count = 8 : i64, bytes = -5 : i64}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  // expected-error @+1 {{size exceeds 2^48 bytes}}
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 4611686018427387904>}
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.phase "p" {
+    // expected-error @+1 {{count must be positive, got -2}}
+    schedule.task "t" {kind = "w", count = -2 : i64}
+  }
+}
