@@ -11,8 +11,10 @@
 //    kernel and its manifest written) or one "mkc: error:" line, never a
 //    crash or hang (ctest's timeout).
 //  - Fuzz.IrParserAndVerifiers: the graph and schedule IR of the lit tests
-//    (split at `// -----`) mutated and parsed and verified as mk-opt does;
-//    any outcome but a crash passes, a diagnostic always has a location.
+//    (split at `// -----`) mutated and parsed and verified as mk-opt does,
+//    and every mutant that verifies run through each pass on its own (as
+//    `mk-opt --<pass>`); any outcome but a crash passes, a diagnostic always
+//    has a location.
 //
 // Mutations: byte flips, deletions, duplications and insertions of
 // separators, numbers replaced by boundary values (0, -1, 1, 2^24, 2^31,
@@ -40,6 +42,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
@@ -219,7 +223,15 @@ std::vector<std::string> irSeeds() {
   for (const char *f : {"tests/lit/Graph/roundtrip.mlir", "tests/lit/Graph/invalid.mlir",
                         "tests/lit/Schedule/roundtrip.mlir", "tests/lit/Schedule/invalid.mlir",
                         "tests/lit/Transforms/schedule-prefetch-weights.mlir",
-                        "tests/lit/Transforms/schedule-tile-weights-rules.mlir"}) {
+                        "tests/lit/Transforms/schedule-tile-weights-rules.mlir",
+                        "tests/lit/Transforms/schedule-deal-tasks.mlir",
+                        "tests/lit/Transforms/schedule-partition-work-ir.mlir",
+                        "tests/lit/Transforms/schedule-partition-malformed.mlir",
+                        "tests/lit/Transforms/schedule-barriers-to-counters-ir.mlir",
+                        "tests/lit/Transforms/schedule-barriers-malformed.mlir",
+                        "tests/lit/Transforms/schedule-plan-workspace-ir.mlir",
+                        "tests/lit/Transforms/graph-fuse-projections-ir.mlir",
+                        "tests/lit/Transforms/graph-absorb-mla-ir.mlir"}) {
     const std::string text = slurp(root / f);
     size_t at = 0;
     while (at < text.size()) {
@@ -263,11 +275,22 @@ bool ssaOutsideFunctions(const std::string &text) {
   return false;
 }
 
+/// The passes every verified mutant goes through, one at a time.
+const char *const kFuzzedPasses[] = {
+    "graph-fuse-projections",        "graph-absorb-mla",
+    "schedule-form-phases",          "schedule-partition-work",
+    "schedule-tile-weights",         "schedule-prefetch-weights",
+    "schedule-barriers-to-counters", "schedule-deal-tasks",
+    "schedule-plan-workspace",
+};
+
 TEST(Fuzz, IrParserAndVerifiers) {
   const std::vector<std::string> seeds = irSeeds();
   ASSERT_GE(seeds.size(), 10u);
   mlir::DialectRegistry registry;
   mk::registerAllDialects(registry);
+  mk::registerAllPasses();
+  int passRuns = 0;
   std::mt19937_64 rng(seedOr(1201));
   const fs::path current = fs::path(MK_TEST_TMPDIR) / "fuzz-ir-current.mlir";
   const int n = iterations(20000);
@@ -294,7 +317,16 @@ TEST(Fuzz, IrParserAndVerifiers) {
     mlir::OwningOpRef<mlir::ModuleOp> m = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
     if (m) {
       ++parsed;
-      (void)mlir::verify(*m);
+      if (mlir::succeeded(mlir::verify(*m)))
+        for (const char *pass : kFuzzedPasses) {
+          mlir::OwningOpRef<mlir::ModuleOp> clone = m->clone();
+          mlir::PassManager pm(&ctx);
+          ASSERT_TRUE(mlir::succeeded(mlir::parsePassPipeline(
+              std::string("builtin.module(") + pass + ")", pm)))
+              << pass;
+          (void)pm.run(*clone);
+          ++passRuns;
+        }
     }
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -302,8 +334,8 @@ TEST(Fuzz, IrParserAndVerifiers) {
       std::printf("slow mutant %d: %.0f ms\n%s\n", i, ms, text.c_str());
     EXPECT_EQ(unlocated, 0) << "mutant " << i << ": a diagnostic without a location:\n" << text;
   }
-  std::printf("%d mutants, %d parsed, %d skipped (values outside functions)\n", n, parsed,
-              skipped);
+  std::printf("%d mutants, %d parsed, %d skipped (values outside functions), %d pass runs\n",
+              n, parsed, skipped, passRuns);
 }
 
 } // namespace
