@@ -200,7 +200,12 @@ LogicalResult Lowering::run() {
       auto sym = fn.getArgAttrOfType<FlatSymbolRefAttr>(i, "graph.state");
       if (!sym)
         return fn.emitOpError("argument ") << i << " is not tied to a state";
-      auto t = cast<RankedTensorType>(arg.getType());
+      auto t = dyn_cast<RankedTensorType>(arg.getType());
+      if (!t)
+        return fn.emitOpError("argument ") << i << " must be a ranked tensor, got "
+                                           << arg.getType();
+      if (bufferIndex.count(sym.getValue()))
+        return fn.emitOpError("arguments tie graph.state ") << sym << " twice";
       SmallVector<int64_t> shape(t.getShape());
       for (int64_t &d : shape)
         if (ShapedType::isDynamic(d))
@@ -331,9 +336,18 @@ LogicalResult Lowering::lowerNorm(graph::RMSNormOp op) {
     return failure();
   std::string name = op.getWeight().str();
   std::string layer = layerOf(name);
+  // Every-block norms stage the whole hidden vector: narrower inputs or
+  // slices of a wider buffer have no lowering.
+  if (op.getInput().getType().getDimSize(0) != hidden)
+    return op.emitOpError("normalizes ") << op.getInput().getType().getDimSize(0)
+                                         << " values; only the hidden size (" << hidden
+                                         << ") has a lowering";
   TaskSpec t;
   std::string base, acc, out;
   if (x->kind == ValueInfo::Buffer) {
+    if (x->offset != 0)
+      return op.emitOpError("input is a slice at offset ")
+             << x->offset << " of a stored value; only whole values have a lowering";
     base = x->buffer;
   } else if (x->kind == ValueInfo::Residual) {
     const ValueInfo *bi = get(op, x->base), *ai = get(op, x->acc);
@@ -485,6 +499,8 @@ LogicalResult Lowering::lowerKda(graph::KdaGatedDeltaOp op) {
       s->kind != ValueInfo::Buffer)
     return op.emitOpError("g, beta and the state must be stored");
   auto conv = op.getQ().getDefiningOp<graph::KdaShortConvOp>();
+  if (!conv)
+    return op.emitOpError("q must come directly from graph.kda_short_conv");
   // The conv's taps: the window holds the previous taps - 1 rows.
   const int64_t taps = conv.getWindow().getType().getDimSize(0) + 1;
   std::string convW = conv.getWeight().str();
@@ -552,6 +568,8 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
     return op.emitOpError("expects rotated q and appended caches");
   auto ckvAppend = op.getCKv().getDefiningOp<graph::MlaCacheAppendOp>();
   auto krAppend = op.getKRope().getDefiningOp<graph::MlaCacheAppendOp>();
+  if (!ckvAppend || !krAppend)
+    return op.emitOpError("the caches must come directly from graph.mla_cache_append");
   const int64_t lora = cast<RankedTensorType>(op.getCKv().getType()).getDimSize(1);
   graph::QuantizedWeightOp kvbWeight = quantized(op, op.getKvB());
   if (!kvbWeight)
@@ -564,6 +582,8 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
     return op.emitOpError("expects c and k_rope to be slices of one kv_a "
                           "output [c, kr]");
   auto rope = op.getQ().getDefiningOp<graph::RopeOp>();
+  if (!rope)
+    return op.emitOpError("q must come directly from graph.rope");
   std::string kvb = op.getKvB().str();
   std::string layer = layerOf(kvb);
   int64_t hm = op.getHeads(), nope = op.getQkNope(), rd = op.getQkRope(),
@@ -707,6 +727,8 @@ LogicalResult Lowering::lowerExperts(Operation *op, bool routed) {
 }
 
 LogicalResult Lowering::lowerReturn(func::ReturnOp op) {
+  if (op.getNumOperands() == 0)
+    return op.emitOpError("must return the new hidden state (and the new decode state)");
   const ValueInfo *x = get(op, op.getOperand(0));
   if (!x)
     return failure();
@@ -775,6 +797,17 @@ void ScheduleFormPhasesPass::runOnOperation() {
   if (!fn) {
     // Already lowered (or not a graph module): nothing to do.
     return;
+  }
+  // What the lowering reads of the signature: a body, the hidden vector
+  // first (bf16), then the context length and the state.
+  if (fn.isExternal())
+    return fn.emitOpError("has no body to lower"), signalPassFailure();
+  {
+    auto h = fn.getNumArguments() ? dyn_cast<RankedTensorType>(fn.getArgument(0).getType())
+                                  : RankedTensorType();
+    if (!h || h.getRank() != 1 || h.isDynamicDim(0) || !h.getElementType().isBF16())
+      return fn.emitOpError("argument 0 must be the hidden vector, a static 1-D bf16 tensor"),
+             signalPassFailure();
   }
   Lowering lowering(module, fn);
   if (failed(lowering.run()))

@@ -231,7 +231,9 @@ std::vector<std::string> irSeeds() {
                         "tests/lit/Transforms/schedule-barriers-malformed.mlir",
                         "tests/lit/Transforms/schedule-plan-workspace-ir.mlir",
                         "tests/lit/Transforms/graph-fuse-projections-ir.mlir",
-                        "tests/lit/Transforms/graph-absorb-mla-ir.mlir"}) {
+                        "tests/lit/Transforms/graph-absorb-mla-ir.mlir",
+                        "tests/lit/Transforms/schedule-form-phases-ir.mlir",
+                        "tests/lit/Transforms/schedule-form-phases-malformed.mlir"}) {
     const std::string text = slurp(root / f);
     size_t at = 0;
     while (at < text.size()) {
