@@ -501,6 +501,19 @@ LogicalResult Lowering::lowerKda(graph::KdaGatedDeltaOp op) {
   auto conv = op.getQ().getDefiningOp<graph::KdaShortConvOp>();
   if (!conv)
     return op.emitOpError("q must come directly from graph.kda_short_conv");
+  // The task recomputes all three convs from one weight: q, k and v take
+  // its slices 0, 1 and 2.
+  {
+    Value qkv[3] = {op.getQ(), op.getK(), op.getV()};
+    for (int i = 0; i < 3; ++i) {
+      auto c = qkv[i].getDefiningOp<graph::KdaShortConvOp>();
+      if (!c || c.getWeight() != conv.getWeight() ||
+          static_cast<int64_t>(c.getConvIndex()) != i)
+        return op.emitOpError("q, k and v must be kda_short_conv slices 0, 1 and 2 of one "
+                              "weight (")
+               << conv.getWeightAttr() << ")";
+    }
+  }
   // The conv's taps: the window holds the previous taps - 1 rows.
   const int64_t taps = conv.getWindow().getType().getDimSize(0) + 1;
   std::string convW = conv.getWeight().str();
