@@ -597,6 +597,17 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
   auto rope = op.getQ().getDefiningOp<graph::RopeOp>();
   if (!rope)
     return op.emitOpError("q must come directly from graph.rope");
+  // The append task rotates q's last qk_rope dims of each head and the
+  // k-rope row with one theta.
+  auto kRope = krAppend.getRow().getDefiningOp<graph::RopeOp>();
+  if (static_cast<int64_t>(rope.getOffset()) != static_cast<int64_t>(op.getQkNope()) ||
+      rope.getRopeDim() != op.getQkRope())
+    return op.emitOpError("q's rope must rotate dims [qk_nope, qk_nope + qk_rope) = [")
+           << op.getQkNope() << ", " << op.getQkNope() + op.getQkRope() << ") of each head";
+  if (!kRope || kRope.getOffset() != 0 || kRope.getRopeDim() != op.getQkRope() ||
+      kRope.getTheta() != rope.getTheta())
+    return op.emitOpError("the k-rope row must be graph.rope of all its ")
+           << op.getQkRope() << " dims with q's theta";
   std::string kvb = op.getKvB().str();
   std::string layer = layerOf(kvb);
   int64_t hm = op.getHeads(), nope = op.getQkNope(), rd = op.getQkRope(),

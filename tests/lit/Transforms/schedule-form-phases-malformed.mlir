@@ -4,7 +4,8 @@
 // crash (each of these once dereferenced what was not there): no hidden
 // argument, no body, a non-tensor hidden argument, a bare return, a state
 // tied twice, KDA's q or MLA's q not coming straight from their producers,
-// KDA convs that are not slices 0, 1, 2 of one weight.
+// KDA convs that are not slices 0, 1, 2 of one weight, MLA ropes that do
+// not match the attention's dims or each other's theta.
 
 module @m {
   // expected-error @+1 {{argument 0 must be the hidden vector, a static 1-D bf16 tensor}}
@@ -171,5 +172,65 @@ module @unit attributes {mk.config = {config = {group = 16 : i64, hidden = 64 : 
     %c = graph.moe_combine %r, %s : tensor<64xf32>, tensor<64xf32> -> tensor<64xbf16>
     %h2 = graph.add %h, %c : tensor<64xbf16>
     return %h2, %S1, %cq1, %ck1, %cv1 : tensor<64xbf16>, tensor<2x8x8xf32>, tensor<3x16xbf16>, tensor<3x16xbf16>, tensor<3x16xbf16>
+  }
+}
+
+// -----
+
+// q's rope on the wrong dims.
+module @mla {
+  graph.weight @blocks.0.attn_norm : tensor<64xbf16>
+  graph.quantized_weight @blocks.0.attn.q_proj {group = 16} : tensor<64x24xi4>
+  graph.quantized_weight @blocks.0.attn.kv_a {group = 16} : tensor<64x20xi4>
+  graph.quantized_weight @blocks.0.attn.kv_b {group = 16} : tensor<16x32xi4>
+  graph.quantized_weight @blocks.0.attn.o_proj {group = 16} : tensor<16x64xi4>
+  graph.state @state.0.c_kv : tensor<?x16xbf16>
+  graph.state @state.0.k_rope : tensor<?x4xbf16>
+  func.func @decode_step(%x: tensor<64xbf16>, %pos: i32, %ckv: tensor<?x16xbf16> {graph.state = @state.0.c_kv}, %kr: tensor<?x4xbf16> {graph.state = @state.0.k_rope}) -> tensor<64xbf16> {
+    %n = graph.rmsnorm %x, @blocks.0.attn_norm eps(1.0e-06) : tensor<64xbf16>
+    %q = graph.linear_w4a16 %n, @blocks.0.attn.q_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<24xbf16>
+    %q2 = graph.reshape %q : tensor<24xbf16> -> tensor<2x12xbf16>
+    %qr = graph.rope %q2, %pos theta(10000.0) offset(0) rope_dim(4) : tensor<2x12xbf16>
+    %kv = graph.linear_w4a16 %n, @blocks.0.attn.kv_a {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<20xbf16>
+    %c = graph.slice %kv[0] : tensor<20xbf16> -> tensor<16xbf16>
+    %k = graph.slice %kv[16] : tensor<20xbf16> -> tensor<4xbf16>
+    %kr1 = graph.rope %k, %pos theta(10000.0) offset(0) rope_dim(4) : tensor<4xbf16>
+    %ckv1 = graph.mla_cache_append %ckv, %c : tensor<?x16xbf16>, tensor<16xbf16>
+    %kr2 = graph.mla_cache_append %kr, %kr1 : tensor<?x4xbf16>, tensor<4xbf16>
+    // expected-error @+1 {{q's rope must rotate dims [qk_nope, qk_nope + qk_rope) = [8, 12) of each head}}
+    %o = graph.mla_attention %qr, %ckv1, %kr2, @blocks.0.attn.kv_b heads(2) qk_nope(8) qk_rope(4) v_head(8) {schedule.absorbed} : tensor<2x12xbf16>, tensor<?x16xbf16>, tensor<?x4xbf16> -> tensor<16xbf16>
+    %a = graph.linear_w4a16 %o, @blocks.0.attn.o_proj : tensor<16xbf16> -> tensor<64xbf16>
+    %h = graph.add %x, %a : tensor<64xbf16>
+    return %h : tensor<64xbf16>
+  }
+}
+
+// -----
+
+// The k-rope row rotated with another theta.
+module @mla {
+  graph.weight @blocks.0.attn_norm : tensor<64xbf16>
+  graph.quantized_weight @blocks.0.attn.q_proj {group = 16} : tensor<64x24xi4>
+  graph.quantized_weight @blocks.0.attn.kv_a {group = 16} : tensor<64x20xi4>
+  graph.quantized_weight @blocks.0.attn.kv_b {group = 16} : tensor<16x32xi4>
+  graph.quantized_weight @blocks.0.attn.o_proj {group = 16} : tensor<16x64xi4>
+  graph.state @state.0.c_kv : tensor<?x16xbf16>
+  graph.state @state.0.k_rope : tensor<?x4xbf16>
+  func.func @decode_step(%x: tensor<64xbf16>, %pos: i32, %ckv: tensor<?x16xbf16> {graph.state = @state.0.c_kv}, %kr: tensor<?x4xbf16> {graph.state = @state.0.k_rope}) -> tensor<64xbf16> {
+    %n = graph.rmsnorm %x, @blocks.0.attn_norm eps(1.0e-06) : tensor<64xbf16>
+    %q = graph.linear_w4a16 %n, @blocks.0.attn.q_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<24xbf16>
+    %q2 = graph.reshape %q : tensor<24xbf16> -> tensor<2x12xbf16>
+    %qr = graph.rope %q2, %pos theta(10000.0) offset(8) rope_dim(4) : tensor<2x12xbf16>
+    %kv = graph.linear_w4a16 %n, @blocks.0.attn.kv_a {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<20xbf16>
+    %c = graph.slice %kv[0] : tensor<20xbf16> -> tensor<16xbf16>
+    %k = graph.slice %kv[16] : tensor<20xbf16> -> tensor<4xbf16>
+    %kr1 = graph.rope %k, %pos theta(500000.0) offset(0) rope_dim(4) : tensor<4xbf16>
+    %ckv1 = graph.mla_cache_append %ckv, %c : tensor<?x16xbf16>, tensor<16xbf16>
+    %kr2 = graph.mla_cache_append %kr, %kr1 : tensor<?x4xbf16>, tensor<4xbf16>
+    // expected-error @+1 {{the k-rope row must be graph.rope of all its 4 dims with q's theta}}
+    %o = graph.mla_attention %qr, %ckv1, %kr2, @blocks.0.attn.kv_b heads(2) qk_nope(8) qk_rope(4) v_head(8) {schedule.absorbed} : tensor<2x12xbf16>, tensor<?x16xbf16>, tensor<?x4xbf16> -> tensor<16xbf16>
+    %a = graph.linear_w4a16 %o, @blocks.0.attn.o_proj : tensor<16xbf16> -> tensor<64xbf16>
+    %h = graph.add %x, %a : tensor<64xbf16>
+    return %h : tensor<64xbf16>
   }
 }
