@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
@@ -115,6 +116,7 @@ private:
   llvm::StringMap<int> bufferIndex;
   llvm::DenseMap<Operation *, std::string> combineAcc;
   llvm::StringSet<> loweredGroups;
+  llvm::DenseSet<Operation *> groupMembers; // of the groups lowered so far
 
   std::string buffer(const std::string &name, StringRef dtype,
                      ArrayRef<int64_t> shape, StringRef space = "workspace") {
@@ -390,11 +392,18 @@ LogicalResult Lowering::lowerLinearGroup(Operation *first) {
   SmallVector<Operation *> members;
   auto group = first->getAttrOfType<StringAttr>(schedule::kFusionGroupAttr);
   if (group) {
-    if (!loweredGroups.insert(group.getValue()).second)
-      return success();
+    if (!loweredGroups.insert(group.getValue()).second) {
+      // Lowered with its group's first member, which reads the same input.
+      if (groupMembers.contains(first))
+        return success();
+      return first->emitOpError("fusion group '")
+             << group.getValue() << "' has members that read different inputs";
+    }
     for (Operation *u : first->getOperand(0).getUsers())
-      if (u->getAttrOfType<StringAttr>(schedule::kFusionGroupAttr) == group)
+      if (u->getAttrOfType<StringAttr>(schedule::kFusionGroupAttr) == group) {
         members.push_back(u);
+        groupMembers.insert(u);
+      }
     llvm::sort(members, [](Operation *a, Operation *b) {
       return a->isBeforeInBlock(b);
     });

@@ -5,7 +5,8 @@
 // argument, no body, a non-tensor hidden argument, a bare return, a state
 // tied twice, KDA's q or MLA's q not coming straight from their producers,
 // KDA convs that are not slices 0, 1, 2 of one weight, MLA ropes that do
-// not match the attention's dims or each other's theta.
+// not match the attention's dims or each other's theta, one fusion group
+// over two inputs.
 
 module @m {
   // expected-error @+1 {{argument 0 must be the hidden vector, a static 1-D bf16 tensor}}
@@ -232,5 +233,53 @@ module @mla {
     %a = graph.linear_w4a16 %o, @blocks.0.attn.o_proj : tensor<16xbf16> -> tensor<64xbf16>
     %h = graph.add %x, %a : tensor<64xbf16>
     return %h : tensor<64xbf16>
+  }
+}
+
+// -----
+
+// One fusion group name on linears of two inputs.
+module @unit attributes {mk.config = {config = {group = 16 : i64, hidden = 64 : i64}, name = "unit"}} {
+  graph.weight @blocks.0.attn_norm : tensor<64xbf16>
+  graph.quantized_weight @blocks.0.attn.q_proj {group = 16} : tensor<64x16xi4>
+  graph.quantized_weight @blocks.0.attn.k_proj {group = 16} : tensor<64x16xi4>
+  graph.quantized_weight @blocks.0.attn.v_proj {group = 16} : tensor<64x16xi4>
+  graph.quantized_weight @blocks.0.attn.g_proj {group = 16} : tensor<64x16xi4>
+  graph.weight @blocks.0.attn.beta_proj.weight : tensor<2x64xbf16>
+  graph.weight @blocks.0.attn.conv_w : tensor<3x16x4xbf16>
+  graph.quantized_weight @blocks.0.attn.o_proj {group = 16} : tensor<16x64xi4>
+  graph.weight @blocks.0.moe_norm : tensor<64xbf16>
+  graph.weight @blocks.0.moe.router.weight : tensor<4x64xbf16>
+  graph.quantized_weight @blocks.0.moe.gate {group = 32} : tensor<4x64x32xi4>
+  graph.quantized_weight @blocks.0.moe.up {group = 32} : tensor<4x64x32xi4>
+  graph.quantized_weight @blocks.0.moe.down {group = 32} : tensor<4x32x64xi4>
+  graph.quantized_weight @blocks.0.moe.s_gate {group = 32} : tensor<1x64x32xi4>
+  graph.quantized_weight @blocks.0.moe.s_up {group = 32} : tensor<1x64x32xi4>
+  graph.quantized_weight @blocks.0.moe.s_down {group = 32} : tensor<1x32x64xi4>
+  graph.state @state.0.S : tensor<2x8x8xf32>
+  graph.state @state.0.cq : tensor<3x16xbf16>
+  graph.state @state.0.ck : tensor<3x16xbf16>
+  graph.state @state.0.cv : tensor<3x16xbf16>
+  func.func @decode_step(%x: tensor<64xbf16>, %pos: i32, %S: tensor<2x8x8xf32> {graph.state = @state.0.S}, %cq: tensor<3x16xbf16> {graph.state = @state.0.cq}, %ck: tensor<3x16xbf16> {graph.state = @state.0.ck}, %cv: tensor<3x16xbf16> {graph.state = @state.0.cv}) -> (tensor<64xbf16>, tensor<2x8x8xf32> {graph.state = @state.0.S}, tensor<3x16xbf16> {graph.state = @state.0.cq}, tensor<3x16xbf16> {graph.state = @state.0.ck}, tensor<3x16xbf16> {graph.state = @state.0.cv}) {
+    %n = graph.rmsnorm %x, @blocks.0.attn_norm eps(1.0e-06) : tensor<64xbf16>
+    %q = graph.linear_w4a16 %n, @blocks.0.attn.q_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<16xbf16>
+    %k = graph.linear_w4a16 %n, @blocks.0.attn.k_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<16xbf16>
+    %v = graph.linear_w4a16 %n, @blocks.0.attn.v_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<16xbf16>
+    %g = graph.linear_w4a16 %n, @blocks.0.attn.g_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<16xbf16>
+    // expected-error @+1 {{fusion group 'blocks.0.attn.q_proj.group' has members that read different inputs}}
+    %b = graph.linear_bf16 %x, @blocks.0.attn.beta_proj.weight {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<2xbf16>
+    %qc, %cq1 = graph.kda_short_conv %q, %cq, @blocks.0.attn.conv_w[0] : tensor<16xbf16>, tensor<3x16xbf16>
+    %kc, %ck1 = graph.kda_short_conv %k, %ck, @blocks.0.attn.conv_w[1] : tensor<16xbf16>, tensor<3x16xbf16>
+    %vc, %cv1 = graph.kda_short_conv %v, %cv, @blocks.0.attn.conv_w[2] : tensor<16xbf16>, tensor<3x16xbf16>
+    %o, %S1 = graph.kda_gated_delta %qc, %kc, %vc, %g, %b, %S heads(2) head_dim(8) : tensor<16xbf16>, tensor<2xbf16>, tensor<2x8x8xf32>
+    %a = graph.linear_w4a16 %o, @blocks.0.attn.o_proj : tensor<16xbf16> -> tensor<64xbf16>
+    %h = graph.add %x, %a : tensor<64xbf16>
+    %m = graph.rmsnorm %h, @blocks.0.moe_norm eps(1.0e-05) : tensor<64xbf16>
+    %w, %idx = graph.moe_router %m, @blocks.0.moe.router.weight top_k(2) scaling(2.5) : tensor<64xbf16> -> tensor<2xf32>, tensor<2xi32>
+    %r = graph.moe_experts %m, %w, %idx gate(@blocks.0.moe.gate) up(@blocks.0.moe.up) down(@blocks.0.moe.down) : tensor<64xbf16>, tensor<2xf32>, tensor<2xi32> -> tensor<64xf32>
+    %s = graph.shared_experts %m gate(@blocks.0.moe.s_gate) up(@blocks.0.moe.s_up) down(@blocks.0.moe.s_down) : tensor<64xbf16> -> tensor<64xf32>
+    %c = graph.moe_combine %r, %s : tensor<64xf32>, tensor<64xf32> -> tensor<64xbf16>
+    %h2 = graph.add %h, %c : tensor<64xbf16>
+    return %h2, %S1, %cq1, %ck1, %cv1 : tensor<64xbf16>, tensor<2x8x8xf32>, tensor<3x16xbf16>, tensor<3x16xbf16>, tensor<3x16xbf16>
   }
 }
