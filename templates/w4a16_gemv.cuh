@@ -28,6 +28,36 @@
 
 namespace mk {
 
+/// -DMK_TILE_TRACE (template bench only): lane 0 of every warp of the packed
+/// exact tile stamps the global timer at its stages into
+/// mk_tile_trace[block][warp][stage]: 0 entry, 3 prologue done (first
+/// group's scales in registers, the weight loads issued), 4 first step's
+/// weights landed, 5 last step done, 6 every warp done (the reduction
+/// starts), 7 partial sums in shared memory, 9 exit; with -DMK_PACKED_BULK
+/// also 1 scale loads issued, 8 the stream start's block barrier passed, 2
+/// bulk copies issued (in that order, before 3).
+#ifdef MK_TILE_TRACE
+constexpr int kTileTraceBlocks = 1024, kTileTraceWarps = 16, kTileTraceStages = 10;
+__device__ unsigned long long mk_tile_trace[kTileTraceBlocks][kTileTraceWarps][kTileTraceStages];
+/// Stamps go to shared memory (a global store could stall behind the
+/// weight stream and time itself); the last stage copies the warp's row out.
+__device__ __forceinline__ void tile_stamp(int stage) {
+  __shared__ unsigned long long rows[kTileTraceWarps][kTileTraceStages];
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  const int warp = threadIdx.x >> 5;
+  if ((threadIdx.x & 31) == 0) {
+    rows[warp][stage] = t;
+    if (stage == kTileTraceStages - 1 && blockIdx.x < kTileTraceBlocks)
+      for (int i = 0; i < kTileTraceStages; ++i)
+        mk_tile_trace[blockIdx.x][warp][i] = rows[warp][i];
+  }
+}
+#define MK_TILE_STAMP(i) ::mk::tile_stamp(i)
+#else
+#define MK_TILE_STAMP(i) ((void)0)
+#endif
+
 /// Epilogues: called once per valid output column by one thread, with the
 /// tile's (or split-K slice's) fp32 sum for absolute column n.
 struct EpiStoreBf16 {
@@ -395,8 +425,12 @@ namespace detail {
 __device__ __forceinline__ unsigned smem_u32(const void *p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
+/// Initializes an mbarrier; mbar_init_fence() must follow (once for all the
+/// thread's inits) before the async proxy (bulk copies) may complete on it.
 __device__ __forceinline__ void mbar_init(unsigned long long *bar, unsigned count) {
   asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_init_fence() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 __device__ __forceinline__ void mbar_inval(unsigned long long *bar) {
@@ -467,10 +501,12 @@ __device__ __forceinline__ void w4a16_stream_start(const uint8_t *wq, int step0,
   unsigned long long *bar = packed_stream_bars<THREADS>() + warp * NBUF;
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
+  MK_TILE_STAMP(8);
   if (lane == 0) {
 #pragma unroll
     for (int b = 0; b < NBUF; ++b)
       mbar_init(&bar[b], 1);
+    mbar_init_fence(); // one fence for all the inits
 #pragma unroll
     for (int b = 0; b < NBUF; ++b) {
       const int st = sbeg + b * CHUNK_STEPS;
@@ -564,6 +600,7 @@ __device__ __forceinline__ void w4a16_packed_rounds(const uint8_t *wq, int step0
   if (!started)
     w4a16_stream_start<THREADS, kPackedStepBytes, kPackedChunkSteps, SLICE>(
         wq, step0, sbeg, send, reinterpret_cast<uint8_t *>(ring));
+  MK_TILE_STAMP(2);
   // Lane 0: the chunk starting at step st into buffer b.
   auto issue = [&](int st, int b) {
     if (st < send) {
@@ -574,10 +611,13 @@ __device__ __forceinline__ void w4a16_packed_rounds(const uint8_t *wq, int step0
     }
   };
   pro(); // the caller's work that can overlap the first copies
+  MK_TILE_STAMP(3);
   int b = 0;
   unsigned parity = 0;
   for (int st = sbeg; st < send; st += kPackedChunkSteps) {
     mbar_wait(&bar[b], parity);
+    if (st == sbeg)
+      MK_TILE_STAMP(4);
     const uint8_t *buf = slice + b * CHUNK;
     const int rn = min(kPackedChunkSteps, send - st);
     MK_UNROLL_RUNTIME
@@ -599,6 +639,34 @@ __device__ __forceinline__ void w4a16_packed_rounds(const uint8_t *wq, int step0
 #pragma unroll
     for (int b = 0; b < NBUF; ++b)
       mbar_inval(&bar[b]);
+}
+} // namespace detail
+
+namespace detail {
+/// The packed exact tile's default stream (not -DMK_PACKED_BULK): stage c
+/// of warp w's steps [sbeg, send) (steps sbeg + c*S .. +S-1, S =
+/// kW4A16StageRows / 2) copied with 16-byte cp.async, each lane its own two
+/// pieces of each step (st*1024 + h*512 + lane*16: what it reads back, so no
+/// barrier and no mbarrier), into its slots of ring stage c % kW4A16Stages;
+/// always commits a group. Three stages of three steps hold 9 steps per
+/// warp: a whole task of up to 72 steps is requested at once.
+template <int THREADS>
+__device__ __forceinline__ void packed_cp_async_stage(const uint8_t *wq, int step0, int sbeg,
+                                                      int send, uint4 *ring, int c) {
+  constexpr int S = kW4A16StageRows / 2;
+  if (sbeg + c * S < send) {
+    uint4 *slot = ring + (c % kW4A16Stages) * 2 * S * THREADS + threadIdx.x;
+    const uint8_t *src =
+        wq + (size_t)(step0 + sbeg + c * S) * kPackedStepBytes + (threadIdx.x & 31) * 16;
+MK_UNROLL_CODE
+    for (int i = 0; i < S; ++i) {
+      if (sbeg + c * S + i < send) {
+        cp_async16(slot + (2 * i) * THREADS, src + i * kPackedStepBytes);
+        cp_async16(slot + (2 * i + 1) * THREADS, src + i * kPackedStepBytes + 512);
+      }
+    }
+  }
+  cp_async_commit();
 }
 } // namespace detail
 
@@ -632,6 +700,8 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
   const int cg = g % GPER, sub = g / GPER;
   const int col = n0 + cg * 16;
   const bool colActive = cg * 16 < nvalid;
+  if constexpr (PACKED)
+    MK_TILE_STAMP(0);
   // Steps start at a multiple of 8 row pairs, so each lane's 8-row subslice
   // lies inside one quantization group (GROUP % 16 == 0); rows outside
   // [k0, k1) are masked.
@@ -671,7 +741,9 @@ MK_UNROLL_CODE
   // is expanded into registers only after the stream has started (in `prol`
   // below, with the caller's prologue): its load's round trip then runs
   // under the first chunk's instead of after it. Loaded only when the math
-  // reaches them, they would queue behind the whole phase's weight stream.
+  // reaches them (or issued right after the weights' bulk copies: measured
+  // with MK_TILE_TRACE, 2-3 us instead of ~1), they queue behind the whole
+  // phase's weight stream.
   // -DMK_GEMV_LAZY_SCALES: the first group prefetched into L1 and loaded at
   // the first step (the code before session 5, kept to measure against);
   // -DMK_GEMV_SCALES_L1: the later groups prefetched into L1, not L2.
@@ -707,11 +779,26 @@ MK_UNROLL_CODE
       grp = g0;
     }
   };
+  // Packed weights: 16-byte cp.async per lane (default) or bulk copies
+  // into mbarrier-tracked chunks (-DMK_PACKED_BULK, before session 7: each
+  // bulk copy held the issuing warp ~0.15 us, MK_TILE_TRACE).
+#ifdef MK_PACKED_BULK
+  constexpr bool kBulk = PACKED;
+#else
+  constexpr bool kBulk = false;
+#endif
   if constexpr (!PACKED) {
 MK_UNROLL_CODE
     for (int c = 0; c < STAGES; ++c)
       issue(c);
     prol(); // the caller's work that can overlap the first loads
+  } else if constexpr (!kBulk) {
+    if (!started) {
+MK_UNROLL_CODE
+      for (int c = 0; c < STAGES; ++c)
+        detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c);
+    }
+    prol();
   }
 
   float acc[8][4];
@@ -762,9 +849,27 @@ MK_UNROLL_CODE
       detail::mma_bf16_16816(acc[m], a0, a1, a2, a3, b0, b1);
     }
   };
-  if constexpr (PACKED) {
+  if constexpr (kBulk) {
     // Packed steps are STEP row pairs (k0 a multiple of 2 * STEP rows).
+    MK_TILE_STAMP(1);
     detail::w4a16_packed_rounds<THREADS>(wq, pa / STEP, sbeg, send, stage, step, prol, started);
+    MK_TILE_STAMP(5);
+  } else if constexpr (PACKED) {
+    MK_TILE_STAMP(3);
+    for (int c = 0; c < nchunks; ++c) {
+      cp_async_wait<STAGES - 1>();
+      if (c == 0)
+        MK_TILE_STAMP(4);
+      const uint4 *slot = stage + (c % STAGES) * 2 * S * THREADS + threadIdx.x;
+MK_UNROLL_CODE
+      for (int i = 0; i < S; ++i) {
+        const int st = sbeg + c * S + i;
+        if (st < send) // warp-uniform
+          step(st, slot[(2 * i) * THREADS], slot[(2 * i + 1) * THREADS]);
+      }
+      detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c + STAGES);
+    }
+    MK_TILE_STAMP(5);
   } else {
     for (int c = 0; c < nchunks; ++c) {
       cp_async_wait<STAGES - 1>();
@@ -787,6 +892,8 @@ MK_UNROLL_CODE
   }
   cp_async_wait<0>();
   __syncthreads(); // the ring is free: reuse it for the cross-warp sums
+  if constexpr (PACKED)
+    MK_TILE_STAMP(6);
   float *sums = reinterpret_cast<float *>(stage); // [WARPS * NB][TN]
   // Lane (g, t) holds D[row][n] for n = 2t, 2t+1; row g's useful columns
   // are n = sub (its own k-subslice) and, with FP32X, n = KG + sub.
@@ -803,6 +910,8 @@ MK_UNROLL_CODE
     }
   }
   __syncthreads();
+  if constexpr (PACKED)
+    MK_TILE_STAMP(7);
   for (int cidx = threadIdx.x; cidx < nvalid; cidx += THREADS) {
     float v = 0.f;
 #pragma unroll 4
@@ -811,6 +920,8 @@ MK_UNROLL_CODE
     epi(n0 + cidx, v);
   }
   __syncthreads();
+  if constexpr (PACKED)
+    MK_TILE_STAMP(9);
 }
 
 namespace detail {
@@ -1112,8 +1223,17 @@ __device__ void w4a16_gemv_begin(const uint8_t *__restrict__ wq, int k0, int k1,
     constexpr int STEP = 8 * (8 / (TN / 16)); // row pairs per step, as w4a16_gemv_tile_mma
     const int p0 = k0 / 2, pa = p0 & ~7, nsteps = (k1 / 2 - pa + STEP - 1) / STEP;
     const detail::WarpSteps w = detail::warp_steps<WARPS>(nsteps, warp);
+#ifdef MK_PACKED_BULK
     detail::w4a16_stream_start<THREADS, detail::kPackedStepBytes, detail::kPackedChunkSteps,
                                detail::kExactSlice<THREADS>>(wq, pa / STEP, w.sbeg, w.send, ring);
+#else
+    // The ring's earlier readers (a previous tile's sums) are done.
+    __syncthreads();
+MK_UNROLL_CODE
+    for (int c = 0; c < kW4A16Stages; ++c)
+      detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, w.sbeg, w.send,
+                                             reinterpret_cast<uint4 *>(ring), c);
+#endif
   } else {
     static_assert(ORDER == kOrderInt8, "only packed tiles stream from a begun ring");
     constexpr int STEP_BYTES = int8_step_bytes<TN>();

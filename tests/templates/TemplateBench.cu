@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #define CK(x)                                                                                      \
@@ -54,8 +55,8 @@ struct Weights {
 /// `reps` phases; phase r streams copy r % copies. TILED: tile t's weights
 /// start at wq + t * (K/2) * TN with row stride TN (scales likewise);
 /// ORDER (mk::WeightOrder): the same tiles in a packed order (the exact
-/// tile's lane order or the integer tile's), streamed with bulk copies (the
-/// bytes' order does not matter to the time).
+/// tile's lane order, streamed with per-lane cp.async, or the integer
+/// tile's, with bulk copies; the bytes' order does not matter to the time).
 template <int THREADS, int BPS, int TN, bool TILED, int ORDER = mk::kOrderRowMajor>
 __global__ void __launch_bounds__(THREADS, BPS)
     gemvPhases(const mk::bf16 *x, int K, uint8_t *const *wq, mk::bf16 *const *s,
@@ -134,8 +135,10 @@ __global__ void __launch_bounds__(THREADS, BPS)
   __shared__ __align__(8) unsigned long long bar;
   uint8_t *ring = reinterpret_cast<uint8_t *>(smem);
   constexpr unsigned RING = mk::kW4A16Stages * mk::kW4A16StageRows * THREADS * 16;
-  if (threadIdx.x == 0)
+  if (threadIdx.x == 0) {
     mk::detail::mbar_init(&bar, 1);
+    mk::detail::mbar_init_fence();
+  }
   __syncthreads();
   unsigned phase = 0;
   const int tiles = (N + TN - 1) / TN;
@@ -239,7 +242,7 @@ void bench(const Shape &sh, int sms, const Weights &w, const mk::bf16 *x, float 
               launches);
   report(sh, THREADS, BPS, TN,
          ORDER == mk::kOrderInt8  ? "int8, bulk copies"
-         : ORDER == mk::kOrderMma ? "packed, bulk copies"
+         : ORDER == mk::kOrderMma ? "packed"
          : TILED                  ? "tiled"
                                   : "row-major",
          ms,
@@ -284,6 +287,69 @@ void benchAll(const Shape &sh, int sms, const Weights &w, const mk::bf16 *x, flo
   benchStream<THREADS, BPS, 64, false, false>(sh, sms, w, y, sync);
   benchStream<THREADS, BPS, 128, true, true>(sh, sms, w, y, sync);
 }
+
+#ifdef MK_TILE_TRACE
+/// One launch of `reps` phases of the packed exact tile; prints, over the
+/// warps of the last phase, percentiles of each stage stamp (us from the
+/// phase's first tile entry) and of the durations between stages.
+template <int TN>
+void traceTile(const Shape &sh, int sms, const Weights &w, const mk::bf16 *x, float *y,
+               unsigned *sync) {
+  using Trace = unsigned long long[mk::kTileTraceWarps][mk::kTileTraceStages];
+  const size_t bytes = sizeof(Trace) * mk::kTileTraceBlocks;
+  void *dtrace = nullptr;
+  CK(cudaGetSymbolAddress(&dtrace, mk::mk_tile_trace));
+  for (int pass = 0; pass < 2; ++pass) { // the first pass warms the clocks
+    CK(cudaMemset(dtrace, 0, bytes));
+    bench<256, 2, TN, true, mk::kOrderMma>(sh, sms, w, x, y, sync, 1);
+  }
+  std::vector<unsigned long long> h(bytes / 8);
+  CK(cudaMemcpy(h.data(), dtrace, bytes, cudaMemcpyDeviceToHost));
+  const int W = 256 / 32, S = mk::kTileTraceStages;
+  unsigned long long t0 = ~0ull;
+  std::vector<const unsigned long long *> warps;
+  for (int b = 0; b < 2 * sms; ++b)
+    for (int wi = 0; wi < W; ++wi) {
+      const unsigned long long *st = &h[((size_t)b * mk::kTileTraceWarps + wi) * S];
+      if (st[0] == 0 || st[S - 1] == 0)
+        continue;
+      warps.push_back(st);
+      t0 = std::min(t0, st[0]);
+    }
+  std::printf("trace %s TN=%d: %zu warps (p10 / p50 / p90 / max, us)\n", sh.name, TN,
+              warps.size());
+  auto pct = [](std::vector<float> v) {
+    std::sort(v.begin(), v.end());
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%6.2f %6.2f %6.2f %6.2f", v[v.size() / 10], v[v.size() / 2],
+                  v[v.size() * 9 / 10], v.back());
+    return std::string(buf);
+  };
+  // Stages in time order (stage 8, the stream start's barrier, lies between
+  // 1 and 2); stages 1, 8 and 2 only in a -DMK_PACKED_BULK build.
+#ifdef MK_PACKED_BULK
+  const std::vector<int> order = {0, 1, 8, 2, 3, 4, 5, 6, 7, 9};
+#else
+  const std::vector<int> order = {0, 3, 4, 5, 6, 7, 9};
+#endif
+  const char *names[] = {"entry", "scales issued", "stream started", "prologue done",
+                         "first chunk", "last step", "all warps done", "sums in smem",
+                         "start barrier", "exit"};
+  for (int i : order) {
+    std::vector<float> v;
+    for (auto *st : warps)
+      v.push_back((st[i] - t0) * 1e-3f);
+    std::printf("  at %-16s %s\n", names[i], pct(v).c_str());
+  }
+  for (size_t k = 1; k < order.size(); ++k) {
+    const int a = order[k - 1], b = order[k];
+    std::vector<float> v;
+    for (auto *st : warps)
+      v.push_back((st[b] - st[a]) * 1e-3f);
+    std::printf("  %-16s -> %-16s %s\n", names[a], names[b], pct(v).c_str());
+  }
+}
+#endif
 
 /// mk_template_bench [SHAPE]: every shape, or only those whose name
 /// contains SHAPE (then without the warm-up launches, so that a profiler's
@@ -367,6 +433,16 @@ int main(int argc, char **argv) {
     std::printf("grid barrier (%d blocks x 256 threads): %.2f us each\n", 2 * sms,
                 medianOf(ms) * 1e3 / reps);
   }
+#ifdef MK_TILE_TRACE
+  if (only && std::strcmp(only, "trace") == 0) {
+    for (int i = 0; i < 3; ++i)
+      bench<256, 2, 128, false>(shapes[0], sms, w, x, y, sync, 40);
+    traceTile<64>(shapes[0], sms, w, x, y, sync);   // the unit's q/k/v/g tiles
+    traceTile<128>(shapes[4], sms, w, x, y, sync);  // an expert's down
+    traceTile<128>(shapes[3], sms, w, x, y, sync);  // o_proj split-K 8
+    return 0;
+  }
+#endif
   // Let the clocks ramp up (an idle H200 sits at a few hundred MHz).
   for (int i = 0; i < 3 && !only; ++i)
     bench<256, 2, 128, false>(shapes[0], sms, w, x, y, sync, 40);
