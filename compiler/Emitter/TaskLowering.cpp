@@ -7,172 +7,18 @@
 //===----------------------------------------------------------------------===//
 
 #include "Emitter/EmitterImpl.h"
+#include "mk/Dialect/Schedule/TaskKinds.h"
 
 using namespace mk::emitter::detail;
 
-namespace {
-/// What a lowering reads from a task's `args`, per kind: the emitter checks
-/// a task against it before reading any argument, so a hand-edited or
-/// generated schedule with a missing or mistyped argument is refused with
-/// its name instead of crashing the emitter or writing CUDA that does not
-/// compile.
-enum class Arg {
-  Pos,       ///< integer > 0
-  NonNeg,    ///< integer >= 0, optional (0)
-  Float,     ///< number
-  Buffer,    ///< string naming a buffer of the kernel
-  OptBuffer, ///< the same, or absent / ""
-  Name,      ///< a weight of the kernel (its name, or its W4A16 parts' prefix)
-  Ints,      ///< non-empty array of integers > 0
-  Names,     ///< non-empty array of weights of the kernel
-  Buffers,   ///< non-empty array of buffer names
-};
-struct ArgSpec {
-  const char *name;
-  Arg type;
-};
-struct KindSpec {
-  const char *kind;
-  std::vector<ArgSpec> args;
-};
-const std::vector<KindSpec> &kindSpecs() {
-  static const std::vector<KindSpec> specs = {
-      {"residual_rmsnorm",
-       {{"base", Arg::Buffer}, {"acc", Arg::OptBuffer}, {"out", Arg::OptBuffer},
-        {"weight", Arg::Name}, {"dim", Arg::Pos}, {"eps", Arg::Float}}},
-      {"w4a16_gemv",
-       {{"weights", Arg::Names}, {"outputs", Arg::Buffers}, {"n", Arg::Ints}, {"k", Arg::Pos},
-        {"tn", Arg::Pos}, {"ksplit", Arg::Pos}, {"tiles", Arg::Pos}, {"unit_cols", Arg::NonNeg},
-        {"input", Arg::Buffer}, {"input_offset", Arg::NonNeg}}},
-      {"bf16_rows",
-       {{"weight", Arg::Name}, {"output", Arg::Buffer}, {"k", Arg::Pos}, {"rows", Arg::Pos},
-        {"rows_per_task", Arg::Pos}}},
-      {"kda_head_chunk",
-       {{"q", Arg::Buffer}, {"k", Arg::Buffer}, {"v", Arg::Buffer}, {"g", Arg::Buffer},
-        {"beta", Arg::Buffer}, {"o", Arg::Buffer}, {"cq", Arg::Buffer}, {"ck", Arg::Buffer},
-        {"cv", Arg::Buffer}, {"conv_w", Arg::Name}, {"chunk", Arg::Pos}, {"conv", Arg::Pos},
-        {"head_dim", Arg::Pos}, {"heads", Arg::Pos}}},
-      {"conv_commit",
-       {{"q", Arg::Buffer}, {"k", Arg::Buffer}, {"v", Arg::Buffer}, {"cq", Arg::Buffer},
-        {"ck", Arg::Buffer}, {"cv", Arg::Buffer}, {"channels", Arg::Pos}, {"conv", Arg::Pos}}},
-      {"zero_f32", {{"buffer", Arg::Buffer}, {"n", Arg::Pos}}},
-      {"final_residual",
-       {{"base", Arg::Buffer}, {"acc", Arg::Buffer}, {"out", Arg::Buffer}, {"dim", Arg::Pos}}},
-      {"mla_rope_append",
-       {{"q", Arg::Buffer}, {"kv", Arg::Buffer}, {"q_rope", Arg::Buffer}, {"c_kv", Arg::Buffer},
-        {"k_rope", Arg::Buffer}, {"theta", Arg::Float}}},
-      {"mla_q_absorb", {{"q", Arg::Buffer}, {"q_abs", Arg::Buffer}, {"kv_b", Arg::Name}}},
-      {"mla_attention_chunk",
-       {{"q_abs", Arg::Buffer}, {"q_rope", Arg::Buffer}, {"c_kv", Arg::Buffer},
-        {"k_rope", Arg::Buffer}, {"part_m", Arg::Buffer}, {"part_l", Arg::Buffer},
-        {"part_acc", Arg::Buffer}, {"head_group", Arg::Pos}, {"max_chunks", Arg::Pos},
-        {"scale", Arg::Float}}},
-      {"mla_combine_wv",
-       {{"part_m", Arg::Buffer}, {"part_l", Arg::Buffer}, {"part_acc", Arg::Buffer},
-        {"o", Arg::Buffer}, {"kv_b", Arg::Name}, {"slices", Arg::Pos}}},
-      {"moe_gate_up",
-       {{"gate", Arg::Name}, {"up", Arg::Name}, {"sums", Arg::Buffer}, {"logits", Arg::OptBuffer},
-        {"hidden", Arg::Pos}, {"inter", Arg::Pos}, {"tn", Arg::Pos}, {"ksplit", Arg::Pos},
-        {"tiles", Arg::Pos}}},
-      {"moe_down",
-       {{"down", Arg::Name}, {"sums", Arg::Buffer}, {"acc", Arg::Buffer},
-        {"logits", Arg::OptBuffer}, {"hidden", Arg::Pos}, {"inter", Arg::Pos}, {"tn", Arg::Pos},
-        {"ksplit", Arg::Pos}, {"tiles", Arg::Pos}}},
-  };
-  return specs;
-}
-} // namespace
-
+/// The dialect's registry (mk/Dialect/Schedule/TaskKinds.h) says what each
+/// kind's `args` hold; the task and kernel verifiers have checked their
+/// types and the names they resolve to. A lowering also reads the
+/// partition's (tile sizes, slices), which only schedule-partition-work
+/// adds: a task without them is refused by name instead of crashing the
+/// emitter or writing CUDA that does not compile.
 LogicalResult Emitter::checkTaskArgs(TaskOp t) {
-  const KindSpec *spec = nullptr;
-  for (const KindSpec &k : kindSpecs())
-    if (t.getKind() == k.kind)
-      spec = &k;
-  if (!spec)
-    return t.emitOpError("the CUDA emitter has no lowering for kind '") << t.getKind() << "'";
-  DictionaryAttr args = t.getArgs();
-  auto fail = [&](const char *name, const char *what) {
-    return t.emitOpError("argument '") << name << "' must be " << what;
-  };
-  // A weight argument names a schedule.weight, or a W4A16 weight whose
-  // parts are (`w` for `w.w_q`, `w.scales`, `w.zeros`): otherwise the CUDA
-  // would name an undeclared kernel argument.
-  auto knownWeight = [&](const char *name, StringRef w) -> LogicalResult {
-    if (weightByName.count(w) || weightByName.count((w + ".w_q").str()))
-      return success();
-    return t.emitOpError("argument '")
-           << name << "' names weight '" << w << "', which is no schedule.weight of the kernel";
-  };
-  auto isBuffer = [&](Attribute a) {
-    auto s = dyn_cast<StringAttr>(a);
-    return s && buffers.count(s.getValue());
-  };
-  std::vector<ArgSpec> all = spec->args;
-  // A routed MoE task (one that reads router logits) also needs the router's.
-  if ((t.getKind() == "moe_gate_up" || t.getKind() == "moe_down") && !t.getStrArg("logits").empty())
-    for (ArgSpec extra : {ArgSpec{"experts", Arg::Pos}, ArgSpec{"top_k", Arg::Pos},
-                          ArgSpec{"scaling", Arg::Float}})
-      all.push_back(extra);
-  for (const ArgSpec &a : all) {
-    Attribute v = args.get(a.name);
-    switch (a.type) {
-    case Arg::Pos: {
-      auto i = dyn_cast_or_null<IntegerAttr>(v);
-      if (!i || i.getInt() <= 0)
-        return fail(a.name, "a positive integer");
-      break;
-    }
-    case Arg::NonNeg: {
-      auto i = dyn_cast_or_null<IntegerAttr>(v);
-      if (v && (!i || i.getInt() < 0))
-        return fail(a.name, "a non-negative integer");
-      break;
-    }
-    case Arg::Float:
-      if (!isa_and_nonnull<FloatAttr>(v))
-        return fail(a.name, "a floating-point number");
-      break;
-    case Arg::Buffer:
-      if (!isBuffer(v))
-        return fail(a.name, "the name of a buffer of the kernel");
-      break;
-    case Arg::OptBuffer:
-      if (v && !isBuffer(v) && !(isa<StringAttr>(v) && cast<StringAttr>(v).empty()))
-        return fail(a.name, "the name of a buffer of the kernel, or absent");
-      break;
-    case Arg::Name: {
-      auto s = dyn_cast_or_null<StringAttr>(v);
-      if (!s || s.empty())
-        return fail(a.name, "a weight's name");
-      if (failed(knownWeight(a.name, s.getValue())))
-        return failure();
-      break;
-    }
-    case Arg::Ints:
-    case Arg::Names:
-    case Arg::Buffers: {
-      auto arr = dyn_cast_or_null<ArrayAttr>(v);
-      if (!arr || arr.empty())
-        return fail(a.name, "a non-empty array");
-      for (Attribute e : arr) {
-        if (a.type == Arg::Ints) {
-          auto i = dyn_cast<IntegerAttr>(e);
-          if (!i || i.getInt() <= 0)
-            return fail(a.name, "an array of positive integers");
-        } else if (a.type == Arg::Buffers ? !isBuffer(e)
-                                          : !isa<StringAttr>(e) || cast<StringAttr>(e).empty()) {
-          return fail(a.name, a.type == Arg::Buffers ? "an array of buffer names"
-                                                     : "an array of weight names");
-        } else if (a.type == Arg::Names &&
-                   failed(knownWeight(a.name, cast<StringAttr>(e).getValue()))) {
-          return failure();
-        }
-      }
-      break;
-    }
-    }
-  }
-  return success();
+  return mk::schedule::verifyTaskArgs(t, mk::schedule::TaskArgStage::Partitioned);
 }
 
 LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {

@@ -75,41 +75,9 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
   StringRef kind = t.getKind();
   int64_t threads = kernel.getThreads();
   auto arrayArg = [&](StringRef n) { return t.getIntArrayArg(n); };
-  // The integer arguments each kind's cut computes with: present, positive
-  // and within the kernel's int range (a missing one reads as 0).
-  static const llvm::StringMap<SmallVector<StringRef>> kPositiveArgs = {
-      {"w4a16_gemv", {"k", "group"}},
-      {"bf16_rows", {"rows", "k"}},
-      {"kda_head_chunk", {"heads", "head_dim"}},
-      {"conv_commit", {"channels", "conv"}},
-      {"zero_f32", {"n"}},
-      {"final_residual", {"dim"}},
-      {"mla_rope_append", {"lora"}},
-      {"mla_q_absorb", {"nope", "lora", "heads", "v_head"}},
-      {"mla_attention_chunk", {"heads", "lora"}},
-      {"mla_combine_wv", {"heads", "lora", "v_head", "group"}},
-      {"moe_gate_up", {"hidden", "inter", "slots", "group"}},
-      {"moe_down", {"hidden", "inter", "slots", "group"}},
-  };
-  constexpr int64_t kMaxArg = std::numeric_limits<int32_t>::max();
-  auto checkPositive = [&](StringRef name, int64_t v) -> LogicalResult {
-    if (v >= 1 && v <= kMaxArg)
-      return success();
-    return t.emitOpError("argument '") << name << "' must be in 1.." << kMaxArg << ", got " << v;
-  };
-  if (t.isEveryBlock() && failed(checkPositive("dim", t.getIntArg("dim"))))
-    return failure();
-  if (auto it = kPositiveArgs.find(kind); it != kPositiveArgs.end())
-    for (StringRef a : it->second)
-      if (failed(checkPositive(a, t.getIntArg(a))))
-        return failure();
-  if (kind == "w4a16_gemv") {
-    if (arrayArg("n").empty())
-      return t.emitOpError("argument 'n' must list the output widths");
-    for (int64_t n : arrayArg("n"))
-      if (failed(checkPositive("n", n)))
-        return failure();
-  }
+  // The arguments each kind's cut computes with are present and in the
+  // kernel's int range: the task's verifier holds them to its kind's specs
+  // (mk/Dialect/Schedule/TaskKinds.h).
   if (t.isEveryBlock()) {
     finish(t, 1, t.getIntArg("dim") * 2, "every_block");
     return success();

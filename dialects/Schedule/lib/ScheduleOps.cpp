@@ -8,12 +8,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "mk/Dialect/Schedule/ScheduleOps.h"
+#include "mk/Dialect/Schedule/TaskKinds.h"
 
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using namespace mk::schedule;
@@ -99,12 +101,47 @@ LogicalResult KernelOp::verifyRegions() {
   llvm::StringMap<int64_t> taskIndex;
   llvm::StringMap<BufferOp> buffers;
   llvm::StringMap<CounterOp> counters;
+  llvm::StringSet<> weights;
   for (Operation &op : body) {
     if (auto b = dyn_cast<BufferOp>(op))
       buffers[b.getSymName()] = b;
     else if (auto c = dyn_cast<CounterOp>(op))
       counters[c.getSymName()] = c;
+    else if (auto w = dyn_cast<WeightOp>(op))
+      weights.insert(w.getSymName());
   }
+  // The buffers and weights a task's arguments name (TaskKinds.h) are the
+  // kernel's: a weight by its schedule.weight name, or a W4A16 weight by
+  // the prefix of its parts (`w` for `w.w_q`, `w.scales`, `w.zeros`).
+  auto checkArgNames = [&](TaskOp t) -> LogicalResult {
+    for (const TaskArgSpec &a : taskArgSpecs(t)) {
+      Attribute v = t.getArgs().get(a.name);
+      if (!v)
+        continue;
+      SmallVector<Attribute> names;
+      if (auto arr = dyn_cast<ArrayAttr>(v))
+        names.append(arr.begin(), arr.end());
+      else
+        names.push_back(v);
+      for (Attribute n : names) {
+        auto s = dyn_cast<StringAttr>(n);
+        if (!s || s.empty())
+          continue;
+        const bool isWeight = a.type == TaskArgType::Weight || a.type == TaskArgType::Weights;
+        const bool isBuffer = a.type == TaskArgType::Buffer ||
+                              a.type == TaskArgType::OptBuffer || a.type == TaskArgType::Buffers;
+        if (isBuffer && !buffers.count(s.getValue()))
+          return t.emitOpError("argument '") << a.name << "' must be the name of a buffer of the "
+                                             << "kernel; there is no buffer @" << s.getValue();
+        if (isWeight && !weights.contains(s.getValue()) &&
+            !weights.contains((s.getValue() + ".w_q").str()))
+          return t.emitOpError("argument '")
+                 << a.name << "' names weight '" << s.getValue()
+                 << "', which is no schedule.weight of the kernel";
+      }
+    }
+    return success();
+  };
 
   // Collect tasks; check names and buffer references.
   int64_t segment = 0, phase = 0;
@@ -119,6 +156,8 @@ LogicalResult KernelOp::verifyRegions() {
     for (TaskOp t : p.getBodyBlock().getOps<TaskOp>()) {
       if (!taskIndex.try_emplace(t.getName(), tasks.size()).second)
         return t.emitOpError("task name '") << t.getName() << "' is not unique";
+      if (failed(checkArgNames(t)))
+        return failure();
       llvm::SmallDenseSet<StringRef, 8> accessed;
       for (ArrayAttr list : {t.getReads(), t.getWrites(), t.getAccumulates()})
         for (Attribute a : list) {
@@ -417,7 +456,13 @@ LogicalResult TaskOp::verify() {
     return emitOpError("an every_block task has count 1");
   if (bytes < 0)
     return emitOpError("bytes must be non-negative, got ") << bytes;
-  return success();
+  // A registered kind's arguments follow its specs (TaskKinds.h). A task of
+  // another kind is opaque: the analysis passes see only its accesses,
+  // counters and barriers (their tests use such tasks), and the partition
+  // and the emitter refuse it.
+  if (!lookupTaskKind(getKind()))
+    return success();
+  return verifyTaskArgs(*this, TaskArgStage::Formed);
 }
 
 int64_t TaskOp::getIntArg(StringRef name, int64_t dflt) {

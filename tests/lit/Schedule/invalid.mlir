@@ -137,6 +137,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
 // -----
 
 schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 32, 64>, group = 32 : i64}
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "p" {
@@ -145,7 +146,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.barrier
   schedule.phase "q" {
     // expected-error @+1 {{argument 'outputs' names buffer @y, which the task does not list in reads, writes or accumulates}}
-    schedule.task "t" {kind = "w4a16_gemv", reads = [@x], args = {input = "x", outputs = ["y"]}}
+    schedule.task "t" {kind = "w4a16_gemv", reads = [@x], args = {input = "x", outputs = ["y"], weights = ["w"], n = [64], k = 64, group = 32}}
   }
 }
 

@@ -7,11 +7,14 @@ schedule.kernel @k attributes {threads = 128 : i64, config = {hidden = 64 : i64,
   schedule.weight @l0.proj.w_q {dtype = "u8", shape = array<i64: 32, 64>, group = 32 : i64}
   // CHECK: schedule.weight @l0.norm {dtype = "bf16", shape = array<i64: 64>}
   schedule.weight @l0.norm {dtype = "bf16", shape = array<i64: 64>, group = 0 : i64}
+  schedule.buffer @in {dtype = "bf16", shape = array<i64: 64>, space = "io"}
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
   schedule.counter @ready {size = 4 : i64}
   // CHECK: schedule.phase "produce"
   schedule.phase "produce" {
-    schedule.task "p" {kind = "w4a16_gemv", count = 8 : i64, writes = [@x]}
+    // CHECK: schedule.task "p" {args = {group = 32 : i64, input = "in", k = 64 : i64, n = [64], outputs = ["x"], weights = ["l0.proj"]}
+    schedule.task "p" {kind = "w4a16_gemv", count = 8 : i64, reads = [@in], writes = [@x],
+                       args = {weights = ["l0.proj"], outputs = ["x"], n = [64], k = 64, group = 32, input = "in"}}
     // CHECK: schedule.signal @ready {divisor = 2 : i64, task = "p"}
     schedule.signal @ready {task = "p", divisor = 2 : i64}
   }

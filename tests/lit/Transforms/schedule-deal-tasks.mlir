@@ -12,7 +12,7 @@
 // RESTART-NOT: deal_offset
 schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.phase "p0" {
-    schedule.task "n" {kind = "residual_rmsnorm", partition = "every_block", count = 1 : i64}
+    schedule.task "n" {kind = "norm", partition = "every_block", count = 1 : i64}
     schedule.task "gate_up" {kind = "w", count = 256 : i64}
     schedule.task "shared_down" {kind = "w", count = 144 : i64}
   }

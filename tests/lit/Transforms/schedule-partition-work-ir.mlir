@@ -43,6 +43,7 @@
 // SMS32: schedule.task "proj" {args = {{{.*}}tiles = 32 : i64, tn = 32 : i64{{.*}}}, bytes = 557056 : i64, count = 32 : i64
 // FSB: schedule.task "proj" {args = {{{.*}}tiles = 8 : i64, tn = 128 : i64{{.*}}}, bytes = 557056 : i64, count = 8 : i64
 schedule.kernel @width attributes {threads = 256 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 512, 1024>, group = 128 : i64}
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 1024>, space = "io"}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 1024>}
   schedule.phase "p" {
@@ -63,6 +64,8 @@ schedule.kernel @width attributes {threads = 256 : i64} {
 // SMS16: schedule.task "sum" {{.*}}ksplit = 8 : i64{{.*}}tiles = 2 : i64, tn = 128 : i64{{.*}}count = 16 : i64
 // SMS32: schedule.task "sum" {{.*}}ksplit = 16 : i64{{.*}}tiles = 2 : i64, tn = 128 : i64{{.*}}count = 32 : i64
 schedule.kernel @splitk attributes {threads = 256 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 2048, 256>, group = 128 : i64}
+  schedule.weight @v.w_q {dtype = "u8", shape = array<i64: 2048, 256>, group = 128 : i64}
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 4096>, space = "io"}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
@@ -86,19 +89,29 @@ schedule.kernel @splitk attributes {threads = 256 : i64} {
 // o_proj reading an input no task of its kernel produces has no grain, and
 // its slices only follow the groups of 16 rows (ksplit 8 on 264 SMs).
 // CHECK-LABEL: schedule.kernel @heads
-// CHECK: schedule.task "kda" {args = {chunk = 16 : i64, grain = "head", grain_per = 2 : i64{{.*}}count = 8 : i64, kind = "kda_head_chunk", partition = "heads"
+// CHECK: schedule.task "kda" {args = {S = "S", beta = "beta", chunk = 16 : i64, ck = "ck", conv = 4 : i64, conv_w = "conv_w", cq = "cq", cv = "cv", g = "g", grain = "head", grain_per = 2 : i64{{.*}}count = 8 : i64, kind = "kda_head_chunk", partition = "heads"
 // CHECK: schedule.task "o_proj" {accumulates = [@acc], args = {epilogue = "atomic_f32", grain = "head", grain_per = 16 : i64, grain_span = 1 : i64{{.*}}ksplit = 4 : i64{{.*}}tiles = 16 : i64, tn = 16 : i64{{.*}}count = 64 : i64{{.*}}partition = "split_k"
 // CHECK-LABEL: schedule.kernel @no_unit
 // CHECK: schedule.task "o_proj" {accumulates = [@acc], args = {epilogue = "atomic_f32", group = 16 : i64{{.*}}ksplit = 8 : i64{{.*}}tiles = 16 : i64, tn = 16 : i64{{.*}}count = 128 : i64
-// SMS4: schedule.task "kda" {args = {chunk = 32 : i64, grain = "head", grain_per = 1 : i64{{.*}}count = 4 : i64
+// SMS4: schedule.task "kda" {args = {S = "S", beta = "beta", chunk = 32 : i64, ck = "ck", conv = 4 : i64, conv_w = "conv_w", cq = "cq", cv = "cv", g = "g", grain = "head", grain_per = 1 : i64{{.*}}count = 4 : i64
 // SMS4: schedule.task "o_proj" {accumulates = [@acc], args = {epilogue = "atomic_f32", grain = "head", grain_per = 2 : i64, grain_span = 2 : i64{{.*}}ksplit = 2 : i64{{.*}}tiles = 2 : i64, tn = 128 : i64{{.*}}count = 4 : i64
 schedule.kernel @heads attributes {threads = 256 : i64} {
+  schedule.weight @conv_w {dtype = "bf16", shape = array<i64: 384, 4>}
+  schedule.weight @wo.w_q {dtype = "u8", shape = array<i64: 64, 256>, group = 16 : i64}
   schedule.buffer @q {dtype = "bf16", shape = array<i64: 128>, space = "io"}
+  schedule.buffer @k {dtype = "bf16", shape = array<i64: 128>, space = "io"}
+  schedule.buffer @v {dtype = "bf16", shape = array<i64: 128>, space = "io"}
+  schedule.buffer @g {dtype = "bf16", shape = array<i64: 128>, space = "io"}
+  schedule.buffer @beta {dtype = "bf16", shape = array<i64: 4>, space = "io"}
+  schedule.buffer @S {dtype = "f32", shape = array<i64: 4096>, space = "state"}
+  schedule.buffer @cq {dtype = "bf16", shape = array<i64: 384>, space = "state"}
+  schedule.buffer @ck {dtype = "bf16", shape = array<i64: 384>, space = "state"}
+  schedule.buffer @cv {dtype = "bf16", shape = array<i64: 384>, space = "state"}
   schedule.buffer @o {dtype = "bf16", shape = array<i64: 128>}
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "attn" {
     schedule.task "acc.zero" {kind = "zero_f32", writes = [@acc], args = {buffer = "acc", n = 256 : i64}}
-    schedule.task "kda" {kind = "kda_head_chunk", reads = [@q], writes = [@o], args = {head_dim = 32 : i64, heads = 4 : i64, o = "o", q = "q", unit = "head"}}
+    schedule.task "kda" {kind = "kda_head_chunk", reads = [@q, @k, @v, @g, @beta, @cq, @ck, @cv, @S], writes = [@S, @o], args = {S = "S", beta = "beta", ck = "ck", conv = 4 : i64, conv_w = "conv_w", cq = "cq", cv = "cv", g = "g", head_dim = 32 : i64, heads = 4 : i64, k = "k", o = "o", q = "q", unit = "head", v = "v"}}
   }
   schedule.barrier
   schedule.phase "out" {
@@ -106,6 +119,7 @@ schedule.kernel @heads attributes {threads = 256 : i64} {
   }
 }
 schedule.kernel @no_unit attributes {threads = 256 : i64} {
+  schedule.weight @wo.w_q {dtype = "u8", shape = array<i64: 64, 256>, group = 16 : i64}
   schedule.buffer @o {dtype = "bf16", shape = array<i64: 128>, space = "io"}
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "zero" {
@@ -126,12 +140,15 @@ schedule.kernel @no_unit attributes {threads = 256 : i64} {
 // CHECK: schedule.task "qk" {args = {epilogue = "bf16", grain = "head", grain_per = 4 : i64{{.*}}tiles = 8 : i64, tn = 16 : i64{{.*}}count = 8 : i64
 // SMS4: schedule.task "qk" {args = {epilogue = "bf16", grain = "head", grain_per = 2 : i64{{.*}}tiles = 4 : i64, tn = 32 : i64{{.*}}count = 4 : i64
 schedule.kernel @grouped attributes {threads = 256 : i64} {
+  schedule.weight @norm_w {dtype = "bf16", shape = array<i64: 256>}
+  schedule.weight @wq.w_q {dtype = "u8", shape = array<i64: 128, 64>, group = 32 : i64}
+  schedule.weight @wk.w_q {dtype = "u8", shape = array<i64: 128, 64>, group = 32 : i64}
   schedule.buffer @h {dtype = "bf16", shape = array<i64: 256>, space = "io"}
   schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
   schedule.buffer @q {dtype = "bf16", shape = array<i64: 64>}
   schedule.buffer @k {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "p" {
-    schedule.task "norm" {kind = "residual_rmsnorm", partition = "every_block", reads = [@h], writes = [@x], args = {base = "h", dim = 256 : i64, xs = "x"}}
+    schedule.task "norm" {kind = "residual_rmsnorm", partition = "every_block", reads = [@h], writes = [@x], args = {base = "h", dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = "x"}}
     schedule.task "qk" {kind = "w4a16_gemv", reads = [@x], writes = [@q, @k], args = {epilogue = "bf16", group = 32 : i64, input = "x", k = 256 : i64, n = [64, 64], outputs = ["q", "k"], unit = "head", unit_cols = 32 : i64, weights = ["wq", "wk"]}}
   }
 }
@@ -146,6 +163,8 @@ schedule.kernel @grouped attributes {threads = 256 : i64} {
 // SMS4: schedule.task "router" {args = {{{.*}}rows_per_task = 2 : i64{{.*}}}, bytes = 4096 : i64, count = 4 : i64
 // SMS4: schedule.task "beta" {args = {grain = "head", grain_per = 1 : i64{{.*}}rows_per_task = 1 : i64{{.*}}count = 8 : i64
 schedule.kernel @rows attributes {threads = 256 : i64} {
+  schedule.weight @wr {dtype = "bf16", shape = array<i64: 8, 256>}
+  schedule.weight @wb {dtype = "bf16", shape = array<i64: 8, 256>}
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 256>, space = "io"}
   schedule.buffer @logits {dtype = "bf16", shape = array<i64: 8>}
   schedule.buffer @beta {dtype = "bf16", shape = array<i64: 8>}
@@ -166,6 +185,10 @@ schedule.kernel @rows attributes {threads = 256 : i64} {
 // SMS4: schedule.task "gate_up" {{.*}}grain = "slot", grain_per = 2 : i64{{.*}}ksplit = 1 : i64{{.*}}tiles = 1 : i64, tn = 128 : i64{{.*}}count = 4 : i64
 // SMS4: schedule.task "down" {{.*}}grain = "slot", grain_per = 2 : i64{{.*}}ksplit = 1 : i64{{.*}}tiles = 2 : i64, tn = 128 : i64{{.*}}count = 4 : i64
 schedule.kernel @moe attributes {threads = 256 : i64} {
+  schedule.weight @norm_w {dtype = "bf16", shape = array<i64: 256>}
+  schedule.weight @gate.w_q {dtype = "u8", shape = array<i64: 8, 128, 128>, group = 32 : i64}
+  schedule.weight @up.w_q {dtype = "u8", shape = array<i64: 8, 128, 128>, group = 32 : i64}
+  schedule.weight @down.w_q {dtype = "u8", shape = array<i64: 8, 64, 256>, group = 32 : i64}
   schedule.buffer @h {dtype = "bf16", shape = array<i64: 256>, space = "io"}
   schedule.buffer @logits {dtype = "bf16", shape = array<i64: 8>, space = "io"}
   schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
@@ -177,12 +200,12 @@ schedule.kernel @moe attributes {threads = 256 : i64} {
   }
   schedule.barrier
   schedule.phase "gate_up" {
-    schedule.task "norm" {kind = "residual_rmsnorm", partition = "every_block", reads = [@h], writes = [@x], args = {base = "h", dim = 256 : i64, xs = "x"}}
-    schedule.task "gate_up" {kind = "moe_gate_up", reads = [@x, @logits], accumulates = [@sums], args = {group = 32 : i64, hidden = 256 : i64, input = "x", inter = 128 : i64, logits = "logits", slots = 2 : i64, sums = "sums", unit = "slot"}}
+    schedule.task "norm" {kind = "residual_rmsnorm", partition = "every_block", reads = [@h], writes = [@x], args = {base = "h", dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = "x"}}
+    schedule.task "gate_up" {kind = "moe_gate_up", reads = [@x, @logits], accumulates = [@sums], args = {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = "x", inter = 128 : i64, logits = "logits", scaling = 1.0 : f64, slots = 2 : i64, sums = "sums", top_k = 2 : i64, unit = "slot", up = "up"}}
   }
   schedule.barrier
   schedule.phase "down" {
-    schedule.task "down" {kind = "moe_down", reads = [@sums, @logits], accumulates = [@acc], args = {acc = "acc", group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, logits = "logits", slots = 2 : i64, sums = "sums", unit = "slot"}}
+    schedule.task "down" {kind = "moe_down", reads = [@sums, @logits], accumulates = [@acc], args = {acc = "acc", down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, logits = "logits", scaling = 1.0 : f64, slots = 2 : i64, sums = "sums", top_k = 2 : i64, unit = "slot"}}
   }
 }
 
@@ -199,16 +222,20 @@ schedule.kernel @moe attributes {threads = 256 : i64} {
 // CHECK: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 1024>}
 // CHECK: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 65536>}
 // CHECK: schedule.task "absorb" {{.*}}bytes = 16384 : i64, count = 16 : i64, kind = "mla_q_absorb", partition = "heads"
-// CHECK: schedule.task "attention" {args = {head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}count = 128 : i64, kind = "mla_attention_chunk", partition = "chunks"
+// CHECK: schedule.task "attention" {args = {c_kv = "c_kv", head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}count = 128 : i64, kind = "mla_attention_chunk", partition = "chunks"
 // CHECK: schedule.task "combine" {{.*}}grain = "mla_head", grain_per = 4 : i64{{.*}}slices = 4 : i64{{.*}}count = 64 : i64, kind = "mla_combine_wv", partition = "heads"
 // SMS16: schedule.task "combine" {{.*}}grain_per = 1 : i64{{.*}}slices = 1 : i64{{.*}}count = 16 : i64
 // SMS32: schedule.task "combine" {{.*}}grain_per = 2 : i64{{.*}}slices = 2 : i64{{.*}}count = 32 : i64
 // CHUNKS: schedule.buffer @part_m {dtype = "f32", shape = array<i64: 256>}
 // CHUNKS: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 256>}
 // CHUNKS: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 16384>}
-// CHUNKS: schedule.task "attention" {args = {head_group = 8 : i64{{.*}}max_chunks = 16 : i64{{.*}}count = 32 : i64
+// CHUNKS: schedule.task "attention" {args = {c_kv = "c_kv", head_group = 8 : i64{{.*}}max_chunks = 16 : i64{{.*}}count = 32 : i64
 schedule.kernel @mla attributes {threads = 256 : i64} {
+  schedule.weight @kv_b.w_q {dtype = "u8", shape = array<i64: 32, 1024>, group = 32 : i64}
   schedule.buffer @q {dtype = "bf16", shape = array<i64: 512>, space = "io"}
+  schedule.buffer @q_rope {dtype = "bf16", shape = array<i64: 256>, space = "io"}
+  schedule.buffer @c_kv {dtype = "bf16", shape = array<i64: 4096>, space = "state"}
+  schedule.buffer @k_rope {dtype = "bf16", shape = array<i64: 1024>, space = "state"}
   schedule.buffer @q_abs {dtype = "f32", shape = array<i64: 1024>}
   schedule.buffer @part_m {dtype = "f32", shape = array<i64: 16>}
   schedule.buffer @part_l {dtype = "f32", shape = array<i64: 16>}
@@ -216,15 +243,15 @@ schedule.kernel @mla attributes {threads = 256 : i64} {
   schedule.buffer @o {dtype = "f32", shape = array<i64: 512>}
   schedule.phase "absorb" {
     schedule.task "o.zero" {kind = "zero_f32", writes = [@o], args = {buffer = "o", n = 512 : i64}}
-    schedule.task "absorb" {kind = "mla_q_absorb", reads = [@q], writes = [@q_abs], args = {heads = 16 : i64, lora = 64 : i64, nope = 32 : i64, q = "q", q_abs = "q_abs", v_head = 32 : i64}}
+    schedule.task "absorb" {kind = "mla_q_absorb", reads = [@q], writes = [@q_abs], args = {heads = 16 : i64, kv_b = "kv_b", lora = 64 : i64, nope = 32 : i64, q = "q", q_abs = "q_abs", v_head = 32 : i64}}
   }
   schedule.barrier
   schedule.phase "attention" {
-    schedule.task "attention" {kind = "mla_attention_chunk", reads = [@q_abs], writes = [@part_m, @part_l, @part_acc], args = {heads = 16 : i64, lora = 64 : i64, part_acc = "part_acc", part_l = "part_l", part_m = "part_m", q_abs = "q_abs"}}
+    schedule.task "attention" {kind = "mla_attention_chunk", reads = [@q_abs, @q_rope, @c_kv, @k_rope], writes = [@part_m, @part_l, @part_acc], args = {c_kv = "c_kv", heads = 16 : i64, k_rope = "k_rope", lora = 64 : i64, part_acc = "part_acc", part_l = "part_l", part_m = "part_m", q_abs = "q_abs", q_rope = "q_rope", scale = 1.250000e-01 : f64}}
   }
   schedule.barrier
   schedule.phase "combine" {
-    schedule.task "combine" {kind = "mla_combine_wv", reads = [@part_m, @part_l, @part_acc], accumulates = [@o], args = {group = 32 : i64, heads = 16 : i64, lora = 64 : i64, o = "o", part_acc = "part_acc", part_l = "part_l", part_m = "part_m", unit = "mla_head", v_head = 32 : i64}}
+    schedule.task "combine" {kind = "mla_combine_wv", reads = [@part_m, @part_l, @part_acc], accumulates = [@o], args = {group = 32 : i64, heads = 16 : i64, kv_b = "kv_b", lora = 64 : i64, o = "o", part_acc = "part_acc", part_l = "part_l", part_m = "part_m", unit = "mla_head", v_head = 32 : i64}}
   }
 }
 
@@ -243,15 +270,27 @@ schedule.kernel @mla attributes {threads = 256 : i64} {
 // SMS4: schedule.task "commit" {args = {{{.*}}}, bytes = 196608 : i64, count = 8 : i64
 // SMS4: schedule.task "final" {args = {{{.*}}}, bytes = 2048 : i64, count = 4 : i64
 schedule.kernel @fixed attributes {threads = 256 : i64} {
+  schedule.weight @norm_w {dtype = "bf16", shape = array<i64: 256>}
   schedule.buffer @h {dtype = "bf16", shape = array<i64: 256>, space = "io"}
   schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.buffer @out {dtype = "bf16", shape = array<i64: 256>, space = "io"}
+  schedule.buffer @q {dtype = "bf16", shape = array<i64: 4096>, space = "io"}
+  schedule.buffer @k {dtype = "bf16", shape = array<i64: 4096>, space = "io"}
+  schedule.buffer @v {dtype = "bf16", shape = array<i64: 4096>, space = "io"}
+  schedule.buffer @cq {dtype = "bf16", shape = array<i64: 12288>, space = "state"}
+  schedule.buffer @ck {dtype = "bf16", shape = array<i64: 12288>, space = "state"}
+  schedule.buffer @cv {dtype = "bf16", shape = array<i64: 12288>, space = "state"}
+  schedule.buffer @mq {dtype = "bf16", shape = array<i64: 256>, space = "io"}
+  schedule.buffer @kv {dtype = "bf16", shape = array<i64: 192>, space = "io"}
+  schedule.buffer @q_rope {dtype = "bf16", shape = array<i64: 64>}
+  schedule.buffer @c_kv {dtype = "bf16", shape = array<i64: 4096>, space = "state"}
+  schedule.buffer @k_rope {dtype = "bf16", shape = array<i64: 2048>, space = "state"}
   schedule.phase "p" {
-    schedule.task "norm" {kind = "residual_rmsnorm", partition = "every_block", reads = [@h], writes = [@x], args = {base = "h", dim = 256 : i64, xs = "x"}}
+    schedule.task "norm" {kind = "residual_rmsnorm", partition = "every_block", reads = [@h], writes = [@x], args = {base = "h", dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = "x"}}
     schedule.task "acc.zero" {kind = "zero_f32", writes = [@acc], args = {buffer = "acc", n = 256 : i64}}
-    schedule.task "commit" {kind = "conv_commit", args = {channels = 4096 : i64, conv = 4 : i64}}
-    schedule.task "rope" {kind = "mla_rope_append", args = {lora = 128 : i64}}
+    schedule.task "commit" {kind = "conv_commit", reads = [@q, @k, @v], writes = [@cq, @ck, @cv], args = {channels = 4096 : i64, ck = "ck", conv = 4 : i64, cq = "cq", cv = "cv", k = "k", q = "q", v = "v"}}
+    schedule.task "rope" {kind = "mla_rope_append", reads = [@mq, @kv], writes = [@q_rope, @c_kv, @k_rope], args = {c_kv = "c_kv", k_rope = "k_rope", kv = "kv", lora = 128 : i64, q = "mq", q_rope = "q_rope", theta = 1.0e+04 : f64}}
   }
   schedule.barrier
   schedule.phase "final" {
@@ -263,6 +302,7 @@ schedule.kernel @fixed attributes {threads = 256 : i64} {
 
 // No tile width (128, 64, 32 or 16) divides a unit of 8 columns.
 schedule.kernel @bad_unit attributes {threads = 256 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 128, 64>, group = 32 : i64}
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 256>, space = "io"}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "p" {
@@ -275,20 +315,32 @@ schedule.kernel @bad_unit attributes {threads = 256 : i64} {
 
 // A state chunk is 16..256 columns dividing head_dim.
 schedule.kernel @bad_head_dim attributes {threads = 256 : i64} {
+  schedule.weight @conv_w {dtype = "bf16", shape = array<i64: 144, 4>}
   schedule.buffer @q {dtype = "bf16", shape = array<i64: 48>, space = "io"}
+  schedule.buffer @k {dtype = "bf16", shape = array<i64: 48>, space = "io"}
+  schedule.buffer @v {dtype = "bf16", shape = array<i64: 48>, space = "io"}
+  schedule.buffer @g {dtype = "bf16", shape = array<i64: 48>, space = "io"}
+  schedule.buffer @beta {dtype = "bf16", shape = array<i64: 2>, space = "io"}
+  schedule.buffer @S {dtype = "f32", shape = array<i64: 1152>, space = "state"}
+  schedule.buffer @cq {dtype = "bf16", shape = array<i64: 144>, space = "state"}
+  schedule.buffer @ck {dtype = "bf16", shape = array<i64: 144>, space = "state"}
+  schedule.buffer @cv {dtype = "bf16", shape = array<i64: 144>, space = "state"}
   schedule.buffer @o {dtype = "bf16", shape = array<i64: 48>}
   schedule.phase "p" {
     // expected-error @+1 {{no state chunking fits 256 threads and head_dim 24}}
-    schedule.task "kda" {kind = "kda_head_chunk", reads = [@q], writes = [@o], args = {head_dim = 24 : i64, heads = 2 : i64, o = "o", q = "q", unit = "head"}}
+    schedule.task "kda" {kind = "kda_head_chunk", reads = [@q, @k, @v, @g, @beta, @cq, @ck, @cv, @S], writes = [@S, @o], args = {S = "S", beta = "beta", ck = "ck", conv = 4 : i64, conv_w = "conv_w", cq = "cq", cv = "cv", g = "g", head_dim = 24 : i64, heads = 2 : i64, k = "k", o = "o", q = "q", unit = "head", v = "v"}}
   }
 }
 
 // -----
 
 schedule.kernel @bad_nope attributes {threads = 256 : i64} {
+  schedule.weight @kv_b.w_q {dtype = "u8", shape = array<i64: 64, 160>, group = 32 : i64}
+  schedule.buffer @q {dtype = "bf16", shape = array<i64: 96>, space = "io"}
+  schedule.buffer @q_abs {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "p" {
     // expected-error @+1 {{qk_nope/16 must divide 32}}
-    schedule.task "absorb" {kind = "mla_q_absorb", args = {heads = 2 : i64, lora = 128 : i64, nope = 48 : i64, v_head = 32 : i64}}
+    schedule.task "absorb" {kind = "mla_q_absorb", reads = [@q], writes = [@q_abs], args = {heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 48 : i64, q = "q", q_abs = "q_abs", v_head = 32 : i64}}
   }
 }
 
@@ -296,9 +348,12 @@ schedule.kernel @bad_nope attributes {threads = 256 : i64} {
 
 // 256 threads absorb 256 latent rows per task: 384 is not a multiple.
 schedule.kernel @bad_lora attributes {threads = 256 : i64} {
+  schedule.weight @kv_b.w_q {dtype = "u8", shape = array<i64: 192, 128>, group = 32 : i64}
+  schedule.buffer @q {dtype = "bf16", shape = array<i64: 64>, space = "io"}
+  schedule.buffer @q_abs {dtype = "f32", shape = array<i64: 768>}
   schedule.phase "p" {
     // expected-error @+1 {{kv_lora must be a multiple of 256}}
-    schedule.task "absorb" {kind = "mla_q_absorb", args = {heads = 2 : i64, lora = 384 : i64, nope = 32 : i64, v_head = 32 : i64}}
+    schedule.task "absorb" {kind = "mla_q_absorb", reads = [@q], writes = [@q_abs], args = {heads = 2 : i64, kv_b = "kv_b", lora = 384 : i64, nope = 32 : i64, q = "q", q_abs = "q_abs", v_head = 32 : i64}}
   }
 }
 
@@ -306,6 +361,8 @@ schedule.kernel @bad_lora attributes {threads = 256 : i64} {
 
 // Experts of 8 columns: narrower than the narrowest (16-wide) tile.
 schedule.kernel @bad_expert attributes {threads = 256 : i64} {
+  schedule.weight @gate.w_q {dtype = "u8", shape = array<i64: 1, 128, 8>, group = 32 : i64}
+  schedule.weight @up.w_q {dtype = "u8", shape = array<i64: 1, 128, 8>, group = 32 : i64}
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 256>, space = "io"}
   schedule.buffer @sums {dtype = "f32", shape = array<i64: 16>}
   schedule.phase "zero" {
@@ -314,7 +371,7 @@ schedule.kernel @bad_expert attributes {threads = 256 : i64} {
   schedule.barrier
   schedule.phase "p" {
     // expected-error @+1 {{no legal expert tiling}}
-    schedule.task "gate_up" {kind = "moe_gate_up", reads = [@x], accumulates = [@sums], args = {group = 32 : i64, hidden = 256 : i64, input = "x", inter = 8 : i64, slots = 1 : i64, sums = "sums", unit = "slot"}}
+    schedule.task "gate_up" {kind = "moe_gate_up", reads = [@x], accumulates = [@sums], args = {gate = "gate", group = 32 : i64, hidden = 256 : i64, input = "x", inter = 8 : i64, slots = 1 : i64, sums = "sums", unit = "slot", up = "up"}}
   }
 }
 

@@ -134,8 +134,8 @@ schedule.kernel @liveness attributes {threads = 256 : i64} {
   schedule.buffer @beta {dtype = "bf16", shape = array<i64: 2>}
   schedule.buffer @gate {dtype = "bf16", shape = array<i64: 2>}
   schedule.phase "p0" {
-    schedule.task "acc.zero" {kind = "zero_f32", writes = [@acc]}
-    schedule.task "norm" {kind = "residual_rmsnorm", partition = "every_block", reads = [@S, @c_kv], writes = [@xs]}
+    schedule.task "acc.zero" {kind = "zero_f32", writes = [@acc], args = {buffer = "acc", n = 256}}
+    schedule.task "norm" {kind = "norm", partition = "every_block", reads = [@S, @c_kv], writes = [@xs]}
     schedule.task "beta" {kind = "w", reads = [@xs], writes = [@beta]}
   }
   schedule.barrier

@@ -22,23 +22,57 @@
 // OFF-NOT: l2_prefetch
 // BAD: schedule-prefetch-weights: distance must be >= 0, got -1
 schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.weight @wq.w_q {dtype = "u8", shape = array<i64: 128, 256>, group = 128 : i64}
+  schedule.weight @wbeta {dtype = "bf16", shape = array<i64: 4, 256>}
+  schedule.weight @wo.w_q {dtype = "u8", shape = array<i64: 128, 256>, group = 128 : i64}
+  schedule.weight @rgate.w_q {dtype = "u8", shape = array<i64: 64, 128, 128>, group = 128 : i64}
+  schedule.weight @rup.w_q {dtype = "u8", shape = array<i64: 64, 128, 128>, group = 128 : i64}
+  schedule.weight @sgate.w_q {dtype = "u8", shape = array<i64: 1, 128, 128>, group = 128 : i64}
+  schedule.weight @sup.w_q {dtype = "u8", shape = array<i64: 1, 128, 128>, group = 128 : i64}
+  schedule.weight @rdown.w_q {dtype = "u8", shape = array<i64: 64, 64, 256>, group = 128 : i64}
+  schedule.weight @kvb.w_q {dtype = "u8", shape = array<i64: 256, 512>, group = 128 : i64}
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 256>, space = "io"}
+  schedule.buffer @logits {dtype = "bf16", shape = array<i64: 64>, space = "io"}
+  schedule.buffer @q {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @beta {dtype = "bf16", shape = array<i64: 4>}
+  schedule.buffer @o {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @sums {dtype = "f32", shape = array<i64: 512>}
+  schedule.buffer @ssums {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @qa {dtype = "f32", shape = array<i64: 1024>}
   schedule.phase "p0" {
-    schedule.task "q" {kind = "w4a16_gemv", count = 4 : i64, args = {weights = ["wq"]}}
-    schedule.task "beta" {kind = "bf16_rows", count = 4 : i64, args = {weight = "wbeta"}}
+    schedule.task "q" {kind = "w4a16_gemv", count = 4 : i64, reads = [@x], writes = [@q],
+                       args = {weights = ["wq"], outputs = ["q"], n = [256], k = 256 : i64, group = 128 : i64, input = "x"}}
+    schedule.task "beta" {kind = "bf16_rows", count = 4 : i64, reads = [@x], writes = [@beta],
+                          args = {weight = "wbeta", output = "beta", k = 256 : i64, rows = 4 : i64}}
+    schedule.task "sums.zero" {kind = "zero_f32", writes = [@sums], args = {buffer = "sums", n = 512 : i64}}
+    schedule.task "ssums.zero" {kind = "zero_f32", writes = [@ssums], args = {buffer = "ssums", n = 256 : i64}}
+    schedule.task "acc.zero" {kind = "zero_f32", writes = [@acc], args = {buffer = "acc", n = 256 : i64}}
   }
   schedule.barrier
   schedule.phase "p1" {
-    schedule.task "o" {kind = "w4a16_gemv", count = 4 : i64, args = {weights = ["wo"]}}
+    schedule.task "o" {kind = "w4a16_gemv", count = 4 : i64, reads = [@q], writes = [@o],
+                       args = {weights = ["wo"], outputs = ["o"], n = [256], k = 256 : i64, group = 128 : i64, input = "q"}}
     // Routed experts: chosen at run time, not prefetched.
-    schedule.task "moe" {kind = "moe_gate_up", count = 4 : i64, args = {experts = 64 : i64, gate = "rgate", up = "rup"}}
+    schedule.task "moe" {kind = "moe_gate_up", count = 4 : i64, reads = [@x, @logits], accumulates = [@sums],
+                         args = {experts = 64 : i64, gate = "rgate", up = "rup", sums = "sums", logits = "logits",
+                                 hidden = 256 : i64, inter = 128 : i64, slots = 2 : i64, group = 128 : i64,
+                                 top_k = 2 : i64, scaling = 1.0 : f64}}
   }
   schedule.barrier
   schedule.phase "p2" {
-    schedule.task "shared" {kind = "moe_gate_up", count = 4 : i64, args = {experts = 1 : i64, gate = "sgate", up = "sup"}}
-    schedule.task "down" {kind = "moe_down", count = 4 : i64, args = {experts = 64 : i64, down = "rdown"}}
+    schedule.task "shared" {kind = "moe_gate_up", count = 4 : i64, reads = [@x], accumulates = [@ssums],
+                            args = {experts = 1 : i64, gate = "sgate", up = "sup", sums = "ssums",
+                                    hidden = 256 : i64, inter = 128 : i64, slots = 1 : i64, group = 128 : i64}}
+    schedule.task "down" {kind = "moe_down", count = 4 : i64, reads = [@sums, @logits], accumulates = [@acc],
+                          args = {experts = 64 : i64, down = "rdown", sums = "sums", acc = "acc", logits = "logits",
+                                  hidden = 256 : i64, inter = 128 : i64, slots = 2 : i64, group = 128 : i64,
+                                  top_k = 2 : i64, scaling = 1.0 : f64}}
   }
   schedule.barrier
   schedule.phase "p3" {
-    schedule.task "absorb" {kind = "mla_q_absorb", count = 4 : i64, args = {kv_b = "kvb"}}
+    schedule.task "absorb" {kind = "mla_q_absorb", count = 4 : i64, reads = [@q], writes = [@qa],
+                            args = {kv_b = "kvb", q = "q", q_abs = "qa", nope = 128 : i64, lora = 512 : i64,
+                                    heads = 2 : i64, v_head = 128 : i64}}
   }
 }

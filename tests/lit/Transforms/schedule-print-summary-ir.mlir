@@ -37,6 +37,9 @@
 // CHECK-NEXT: {{^}}      wait   @acc.done >= 4 by final{{$}}
 // CHECK-NEXT: {{^}}  total: 5 tasks, 2 waits, 1.507 MB streamed{{$}}
 schedule.kernel @mk_sum attributes {threads = 128 : i64, target_sms = 4 : i64, workspace_bytes = 4096 : i64} {
+  schedule.weight @nw {dtype = "bf16", shape = array<i64: 64>}
+  schedule.weight @pw.w_q {dtype = "u8", shape = array<i64: 32, 64>, group = 32 : i64}
+  schedule.weight @dw.w_q {dtype = "u8", shape = array<i64: 32, 64>, group = 32 : i64}
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>, space = "io"}
   schedule.buffer @xs {dtype = "f32", shape = array<i64: 64>, space = "shared"}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>, offset = 0 : i64}
@@ -45,21 +48,26 @@ schedule.kernel @mk_sum attributes {threads = 128 : i64, target_sms = 4 : i64, w
   schedule.counter @y.ready {size = 4 : i64, base = 0 : i64}
   schedule.counter @acc.done {size = 1 : i64, base = 4 : i64}
   schedule.phase "zero" {
-    schedule.task "acc.zero" {kind = "zero_f32", partition = "slices", count = 2 : i64, bytes = 512 : i64, writes = [@acc]}
+    schedule.task "acc.zero" {kind = "zero_f32", partition = "slices", count = 2 : i64, bytes = 512 : i64, writes = [@acc],
+                            args = {buffer = "acc", n = 64 : i64}}
   }
   schedule.barrier
   schedule.phase "norm" {
-    schedule.task "norm" {kind = "residual_rmsnorm", partition = "every_block", count = 1 : i64, bytes = 4096 : i64, reads = [@x], writes = [@xs]}
-    schedule.task "proj" {kind = "w4a16_gemv", partition = "cols", count = 8 : i64, bytes = 1500000 : i64, reads = [@xs], writes = [@y]}
+    schedule.task "norm" {kind = "residual_rmsnorm", partition = "every_block", count = 1 : i64, bytes = 4096 : i64, reads = [@x], writes = [@xs],
+                        args = {base = "x", weight = "nw", dim = 64 : i64, eps = 1.0e-06 : f64, xs = "xs"}}
+    schedule.task "proj" {kind = "w4a16_gemv", partition = "cols", count = 8 : i64, bytes = 1500000 : i64, reads = [@xs], writes = [@y],
+                        args = {weights = ["pw"], outputs = ["y"], n = [64], k = 64 : i64, group = 32 : i64, input = "xs"}}
     schedule.signal @y.ready {task = "proj", divisor = 2 : i64}
   }
   schedule.phase "down" {
-    schedule.task "down" {kind = "w4a16_gemv", partition = "split_k", count = 4 : i64, bytes = 2048 : i64, reads = [@y], accumulates = [@acc]}
+    schedule.task "down" {kind = "w4a16_gemv", partition = "split_k", count = 4 : i64, bytes = 2048 : i64, reads = [@y], accumulates = [@acc],
+                        args = {weights = ["dw"], outputs = ["acc"], n = [64], k = 64 : i64, group = 32 : i64, input = "y", epilogue = "atomic_f32"}}
     schedule.signal @acc.done {task = "down", divisor = 4 : i64}
     schedule.wait @y.ready {task = "down", target = 2 : i64}
   }
   schedule.phase "final" {
-    schedule.task "final" {kind = "final_residual", count = 1 : i64, reads = [@x, @acc], writes = [@out]}
+    schedule.task "final" {kind = "final_residual", count = 1 : i64, reads = [@x, @acc], writes = [@out],
+                         args = {base = "x", acc = "acc", out = "out", dim = 64 : i64}}
     schedule.wait @acc.done {task = "final", target = 4 : i64}
   }
 }
@@ -89,9 +97,11 @@ schedule.kernel @empty attributes {threads = 256 : i64} {
 // CHECK-NEXT: {{^}}  total: 1 tasks, 0 waits, 1000.000 MB streamed{{$}}
 // CHECK-NOT: schedule @
 schedule.kernel @first attributes {threads = 64 : i64, workspace_bytes = 0 : i64} {
+  schedule.weight @rw {dtype = "bf16", shape = array<i64: 12, 64>}
   schedule.buffer @r {dtype = "bf16", shape = array<i64: 12>, offset = 0 : i64}
   schedule.phase "a" {
-    schedule.task "rows" {kind = "bf16_rows", count = 12 : i64, bytes = 3000000 : i64, writes = [@r]}
+    schedule.task "rows" {kind = "bf16_rows", count = 12 : i64, bytes = 3000000 : i64, writes = [@r],
+                        args = {weight = "rw", output = "r", k = 64 : i64, rows = 12 : i64}}
   }
   schedule.barrier
   schedule.phase "b" {

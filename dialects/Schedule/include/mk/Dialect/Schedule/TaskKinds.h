@@ -1,0 +1,94 @@
+//===- TaskKinds.h - The schedule dialect's task kinds ------------*- C++ -*-===//
+//
+// Every `schedule.task` names a kind: the device template its instances call.
+// This registry is the one place that says, per kind, which `args` a task
+// carries and of what type. The task's verifier checks them (the arguments
+// every pass may read are required from the moment the task exists; the
+// ones schedule-partition-work adds are checked when present), the kernel's
+// verifier checks that the buffers and weights they name are the kernel's,
+// and the emitter requires the partition's before it lowers a task. Adding a
+// task kind starts here (docs/pipeline.md, "Adding a task kind").
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MK_DIALECT_SCHEDULE_TASKKINDS_H
+#define MK_DIALECT_SCHEDULE_TASKKINDS_H
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/Support/LogicalResult.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
+
+namespace mk::schedule {
+
+class TaskOp;
+
+enum class TaskKind {
+  ResidualRmsnorm,
+  W4A16Gemv,
+  Bf16Rows,
+  KdaHeadChunk,
+  ConvCommit,
+  ZeroF32,
+  FinalResidual,
+  MlaRopeAppend,
+  MlaQAbsorb,
+  MlaAttentionChunk,
+  MlaCombineWv,
+  MoeGateUp,
+  MoeDown,
+};
+
+/// The type of one task argument.
+enum class TaskArgType {
+  Pos,       ///< integer in 1..kMaxTaskArg
+  NonNeg,    ///< integer in 0..kMaxTaskArg
+  Float,     ///< floating-point number
+  Buffer,    ///< non-empty string naming a buffer of the kernel
+  OptBuffer, ///< the same, or "" (none)
+  Weight,    ///< non-empty string naming a weight of the kernel (a
+             ///< schedule.weight, or the prefix of a W4A16 weight's parts)
+  Ints,      ///< non-empty array of integers in 1..kMaxTaskArg
+  Weights,   ///< non-empty array of weight names
+  Buffers,   ///< non-empty array of buffer names
+};
+
+/// When an argument is required: from the task's creation
+/// (schedule-form-phases) on, or once schedule-partition-work has cut it.
+enum class TaskArgStage { Formed, Partitioned };
+
+struct TaskArgSpec {
+  llvm::StringLiteral name;
+  TaskArgType type;
+  TaskArgStage stage = TaskArgStage::Formed;
+  /// Only required of a routed expert task (one whose `logits` is set).
+  bool routedOnly = false;
+};
+
+struct TaskKindInfo {
+  TaskKind kind;
+  llvm::StringLiteral name;
+  llvm::ArrayRef<TaskArgSpec> args;
+};
+
+/// The kernel's index arithmetic is 32-bit: integer arguments stay below.
+constexpr int64_t kMaxTaskArg = 2147483647;
+
+/// Every registered kind.
+llvm::ArrayRef<TaskKindInfo> taskKinds();
+/// The kind named `name`, or null.
+const TaskKindInfo *lookupTaskKind(llvm::StringRef name);
+/// The argument specs that apply to task `t` (its kind's, less the routed
+/// ones of an unrouted expert task); empty for an unknown kind.
+llvm::SmallVector<TaskArgSpec> taskArgSpecs(TaskOp t);
+
+/// Checks `t`'s arguments' presence and types (not the names they resolve
+/// to: KernelOp's verifier does that): the Formed ones must be present, and
+/// with `upTo` = Partitioned also the partition's. Emits a located error.
+mlir::LogicalResult verifyTaskArgs(TaskOp t, TaskArgStage upTo);
+
+} // namespace mk::schedule
+
+#endif // MK_DIALECT_SCHEDULE_TASKKINDS_H

@@ -1,0 +1,194 @@
+//===- TaskKinds.cpp - The schedule dialect's task kinds ------------------===//
+
+#include "mk/Dialect/Schedule/TaskKinds.h"
+#include "mk/Dialect/Schedule/ScheduleOps.h"
+
+using namespace mlir;
+
+namespace mk::schedule {
+namespace {
+using T = TaskArgType;
+constexpr TaskArgStage P = TaskArgStage::Partitioned;
+
+const TaskArgSpec kResidualRmsnorm[] = {
+    {"base", T::Buffer}, {"acc", T::OptBuffer}, {"out", T::OptBuffer}, {"xs", T::OptBuffer},
+    {"weight", T::Weight}, {"dim", T::Pos},     {"eps", T::Float}};
+const TaskArgSpec kW4A16Gemv[] = {
+    {"weights", T::Weights},     {"outputs", T::Buffers},  {"n", T::Ints},
+    {"k", T::Pos},               {"group", T::Pos},        {"input", T::Buffer},
+    {"input_offset", T::NonNeg}, {"unit_cols", T::NonNeg}, {"tn", T::Pos, P},
+    {"ksplit", T::Pos, P},       {"tiles", T::Pos, P}};
+const TaskArgSpec kBf16Rows[] = {{"weight", T::Weight},
+                                 {"output", T::Buffer},
+                                 {"k", T::Pos},
+                                 {"rows", T::Pos},
+                                 {"rows_per_task", T::Pos, P}};
+const TaskArgSpec kKdaHeadChunk[] = {
+    {"q", T::Buffer},   {"k", T::Buffer},         {"v", T::Buffer},    {"g", T::Buffer},
+    {"beta", T::Buffer}, {"o", T::Buffer},        {"S", T::Buffer},    {"cq", T::Buffer},
+    {"ck", T::Buffer},  {"cv", T::Buffer},        {"conv_w", T::Weight}, {"conv", T::Pos},
+    {"head_dim", T::Pos}, {"heads", T::Pos},      {"chunk", T::Pos, P}};
+const TaskArgSpec kConvCommit[] = {{"q", T::Buffer},  {"k", T::Buffer},  {"v", T::Buffer},
+                                   {"cq", T::Buffer}, {"ck", T::Buffer}, {"cv", T::Buffer},
+                                   {"channels", T::Pos}, {"conv", T::Pos}};
+const TaskArgSpec kZeroF32[] = {{"buffer", T::Buffer}, {"n", T::Pos}};
+const TaskArgSpec kFinalResidual[] = {
+    {"base", T::Buffer}, {"acc", T::Buffer}, {"out", T::Buffer}, {"dim", T::Pos}};
+const TaskArgSpec kMlaRopeAppend[] = {{"q", T::Buffer},      {"kv", T::Buffer},
+                                      {"q_rope", T::Buffer}, {"c_kv", T::Buffer},
+                                      {"k_rope", T::Buffer}, {"theta", T::Float},
+                                      {"lora", T::Pos}};
+const TaskArgSpec kMlaQAbsorb[] = {{"q", T::Buffer}, {"q_abs", T::Buffer}, {"kv_b", T::Weight},
+                                   {"nope", T::Pos}, {"lora", T::Pos},     {"heads", T::Pos},
+                                   {"v_head", T::Pos}};
+const TaskArgSpec kMlaAttentionChunk[] = {
+    {"q_abs", T::Buffer},  {"q_rope", T::Buffer},     {"c_kv", T::Buffer},
+    {"k_rope", T::Buffer}, {"part_m", T::Buffer},     {"part_l", T::Buffer},
+    {"part_acc", T::Buffer}, {"scale", T::Float},     {"heads", T::Pos},
+    {"lora", T::Pos},      {"head_group", T::Pos, P}, {"max_chunks", T::Pos, P}};
+const TaskArgSpec kMlaCombineWv[] = {
+    {"part_m", T::Buffer}, {"part_l", T::Buffer}, {"part_acc", T::Buffer}, {"o", T::Buffer},
+    {"kv_b", T::Weight},   {"heads", T::Pos},     {"lora", T::Pos},        {"v_head", T::Pos},
+    {"group", T::Pos},     {"slices", T::Pos, P}};
+const TaskArgSpec kMoeGateUp[] = {
+    {"gate", T::Weight},   {"up", T::Weight},      {"sums", T::Buffer},
+    {"logits", T::OptBuffer}, {"hidden", T::Pos},  {"inter", T::Pos},
+    {"slots", T::Pos},     {"group", T::Pos},      {"tn", T::Pos, P},
+    {"ksplit", T::Pos, P}, {"tiles", T::Pos, P},
+    {"experts", T::Pos, TaskArgStage::Formed, true},
+    {"top_k", T::Pos, TaskArgStage::Formed, true},
+    {"scaling", T::Float, TaskArgStage::Formed, true}};
+const TaskArgSpec kMoeDown[] = {
+    {"down", T::Weight},   {"sums", T::Buffer},    {"acc", T::Buffer},
+    {"logits", T::OptBuffer}, {"hidden", T::Pos},  {"inter", T::Pos},
+    {"slots", T::Pos},     {"group", T::Pos},      {"tn", T::Pos, P},
+    {"ksplit", T::Pos, P}, {"tiles", T::Pos, P},
+    {"experts", T::Pos, TaskArgStage::Formed, true},
+    {"top_k", T::Pos, TaskArgStage::Formed, true},
+    {"scaling", T::Float, TaskArgStage::Formed, true}};
+
+const TaskKindInfo kKinds[] = {
+    {TaskKind::ResidualRmsnorm, "residual_rmsnorm", kResidualRmsnorm},
+    {TaskKind::W4A16Gemv, "w4a16_gemv", kW4A16Gemv},
+    {TaskKind::Bf16Rows, "bf16_rows", kBf16Rows},
+    {TaskKind::KdaHeadChunk, "kda_head_chunk", kKdaHeadChunk},
+    {TaskKind::ConvCommit, "conv_commit", kConvCommit},
+    {TaskKind::ZeroF32, "zero_f32", kZeroF32},
+    {TaskKind::FinalResidual, "final_residual", kFinalResidual},
+    {TaskKind::MlaRopeAppend, "mla_rope_append", kMlaRopeAppend},
+    {TaskKind::MlaQAbsorb, "mla_q_absorb", kMlaQAbsorb},
+    {TaskKind::MlaAttentionChunk, "mla_attention_chunk", kMlaAttentionChunk},
+    {TaskKind::MlaCombineWv, "mla_combine_wv", kMlaCombineWv},
+    {TaskKind::MoeGateUp, "moe_gate_up", kMoeGateUp},
+    {TaskKind::MoeDown, "moe_down", kMoeDown},
+};
+
+const char *describe(TaskArgType t) {
+  switch (t) {
+  case T::Pos:
+    return "an integer in 1..2147483647";
+  case T::NonNeg:
+    return "an integer in 0..2147483647";
+  case T::Float:
+    return "a floating-point number";
+  case T::Buffer:
+    return "the name of a buffer of the kernel";
+  case T::OptBuffer:
+    return "the name of a buffer of the kernel, or \"\"";
+  case T::Weight:
+    return "a weight's name";
+  case T::Ints:
+    return "a non-empty array of integers in 1..2147483647";
+  case T::Weights:
+    return "a non-empty array of weight names";
+  case T::Buffers:
+    return "a non-empty array of buffer names";
+  }
+  return "";
+}
+
+bool isName(Attribute a, bool allowEmpty) {
+  auto s = dyn_cast<StringAttr>(a);
+  return s && (allowEmpty || !s.empty());
+}
+bool inRange(Attribute a, int64_t lo) {
+  auto i = dyn_cast<IntegerAttr>(a);
+  return i && i.getType().isSignlessInteger(64) && i.getInt() >= lo && i.getInt() <= kMaxTaskArg;
+}
+} // namespace
+
+ArrayRef<TaskKindInfo> taskKinds() { return kKinds; }
+
+const TaskKindInfo *lookupTaskKind(StringRef name) {
+  for (const TaskKindInfo &k : kKinds)
+    if (k.name == name)
+      return &k;
+  return nullptr;
+}
+
+SmallVector<TaskArgSpec> taskArgSpecs(TaskOp t) {
+  SmallVector<TaskArgSpec> specs;
+  const TaskKindInfo *info = lookupTaskKind(t.getKind());
+  if (!info)
+    return specs;
+  const bool routed = !t.getStrArg("logits").empty();
+  for (const TaskArgSpec &a : info->args)
+    if (!a.routedOnly || routed)
+      specs.push_back(a);
+  return specs;
+}
+
+LogicalResult verifyTaskArgs(TaskOp t, TaskArgStage upTo) {
+  DictionaryAttr args = t.getArgs();
+  for (const TaskArgSpec &a : taskArgSpecs(t)) {
+    Attribute v = args.get(a.name);
+    const bool required = a.type != T::NonNeg && a.type != T::OptBuffer &&
+                          (a.stage == TaskArgStage::Formed || upTo == TaskArgStage::Partitioned);
+    if (!v) {
+      if (!required)
+        continue;
+      auto diag = t.emitOpError("argument '") << a.name << "' is missing (" << describe(a.type)
+                                              << ")";
+      if (a.stage == TaskArgStage::Partitioned)
+        diag << "; run schedule-partition-work";
+      return diag;
+    }
+    bool ok = false;
+    switch (a.type) {
+    case T::Pos:
+      ok = inRange(v, 1);
+      break;
+    case T::NonNeg:
+      ok = inRange(v, 0);
+      break;
+    case T::Float:
+      ok = isa<FloatAttr>(v);
+      break;
+    case T::Buffer:
+    case T::Weight:
+      ok = isName(v, /*allowEmpty=*/false);
+      break;
+    case T::OptBuffer:
+      ok = isName(v, /*allowEmpty=*/true);
+      break;
+    case T::Ints:
+    case T::Weights:
+    case T::Buffers: {
+      auto arr = dyn_cast<ArrayAttr>(v);
+      ok = arr && !arr.empty() && llvm::all_of(arr, [&](Attribute e) {
+             return a.type == T::Ints ? inRange(e, 1) : isName(e, false);
+           });
+      break;
+    }
+    }
+    if (ok)
+      continue;
+    auto diag = t.emitOpError("argument '") << a.name << "' must be " << describe(a.type);
+    if (auto i = dyn_cast<IntegerAttr>(v); i && (a.type == T::Pos || a.type == T::NonNeg))
+      diag << ", got " << i.getInt();
+    return diag;
+  }
+  return success();
+}
+
+} // namespace mk::schedule

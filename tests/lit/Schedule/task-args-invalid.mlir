@@ -1,0 +1,155 @@
+// RUN: mk-opt %s -split-input-file -verify-diagnostics
+
+// A task of a registered kind carries its kind's arguments
+// (mk/Dialect/Schedule/TaskKinds.h): missing, mistyped, zero or out of range
+// is a located error when the IR is read, before any pass (these once
+// divided by zero in the partitioner or indexed past an empty list of cuts),
+// and the buffers and weights they name must be the kernel's.
+
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 128, 256>, group = 128 : i64}
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.phase "p" {
+    // expected-error @+1 {{argument 'group' must be an integer in 1..2147483647, got 0}}
+    schedule.task "g" {kind = "w4a16_gemv", reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, group = 0 : i64, n = [256], input = "x", outputs = ["y"]}}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 128, 256>, group = 128 : i64}
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.phase "p" {
+    // expected-error @+1 {{argument 'group' is missing (an integer in 1..2147483647)}}
+    schedule.task "g" {kind = "w4a16_gemv", reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, n = [256], input = "x", outputs = ["y"]}}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.weight @r {dtype = "bf16", shape = array<i64: 8, 256>}
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.phase "p" {
+    // expected-error @+1 {{argument 'rows' must be an integer in 1..2147483647, got -3}}
+    schedule.task "r" {kind = "bf16_rows", reads = [@x], writes = [@y], args = {weight = "r", output = "y", rows = -3 : i64, k = 256 : i64}}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.weight @kv_b.w_q {dtype = "u8", shape = array<i64: 256, 512>, group = 128 : i64}
+  schedule.buffer @q {dtype = "bf16", shape = array<i64: 512>}
+  schedule.buffer @qa {dtype = "f32", shape = array<i64: 1024>}
+  schedule.phase "p" {
+    // expected-error @+1 {{argument 'nope' must be an integer in 1..2147483647, got 0}}
+    schedule.task "a" {kind = "mla_q_absorb", writes = [@q, @qa], args = {q = "q", q_abs = "qa", kv_b = "kv_b", nope = 0 : i64, lora = 512 : i64, heads = 2 : i64, v_head = 128 : i64}}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.phase "p" {
+    // expected-error @+1 {{argument 'q_abs' is missing (the name of a buffer of the kernel)}}
+    schedule.task "a" {kind = "mla_attention_chunk", args = {lora = 512 : i64}}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 128, 256>, group = 128 : i64}
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.phase "p" {
+    // expected-error @+1 {{argument 'n' must be a non-empty array of integers in 1..2147483647}}
+    schedule.task "g" {kind = "w4a16_gemv", reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, group = 32 : i64, n = [-256], input = "x", outputs = ["y"]}}
+  }
+}
+
+// -----
+
+// An integer past the kernel's 32-bit index arithmetic.
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @y {dtype = "f32", shape = array<i64: 256>}
+  schedule.phase "p" {
+    // expected-error @+1 {{argument 'n' must be an integer in 1..2147483647, got 4294967296}}
+    schedule.task "z" {kind = "zero_f32", writes = [@y], args = {buffer = "y", n = 4294967296 : i64}}
+  }
+}
+
+// -----
+
+// A partition argument is checked when present (schedule-partition-work adds
+// it; the emitter requires it).
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 128, 256>, group = 128 : i64}
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.phase "p" {
+    // expected-error @+1 {{argument 'tn' must be an integer in 1..2147483647}}
+    schedule.task "g" {kind = "w4a16_gemv", reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, group = 32 : i64, n = [256], input = "x", outputs = ["y"], tn = "wide"}}
+  }
+}
+
+// -----
+
+// A routed expert task (its `logits` set) also carries the router's
+// top-k arguments.
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.weight @d.w_q {dtype = "u8", shape = array<i64: 4, 64, 256>, group = 128 : i64}
+  schedule.buffer @s {dtype = "f32", shape = array<i64: 2048>}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @l {dtype = "bf16", shape = array<i64: 4>}
+  schedule.phase "p" {
+    schedule.task "z" {kind = "zero_f32", writes = [@s, @acc], args = {buffer = "s", n = 2048 : i64}}
+    schedule.task "l" {kind = "w", writes = [@l]}
+  }
+  schedule.barrier
+  schedule.phase "q" {
+    // expected-error @+1 {{argument 'experts' is missing (an integer in 1..2147483647)}}
+    schedule.task "d" {kind = "moe_down", reads = [@s, @l], accumulates = [@acc], args = {down = "d", sums = "s", acc = "acc", logits = "l", hidden = 256 : i64, inter = 128 : i64, slots = 2 : i64, group = 128 : i64}}
+  }
+}
+
+// -----
+
+// The names resolve to the kernel's buffers and weights.
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 128, 256>, group = 128 : i64}
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.phase "p" {
+    // expected-error @+1 {{argument 'input' must be the name of a buffer of the kernel; there is no buffer @nowhere}}
+    schedule.task "g" {kind = "w4a16_gemv", reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, group = 32 : i64, n = [256], input = "nowhere", outputs = ["y"]}}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 128, 256>, group = 128 : i64}
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.phase "p" {
+    // expected-error @+1 {{argument 'weights' names weight 'v', which is no schedule.weight of the kernel}}
+    schedule.task "g" {kind = "w4a16_gemv", reads = [@x], writes = [@y], args = {weights = ["v"], k = 256 : i64, group = 32 : i64, n = [256], input = "x", outputs = ["y"]}}
+  }
+}
+
+// -----
+
+// A task of an unregistered kind is opaque: no argument specs (the analysis
+// passes' tests use such tasks; the partitioner and the emitter refuse them).
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.phase "p" {
+    schedule.task "o" {kind = "opaque", writes = [@y], args = {anything = "goes"}}
+  }
+}
