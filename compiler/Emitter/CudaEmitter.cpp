@@ -53,7 +53,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
   for (TaskOp t : phase.getBodyBlock().getOps<TaskOp>()) {
     if (!t.isEveryBlock())
       continue;
-    if (t.getKind() != "residual_rmsnorm")
+    if (t.getTaskKind() != mk::schedule::TaskKind::ResidualRmsnorm)
       return t.emitOpError("every_block tasks must be residual_rmsnorm");
     StringRef acc = t.getStrArg("acc"), out = t.getStrArg("out");
     const int64_t dim = t.getIntArg("dim");

@@ -55,10 +55,10 @@ LogicalResult Emitter::planCaptures() {
     return s.ends_with(suffix);
   };
   kernel.walk([&](TaskOp t) {
-    StringRef kind = t.getKind();
+    const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
     auto str = [&](StringRef n) { return t.getStrArg(n); };
     auto strs = [&](StringRef n) { return t.getStrArrayArg(n); };
-    if (kind == "residual_rmsnorm") {
+    if (kind == mk::schedule::TaskKind::ResidualRmsnorm) {
       StringRef w = str("weight"), acc = str("acc"), out = str("out");
       int64_t L = layerOf(w), d = t.getIntArg("dim");
       bool attn = endsWith(w, ".attn_norm");
@@ -75,11 +75,11 @@ LogicalResult Emitter::planCaptures() {
       if (!out.empty())
         add(attn ? L - 1 : L, attn ? "out" : "h", "bf16", {d},
             copy(ptr(out, true), d, "bf16"));
-    } else if (kind == "final_residual") {
+    } else if (kind == mk::schedule::TaskKind::FinalResidual) {
       int64_t d = t.getIntArg("dim");
       add(last, "moe_out", "bf16", {d}, copy(ptr(str("acc")), d, "bf16"));
       add(last, "out", "bf16", {d}, copy(ptr(str("out"), true), d, "bf16"));
-    } else if (kind == "w4a16_gemv") {
+    } else if (kind == mk::schedule::TaskKind::W4A16Gemv) {
       if (str("epilogue") == "atomic_f32")
         return; // an accumulator: captured where the residual reads it
       auto weights = strs("weights"), outputs = strs("outputs");
@@ -92,7 +92,7 @@ LogicalResult Emitter::planCaptures() {
           add(layerOf(w), what, "bf16", {numelOf(out)},
               copy(ptr(out, true), numelOf(out), "bf16"));
       }
-    } else if (kind == "bf16_rows") {
+    } else if (kind == mk::schedule::TaskKind::Bf16Rows) {
       StringRef w = str("weight"), out = str("output");
       StringRef what = endsWith(w, ".attn.beta_proj.weight") ? "beta_logits"
                        : endsWith(w, ".moe.router.weight")   ? "router_logits"
@@ -100,7 +100,7 @@ LogicalResult Emitter::planCaptures() {
       if (!what.empty())
         add(layerOf(w), what, "bf16", {numelOf(out)},
             copy(ptr(out, true), numelOf(out), "bf16"));
-    } else if (kind == "kda_head_chunk") {
+    } else if (kind == mk::schedule::TaskKind::KdaHeadChunk) {
       int64_t L = layerOf(str("conv_w"));
       int64_t c = t.getIntArg("heads") * t.getIntArg("head_dim");
       // The conv outputs live in the task's shared memory: each instance
@@ -109,7 +109,7 @@ LogicalResult Emitter::planCaptures() {
         add(L, what, "bf16", {c}, nullptr);
       convCapture[t.getName()] = L;
       add(L, "kda_o", "bf16", {c}, copy(ptr(str("o"), true), c, "bf16"));
-    } else if (kind == "mla_rope_append") {
+    } else if (kind == mk::schedule::TaskKind::MlaRopeAppend) {
       int64_t L = layerOf(str("c_kv"));
       int64_t hm = t.getIntArg("heads"), nope = t.getIntArg("nope"),
               rope = t.getIntArg("rope"), lora = t.getIntArg("lora");
@@ -132,15 +132,15 @@ LogicalResult Emitter::planCaptures() {
               << ", " << rope << ", reinterpret_cast<mk::bf16 *>(" << dst
               << ") + " << lora << ");\n";
           });
-    } else if (kind == "mla_combine_wv") {
+    } else if (kind == mk::schedule::TaskKind::MlaCombineWv) {
       int64_t n = numelOf(str("o"));
       add(layerOf(str("kv_b")), "mla_o", "bf16", {n},
           copy(ptr(str("o"), true), n, "bf16"));
-    } else if ((kind == "moe_gate_up" || kind == "moe_down") &&
+    } else if ((kind == mk::schedule::TaskKind::MoeGateUp || kind == mk::schedule::TaskKind::MoeDown) &&
                !str("logits").empty()) {
       // The top-k lives in each block's shared memory: a block that
       // computes it writes it (every block computes the same values).
-      int64_t L = layerOf(str(kind == "moe_down" ? "down" : "gate"));
+      int64_t L = layerOf(str(kind == mk::schedule::TaskKind::MoeDown ? "down" : "gate"));
       int64_t k = t.getIntArg("top_k");
       add(L, "topk_idx", "i32", {k}, nullptr);
       add(L, "topk_w", "f32", {k}, nullptr);

@@ -22,7 +22,7 @@ LogicalResult Emitter::checkTaskArgs(TaskOp t) {
 }
 
 LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
-  StringRef kind = t.getKind();
+  const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
   auto i64 = [&](StringRef n) { return t.getIntArg(n); };
   auto str = [&](StringRef n) { return t.getStrArg(n); };
   auto strs = [&](StringRef n) { return t.getStrArrayArg(n); };
@@ -32,7 +32,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     return failure();
   const int64_t G = *group;
 
-  if (kind == "w4a16_gemv") {
+  if (kind == mk::schedule::TaskKind::W4A16Gemv) {
     auto weights = strs("weights"), outputs = strs("outputs");
     auto ns = ints("n");
     int64_t k = i64("k"), tn = i64("tn"), ks = i64("ksplit"),
@@ -85,7 +85,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     o << "      }\n";
     return success();
   }
-  if (kind == "bf16_rows") {
+  if (kind == mk::schedule::TaskKind::Bf16Rows) {
     int64_t rpt = i64("rows_per_task"), rows = i64("rows");
     o << "      const int row0 = i * " << rpt << ";\n"
       << "      mk::bf16_rows_gemv<" << T << ">(xs, " << ident(str("weight"))
@@ -93,7 +93,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       << " - row0), " << ptr(str("output"), true) << ");\n";
     return success();
   }
-  if (kind == "kda_head_chunk") {
+  if (kind == mk::schedule::TaskKind::KdaHeadChunk) {
     int64_t dk = i64("head_dim"), chunk = i64("chunk"), conv = i64("conv");
     int64_t c = i64("heads") * dk;
     needWork(3 * dk + chunk + 2 * (T / chunk) * chunk + 32);
@@ -127,7 +127,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     }
     return success();
   }
-  if (kind == "conv_commit") {
+  if (kind == mk::schedule::TaskKind::ConvCommit) {
     int64_t c = i64("channels"), n = t.getCount();
     int64_t per = (c + n - 1) / n;
     o << "      const mk::bf16 *const nr[3] = {" << ptr(str("q")) << ", "
@@ -141,14 +141,14 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       << ", nr, wi, wo);\n";
     return success();
   }
-  if (kind == "zero_f32") {
+  if (kind == mk::schedule::TaskKind::ZeroF32) {
     int64_t n = i64("n"), per = (n + t.getCount() - 1) / t.getCount();
     o << "      float *p = " << ptr(str("buffer"), true) << ";\n"
       << "      for (int j = i * " << per << " + threadIdx.x; j < min(" << n
       << ", (i + 1) * " << per << "); j += " << T << ") p[j] = 0.f;\n";
     return success();
   }
-  if (kind == "final_residual") {
+  if (kind == mk::schedule::TaskKind::FinalResidual) {
     int64_t n = i64("dim"), per = (n + t.getCount() - 1) / t.getCount();
     o << "      const mk::bf16 *base = " << ptr(str("base")) << ";\n"
       << "      const float *acc = " << ptr(str("acc")) << ";\n"
@@ -161,7 +161,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
   }
   int64_t hm = i64("heads"), nope = i64("nope"), rope = i64("rope"),
           vh = i64("v_head"), lora = i64("lora");
-  if (kind == "mla_rope_append") {
+  if (kind == mk::schedule::TaskKind::MlaRopeAppend) {
     o << "      mk::mla_rope_append<" << T << ", " << hm << ", " << nope << ", "
       << rope << ", " << lora << ">(i, " << t.getCount() << ", ctx_len, "
       << fmtFloat(t.getArgs().getAs<FloatAttr>("theta").getValueAsDouble())
@@ -171,7 +171,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       << ptr(str("k_rope"), true) << ");\n";
     return success();
   }
-  if (kind == "mla_q_absorb") {
+  if (kind == mk::schedule::TaskKind::MlaQAbsorb) {
     needWork(nope);
     std::string w = str("kv_b").str();
     o << "      mk::mla_q_absorb_task<" << T << ", " << hm << ", " << nope
@@ -180,7 +180,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       << ", " << ptr(str("q_abs"), true) << ", work);\n";
     return success();
   }
-  if (kind == "mla_attention_chunk") {
+  if (kind == mk::schedule::TaskKind::MlaAttentionChunk) {
     // Shared memory: the larger of the tensor-core form's (a ring of 3 x 16
     // padded rows, 2 x 8 query rows, partial scores, probabilities, softmax
     // state) and the SIMT form's (-DMK_MLA_ATTENTION_SIMT: queries, scores,
@@ -211,10 +211,10 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       << ptr(str("part_acc"), true) << ", work);\n";
     return success();
   }
-  if (kind == "mla_combine_wv") {
+  if (kind == mk::schedule::TaskKind::MlaCombineWv) {
     int64_t maxc = 0;
     kernel.walk([&](TaskOp a) {
-      if (a.getKind() == "mla_attention_chunk" &&
+      if (a.getTaskKind() == mk::schedule::TaskKind::MlaAttentionChunk &&
           a.getStrArg("part_m") == str("part_m"))
         maxc = a.getIntArg("max_chunks");
     });
@@ -234,8 +234,8 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       << wz(w) << ", " << ptr(str("o"), true) << ", work);\n";
     return success();
   }
-  if (kind == "moe_gate_up" || kind == "moe_down") {
-    bool down = kind == "moe_down";
+  if (kind == mk::schedule::TaskKind::MoeGateUp || kind == mk::schedule::TaskKind::MoeDown) {
+    bool down = kind == mk::schedule::TaskKind::MoeDown;
     bool routed = !str("logits").empty();
     int64_t d = i64("hidden"), m = i64("inter"), tn = i64("tn"),
             ks = i64("ksplit"), tiles = i64("tiles");
@@ -311,7 +311,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     return success();
   }
   return t.emitOpError("the CUDA emitter has no lowering for kind '")
-         << kind << "'";
+         << t.getKind() << "'";
 }
 
 /// Calls of the register-hungry templates go through a __noinline__
@@ -377,7 +377,7 @@ void Emitter::emitGemvSlice(TaskOp t, llvm::raw_ostream &o) {
 /// (w4a16_gemv_begin), before the every-block norm and the counter waits;
 /// that instance's tile continues it (prefetched = true).
 bool Emitter::emitGemvBegin(TaskOp t, int64_t first, int64_t dealOffset) {
-  if (t.getKind() != "w4a16_gemv")
+  if (t.getTaskKind() != mk::schedule::TaskKind::W4A16Gemv)
     return false;
   auto weights = t.getStrArrayArg("weights");
   const int64_t k = t.getIntArg("k"), tn = t.getIntArg("tn"), ks = t.getIntArg("ksplit");

@@ -44,7 +44,8 @@ struct BufferSpec {
 };
 
 struct TaskSpec {
-  std::string name, kind, op, partition;
+  std::string name, op, partition;
+  schedule::TaskKind kind;
   SmallVector<std::string> reads, writes, accums;
   NamedAttrList args;
 };
@@ -127,17 +128,17 @@ private:
     }
     return name;
   }
-  TaskSpec &task(const std::string &name, StringRef kind, Operation *op) {
+  TaskSpec &task(const std::string &name, schedule::TaskKind kind, Operation *op) {
     tasks.push_back({});
     TaskSpec &t = tasks.back();
     t.name = name;
-    t.kind = kind.str();
+    t.kind = kind;
     t.op = op ? op->getName().getStringRef().str() : "";
     return t;
   }
   std::string accumulator(const std::string &name, int64_t n) {
     std::string acc = buffer(name, "f32", {n});
-    TaskSpec &z = task(name + ".zero", "zero_f32", nullptr);
+    TaskSpec &z = task(name + ".zero", schedule::TaskKind::ZeroF32, nullptr);
     z.partition = "slices";
     z.writes.push_back(acc);
     setArg(z, "buffer", acc);
@@ -301,7 +302,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                                                << "' must be a 2-D graph.weight";
     const int64_t experts = rw.getTensorType().getDimSize(0);
     std::string logits = buffer(name + ".logits", "bf16", {experts});
-    TaskSpec &t = task(name, "bf16_rows", op);
+    TaskSpec &t = task(name, schedule::TaskKind::Bf16Rows, op);
     t.reads.push_back(x->buffer);
     t.writes.push_back(logits);
     setArg(t, "weight", r.getWeight().str());
@@ -367,7 +368,7 @@ LogicalResult Lowering::lowerNorm(graph::RMSNormOp op) {
     return op.emitOpError("input must be stored or a residual add");
   }
   std::string xs = buffer(name + ".out", "f32", {hidden}, "shared");
-  TaskSpec &tk = task(name, "residual_rmsnorm", op);
+  TaskSpec &tk = task(name, schedule::TaskKind::ResidualRmsnorm, op);
   tk.partition = "every_block";
   tk.reads.push_back(base);
   if (!acc.empty())
@@ -457,7 +458,7 @@ LogicalResult Lowering::lowerLinearGroup(Operation *first) {
                << group << " and " << qw.getGroup() << ")";
       group = qw.getGroup();
     }
-    TaskSpec &t = task(name, "w4a16_gemv", first);
+    TaskSpec &t = task(name, schedule::TaskKind::W4A16Gemv, first);
     t.reads.push_back(x->buffer);
     for (const std::string &o : outputs)
       (accumulate ? t.accums : t.writes).push_back(o);
@@ -481,7 +482,7 @@ LogicalResult Lowering::lowerLinearGroup(Operation *first) {
     std::string w = lin.getWeight().str();
     int64_t rows = lin.getOutput().getType().getDimSize(0);
     std::string out = buffer(w + ".out", "bf16", {rows});
-    TaskSpec &t = task(w, "bf16_rows", m);
+    TaskSpec &t = task(w, schedule::TaskKind::Bf16Rows, m);
     t.reads.push_back(x->buffer);
     t.writes.push_back(out);
     setArg(t, "weight", w);
@@ -531,7 +532,7 @@ LogicalResult Lowering::lowerKda(graph::KdaGatedDeltaOp op) {
   std::string o = buffer(layer + ".attn.kda_o", "bf16", {c});
   std::string unit = layer + ".kda_head";
 
-  TaskSpec &t = task(layer + ".attn.gated_delta", "kda_head_chunk", op);
+  TaskSpec &t = task(layer + ".attn.gated_delta", schedule::TaskKind::KdaHeadChunk, op);
   t.reads = {q->buffer, k->buffer, v->buffer, g->buffer, beta->buffer,
              q->aux, k->aux, v->aux, s->buffer};
   t.writes = {s->buffer, o};
@@ -554,7 +555,7 @@ LogicalResult Lowering::lowerKda(graph::KdaGatedDeltaOp op) {
   set(op.getNewState(), ValueInfo{ValueInfo::Buffer, s->buffer, ""});
 
   // The windows shift after every KDA task of the layer has read them.
-  TaskSpec &w = task(layer + ".attn.conv_commit", "conv_commit", conv);
+  TaskSpec &w = task(layer + ".attn.conv_commit", schedule::TaskKind::ConvCommit, conv);
   w.reads = {q->buffer, k->buffer, v->buffer, q->aux, k->aux, v->aux};
   w.writes = {q->aux, k->aux, v->aux};
   setArg(w, "q", q->buffer);
@@ -567,10 +568,10 @@ LogicalResult Lowering::lowerKda(graph::KdaGatedDeltaOp op) {
   setArg(w, "conv", taps);
   // The group's projection tiles are ordered by head for the KDA tasks.
   for (TaskSpec &p : tasks)
-    if (p.kind == "w4a16_gemv" && llvm::is_contained(p.writes, q->buffer)) {
+    if (p.kind == schedule::TaskKind::W4A16Gemv && llvm::is_contained(p.writes, q->buffer)) {
       setArg(p, "unit", unit);
       setArg(p, "unit_cols", op.getHeadDim());
-    } else if (p.kind == "bf16_rows" &&
+    } else if (p.kind == schedule::TaskKind::Bf16Rows &&
                llvm::is_contained(p.writes, beta->buffer)) {
       setArg(p, "unit", unit);
     }
@@ -637,7 +638,7 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
     setArg(t, "lora", lora);
     setArg(t, "group", kvbWeight.getGroup());
   };
-  TaskSpec &a = task(layer + ".attn.rope_append", "mla_rope_append", rope);
+  TaskSpec &a = task(layer + ".attn.rope_append", schedule::TaskKind::MlaRopeAppend, rope);
   a.reads = {q->buffer, row->buffer, ckv->buffer, kr->buffer};
   a.writes = {qRope, ckv->buffer, kr->buffer};
   setArg(a, "q", q->buffer);
@@ -648,7 +649,7 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
   setArg(a, "theta", rope.getTheta().convertToDouble());
   common(a);
 
-  TaskSpec &qa = task(layer + ".attn.q_absorb", "mla_q_absorb", op);
+  TaskSpec &qa = task(layer + ".attn.q_absorb", schedule::TaskKind::MlaQAbsorb, op);
   qa.reads = {q->buffer};
   qa.writes = {qAbs};
   setArg(qa, "q", q->buffer);
@@ -656,7 +657,7 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
   setArg(qa, "kv_b", kvb);
   common(qa);
 
-  TaskSpec &at = task(layer + ".attn.attention", "mla_attention_chunk", op);
+  TaskSpec &at = task(layer + ".attn.attention", schedule::TaskKind::MlaAttentionChunk, op);
   at.reads = {qAbs, qRope, ckv->buffer, kr->buffer};
   at.writes = {pm, pl, pa};
   setArg(at, "q_abs", qAbs);
@@ -669,7 +670,7 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
   setArg(at, "scale", 1.0 / std::sqrt(double(nope + rd)));
   common(at);
 
-  TaskSpec &cw = task(layer + ".attn.combine_wv", "mla_combine_wv", op);
+  TaskSpec &cw = task(layer + ".attn.combine_wv", schedule::TaskKind::MlaCombineWv, op);
   cw.reads = {pm, pl, pa};
   cw.accums = {o};
   setArg(cw, "part_m", pm);
@@ -743,14 +744,14 @@ LogicalResult Lowering::lowerExperts(Operation *op, bool routed) {
       t.reads.push_back(logits);
     }
   };
-  TaskSpec &gu = task(layer + ".moe." + what + ".gate_up", "moe_gate_up", op);
+  TaskSpec &gu = task(layer + ".moe." + what + ".gate_up", schedule::TaskKind::MoeGateUp, op);
   gu.reads.push_back(x->buffer);
   gu.accums.push_back(sums);
   setArg(gu, "gate", gate);
   setArg(gu, "up", up);
   setArg(gu, "input", x->buffer);
   common(gu);
-  TaskSpec &dn = task(layer + ".moe." + what + ".down", "moe_down", op);
+  TaskSpec &dn = task(layer + ".moe." + what + ".down", schedule::TaskKind::MoeDown, op);
   dn.reads.push_back(sums);
   dn.accums.push_back(acc);
   setArg(dn, "down", down);
@@ -772,7 +773,7 @@ LogicalResult Lowering::lowerReturn(func::ReturnOp op) {
     return op.emitOpError("final residual must add an fp32 sum to a stored "
                           "value");
   std::string out = buffer("hidden_out", "bf16", {hidden}, "io");
-  TaskSpec &t = task("final_residual", "final_residual", op);
+  TaskSpec &t = task("final_residual", schedule::TaskKind::FinalResidual, op);
   t.reads = {bi->buffer, ai->buffer};
   t.writes = {out};
   setArg(t, "base", bi->buffer);
@@ -1017,7 +1018,7 @@ void ScheduleFormPhasesPass::runOnOperation() {
     for (int t : members) {
       const TaskSpec &ts = tasks[t];
       auto op = b.create<schedule::TaskOp>(
-          fn.getLoc(), b.getStringAttr(ts.name), b.getStringAttr(ts.kind),
+          fn.getLoc(), b.getStringAttr(ts.name), b.getStringAttr(schedule::taskKindName(ts.kind)),
           b.getI64IntegerAttr(1), b.getStringAttr(ts.op),
           b.getStringAttr(ts.partition), b.getI64IntegerAttr(0),
           refs(ts.reads), refs(ts.writes), refs(ts.accums),

@@ -72,7 +72,7 @@ struct SchedulePartitionWorkPass
 static const int64_t kTiles[] = {128, 64, 32, 16};
 
 LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
-  StringRef kind = t.getKind();
+  const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
   int64_t threads = kernel.getThreads();
   auto arrayArg = [&](StringRef n) { return t.getIntArrayArg(n); };
   // The arguments each kind's cut computes with are present and in the
@@ -82,7 +82,7 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
     finish(t, 1, t.getIntArg("dim") * 2, "every_block");
     return success();
   }
-  if (kind == "w4a16_gemv") {
+  if (kind == mk::schedule::TaskKind::W4A16Gemv) {
     SmallVector<int64_t> ns = arrayArg("n");
     int64_t k = t.getIntArg("k"), g = t.getIntArg("group");
     int64_t unitCols = t.getIntArg("unit_cols");
@@ -138,7 +138,7 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
     }
     return success();
   }
-  if (kind == "bf16_rows") {
+  if (kind == mk::schedule::TaskKind::Bf16Rows) {
     int64_t rows = t.getIntArg("rows"), k = t.getIntArg("k");
     if (!t.getStrArg("unit").empty()) {
       set(t, "rows_per_task", 1);
@@ -158,7 +158,7 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
     finish(t, opts[i].count, opts[i].bytesPerTask, "rows");
     return success();
   }
-  if (kind == "kda_head_chunk") {
+  if (kind == mk::schedule::TaskKind::KdaHeadChunk) {
     int64_t h = t.getIntArg("heads"), dk = t.getIntArg("head_dim");
     std::vector<PartitionOption> opts;
     SmallVector<int64_t> chunks;
@@ -178,25 +178,25 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
     finish(t, opts[i].count, opts[i].bytesPerTask, "heads");
     return success();
   }
-  if (kind == "conv_commit") {
+  if (kind == mk::schedule::TaskKind::ConvCommit) {
     int64_t c = t.getIntArg("channels");
     int64_t n = std::max<int64_t>(1, std::min<int64_t>(64, c / 512));
     finish(t, n, ceilDiv(c, n) * 3 * 2 * 2 * t.getIntArg("conv"), "channels");
     return success();
   }
-  if (kind == "zero_f32") {
+  if (kind == mk::schedule::TaskKind::ZeroF32) {
     finish(t, 1, t.getIntArg("n") * 4, "slices");
     return success();
   }
-  if (kind == "final_residual") {
+  if (kind == mk::schedule::TaskKind::FinalResidual) {
     finish(t, 4, t.getIntArg("dim") * 8 / 4, "slices");
     return success();
   }
-  if (kind == "mla_rope_append") {
+  if (kind == mk::schedule::TaskKind::MlaRopeAppend) {
     finish(t, 16, t.getIntArg("lora") * 4 / 16, "rows");
     return success();
   }
-  if (kind == "mla_q_absorb") {
+  if (kind == mk::schedule::TaskKind::MlaQAbsorb) {
     int64_t nope = t.getIntArg("nope"), lora = t.getIntArg("lora"),
             hm = t.getIntArg("heads"), vh = t.getIntArg("v_head");
     if (nope % 16 || 32 % (nope / 16))
@@ -208,7 +208,7 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
     finish(t, hm * lora / rows, rows * nope / 2, "heads");
     return success();
   }
-  if (kind == "mla_attention_chunk") {
+  if (kind == mk::schedule::TaskKind::MlaAttentionChunk) {
     int64_t hm = t.getIntArg("heads"), lora = t.getIntArg("lora");
     int64_t chunks = attentionChunks;
     set(t, "max_chunks", chunks);
@@ -232,7 +232,7 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
     finish(t, chunks * (hm / headGroup), 0, "chunks");
     return success();
   }
-  if (kind == "mla_combine_wv") {
+  if (kind == mk::schedule::TaskKind::MlaCombineWv) {
     // Each head's merge + W_v is cut into latent-dim slices (whole
     // tensor-core steps of 16 rows) whose fp32 sums add up: as many as fit
     // one wave, since the merge reads every chunk's partials.
@@ -249,8 +249,8 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
            "heads");
     return success();
   }
-  if (kind == "moe_gate_up" || kind == "moe_down") {
-    bool down = kind == "moe_down";
+  if (kind == mk::schedule::TaskKind::MoeGateUp || kind == mk::schedule::TaskKind::MoeDown) {
+    bool down = kind == mk::schedule::TaskKind::MoeDown;
     int64_t d = t.getIntArg("hidden"), m = t.getIntArg("inter"),
             slots = t.getIntArg("slots"), g = t.getIntArg("group");
     int64_t k = down ? m : d, n = down ? d : m;
@@ -283,7 +283,7 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
     finish(t, opts[i].count, opts[i].bytesPerTask, "experts");
     return success();
   }
-  return t.emitOpError("no partitioning rule for kind '") << kind << "'";
+  return t.emitOpError("no partitioning rule for kind '") << t.getKind() << "'";
 }
 
 /// mk::kMaxGrid (grid_sync.cuh): the most blocks a kernel runs with, so the

@@ -39,20 +39,20 @@ struct SchedulePrefetchWeightsPass
 
 /// The weights task `t` reads that do not depend on run-time data.
 void staticWeights(TaskOp t, NameSet &out) {
-  StringRef kind = t.getKind();
-  if (kind == "w4a16_gemv") {
+  const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
+  if (kind == mk::schedule::TaskKind::W4A16Gemv) {
     for (const std::string &w : t.getStrArrayArg("weights"))
       out.insert(w);
-  } else if (kind == "bf16_rows") {
+  } else if (kind == mk::schedule::TaskKind::Bf16Rows) {
     out.insert(t.getStrArg("weight").str());
-  } else if (kind == "moe_gate_up" || kind == "moe_down") {
+  } else if (kind == mk::schedule::TaskKind::MoeGateUp || kind == mk::schedule::TaskKind::MoeDown) {
     // Routed experts are chosen by the router at run time; shared ones not.
     if (t.getIntArg("experts", 0) != 1)
       return;
-    for (StringRef a : kind == "moe_down" ? SmallVector<StringRef>{"down"}
+    for (StringRef a : kind == mk::schedule::TaskKind::MoeDown ? SmallVector<StringRef>{"down"}
                                           : SmallVector<StringRef>{"gate", "up"})
       out.insert(t.getStrArg(a).str());
-  } else if (kind == "mla_q_absorb" || kind == "mla_combine_wv") {
+  } else if (kind == mk::schedule::TaskKind::MlaQAbsorb || kind == mk::schedule::TaskKind::MlaCombineWv) {
     out.insert(t.getStrArg("kv_b").str());
   }
 }

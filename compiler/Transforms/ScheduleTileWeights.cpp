@@ -94,15 +94,15 @@ void ScheduleTileWeightsPass::runOnOperation() {
       return it->second;
     };
     kernel.walk([&](TaskOp t) {
-      StringRef kind = t.getKind();
-      if (kind == "w4a16_gemv") {
+      const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
+      if (kind == mk::schedule::TaskKind::W4A16Gemv) {
         SmallVector<std::string> ws = t.getStrArrayArg("weights");
         SmallVector<int64_t> ns = t.getIntArrayArg("n");
         const int64_t kslice = t.getIntArg("k") / std::max<int64_t>(1, t.getIntArg("ksplit", 1));
         for (size_t i = 0; i < ws.size() && i < ns.size(); ++i)
           use(ws[i]).addSlice(t.getIntArg("tn"), ns[i], kslice, t.getIntArg("group"));
-      } else if (kind == "moe_gate_up" || kind == "moe_down") {
-        bool down = kind == "moe_down";
+      } else if (kind == mk::schedule::TaskKind::MoeGateUp || kind == mk::schedule::TaskKind::MoeDown) {
+        bool down = kind == mk::schedule::TaskKind::MoeDown;
         int64_t n = down ? t.getIntArg("hidden") : t.getIntArg("inter");
         const int64_t kslice = (down ? t.getIntArg("inter") : t.getIntArg("hidden")) /
                                std::max<int64_t>(1, t.getIntArg("ksplit", 1));
@@ -113,8 +113,8 @@ void ScheduleTileWeightsPass::runOnOperation() {
     });
     // Any other task naming one of them disqualifies it.
     kernel.walk([&](TaskOp t) {
-      StringRef kind = t.getKind();
-      if (kind == "w4a16_gemv" || kind == "moe_gate_up" || kind == "moe_down")
+      const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
+      if (kind == mk::schedule::TaskKind::W4A16Gemv || kind == mk::schedule::TaskKind::MoeGateUp || kind == mk::schedule::TaskKind::MoeDown)
         return;
       for (NamedAttribute a : t.getArgs())
         if (auto s = dyn_cast<StringAttr>(a.getValue())) {

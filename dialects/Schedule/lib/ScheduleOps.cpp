@@ -465,6 +465,12 @@ LogicalResult TaskOp::verify() {
   return verifyTaskArgs(*this, TaskArgStage::Formed);
 }
 
+std::optional<TaskKind> TaskOp::getTaskKind() {
+  if (const TaskKindInfo *info = lookupTaskKind(getKind()))
+    return info->kind;
+  return std::nullopt;
+}
+
 int64_t TaskOp::getIntArg(StringRef name, int64_t dflt) {
   if (auto a = dyn_cast_or_null<IntegerAttr>(getArgs().get(name)))
     return a.getInt();

@@ -126,6 +126,13 @@ const TaskKindInfo *lookupTaskKind(StringRef name) {
   return nullptr;
 }
 
+StringRef taskKindName(TaskKind kind) {
+  for (const TaskKindInfo &k : kKinds)
+    if (k.kind == kind)
+      return k.name;
+  llvm_unreachable("every TaskKind has a registry entry");
+}
+
 SmallVector<TaskArgSpec> taskArgSpecs(TaskOp t) {
   SmallVector<TaskArgSpec> specs;
   const TaskKindInfo *info = lookupTaskKind(t.getKind());

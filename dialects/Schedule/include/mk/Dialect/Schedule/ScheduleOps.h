@@ -4,6 +4,7 @@
 #define MK_DIALECT_SCHEDULE_SCHEDULEOPS_H
 
 #include "mk/Dialect/Schedule/ScheduleDialect.h"
+#include "mk/Dialect/Schedule/TaskKinds.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/Builders.h"

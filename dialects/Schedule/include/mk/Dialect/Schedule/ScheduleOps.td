@@ -44,7 +44,7 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     schedule.kernel @mk_tiny attributes {threads = 256 : i64} {
       schedule.buffer @q {dtype = "bf16", shape = array<i64: 64>}
       schedule.phase "project" {
-        schedule.task "q_proj" {kind = "w4a16_gemv", count = 4 : i64, writes = [@q]}
+        schedule.task "q_proj" {kind = "produce", count = 4 : i64, writes = [@q]}
       }
       schedule.barrier
       schedule.phase "use" {
@@ -199,12 +199,20 @@ def Schedule_TaskOp : Schedule_Op<"task", [HasParent<"PhaseOp">]> {
     stream from memory together (the partitioner balances on it), `args`
     the template parameters (weights by state-dict name, dimensions, tile
     sizes). `reads`, `writes` and `accumulates` name the buffers it touches;
-    an accumulated buffer must have been written (zeroed) before.
+    an accumulated buffer must have been written (zeroed) before. A
+    registered kind's `args` follow its specs in the dialect's registry
+    (mk/Dialect/Schedule/TaskKinds.h: each argument's type, and whether
+    it is required from the task's creation or once the partitioner cut
+    it); a task of another kind is opaque to the passes that only read
+    accesses and counters.
 
     ```mlir
     schedule.task "l0.o_proj" {kind = "w4a16_gemv", op = "graph.linear_w4a16",
         count = 128 : i64, partition = "split_k", bytes = 4718592 : i64,
-        reads = [@l0.kda_o], accumulates = [@l0.attn_acc]}
+        reads = [@l0.kda_o], accumulates = [@l0.attn_acc],
+        args = {weights = ["l0.o_proj"], outputs = ["l0.attn_acc"], n = [2304],
+                k = 4096 : i64, group = 128 : i64, input = "l0.kda_o",
+                epilogue = "atomic_f32"}}
     ```
   }];
   let arguments = (ins
@@ -222,6 +230,8 @@ def Schedule_TaskOp : Schedule_Op<"task", [HasParent<"PhaseOp">]> {
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     bool isEveryBlock() { return getPartition() == "every_block"; }
+    /// The registered kind (TaskKinds.h), or none for an opaque task.
+    std::optional<::mk::schedule::TaskKind> getTaskKind();
     /// Integer argument `name` of `args`, or `dflt` when absent.
     int64_t getIntArg(::llvm::StringRef name, int64_t dflt = 0);
     ::llvm::StringRef getStrArg(::llvm::StringRef name);

@@ -80,6 +80,8 @@ constexpr int64_t kMaxTaskArg = 2147483647;
 llvm::ArrayRef<TaskKindInfo> taskKinds();
 /// The kind named `name`, or null.
 const TaskKindInfo *lookupTaskKind(llvm::StringRef name);
+/// The name of `kind` (what a task's `kind` attribute holds).
+llvm::StringRef taskKindName(TaskKind kind);
 /// The argument specs that apply to task `t` (its kind's, less the routed
 /// ones of an unrouted expert task); empty for an unknown kind.
 llvm::SmallVector<TaskArgSpec> taskArgSpecs(TaskOp t);
