@@ -17,6 +17,8 @@
 #include "mk/runtime/Roofline.h"
 #include "mk/runtime/Session.h"
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -35,28 +37,34 @@ static int check(const Status &st, const char *what) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: mk-decode KERNEL_DIR [--tokens N] [--ctx N] "
-                         "[--weights F.safetensors] [--seed N] [--bandwidth B/s]\n");
-    return 2;
-  }
-  std::string dir = argv[1], weightsPath;
+  std::string dir, weightsPath;
   int tokens = 64, warmup = 8;
   int64_t ctx = 2048;
   uint64_t seed = 1;
   double bandwidth = kH200Bandwidth;
-  for (int i = 2; i + 1 < argc; i += 2) {
-    std::string a = argv[i], v = argv[i + 1];
-    if (a == "--tokens")
-      tokens = std::max(1, std::atoi(v.c_str()));
-    else if (a == "--ctx")
-      ctx = std::atoll(v.c_str());
-    else if (a == "--weights")
-      weightsPath = v;
-    else if (a == "--seed")
-      seed = std::strtoull(v.c_str(), nullptr, 10);
-    else if (a == "--bandwidth")
-      bandwidth = std::atof(v.c_str());
+  CLI::App app{"Decodes tokens with a generated megakernel and reports ms/token against "
+               "the HBM floor",
+               "mk-decode"};
+  app.add_option("KERNEL_DIR", dir, "kernel directory (mkc SPEC --emit=cuda -o KERNEL_DIR)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--tokens", tokens, "tokens to decode")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app.add_option("--ctx", ctx, "context length of the random starting state")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 24))
+      ->capture_default_str();
+  app.add_option("--weights", weightsPath, "bind these weights instead of random ones")
+      ->check(CLI::ExistingFile);
+  app.add_option("--seed", seed, "seed of the random weights, state and token")
+      ->capture_default_str();
+  app.add_option("--bandwidth", bandwidth, "HBM bandwidth for the floor, bytes/s")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    return app.exit(e) == 0 ? 0 : 2;
   }
 
   // 1. The GPU, and the kernel compiled for it (cached on disk).

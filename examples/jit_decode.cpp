@@ -18,6 +18,8 @@
 #include "DecodeLoop.h"
 #include "mk/Oracle.h"
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -36,25 +38,28 @@ static void check(const Status &st, const char *what) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: mk-jit-decode SPEC.json [--tokens N] "
-                         "[--ctx N] [--seed N] [--weights F.safetensors]\n");
-    return 2;
-  }
-  std::string spec = argv[1], weightsPath;
+  std::string spec, weightsPath;
   int tokens = 64;
   int64_t ctx = 0;
   uint64_t seed = 1;
-  for (int i = 2; i + 1 < argc; i += 2) {
-    std::string a = argv[i], v = argv[i + 1];
-    if (a == "--tokens")
-      tokens = std::max(1, std::atoi(v.c_str()));
-    else if (a == "--ctx")
-      ctx = std::max<int64_t>(0, std::atoll(v.c_str()));
-    else if (a == "--seed")
-      seed = std::strtoull(v.c_str(), nullptr, 10);
-    else if (a == "--weights")
-      weightsPath = v;
+  CLI::App app{"Compiles a block spec in-process (the embedded JIT) and decodes tokens with "
+               "the kernel",
+               "mk-jit-decode"};
+  app.add_option("SPEC", spec, "block spec (JSON)")->required()->check(CLI::ExistingFile);
+  app.add_option("--tokens", tokens, "tokens to decode")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app.add_option("--ctx", ctx, "context length of the random starting state")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 24))
+      ->capture_default_str();
+  app.add_option("--seed", seed, "seed of the random weights, state and token")
+      ->capture_default_str();
+  app.add_option("--weights", weightsPath, "bind these weights instead of random ones")
+      ->check(CLI::ExistingFile);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    return app.exit(e) == 0 ? 0 : 2;
   }
 
   // The one call: device 0 (null), spec compiled in-process, session ready.

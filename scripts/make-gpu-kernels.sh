@@ -3,7 +3,8 @@
 # on a machine with the compiler: the kernels the GPU tests and benchmarks use,
 # one directory per spec under ${1:-.carry/kernels}: kimi_linear_w4a16/
 # (examples/kimi_linear_w4a16.json) and tiny/ (examples/specs/tiny.json); and
-# a copy of Debian's GoogleTest sources in .carry/googletest. Carry .carry to
+# a copy of Debian's GoogleTest sources in .carry/googletest and of CLI11's
+# headers in .carry/cli11. Carry .carry to
 # the GPU machine and point MK_KERNELS_DIR at the kernels (scripts/gpu-tests.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,11 @@ mkc="${MK_BUILD_DIR:-build}/bin/mkc"
 [ -x "$mkc" ] || { echo "no $mkc: run scripts/setup-and-build.sh first" >&2; exit 1; }
 if [ ! -f .carry/googletest/CMakeLists.txt ] && [ -f /usr/src/googletest/CMakeLists.txt ]; then
   mkdir -p .carry && cp -r /usr/src/googletest .carry/googletest
+fi
+# CLI11's headers (the runtime tools' command lines), which the top-level
+# CMakeLists finds in .carry/cli11 where the machine has none.
+if [ ! -f .carry/cli11/CLI/CLI.hpp ] && [ -f /usr/include/CLI/CLI.hpp ]; then
+  mkdir -p .carry/cli11 && cp -r /usr/include/CLI .carry/cli11/CLI
 fi
 # <name>_debug: the same kernels with --debug-capture, for mk-diff.
 for pair in kimi_linear_w4a16:examples/kimi_linear_w4a16.json tiny:examples/specs/tiny.json; do

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 : "${MK_JOBS:=2}"
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-pkgs=(cmake ninja-build g++ libgtest-dev python3 python3-numpy python3-venv)
+pkgs=(cmake ninja-build g++ libgtest-dev libcli11-dev python3 python3-numpy python3-venv)
 if [ "$MK_BUILD_COMPILER" = ON ]; then
   pkgs+=(libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools)
 fi

@@ -39,6 +39,8 @@
 #include "mk/runtime/Sha256.h"
 #include "mk/runtime/Trace.h"
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -240,55 +242,44 @@ int main(int argc, char **argv) {
   uint64_t seed = 1;
   double bandwidth = kH200Bandwidth;
   bool measure = false, phaseTiming = false;
-  if (const char *k = std::getenv("MK_KERNELS_DIR"))
-    dir = std::string(k) + "/kimi_linear_w4a16";
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "mk-bench: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--kernel-dir")
-      dir = next();
-    else if (a == "--ctx") {
-      ctxs.clear();
-      std::stringstream ss(next());
-      std::string item;
-      while (std::getline(ss, item, ','))
-        ctxs.push_back(std::atoll(item.c_str()));
-    } else if (a == "--iters")
-      iters = std::atoi(next().c_str());
-    else if (a == "--warmup")
-      warmup = std::atoi(next().c_str());
-    else if (a == "--seed")
-      seed = std::strtoull(next().c_str(), nullptr, 10);
-    else if (a == "--weights")
-      weightsPath = next();
-    else if (a == "--bandwidth")
-      bandwidth = std::atof(next().c_str());
-    else if (a == "--measure-bandwidth")
-      measure = true;
-    else if (a == "--phase-timing")
-      phaseTiming = true;
-    else if (a == "--json")
-      jsonPath = next();
-    else if (a == "--trace") {
-      tracePath = next();
-      if (tracePath.empty()) {
-        std::fprintf(stderr, "mk-bench: --trace needs a file name\n");
-        return 2;
-      }
-    } else {
-      std::fprintf(stderr,
-                   "usage: mk-bench [--kernel-dir DIR] [--ctx 2048,8192] "
-                   "[--iters N] [--warmup N] [--weights F.safetensors] "
-                   "[--seed N] [--bandwidth B/s] [--measure-bandwidth] "
-                   "[--phase-timing] [--json FILE] [--trace FILE]\n");
-      return 2;
-    }
+  CLI::App app{"Times decode steps of a generated kernel: median ms/token, GB/s and the HBM "
+               "floor at each context (one cooperative launch per step)",
+               "mk-bench"};
+  app.add_option("--kernel-dir", dir,
+                 "kernel directory (mkc --emit=cuda output); default: "
+                 "$MK_KERNELS_DIR/kimi_linear_w4a16")
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--ctx", ctxs, "context lengths, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 24))
+      ->capture_default_str();
+  app.add_option("--iters", iters, "timed steps per context")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed steps first")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  app.add_option("--seed", seed, "seed of the random weights, state and inputs")
+      ->capture_default_str();
+  app.add_option("--weights", weightsPath, "bind these weights instead of random ones")
+      ->check(CLI::ExistingFile);
+  app.add_option("--bandwidth", bandwidth, "HBM bandwidth for the floor, bytes/s")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_flag("--measure-bandwidth", measure,
+               "measure the copy bandwidth first and use it for the floor");
+  app.add_flag("--phase-timing", phaseTiming, "per-phase profile of the blocks' stamps");
+  app.add_option("--json", jsonPath, "also write the results as JSON to FILE");
+  app.add_option("--trace", tracePath, "write one step as a Chrome/Perfetto trace to FILE")
+      ->check([](const std::string &v) { return v.empty() ? "needs a file name" : ""; });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (dir.empty()) {
+    if (const char *k = std::getenv("MK_KERNELS_DIR"))
+      dir = std::string(k) + "/kimi_linear_w4a16";
   }
   if (ctxs.empty()) {
     std::fprintf(stderr, "mk-bench: --ctx needs at least one context\n");

@@ -14,6 +14,8 @@
 #include "mk/Oracle.h"
 #include "mk/runtime/Session.h"
 
+#include <CLI/CLI.hpp>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -67,30 +69,26 @@ int main(int argc, char **argv) {
   int64_t ctx = 2048;
   uint64_t seed = 1;
   double threshold = 0.999;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "mk-diff: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--kernel-dir")
-      dir = next();
-    else if (a == "--ctx")
-      ctx = std::atoll(next().c_str());
-    else if (a == "--seed")
-      seed = std::strtoull(next().c_str(), nullptr, 10);
-    else if (a == "--weights")
-      weightsPath = next();
-    else if (a == "--threshold")
-      threshold = std::atof(next().c_str());
-    else {
-      std::fprintf(stderr, "usage: mk-diff --kernel-dir DIR [--ctx N] [--seed N] "
-                           "[--weights F.safetensors] [--threshold C]\n");
-      return 2;
-    }
+  CLI::App app{"Runs one step of a debug-capture kernel and compares every captured "
+               "intermediate with the oracle's trace",
+               "mk-diff"};
+  app.add_option("--kernel-dir", dir, "kernel directory generated with --debug-capture")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--ctx", ctx, "context length of the step")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 24))
+      ->capture_default_str();
+  app.add_option("--seed", seed, "seed of the random weights, state and inputs")
+      ->capture_default_str();
+  app.add_option("--weights", weightsPath, "bind these weights instead of random ones")
+      ->check(CLI::ExistingFile);
+  app.add_option("--threshold", threshold, "least cosine a captured value must reach")
+      ->check(CLI::Range(-1.0, 1.0))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    return app.exit(e) == 0 ? 0 : 2;
   }
   if (dir.empty()) {
     std::fprintf(stderr, "mk-diff: --kernel-dir is required\n");
