@@ -14,4 +14,4 @@ venv="$build/python-venv"
 rm -rf "$venv"
 python3 -m venv "$venv"
 "$venv/bin/pip" install -q "$root/python"
-(cd / && "$venv/bin/python" -m unittest discover -s "$root/tests/package" -v)
+(cd / && MK_TEST_BUILD_DIR="$build" "$venv/bin/python" -m unittest discover -s "$root/tests/package" -v)

@@ -23,6 +23,10 @@
 #
 #===----------------------------------------------------------------------===#
 
+# Position-independent code in every directory that includes this (the
+# dialects and the compiler): libmk_jit_c.so links them into a shared object.
+set(CMAKE_POSITION_INDEPENDENT_CODE ON)
+
 include_guard(GLOBAL)
 
 set(MK_SKIP_COMPONENTS "" CACHE STRING

@@ -24,18 +24,15 @@ model steps another state. Clone it to keep it.
 
 from __future__ import annotations
 
-import hashlib
 import collections
 import json
 import os
 import shutil
-import subprocess
-import tempfile
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
 
-from . import _capi
+from . import _capi, _jit
 from ._capi import MegakernelError, check
 
 _DTYPES = {"u8": torch.uint8, "bf16": torch.bfloat16, "f32": torch.float32,
@@ -94,9 +91,10 @@ def _has_manifest(d):
 def find_kernel_dir(cfg: Mapping[str, Any], kernel_dir: Optional[str] = None,
                     name: Optional[str] = None) -> str:
     """Where the kernel for `cfg` is: `kernel_dir`, else $MK_KERNEL_DIR, else
-    generated with `mkc` (if on PATH) into the cache directory. A directory
-    without a manifest but with a subdirectory named after the spec (the
-    layout of $MK_KERNELS_DIR) resolves to that subdirectory."""
+    compiled (megakernel.compile: the embedded JIT's library, or `mkc`) into
+    the cache directory. A directory without a manifest but with a
+    subdirectory named after the spec (the layout of $MK_KERNELS_DIR)
+    resolves to that subdirectory."""
     spec = spec_from_config(cfg, name)
     d = kernel_dir or os.environ.get("MK_KERNEL_DIR")
     if d:
@@ -106,36 +104,12 @@ def find_kernel_dir(cfg: Mapping[str, Any], kernel_dir: Optional[str] = None,
         if _has_manifest(sub):
             return sub
         raise FileNotFoundError("no *.manifest.json in %s (nor in %s)" % (d, sub))
-    mkc = shutil.which("mkc")
-    if not mkc:
+    if _jit.load_jit() is None and not shutil.which("mkc"):
         raise FileNotFoundError(
-            "no kernel: pass kernel_dir=, set MK_KERNEL_DIR, or put the "
-            "compiler `mkc` on PATH so the kernel can be generated")
-    text = json.dumps(spec, indent=2, sort_keys=False) + "\n"
-    key = hashlib.sha256(text.encode()).hexdigest()[:24]
-    root = os.environ.get("MK_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "megakernel")
-    out = os.path.join(root, "kernels", key)
-    if _has_manifest(out):
-        return out
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=key + ".", dir=os.path.dirname(out))
-    spec_path = os.path.join(tmp, "spec.json")
-    with open(spec_path, "w") as f:
-        f.write(text)
-    gen = os.path.join(tmp, "kernel")
-    r = subprocess.run([mkc, spec_path, "--emit=cuda", "-o", gen],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError("mkc failed (%d):\n%s%s" % (r.returncode, r.stdout,
-                                                        r.stderr))
-    try:
-        os.rename(gen, out)  # atomic: another process may have won the race
-    except OSError:
-        if not _has_manifest(out):
-            raise
-    shutil.rmtree(tmp, ignore_errors=True)
-    return out
+            "no kernel: pass kernel_dir=, set MK_KERNEL_DIR, or install the "
+            "compiler (libmk_jit_c.so via MK_JIT_LIB, or `mkc` on PATH) so the "
+            "kernel can be generated")
+    return _jit.compile(spec)
 
 
 class Model(torch.nn.Module):

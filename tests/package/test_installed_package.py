@@ -58,5 +58,80 @@ class InstalledPackage(unittest.TestCase):
         self.assertEqual(e.code, 1)
 
 
+# The build tree scripts/test.sh just built (MK_TEST_BUILD_DIR): the compiler
+# (mkc) and the embedded JIT's C library, where the build has the compiler.
+BUILD = os.environ.get("MK_TEST_BUILD_DIR", "")
+JIT_LIB = os.path.join(BUILD, "compiler", "Jit", "libmk_jit_c.so")
+MKC = os.path.join(BUILD, "bin", "mkc")
+TINY = os.path.join(ROOT, "examples", "specs", "tiny.json")
+
+
+def _run(code, **env):
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env),
+                         capture_output=True, text=True, cwd="/")
+    return out.stdout + out.stderr
+
+
+def _files(d):
+    out = {}
+    for name in sorted(os.listdir(d)):
+        with open(os.path.join(d, name), "rb") as f:
+            out[name] = f.read()
+    return out
+
+
+@unittest.skipUnless(os.path.exists(JIT_LIB) and os.path.exists(MKC),
+                     "no compiler in MK_TEST_BUILD_DIR (built without MLIR)")
+class CompileThroughTheJit(unittest.TestCase):
+    """megakernel.compile runs the compiler in process (libmk_jit_c.so) and
+    writes what `mkc SPEC --emit=cuda -o DIR` writes, byte for byte."""
+
+    def test_same_kernel_as_mkc(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            jit_dir, mkc_dir = os.path.join(tmp, "jit"), os.path.join(tmp, "mkc")
+            out = _run("import megakernel, sys\n"
+                       "assert megakernel.load_jit() is not None\n"
+                       "print(megakernel.compile(%r, %r))\n"
+                       % (TINY, jit_dir), MK_JIT_LIB=JIT_LIB)
+            self.assertIn(jit_dir, out)
+            subprocess.run([MKC, TINY, "--emit=cuda", "-o", mkc_dir], check=True)
+            jit, ref = _files(jit_dir), _files(mkc_dir)
+            self.assertEqual(sorted(jit), ["mk_tiny.cu", "mk_tiny.manifest.json"])
+            self.assertEqual(jit, ref)
+
+    def test_spec_mapping_and_cache(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            code = ("import json, megakernel\n"
+                    "spec = json.load(open(%r))\n"
+                    "a = megakernel.compile(spec)\n"
+                    "b = megakernel.compile(spec)\n"
+                    "print('same', a == b, sorted(__import__('os').listdir(a)))\n" % TINY)
+            out = _run(code, MK_JIT_LIB=JIT_LIB, MK_CACHE_DIR=tmp)
+            self.assertIn("same True ['mk_tiny.cu', 'mk_tiny.manifest.json']", out)
+
+    def test_refused_spec_is_a_named_error(self):
+        code = ("import megakernel\n"
+                "try:\n"
+                "    megakernel.compile({'name': 'bad', 'config': {'hidden': 64}, "
+                "'pattern': ['K']}, '/tmp/never-written')\n"
+                "except megakernel.MegakernelError as e:\n"
+                "    print('code', e.code, e)\n")
+        out = _run(code, MK_JIT_LIB=JIT_LIB)
+        self.assertIn("code 1 invalid argument: spec:", out)
+        self.assertFalse(os.path.exists("/tmp/never-written"))
+
+    def test_bad_override_is_an_error(self):
+        code = ("import megakernel\n"
+                "try:\n"
+                "    megakernel.load_jit()\n"
+                "except OSError as e:\n"
+                "    print('OSError', e)\n")
+        out = _run(code, MK_JIT_LIB="/no/such/libmk_jit_c.so")
+        self.assertIn("OSError", out)
+        self.assertIn("/no/such/libmk_jit_c.so", out)
+
+
 if __name__ == "__main__":
     unittest.main()
