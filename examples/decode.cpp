@@ -17,7 +17,7 @@
 #include "mk/runtime/Roofline.h"
 #include "mk/runtime/Session.h"
 
-#include <CLI/CLI.hpp>
+#include "ToolOptions.h"
 
 #include <algorithm>
 #include <cmath>
@@ -48,24 +48,15 @@ int main(int argc, char **argv) {
   app.add_option("KERNEL_DIR", dir, "kernel directory (mkc SPEC --emit=cuda -o KERNEL_DIR)")
       ->required()
       ->check(CLI::ExistingDirectory);
-  app.add_option("--tokens", tokens, "tokens to decode")
-      ->check(CLI::Range(1, 1000000))
-      ->capture_default_str();
-  app.add_option("--ctx", ctx, "context length of the random starting state")
-      ->check(CLI::Range(int64_t(0), int64_t(1) << 24))
-      ->capture_default_str();
-  app.add_option("--weights", weightsPath, "bind these weights instead of random ones")
-      ->check(CLI::ExistingFile);
-  app.add_option("--seed", seed, "seed of the random weights, state and token")
-      ->capture_default_str();
+  tools::addTokensOption(app, tokens);
+  tools::addCtxOption(app, ctx, "context length of the random starting state");
+  tools::addWeightsOption(app, weightsPath);
+  tools::addSeedOption(app, seed, "seed of the random weights, state and token");
   app.add_option("--bandwidth", bandwidth, "HBM bandwidth for the floor, bytes/s")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError &e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (int rc = tools::parseOrExitCode(app, argc, argv); rc >= 0)
+    return rc;
 
   // 1. The GPU, and the kernel compiled for it (cached on disk).
   std::shared_ptr<Device> dev;

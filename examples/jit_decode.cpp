@@ -18,7 +18,7 @@
 #include "DecodeLoop.h"
 #include "mk/Oracle.h"
 
-#include <CLI/CLI.hpp>
+#include "ToolOptions.h"
 
 #include <algorithm>
 #include <chrono>
@@ -46,21 +46,12 @@ int main(int argc, char **argv) {
                "the kernel",
                "mk-jit-decode"};
   app.add_option("SPEC", spec, "block spec (JSON)")->required()->check(CLI::ExistingFile);
-  app.add_option("--tokens", tokens, "tokens to decode")
-      ->check(CLI::Range(1, 1000000))
-      ->capture_default_str();
-  app.add_option("--ctx", ctx, "context length of the random starting state")
-      ->check(CLI::Range(int64_t(0), int64_t(1) << 24))
-      ->capture_default_str();
-  app.add_option("--seed", seed, "seed of the random weights, state and token")
-      ->capture_default_str();
-  app.add_option("--weights", weightsPath, "bind these weights instead of random ones")
-      ->check(CLI::ExistingFile);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError &e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  tools::addTokensOption(app, tokens);
+  tools::addCtxOption(app, ctx, "context length of the random starting state");
+  tools::addSeedOption(app, seed, "seed of the random weights, state and token");
+  tools::addWeightsOption(app, weightsPath);
+  if (int rc = tools::parseOrExitCode(app, argc, argv); rc >= 0)
+    return rc;
 
   // The one call: device 0 (null), spec compiled in-process, session ready.
   SessionOptions so;

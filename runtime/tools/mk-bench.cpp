@@ -39,7 +39,7 @@
 #include "mk/runtime/Sha256.h"
 #include "mk/runtime/Trace.h"
 
-#include <CLI/CLI.hpp>
+#include "ToolOptions.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -259,10 +259,8 @@ int main(int argc, char **argv) {
   app.add_option("--warmup", warmup, "untimed steps first")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
-  app.add_option("--seed", seed, "seed of the random weights, state and inputs")
-      ->capture_default_str();
-  app.add_option("--weights", weightsPath, "bind these weights instead of random ones")
-      ->check(CLI::ExistingFile);
+  tools::addSeedOption(app, seed, "seed of the random weights, state and inputs");
+  tools::addWeightsOption(app, weightsPath);
   app.add_option("--bandwidth", bandwidth, "HBM bandwidth for the floor, bytes/s")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -272,11 +270,8 @@ int main(int argc, char **argv) {
   app.add_option("--json", jsonPath, "also write the results as JSON to FILE");
   app.add_option("--trace", tracePath, "write one step as a Chrome/Perfetto trace to FILE")
       ->check([](const std::string &v) { return v.empty() ? "needs a file name" : ""; });
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError &e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (int rc = tools::parseOrExitCode(app, argc, argv); rc >= 0)
+    return rc;
   if (dir.empty()) {
     if (const char *k = std::getenv("MK_KERNELS_DIR"))
       dir = std::string(k) + "/kimi_linear_w4a16";

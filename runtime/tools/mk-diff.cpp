@@ -14,7 +14,7 @@
 #include "mk/Oracle.h"
 #include "mk/runtime/Session.h"
 
-#include <CLI/CLI.hpp>
+#include "ToolOptions.h"
 
 #include <cmath>
 #include <cstdio>
@@ -75,21 +75,14 @@ int main(int argc, char **argv) {
   app.add_option("--kernel-dir", dir, "kernel directory generated with --debug-capture")
       ->required()
       ->check(CLI::ExistingDirectory);
-  app.add_option("--ctx", ctx, "context length of the step")
-      ->check(CLI::Range(int64_t(0), int64_t(1) << 24))
-      ->capture_default_str();
-  app.add_option("--seed", seed, "seed of the random weights, state and inputs")
-      ->capture_default_str();
-  app.add_option("--weights", weightsPath, "bind these weights instead of random ones")
-      ->check(CLI::ExistingFile);
+  tools::addCtxOption(app, ctx, "context length of the step");
+  tools::addSeedOption(app, seed, "seed of the random weights, state and inputs");
+  tools::addWeightsOption(app, weightsPath);
   app.add_option("--threshold", threshold, "least cosine a captured value must reach")
       ->check(CLI::Range(-1.0, 1.0))
       ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError &e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (int rc = tools::parseOrExitCode(app, argc, argv); rc >= 0)
+    return rc;
   if (dir.empty()) {
     std::fprintf(stderr, "mk-diff: --kernel-dir is required\n");
     return 2;

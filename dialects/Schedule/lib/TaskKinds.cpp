@@ -50,19 +50,13 @@ const TaskArgSpec kMlaCombineWv[] = {
     {"part_m", T::Buffer}, {"part_l", T::Buffer}, {"part_acc", T::Buffer}, {"o", T::Buffer},
     {"kv_b", T::Weight},   {"heads", T::Pos},     {"lora", T::Pos},        {"v_head", T::Pos},
     {"group", T::Pos},     {"slices", T::Pos, P}};
-const TaskArgSpec kMoeGateUp[] = {
-    {"gate", T::Weight},   {"up", T::Weight},      {"sums", T::Buffer},
+const TaskArgSpec kMoeGateUp[] = {{"gate", T::Weight}, {"up", T::Weight}, {"sums", T::Buffer}};
+const TaskArgSpec kMoeDown[] = {{"down", T::Weight}, {"sums", T::Buffer}, {"acc", T::Buffer}};
+/// Both expert kinds': the slots and their cut, and (routed) the router's.
+const TaskArgSpec kExpertArgs[] = {
     {"logits", T::OptBuffer}, {"hidden", T::Pos},  {"inter", T::Pos},
-    {"slots", T::Pos},     {"group", T::Pos},      {"tn", T::Pos, P},
-    {"ksplit", T::Pos, P}, {"tiles", T::Pos, P},
-    {"experts", T::Pos, TaskArgStage::Formed, true},
-    {"top_k", T::Pos, TaskArgStage::Formed, true},
-    {"scaling", T::Float, TaskArgStage::Formed, true}};
-const TaskArgSpec kMoeDown[] = {
-    {"down", T::Weight},   {"sums", T::Buffer},    {"acc", T::Buffer},
-    {"logits", T::OptBuffer}, {"hidden", T::Pos},  {"inter", T::Pos},
-    {"slots", T::Pos},     {"group", T::Pos},      {"tn", T::Pos, P},
-    {"ksplit", T::Pos, P}, {"tiles", T::Pos, P},
+    {"slots", T::Pos},        {"group", T::Pos},   {"tn", T::Pos, P},
+    {"ksplit", T::Pos, P},    {"tiles", T::Pos, P},
     {"experts", T::Pos, TaskArgStage::Formed, true},
     {"top_k", T::Pos, TaskArgStage::Formed, true},
     {"scaling", T::Float, TaskArgStage::Formed, true}};
@@ -79,8 +73,8 @@ const TaskKindInfo kKinds[] = {
     {TaskKind::MlaQAbsorb, "mla_q_absorb", kMlaQAbsorb},
     {TaskKind::MlaAttentionChunk, "mla_attention_chunk", kMlaAttentionChunk},
     {TaskKind::MlaCombineWv, "mla_combine_wv", kMlaCombineWv},
-    {TaskKind::MoeGateUp, "moe_gate_up", kMoeGateUp},
-    {TaskKind::MoeDown, "moe_down", kMoeDown},
+    {TaskKind::MoeGateUp, "moe_gate_up", kMoeGateUp, kExpertArgs},
+    {TaskKind::MoeDown, "moe_down", kMoeDown, kExpertArgs},
 };
 
 const char *describe(TaskArgType t) {
@@ -139,9 +133,10 @@ SmallVector<TaskArgSpec> taskArgSpecs(TaskOp t) {
   if (!info)
     return specs;
   const bool routed = !t.getStrArg("logits").empty();
-  for (const TaskArgSpec &a : info->args)
-    if (!a.routedOnly || routed)
-      specs.push_back(a);
+  for (ArrayRef<TaskArgSpec> list : {info->args, info->familyArgs})
+    for (const TaskArgSpec &a : list)
+      if (!a.routedOnly || routed)
+        specs.push_back(a);
   return specs;
 }
 

@@ -71,6 +71,8 @@ struct TaskKindInfo {
   TaskKind kind;
   llvm::StringLiteral name;
   llvm::ArrayRef<TaskArgSpec> args;
+  /// Arguments a family of kinds shares (the expert kinds'), after `args`.
+  llvm::ArrayRef<TaskArgSpec> familyArgs = {};
 };
 
 /// The kernel's index arithmetic is 32-bit: integer arguments stay below.
