@@ -140,13 +140,14 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
   let description = [{
     Weights never depend on a previous phase, only activations do. With
     `streams=true` the kernel gets `early_weight_streams`: each
-    block starts the bulk copies of its first packed GEMV instance of a phase
+    block starts the weight copies of its first packed GEMV instance of a phase
     at the phase's entry, before the every-block norm and its counter waits.
     With `distance` > 0 each
     phase gets `l2_prefetch`: the weights that the phase `distance` phases
-    later reads and that do not depend on data (W4A16 GEMV tiles, bf16 rows,
-    shared experts, MLA's W_kv_b; not routed experts, chosen by the router
-    at run time). The emitted kernel has every block issue bulk L2
+    later reads and that do not depend on data (every weight its tasks'
+    arguments name, per the dialect's registry of task kinds: GEMV, bf16-row
+    and norm weights, shared experts, MLA's W_kv_b; not routed experts,
+    chosen by the router at run time). The emitted kernel has every block issue bulk L2
     prefetches of its share of them as it enters the phase, so the memory
     system streams them under the current phase's compute, counter waits
     and grid barriers instead of after them. Both are off by default:

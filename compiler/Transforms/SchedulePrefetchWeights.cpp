@@ -37,24 +37,14 @@ struct SchedulePrefetchWeightsPass
   void runOnOperation() override;
 };
 
-/// The weights task `t` reads that do not depend on run-time data.
+/// The weights task `t` reads that do not depend on run-time data: every
+/// weight its kind's arguments name (the dialect's registry), unless a
+/// router picks them at run time (routed experts; shared ones are static).
 void staticWeights(TaskOp t, NameSet &out) {
-  const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
-  if (kind == mk::schedule::TaskKind::W4A16Gemv) {
-    for (const std::string &w : t.getStrArrayArg("weights"))
-      out.insert(w);
-  } else if (kind == mk::schedule::TaskKind::Bf16Rows) {
-    out.insert(t.getStrArg("weight").str());
-  } else if (kind == mk::schedule::TaskKind::MoeGateUp || kind == mk::schedule::TaskKind::MoeDown) {
-    // Routed experts are chosen by the router at run time; shared ones not.
-    if (t.getIntArg("experts", 0) != 1)
-      return;
-    for (StringRef a : kind == mk::schedule::TaskKind::MoeDown ? SmallVector<StringRef>{"down"}
-                                          : SmallVector<StringRef>{"gate", "up"})
-      out.insert(t.getStrArg(a).str());
-  } else if (kind == mk::schedule::TaskKind::MlaQAbsorb || kind == mk::schedule::TaskKind::MlaCombineWv) {
-    out.insert(t.getStrArg("kv_b").str());
-  }
+  if (mk::schedule::readsRoutedWeights(t))
+    return;
+  for (const std::string &w : mk::schedule::taskWeights(t))
+    out.insert(w);
 }
 
 void SchedulePrefetchWeightsPass::runOnOperation() {

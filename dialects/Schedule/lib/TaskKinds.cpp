@@ -140,6 +140,28 @@ SmallVector<TaskArgSpec> taskArgSpecs(TaskOp t) {
   return specs;
 }
 
+SmallVector<std::string> taskWeights(TaskOp t) {
+  SmallVector<std::string> out;
+  for (const TaskArgSpec &a : taskArgSpecs(t)) {
+    if (a.type != T::Weight && a.type != T::Weights)
+      continue;
+    Attribute v = t.getArgs().get(a.name);
+    SmallVector<Attribute> names;
+    if (auto arr = dyn_cast_or_null<ArrayAttr>(v))
+      names.append(arr.begin(), arr.end());
+    else if (v)
+      names.push_back(v);
+    for (Attribute n : names)
+      if (auto s = dyn_cast<StringAttr>(n); s && !s.empty() && !llvm::is_contained(out, s.str()))
+        out.push_back(s.str());
+  }
+  return out;
+}
+
+bool readsRoutedWeights(TaskOp t) {
+  return llvm::any_of(taskArgSpecs(t), [](const TaskArgSpec &a) { return a.routedOnly; });
+}
+
 LogicalResult verifyTaskArgs(TaskOp t, TaskArgStage upTo) {
   DictionaryAttr args = t.getArgs();
   for (const TaskArgSpec &a : taskArgSpecs(t)) {

@@ -5,18 +5,20 @@
 // RUN: mk-opt %s "--schedule-prefetch-weights=distance=1" | FileCheck %s --check-prefix=NOSTREAMS
 
 // Each phase names the data-independent weights of the phase `distance`
-// later (the first phase also its own and those in between): GEMV and
-// bf16-row weights, shared experts, MLA's W_kv_b; never routed experts.
+// later (the first phase also its own and those in between): every weight
+// a task's arguments name (the registry of task kinds says which), e.g.
+// GEMV, bf16-row and norm weights, shared experts, MLA's W_kv_b; never
+// routed experts.
 // Off by default (distance=0: measured slower).
 // With streams=true weight streams start at phase entry (off by default).
 // CHECK: schedule.kernel @k attributes {early_weight_streams,
 // NOSTREAMS-NOT: early_weight_streams
 // OFF-NOT: early_weight_streams
-// CHECK: schedule.phase "p0" attributes {l2_prefetch = ["wq", "wbeta", "wo"]}
+// CHECK: schedule.phase "p0" attributes {l2_prefetch = ["wq", "wbeta", "n1", "wo"]}
 // CHECK: schedule.phase "p1" attributes {l2_prefetch = ["sgate", "sup"]}
 // CHECK: schedule.phase "p2" attributes {l2_prefetch = ["kvb"]}
 // CHECK: schedule.phase "p3" {
-// D2: schedule.phase "p0" attributes {l2_prefetch = ["wq", "wbeta", "wo", "sgate", "sup"]}
+// D2: schedule.phase "p0" attributes {l2_prefetch = ["wq", "wbeta", "n1", "wo", "sgate", "sup"]}
 // D2: schedule.phase "p1" attributes {l2_prefetch = ["kvb"]}
 // D2: schedule.phase "p2" {
 // OFF-NOT: l2_prefetch
@@ -31,6 +33,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.weight @sup.w_q {dtype = "u8", shape = array<i64: 1, 128, 128>, group = 128 : i64}
   schedule.weight @rdown.w_q {dtype = "u8", shape = array<i64: 64, 64, 256>, group = 128 : i64}
   schedule.weight @kvb.w_q {dtype = "u8", shape = array<i64: 256, 512>, group = 128 : i64}
+  schedule.weight @n1 {dtype = "bf16", shape = array<i64: 256>}
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 256>, space = "io"}
   schedule.buffer @logits {dtype = "bf16", shape = array<i64: 64>, space = "io"}
   schedule.buffer @q {dtype = "bf16", shape = array<i64: 256>}
@@ -40,6 +43,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @ssums {dtype = "f32", shape = array<i64: 256>}
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.buffer @qa {dtype = "f32", shape = array<i64: 1024>}
+  schedule.buffer @xs {dtype = "f32", shape = array<i64: 256>, space = "shared"}
   schedule.phase "p0" {
     schedule.task "q" {kind = "w4a16_gemv", count = 4 : i64, reads = [@x], writes = [@q],
                        args = {weights = ["wq"], outputs = ["q"], n = [256], k = 256 : i64, group = 128 : i64, input = "x"}}
@@ -51,6 +55,8 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   }
   schedule.barrier
   schedule.phase "p1" {
+    schedule.task "norm" {kind = "residual_rmsnorm", partition = "every_block", reads = [@x], writes = [@xs],
+                          args = {base = "x", weight = "n1", dim = 256 : i64, eps = 1.0e-06 : f64, xs = "xs"}}
     schedule.task "o" {kind = "w4a16_gemv", count = 4 : i64, reads = [@q], writes = [@o],
                        args = {weights = ["wo"], outputs = ["o"], n = [256], k = 256 : i64, group = 128 : i64, input = "q"}}
     // Routed experts: chosen at run time, not prefetched.

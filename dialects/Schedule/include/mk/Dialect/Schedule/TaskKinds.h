@@ -88,6 +88,12 @@ llvm::StringRef taskKindName(TaskKind kind);
 /// ones of an unrouted expert task); empty for an unknown kind.
 llvm::SmallVector<TaskArgSpec> taskArgSpecs(TaskOp t);
 
+/// The weights `t` reads (the names in its Weight and Weights arguments, in
+/// spec order, each once), and whether they are chosen at run time: a
+/// routed expert task's weights are indexed by the router's top-k.
+llvm::SmallVector<std::string> taskWeights(TaskOp t);
+bool readsRoutedWeights(TaskOp t);
+
 /// Checks `t`'s arguments' presence and types (not the names they resolve
 /// to: KernelOp's verifier does that): the Formed ones must be present, and
 /// with `upTo` = Partitioned also the partition's. Emits a located error.
