@@ -46,7 +46,8 @@ void mk::schedule::printScheduleSummary(ModuleOp module, raw_ostream &os) {
          << p.getName() << "\n";
       for (TaskOp t : p.getBodyBlock().getOps<TaskOp>()) {
         ++tasks;
-        os << llvm::format("      %-22s x%-5lld %9.3f MB  ",
+        // Counts are at most 2^20 (the task verifier): 7 digits.
+        os << llvm::format("      %-22s x%-7lld %9.3f MB  ",
                            t.getKind().str().c_str(), (long long)t.getCount(),
                            t.getBytes() / 1e6)
            << t.getName();

@@ -22,18 +22,18 @@
 
 // CHECK-LABEL: {{^}}schedule @mk_sum: 4 phases, 1 grid barriers, 5 counters (2 arrays), threads 128, target 4 SMs, workspace 4096 B{{$}}
 // CHECK-NEXT: {{^}}  phase  0       2 tasks       0.001 MB  zero{{$}}
-// CHECK-NEXT: {{^}}      zero_f32               x2         0.001 MB  acc.zero [slices]{{$}}
+// CHECK-NEXT: {{^}}      zero_f32               x2           0.001 MB  acc.zero [slices]{{$}}
 // CHECK-NEXT: {{^}}  ---- grid barrier ----{{$}}
 // CHECK-NEXT: {{^}}  phase  1       9 tasks       1.504 MB  norm{{$}}
-// CHECK-NEXT: {{^}}      residual_rmsnorm       x1         0.004 MB  norm [every_block]{{$}}
-// CHECK-NEXT: {{^}}      w4a16_gemv             x8         1.500 MB  proj [cols]{{$}}
+// CHECK-NEXT: {{^}}      residual_rmsnorm       x1           0.004 MB  norm [every_block]{{$}}
+// CHECK-NEXT: {{^}}      w4a16_gemv             x8           1.500 MB  proj [cols]{{$}}
 // CHECK-NEXT: {{^}}      signal @y.ready by proj{{$}}
 // CHECK-NEXT: {{^}}  phase  2       4 tasks       0.002 MB  down{{$}}
-// CHECK-NEXT: {{^}}      w4a16_gemv             x4         0.002 MB  down [split_k]{{$}}
+// CHECK-NEXT: {{^}}      w4a16_gemv             x4           0.002 MB  down [split_k]{{$}}
 // CHECK-NEXT: {{^}}      wait   @y.ready >= 2 by down{{$}}
 // CHECK-NEXT: {{^}}      signal @acc.done by down{{$}}
 // CHECK-NEXT: {{^}}  phase  3       1 tasks       0.000 MB  final{{$}}
-// CHECK-NEXT: {{^}}      final_residual         x1         0.000 MB  final{{$}}
+// CHECK-NEXT: {{^}}      final_residual         x1           0.000 MB  final{{$}}
 // CHECK-NEXT: {{^}}      wait   @acc.done >= 4 by final{{$}}
 // CHECK-NEXT: {{^}}  total: 5 tasks, 2 waits, 1.507 MB streamed{{$}}
 schedule.kernel @mk_sum attributes {threads = 128 : i64, target_sms = 4 : i64, workspace_bytes = 4096 : i64} {
@@ -86,14 +86,14 @@ schedule.kernel @empty attributes {threads = 256 : i64} {
 // Two kernels: one table each, phase numbers and totals start over.
 // CHECK-LABEL: {{^}}schedule @first: 2 phases, 1 grid barriers, 0 counters (0 arrays), threads 64, target 132 SMs, workspace 0 B{{$}}
 // CHECK-NEXT: {{^}}  phase  0      12 tasks       3.000 MB  a{{$}}
-// CHECK-NEXT: {{^}}      bf16_rows              x12        3.000 MB  rows{{$}}
+// CHECK-NEXT: {{^}}      bf16_rows              x12          3.000 MB  rows{{$}}
 // CHECK-NEXT: {{^}}  ---- grid barrier ----{{$}}
 // CHECK-NEXT: {{^}}  phase  1       1 tasks       0.000 MB  b{{$}}
-// CHECK-NEXT: {{^}}      copy                   x1         0.000 MB  use{{$}}
+// CHECK-NEXT: {{^}}      copy                   x1           0.000 MB  use{{$}}
 // CHECK-NEXT: {{^}}  total: 2 tasks, 0 waits, 3.000 MB streamed{{$}}
 // CHECK-NEXT: {{^}}schedule @second: 1 phases, 0 grid barriers, 0 counters (0 arrays), threads 32, target 132 SMs, workspace -1 B{{$}}
 // CHECK-NEXT: {{^}}  phase  0  123456 tasks    1000.000 MB  c{{$}}
-// CHECK-NEXT: {{^}}      expert_tile            x123456  1000.000 MB  many [experts]{{$}}
+// CHECK-NEXT: {{^}}      expert_tile            x123456   1000.000 MB  many [experts]{{$}}
 // CHECK-NEXT: {{^}}  total: 1 tasks, 0 waits, 1000.000 MB streamed{{$}}
 // CHECK-NOT: schedule @
 schedule.kernel @first attributes {threads = 64 : i64, workspace_bytes = 0 : i64} {
