@@ -116,7 +116,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
       llvm::raw_string_ostream is(inst);
       if (failed(emitInstance(t, is)))
         return failure();
-      os << "      {\n" << outlineHeavyCalls(inst) << "      }\n";
+      os << "      {\n" << inst << "      }\n";
       for (SignalOp s : phase.getBodyBlock().getOps<SignalOp>()) {
         if (s.getTask() != t.getName())
           continue;

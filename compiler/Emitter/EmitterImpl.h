@@ -298,8 +298,6 @@ private:
   }
 
   LogicalResult emitPhase(PhaseOp phase);
-  /// Moves heavy template calls out of line (see TaskLowering.cpp).
-  static std::string outlineHeavyCalls(const std::string &text);
   LogicalResult emitInstance(TaskOp t, llvm::raw_ostream &o);
   /// The task's `args` hold what its kind's lowering reads, and the weights
   /// they name are the kernel's (TaskLowering.cpp).

@@ -1,8 +1,11 @@
 //===- TaskLowering.cpp - One task instance -> template calls -------------===//
 //
 // Each schedule.task kind becomes the call of its device template from
-// templates/ (with the partition's tile sizes and the buffers' addresses);
-// heavy templates are called through out-of-line wrappers.
+// templates/ (with the partition's tile sizes and the buffers' addresses).
+// The register-hungry templates are called through the __noinline__
+// trampoline mkgen::call<&mk::template<...>>(...): inlined into the one
+// kernel body, their live ranges would add up with everything else's and
+// spill.
 //
 //===----------------------------------------------------------------------===//
 
@@ -88,7 +91,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
   if (kind == mk::schedule::TaskKind::Bf16Rows) {
     int64_t rpt = i64("rows_per_task"), rows = i64("rows");
     o << "      const int row0 = i * " << rpt << ";\n"
-      << "      mk::bf16_rows_gemv<" << T << ">(xs, " << ident(str("weight"))
+      << "      mkgen::call<&mk::bf16_rows_gemv<" << T << ">>(xs, " << ident(str("weight"))
       << ", " << i64("k") << ", row0, min(" << rpt << ", " << rows
       << " - row0), " << ptr(str("output"), true) << ");\n";
     return success();
@@ -101,8 +104,8 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
                                  T, dk, chunk,
                                  3 * dk + chunk + 2 * (T / chunk) * chunk + 32)
                        .str());
-    o << "      mk::kda_head_chunk_task<" << T << ", " << dk << ", " << chunk
-      << ", " << conv << ">(i, " << c << ", " << ptr(str("q")) << ", "
+    o << "      mkgen::call<&mk::kda_head_chunk_task<" << T << ", " << dk << ", " << chunk
+      << ", " << conv << ">>(i, " << c << ", " << ptr(str("q")) << ", "
       << ptr(str("k")) << ", " << ptr(str("v")) << ", " << ptr(str("g"))
       << ", " << ptr(str("beta")) << ", " << ident(str("conv_w")) << ", "
       << ptr(str("cq")) << ", " << ptr(str("ck")) << ", " << ptr(str("cv"))
@@ -136,7 +139,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       << ptr(str("ck")) << ", " << ptr(str("cv")) << "};\n"
       << "      mk::bf16 *const wo[3] = {" << ptr(str("cq"), true) << ", "
       << ptr(str("ck"), true) << ", " << ptr(str("cv"), true) << "};\n"
-      << "      mk::conv_window_commit<" << i64("conv") << ">(i * " << per
+      << "      mkgen::call<&mk::conv_window_commit<" << i64("conv") << ">>(i * " << per
       << ", min(" << c << ", (i + 1) * " << per << "), " << c
       << ", nr, wi, wo);\n";
     return success();
@@ -162,8 +165,8 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
   int64_t hm = i64("heads"), nope = i64("nope"), rope = i64("rope"),
           vh = i64("v_head"), lora = i64("lora");
   if (kind == mk::schedule::TaskKind::MlaRopeAppend) {
-    o << "      mk::mla_rope_append<" << T << ", " << hm << ", " << nope << ", "
-      << rope << ", " << lora << ">(i, " << t.getCount() << ", ctx_len, "
+    o << "      mkgen::call<&mk::mla_rope_append<" << T << ", " << hm << ", " << nope << ", "
+      << rope << ", " << lora << ">>(i, " << t.getCount() << ", ctx_len, "
       << fmtFloat(t.getArgs().getAs<FloatAttr>("theta").getValueAsDouble())
       << ", " << ptr(str("q")) << ", " << ptr(str("kv")) << ", "
       << ptr(str("q_rope"), true) << ", " << ptr(str("c_kv")) << ", "
@@ -174,8 +177,8 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
   if (kind == mk::schedule::TaskKind::MlaQAbsorb) {
     needWork(nope);
     std::string w = str("kv_b").str();
-    o << "      mk::mla_q_absorb_task<" << T << ", " << hm << ", " << nope
-      << ", " << rope << ", " << vh << ", " << lora << ", " << G << ">(i, "
+    o << "      mkgen::call<&mk::mla_q_absorb_task<" << T << ", " << hm << ", " << nope
+      << ", " << rope << ", " << vh << ", " << lora << ", " << G << ">>(i, "
       << ptr(str("q")) << ", " << wq(w) << ", " << ws_(w) << ", " << wz(w)
       << ", " << ptr(str("q_abs"), true) << ", work);\n";
     return success();
@@ -202,8 +205,8 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, "
       << i64("max_chunks") << ");\n"
       << "      if (i < nch * " << hm / hg << ")\n"
-      << "        mk::mla_attention_chunk_task<" << T << ", " << hm << ", " << hg
-      << ", " << lora << ", " << rope << ">(i, nch, ctx_len + 1, "
+      << "        mkgen::call<&mk::mla_attention_chunk_task<" << T << ", " << hm << ", " << hg
+      << ", " << lora << ", " << rope << ">>(i, nch, ctx_len + 1, "
       << fmtFloat(t.getArgs().getAs<FloatAttr>("scale").getValueAsDouble())
       << ", " << ptr(str("q_abs")) << ", " << ptr(str("q_rope")) << ", "
       << ptr(str("c_kv"), true) << ", " << ptr(str("k_rope"), true) << ", "
@@ -226,8 +229,8 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       << maxc << ");\n"
       << "      const int h = i / " << slices << ", d0 = (i % " << slices
       << ") * " << span << ";\n"
-      << "      mk::mla_combine_wv_task<" << T << ", " << hm << ", " << nope
-      << ", " << vh << ", " << lora << ", " << G << ">(h, d0, d0 + " << span
+      << "      mkgen::call<&mk::mla_combine_wv_task<" << T << ", " << hm << ", " << nope
+      << ", " << vh << ", " << lora << ", " << G << ">>(h, d0, d0 + " << span
       << ", nch, "
       << ptr(str("part_m")) << ", " << ptr(str("part_l")) << ", "
       << ptr(str("part_acc")) << ", " << wq(w) << ", " << ws_(w) << ", "
@@ -244,8 +247,8 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     if (routed) {
       auto [it, fresh] = topkKey.try_emplace(str("logits"), topkKey.size());
       o << "      if (tk_key != " << it->second << ") {\n"
-        << "        mk::moe_topk<" << i64("experts") << ", " << i64("top_k")
-        << ">(" << ptr(str("logits")) << ", "
+        << "        mkgen::call<&mk::moe_topk<" << i64("experts") << ", " << i64("top_k")
+        << ">>(" << ptr(str("logits")) << ", "
         << fmtFloat(t.getArgs().getAs<FloatAttr>("scaling").getValueAsDouble())
         << ", tk_w, tk_idx);\n        tk_key = " << it->second << ";\n";
       auto cap = topkCapture.find(str("logits"));
@@ -300,8 +303,8 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
                          .str());
       o << "      const int k0 = (r / " << tiles << ") * " << kslice
         << ", n0 = (r % " << tiles << ") * " << tn << ";\n"
-        << "      mk::moe_down_task<" << T << ", " << tn << ", " << G
-        << orderArgs(w, false) << ">(" << sums << " + slot * " << 2 * m
+        << "      mkgen::call<&mk::moe_down_task<" << T << ", " << tn << ", " << G
+        << orderArgs(w, false) << ">>(" << sums << " + slot * " << 2 * m
         << ", " << m << ", "
         << tileArgs(w, m, d, tn, "e", "n0") << ", min(" << tn << ", " << d
         << " - n0), k0, k0 + " << kslice << ", "
@@ -313,29 +316,6 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
   return t.emitOpError("the CUDA emitter has no lowering for kind '")
          << t.getKind() << "'";
 }
-
-/// Calls of the register-hungry templates go through a __noinline__
-/// trampoline: inlined into the one kernel body, their live ranges would add
-/// up with everything else's and spill.
-
-std::string Emitter::outlineHeavyCalls(const std::string &text) {
-  static const llvm::Regex call(
-      "mk::(kda_head_chunk_task|mla_attention_chunk_task|mla_q_absorb_task|"
-      "mla_rope_append|mla_combine_wv_task|conv_window_commit|moe_topk|"
-      "moe_down_task|bf16_rows_gemv|block_rmsnorm|"
-      "block_residual)"
-      "<([^<>]*)>\\(");
-  std::string out, rest = text;
-  SmallVector<StringRef> m;
-  while (call.match(rest, &m)) {
-    size_t at = m[0].data() - rest.data();
-    out += rest.substr(0, at);
-    out += "mkgen::call<&mk::" + m[1].str() + "<" + m[2].str() + ">>(";
-    rest = rest.substr(at + m[0].size());
-  }
-  return out + rest;
-}
-
 
 /// The instance's k-slice and columns (k0, k1, seg, n0, nvalid) from `i`.
 void Emitter::emitGemvSlice(TaskOp t, llvm::raw_ostream &o) {
