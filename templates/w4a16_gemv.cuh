@@ -579,8 +579,9 @@ template <int WARPS> __device__ __forceinline__ WarpSteps warp_steps(int nsteps,
   return {sbeg, min(nsteps, sbeg + per)};
 }
 
-/// The exact tile's consumer of the same stream (w4a16_stream_start's
-/// chunks, kPackedStepBytes steps), kept apart from w4a16_packed_stream:
+/// The exact tile's consumer of the same stream under -DMK_PACKED_BULK
+/// (w4a16_stream_start's chunks, kPackedStepBytes steps; the default is
+/// packed_cp_async_stage below), kept apart from w4a16_packed_stream:
 /// written through its generic step callback, the exact tile spills under
 /// NVRTC. Every lane reads its two 16-byte pieces of each step at
 /// st*1024 + h*512 + lane*16 (rows t and t + 4 of its k-subslice, its 16
@@ -1156,7 +1157,8 @@ enum WeightOrder : int { kOrderRowMajor = 0, kOrderMma = 1, kOrderInt8 = 2 };
 /// kOrderMma: the weights are one 128- or 64-wide tile in the exact tile's
 /// lane-order packed layout (wq at the tile, N = TN, n0 = 0; k0 and k1
 /// multiples of 16 rows for TN = 128, of 32 for TN = 64: whole 1 KB steps),
-/// streamed with bulk copies; always the exact tensor-core path. kOrderInt8:
+/// streamed with per-lane cp.async (-DMK_PACKED_BULK: bulk copies); always
+/// the exact tensor-core path. kOrderInt8:
 /// the same tile in the integer order (w4a16_gemv_tile_int8).
 ///
 /// `pro()` runs (every thread, once) after the tile's first scale and weight
