@@ -9,6 +9,7 @@ where it is installed (in process through libmk_jit_c.so, or `mkc`).
 
 from ._capi import MegakernelError, load_library
 from ._jit import compile, load_jit
+from ._spec import spec_from_config
 
 __version__ = "0.4.0"
 
@@ -18,7 +19,7 @@ __all__ = ["Model", "MegakernelError", "load_library", "compile", "load_jit",
 
 def __getattr__(name):
     # torch is imported only when the model is used.
-    if name in ("Model", "spec_from_config", "find_kernel_dir"):
+    if name in ("Model", "find_kernel_dir"):
         from . import model
         return getattr(model, name)
     raise AttributeError(name)

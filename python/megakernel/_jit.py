@@ -58,11 +58,15 @@ def load_jit() -> Optional[ctypes.CDLL]:
     return None
 
 
-def _spec_text(spec: Union[str, os.PathLike, Mapping[str, Any]]) -> str:
+def _spec_text(spec: Any) -> str:
     if isinstance(spec, Mapping):
         return json.dumps(spec, indent=2, sort_keys=False) + "\n"
-    with open(spec) as f:
-        return f.read()
+    if isinstance(spec, (str, os.PathLike)):
+        with open(spec) as f:
+            return f.read()
+    # A config object (the drop-in's `cfg`): its spec.
+    from ._spec import spec_from_config
+    return json.dumps(spec_from_config(spec), indent=2, sort_keys=False) + "\n"
 
 
 def _has_manifest(d: str) -> bool:
@@ -104,11 +108,12 @@ def _compile_into(text: str, out_dir: str, kernel_name: Optional[str],
                                                            r.stdout, r.stderr))
 
 
-def compile(spec: Union[str, os.PathLike, Mapping[str, Any]],
+def compile(spec: Union[str, "os.PathLike[str]", Mapping[str, Any], Any],
             out_dir: Optional[str] = None, kernel_name: Optional[str] = None,
             target_sms: int = 0) -> str:
-    """Compiles a block spec (a mapping, or a spec file's path) and returns
-    the kernel directory. `out_dir` None: a directory in the cache
+    """Compiles a block spec (a mapping, a spec file's path, or a config
+    object with the spec's fields as attributes, as `Model` takes) and
+    returns the kernel directory. `out_dir` None: a directory in the cache
     ($MK_CACHE_DIR, else ~/.cache/megakernel) keyed by the spec's text and
     the options, reused when it exists. `target_sms` 0: the compiler's
     default. Raises MegakernelError (the compiler's message) for a spec it

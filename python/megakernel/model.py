@@ -34,42 +34,13 @@ import torch
 
 from . import _capi, _jit
 from ._capi import MegakernelError, check
+from ._spec import _pattern, spec_from_config
 
 _DTYPES = {"u8": torch.uint8, "bf16": torch.bfloat16, "f32": torch.float32,
            "i32": torch.int32}
 
-_CONFIG_KEYS = ["hidden", "kda_heads", "kda_head_dim", "short_conv",
-                "mla_heads", "kv_lora", "qk_nope", "qk_rope", "v_head",
-                "rope_theta", "n_experts", "n_active", "n_shared", "moe_inter",
-                "routed_scaling", "group"]
-
 _KDA_KEYS = ("S", "cq", "ck", "cv")
 _MLA_KEYS = ("c_kv", "k_rope")
-
-
-def _pattern(cfg):
-    out = []
-    for p in cfg.pattern:
-        s = str(p).strip().upper()
-        if s in ("K", "KDA"):
-            out.append("K")
-        elif s in ("M", "MLA"):
-            out.append("M")
-        else:
-            raise ValueError("pattern entry %r is neither KDA nor MLA" % (p,))
-    return out
-
-
-def spec_from_config(cfg: Mapping[str, Any], name: Optional[str] = None) -> Dict[str, Any]:
-    """The block spec (docs/spec-format.md) of `cfg` as a dict."""
-    conf = {}
-    for k in _CONFIG_KEYS:
-        v = getattr(cfg, k)
-        conf[k] = float(v) if k in ("rope_theta", "routed_scaling") else int(v)
-    if hasattr(cfg, "eps"):
-        conf["eps"] = float(cfg.eps)
-    return {"name": name or getattr(cfg, "name", None) or "unit",
-            "config": conf, "pattern": _pattern(cfg)}
 
 
 def _manifest_config(manifest):

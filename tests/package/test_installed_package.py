@@ -111,6 +111,21 @@ class CompileThroughTheJit(unittest.TestCase):
             out = _run(code, MK_JIT_LIB=JIT_LIB, MK_CACHE_DIR=tmp)
             self.assertIn("same True ['mk_tiny.cu', 'mk_tiny.manifest.json']", out)
 
+    def test_config_object(self):
+        # What Model takes: an object with the spec's fields as attributes.
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            code = ("import json, types, megakernel\n"
+                    "spec = json.load(open(%r))\n"
+                    "cfg = types.SimpleNamespace(name=spec['name'], pattern=spec['pattern'],\n"
+                    "                            **spec['config'])\n"
+                    "assert megakernel.spec_from_config(cfg) == spec, megakernel.spec_from_config(cfg)\n"
+                    "print('dir', megakernel.compile(cfg, %r))\n" % (TINY, os.path.join(tmp, "k")))
+            out = _run(code, MK_JIT_LIB=JIT_LIB)
+            self.assertIn("dir " + os.path.join(tmp, "k"), out)
+            self.assertEqual(sorted(os.listdir(os.path.join(tmp, "k"))),
+                             ["mk_tiny.cu", "mk_tiny.manifest.json"])
+
     def test_refused_spec_is_a_named_error(self):
         code = ("import megakernel\n"
                 "try:\n"
