@@ -1,16 +1,15 @@
 """ctypes bindings of the runtime's C API (runtime/include/mk/runtime/mk.h).
 
 The shared library is $MK_RUNTIME_LIB when set (the one override); else the
-package's own copy (installed with it by `pip install ./python`); else, for a
-package used straight from a source checkout, the newest
-build*/runtime/libmk_runtime_c.so of that checkout; else the system loader's
-search path.
+package's own copy (installed with it by `pip install ./python`); else the
+system loader's search path. A package used straight from a source checkout
+has no copy of its own: point MK_RUNTIME_LIB at the build's
+runtime/libmk_runtime_c.so (the package never guesses among build trees).
 """
 
 from __future__ import annotations
 
 import ctypes
-import glob
 import os
 from typing import Iterator
 
@@ -43,10 +42,6 @@ def _candidates() -> Iterator[str]:
     if os.path.exists(own):
         yield own
         return
-    root = os.path.dirname(os.path.dirname(here))
-    found = set(glob.glob(os.path.join(root, "*/runtime/libmk_runtime_c.so")))
-    for path in sorted(found, key=os.path.getmtime, reverse=True):
-        yield path  # the most recently built first
     yield "libmk_runtime_c.so"
 
 
@@ -63,9 +58,11 @@ def load_library() -> ctypes.CDLL:
         except OSError as e:
             tried.append("%s (%s)" % (path, e))
     else:
-        raise OSError("cannot load libmk_runtime_c.so; build the runtime "
-                      "(cmake --build BUILD --target mk_runtime_c) or set "
-                      "MK_RUNTIME_LIB. Tried: " + "; ".join(tried))
+        raise OSError("cannot load libmk_runtime_c.so: install the package "
+                      "(pip install ./python), or build the runtime (cmake "
+                      "--build BUILD --target mk_runtime_c) and set "
+                      "MK_RUNTIME_LIB=BUILD/runtime/libmk_runtime_c.so. Tried: "
+                      + "; ".join(tried))
     _declare(lib)
     _lib = lib
     return lib

@@ -47,6 +47,23 @@ class InstalledPackage(unittest.TestCase):
         self.assertIn("OSError", out)
         self.assertIn("/no/such/libmk_runtime_c.so", out)
 
+    def test_checkout_copy_does_not_guess_a_build(self):
+        # The package straight from the checkout has no library of its own:
+        # it asks for MK_RUNTIME_LIB instead of picking one of the build
+        # trees (the checkout has several).
+        code = ("import megakernel\n"
+                "try:\n"
+                "    megakernel.load_library()\n"
+                "    print('loaded', megakernel._capi._lib)\n"
+                "except OSError as e:\n"
+                "    print('OSError', e)\n")
+        env = {k: v for k, v in os.environ.items() if k != "MK_RUNTIME_LIB"}
+        env["PYTHONPATH"] = os.path.join(ROOT, "python")
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, cwd="/").stdout
+        self.assertIn("OSError", out)
+        self.assertIn("MK_RUNTIME_LIB=BUILD/runtime/libmk_runtime_c.so", out)
+
     def test_ships_its_type_hints(self):
         # PEP 561: type checkers read the package's annotations.
         self.assertTrue(os.path.exists(os.path.join(os.path.dirname(megakernel.__file__),
