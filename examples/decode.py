@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Decode tokens with the PyTorch drop-in (python/megakernel).
 
+    MK_RUNTIME_LIB=build/runtime/libmk_runtime_c.so \
     MK_KERNEL_DIR=kernels/kimi_linear_w4a16 python3 examples/decode.py \
         [--spec examples/kimi_linear_w4a16.json] [--tokens 64] [--ctx 2048]
+
+(MK_RUNTIME_LIB: the checkout's package has no runtime library of its own;
+an installed package, `pip install ./python`, needs none.)
 
 Random weights (the spec's distributions are not reproduced here: a quick
 N(0, 0.02) int4 stand-in) and a random state; each step feeds its output
