@@ -1,11 +1,13 @@
 """The PyTorch drop-in against the CPU oracle (GPU machine only).
 
-Needs: torch with CUDA, the runtime built (libmk_runtime_c.so), mk-oracle
+Needs: torch with CUDA, the runtime built (libmk_runtime_c.so, named by
+MK_RUNTIME_LIB: the checkout's package has no copy of its own), mk-oracle
 built, and the tiny kernel in $MK_KERNELS_DIR/tiny. Skips where any is
-missing, except that a GPU machine without the kernel fails loudly when
-MK_REQUIRE_KERNELS=1 (scripts/gpu-tests.sh sets it).
+missing, except that a GPU machine without the kernel or the library fails
+loudly when MK_REQUIRE_KERNELS=1 (scripts/gpu-tests.sh sets it).
 
-    MK_KERNELS_DIR=... python3 -m pytest python/tests -q
+    MK_RUNTIME_LIB=build/runtime/libmk_runtime_c.so MK_KERNELS_DIR=... \
+        python3 -m pytest python/tests -q
 """
 
 import glob
@@ -26,6 +28,13 @@ if not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
 
 import megakernel  # noqa: E402
+
+try:
+    megakernel.load_library()
+except OSError as e:
+    if os.environ.get("MK_REQUIRE_KERNELS") == "1":
+        raise
+    pytest.skip("no runtime library: %s" % e, allow_module_level=True)
 
 SPEC = os.path.join(ROOT, "examples", "specs", "tiny.json")
 
