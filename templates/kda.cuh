@@ -13,6 +13,7 @@
 #pragma once
 
 #include "mk/common.cuh"
+#include "mk/w4a16_gemv.cuh"
 
 namespace mk {
 
@@ -32,9 +33,16 @@ __device__ __forceinline__ float short_conv_channel(const bf16 *x, const bf16 *w
 template <int THREADS, int DK, int CHUNK>
 __host__ __device__ constexpr int kda_smem_floats() { return 3 * DK + CHUNK + 2 * (THREADS / CHUNK) * CHUNK + 32; }
 
+/// Where kda_head_chunk_task leaves its CHUNK outputs bf16(o) as floats in
+/// its shared memory, for a fused output projection (below).
+template <int DK, int CHUNK> __host__ __device__ constexpr int kda_o_smem_offset() {
+  return 3 * DK + CHUNK;
+}
+
 /// task in [0, H * DK / CHUNK): head h = task / (DK/CHUNK).
 /// conv_w: [3, C, CONV] (0 = q, 1 = k, 2 = v). win_*: the OLD windows
-/// [CONV-1, C]. o: bf16 [C].
+/// [CONV-1, C]. o: bf16 [C]; the task's CHUNK values also stay in smem at
+/// kda_o_smem_offset, as floats.
 template <int THREADS, int DK, int CHUNK, int CONV>
 __device__ void kda_head_chunk_task(int task, int C, const bf16 *q_raw, const bf16 *k_raw,
                                     const bf16 *v_raw, const bf16 *g_raw, const bf16 *beta_logits,
@@ -100,8 +108,48 @@ __device__ void kda_head_chunk_task(int task, int C, const bf16 *q_raw, const bf
     for (int t = 0; t < TR; ++t)
       v += red2[t * CHUNK + j];
     o[hc + j0 + j] = f2bf(v);
+    // `red` is free: every thread read its partial sums before the barrier
+    // above.
+    red[j] = round_bf16(v);
   }
   __syncthreads();
+}
+
+/// Shared memory for kda_head_chunk_o_proj_task, in floats: the KDA task's,
+/// then the staged row slice of the output projection.
+template <int THREADS, int DK, int CHUNK, int N>
+__host__ __device__ constexpr int kda_o_proj_smem_floats() {
+  return (kda_smem_floats<THREADS, DK, CHUNK>() + 3) / 4 * 4 + row_slice_smem_bytes<CHUNK, N>() / 4;
+}
+
+/// kda_head_chunk_task with the output projection folded in: the task's
+/// CHUNK outputs o[h, j0 .. j0 + CHUNK) are rows h*DK + j0 .. of W_o [C, N],
+/// so it adds bf16(o) @ W_o[those rows] to the fp32 sums `o_acc` [N] itself
+/// (w4a16_row_slice_atomic) instead of a later split-K GEMV phase waiting
+/// for every head. The rows of W_o are requested first and land under the
+/// state update. ORDER / TILED: W_o's storage (w4a16_row_slice_stage).
+template <int THREADS, int DK, int CHUNK, int CONV, int GROUP, int N, int ORDER, bool TILED>
+__device__ void kda_head_chunk_o_proj_task(int task, int C, const bf16 *q_raw, const bf16 *k_raw,
+                                           const bf16 *v_raw, const bf16 *g_raw,
+                                           const bf16 *beta_logits, const bf16 *conv_w,
+                                           const bf16 *win_q, const bf16 *win_k,
+                                           const bf16 *win_v, const float *S_in, float *S_out,
+                                           bf16 *o, const uint8_t *o_wq, const bf16 *o_scales,
+                                           const bf16 *o_zeros, float *o_acc, float *smem) {
+  constexpr int NCH = DK / CHUNK;
+  const int r0 = (task / NCH) * DK + (task % NCH) * CHUNK;
+  uint8_t *stage = reinterpret_cast<uint8_t *>(
+      smem + (kda_smem_floats<THREADS, DK, CHUNK>() + 3) / 4 * 4);
+  w4a16_row_slice_stage<THREADS, CHUNK, GROUP, N, ORDER, TILED>(o_wq, o_scales, o_zeros, C, r0,
+                                                               stage);
+  kda_head_chunk_task<THREADS, DK, CHUNK, CONV>(task, C, q_raw, k_raw, v_raw, g_raw, beta_logits,
+                                                conv_w, win_q, win_k, win_v, S_in, S_out, o,
+                                                smem);
+  cp_async_wait<0>();
+  __syncthreads();
+  w4a16_row_slice_atomic<THREADS, CHUNK, N, ORDER>(smem + kda_o_smem_offset<DK, CHUNK>(), stage,
+                                                   o_acc, 1.f);
+  __syncthreads(); // the stage is free for the block's next task
 }
 
 /// Shifts the three conv windows ([prev1, prev2, new], pre-convolution

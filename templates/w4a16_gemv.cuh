@@ -76,6 +76,11 @@ struct EpiAtomicAddF32 {
   int offset;
   __device__ void operator()(int n, float v) const { atomicAdd(y + n + offset, v * scale); }
 };
+/// Orders of a GEMV tile's int4 payload (the manifest's `tile`/`order`):
+/// the spec's row-major storage (or tile-contiguous), the exact tensor-core
+/// tile's lane order (`mma`), or the integer tile's order (`int8`).
+enum WeightOrder : int { kOrderRowMajor = 0, kOrderMma = 1, kOrderInt8 = 2 };
+
 /// Stores into shared memory at n - n0 (caller synchronizes).
 struct EpiStoreSmem {
   float *y;
@@ -925,6 +930,133 @@ MK_UNROLL_CODE
     MK_TILE_STAMP(9);
 }
 
+/// Shared memory of a row-slice product (w4a16_row_slice_stage /
+/// w4a16_row_slice_atomic) of KS rows of an N-column weight, in bytes: per
+/// 128-wide tile and 16-row step, the step's weights (1 KB) and its group's
+/// 128 scales and 128 zeros (512 B).
+template <int KS, int N> __host__ __device__ constexpr int row_slice_smem_bytes() {
+  return (N / 128) * (KS / 16) * (1024 + 512);
+}
+
+/// Requests rows [r0, r0 + KS) of every column of a W4A16 weight [K, N] into
+/// shared memory `stage` (16-byte cp.async, one commit group; 16-byte
+/// aligned, row_slice_smem_bytes<KS, N>() bytes), for w4a16_row_slice_atomic
+/// after cp_async_wait<0>() and a block barrier. The weights depend on no
+/// phase: a task requests them first and they land under its other work.
+/// ORDER: kOrderMma (the 128-wide packed tiles, tile-contiguous, whose step
+/// r0 / 16 is the slice) or kOrderRowMajor with TILED (128-wide
+/// tile-contiguous [N/128][K/2][128]) or not (the spec's [K/2, N]); the
+/// scales and zeros are tile-contiguous ([N/128][K/GROUP][128]) exactly when
+/// the weights are.
+template <int THREADS, int KS, int GROUP, int N, int ORDER, bool TILED>
+__device__ __forceinline__ void w4a16_row_slice_stage(const uint8_t *__restrict__ wq,
+                                                      const bf16 *__restrict__ scales,
+                                                      const bf16 *__restrict__ zeros, int K,
+                                                      int r0, uint8_t *stage) {
+  static_assert(KS % 16 == 0 && GROUP % 16 == 0 && N % 128 == 0,
+                "row slices are whole 16-row steps of 128-wide tiles");
+  static_assert(ORDER != kOrderMma || TILED, "packed tiles are tile-contiguous");
+  constexpr int NS = KS / 16, TILES = N / 128;
+  constexpr int STEPS = TILES * NS;
+  uint4 *w = reinterpret_cast<uint4 *>(stage);
+  uint4 *sz = reinterpret_cast<uint4 *>(stage + STEPS * 1024);
+  // Weights: 64 pieces of 16 bytes per step.
+  for (int p = threadIdx.x; p < STEPS * 64; p += THREADS) {
+    const int ts = p / 64, piece = p % 64, ti = ts / NS, s = ts % NS;
+    const uint8_t *src;
+    if constexpr (ORDER == kOrderMma) {
+      src = wq + (size_t)ti * (K / 2) * 128 + (size_t)(r0 / 16 + s) * 1024 + piece * 16;
+    } else {
+      // Row pair r0/2 + 8s + piece/8, 16 columns (piece % 8) of the tile.
+      const size_t pr = (size_t)(r0 / 2 + 8 * s + piece / 8);
+      src = TILED ? wq + (size_t)ti * (K / 2) * 128 + pr * 128 + (piece % 8) * 16
+                  : wq + pr * N + ti * 128 + (piece % 8) * 16;
+    }
+    cp_async16(w + p, src);
+  }
+  // Scales then zeros: 16 pieces each (128 bf16) per step.
+  for (int p = threadIdx.x; p < STEPS * 32; p += THREADS) {
+    const int ts = p / 32, piece = p % 32, ti = ts / NS, s = ts % NS;
+    const int grp = (r0 + 16 * s) / GROUP;
+    const bf16 *base = piece < 16 ? scales : zeros;
+    const bf16 *src = TILED ? base + (size_t)ti * (K / GROUP) * 128 + (size_t)grp * 128
+                            : base + (size_t)grp * N + ti * 128;
+    cp_async16(sz + p, src + (piece % 16) * 8);
+  }
+  cp_async_commit();
+}
+
+/// acc[n] += scale * sum_{r < KS} bf16(x[r]) * w[r0 + r][n] for every column
+/// n of the weight staged by w4a16_row_slice_stage (same KS, N, ORDER): the
+/// product of one slice of a split-K GEMV's input, which its producer holds,
+/// with the whole rows of the weight it meets. Each warp takes whole
+/// 128-wide tiles; a step is the exact tile's (w4a16_gemv_tile_mma: the
+/// spec's bf16 dequantization, x as the mma's B column, fp32 sums), and the
+/// tile's 128 sums go out as fp32 atomics, no cross-warp sums. `xs`: the KS
+/// inputs as floats (bf16 values) in shared memory.
+template <int THREADS, int KS, int N, int ORDER>
+__device__ __forceinline__ void w4a16_row_slice_atomic(const float *xs, const uint8_t *stage,
+                                                       float *acc, float scale) {
+  constexpr int NS = KS / 16, TILES = N / 128, WARPS = THREADS / 32;
+  constexpr bool PACKED = ORDER == kOrderMma;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const uint4 *w = reinterpret_cast<const uint4 *>(stage);
+  const uint4 *sz = reinterpret_cast<const uint4 *>(stage + TILES * NS * 1024);
+  // B: lanes g == 0 hold x of row pairs t and t + 4 of each step.
+  uint32_t b0[NS], b1[NS];
+#pragma unroll
+  for (int s = 0; s < NS; ++s) {
+    b0[s] = b1[s] = 0;
+    if (g == 0) {
+      const int r = 16 * s + 2 * t;
+      b0[s] = detail::pack_bf2(xs[r], xs[r + 1]);
+      b1[s] = detail::pack_bf2(xs[r + 8], xs[r + 9]);
+    }
+  }
+  const uint32_t magic = detail::bf16x2_128();
+  for (int ti = warp; ti < TILES; ti += WARPS) {
+    float c[8][4];
+#pragma unroll
+    for (int m = 0; m < 8; ++m)
+      c[m][0] = c[m][1] = c[m][2] = c[m][3] = 0.f;
+#pragma unroll
+    for (int s = 0; s < NS; ++s) {
+      const int ts = ti * NS + s;
+      // This lane's 16 columns g*16.. of the step's group.
+      uint32_t s2[16], zc2[16];
+      const detail::GroupScalesRaw raw{sz[ts * 32 + 2 * g], sz[ts * 32 + 2 * g + 1],
+                                       sz[ts * 32 + 16 + 2 * g], sz[ts * 32 + 16 + 2 * g + 1]};
+      detail::expand_group_scales(raw, s2, zc2);
+      // Row pairs t and t + 4: the packed step's lane order, or the rows'
+      // 16 columns of the row-major pieces.
+      const uint4 wa = PACKED ? w[ts * 64 + lane] : w[ts * 64 + t * 8 + g];
+      const uint4 wb = PACKED ? w[ts * 64 + 32 + lane] : w[ts * 64 + (t + 4) * 8 + g];
+      const uint32_t wav[4] = {wa.x, wa.y, wa.z, wa.w};
+      const uint32_t wbv[4] = {wb.x, wb.y, wb.z, wb.w};
+#pragma unroll
+      for (int m = 0; m < 8; ++m) {
+        const int j0 = 2 * m, j1 = 2 * m + 1;
+        const uint32_t a0 = detail::dequant_col_bf2<PACKED>(wav[j0 / 4], j0 % 4, zc2[j0], s2[j0], magic);
+        const uint32_t a1 = detail::dequant_col_bf2<PACKED>(wav[j1 / 4], j1 % 4, zc2[j1], s2[j1], magic);
+        const uint32_t a2 = detail::dequant_col_bf2<PACKED>(wbv[j0 / 4], j0 % 4, zc2[j0], s2[j0], magic);
+        const uint32_t a3 = detail::dequant_col_bf2<PACKED>(wbv[j1 / 4], j1 % 4, zc2[j1], s2[j1], magic);
+        detail::mma_bf16_16816(c[m], a0, a1, a2, a3, b0[s], b1[s]);
+      }
+    }
+    // D column 0 (x's B column): lanes t == 0 hold columns g*16 + 2m (c[m][0])
+    // and g*16 + 2m + 1 (c[m][2]).
+    if (t == 0) {
+      float *y = acc + ti * 128 + g * 16;
+#pragma unroll
+      for (int m = 0; m < 8; ++m) {
+        atomicAdd(y + 2 * m, c[m][0] * scale);
+        atomicAdd(y + 2 * m + 1, c[m][2] * scale);
+      }
+    }
+  }
+}
+
 namespace detail {
 __device__ __forceinline__ void mma_u8s8_16832(int *c, uint32_t a0, uint32_t a1, uint32_t a2,
                                                uint32_t a3, uint32_t b0, uint32_t b1) {
@@ -1144,10 +1276,6 @@ struct NoPrologue {
   __device__ void operator()() const {}
 };
 
-/// Orders of a GEMV tile's int4 payload (the manifest's `tile`/`order`):
-/// the spec's row-major storage (or tile-contiguous), the exact tensor-core
-/// tile's lane order (`mma`), or the integer tile's order (`int8`).
-enum WeightOrder : int { kOrderRowMajor = 0, kOrderMma = 1, kOrderInt8 = 2 };
 
 /// One GEMV task: the tensor-core path (w4a16_gemv_tile_mma) for tiles of at
 /// most 128 columns and groups of 16k rows, else the SIMT path

@@ -107,18 +107,45 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
   case mk::schedule::TaskKind::KdaHeadChunk: {
     int64_t dk = i64("head_dim"), chunk = i64("chunk"), conv = i64("conv");
     int64_t c = i64("heads") * dk;
-    needWork(3 * dk + chunk + 2 * (T / chunk) * chunk + 32);
-    asserts.insert(llvm::formatv("mk::kda_smem_floats<{0}, {1}, {2}>() == {3}",
-                                 T, dk, chunk,
-                                 3 * dk + chunk + 2 * (T / chunk) * chunk + 32)
+    needWork(mk::kdaSmemFloats(T, dk, chunk));
+    asserts.insert(llvm::formatv("mk::kda_smem_floats<{0}, {1}, {2}>() == {3}", T, dk, chunk,
+                                 mk::kdaSmemFloats(T, dk, chunk))
                        .str());
-    o << "      mkgen::call<&mk::kda_head_chunk_task<" << T << ", " << dk << ", " << chunk
-      << ", " << conv << ">>(i, " << c << ", " << ptr(str("q")) << ", "
+    // The output projection folded in (schedule-fuse-kda-o-proj): the
+    // task's rows of W_o, by W_o's storage.
+    StringRef ow = str("o_weight");
+    const int64_t on = i64("o_n");
+    if (!ow.empty()) {
+      if (str("o_acc").empty() || !on || chunk % 16 || on % 128 || G % 16)
+        return t.emitOpError("a folded output projection needs o_acc, o_n a multiple of "
+                             "128, chunk a multiple of 16 and groups of 16k rows");
+      const mk::PackedOrder order = orderOf(ow);
+      if (order == mk::PackedOrder::Int8 || (tileOf(ow) && tileOf(ow) != 128))
+        return t.emitOpError("folded output projection weight '")
+               << ow << "' must be row-major, 128-wide tile-contiguous or in the mma order";
+      const int64_t floats = mk::kdaOProjSmemFloats(T, dk, chunk, on);
+      needWork(floats);
+      asserts.insert(llvm::formatv("mk::kda_o_proj_smem_floats<{0}, {1}, {2}, {3}>() == {4}", T,
+                                   dk, chunk, on, floats)
+                         .str());
+      o << "      mkgen::call<&mk::kda_head_chunk_o_proj_task<" << T << ", " << dk << ", "
+        << chunk << ", " << conv << ", " << G << ", " << on << ", "
+        << (order == mk::PackedOrder::Mma ? "mk::kOrderMma" : "mk::kOrderRowMajor") << ", "
+        << (tileOf(ow) ? "true" : "false") << ">>(i, " << c << ", ";
+    } else {
+      o << "      mkgen::call<&mk::kda_head_chunk_task<" << T << ", " << dk << ", " << chunk
+        << ", " << conv << ">>(i, " << c << ", ";
+    }
+    o << ptr(str("q")) << ", "
       << ptr(str("k")) << ", " << ptr(str("v")) << ", " << ptr(str("g"))
       << ", " << ptr(str("beta")) << ", " << ident(str("conv_w")) << ", "
       << ptr(str("cq")) << ", " << ptr(str("ck")) << ", " << ptr(str("cv"))
       << ", " << ptr(str("S")) << ", " << ptr(str("S"), true) << ", "
-      << ptr(str("o"), true) << ", work);\n";
+      << ptr(str("o"), true) << ", ";
+    if (!ow.empty())
+      o << wq(ow) << ", " << ws_(ow) << ", " << wz(ow) << ", " << ptr(str("o_acc"), true)
+        << ", ";
+    o << "work);\n";
     auto cap = convCapture.find(t.getName());
     if (debug && cap != convCapture.end()) {
       // The instance's CHUNK channels of each conv output (all instances

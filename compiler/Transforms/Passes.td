@@ -100,6 +100,28 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
   ];
 }
 
+def ScheduleFuseKdaOProj : Pass<"schedule-fuse-kda-o-proj", "::mlir::ModuleOp"> {
+  let summary = "Fold each KDA output projection into the gated-delta tasks";
+  let description = [{
+    The gated-delta task of head h, value columns [j0, j0 + chunk), makes
+    exactly rows h * head_dim + j0 .. of the output projection's input:
+    it multiplies them with those rows of W_o itself (staged into shared
+    memory when the task starts, so they land under the state update) and
+    adds the products to the projection's fp32 sums with atomics. The
+    projection's split-K GEMV task goes (`o_weight`, `o_acc`, `o_n` on the
+    `kda_head_chunk` task; its `accumulates` gain the sums), and with it a
+    phase it leaves empty and that phase's barrier: one dependent stage
+    less per KDA layer. Needs `chunk` a multiple of 16 rows, N a multiple
+    of 128 and groups of 16k rows (else the GEMV stays). Same arithmetic as
+    the GEMV tiles (each weight dequantized to bf16 as the spec, fp32
+    sums); only the order of the fp32 additions differs.
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", "true",
+           "fold the projections (false: keep them as GEMV phases, to compare)">,
+  ];
+}
+
 def ScheduleTileWeights : Pass<"schedule-tile-weights", "::mlir::ModuleOp"> {
   let summary = "Choose the storage of W4A16 weights: packed tensor-core tiles by default";
   let description = [{

@@ -10,6 +10,7 @@ void mk::schedule::buildSchedulePipeline(OpPassManager &pm) {
   pm.addPass(createGraphAbsorbMla());
   pm.addPass(createScheduleFormPhases());
   pm.addPass(createSchedulePartitionWork());
+  pm.addPass(createScheduleFuseKdaOProj());
   pm.addPass(createScheduleTileWeights());
   pm.addPass(createSchedulePrefetchWeights());
   pm.addPass(createScheduleBarriersToCounters());

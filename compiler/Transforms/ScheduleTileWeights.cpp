@@ -9,8 +9,9 @@
 // sums). Stored tile by tile ([N/tn][K/2][tn], and
 // the scales and zeros [N/tn][K/G][tn], per expert), a task's weights are one
 // contiguous range. A weight qualifies when every task that reads it is a
-// W4A16 GEMV or expert tile (MLA's W_kv_b is also read by the absorbed
-// attention, which indexes it its own way) of one width dividing its N.
+// W4A16 GEMV or expert tile, or a KDA task's folded output projection (128
+// wide; MLA's W_kv_b is also read by the absorbed attention, which indexes
+// it its own way), of one width dividing its N.
 //
 //===----------------------------------------------------------------------===//
 
@@ -109,6 +110,12 @@ void ScheduleTileWeightsPass::runOnOperation() {
         for (StringRef a : down ? SmallVector<StringRef>{"down"}
                                 : SmallVector<StringRef>{"gate", "up"})
           use(t.getStrArg(a)).addSlice(t.getIntArg("tn"), n, kslice, t.getIntArg("group"));
+      } else if (kind == mk::schedule::TaskKind::KdaHeadChunk && !t.getStrArg("o_weight").empty()) {
+        // A folded output projection (schedule-fuse-kda-o-proj): 128-wide
+        // row slices of `chunk` rows, in the exact tile's order only (the
+        // integer order's 32-row steps are no row slice: group 0 keeps it
+        // out of that order).
+        use(t.getStrArg("o_weight")).addSlice(128, t.getIntArg("o_n"), t.getIntArg("chunk"), 0);
       }
     });
     // Any other task naming one of them disqualifies it.
@@ -118,6 +125,8 @@ void ScheduleTileWeightsPass::runOnOperation() {
         return;
       for (NamedAttribute a : t.getArgs())
         if (auto s = dyn_cast<StringAttr>(a.getValue())) {
+          if (kind == mk::schedule::TaskKind::KdaHeadChunk && a.getName() == "o_weight")
+            continue;
           auto it = uses.find(s.getValue());
           if (it != uses.end())
             it->second.other = true;

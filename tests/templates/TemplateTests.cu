@@ -353,6 +353,77 @@ TEST(W4A16Gemv, Fp32Input) {
   runGemv<16, 128, true>(1024, 256, 1, 11);
 }
 
+/// Row slices (w4a16_row_slice_stage + w4a16_row_slice_atomic): instance i
+/// multiplies rows [i*KS, (i+1)*KS) of x with the same rows of the weight
+/// and adds into y, so all instances together are the whole GEMV (the KDA
+/// output projection folded into the gated-delta tasks).
+template <int KS, int GROUP, int N, int ORDER, bool TILED>
+__global__ void __launch_bounds__(T, 1)
+    rowSliceKernel(const float *x, int K, const uint8_t *wq, const mk::bf16 *s,
+                   const mk::bf16 *z, float *y) {
+  extern __shared__ float smem[];
+  float *xs = smem;
+  uint8_t *stage = reinterpret_cast<uint8_t *>(smem + 16 * KS);
+  for (int i = blockIdx.x; i < K / KS; i += gridDim.x) {
+    mk::w4a16_row_slice_stage<T, KS, GROUP, N, ORDER, TILED>(wq, s, z, K, i * KS, stage);
+    for (int j = threadIdx.x; j < KS; j += T)
+      xs[j] = x[i * KS + j];
+    mk::cp_async_wait<0>();
+    __syncthreads();
+    mk::w4a16_row_slice_atomic<T, KS, N, ORDER>(xs, stage, y, 0.5f);
+    __syncthreads();
+  }
+}
+
+template <int KS, int GROUP, int N, int ORDER, bool TILED>
+void runRowSlices(int K, uint64_t seed) {
+  Rng r(seed);
+  QMat m(r, K, N, GROUP);
+  std::vector<float> x(K);
+  for (int k = 0; k < K; ++k)
+    x[k] = HB(r.normal(1.f)).toFloat();
+  std::vector<uint8_t> w = m.wq;
+  std::vector<HB> sc = m.s, zc = m.z;
+  if (TILED) {
+    std::vector<uint8_t> tiledW(m.wq.size());
+    mk::rt::tileColumns(m.wq.data(), tiledW.data(), {K / 2, N}, 128, 1);
+    mk::rt::tileColumns(m.s.data(), sc.data(), {K / GROUP, N}, 128, 2);
+    mk::rt::tileColumns(m.z.data(), zc.data(), {K / GROUP, N}, 128, 2);
+    w = tiledW;
+    if (ORDER == mk::kOrderMma)
+      mk::rt::packMmaSteps(tiledW.data(), w.data(), N / 128, K / 2, 128);
+  }
+  Dev<float> dx(x), dy(N);
+  Dev<HB> ds(sc), dz(zc);
+  Dev<uint8_t> dw(w);
+  dy.zero();
+  const size_t smem = 16 * KS * sizeof(float) + mk::row_slice_smem_bytes<KS, N>();
+  auto kernel = rowSliceKernel<KS, GROUP, N, ORDER, TILED>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  kernel<<<37, T, smem>>>(dx.p, K, dw.p, ds.as<mk::bf16>(), dz.as<mk::bf16>(), dy.p);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  auto y = dy.get();
+  std::vector<double> rounded(N, 0.0);
+  for (int k = 0; k < K; ++k)
+    for (int n = 0; n < N; ++n)
+      rounded[n] += 0.5 * double(x[k]) * m.w(k, n);
+  for (float v : y)
+    ASSERT_TRUE(std::isfinite(v));
+  EXPECT_LT(relErr(y, rounded), 2e-6)
+      << "row slices KS=" << KS << " G=" << GROUP << " N=" << N << " order=" << ORDER
+      << " tiled=" << TILED;
+}
+
+TEST(W4A16RowSlice, EveryLayoutMatchesTheGemv) {
+  REQUIRE_GPU();
+  runRowSlices<16, 128, 2304, mk::kOrderMma, true>(4096, 41); // the KDA o_proj's shape
+  runRowSlices<16, 128, 2304, mk::kOrderRowMajor, true>(1024, 42);
+  runRowSlices<16, 128, 2304, mk::kOrderRowMajor, false>(1024, 43);
+  runRowSlices<32, 32, 512, mk::kOrderMma, true>(512, 44); // two steps, two groups
+  runRowSlices<32, 32, 640, mk::kOrderRowMajor, false>(256, 45);
+}
+
 //===----------------------------------------------------------------------===//
 // Residual + RMSNorm (per block)
 //===----------------------------------------------------------------------===//

@@ -46,6 +46,26 @@ constexpr int64_t stepRows(PackedOrder order, int64_t tile) {
                                      : 0;
 }
 
+/// Shared memory of a row-slice product (templates/w4a16_gemv.cuh,
+/// row_slice_smem_bytes): `rows` rows (whole 16-row steps) of an N-column
+/// weight, per 128-wide tile and step its 1 KB of weights and 512 B of
+/// scales and zeros.
+constexpr int64_t rowSliceStageBytes(int64_t rows, int64_t n) {
+  return n / 128 * (rows / 16) * (kPackedStepBytes + 512);
+}
+
+/// Floats of shared memory of one KDA head-chunk task (templates/kda.cuh,
+/// kda_smem_floats), and with a folded output projection of N columns
+/// (kda_o_proj_smem_floats: the task's, rounded up to 16 bytes, then the
+/// staged rows).
+constexpr int64_t kdaSmemFloats(int64_t threads, int64_t headDim, int64_t chunk) {
+  return 3 * headDim + chunk + 2 * (threads / chunk) * chunk + 32;
+}
+constexpr int64_t kdaOProjSmemFloats(int64_t threads, int64_t headDim, int64_t chunk,
+                                     int64_t n) {
+  return (kdaSmemFloats(threads, headDim, chunk) + 3) / 4 * 4 + rowSliceStageBytes(chunk, n) / 4;
+}
+
 } // namespace mk
 
 #endif // MK_PACKEDLAYOUT_H

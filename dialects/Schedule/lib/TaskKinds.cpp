@@ -9,6 +9,7 @@ namespace mk::schedule {
 namespace {
 using T = TaskArgType;
 constexpr TaskArgStage P = TaskArgStage::Partitioned;
+constexpr TaskArgStage F = TaskArgStage::Fused;
 
 const TaskArgSpec kResidualRmsnorm[] = {
     {"base", T::Buffer}, {"acc", T::OptBuffer}, {"out", T::OptBuffer}, {"xs", T::OptBuffer},
@@ -27,7 +28,10 @@ const TaskArgSpec kKdaHeadChunk[] = {
     {"q", T::Buffer},   {"k", T::Buffer},         {"v", T::Buffer},    {"g", T::Buffer},
     {"beta", T::Buffer}, {"o", T::Buffer},        {"S", T::Buffer},    {"cq", T::Buffer},
     {"ck", T::Buffer},  {"cv", T::Buffer},        {"conv_w", T::Weight}, {"conv", T::Pos},
-    {"head_dim", T::Pos}, {"heads", T::Pos},      {"chunk", T::Pos, P}};
+    {"head_dim", T::Pos}, {"heads", T::Pos},      {"chunk", T::Pos, P},
+    // The output projection folded in (schedule-fuse-kda-o-proj): its
+    // weight [heads * head_dim, o_n] and the fp32 sums it adds to.
+    {"o_weight", T::Weight, F}, {"o_acc", T::Buffer, F}, {"o_n", T::Pos, F}};
 const TaskArgSpec kConvCommit[] = {{"q", T::Buffer},  {"k", T::Buffer},  {"v", T::Buffer},
                                    {"cq", T::Buffer}, {"ck", T::Buffer}, {"cv", T::Buffer},
                                    {"channels", T::Pos}, {"conv", T::Pos}};
@@ -167,7 +171,9 @@ LogicalResult verifyTaskArgs(TaskOp t, TaskArgStage upTo) {
   for (const TaskArgSpec &a : taskArgSpecs(t)) {
     Attribute v = args.get(a.name);
     const bool required = a.type != T::NonNeg && a.type != T::OptBuffer &&
-                          (a.stage == TaskArgStage::Formed || upTo == TaskArgStage::Partitioned);
+                          (a.stage == TaskArgStage::Formed ||
+                           (a.stage == TaskArgStage::Partitioned &&
+                            upTo == TaskArgStage::Partitioned));
     if (!v) {
       if (!required)
         continue;

@@ -56,8 +56,10 @@ enum class TaskArgType {
 };
 
 /// When an argument is required: from the task's creation
-/// (schedule-form-phases) on, or once schedule-partition-work has cut it.
-enum class TaskArgStage { Formed, Partitioned };
+/// (schedule-form-phases) on, once schedule-partition-work has cut it, or
+/// never (`Fused`: set by an optional rewrite such as
+/// schedule-fuse-kda-o-proj; checked when present).
+enum class TaskArgStage { Formed, Partitioned, Fused };
 
 struct TaskArgSpec {
   llvm::StringLiteral name;

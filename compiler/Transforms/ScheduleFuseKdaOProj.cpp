@@ -1,0 +1,123 @@
+//===- ScheduleFuseKdaOProj.cpp - Fold the KDA output projection in -------===//
+//
+// A KDA layer's output projection `attn = bf16(o) @ W_o` is a split-K GEMV
+// over o [heads * head_dim]. Each gated-delta task (`kda_head_chunk`) makes
+// `chunk` consecutive values of o, which are the same rows of W_o: the task
+// can multiply them with those rows itself and add the partial products to
+// the projection's fp32 sums, so the projection needs no phase of its own,
+// no wait for every head, and no second task ramp on the critical path.
+// This pass moves such a GEMV into its producer: the `kda_head_chunk` task
+// gets `o_weight`, `o_acc` and `o_n` and accumulates into the sums; the
+// GEMV task goes, and with it a phase it leaves empty. A GEMV qualifies when
+// it reads exactly the task's o (whole, from offset 0) with the
+// `atomic_f32` epilogue into one output, and the task's chunks are whole
+// 16-row steps of 128-wide tiles (the row-slice product,
+// templates/w4a16_gemv.cuh: `chunk` % 16 == 0, N % 128 == 0, group % 16 ==
+// 0), and the staged rows fit the kernel's shared memory (`max_shared_bytes`).
+// Runs after schedule-partition-work (which sets `chunk`) and before
+// schedule-barriers-to-counters.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Transforms/Passes.h"
+#include "mk/PackedLayout.h"
+
+#include "llvm/ADT/StringMap.h"
+
+namespace mk::schedule {
+#define GEN_PASS_DEF_SCHEDULEFUSEKDAOPROJ
+#include "Transforms/Passes.h.inc"
+} // namespace mk::schedule
+
+using namespace mlir;
+using namespace mk::schedule;
+
+namespace {
+
+struct ScheduleFuseKdaOProjPass
+    : mk::schedule::impl::ScheduleFuseKdaOProjBase<ScheduleFuseKdaOProjPass> {
+  using Base::Base;
+  void runOnOperation() override;
+};
+
+/// Whether GEMV `g` is the whole output projection of KDA task `kda`'s o in
+/// a form the row-slice product computes, with the task's shared memory
+/// (its own and the staged rows of W_o) inside the kernel's budget.
+bool isFusable(KernelOp kernel, TaskOp kda, TaskOp g) {
+  if (g.getStrArg("epilogue") != "atomic_f32" || g.getIntArg("input_offset") != 0)
+    return false;
+  SmallVector<std::string> weights = g.getStrArrayArg("weights"),
+                           outputs = g.getStrArrayArg("outputs");
+  SmallVector<int64_t> ns = g.getIntArrayArg("n");
+  if (weights.size() != 1 || outputs.size() != 1 || ns.size() != 1)
+    return false;
+  const int64_t c = kda.getIntArg("heads") * kda.getIntArg("head_dim");
+  const int64_t chunk = kda.getIntArg("chunk"), group = g.getIntArg("group");
+  if (g.getIntArg("k") != c || chunk <= 0 || chunk % 16 || ns[0] % 128 || group <= 0 ||
+      group % 16 || g.getAccumulates().size() != 1 ||
+      cast<FlatSymbolRefAttr>(g.getAccumulates()[0]).getValue() != outputs[0])
+    return false;
+  // 1 KB of the budget stays for the kernel's static shared memory.
+  const int64_t budget = kernel.getMaxSharedBytes();
+  return !budget || 4 * mk::kdaOProjSmemFloats(kernel.getThreads(), kda.getIntArg("head_dim"),
+                                               chunk, ns[0]) <=
+                        budget - 1024;
+}
+
+/// Whether a signal or wait of the kernel names task `t` (none exist before
+/// schedule-barriers-to-counters; a hand-written schedule may have them).
+bool hasCounters(KernelOp kernel, StringRef t) {
+  bool found = false;
+  kernel.walk([&](Operation *op) {
+    if (auto s = dyn_cast<SignalOp>(op))
+      found |= s.getTask() == t;
+    else if (auto w = dyn_cast<WaitOp>(op))
+      found |= w.getTask() == t;
+  });
+  return found;
+}
+
+void ScheduleFuseKdaOProjPass::runOnOperation() {
+  if (!enabled)
+    return;
+  for (KernelOp kernel : getOperation().getOps<KernelOp>()) {
+    // The KDA tasks by the o buffer they write.
+    llvm::StringMap<TaskOp> producers;
+    kernel.walk([&](TaskOp t) {
+      if (t.getTaskKind() == TaskKind::KdaHeadChunk && t.getStrArg("o_weight").empty())
+        producers[t.getStrArg("o")] = t;
+    });
+    SmallVector<std::pair<TaskOp, TaskOp>> fusions;
+    kernel.walk([&](TaskOp g) {
+      if (g.getTaskKind() != TaskKind::W4A16Gemv)
+        return;
+      auto it = producers.find(g.getStrArg("input"));
+      if (it == producers.end() || !isFusable(kernel, it->second, g) || hasCounters(kernel, g.getName()))
+        return;
+      fusions.push_back({it->second, g});
+      producers.erase(it); // one projection per task
+    });
+    for (auto [kda, g] : fusions) {
+      Builder b(kda.getContext());
+      NamedAttrList args(kda.getArgs());
+      args.set("o_weight", b.getStringAttr(g.getStrArrayArg("weights")[0]));
+      args.set("o_acc", b.getStringAttr(g.getStrArrayArg("outputs")[0]));
+      args.set("o_n", b.getI64IntegerAttr(g.getIntArrayArg("n")[0]));
+      kda.setArgsAttr(args.getDictionary(kda.getContext()));
+      SmallVector<Attribute> acc(kda.getAccumulates().begin(), kda.getAccumulates().end());
+      acc.append(g.getAccumulates().begin(), g.getAccumulates().end());
+      kda.setAccumulatesAttr(b.getArrayAttr(acc));
+      kda.setBytes(kda.getBytes() + g.getBytes() / std::max<int64_t>(1, kda.getCount()));
+      auto phase = g->getParentOfType<PhaseOp>();
+      g.erase();
+      // A phase left without tasks goes, with the barrier before it.
+      if (phase && phase.getBody().front().getOps<TaskOp>().empty()) {
+        if (auto barrier = dyn_cast_or_null<BarrierOp>(phase->getPrevNode()))
+          barrier.erase();
+        phase.erase();
+      }
+    }
+  }
+}
+
+} // namespace

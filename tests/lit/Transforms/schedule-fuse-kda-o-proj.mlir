@@ -1,0 +1,84 @@
+// RUN: mk-opt %s --schedule-fuse-kda-o-proj | FileCheck %s
+// RUN: mk-opt %s "--schedule-fuse-kda-o-proj=enabled=false" | FileCheck %s --check-prefix=OFF
+// RUN: mk-opt %s --schedule-fuse-kda-o-proj --schedule-tile-weights | FileCheck %s --check-prefix=TILES
+// RUN: mk-opt %s --schedule-fuse-kda-o-proj "--schedule-tile-weights=arithmetic=int8" | FileCheck %s --check-prefix=INT8
+
+// Layer a: the gated-delta task's chunks (16 rows) are whole steps of the
+// projection's 128-wide tiles: the GEMV goes into the task (o_weight,
+// o_acc, o_n; the sums join its accumulates), and with it the phase it
+// leaves empty and that phase's barrier.
+// CHECK-LABEL: schedule.kernel @k
+// CHECK: schedule.phase "a.delta"
+// CHECK-NEXT: schedule.task "a.delta" {accumulates = [@a.acc], args = {{{.*}}o_acc = "a.acc", o_n = 256 : i64, o_weight = "a.o_proj"
+// CHECK-NOT: schedule.task "a.o_proj"
+// CHECK-NOT: schedule.phase "a.o_proj"
+// Layer b: chunks of 8 rows are no whole step: the GEMV stays.
+// CHECK: schedule.task "b.delta"
+// CHECK-NOT: o_weight
+// CHECK: schedule.task "b.o_proj"
+// Layer c: a GEMV with a bf16 epilogue (no split-K sums): stays.
+// CHECK: schedule.task "c.o_proj"
+// CHECK: schedule.barrier
+// CHECK-NEXT: schedule.phase "after"
+// OFF: schedule.task "a.o_proj"
+// OFF-NOT: o_weight
+// The folded projection's weight is packed for 128-wide row slices in the
+// exact order; the integer order has no 16-row slices, so it stays row-major.
+// TILES: packed_weights = ["a.o_proj", "b.o_proj", "c.o_proj"]
+// TILES-SAME: weight_tiles = {a.o_proj = 128 : i64,
+// INT8: weight_tiles = {b.o_proj = 128 : i64, c.o_proj = 128 : i64}
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @q {dtype = "bf16", shape = array<i64: 256>, space = "io"}
+  schedule.buffer @g {dtype = "bf16", shape = array<i64: 256>, space = "io"}
+  schedule.buffer @beta {dtype = "bf16", shape = array<i64: 2>, space = "io"}
+  schedule.buffer @S {dtype = "f32", shape = array<i64: 2, 128, 128>, space = "state"}
+  schedule.buffer @cq {dtype = "bf16", shape = array<i64: 3, 256>, space = "state"}
+  schedule.buffer @a.o {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @a.acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @b.o {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @b.acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @c.o {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @c.y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.weight @conv_w {dtype = "bf16", shape = array<i64: 3, 256, 4>}
+  schedule.weight @a.o_proj.w_q {dtype = "u8", shape = array<i64: 128, 256>, group = 128 : i64}
+  schedule.weight @a.o_proj.scales {dtype = "bf16", shape = array<i64: 2, 256>, group = 128 : i64}
+  schedule.weight @a.o_proj.zeros {dtype = "bf16", shape = array<i64: 2, 256>, group = 128 : i64}
+  schedule.weight @b.o_proj.w_q {dtype = "u8", shape = array<i64: 128, 256>, group = 128 : i64}
+  schedule.weight @b.o_proj.scales {dtype = "bf16", shape = array<i64: 2, 256>, group = 128 : i64}
+  schedule.weight @b.o_proj.zeros {dtype = "bf16", shape = array<i64: 2, 256>, group = 128 : i64}
+  schedule.weight @c.o_proj.w_q {dtype = "u8", shape = array<i64: 128, 256>, group = 128 : i64}
+  schedule.weight @c.o_proj.scales {dtype = "bf16", shape = array<i64: 2, 256>, group = 128 : i64}
+  schedule.weight @c.o_proj.zeros {dtype = "bf16", shape = array<i64: 2, 256>, group = 128 : i64}
+  schedule.phase "zero" {
+    schedule.task "a.acc.zero" {kind = "zero_f32", count = 1 : i64, writes = [@a.acc], args = {buffer = "a.acc", n = 256 : i64}}
+    schedule.task "b.acc.zero" {kind = "zero_f32", count = 1 : i64, writes = [@b.acc], args = {buffer = "b.acc", n = 256 : i64}}
+  }
+  schedule.barrier
+  schedule.phase "a.delta" {
+    schedule.task "a.delta" {kind = "kda_head_chunk", count = 16 : i64, reads = [@q, @g, @beta, @cq, @S], writes = [@S, @a.o], args = {q = "q", k = "q", v = "q", g = "g", beta = "beta", o = "a.o", S = "S", cq = "cq", ck = "cq", cv = "cq", conv_w = "conv_w", conv = 4 : i64, head_dim = 128 : i64, heads = 2 : i64, chunk = 16 : i64}}
+  }
+  schedule.barrier
+  schedule.phase "a.o_proj" {
+    schedule.task "a.o_proj" {kind = "w4a16_gemv", count = 4 : i64, reads = [@a.o], accumulates = [@a.acc], args = {epilogue = "atomic_f32", input = "a.o", input_offset = 0 : i64, outputs = ["a.acc"], group = 128 : i64, k = 256 : i64, ksplit = 2 : i64, n = [256], tn = 128 : i64, weights = ["a.o_proj"]}}
+  }
+  schedule.barrier
+  schedule.phase "b.delta" {
+    schedule.task "b.delta" {kind = "kda_head_chunk", count = 32 : i64, reads = [@q, @g, @beta, @cq, @S], writes = [@S, @b.o], args = {q = "q", k = "q", v = "q", g = "g", beta = "beta", o = "b.o", S = "S", cq = "cq", ck = "cq", cv = "cq", conv_w = "conv_w", conv = 4 : i64, head_dim = 128 : i64, heads = 2 : i64, chunk = 8 : i64}}
+  }
+  schedule.barrier
+  schedule.phase "b.o_proj" {
+    schedule.task "b.o_proj" {kind = "w4a16_gemv", count = 4 : i64, reads = [@b.o], accumulates = [@b.acc], args = {epilogue = "atomic_f32", input = "b.o", input_offset = 0 : i64, outputs = ["b.acc"], group = 128 : i64, k = 256 : i64, ksplit = 2 : i64, n = [256], tn = 128 : i64, weights = ["b.o_proj"]}}
+  }
+  schedule.barrier
+  schedule.phase "c.delta" {
+    schedule.task "c.delta" {kind = "kda_head_chunk", count = 16 : i64, reads = [@q, @g, @beta, @cq, @S], writes = [@S, @c.o], args = {q = "q", k = "q", v = "q", g = "g", beta = "beta", o = "c.o", S = "S", cq = "cq", ck = "cq", cv = "cq", conv_w = "conv_w", conv = 4 : i64, head_dim = 128 : i64, heads = 2 : i64, chunk = 16 : i64}}
+  }
+  schedule.barrier
+  schedule.phase "c.o_proj" {
+    schedule.task "c.o_proj" {kind = "w4a16_gemv", count = 2 : i64, reads = [@c.o], writes = [@c.y], args = {epilogue = "bf16", input = "c.o", input_offset = 0 : i64, outputs = ["c.y"], group = 128 : i64, k = 256 : i64, ksplit = 1 : i64, n = [256], tn = 128 : i64, weights = ["c.o_proj"]}}
+  }
+  schedule.barrier
+  schedule.phase "after" {
+    schedule.task "after" {kind = "zero_f32", count = 1 : i64, writes = [@b.acc], args = {buffer = "b.acc", n = 256 : i64}}
+  }
+}
