@@ -45,8 +45,9 @@ rm -rf "$out"/kimi_linear_w4a16_t*/
 # The opt-in integer arithmetic, always: gpu-tests.sh runs the oracle test
 # (reported, not required: docs/pipeline.md says why) and the bench on it.
 variant tint8 schedule-tile-weights=arithmetic=int8
-# The KDA output projections as their own GEMV phases (before session 8).
-variant tnofuse schedule-fuse-kda-o-proj=enabled=false
+# The KDA output projections folded into the gated-delta tasks (opt-in,
+# measured no faster): oracle-tested on every run.
+variant tfuse schedule-fuse-kda-o-proj=enabled=true
 if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   variant trowmajor schedule-tile-weights=layout=row-major
   variant ttiled schedule-tile-weights=layout=tiled

@@ -992,10 +992,11 @@ __device__ __forceinline__ void w4a16_row_slice_stage(const uint8_t *__restrict_
 /// with the whole rows of the weight it meets. Each warp takes whole
 /// 128-wide tiles; a step is the exact tile's (w4a16_gemv_tile_mma: the
 /// spec's bf16 dequantization, x as the mma's B column, fp32 sums), and the
-/// tile's 128 sums go out as fp32 atomics, no cross-warp sums. `xs`: the KS
-/// inputs as floats (bf16 values) in shared memory.
+/// tile's 128 sums go out as fp32 atomics, no cross-warp sums (the stage is
+/// overwritten with them). `xs`: the KS inputs as floats (bf16 values) in
+/// shared memory.
 template <int THREADS, int KS, int N, int ORDER>
-__device__ __forceinline__ void w4a16_row_slice_atomic(const float *xs, const uint8_t *stage,
+__device__ __forceinline__ void w4a16_row_slice_atomic(const float *xs, uint8_t *stage,
                                                        float *acc, float scale) {
   constexpr int NS = KS / 16, TILES = N / 128, WARPS = THREADS / 32;
   constexpr bool PACKED = ORDER == kOrderMma;
@@ -1045,15 +1046,24 @@ __device__ __forceinline__ void w4a16_row_slice_atomic(const float *xs, const ui
       }
     }
     // D column 0 (x's B column): lanes t == 0 hold columns g*16 + 2m (c[m][0])
-    // and g*16 + 2m + 1 (c[m][2]).
+    // and g*16 + 2m + 1 (c[m][2]). They go through the tile's first step in
+    // `stage` (only this warp reads it, and it has) so that each atomic
+    // instruction covers 32 consecutive columns: the 8 lanes' own scattered
+    // atomics made 16x the L2 requests and cost ~40 us per KDA layer
+    // (docs/perf-notes.md, #60).
+    float *sums = reinterpret_cast<float *>(stage + (size_t)ti * NS * 1024);
+    __syncwarp();
     if (t == 0) {
-      float *y = acc + ti * 128 + g * 16;
 #pragma unroll
       for (int m = 0; m < 8; ++m) {
-        atomicAdd(y + 2 * m, c[m][0] * scale);
-        atomicAdd(y + 2 * m + 1, c[m][2] * scale);
+        sums[g * 16 + 2 * m] = c[m][0];
+        sums[g * 16 + 2 * m + 1] = c[m][2];
       }
     }
+    __syncwarp();
+#pragma unroll
+    for (int j = lane; j < 128; j += 32)
+      atomicAdd(acc + ti * 128 + j, sums[j] * scale);
   }
 }
 

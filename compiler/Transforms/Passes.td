@@ -114,11 +114,17 @@ def ScheduleFuseKdaOProj : Pass<"schedule-fuse-kda-o-proj", "::mlir::ModuleOp"> 
     less per KDA layer. Needs `chunk` a multiple of 16 rows, N a multiple
     of 128 and groups of 16k rows (else the GEMV stays). Same arithmetic as
     the GEMV tiles (each weight dequantized to bf16 as the spec, fp32
-    sums); only the order of the fp32 additions differs.
+    sums); only the order of the fp32 additions differs. Off by default:
+    measured on the H200 (docs/perf-notes.md, #60-#62) the folded step is
+    no faster (0.2821 vs 0.2763 ms per token; 0.2767 with the atomics
+    removed): the row-slice product adds 3-4 us to every gated-delta task,
+    and 256 tasks x N fp32 atomics into one sum cost ~3 us more, which is
+    what the projection's own phase cost.
   }];
   let options = [
-    Option<"enabled", "enabled", "bool", "true",
-           "fold the projections (false: keep them as GEMV phases, to compare)">,
+    Option<"enabled", "enabled", "bool", "false",
+           "fold the projections (measured no faster on the H200, off by "
+           "default)">,
   ];
 }
 

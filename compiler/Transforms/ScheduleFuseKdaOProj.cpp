@@ -14,6 +14,8 @@
 // 16-row steps of 128-wide tiles (the row-slice product,
 // templates/w4a16_gemv.cuh: `chunk` % 16 == 0, N % 128 == 0, group % 16 ==
 // 0), and the staged rows fit the kernel's shared memory (`max_shared_bytes`).
+// Opt-in (`enabled=true`): measured no faster on the H200
+// (docs/perf-notes.md, #60-#62).
 // Runs after schedule-partition-work (which sets `chunk`) and before
 // schedule-barriers-to-counters.
 //

@@ -1,8 +1,9 @@
-// RUN: mk-opt %s --schedule-fuse-kda-o-proj | FileCheck %s
-// RUN: mk-opt %s "--schedule-fuse-kda-o-proj=enabled=false" | FileCheck %s --check-prefix=OFF
-// RUN: mk-opt %s --schedule-fuse-kda-o-proj --schedule-tile-weights | FileCheck %s --check-prefix=TILES
-// RUN: mk-opt %s --schedule-fuse-kda-o-proj "--schedule-tile-weights=arithmetic=int8" | FileCheck %s --check-prefix=INT8
+// RUN: mk-opt %s "--schedule-fuse-kda-o-proj=enabled=true" | FileCheck %s
+// RUN: mk-opt %s --schedule-fuse-kda-o-proj | FileCheck %s --check-prefix=OFF
+// RUN: mk-opt %s "--schedule-fuse-kda-o-proj=enabled=true" --schedule-tile-weights | FileCheck %s --check-prefix=TILES
+// RUN: mk-opt %s "--schedule-fuse-kda-o-proj=enabled=true" "--schedule-tile-weights=arithmetic=int8" | FileCheck %s --check-prefix=INT8
 
+// Off by default (measured no faster, docs/perf-notes.md #60-#62).
 // Layer a: the gated-delta task's chunks (16 rows) are whole steps of the
 // projection's 128-wide tiles: the GEMV goes into the task (o_weight,
 // o_acc, o_n; the sums join its accumulates), and with it the phase it
