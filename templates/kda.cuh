@@ -62,6 +62,24 @@ __device__ void kda_head_chunk_task(int task, int C, const bf16 *q_raw, const bf
   float *red = vf + CHUNK; // [TR][CHUNK]
   float *red2 = red + TR * CHUNK;
 
+  const int j = threadIdx.x % CHUNK;
+  const int tr = threadIdx.x / CHUNK;
+  const int i0 = tr * RPT;
+  const float *sin_ = S_in + (size_t)h * DK * DK + j0 + j;
+  float *sout = S_out + (size_t)h * DK * DK + j0 + j;
+
+  // The state slice depends on nothing of this step: its HBM round trip is
+  // issued first and runs under the short convs' loads of the projections
+  // (-DMK_KDA_STATE_LATE: loaded after them, the order before session 9).
+  float s[RPT];
+#ifndef MK_KDA_STATE_LATE
+#pragma unroll
+  for (int r = 0; r < RPT; ++r)
+    s[r] = __ldcg(sin_ + (size_t)(i0 + r) * DK);
+#endif
+
+  // beta's load too goes out with the short convs' (it is used after them).
+  const float beta_logit = bf2f(__ldcg(beta_logits + h));
   const float qscale = 1.f / sqrtf(float(DK));
   for (int i = threadIdx.x; i < DK; i += THREADS) {
     qf[i] = short_conv_channel<CONV>(q_raw, win_q, conv_w, C, hc + i) * qscale;
@@ -71,19 +89,14 @@ __device__ void kda_head_chunk_task(int task, int C, const bf16 *q_raw, const bf
   for (int j = threadIdx.x; j < CHUNK; j += THREADS)
     vf[j] = short_conv_channel<CONV>(v_raw, win_v, conv_w + (size_t)2 * C * CONV, C, hc + j0 + j);
   __syncthreads();
-  const float beta = sigmoidf_(bf2f(__ldcg(beta_logits + h)));
 
-  const int j = threadIdx.x % CHUNK;
-  const int tr = threadIdx.x / CHUNK;
-  const int i0 = tr * RPT;
-  const float *sin_ = S_in + (size_t)h * DK * DK + j0 + j;
-  float *sout = S_out + (size_t)h * DK * DK + j0 + j;
-
-  float s[RPT];
   float pred = 0.f;
 #pragma unroll
   for (int r = 0; r < RPT; ++r) {
-    s[r] = __ldcg(sin_ + (size_t)(i0 + r) * DK) * eg[i0 + r];
+#ifdef MK_KDA_STATE_LATE
+    s[r] = __ldcg(sin_ + (size_t)(i0 + r) * DK);
+#endif
+    s[r] *= eg[i0 + r];
     pred = fmaf(s[r], kf[i0 + r], pred);
   }
   red[tr * CHUNK + j] = pred;
@@ -92,7 +105,7 @@ __device__ void kda_head_chunk_task(int task, int C, const bf16 *q_raw, const bf
 #pragma unroll 8
   for (int t = 0; t < TR; ++t)
     pred += red[t * CHUNK + j];
-  const float delta = beta * (vf[j] - pred);
+  const float delta = sigmoidf_(beta_logit) * (vf[j] - pred);
   float out = 0.f;
 #pragma unroll
   for (int r = 0; r < RPT; ++r) {

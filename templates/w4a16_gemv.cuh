@@ -124,6 +124,40 @@ __device__ __forceinline__ void expand_group_scales(const GroupScalesRaw &r, uin
     zc2[2 * i + 1] = __byte_perm(zi, 0u, 0x3232);
   }
 }
+/// A lane's 16 columns' scales and zero points, as the exact bf16x2
+/// dequantization below takes them: column j's {s, s} and {128 + z, 128 + z}.
+/// Held as column pairs (sp[i] = {s[2i], s[2i+1]}, zp[i] = {128 + z[2i],
+/// 128 + z[2i+1]}) and splatted where used: ptxas folds the splat into the
+/// HADD2 / HMUL2 operand's half selector (.H0_H0 / .H1_H1), so it costs no
+/// instruction, and a group change expands 8 words with 8 HADD2 instead of
+/// 16 pairs with 32 PRMT + 8 HADD2, in 16 registers instead of 32.
+/// -DMK_GEMV_SPLAT_SCALES: the splatted form (before session 9).
+struct ColumnScales {
+#ifdef MK_GEMV_SPLAT_SCALES
+  uint32_t s2[16] = {}, zc2[16] = {};
+  __device__ __forceinline__ void set(const GroupScalesRaw &r) { expand_group_scales(r, s2, zc2); }
+  __device__ __forceinline__ uint32_t s(int j) const { return s2[j]; }
+  __device__ __forceinline__ uint32_t zc(int j) const { return zc2[j]; }
+#else
+  uint32_t sp[8] = {}, zp[8] = {};
+  __device__ __forceinline__ void set(const GroupScalesRaw &r) {
+    const uint32_t sw[8] = {r.sa.x, r.sa.y, r.sa.z, r.sa.w, r.sb.x, r.sb.y, r.sb.z, r.sb.w};
+    const uint32_t zw[8] = {r.za.x, r.za.y, r.za.z, r.za.w, r.zb.x, r.zb.y, r.zb.z, r.zb.w};
+    const __nv_bfloat162 c128 = __floats2bfloat162_rn(128.f, 128.f);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      sp[i] = sw[i];
+      zp[i] = as_u32(__hadd2(as_bf2(zw[i]), c128));
+    }
+  }
+  __device__ __forceinline__ static uint32_t splat(uint32_t u, int h) {
+    const __nv_bfloat162 b = as_bf2(u);
+    return as_u32(h ? __high2bfloat162(b) : __low2bfloat162(b));
+  }
+  __device__ __forceinline__ uint32_t s(int j) const { return splat(sp[j / 2], j % 2); }
+  __device__ __forceinline__ uint32_t zc(int j) const { return splat(zp[j / 2], j % 2); }
+#endif
+};
 /// Loads the scales and zeros of quantization group `grp` for the 16 columns
 /// starting at `col`, as bf16x2 pairs {s, s} and {128 + z, 128 + z} (the
 /// operands of the exact bf16x2 dequantization below).
@@ -753,7 +787,7 @@ MK_UNROLL_CODE
   // -DMK_GEMV_LAZY_SCALES: the first group prefetched into L1 and loaded at
   // the first step (the code before session 5, kept to measure against);
   // -DMK_GEMV_SCALES_L1: the later groups prefetched into L1, not L2.
-  uint32_t s2[16] = {}, zc2[16] = {};
+  detail::ColumnScales cs;
   int grp = -1;
 #ifdef MK_GEMV_LAZY_SCALES
   constexpr bool kEagerScales = false;
@@ -781,7 +815,7 @@ MK_UNROLL_CODE
   auto prol = [&] {
     pro();
     if (eager) {
-      detail::expand_group_scales(raw0, s2, zc2);
+      cs.set(raw0);
       grp = g0;
     }
   };
@@ -811,14 +845,45 @@ MK_UNROLL_CODE
 #pragma unroll
   for (int m = 0; m < 8; ++m)
     acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.f;
-  auto load_sz = [&](int gi) { detail::load_group_scales(scales, zeros, N, gi, col, s2, zc2); };
+  auto load_sz = [&](int gi) { cs.set(detail::load_group_scales_raw(scales, zeros, N, gi, col)); };
+#ifdef MK_GEMV_STEP_CHECKS
+  // The step as before session 9 (kept to measure against): the group
+  // recomputed and compared at every step, x loaded under per-row checks by
+  // the lanes whose B columns are read.
+  constexpr bool kLeanStep = false;
+#else
+  constexpr bool kLeanStep = true;
+#endif
+  // Lean step (default): the group is recomputed only at the first step of
+  // the next group (nextGrpSt, per lane: lanes of different subslices may
+  // change groups at different steps), and in a task made of whole steps
+  // (p0 and p1 on step boundaries: every task of the unit) x is loaded by
+  // every lane with no row checks, from its own subslice (lanes whose B
+  // column is not read load x too: their D columns are never summed).
+  int nextGrpSt = sbeg;
+  const bool xWhole = p0 == pa && (p1 - pa) % STEP == 0;
+  const bool loPart = FP32X && g >= KG;
+  const float *xlane = xs + 2 * (pa + (g % KG) * 8 + t);
   // One step: weights wa (row pair ra = rowA(st)) and wb (ra + 4) of this
   // lane's 16 columns, the x of those row pairs, 8 mma.
   auto step = [&](int st, uint4 wa, uint4 wb) {
-    const int gi = groupOf(st);
-    if (colActive && gi != grp) {
-      grp = gi;
-      load_sz(gi);
+    if constexpr (kLeanStep) {
+      if (st == nextGrpSt) {
+        const int gi = groupOf(st);
+        if (colActive && gi != grp) {
+          grp = gi;
+          load_sz(gi);
+        }
+        // First step whose subslice starts in group gi + 1.
+        const int nextRow = (gi + 1) * (GROUP / 2) - pa - sub * 8;
+        nextGrpSt = max(st + 1, (nextRow + STEP - 1) / STEP);
+      }
+    } else {
+      const int gi = groupOf(st);
+      if (colActive && gi != grp) {
+        grp = gi;
+        load_sz(gi);
+      }
     }
     // B: lane (g, t) holds x of k-subslice g (n = g), row pairs t, t+4,
     // as bf16 (exact for the bf16 values the spec rounds most
@@ -827,7 +892,12 @@ MK_UNROLL_CODE
     // then carries an fp32 x to 16 significant bits (products exact,
     // sums fp32), for free while KG <= 4.
     uint32_t b0 = 0, b1 = 0;
-    if (g < NB) {
+    if (kLeanStep && xWhole) {
+      const float2 x0 = *reinterpret_cast<const float2 *>(xlane + 2 * st * STEP);
+      const float2 x1 = *reinterpret_cast<const float2 *>(xlane + 2 * st * STEP + 8);
+      b0 = detail::bf2_part(x0, loPart);
+      b1 = detail::bf2_part(x1, loPart);
+    } else if (g < NB) {
       const int xb = pa + st * STEP + (g % KG) * 8 + t;
       if (valid(xb)) {
         const float2 x = *reinterpret_cast<const float2 *>(xs + 2 * xb);
@@ -848,10 +918,10 @@ MK_UNROLL_CODE
       // Rows outside [k0, k1) were not loaded (zero bytes): whatever they dequantize
       // to meets a zero x in B. Inactive column groups only produce rows
       // of D that are never read.
-      const uint32_t a0 = detail::dequant_col_bf2<PACKED>(wav[j0 / 4], j0 % 4, zc2[j0], s2[j0], magic);
-      const uint32_t a1 = detail::dequant_col_bf2<PACKED>(wav[j1 / 4], j1 % 4, zc2[j1], s2[j1], magic);
-      const uint32_t a2 = detail::dequant_col_bf2<PACKED>(wbv[j0 / 4], j0 % 4, zc2[j0], s2[j0], magic);
-      const uint32_t a3 = detail::dequant_col_bf2<PACKED>(wbv[j1 / 4], j1 % 4, zc2[j1], s2[j1], magic);
+      const uint32_t a0 = detail::dequant_col_bf2<PACKED>(wav[j0 / 4], j0 % 4, cs.zc(j0), cs.s(j0), magic);
+      const uint32_t a1 = detail::dequant_col_bf2<PACKED>(wav[j1 / 4], j1 % 4, cs.zc(j1), cs.s(j1), magic);
+      const uint32_t a2 = detail::dequant_col_bf2<PACKED>(wbv[j0 / 4], j0 % 4, cs.zc(j0), cs.s(j0), magic);
+      const uint32_t a3 = detail::dequant_col_bf2<PACKED>(wbv[j1 / 4], j1 % 4, cs.zc(j1), cs.s(j1), magic);
       detail::mma_bf16_16816(acc[m], a0, a1, a2, a3, b0, b1);
     }
   };
@@ -1025,10 +1095,9 @@ __device__ __forceinline__ void w4a16_row_slice_atomic(const float *xs, uint8_t 
     for (int s = 0; s < NS; ++s) {
       const int ts = ti * NS + s;
       // This lane's 16 columns g*16.. of the step's group.
-      uint32_t s2[16], zc2[16];
-      const detail::GroupScalesRaw raw{sz[ts * 32 + 2 * g], sz[ts * 32 + 2 * g + 1],
-                                       sz[ts * 32 + 16 + 2 * g], sz[ts * 32 + 16 + 2 * g + 1]};
-      detail::expand_group_scales(raw, s2, zc2);
+      detail::ColumnScales cs;
+      cs.set({sz[ts * 32 + 2 * g], sz[ts * 32 + 2 * g + 1], sz[ts * 32 + 16 + 2 * g],
+              sz[ts * 32 + 16 + 2 * g + 1]});
       // Row pairs t and t + 4: the packed step's lane order, or the rows'
       // 16 columns of the row-major pieces.
       const uint4 wa = PACKED ? w[ts * 64 + lane] : w[ts * 64 + t * 8 + g];
@@ -1038,10 +1107,10 @@ __device__ __forceinline__ void w4a16_row_slice_atomic(const float *xs, uint8_t 
 #pragma unroll
       for (int m = 0; m < 8; ++m) {
         const int j0 = 2 * m, j1 = 2 * m + 1;
-        const uint32_t a0 = detail::dequant_col_bf2<PACKED>(wav[j0 / 4], j0 % 4, zc2[j0], s2[j0], magic);
-        const uint32_t a1 = detail::dequant_col_bf2<PACKED>(wav[j1 / 4], j1 % 4, zc2[j1], s2[j1], magic);
-        const uint32_t a2 = detail::dequant_col_bf2<PACKED>(wbv[j0 / 4], j0 % 4, zc2[j0], s2[j0], magic);
-        const uint32_t a3 = detail::dequant_col_bf2<PACKED>(wbv[j1 / 4], j1 % 4, zc2[j1], s2[j1], magic);
+        const uint32_t a0 = detail::dequant_col_bf2<PACKED>(wav[j0 / 4], j0 % 4, cs.zc(j0), cs.s(j0), magic);
+        const uint32_t a1 = detail::dequant_col_bf2<PACKED>(wav[j1 / 4], j1 % 4, cs.zc(j1), cs.s(j1), magic);
+        const uint32_t a2 = detail::dequant_col_bf2<PACKED>(wbv[j0 / 4], j0 % 4, cs.zc(j0), cs.s(j0), magic);
+        const uint32_t a3 = detail::dequant_col_bf2<PACKED>(wbv[j1 / 4], j1 % 4, cs.zc(j1), cs.s(j1), magic);
         detail::mma_bf16_16816(c[m], a0, a1, a2, a3, b0[s], b1[s]);
       }
     }
