@@ -146,6 +146,20 @@ __device__ __noinline__ void l2_prefetch_share(const void *p, unsigned bytes) {
 #endif
 }
 
+/// Asks L2 for [p, p + bytes) (p 16-byte aligned; the size is rounded down
+/// to 16 bytes): one bulk prefetch by thread 0 (sm_90+; a hint: nothing is
+/// copied into the block or waited for). For the weights of a block's own
+/// next instance, where l2_prefetch_share spreads a whole weight over the grid.
+__device__ __forceinline__ void l2_prefetch_range(const void *p, unsigned bytes) {
+#if __CUDA_ARCH__ >= 900
+  if (threadIdx.x == 0 && (bytes & ~15u))
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes & ~15u)
+                 : "memory");
+#else
+  (void)p, (void)bytes;
+#endif
+}
+
 __device__ __forceinline__ float silu(float x) { return x / (1.f + expf(-x)); }
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
 __device__ __forceinline__ float softplusf_(float x) {

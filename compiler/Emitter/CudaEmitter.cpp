@@ -45,10 +45,19 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
   begunTasks.clear();
   int64_t first = 0;
   for (TaskOp t : grid) {
-    if (!debug && kernel.getEarlyWeightStreams() &&
+    if (!debug && (kernel.getEarlyWeightStreams() || phase.getEarlyWeightStreams()) &&
         emitGemvBegin(t, first, phase.getDealOffset()))
       begunTasks.insert(t.getName());
     first += t.getCount();
+  }
+  // Each block's first instances' weights into L2, before the norm (not
+  // where early streams already request a first instance's weights).
+  if (!debug && phase.getL2FirstTasks() && begunTasks.empty()) {
+    int64_t at = 0;
+    for (TaskOp t : grid) {
+      emitL2FirstTask(t, at, phase.getDealOffset());
+      at += t.getCount();
+    }
   }
   for (TaskOp t : phase.getBodyBlock().getOps<TaskOp>()) {
     if (!t.isEveryBlock())

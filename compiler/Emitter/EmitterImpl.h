@@ -304,6 +304,9 @@ private:
   LogicalResult checkTaskArgs(TaskOp t);
   void emitGemvSlice(TaskOp t, llvm::raw_ostream &o);
   bool emitGemvBegin(TaskOp t, int64_t first, int64_t dealOffset);
+  /// L2 prefetch of the weights of a block's first instance of `t` (a
+  /// packed GEMV or bf16-row task; l2_first_tasks on the phase).
+  bool emitL2FirstTask(TaskOp t, int64_t first, int64_t dealOffset);
   /// The tasks of the phase being emitted whose instance on block b (when
   /// it is b's first of the phase) had its weight stream started at the
   /// phase's entry (emitGemvBegin).

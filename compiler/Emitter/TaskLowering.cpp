@@ -436,3 +436,61 @@ bool Emitter::emitGemvBegin(TaskOp t, int64_t first, int64_t dealOffset) {
   os << "work);\n";
   return true;
 }
+
+/// For a task whose instances start at phase index `first`: block b in
+/// [first, first + count) asks L2 for the weights of instance b - first,
+/// its first of the phase, at the phase's entry (one bulk prefetch by
+/// thread 0 per weight range): a packed GEMV tile's contiguous k-slice
+/// ([k0/2 * tn, k1/2 * tn) bytes of its tile), or a bf16-row task's rows.
+/// Other kinds and storages ask for nothing (false).
+bool Emitter::emitL2FirstTask(TaskOp t, int64_t first, int64_t dealOffset) {
+  const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
+  if (!kind)
+    return false;
+  auto guard = [&] {
+    os << "    if (const int first = mk::deal_first_task(" << dealOffset << "u); "
+       << (first ? "first >= " + std::to_string(first) + " && " : "") << "first < "
+       << first + t.getCount() << ") // " << t.getName()
+       << ": the block's first instance's weights into L2\n";
+  };
+  if (*kind == mk::schedule::TaskKind::Bf16Rows) {
+    const int64_t rpt = t.getIntArg("rows_per_task"), rows = t.getIntArg("rows"),
+                  k = t.getIntArg("k");
+    guard();
+    os << "      mk::l2_prefetch_range(" << ident(t.getStrArg("weight")) << " + (size_t)(first - "
+       << first << ") * " << rpt * k << ", unsigned(min(" << rpt << ", " << rows
+       << " - (first - " << first << ") * " << rpt << ")) * " << 2 * k << "u);\n";
+    return true;
+  }
+  if (*kind != mk::schedule::TaskKind::W4A16Gemv)
+    return false;
+  auto weights = t.getStrArrayArg("weights");
+  const int64_t k = t.getIntArg("k"), tn = t.getIntArg("tn");
+  auto ns = t.getIntArrayArg("n");
+  if (weights.empty() || ns.size() != weights.size() ||
+      llvm::any_of(weights, [&](const std::string &w) {
+        return orderOf(w) == mk::PackedOrder::None || tileOf(w) != tn;
+      }))
+    return false;
+  const std::string fn = "l2first" + std::to_string(beginCount++);
+  llvm::raw_string_ostream h(helpers);
+  h << "/// " << t.getName() << ": asks L2 for this block's first instance's\n"
+    << "/// weights (l2_first_tasks).\n"
+    << "__device__ __noinline__ void " << fn << "(int i";
+  for (size_t s = 0; s < weights.size(); ++s)
+    h << ", const uint8_t *w" << s;
+  h << ") {\n";
+  emitGemvSlice(t, h);
+  h << "      (void)nvalid;\n      switch (seg) {\n";
+  for (size_t s = 0; s < weights.size(); ++s)
+    h << "      case " << s << ": mk::l2_prefetch_range(w" << s << " + (size_t)((n0) / " << tn
+      << ") * " << k / 2 * tn << " + (size_t)(k0 / 2) * " << tn << ", unsigned((k1 - k0) / 2) * "
+      << tn << "u); break;\n";
+  h << "      }\n}\n";
+  guard();
+  os << "      mkgen::" << fn << "(first - " << first;
+  for (const std::string &w : weights)
+    os << ", " << wq(w);
+  os << ");\n";
+  return true;
+}

@@ -170,6 +170,13 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
     `streams=true` the kernel gets `early_weight_streams`: each
     block starts the weight copies of its first packed GEMV instance of a phase
     at the phase's entry, before the every-block norm and its counter waits.
+    `norm-free-streams=true` does the same only in the phases without an
+    every-block norm (`early_weight_streams` on those phases), where the
+    work area the norm stages through is not in use at phase entry.
+    `l2-first-tasks=true` marks the phases with an every-block norm
+    (`l2_first_tasks`): they start after a grid barrier, and while every
+    block computes the norm the memory system would idle; instead each
+    block's first GEMV instance's weights are brought into L2 meanwhile.
     With `distance` > 0 each
     phase gets `l2_prefetch`: the weights that the phase `distance` phases
     later reads and that do not depend on data (every weight its tasks'
@@ -188,6 +195,16 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
            "start each block's first packed GEMV weight stream of a phase at "
            "the phase's entry (early_weight_streams on the kernel; measured "
            "no faster, off by default)">,
+    Option<"normFreeStreams", "norm-free-streams", "bool", "false",
+           "start the weight stream of each block's first packed GEMV "
+           "instance at the entry of every phase that has no every-block "
+           "norm (early_weight_streams on those phases): the output "
+           "projections, whose tasks wait for the heads they read">,
+    Option<"l2FirstTasks", "l2-first-tasks", "bool", "false",
+           "in every phase with an every-block norm (l2_first_tasks on the "
+           "phase), each block asks L2 for its first packed GEMV or bf16-row "
+           "instance's weights at the phase's entry, before the norm "
+           "(measured no faster, off by default)">,
     Option<"distance", "distance", "int64_t", "0",
            "how many phases ahead to prefetch (0, the default: none; 1 measured "
            "20 us per token slower, docs/perf-notes.md)">,

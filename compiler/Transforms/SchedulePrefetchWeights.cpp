@@ -53,9 +53,18 @@ void SchedulePrefetchWeightsPass::runOnOperation() {
         << static_cast<int64_t>(distance);
     return signalPassFailure();
   }
-  for (KernelOp kernel : getOperation().getOps<KernelOp>())
+  for (KernelOp kernel : getOperation().getOps<KernelOp>()) {
     if (streams)
       kernel.setEarlyWeightStreams(true);
+    for (PhaseOp phase : kernel.getBodyBlock().getOps<PhaseOp>()) {
+      const bool normed = llvm::any_of(phase.getBodyBlock().getOps<TaskOp>(),
+                                       [](TaskOp t) { return t.isEveryBlock(); });
+      if (normFreeStreams && !normed)
+        phase.setEarlyWeightStreams(true);
+      if (l2FirstTasks && normed)
+        phase.setL2FirstTasks(true);
+    }
+  }
   if (distance == 0)
     return;
   for (KernelOp kernel : getOperation().getOps<KernelOp>()) {

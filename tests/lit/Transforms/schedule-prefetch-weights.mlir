@@ -3,6 +3,8 @@
 // RUN: mk-opt %s --schedule-prefetch-weights | FileCheck %s --check-prefix=OFF
 // RUN: not mk-opt %s "--schedule-prefetch-weights=distance=-1" 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: mk-opt %s "--schedule-prefetch-weights=distance=1" | FileCheck %s --check-prefix=NOSTREAMS
+// RUN: mk-opt %s "--schedule-prefetch-weights=norm-free-streams=true" | FileCheck %s --check-prefix=NORMFREE
+// RUN: mk-opt %s "--schedule-prefetch-weights=l2-first-tasks=true" | FileCheck %s --check-prefix=FIRST
 
 // Each phase names the data-independent weights of the phase `distance`
 // later (the first phase also its own and those in between): every weight
@@ -12,10 +14,24 @@
 // Off by default (distance=0: measured slower).
 // With streams=true weight streams start at phase entry (off by default).
 // CHECK: schedule.kernel @k attributes {early_weight_streams,
+// With norm-free-streams=true only the phases without an every-block norm
+// start them (p1 has one):
+// NORMFREE-NOT: schedule.kernel @k attributes {early_weight_streams
+// NORMFREE: schedule.phase "p0" attributes {early_weight_streams}
+// NORMFREE: schedule.phase "p1" {
+// NORMFREE: schedule.phase "p2" attributes {early_weight_streams}
+// NORMFREE: schedule.phase "p3" attributes {early_weight_streams}
 // NOSTREAMS-NOT: early_weight_streams
 // OFF-NOT: early_weight_streams
+// OFF-NOT: l2_first_tasks
 // CHECK: schedule.phase "p0" attributes {l2_prefetch = ["wq", "wbeta", "n1", "wo"]}
 // CHECK: schedule.phase "p1" attributes {l2_prefetch = ["sgate", "sup"]}
+// With l2-first-tasks=true (off by default: measured no faster) the phases
+// with an every-block norm (p1 only) ask L2 for their blocks' first
+// instances' weights at entry:
+// FIRST-NOT: l2_first_tasks
+// FIRST: schedule.phase "p1" attributes {l2_first_tasks} {
+// FIRST-NOT: l2_first_tasks
 // CHECK: schedule.phase "p2" attributes {l2_prefetch = ["kvb"]}
 // CHECK: schedule.phase "p3" {
 // D2: schedule.phase "p0" attributes {l2_prefetch = ["wq", "wbeta", "n1", "wo", "sgate", "sup"]}

@@ -177,10 +177,21 @@ def Schedule_PhaseOp : Schedule_Op<"phase", [
     `schedule-prefetch-weights`) names weights that a later phase reads:
     every block asks for its share of them to be brought into L2 as it
     enters this phase, so that the memory system streams them while this
-    phase computes, waits and synchronizes.
+    phase computes, waits and synchronizes. `early_weight_streams` (set by
+    `schedule-prefetch-weights` on phases without an every-block norm):
+    each block's first instance of a packed GEMV task in this phase starts
+    its weight stream at the phase's entry, before its counter waits, as the
+    kernel's attribute of that name does for every phase.
+    `l2_first_tasks` (set by `schedule-prefetch-weights` on phases with an
+    every-block norm, which start after a grid barrier): each block asks L2
+    for the weights of its first instance of the phase's packed GEMV and
+    bf16-row tasks as it enters the phase, so that they stream while every
+    block computes the norm (no shared memory is used: the norm stages
+    through the work area).
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$l2_prefetch,
-                   DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$deal_offset);
+                   DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$deal_offset,
+                   UnitAttr:$early_weight_streams, UnitAttr:$l2_first_tasks);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$name attr-dict-with-keyword $body";
   let skipDefaultBuilders = 1;
