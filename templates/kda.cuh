@@ -70,13 +70,11 @@ __device__ void kda_head_chunk_task(int task, int C, const bf16 *q_raw, const bf
 
   // The state slice depends on nothing of this step: its HBM round trip is
   // issued first and runs under the short convs' loads of the projections
-  // (-DMK_KDA_STATE_LATE: loaded after them, the order before session 9).
+  // (loaded after them it cost 1 us per step, perf notes #63).
   float s[RPT];
-#ifndef MK_KDA_STATE_LATE
 #pragma unroll
   for (int r = 0; r < RPT; ++r)
     s[r] = __ldcg(sin_ + (size_t)(i0 + r) * DK);
-#endif
 
   // beta's load too goes out with the short convs' (it is used after them).
   const float beta_logit = bf2f(__ldcg(beta_logits + h));
@@ -93,9 +91,6 @@ __device__ void kda_head_chunk_task(int task, int C, const bf16 *q_raw, const bf
   float pred = 0.f;
 #pragma unroll
   for (int r = 0; r < RPT; ++r) {
-#ifdef MK_KDA_STATE_LATE
-    s[r] = __ldcg(sin_ + (size_t)(i0 + r) * DK);
-#endif
     s[r] *= eg[i0 + r];
     pred = fmaf(s[r], kf[i0 + r], pred);
   }

@@ -130,15 +130,9 @@ __device__ __forceinline__ void expand_group_scales(const GroupScalesRaw &r, uin
 /// 128 + z[2i+1]}) and splatted where used: ptxas folds the splat into the
 /// HADD2 / HMUL2 operand's half selector (.H0_H0 / .H1_H1), so it costs no
 /// instruction, and a group change expands 8 words with 8 HADD2 instead of
-/// 16 pairs with 32 PRMT + 8 HADD2, in 16 registers instead of 32.
-/// -DMK_GEMV_SPLAT_SCALES: the splatted form (before session 9).
+/// 16 pairs with 32 PRMT + 8 HADD2, in 16 registers instead of 32 (1.3 us
+/// per step faster than the splatted form, perf notes #64).
 struct ColumnScales {
-#ifdef MK_GEMV_SPLAT_SCALES
-  uint32_t s2[16] = {}, zc2[16] = {};
-  __device__ __forceinline__ void set(const GroupScalesRaw &r) { expand_group_scales(r, s2, zc2); }
-  __device__ __forceinline__ uint32_t s(int j) const { return s2[j]; }
-  __device__ __forceinline__ uint32_t zc(int j) const { return zc2[j]; }
-#else
   uint32_t sp[8] = {}, zp[8] = {};
   __device__ __forceinline__ void set(const GroupScalesRaw &r) {
     const uint32_t sw[8] = {r.sa.x, r.sa.y, r.sa.z, r.sa.w, r.sb.x, r.sb.y, r.sb.z, r.sb.w};
@@ -156,7 +150,6 @@ struct ColumnScales {
   }
   __device__ __forceinline__ uint32_t s(int j) const { return splat(sp[j / 2], j % 2); }
   __device__ __forceinline__ uint32_t zc(int j) const { return splat(zp[j / 2], j % 2); }
-#endif
 };
 /// Loads the scales and zeros of quantization group `grp` for the 16 columns
 /// starting at `col`, as bf16x2 pairs {s, s} and {128 + z, 128 + z} (the
@@ -385,6 +378,14 @@ __device__ __forceinline__ uint32_t bf16x2_128() {
   uint32_t m;
   asm("mov.b32 %0, 0x43004300;" : "=r"(m));
   return m;
+}
+/// v, through a move ptxas cannot look into or repeat: a value computed
+/// once before a loop then stays in a register instead of being
+/// recomputed (rematerialized) in the loop body.
+__device__ __forceinline__ int opaque_int(int v) {
+  int r;
+  asm volatile("mov.b32 %0, %1;" : "=r"(r) : "r"(v));
+  return r;
 }
 /// Byte J of w (v = w >> 4) dequantized exactly as the spec, as the bf16x2
 /// {w[2r, col], w[2r+1, col]}: the register an mma A fragment wants.
@@ -799,17 +800,22 @@ MK_UNROLL_CODE
 #else
   constexpr bool kLaterScalesL1 = false;
 #endif
+#ifdef MK_GEMV_NO_AHEAD
+  constexpr bool kAhead = false;
+#else
+  constexpr bool kAhead = true;
+#endif
+  const int grpRowEnd = min(k1, 2 * (pa + send * STEP));
   detail::GroupScalesRaw raw0{};
   const int g0 = groupOf(sbeg);
   const bool eager = kEagerScales && colActive && nmine > 0;
   if (colActive && nmine > 0) {
-    const int rowEnd = min(k1, 2 * (pa + send * STEP));
     if (eager)
       raw0 = detail::load_group_scales_raw(scales, zeros, N, g0, col);
     else
       detail::prefetch_group_scales<true>(scales, zeros, N, g0, col);
     MK_UNROLL_RUNTIME
-    for (int gi = g0 + 1; gi * GROUP < rowEnd; ++gi)
+    for (int gi = g0 + 1; gi * GROUP < grpRowEnd; ++gi)
       detail::prefetch_group_scales<kLaterScalesL1>(scales, zeros, N, gi, col);
   }
   auto prol = [&] {
@@ -817,6 +823,8 @@ MK_UNROLL_CODE
     if (eager) {
       cs.set(raw0);
       grp = g0;
+      if (kAhead && (g0 + 1) * GROUP < grpRowEnd)
+        detail::prefetch_group_scales<true>(scales, zeros, N, g0 + 1, col);
     }
   };
   // Packed weights: 16-byte cp.async per lane (default) or bulk copies
@@ -846,44 +854,39 @@ MK_UNROLL_CODE
   for (int m = 0; m < 8; ++m)
     acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.f;
   auto load_sz = [&](int gi) { cs.set(detail::load_group_scales_raw(scales, zeros, N, gi, col)); };
-#ifdef MK_GEMV_STEP_CHECKS
-  // The step as before session 9 (kept to measure against): the group
-  // recomputed and compared at every step, x loaded under per-row checks by
-  // the lanes whose B columns are read.
-  constexpr bool kLeanStep = false;
-#else
-  constexpr bool kLeanStep = true;
-#endif
-  // Lean step (default): the group is recomputed only at the first step of
-  // the next group (nextGrpSt, per lane: lanes of different subslices may
+  // The lean step: the group is recomputed only at the first step of the
+  // next group (nextGrpSt, per lane: lanes of different subslices may
   // change groups at different steps), and in a task made of whole steps
   // (p0 and p1 on step boundaries: every task of the unit) x is loaded by
   // every lane with no row checks, from its own subslice (lanes whose B
-  // column is not read load x too: their D columns are never summed).
+  // column is not read load x too: their D columns are never summed). With
+  // per-step group and row checks the step was ~14 instructions longer and
+  // the unit 5.8 us slower (perf notes #63).
+  // At a group change the next group's scales and zero points are asked
+  // into L1 (their load at the next change then hits L1, not L2), and this
+  // lane's x address is held in a register through an opaque move (ptxas
+  // otherwise recomputes it from threadIdx at every step);
+  // -DMK_GEMV_NO_AHEAD: neither (session 9's first form, to measure
+  // against).
   int nextGrpSt = sbeg;
   const bool xWhole = p0 == pa && (p1 - pa) % STEP == 0;
   const bool loPart = FP32X && g >= KG;
-  const float *xlane = xs + 2 * (pa + (g % KG) * 8 + t);
+  const int xoff = 2 * (pa + (g % KG) * 8 + t);
+  const float *xlane = xs + (kAhead ? detail::opaque_int(xoff) : xoff);
   // One step: weights wa (row pair ra = rowA(st)) and wb (ra + 4) of this
   // lane's 16 columns, the x of those row pairs, 8 mma.
   auto step = [&](int st, uint4 wa, uint4 wb) {
-    if constexpr (kLeanStep) {
-      if (st == nextGrpSt) {
-        const int gi = groupOf(st);
-        if (colActive && gi != grp) {
-          grp = gi;
-          load_sz(gi);
-        }
-        // First step whose subslice starts in group gi + 1.
-        const int nextRow = (gi + 1) * (GROUP / 2) - pa - sub * 8;
-        nextGrpSt = max(st + 1, (nextRow + STEP - 1) / STEP);
-      }
-    } else {
+    if (st == nextGrpSt) {
       const int gi = groupOf(st);
       if (colActive && gi != grp) {
         grp = gi;
         load_sz(gi);
+        if (kAhead && (gi + 1) * GROUP < grpRowEnd)
+          detail::prefetch_group_scales<true>(scales, zeros, N, gi + 1, col);
       }
+      // First step whose subslice starts in group gi + 1.
+      const int nextRow = (gi + 1) * (GROUP / 2) - pa - sub * 8;
+      nextGrpSt = max(st + 1, (nextRow + STEP - 1) / STEP);
     }
     // B: lane (g, t) holds x of k-subslice g (n = g), row pairs t, t+4,
     // as bf16 (exact for the bf16 values the spec rounds most
@@ -892,7 +895,7 @@ MK_UNROLL_CODE
     // then carries an fp32 x to 16 significant bits (products exact,
     // sums fp32), for free while KG <= 4.
     uint32_t b0 = 0, b1 = 0;
-    if (kLeanStep && xWhole) {
+    if (xWhole) {
       const float2 x0 = *reinterpret_cast<const float2 *>(xlane + 2 * st * STEP);
       const float2 x1 = *reinterpret_cast<const float2 *>(xlane + 2 * st * STEP + 8);
       b0 = detail::bf2_part(x0, loPart);
