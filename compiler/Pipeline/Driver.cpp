@@ -6,6 +6,7 @@
 
 #include "Frontend/GraphBuilder.h"
 #include "Pipeline/InitAll.h"
+#include "Pipeline/IrPrecheck.h"
 #include "Pipeline/PipelineStages.h"
 #include "mk/BlockSpec.h"
 
@@ -37,6 +38,12 @@ OwningOpRef<ModuleOp> mk::loadInput(MLIRContext &ctx, llvm::StringRef path,
         llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
     if (!buffer) {
       error = (path + ": cannot open: " + buffer.getError().message()).str();
+      return nullptr;
+    }
+    // Refused before MLIR 19's parser sees it (IrPrecheck.h says why).
+    if (std::string why = checkValuesInsideFunctions((*buffer)->getBuffer(), path);
+        !why.empty()) {
+      error = why;
       return nullptr;
     }
     ParserConfig config(&ctx);

@@ -2,18 +2,25 @@
 //
 // mlir-opt with every dialect and pass of the compiler registered, for lit
 // tests. Each pipeline stage is also a pass pipeline, `--mk-to-<stage>`,
-// running every stage up to and including it.
+// running every stage up to and including it. Input with an SSA value
+// outside every function is refused before MLIR parses it
+// (Pipeline/IrPrecheck.h: MLIR 19's parser can crash on it).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Pipeline/InitAll.h"
+#include "Pipeline/IrPrecheck.h"
 #include "Pipeline/PipelineStages.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
 
 int main(int argc, char **argv) {
   // --version: this project's version, as mkc prints it.
@@ -37,6 +44,30 @@ int main(int argc, char **argv) {
   }
   mlir::DialectRegistry registry;
   mk::registerAllDialects(registry);
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "megakernel compiler optimizer\n", registry));
+  auto [input, output] = mlir::registerAndParseCLIOptions(
+      argc, argv, "megakernel compiler optimizer\n", registry);
+  mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
+  if (config.shouldShowDialects())
+    return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, input, output, registry));
+  std::string message;
+  std::unique_ptr<llvm::MemoryBuffer> file = mlir::openInputFile(input, &message);
+  if (!file) {
+    llvm::errs() << message << "\n";
+    return 1;
+  }
+  const std::string why =
+      mk::checkValuesInsideFunctions(file->getBuffer(), input == "-" ? "<stdin>" : input);
+  if (!why.empty()) {
+    llvm::errs() << why << "\n";
+    return 1;
+  }
+  std::unique_ptr<llvm::ToolOutputFile> out = mlir::openOutputFile(output, &message);
+  if (!out) {
+    llvm::errs() << message << "\n";
+    return 1;
+  }
+  if (mlir::failed(mlir::MlirOptMain(out->os(), std::move(file), registry, config)))
+    return 1;
+  out->keep();
+  return 0;
 }
