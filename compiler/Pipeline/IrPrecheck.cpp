@@ -126,12 +126,13 @@ std::optional<TextLocation> mk::findValueOutsideFunctions(llvm::StringRef text) 
   return std::nullopt;
 }
 
-std::string mk::checkValuesInsideFunctions(llvm::StringRef text, llvm::StringRef path) {
+std::string mk::checkValuesInsideFunctions(llvm::StringRef text, llvm::StringRef path,
+                                           bool severity) {
   std::optional<TextLocation> at = findValueOutsideFunctions(text);
   if (!at)
     return {};
   return (path + ":" + llvm::Twine(at->line) + ":" + llvm::Twine(at->column) +
-          ": an SSA value outside every func.func: this compiler's IR defines values only "
+          (severity ? ": error" : "") + ": an SSA value outside every func.func: this compiler's IR defines values only "
           "inside functions (top-level operations refer to weights and state by symbol)")
       .str();
 }

@@ -27,8 +27,10 @@ struct TextLocation {
 std::optional<TextLocation> findValueOutsideFunctions(llvm::StringRef text);
 
 /// The one-line error for `path` if `text` has such a value
-/// ("<path>:L:C: ..."), else an empty string.
-std::string checkValuesInsideFunctions(llvm::StringRef text, llvm::StringRef path);
+/// ("<path>:L:C: <message>", or "<path>:L:C: error: <message>" with
+/// `severity`, as MLIR's own diagnostics read), else an empty string.
+std::string checkValuesInsideFunctions(llvm::StringRef text, llvm::StringRef path,
+                                       bool severity = false);
 
 } // namespace mk
 

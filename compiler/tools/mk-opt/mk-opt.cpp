@@ -56,7 +56,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   const std::string why =
-      mk::checkValuesInsideFunctions(file->getBuffer(), input == "-" ? "<stdin>" : input);
+      mk::checkValuesInsideFunctions(file->getBuffer(), input == "-" ? "<stdin>" : input,
+                                     /*severity=*/true);
   if (!why.empty()) {
     llvm::errs() << why << "\n";
     return 1;
