@@ -387,6 +387,18 @@ void Emitter::emitGemvSlice(TaskOp t, llvm::raw_ostream &o) {
   }
 }
 
+/// Whether every weight of GEMV task `t` is stored in a packed order, tile
+/// by tile at the task's tile width (what w4a16_gemv_begin and the L2
+/// request of a first instance address).
+bool Emitter::allPackedTiles(TaskOp t) {
+  auto weights = t.getStrArrayArg("weights");
+  const int64_t tn = t.getIntArg("tn");
+  return !weights.empty() && t.getIntArrayArg("n").size() == weights.size() &&
+         llvm::none_of(weights, [&](const std::string &w) {
+           return orderOf(w) == mk::PackedOrder::None || tileOf(w) != tn;
+         });
+}
+
 /// For a task of packed W4A16 tiles whose instances start at phase index
 /// `first`: block b in [first, first + count) starts the weight stream of
 /// instance b - first, its first of the phase, at the phase's entry
@@ -398,11 +410,7 @@ bool Emitter::emitGemvBegin(TaskOp t, int64_t first, int64_t dealOffset) {
   auto weights = t.getStrArrayArg("weights");
   const int64_t k = t.getIntArg("k"), tn = t.getIntArg("tn"), ks = t.getIntArg("ksplit");
   const int64_t kslice = k / ks;
-  auto ns = t.getIntArrayArg("n");
-  if (weights.empty() || ns.size() != weights.size() ||
-      llvm::any_of(weights, [&](const std::string &w) {
-        return orderOf(w) == mk::PackedOrder::None || tileOf(w) != tn;
-      }))
+  if (!allPackedTiles(t))
     return false;
   const bool shared = buffers.lookup(t.getStrArg("input")).getSpace() == "shared";
   // Out of line (its index arithmetic would otherwise add to the kernel
@@ -466,11 +474,7 @@ bool Emitter::emitL2FirstTask(TaskOp t, int64_t first, int64_t dealOffset) {
     return false;
   auto weights = t.getStrArrayArg("weights");
   const int64_t k = t.getIntArg("k"), tn = t.getIntArg("tn");
-  auto ns = t.getIntArrayArg("n");
-  if (weights.empty() || ns.size() != weights.size() ||
-      llvm::any_of(weights, [&](const std::string &w) {
-        return orderOf(w) == mk::PackedOrder::None || tileOf(w) != tn;
-      }))
+  if (!allPackedTiles(t))
     return false;
   const std::string fn = "l2first" + std::to_string(beginCount++);
   llvm::raw_string_ostream h(helpers);
