@@ -17,6 +17,43 @@ __device__ void bf16_rows_gemv(const float *xs, const bf16 *__restrict__ W, int 
                                int nrows, bf16 *y) {
   constexpr int WARPS = THREADS / 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#ifdef MK_ROWS_SPLIT_K
+  // Opt-in, not yet measured (docs/perf-notes.md, "Next"): a task of one
+  // row (the router's, KDA's beta) splits K over all warps instead of
+  // leaving 7 of 8 idle, so its loads are one round trip instead of ~3;
+  // the fp32 partial sums meet in shared memory, rounded once.
+  if (nrows == 1) {
+    __shared__ float part[WARPS];
+    const bf16 *wr = W + (size_t)row0 * K;
+    float acc = 0.f;
+    for (int k = threadIdx.x * 8; k < K; k += THREADS * 8) {
+      const uint4 w = ldg_nc(wr + k);
+      const float4 xa = *reinterpret_cast<const float4 *>(xs + k);
+      const float4 xb = *reinterpret_cast<const float4 *>(xs + k + 4);
+      acc = fmaf(xa.x, bf_lo(w.x), acc);
+      acc = fmaf(xa.y, bf_hi(w.x), acc);
+      acc = fmaf(xa.z, bf_lo(w.y), acc);
+      acc = fmaf(xa.w, bf_hi(w.y), acc);
+      acc = fmaf(xb.x, bf_lo(w.z), acc);
+      acc = fmaf(xb.y, bf_hi(w.z), acc);
+      acc = fmaf(xb.z, bf_lo(w.w), acc);
+      acc = fmaf(xb.w, bf_hi(w.w), acc);
+    }
+    acc = warp_sum(acc);
+    if (lane == 0)
+      part[warp] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float sum = 0.f;
+#pragma unroll
+      for (int w = 0; w < WARPS; ++w)
+        sum += part[w];
+      y[row0] = f2bf(sum);
+    }
+    __syncthreads(); // `part` is free for the block's next task
+    return;
+  }
+#endif
   for (int row = row0 + warp; row < row0 + nrows; row += WARPS) {
     const bf16 *wr = W + (size_t)row * K;
     float acc = 0.f;

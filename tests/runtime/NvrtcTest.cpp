@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <string>
+#include <vector>
 
 using namespace mk;
 using namespace mk::rt;
@@ -145,25 +147,35 @@ TEST(Nvrtc, EmbeddedTemplatesCompileUnderNvrtc) {
 TEST(Nvrtc, TemplateVariantsCompileUnderNvrtc) {
   if (!templatesEmbedded())
     GTEST_SKIP() << "templates/megakernel.cuh not embedded in this build";
-  for (const char *arch : {"sm_90", "sm_120"}) {
-    CompileOptions o;
-    o.arch = arch;
-    o.extraOptions = {"-DMK_GEMV_SIMT", "-DMK_SPIN_NS=64"};
-    std::string cubin, log;
-    Status st = compileWithNvrtc(
-        "#include \"mk/megakernel.cuh\"\n"
-        "extern \"C\" __global__ void k(const float *x, const uint8_t *w,\n"
-        "    const mk::bf16 *s, const mk::bf16 *z, float *y, mk::bf16 *h) {\n"
-        "  extern __shared__ float smem[];\n"
-        "  mk::w4a16_gemv_tile<256, 64, 128>(x, w, s, z, 1024, 0, 64, 0, 2304,\n"
-        "      smem, mk::EpiAtomicAddF32{y, 1.f, 0});\n"
-        "  mk::block_residual<256>(h, y, 2304, smem, h);\n"
-        "  mk::block_rmsnorm<256>(smem, s, 2304, 1e-6f, smem, smem + 2304);\n"
-        "}\n",
-        "variants.cu", kernelHeaders(), nvrtcOptions(o), cubin, log);
-    EXPECT_TRUE(st.isOk()) << arch << ": " << st.toString() << "\n" << log;
-    EXPECT_FALSE(cubin.empty()) << arch;
-  }
+  // The SIMT variants, and the packed exact tile's and the bf16 rows'
+  // opt-in forms (docs/runtime.md lists them).
+  const std::vector<std::vector<std::string>> variants = {
+      {"-DMK_GEMV_SIMT", "-DMK_SPIN_NS=64"},
+      {"-DMK_GEMV_NO_AHEAD", "-DMK_PACKED_STEP_UNROLL", "-DMK_ROWS_SPLIT_K"}};
+  for (const std::vector<std::string> &options : variants)
+    for (const char *arch : {"sm_90", "sm_120"}) {
+      CompileOptions o;
+      o.arch = arch;
+      o.extraOptions = options;
+      std::string cubin, log;
+      Status st = compileWithNvrtc(
+          "#include \"mk/megakernel.cuh\"\n"
+          "extern \"C\" __global__ void k(const float *x, const uint8_t *w,\n"
+          "    const mk::bf16 *s, const mk::bf16 *z, float *y, mk::bf16 *h) {\n"
+          "  extern __shared__ float smem[];\n"
+          "  mk::w4a16_gemv_tile<256, 64, 128>(x, w, s, z, 1024, 0, 64, 0, 2304,\n"
+          "      smem, mk::EpiAtomicAddF32{y, 1.f, 0});\n"
+          "  mk::w4a16_gemv_tile<256, 128, 128, mk::EpiAtomicAddF32, false, mk::kOrderMma>(\n"
+          "      x, w, s, z, 128, 0, 128, 0, 2304, smem, mk::EpiAtomicAddF32{y, 1.f, 0});\n"
+          "  mk::bf16_rows_gemv<256>(x, s, 2304, 0, 1, h);\n"
+          "  mk::block_residual<256>(h, y, 2304, smem, h);\n"
+          "  mk::block_rmsnorm<256>(smem, s, 2304, 1e-6f, smem, smem + 2304);\n"
+          "}\n",
+          "variants.cu", kernelHeaders(), nvrtcOptions(o), cubin, log);
+      EXPECT_TRUE(st.isOk()) << arch << " " << options.front() << ": " << st.toString() << "\n"
+                             << log;
+      EXPECT_FALSE(cubin.empty()) << arch;
+    }
 }
 
 TEST(Kernel, BuildUsesTheCacheAndRecoversFromCorruption) {
