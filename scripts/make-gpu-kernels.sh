@@ -48,6 +48,10 @@ variant tint8 schedule-tile-weights=arithmetic=int8
 # The KDA output projections folded into the gated-delta tasks (opt-in,
 # measured no faster): oracle-tested on every run.
 variant tfuse schedule-fuse-kda-o-proj=enabled=true
+# The KDA tasks' state and conv parameters asked into L2 before their
+# counter waits (opt-in, written after session 9's device time: not yet
+# measured; docs/perf-notes.md "Next").
+variant tkdal2 schedule-prefetch-weights=kda-state-l2=true
 if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   variant trowmajor schedule-tile-weights=layout=row-major
   variant ttiled schedule-tile-weights=layout=tiled

@@ -146,13 +146,14 @@ __device__ __noinline__ void l2_prefetch_share(const void *p, unsigned bytes) {
 #endif
 }
 
-/// Asks L2 for [p, p + bytes) (p 16-byte aligned; the size is rounded down
-/// to 16 bytes): one bulk prefetch by thread 0 (sm_90+; a hint: nothing is
-/// copied into the block or waited for). For the weights of a block's own
-/// next instance, where l2_prefetch_share spreads a whole weight over the grid.
+/// Asks L2 for [p, p + bytes) (the size rounded down to 16 bytes; nothing
+/// if p is not 16-byte aligned, as the bulk prefetch requires): one bulk
+/// prefetch by thread 0 (sm_90+; a hint: nothing is copied into the block or
+/// waited for). For what a block's own next instance reads, where
+/// l2_prefetch_share spreads a whole weight over the grid.
 __device__ __forceinline__ void l2_prefetch_range(const void *p, unsigned bytes) {
 #if __CUDA_ARCH__ >= 900
-  if (threadIdx.x == 0 && (bytes & ~15u))
+  if (threadIdx.x == 0 && (bytes & ~15u) && (reinterpret_cast<uintptr_t>(p) & 15u) == 0)
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes & ~15u)
                  : "memory");
 #else

@@ -123,6 +123,32 @@ __device__ void kda_head_chunk_task(int task, int C, const bf16 *q_raw, const bf
   __syncthreads();
 }
 
+/// Asks L2 for what kda_head_chunk_task `task` reads that does not depend
+/// on this step (its state slice, its conv weights and old windows), so
+/// that after its counter wait those loads hit L2. A hint: nothing is copied
+/// or waited for. Every thread calls it (the state slice's DK rows are one
+/// line request per thread); thread 0 asks for the contiguous ranges.
+template <int DK, int CHUNK, int CONV>
+__device__ void kda_head_chunk_l2_prefetch(int task, int C, const bf16 *conv_w,
+                                           const bf16 *win_q, const bf16 *win_k,
+                                           const bf16 *win_v, const float *S_in) {
+  constexpr int NCH = DK / CHUNK;
+  const int h = task / NCH, j0 = (task % NCH) * CHUNK, hc = h * DK;
+  for (int r = threadIdx.x; r < DK; r += blockDim.x)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(S_in + (size_t)h * DK * DK + (size_t)r * DK + j0));
+  if (threadIdx.x == 0) {
+    l2_prefetch_range(conv_w + (size_t)hc * CONV, DK * CONV * 2);
+    l2_prefetch_range(conv_w + ((size_t)C + hc) * CONV, DK * CONV * 2);
+    l2_prefetch_range(conv_w + ((size_t)2 * C + hc + j0) * CONV, CHUNK * CONV * 2);
+#pragma unroll
+    for (int t = 0; t < CONV - 1; ++t) {
+      l2_prefetch_range(win_q + (size_t)t * C + hc, DK * 2);
+      l2_prefetch_range(win_k + (size_t)t * C + hc, DK * 2);
+      l2_prefetch_range(win_v + (size_t)t * C + hc + j0, CHUNK * 2);
+    }
+  }
+}
+
 /// Shared memory for kda_head_chunk_o_proj_task, in floats: the KDA task's,
 /// then the staged row slice of the output projection.
 template <int THREADS, int DK, int CHUNK, int N>

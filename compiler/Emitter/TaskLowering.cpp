@@ -449,8 +449,10 @@ bool Emitter::emitGemvBegin(TaskOp t, int64_t first, int64_t dealOffset) {
 /// [first, first + count) asks L2 for the weights of instance b - first,
 /// its first of the phase, at the phase's entry (one bulk prefetch by
 /// thread 0 per weight range): a packed GEMV tile's contiguous k-slice
-/// ([k0/2 * tn, k1/2 * tn) bytes of its tile), or a bf16-row task's rows.
-/// Other kinds and storages ask for nothing (false).
+/// ([k0/2 * tn, k1/2 * tn) bytes of its tile), a bf16-row task's rows, or
+/// a KDA gated-delta task's state slice and conv parameters
+/// (kda_head_chunk_l2_prefetch). Other kinds and storages ask for nothing
+/// (false).
 bool Emitter::emitL2FirstTask(TaskOp t, int64_t first, int64_t dealOffset) {
   const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
   if (!kind)
@@ -468,6 +470,17 @@ bool Emitter::emitL2FirstTask(TaskOp t, int64_t first, int64_t dealOffset) {
     os << "      mk::l2_prefetch_range(" << ident(t.getStrArg("weight")) << " + (size_t)(first - "
        << first << ") * " << rpt * k << ", unsigned(min(" << rpt << ", " << rows
        << " - (first - " << first << ") * " << rpt << ")) * " << 2 * k << "u);\n";
+    return true;
+  }
+  if (*kind == mk::schedule::TaskKind::KdaHeadChunk) {
+    const int64_t dk = t.getIntArg("head_dim"), chunk = t.getIntArg("chunk"),
+                  conv = t.getIntArg("conv");
+    guard();
+    os << "      mkgen::call<&mk::kda_head_chunk_l2_prefetch<" << dk << ", " << chunk << ", "
+       << conv << ">>(first - " << first << ", " << t.getIntArg("heads") * dk << ", "
+       << ident(t.getStrArg("conv_w")) << ", " << ptr(t.getStrArg("cq")) << ", "
+       << ptr(t.getStrArg("ck")) << ", " << ptr(t.getStrArg("cv")) << ", "
+       << ptr(t.getStrArg("S")) << ");\n";
     return true;
   }
   if (*kind != mk::schedule::TaskKind::W4A16Gemv)

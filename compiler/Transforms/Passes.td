@@ -177,6 +177,10 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
     (`l2_first_tasks`): they start after a grid barrier, and while every
     block computes the norm the memory system would idle; instead each
     block's first GEMV instance's weights are brought into L2 meanwhile.
+    `kda-state-l2=true` sets `l2_first_tasks` on the phases of KDA
+    gated-delta tasks too: there the request covers each block's first
+    instance's state slice and conv parameters, which do not depend on the
+    projections its counters wait for.
     With `distance` > 0 each
     phase gets `l2_prefetch`: the weights that the phase `distance` phases
     later reads and that do not depend on data (every weight its tasks'
@@ -205,6 +209,11 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
            "phase), each block asks L2 for its first packed GEMV or bf16-row "
            "instance's weights at the phase's entry, before the norm "
            "(measured no faster, off by default)">,
+    Option<"kdaStateL2", "kda-state-l2", "bool", "false",
+           "in every phase of KDA gated-delta tasks (l2_first_tasks on the "
+           "phase), each block asks L2 for its first instance's state slice, "
+           "conv weights and windows at the phase's entry, before its counter "
+           "waits (not yet measured on a GPU)">,
     Option<"distance", "distance", "int64_t", "0",
            "how many phases ahead to prefetch (0, the default: none; 1 measured "
            "20 us per token slower, docs/perf-notes.md)">,

@@ -63,6 +63,10 @@ void SchedulePrefetchWeightsPass::runOnOperation() {
         phase.setEarlyWeightStreams(true);
       if (l2FirstTasks && normed)
         phase.setL2FirstTasks(true);
+      if (kdaStateL2 && llvm::any_of(phase.getBodyBlock().getOps<TaskOp>(), [](TaskOp t) {
+            return t.getTaskKind() == TaskKind::KdaHeadChunk;
+          }))
+        phase.setL2FirstTasks(true);
     }
   }
   if (distance == 0)
