@@ -130,8 +130,8 @@ __device__ __forceinline__ void expand_group_scales(const GroupScalesRaw &r, uin
 /// 128 + z[2i+1]}) and splatted where used: ptxas folds the splat into the
 /// HADD2 / HMUL2 operand's half selector (.H0_H0 / .H1_H1), so it costs no
 /// instruction, and a group change expands 8 words with 8 HADD2 instead of
-/// 16 pairs with 32 PRMT + 8 HADD2, in 16 registers instead of 32 (1.3 us
-/// per step faster than the splatted form, perf notes #64).
+/// 16 pairs with 32 PRMT + 8 HADD2, in 16 registers instead of 32 (the decode
+/// step 1.3 us faster than with the splatted form, perf notes #64).
 struct ColumnScales {
   uint32_t sp[8] = {}, zp[8] = {};
   __device__ __forceinline__ void set(const GroupScalesRaw &r) {
