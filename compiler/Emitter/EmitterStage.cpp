@@ -8,6 +8,7 @@
 
 #include "Emitter/CudaEmitter.h"
 #include "Pipeline/PipelineStages.h"
+#include "Transforms/Passes.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -34,6 +35,9 @@ void mk::emitter::registerEmitterPipelineStages() {
   s.summary = "one cooperative CUDA kernel (<kernel>.cu) and its manifest "
               "(<kernel>.manifest.json); -o names a directory";
   s.addPasses = nullptr;
+  // Its IR (--dump-dir) is the schedule module the kernel comes from,
+  // headed by the same summary as the schedule stage's.
+  s.header = mk::schedule::scheduleSummary;
   s.emit = [](ModuleOp module, const EmitOptions &options,
               std::string &error) -> LogicalResult {
     EmittedKernel k;

@@ -73,12 +73,25 @@ OwningOpRef<ModuleOp> mk::loadInput(MLIRContext &ctx, llvm::StringRef path,
   return module;
 }
 
-/// Writes `module` to `path` ("-" = `out`).
-static LogicalResult writeModule(ModuleOp module, llvm::StringRef path,
-                                 llvm::raw_ostream &out, std::string &error) {
+/// Prints `stage`'s header (as `// ` lines), then `module`.
+static void printStageIR(ModuleOp module, const PipelineStage &stage, llvm::raw_ostream &os) {
+  if (stage.header) {
+    SmallVector<StringRef> lines;
+    const std::string text = stage.header(module);
+    StringRef(text).rtrim('\n').split(lines, '\n');
+    for (StringRef line : lines)
+      os << "// " << line << "\n";
+  }
+  module.print(os);
+  os << "\n";
+}
+
+/// Writes `module`, the IR of `stage`, to `path` ("-" = `out`).
+static LogicalResult writeModule(ModuleOp module, const PipelineStage &stage,
+                                 llvm::StringRef path, llvm::raw_ostream &out,
+                                 std::string &error) {
   if (path == "-") {
-    module.print(out);
-    out << "\n";
+    printStageIR(module, stage, out);
     return success();
   }
   std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(path, &error);
@@ -86,8 +99,7 @@ static LogicalResult writeModule(ModuleOp module, llvm::StringRef path,
     error = (path + ": cannot write: " + error).str();
     return failure();
   }
-  module.print(file->os());
-  file->os() << "\n";
+  printStageIR(module, stage, file->os());
   file->keep();
   return success();
 }
@@ -208,7 +220,7 @@ int mk::runDriver(const DriverOptions &opt, llvm::raw_ostream &out,
     llvm::SmallString<256> path(opt.dumpDir);
     llvm::sys::path::append(
         path, llvm::formatv("{0:d2}-{1}.mlir", i, stages[i].name).str());
-    return writeModule(*module, path, out, error);
+    return writeModule(*module, stages[i], path, out, error);
   };
   const PipelineStage &target = stages[last];
   for (int i = 0; i <= last; ++i) {
@@ -251,7 +263,7 @@ int mk::runDriver(const DriverOptions &opt, llvm::raw_ostream &out,
       return fail(error);
     return 0;
   }
-  if (failed(writeModule(*module, opt.outputPath, out, error)))
+  if (failed(writeModule(*module, target, opt.outputPath, out, error)))
     return fail(error);
   return 0;
 }

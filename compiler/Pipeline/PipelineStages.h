@@ -51,6 +51,10 @@ struct PipelineStage {
                                     const EmitOptions &options,
                                     std::string &error)>
       emit;
+  /// Optional: text printed as `// ` comment lines before the module
+  /// wherever this stage's IR is written (stdout, -o, --dump-dir), e.g. the
+  /// schedule's summary; the IR stays valid input to mkc and mk-opt.
+  std::function<std::string(mlir::ModuleOp module)> header;
 };
 
 /// Appends `stage` to the pipeline. A stage whose name is already registered

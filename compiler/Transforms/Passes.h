@@ -10,6 +10,8 @@
 #include "mlir/Pass/Pass.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <string>
+
 namespace mk::schedule {
 
 /// Discardable attributes the graph-level passes leave for phase formation.
@@ -27,6 +29,8 @@ void buildSchedulePipeline(mlir::OpPassManager &pm);
 
 /// Writes the schedule summary of every kernel in `module` to `os`.
 void printScheduleSummary(mlir::ModuleOp module, llvm::raw_ostream &os);
+/// The same as a string (the header of the schedule and cuda stages' IR).
+std::string scheduleSummary(mlir::ModuleOp module);
 
 /// Component hooks (compiler/cmake/MKCompiler.cmake).
 void registerScheduleTransformsPasses();

@@ -28,30 +28,8 @@ void mk::schedule::registerSchedulePipelineStages() {
   s.summary = "phases, tasks, barriers, counters and workspace "
               "(schedule dialect)";
   s.addPasses = [](OpPassManager &pm) { buildSchedulePipeline(pm); };
-  s.emit = [](ModuleOp module, const EmitOptions &options,
-              std::string &error) -> LogicalResult {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    std::string summary;
-    llvm::raw_string_ostream ss(summary);
-    printScheduleSummary(module, ss);
-    SmallVector<StringRef> lines;
-    StringRef(summary).rtrim('\n').split(lines, '\n');
-    for (StringRef line : lines)
-      os << "// " << line << "\n";
-    module.print(os);
-    if (options.outputPath == "-" || options.outputPath.empty()) {
-      (options.stdoutStream ? *options.stdoutStream : llvm::outs()) << text;
-      return success();
-    }
-    std::error_code ec;
-    llvm::raw_fd_ostream out(options.outputPath, ec);
-    if (ec) {
-      error = "cannot write " + options.outputPath + ": " + ec.message();
-      return failure();
-    }
-    out << text;
-    return success();
-  };
+  // The summary heads the stage's IR wherever it is written (--emit,
+  // --dump-dir): the phases, their tasks and bytes at a glance.
+  s.header = mk::schedule::scheduleSummary;
   registerPipelineStage(std::move(s));
 }

@@ -94,3 +94,10 @@ struct SchedulePrintSummaryPass
   }
 };
 } // namespace
+
+std::string mk::schedule::scheduleSummary(mlir::ModuleOp module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  printScheduleSummary(module, os);
+  return text;
+}
