@@ -11,6 +11,23 @@
 
 namespace mk {
 
+namespace detail {
+/// acc + sum_{i<8} x[i] * w[i], in index order (8 bf16 weights, one load).
+__device__ __forceinline__ float dot8_bf16(const bf16 *w8, const float *x, float acc) {
+  const uint4 w = ldg_nc(w8);
+  const float4 xa = *reinterpret_cast<const float4 *>(x);
+  const float4 xb = *reinterpret_cast<const float4 *>(x + 4);
+  acc = fmaf(xa.x, bf_lo(w.x), acc);
+  acc = fmaf(xa.y, bf_hi(w.x), acc);
+  acc = fmaf(xa.z, bf_lo(w.y), acc);
+  acc = fmaf(xa.w, bf_hi(w.y), acc);
+  acc = fmaf(xb.x, bf_lo(w.z), acc);
+  acc = fmaf(xb.y, bf_hi(w.z), acc);
+  acc = fmaf(xb.z, bf_lo(w.w), acc);
+  return fmaf(xb.w, bf_hi(w.w), acc);
+}
+} // namespace detail
+
 /// Rows [row0, row0 + nrows) of W [rows, K]; K a multiple of 8.
 template <int THREADS>
 __device__ void bf16_rows_gemv(const float *xs, const bf16 *__restrict__ W, int K, int row0,
@@ -27,17 +44,7 @@ __device__ void bf16_rows_gemv(const float *xs, const bf16 *__restrict__ W, int 
     const bf16 *wr = W + (size_t)row0 * K;
     float acc = 0.f;
     for (int k = threadIdx.x * 8; k < K; k += THREADS * 8) {
-      const uint4 w = ldg_nc(wr + k);
-      const float4 xa = *reinterpret_cast<const float4 *>(xs + k);
-      const float4 xb = *reinterpret_cast<const float4 *>(xs + k + 4);
-      acc = fmaf(xa.x, bf_lo(w.x), acc);
-      acc = fmaf(xa.y, bf_hi(w.x), acc);
-      acc = fmaf(xa.z, bf_lo(w.y), acc);
-      acc = fmaf(xa.w, bf_hi(w.y), acc);
-      acc = fmaf(xb.x, bf_lo(w.z), acc);
-      acc = fmaf(xb.y, bf_hi(w.z), acc);
-      acc = fmaf(xb.z, bf_lo(w.w), acc);
-      acc = fmaf(xb.w, bf_hi(w.w), acc);
+      acc = detail::dot8_bf16(wr + k, xs + k, acc);
     }
     acc = warp_sum(acc);
     if (lane == 0)
@@ -58,17 +65,7 @@ __device__ void bf16_rows_gemv(const float *xs, const bf16 *__restrict__ W, int 
     const bf16 *wr = W + (size_t)row * K;
     float acc = 0.f;
     for (int k = lane * 8; k < K; k += 256) {
-      const uint4 w = ldg_nc(wr + k);
-      const float4 xa = *reinterpret_cast<const float4 *>(xs + k);
-      const float4 xb = *reinterpret_cast<const float4 *>(xs + k + 4);
-      acc = fmaf(xa.x, bf_lo(w.x), acc);
-      acc = fmaf(xa.y, bf_hi(w.x), acc);
-      acc = fmaf(xa.z, bf_lo(w.y), acc);
-      acc = fmaf(xa.w, bf_hi(w.y), acc);
-      acc = fmaf(xb.x, bf_lo(w.z), acc);
-      acc = fmaf(xb.y, bf_hi(w.z), acc);
-      acc = fmaf(xb.z, bf_lo(w.w), acc);
-      acc = fmaf(xb.w, bf_hi(w.w), acc);
+      acc = detail::dot8_bf16(wr + k, xs + k, acc);
     }
     acc = warp_sum(acc);
     if (lane == 0)
