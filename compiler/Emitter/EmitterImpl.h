@@ -304,6 +304,7 @@ private:
   LogicalResult checkTaskArgs(TaskOp t);
   void emitGemvSlice(TaskOp t, llvm::raw_ostream &o);
   bool allPackedTiles(TaskOp t);
+  void emitFirstInstanceGuard(TaskOp t, int64_t first, int64_t dealOffset, llvm::StringRef what);
   bool emitGemvBegin(TaskOp t, int64_t first, int64_t dealOffset);
   /// L2 prefetch of the weights of a block's first instance of `t` (a
   /// packed GEMV or bf16-row task; l2_first_tasks on the phase).

@@ -399,6 +399,16 @@ bool Emitter::allPackedTiles(TaskOp t) {
          });
 }
 
+/// Opens `if (block's first instance of the phase is one of t's) // what`
+/// for a task whose instances start at phase index `first`; the emitted
+/// body reads it as `first`.
+void Emitter::emitFirstInstanceGuard(TaskOp t, int64_t first, int64_t dealOffset,
+                                     llvm::StringRef what) {
+  os << "    if (const int first = mk::deal_first_task(" << dealOffset << "u); "
+     << (first ? "first >= " + std::to_string(first) + " && " : "") << "first < "
+     << first + t.getCount() << ") // " << t.getName() << ": " << what << "\n";
+}
+
 /// For a task of packed W4A16 tiles whose instances start at phase index
 /// `first`: block b in [first, first + count) starts the weight stream of
 /// instance b - first, its first of the phase, at the phase's entry
@@ -432,13 +442,8 @@ bool Emitter::emitGemvBegin(TaskOp t, int64_t first, int64_t dealOffset) {
       << orderArgs(weights[s], false) << ">(w" << s << " + (size_t)((n0) / " << tn << ") * "
       << k / 2 * tn << ", k0, k1, red); break;\n";
   h << "      }\n}\n";
-  // The block's first instance of the phase (mk::deal_first_task), when
-  // it is one of this task's.
-  os << "    if (const int first = mk::deal_first_task(" << dealOffset << "u); "
-     << (first ? "first >= " + std::to_string(first) + " && " : "") << "first < "
-     << first + t.getCount() << ") // " << t.getName()
-     << ": start the block's first instance's weight stream\n"
-     << "      mkgen::" << fn << "(first - " << first << ", ";
+  emitFirstInstanceGuard(t, first, dealOffset, "start the block's first instance's weight stream");
+  os << "      mkgen::" << fn << "(first - " << first << ", ";
   for (const std::string &w : weights)
     os << wq(w) << ", ";
   os << "work);\n";
@@ -457,16 +462,11 @@ bool Emitter::emitL2FirstTask(TaskOp t, int64_t first, int64_t dealOffset) {
   const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
   if (!kind)
     return false;
-  auto guard = [&] {
-    os << "    if (const int first = mk::deal_first_task(" << dealOffset << "u); "
-       << (first ? "first >= " + std::to_string(first) + " && " : "") << "first < "
-       << first + t.getCount() << ") // " << t.getName()
-       << ": the block's first instance's weights into L2\n";
-  };
+  auto guard = [&](const char *what) { emitFirstInstanceGuard(t, first, dealOffset, what); };
   if (*kind == mk::schedule::TaskKind::Bf16Rows) {
     const int64_t rpt = t.getIntArg("rows_per_task"), rows = t.getIntArg("rows"),
                   k = t.getIntArg("k");
-    guard();
+    guard("the block's first instance's weights into L2");
     os << "      mk::l2_prefetch_range(" << ident(t.getStrArg("weight")) << " + (size_t)(first - "
        << first << ") * " << rpt * k << ", unsigned(min(" << rpt << ", " << rows
        << " - (first - " << first << ") * " << rpt << ")) * " << 2 * k << "u);\n";
@@ -475,7 +475,7 @@ bool Emitter::emitL2FirstTask(TaskOp t, int64_t first, int64_t dealOffset) {
   if (*kind == mk::schedule::TaskKind::KdaHeadChunk) {
     const int64_t dk = t.getIntArg("head_dim"), chunk = t.getIntArg("chunk"),
                   conv = t.getIntArg("conv");
-    guard();
+    guard("the block's first instance's state and conv parameters into L2");
     os << "      mkgen::call<&mk::kda_head_chunk_l2_prefetch<" << dk << ", " << chunk << ", "
        << conv << ">>(first - " << first << ", " << t.getIntArg("heads") * dk << ", "
        << ident(t.getStrArg("conv_w")) << ", " << ptr(t.getStrArg("cq")) << ", "
@@ -483,12 +483,10 @@ bool Emitter::emitL2FirstTask(TaskOp t, int64_t first, int64_t dealOffset) {
        << ptr(t.getStrArg("S")) << ");\n";
     return true;
   }
-  if (*kind != mk::schedule::TaskKind::W4A16Gemv)
+  if (*kind != mk::schedule::TaskKind::W4A16Gemv || !allPackedTiles(t))
     return false;
   auto weights = t.getStrArrayArg("weights");
   const int64_t k = t.getIntArg("k"), tn = t.getIntArg("tn");
-  if (!allPackedTiles(t))
-    return false;
   const std::string fn = "l2first" + std::to_string(beginCount++);
   llvm::raw_string_ostream h(helpers);
   h << "/// " << t.getName() << ": asks L2 for this block's first instance's\n"
@@ -504,7 +502,7 @@ bool Emitter::emitL2FirstTask(TaskOp t, int64_t first, int64_t dealOffset) {
       << ") * " << k / 2 * tn << " + (size_t)(k0 / 2) * " << tn << ", unsigned((k1 - k0) / 2) * "
       << tn << "u); break;\n";
   h << "      }\n}\n";
-  guard();
+  guard("the block's first instance's weights into L2");
   os << "      mkgen::" << fn << "(first - " << first;
   for (const std::string &w : weights)
     os << ", " << wq(w);

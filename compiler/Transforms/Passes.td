@@ -202,8 +202,9 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
     Option<"normFreeStreams", "norm-free-streams", "bool", "false",
            "start the weight stream of each block's first packed GEMV "
            "instance at the entry of every phase that has no every-block "
-           "norm (early_weight_streams on those phases): the output "
-           "projections, whose tasks wait for the heads they read">,
+           "norm (early_weight_streams on those phases; the output "
+           "projections, whose tasks wait for the heads they read; measured "
+           "no faster, off by default)">,
     Option<"l2FirstTasks", "l2-first-tasks", "bool", "false",
            "in every phase with an every-block norm (l2_first_tasks on the "
            "phase), each block asks L2 for its first packed GEMV or bf16-row "
