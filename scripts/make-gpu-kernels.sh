@@ -48,15 +48,15 @@ variant tint8 schedule-tile-weights=arithmetic=int8
 # The KDA output projections folded into the gated-delta tasks (opt-in,
 # measured no faster): oracle-tested on every run.
 variant tfuse schedule-fuse-kda-o-proj=enabled=true
-# The KDA tasks' state and conv parameters asked into L2 before their
-# counter waits (opt-in, written after session 9's device time: not yet
-# measured; docs/perf-notes.md "Next").
-variant tkdal2 schedule-prefetch-weights=kda-state-l2=true
+# Tasks kept where the ASAP placement put them (no phase balancing), to
+# measure the balancing against (docs/perf-notes.md #68).
+variant tnobalance schedule-partition-work=balance-phases=false
 if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   variant trowmajor schedule-tile-weights=layout=row-major
   variant ttiled schedule-tile-weights=layout=tiled
   variant tseg128 schedule-partition-work=full-segment-bytes=128
   variant tchunks32 schedule-partition-work=attention-chunks=32
   variant tnostreams schedule-prefetch-weights=streams=false
+  variant tkdal2 schedule-prefetch-weights=kda-state-l2=true
   variant tprefetch1 schedule-prefetch-weights=distance=1
 fi

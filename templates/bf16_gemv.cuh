@@ -1,8 +1,9 @@
 //===- bf16_gemv.cuh - Small bf16 linears in (out, in) layout -----*- CUDA -*-===//
 //
 // y[row] = bf16(sum_k x[k] * W[row, k]) for the tiny bf16 linears (KDA's
-// beta_proj, the MoE router): one warp per output row, fp32 accumulation,
-// rounded once, as the spec requires for the router (top-k is fragile).
+// beta_proj, the MoE router): fp32 accumulation, rounded once, as the spec
+// requires for the router (top-k is fragile). A task of one row splits K
+// over all warps; a task of several rows has one warp per row.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -34,11 +35,12 @@ __device__ void bf16_rows_gemv(const float *xs, const bf16 *__restrict__ W, int 
                                int nrows, bf16 *y) {
   constexpr int WARPS = THREADS / 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#ifdef MK_ROWS_SPLIT_K
-  // Opt-in, not yet measured (docs/perf-notes.md, "Next"): a task of one
-  // row (the router's, KDA's beta) splits K over all warps instead of
-  // leaving 7 of 8 idle, so its loads are one round trip instead of ~3;
-  // the fp32 partial sums meet in shared memory, rounded once.
+#ifndef MK_ROWS_ONE_WARP
+  // A task of one row (the router's, KDA's beta) splits K over all warps
+  // instead of leaving 7 of 8 idle, so its loads are one round trip instead
+  // of ~3; the fp32 partial sums meet in shared memory, rounded once: 3 us
+  // faster end to end (perf notes #67-#68). -DMK_ROWS_ONE_WARP: one warp per
+  // row here too (the form before, to measure against).
   if (nrows == 1) {
     __shared__ float part[WARPS];
     const bf16 *wr = W + (size_t)row0 * K;

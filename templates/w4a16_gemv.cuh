@@ -940,13 +940,9 @@ MK_UNROLL_CODE
       if (c == 0)
         MK_TILE_STAMP(4);
       const uint4 *slot = stage + (c % STAGES) * 2 * S * THREADS + threadIdx.x;
-      // -DMK_PACKED_STEP_UNROLL (opt-in, not yet measured): the stage's S
-      // steps unrolled (no loop test per step; 3x the step's code).
-#ifdef MK_PACKED_STEP_UNROLL
-#pragma unroll
-#else
+      // Rolled: the stage's S steps unrolled ran 3.4 us slower (perf notes
+      // #67; 3x the step's code).
 MK_UNROLL_CODE
-#endif
       for (int i = 0; i < S; ++i) {
         const int st = sbeg + c * S + i;
         if (st < send) // warp-uniform

@@ -84,6 +84,18 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
     read in row pieces shorter than `full-segment-bytes` cost more). Sets
     `count`, `bytes` and the tile sizes in `args`; records each task's grain
     (`grain` unit name, `grain_per` instances per unit) for counter placement.
+
+    Then (`balance-phases`, on by default) it balances across phases: the
+    ASAP placement of `schedule-form-phases` puts a task beside its phase's
+    main work even where what consumes it runs phases later. Visiting phases
+    and their tasks last to first, a task whose reads, writes and
+    accumulations allow it moves to the later phase (before the first one
+    with a task that must follow it) where, cut again for the blocks that
+    phase leaves idle, it lowers the sum of the two phases' busiest-block
+    loads most (instances dealt round-robin in task order, each costing its
+    bytes plus `task-overhead-bytes`); it goes last in that phase. Tasks
+    that read or write an every-block value in shared memory, every-block
+    tasks and MLA attention chunks stay.
   }];
   let options = [
     Option<"targetSms", "target-sms", "int64_t", "264",
@@ -97,6 +109,10 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
            "contiguous bytes per streamed row below which a tile's bytes "
            "cost twice as much (0: no penalty; 128 measured 2% slower on the "
            "H200, docs/perf-notes.md)">,
+    Option<"balance", "balance-phases", "bool", "true",
+           "move tasks whose consumers run phases later into a later phase "
+           "with idle blocks, cut again for those blocks, where that lowers "
+           "the two phases' busiest-block loads">,
   ];
 }
 

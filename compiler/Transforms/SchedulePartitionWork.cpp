@@ -16,8 +16,10 @@
 #include "Transforms/Planning.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <limits>
+#include <map>
 
 namespace mk::schedule {
 #define GEN_PASS_DEF_SCHEDULEPARTITIONWORK
@@ -55,7 +57,7 @@ struct SchedulePartitionWorkPass
     t.setArgsAttr(args.getDictionary(t.getContext()));
   }
   int pick(const std::vector<PartitionOption> &opts) {
-    return planning::choosePartition(opts, targetSms,
+    return planning::choosePartition(opts, budget ? budget : targetSms,
                                      {overheadBytes, fullSegmentBytes});
   }
   void finish(TaskOp t, int64_t count, int64_t bytesPerTask, StringRef how) {
@@ -65,6 +67,20 @@ struct SchedulePartitionWorkPass
       t.setPartition(how);
   }
   llvm::StringMap<TaskOp> producer; // buffer -> (last) writing task
+
+  /// Moves tasks that have slack into later phases with idle blocks (below).
+  void balancePhases(KernelOp kernel);
+  /// `t` cut again as partition() does, for `blocks` blocks; the attributes
+  /// it would get (t itself is left as it was).
+  FailureOr<DictionaryAttr> recut(TaskOp t, KernelOp kernel, int64_t blocks);
+  /// Blocks the cut is balanced for; 0: target-sms.
+  int64_t budget = 0;
+  /// Each task's attributes before it was cut, and the producers of what it
+  /// reads as the first walk saw them (what partition() looks up).
+  DenseMap<Operation *, DictionaryAttr> uncut;
+  DenseMap<Operation *, SmallVector<std::pair<StringRef, TaskOp>>> readProducers;
+  /// recut()'s answers by (task, blocks).
+  std::map<std::pair<Operation *, int64_t>, FailureOr<DictionaryAttr>> recuts;
 };
 
 // Widest first: on equal estimates the wider tile (fewer tasks, longer
@@ -299,6 +315,213 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
 /// most worth balancing for, and the most MLA attention chunks that run.
 constexpr int64_t kMaxBlocks = 1024;
 
+/// The load of a phase made of `tasks` (instance count, cost per instance in
+/// bytes-streamed equivalents), dealt round-robin over `blocks` blocks in
+/// task order as the emitted kernel deals them (its deal offset shifts every
+/// task of the phase alike): its busiest block (what the phase's time
+/// follows), then the sum of squared block loads (how evenly the rest is
+/// spread: each block's next task starts when its own work here is done).
+struct PhaseLoad {
+  int64_t busiest = 0;
+  double squares = 0;
+};
+
+static PhaseLoad phaseLoad(ArrayRef<std::pair<int64_t, int64_t>> tasks,
+                           int64_t blocks) {
+  std::vector<int64_t> load(blocks, 0);
+  int64_t i = 0;
+  for (auto [count, cost] : tasks)
+    for (int64_t j = 0; j < count; ++j, ++i)
+      load[i % blocks] += cost;
+  PhaseLoad l;
+  for (int64_t b : load) {
+    l.busiest = std::max(l.busiest, b);
+    l.squares += double(b) * double(b);
+  }
+  return l;
+}
+
+static SmallVector<StringRef> bufferNames(ArrayAttr refs) {
+  SmallVector<StringRef> out;
+  for (Attribute a : refs)
+    out.push_back(cast<SymbolRefAttr>(a).getRootReference().getValue());
+  return out;
+}
+
+/// The buffers a task reads, writes and accumulates.
+struct Accesses {
+  SmallVector<StringRef> reads, writes, accums;
+};
+
+/// Whether a task with accesses `later` (after `t` in program order) must
+/// stay after it: it reads what t writes or accumulates, writes anything t
+/// touches, or accumulates into what t reads or writes (accumulations
+/// commute).
+static bool mustFollow(const Accesses &t, const Accesses &later) {
+  auto meets = [](ArrayRef<StringRef> a, std::initializer_list<ArrayRef<StringRef>> bs) {
+    for (StringRef x : a)
+      for (ArrayRef<StringRef> b : bs)
+        if (llvm::is_contained(b, x))
+          return true;
+    return false;
+  };
+  return meets(later.reads, {t.writes, t.accums}) ||
+         meets(later.writes, {t.reads, t.writes, t.accums}) ||
+         meets(later.accums, {t.reads, t.writes});
+}
+
+FailureOr<DictionaryAttr> SchedulePartitionWorkPass::recut(TaskOp t, KernelOp kernel,
+                                                           int64_t blocks) {
+  auto [it, fresh] = recuts.try_emplace({t.getOperation(), blocks}, failure());
+  if (!fresh)
+    return it->second;
+  producer.clear();
+  for (auto &[name, p] : readProducers.lookup(t))
+    producer[name] = p;
+  DictionaryAttr cut = t->getAttrDictionary();
+  t->setAttrs(uncut.lookup(t));
+  budget = blocks;
+  LogicalResult ok = partition(t, kernel);
+  budget = 0;
+  DictionaryAttr out = t->getAttrDictionary();
+  t->setAttrs(cut);
+  if (succeeded(ok))
+    it->second = out;
+  return it->second;
+}
+
+/// The most phases a task moves: what it could gain further on is spare
+/// blocks it finds nearer too, and the pass stays linear in the depth.
+constexpr int kBalanceWindow = 8;
+
+/// ASAP placement puts a task in the first phase its inputs allow, beside the
+/// phase's main work, even when what consumes it runs phases later (a shared
+/// expert's down projection next to the routed experts' gate/up, with the
+/// routed down phase leaving ~half the blocks idle). Phases are visited last
+/// to first, their tasks last to first; a task moves to the later phase
+/// (before anything that must follow it, at most kBalanceWindow phases on)
+/// where, cut again for that phase's
+/// idle blocks, it lowers the sum of the two phases' busiest-block loads the
+/// most, or, where none does, spreads their loads most evenly without
+/// raising it (sum of squared block loads; ties: the earliest phase). It goes last in its new phase, so that its
+/// instances are dealt to the blocks the phase left idle. In a phase with
+/// more instances than blocks, a task may also be cut again in place for
+/// the blocks the others leave idle, where that lowers the phase's busiest
+/// block: which is also what makes the pass give the same cuts when it runs
+/// again on its own output (a moved task is then the in-place case).
+void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
+  SmallVector<PhaseOp> phases(kernel.getBodyBlock().getOps<PhaseOp>());
+  DenseMap<Operation *, Accesses> accessMap;
+  auto accesses = [&](TaskOp t) -> const Accesses & {
+    auto [it, fresh] = accessMap.try_emplace(t.getOperation());
+    if (fresh)
+      it->second = {bufferNames(t.getReads()), bufferNames(t.getWrites()),
+                    bufferNames(t.getAccumulates())};
+    return it->second;
+  };
+  llvm::StringSet<> shared; // every-block values in shared memory: stay put
+  kernel.walk([&](BufferOp b) {
+    if (b.getSpace() == "shared")
+      shared.insert(b.getSymName());
+  });
+  auto costOf = [&](int64_t count, int64_t bytes) {
+    return bytes / std::max<int64_t>(count, 1) + overheadBytes;
+  };
+  // The load of `ph` without task `out` and with a task cut as `inCut`.
+  auto load = [&](PhaseOp ph, TaskOp out, DictionaryAttr inCut) {
+    SmallVector<std::pair<int64_t, int64_t>> v;
+    for (TaskOp o : ph.getBodyBlock().getOps<TaskOp>())
+      if (!o.isEveryBlock() && o != out)
+        v.push_back({o.getCount(), costOf(o.getCount(), o.getBytes())});
+    if (inCut) {
+      int64_t c = inCut.getAs<IntegerAttr>("count").getInt();
+      v.push_back({c, costOf(c, inCut.getAs<IntegerAttr>("bytes").getInt())});
+    }
+    return phaseLoad(v, targetSms);
+  };
+  // What a change saves: busiest blocks first, then the spread.
+  using Gain = std::pair<int64_t, double>;
+  auto saved = [](std::initializer_list<PhaseLoad> before,
+                  std::initializer_list<PhaseLoad> after) {
+    Gain g{0, 0.0};
+    for (const PhaseLoad &l : before)
+      g = {g.first + l.busiest, g.second + l.squares};
+    for (const PhaseLoad &l : after)
+      g = {g.first - l.busiest, g.second - l.squares};
+    return g;
+  };
+  auto movable = [&](TaskOp t, PhaseOp ph) {
+    std::optional<TaskKind> kind = t.getTaskKind();
+    // MLA attention chunks size their partial buffers as they are cut.
+    if (t.isEveryBlock() || !kind || *kind == TaskKind::MlaAttentionChunk)
+      return false;
+    for (ArrayAttr a : {t.getReads(), t.getWrites(), t.getAccumulates()})
+      for (StringRef n : bufferNames(a))
+        if (shared.contains(n))
+          return false;
+    bool after = false, others = false;
+    for (TaskOp o : ph.getBodyBlock().getOps<TaskOp>()) {
+      if (o == t) {
+        after = true;
+        continue;
+      }
+      others |= !o.isEveryBlock();
+      if (after && mustFollow(accesses(t), accesses(o)))
+        return false;
+    }
+    return others; // a phase is never left without grid work
+  };
+  for (int p = int(phases.size()) - 2; p >= 0; --p) {
+    SmallVector<TaskOp> tasks(phases[p].getBodyBlock().getOps<TaskOp>());
+    for (TaskOp t : llvm::reverse(tasks)) {
+      if (!movable(t, phases[p]))
+        continue;
+      int last = p;
+      for (int q = p + 1; q < int(phases.size()) && q <= p + kBalanceWindow; ++q) {
+        if (llvm::any_of(phases[q].getBodyBlock().getOps<TaskOp>(), [&](TaskOp o) {
+              return mustFollow(accesses(t), accesses(o));
+            }))
+          break;
+        last = q;
+      }
+      PhaseLoad here = load(phases[p], {}, {}), without = load(phases[p], t, {});
+      Gain bestGain{0, 0.0};
+      int best = -1;
+      DictionaryAttr bestCut;
+      // Phase p itself first (t cut again for the blocks its phase mates
+      // leave idle, where they are more than the grid), then the later ones.
+      for (int q = p; q <= last; ++q) {
+        int64_t used = 0;
+        for (TaskOp o : phases[q].getBodyBlock().getOps<TaskOp>())
+          if (!o.isEveryBlock() && o != t)
+            used += o.getCount();
+        int64_t idle = targetSms - used;
+        if (idle <= 0 || (q == p && used + t.getCount() <= targetSms))
+          continue;
+        FailureOr<DictionaryAttr> cut = recut(t, kernel, idle);
+        if (failed(cut) || cut->getAs<IntegerAttr>("count").getInt() > idle)
+          continue;
+        Gain gain = q == p ? saved({here}, {load(phases[p], t, *cut)})
+                           : saved({here, load(phases[q], {}, {})},
+                                   {without, load(phases[q], {}, *cut)});
+        // Never a busier block; fewer busy bytes, or as many spread better.
+        if (gain.first < 0 || (gain.first == 0 && gain.second <= 0))
+          continue;
+        if (best < 0 || gain > bestGain) {
+          bestGain = gain;
+          best = q;
+          bestCut = *cut;
+        }
+      }
+      if (best < 0)
+        continue;
+      t->setAttrs(bestCut);
+      if (best != p)
+        t->moveBefore(&phases[best].getBodyBlock(), phases[best].getBodyBlock().end());
+    }
+  }
+}
+
 void SchedulePartitionWorkPass::runOnOperation() {
   auto bad = [&](StringRef option, const Twine &rule, int64_t value) {
     mlir::emitError(getOperation().getLoc(), "schedule-partition-work: ")
@@ -320,7 +543,14 @@ void SchedulePartitionWorkPass::runOnOperation() {
   for (KernelOp kernel : getOperation().getOps<KernelOp>()) {
     kernel.setTargetSms(targetSms);
     producer.clear();
+    uncut.clear();
+    readProducers.clear();
+    recuts.clear();
     WalkResult r = kernel.walk([&](TaskOp t) {
+      uncut[t] = t->getAttrDictionary();
+      for (StringRef n : bufferNames(t.getReads()))
+        if (TaskOp p = producer.lookup(n))
+          readProducers[t].push_back({n, p});
       if (failed(partition(t, kernel)))
         return WalkResult::interrupt();
       for (Attribute a : t.getWrites())
@@ -331,6 +561,8 @@ void SchedulePartitionWorkPass::runOnOperation() {
     });
     if (r.wasInterrupted())
       return signalPassFailure();
+    if (balance)
+      balancePhases(kernel);
   }
 }
 
