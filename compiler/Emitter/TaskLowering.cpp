@@ -35,7 +35,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     return failure();
   const int64_t G = *group;
   if (!kind)
-    return t.emitOpError("the CUDA emitter has no lowering for kind '") << t.getKind() << "'";
+    return t.emitOpError("the CUDA emitter has no lowering for kind '") << taskKindName(t.getKind()) << "'";
 
   // The MLA kinds' dimensions (0 where a kind has none).
   int64_t hm = i64("heads"), nope = i64("nope"), rope = i64("rope"),
@@ -349,8 +349,10 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
   }
   case mk::schedule::TaskKind::ResidualRmsnorm:
     break; // every_block: emitted by the phase (CudaEmitter.cpp)
+  case mk::schedule::TaskKind::Opaque:
+    break; // getTaskKind() has none for it (above)
   }
-  return t.emitOpError("kind '") << t.getKind() << "' is lowered only as an every_block task";
+  return t.emitOpError("kind '") << taskKindName(t.getKind()) << "' is lowered only as an every_block task";
 }
 
 /// The instance's k-slice and columns (k0, k1, seg, n0, nvalid) from `i`.

@@ -1018,7 +1018,7 @@ void ScheduleFormPhasesPass::runOnOperation() {
     for (int t : members) {
       const TaskSpec &ts = tasks[t];
       auto op = b.create<schedule::TaskOp>(
-          fn.getLoc(), b.getStringAttr(ts.name), b.getStringAttr(schedule::taskKindName(ts.kind)),
+          fn.getLoc(), b.getStringAttr(ts.name), schedule::TaskKindAttr::get(b.getContext(), ts.kind),
           b.getI64IntegerAttr(1), b.getStringAttr(ts.op),
           b.getStringAttr(ts.partition), b.getI64IntegerAttr(0),
           refs(ts.reads), refs(ts.writes), refs(ts.accums),

@@ -99,7 +99,7 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
     return success();
   }
   if (!kind)
-    return t.emitOpError("no partitioning rule for kind '") << t.getKind() << "'";
+    return t.emitOpError("no partitioning rule for kind '") << taskKindName(t.getKind()) << "'";
   // One case per kind of the registry: -Wswitch names a kind without one.
   switch (*kind) {
   case mk::schedule::TaskKind::W4A16Gemv: {
@@ -306,8 +306,10 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
   }
   case mk::schedule::TaskKind::ResidualRmsnorm:
     break; // every_block (above); a residual_rmsnorm cut otherwise is refused
+  case mk::schedule::TaskKind::Opaque:
+    break; // getTaskKind() has none for it (above)
   }
-  return t.emitOpError("no partitioning rule for kind '") << t.getKind()
+  return t.emitOpError("no partitioning rule for kind '") << taskKindName(t.getKind())
                                                             << "' outside every_block";
 }
 

@@ -48,7 +48,7 @@ void mk::schedule::printScheduleSummary(ModuleOp module, raw_ostream &os) {
         ++tasks;
         // Counts are at most 2^20 (the task verifier): 7 digits.
         os << llvm::format("      %-22s x%-7lld %9.3f MB  ",
-                           t.getKind().str().c_str(), (long long)t.getCount(),
+                           taskKindName(t.getKind()).str().c_str(), (long long)t.getCount(),
                            t.getBytes() / 1e6)
            << t.getName();
         if (!t.getPartition().empty())

@@ -456,19 +456,19 @@ LogicalResult TaskOp::verify() {
     return emitOpError("an every_block task has count 1");
   if (bytes < 0)
     return emitOpError("bytes must be non-negative, got ") << bytes;
-  // A registered kind's arguments follow its specs (TaskKinds.h). A task of
-  // another kind is opaque: the analysis passes see only its accesses,
-  // counters and barriers (their tests use such tasks), and the partition
-  // and the emitter refuse it.
+  // A registered kind's arguments follow its specs (TaskKinds.h). An
+  // `opaque` task: the analysis passes see only its accesses, counters and
+  // barriers (their tests use such tasks), and the partition and the
+  // emitter refuse it.
   if (!lookupTaskKind(getKind()))
     return success();
   return verifyTaskArgs(*this, TaskArgStage::Formed);
 }
 
 std::optional<TaskKind> TaskOp::getTaskKind() {
-  if (const TaskKindInfo *info = lookupTaskKind(getKind()))
-    return info->kind;
-  return std::nullopt;
+  if (getKind() == TaskKind::Opaque)
+    return std::nullopt;
+  return getKind();
 }
 
 int64_t TaskOp::getIntArg(StringRef name, int64_t dflt) {

@@ -1,6 +1,8 @@
 //===- TaskKinds.cpp - The schedule dialect's task kinds ------------------===//
 
 #include "mk/Dialect/Schedule/TaskKinds.h"
+
+#include "mk/Dialect/Schedule/ScheduleEnums.cpp.inc"
 #include "mk/Dialect/Schedule/ScheduleOps.h"
 
 using namespace mlir;
@@ -66,19 +68,19 @@ const TaskArgSpec kExpertArgs[] = {
     {"scaling", T::Float, TaskArgStage::Formed, true}};
 
 const TaskKindInfo kKinds[] = {
-    {TaskKind::ResidualRmsnorm, "residual_rmsnorm", kResidualRmsnorm},
-    {TaskKind::W4A16Gemv, "w4a16_gemv", kW4A16Gemv},
-    {TaskKind::Bf16Rows, "bf16_rows", kBf16Rows},
-    {TaskKind::KdaHeadChunk, "kda_head_chunk", kKdaHeadChunk},
-    {TaskKind::ConvCommit, "conv_commit", kConvCommit},
-    {TaskKind::ZeroF32, "zero_f32", kZeroF32},
-    {TaskKind::FinalResidual, "final_residual", kFinalResidual},
-    {TaskKind::MlaRopeAppend, "mla_rope_append", kMlaRopeAppend},
-    {TaskKind::MlaQAbsorb, "mla_q_absorb", kMlaQAbsorb},
-    {TaskKind::MlaAttentionChunk, "mla_attention_chunk", kMlaAttentionChunk},
-    {TaskKind::MlaCombineWv, "mla_combine_wv", kMlaCombineWv},
-    {TaskKind::MoeGateUp, "moe_gate_up", kMoeGateUp, kExpertArgs},
-    {TaskKind::MoeDown, "moe_down", kMoeDown, kExpertArgs},
+    {TaskKind::ResidualRmsnorm, kResidualRmsnorm},
+    {TaskKind::W4A16Gemv, kW4A16Gemv},
+    {TaskKind::Bf16Rows, kBf16Rows},
+    {TaskKind::KdaHeadChunk, kKdaHeadChunk},
+    {TaskKind::ConvCommit, kConvCommit},
+    {TaskKind::ZeroF32, kZeroF32},
+    {TaskKind::FinalResidual, kFinalResidual},
+    {TaskKind::MlaRopeAppend, kMlaRopeAppend},
+    {TaskKind::MlaQAbsorb, kMlaQAbsorb},
+    {TaskKind::MlaAttentionChunk, kMlaAttentionChunk},
+    {TaskKind::MlaCombineWv, kMlaCombineWv},
+    {TaskKind::MoeGateUp, kMoeGateUp, kExpertArgs},
+    {TaskKind::MoeDown, kMoeDown, kExpertArgs},
 };
 
 const char *describe(TaskArgType t) {
@@ -117,18 +119,11 @@ bool inRange(Attribute a, int64_t lo) {
 
 ArrayRef<TaskKindInfo> taskKinds() { return kKinds; }
 
-const TaskKindInfo *lookupTaskKind(StringRef name) {
-  for (const TaskKindInfo &k : kKinds)
-    if (k.name == name)
-      return &k;
-  return nullptr;
-}
-
-StringRef taskKindName(TaskKind kind) {
+const TaskKindInfo *lookupTaskKind(TaskKind kind) {
   for (const TaskKindInfo &k : kKinds)
     if (k.kind == kind)
-      return k.name;
-  llvm_unreachable("every TaskKind has a registry entry");
+      return &k;
+  return nullptr;
 }
 
 SmallVector<TaskArgSpec> taskArgSpecs(TaskOp t) {

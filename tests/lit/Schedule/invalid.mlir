@@ -3,11 +3,11 @@
 schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "produce" {
-    schedule.task "p" {kind = "w", count = 8 : i64, writes = [@x]}
+    schedule.task "p" opaque {count = 8 : i64, writes = [@x]}
   }
   schedule.phase "consume" {
     // expected-error @+1 {{accesses @x after task 'p' without a barrier or counter between them}}
-    schedule.task "c" {kind = "r", reads = [@x]}
+    schedule.task "c" opaque {reads = [@x]}
   }
 }
 
@@ -17,7 +17,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @x {dtype = "f32", shape = array<i64: 64>}
   schedule.phase "acc" {
     // expected-error @+1 {{accumulates into @x which no earlier, ordered task initializes}}
-    schedule.task "a" {kind = "w", accumulates = [@x]}
+    schedule.task "a" opaque {accumulates = [@x]}
   }
 }
 
@@ -27,8 +27,8 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
   schedule.counter @c {size = 1 : i64}
   schedule.phase "p" {
-    schedule.task "c" {kind = "r", reads = [@x]}
-    schedule.task "p" {kind = "w", writes = [@x]}
+    schedule.task "c" opaque {reads = [@x]}
+    schedule.task "p" opaque {writes = [@x]}
     schedule.signal @c {task = "p"}
     // expected-error @+1 {{waits on @c signaled by task 'p' which does not come before task 'c' (possible deadlock)}}
     schedule.wait @c {task = "c", target = 1 : i64}
@@ -41,11 +41,11 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
   schedule.counter @c {size = 1 : i64}
   schedule.phase "p" {
-    schedule.task "p" {kind = "w", count = 2 : i64, writes = [@x]}
+    schedule.task "p" opaque {count = 2 : i64, writes = [@x]}
     schedule.signal @c {task = "p", divisor = 2 : i64}
   }
   schedule.phase "q" {
-    schedule.task "c" {kind = "r", reads = [@x]}
+    schedule.task "c" opaque {reads = [@x]}
     // expected-error @+1 {{waits for 3 signals on @c[0] which receives only 2}}
     schedule.wait @c {task = "c", target = 3 : i64}
   }
@@ -141,12 +141,12 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "p" {
-    schedule.task "w" {kind = "w", writes = [@x]}
+    schedule.task "w" opaque {writes = [@x]}
   }
   schedule.barrier
   schedule.phase "q" {
     // expected-error @+1 {{argument 'outputs' names buffer @y, which the task does not list in reads, writes or accumulates}}
-    schedule.task "t" {kind = "w4a16_gemv", reads = [@x], args = {input = "x", outputs = ["y"], weights = ["w"], n = [64], k = 64, group = 32}}
+    schedule.task "t" w4a16_gemv {reads = [@x], args = {input = "x", outputs = ["y"], weights = ["w"], n = [64], k = 64, group = 32}}
   }
 }
 
@@ -162,7 +162,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
 schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.phase "p" {
     // expected-error @+1 {{count 16777216 exceeds the 1048576 instances a task may have}}
-    schedule.task "t" {kind = "w", count = 16777216 : i64}
+    schedule.task "t" opaque {count = 16777216 : i64}
   }
 }
 
@@ -171,7 +171,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
 schedule.kernel @k attributes {threads = 128 : i64} {
   // expected-error @+1 {{attribute 'deal_offset' failed to satisfy constraint}}
   schedule.phase "p" attributes {deal_offset = -1 : i64} {
-    schedule.task "t" {kind = "w", count = 8 : i64}
+    schedule.task "t" opaque {count = 8 : i64}
   }
 }
 
@@ -180,7 +180,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
 schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.phase "p" {
     // expected-error @+1 {{bytes must be non-negative, got -5}}
-    schedule.task "t" {kind = "w", count = 8 : i64, bytes = -5 : i64}
+    schedule.task "t" opaque {count = 8 : i64, bytes = -5 : i64}
   }
 }
 
@@ -196,6 +196,18 @@ schedule.kernel @k attributes {threads = 128 : i64} {
 schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.phase "p" {
     // expected-error @+1 {{count must be positive, got -2}}
-    schedule.task "t" {kind = "w", count = -2 : i64}
+    schedule.task "t" opaque {count = -2 : i64}
+  }
+}
+
+// -----
+
+// A task's kind is one of the TaskKind keywords; any other word is refused
+// where it stands, with the list of kinds.
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.phase "p" {
+    // expected-error @+2 {{expected ::mk::schedule::TaskKind to be one of: residual_rmsnorm, w4a16_gemv, bf16_rows, kda_head_chunk, conv_commit, zero_f32, final_residual, mla_rope_append, mla_q_absorb, mla_attention_chunk, mla_combine_wv, moe_gate_up, moe_down, opaque}}
+    // expected-error @+1 {{failed to parse Schedule_TaskKindAttr parameter 'value'}}
+    schedule.task "t" zero_f16 {count = 1 : i64}
   }
 }

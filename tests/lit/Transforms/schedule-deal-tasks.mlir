@@ -12,16 +12,16 @@
 // RESTART-NOT: deal_offset
 schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.phase "p0" {
-    schedule.task "n" {kind = "norm", partition = "every_block", count = 1 : i64}
-    schedule.task "gate_up" {kind = "w", count = 256 : i64}
-    schedule.task "shared_down" {kind = "w", count = 144 : i64}
+    schedule.task "n" opaque {partition = "every_block", count = 1 : i64}
+    schedule.task "gate_up" opaque {count = 256 : i64}
+    schedule.task "shared_down" opaque {count = 144 : i64}
   }
   schedule.phase "p1" {
-    schedule.task "down" {kind = "w", count = 144 : i64}
+    schedule.task "down" opaque {count = 144 : i64}
   }
   schedule.barrier
   schedule.phase "p2" {
-    schedule.task "next" {kind = "w", count = 8 : i64}
+    schedule.task "next" opaque {count = 8 : i64}
   }
 }
 
@@ -35,17 +35,17 @@ schedule.kernel @k attributes {threads = 256 : i64} {
 // CHECK: schedule.phase "b1" attributes {deal_offset = 5 : i64} {
 schedule.kernel @a attributes {threads = 256 : i64} {
   schedule.phase "a0" {
-    schedule.task "x" {kind = "w", count = 3 : i64}
+    schedule.task "x" opaque {count = 3 : i64}
   }
   schedule.phase "a1" {
-    schedule.task "y" {kind = "w", count = 1 : i64}
+    schedule.task "y" opaque {count = 1 : i64}
   }
 }
 schedule.kernel @b attributes {threads = 256 : i64} {
   schedule.phase "b0" {
-    schedule.task "x" {kind = "w", count = 5 : i64}
+    schedule.task "x" opaque {count = 5 : i64}
   }
   schedule.phase "b1" {
-    schedule.task "y" {kind = "w", count = 1 : i64}
+    schedule.task "y" opaque {count = 1 : i64}
   }
 }

@@ -69,44 +69,44 @@
 // The norm and the fused projections that read it from shared memory
 // share a phase; the fp32 sums are zeroed in the first phase.
 // CHECK-NEXT: schedule.phase "blocks.0.attn_norm" {
-// CHECK-NEXT: schedule.task "blocks.0.attn_norm" {args = {acc = "", base = "hidden_in", dim = 64 : i64, eps = 9.9999999999999995E-7 : f64, out = "", weight = "blocks.0.attn_norm", xs = "blocks.0.attn_norm.out"}, kind = "residual_rmsnorm", op = "graph.rmsnorm", partition = "every_block", reads = [@hidden_in], writes = [@blocks.0.attn_norm.out]}
-// CHECK-NEXT: schedule.task "blocks.0.attn.q_proj.group" {args = {epilogue = "bf16", group = 16 : i64, input = "blocks.0.attn_norm.out", input_offset = 0 : i64, k = 64 : i64, n = [16, 16, 16, 16], outputs = ["blocks.0.attn.q_proj.out", "blocks.0.attn.k_proj.out", "blocks.0.attn.v_proj.out", "blocks.0.attn.g_proj.out"], unit = "blocks.0.kda_head", unit_cols = 8 : i64, weights = ["blocks.0.attn.q_proj", "blocks.0.attn.k_proj", "blocks.0.attn.v_proj", "blocks.0.attn.g_proj"]}, kind = "w4a16_gemv", op = "graph.linear_w4a16", reads = [@blocks.0.attn_norm.out], writes = [@blocks.0.attn.q_proj.out, @blocks.0.attn.k_proj.out, @blocks.0.attn.v_proj.out, @blocks.0.attn.g_proj.out]}
-// CHECK-NEXT: schedule.task "blocks.0.attn.beta_proj.weight" {args = {input = "blocks.0.attn_norm.out", k = 64 : i64, output = "blocks.0.attn.beta_proj.weight.out", rows = 2 : i64, unit = "blocks.0.kda_head", weight = "blocks.0.attn.beta_proj.weight"}, kind = "bf16_rows"
-// CHECK-NEXT: schedule.task "blocks.0.attn.o_proj.acc.zero" {args = {buffer = "blocks.0.attn.o_proj.acc", n = 64 : i64}, kind = "zero_f32", partition = "slices", writes = [@blocks.0.attn.o_proj.acc]}
+// CHECK-NEXT: schedule.task "blocks.0.attn_norm" residual_rmsnorm {args = {acc = "", base = "hidden_in", dim = 64 : i64, eps = 9.9999999999999995E-7 : f64, out = "", weight = "blocks.0.attn_norm", xs = "blocks.0.attn_norm.out"}, op = "graph.rmsnorm", partition = "every_block", reads = [@hidden_in], writes = [@blocks.0.attn_norm.out]}
+// CHECK-NEXT: schedule.task "blocks.0.attn.q_proj.group" w4a16_gemv {args = {epilogue = "bf16", group = 16 : i64, input = "blocks.0.attn_norm.out", input_offset = 0 : i64, k = 64 : i64, n = [16, 16, 16, 16], outputs = ["blocks.0.attn.q_proj.out", "blocks.0.attn.k_proj.out", "blocks.0.attn.v_proj.out", "blocks.0.attn.g_proj.out"], unit = "blocks.0.kda_head", unit_cols = 8 : i64, weights = ["blocks.0.attn.q_proj", "blocks.0.attn.k_proj", "blocks.0.attn.v_proj", "blocks.0.attn.g_proj"]}, op = "graph.linear_w4a16", reads = [@blocks.0.attn_norm.out], writes = [@blocks.0.attn.q_proj.out, @blocks.0.attn.k_proj.out, @blocks.0.attn.v_proj.out, @blocks.0.attn.g_proj.out]}
+// CHECK-NEXT: schedule.task "blocks.0.attn.beta_proj.weight" bf16_rows {args = {input = "blocks.0.attn_norm.out", k = 64 : i64, output = "blocks.0.attn.beta_proj.weight.out", rows = 2 : i64, unit = "blocks.0.kda_head", weight = "blocks.0.attn.beta_proj.weight"}
+// CHECK-NEXT: schedule.task "blocks.0.attn.o_proj.acc.zero" zero_f32 {args = {buffer = "blocks.0.attn.o_proj.acc", n = 64 : i64}, partition = "slices", writes = [@blocks.0.attn.o_proj.acc]}
 // CHECK-NEXT: schedule.task "blocks.0.moe.acc.zero"
-// CHECK-NEXT: schedule.task "blocks.0.moe.experts.gate_up_sums.zero" {args = {buffer = "blocks.0.moe.experts.gate_up_sums", n = 128 : i64}
+// CHECK-NEXT: schedule.task "blocks.0.moe.experts.gate_up_sums.zero" {{[a-z0-9_]+}} {args = {buffer = "blocks.0.moe.experts.gate_up_sums", n = 128 : i64}
 // CHECK-NEXT: schedule.task "blocks.0.moe.shared_experts.gate_up_sums.zero"
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.0.attn.gated_delta" {
-// CHECK-NEXT: schedule.task "blocks.0.attn.gated_delta" {args = {S = "state.0.S", beta = "blocks.0.attn.beta_proj.weight.out", ck = "state.0.ck", conv = 4 : i64, conv_w = "blocks.0.attn.conv_w", cq = "state.0.cq", cv = "state.0.cv", g = "blocks.0.attn.g_proj.out", head_dim = 8 : i64, heads = 2 : i64, k = "blocks.0.attn.k_proj.out", o = "blocks.0.attn.kda_o", q = "blocks.0.attn.q_proj.out", unit = "blocks.0.kda_head", v = "blocks.0.attn.v_proj.out"}, kind = "kda_head_chunk", op = "graph.kda_gated_delta", reads = [{{.*}}@state.0.S], writes = [@state.0.S, @blocks.0.attn.kda_o]}
+// CHECK-NEXT: schedule.task "blocks.0.attn.gated_delta" kda_head_chunk {args = {S = "state.0.S", beta = "blocks.0.attn.beta_proj.weight.out", ck = "state.0.ck", conv = 4 : i64, conv_w = "blocks.0.attn.conv_w", cq = "state.0.cq", cv = "state.0.cv", g = "blocks.0.attn.g_proj.out", head_dim = 8 : i64, heads = 2 : i64, k = "blocks.0.attn.k_proj.out", o = "blocks.0.attn.kda_o", q = "blocks.0.attn.q_proj.out", unit = "blocks.0.kda_head", v = "blocks.0.attn.v_proj.out"}, op = "graph.kda_gated_delta", reads = [{{.*}}@state.0.S], writes = [@state.0.S, @blocks.0.attn.kda_o]}
 // CHECK-NEXT: {{^ +}$}}
 // The windows shift once the KDA task has read them (a barrier after it);
 // o_proj, also after the KDA output, runs in the same phase.
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.0.attn.conv_commit" {
-// CHECK-NEXT: schedule.task "blocks.0.attn.conv_commit" {args = {channels = 16 : i64, {{.*}}kind = "conv_commit", op = "graph.kda_short_conv", {{.*}}writes = [@state.0.cq, @state.0.ck, @state.0.cv]}
-// CHECK-NEXT: schedule.task "blocks.0.attn.o_proj" {accumulates = [@blocks.0.attn.o_proj.acc], args = {epilogue = "atomic_f32", group = 16 : i64, input = "blocks.0.attn.kda_o", input_offset = 0 : i64, k = 16 : i64, n = [64]{{.*}}kind = "w4a16_gemv"
+// CHECK-NEXT: schedule.task "blocks.0.attn.conv_commit" conv_commit {args = {channels = 16 : i64, {{.*}}op = "graph.kda_short_conv", {{.*}}writes = [@state.0.cq, @state.0.ck, @state.0.cv]}
+// CHECK-NEXT: schedule.task "blocks.0.attn.o_proj" w4a16_gemv {accumulates = [@blocks.0.attn.o_proj.acc], args = {epilogue = "atomic_f32", group = 16 : i64, input = "blocks.0.attn.kda_o", input_offset = 0 : i64, k = 16 : i64, n = [64]
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // The residual add is folded into the MoE norm, which stores the sum.
 // CHECK-NEXT: schedule.phase "blocks.0.moe_norm" {
-// CHECK-NEXT: schedule.task "blocks.0.moe_norm" {args = {acc = "blocks.0.attn.o_proj.acc", base = "hidden_in", dim = 64 : i64, eps = 1.000000e-05 : f64, out = "blocks.0.moe_norm.residual", weight = "blocks.0.moe_norm", xs = "blocks.0.moe_norm.out"}, kind = "residual_rmsnorm", op = "graph.rmsnorm", partition = "every_block", reads = [@hidden_in, @blocks.0.attn.o_proj.acc], writes = [@blocks.0.moe_norm.residual, @blocks.0.moe_norm.out]}
-// CHECK-NEXT: schedule.task "blocks.0.moe.router" {args = {input = "blocks.0.moe_norm.out", k = 64 : i64, output = "blocks.0.moe.router.logits", rows = 4 : i64, weight = "blocks.0.moe.router.weight"}, kind = "bf16_rows", op = "graph.moe_router"
-// CHECK-NEXT: schedule.task "blocks.0.moe.shared_experts.gate_up" {accumulates = [@blocks.0.moe.shared_experts.gate_up_sums], args = {experts = 1 : i64, gate = "blocks.0.moe.s_gate", group = 32 : i64, hidden = 64 : i64, input = "blocks.0.moe_norm.out", inter = 32 : i64, slots = 1 : i64,
+// CHECK-NEXT: schedule.task "blocks.0.moe_norm" residual_rmsnorm {args = {acc = "blocks.0.attn.o_proj.acc", base = "hidden_in", dim = 64 : i64, eps = 1.000000e-05 : f64, out = "blocks.0.moe_norm.residual", weight = "blocks.0.moe_norm", xs = "blocks.0.moe_norm.out"}, op = "graph.rmsnorm", partition = "every_block", reads = [@hidden_in, @blocks.0.attn.o_proj.acc], writes = [@blocks.0.moe_norm.residual, @blocks.0.moe_norm.out]}
+// CHECK-NEXT: schedule.task "blocks.0.moe.router" bf16_rows {args = {input = "blocks.0.moe_norm.out", k = 64 : i64, output = "blocks.0.moe.router.logits", rows = 4 : i64, weight = "blocks.0.moe.router.weight"}, op = "graph.moe_router"
+// CHECK-NEXT: schedule.task "blocks.0.moe.shared_experts.gate_up" {{[a-z0-9_]+}} {accumulates = [@blocks.0.moe.shared_experts.gate_up_sums], args = {experts = 1 : i64, gate = "blocks.0.moe.s_gate", group = 32 : i64, hidden = 64 : i64, input = "blocks.0.moe_norm.out", inter = 32 : i64, slots = 1 : i64,
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.0.moe.experts.gate_up" {
-// CHECK-NEXT: schedule.task "blocks.0.moe.experts.gate_up" {accumulates = [@blocks.0.moe.experts.gate_up_sums], args = {experts = 4 : i64, gate = "blocks.0.moe.gate", group = 32 : i64, hidden = 64 : i64, input = "blocks.0.moe_norm.out", inter = 32 : i64, logits = "blocks.0.moe.router.logits", scaling = 2.500000e+00 : f64, slots = 2 : i64, sums = "blocks.0.moe.experts.gate_up_sums", top_k = 2 : i64, unit = "blocks.0.moe.experts.slot", up = "blocks.0.moe.up"}, kind = "moe_gate_up", op = "graph.moe_experts", reads = [@blocks.0.moe_norm.out, @blocks.0.moe.router.logits]}
-// CHECK-NEXT: schedule.task "blocks.0.moe.shared_experts.down" {accumulates = [@blocks.0.moe.acc], {{.*}}kind = "moe_down", op = "graph.shared_experts"
+// CHECK-NEXT: schedule.task "blocks.0.moe.experts.gate_up" moe_gate_up {accumulates = [@blocks.0.moe.experts.gate_up_sums], args = {experts = 4 : i64, gate = "blocks.0.moe.gate", group = 32 : i64, hidden = 64 : i64, input = "blocks.0.moe_norm.out", inter = 32 : i64, logits = "blocks.0.moe.router.logits", scaling = 2.500000e+00 : f64, slots = 2 : i64, sums = "blocks.0.moe.experts.gate_up_sums", top_k = 2 : i64, unit = "blocks.0.moe.experts.slot", up = "blocks.0.moe.up"}, op = "graph.moe_experts", reads = [@blocks.0.moe_norm.out, @blocks.0.moe.router.logits]}
+// CHECK-NEXT: schedule.task "blocks.0.moe.shared_experts.down" moe_down {accumulates = [@blocks.0.moe.acc], {{.*}}op = "graph.shared_experts"
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.0.moe.experts.down" {
-// CHECK-NEXT: schedule.task "blocks.0.moe.experts.down" {accumulates = [@blocks.0.moe.acc], {{.*}}kind = "moe_down", op = "graph.moe_experts", reads = [@blocks.0.moe.experts.gate_up_sums, @blocks.0.moe.router.logits]}
+// CHECK-NEXT: schedule.task "blocks.0.moe.experts.down" moe_down {accumulates = [@blocks.0.moe.acc], {{.*}}op = "graph.moe_experts", reads = [@blocks.0.moe.experts.gate_up_sums, @blocks.0.moe.router.logits]}
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "final_residual" {
-// CHECK-NEXT: schedule.task "final_residual" {args = {acc = "blocks.0.moe.acc", base = "blocks.0.moe_norm.residual", dim = 64 : i64, out = "hidden_out"}, kind = "final_residual", op = "func.return", reads = [@blocks.0.moe_norm.residual, @blocks.0.moe.acc], writes = [@hidden_out]}
+// CHECK-NEXT: schedule.task "final_residual" final_residual {args = {acc = "blocks.0.moe.acc", base = "blocks.0.moe_norm.residual", dim = 64 : i64, out = "hidden_out"}, op = "func.return", reads = [@blocks.0.moe_norm.residual, @blocks.0.moe.acc], writes = [@hidden_out]}
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: {{^}$}}
@@ -180,16 +180,16 @@ module @unit attributes {mk.config = {config = {group = 16 : i64, hidden = 64 : 
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.0.attn.o_proj" {
-// CHECK-NEXT: schedule.task "blocks.0.attn.o_proj" {accumulates = [@blocks.0.attn.o_proj.acc], {{.*}}reads = [@blocks.0.attn_norm.out]}
+// CHECK-NEXT: schedule.task "blocks.0.attn.o_proj" {{[a-z0-9_]+}} {accumulates = [@blocks.0.attn.o_proj.acc], {{.*}}reads = [@blocks.0.attn_norm.out]}
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.1.attn_norm" {
-// CHECK-NEXT: schedule.task "blocks.1.attn_norm" {args = {acc = "blocks.0.attn.o_proj.acc", base = "hidden_in", dim = 64 : i64, {{.*}}out = "blocks.1.attn_norm.residual", {{.*}}partition = "every_block", reads = [@hidden_in, @blocks.0.attn.o_proj.acc], writes = [@blocks.1.attn_norm.residual, @blocks.1.attn_norm.out]}
-// CHECK-NEXT: schedule.task "blocks.1.attn.o_proj" {accumulates = [@blocks.1.attn.o_proj.acc], {{.*}}reads = [@blocks.1.attn_norm.out]}
+// CHECK-NEXT: schedule.task "blocks.1.attn_norm" {{[a-z0-9_]+}} {args = {acc = "blocks.0.attn.o_proj.acc", base = "hidden_in", dim = 64 : i64, {{.*}}out = "blocks.1.attn_norm.residual", {{.*}}partition = "every_block", reads = [@hidden_in, @blocks.0.attn.o_proj.acc], writes = [@blocks.1.attn_norm.residual, @blocks.1.attn_norm.out]}
+// CHECK-NEXT: schedule.task "blocks.1.attn.o_proj" {{[a-z0-9_]+}} {accumulates = [@blocks.1.attn.o_proj.acc], {{.*}}reads = [@blocks.1.attn_norm.out]}
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "final_residual" {
-// CHECK-NEXT: schedule.task "final_residual" {args = {acc = "blocks.1.attn.o_proj.acc", base = "blocks.1.attn_norm.residual", dim = 64 : i64, out = "hidden_out"}
+// CHECK-NEXT: schedule.task "final_residual" {{[a-z0-9_]+}} {args = {acc = "blocks.1.attn.o_proj.acc", base = "blocks.1.attn_norm.residual", dim = 64 : i64, out = "hidden_out"}
 // OPTS-LABEL: schedule.kernel @mk_two attributes {debug_capture, num_layers = 2 : i64, threads = 1024 : i64} {
 module @two attributes {mk.debug_capture} {
   graph.weight @blocks.0.attn_norm : tensor<64xbf16>
@@ -223,26 +223,26 @@ module @two attributes {mk.debug_capture} {
 // CHECK: schedule.buffer @blocks.0.attn.mla_o {dtype = "f32", shape = array<i64: 16>}
 // CHECK: schedule.phase "blocks.0.attn_norm" {
 // CHECK-NEXT: schedule.task "blocks.0.attn_norm"
-// CHECK-NEXT: schedule.task "blocks.0.attn.q_proj.group" {args = {{{.*}}n = [24, 20], outputs = ["blocks.0.attn.q_proj.out", "blocks.0.attn.kv_a.out"], weights = ["blocks.0.attn.q_proj", "blocks.0.attn.kv_a"]}
+// CHECK-NEXT: schedule.task "blocks.0.attn.q_proj.group" {{[a-z0-9_]+}} {args = {{{.*}}n = [24, 20], outputs = ["blocks.0.attn.q_proj.out", "blocks.0.attn.kv_a.out"], weights = ["blocks.0.attn.q_proj", "blocks.0.attn.kv_a"]}
 // CHECK-NEXT: schedule.task "blocks.0.attn.mla_o.zero"
 // CHECK-NEXT: schedule.task "blocks.0.attn.o_proj.acc.zero"
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.0.attn.rope_append" {
-// CHECK-NEXT: schedule.task "blocks.0.attn.rope_append" {args = {c_kv = "state.0.c_kv", group = 16 : i64, heads = 2 : i64, k_rope = "state.0.k_rope", kv = "blocks.0.attn.kv_a.out", lora = 16 : i64, nope = 8 : i64, q = "blocks.0.attn.q_proj.out", q_rope = "blocks.0.attn.q_rope", rope = 4 : i64, theta = 1.000000e+04 : f64, v_head = 8 : i64}, kind = "mla_rope_append", op = "graph.rope"
-// CHECK-NEXT: schedule.task "blocks.0.attn.q_absorb" {{.*}}kind = "mla_q_absorb"
+// CHECK-NEXT: schedule.task "blocks.0.attn.rope_append" mla_rope_append {args = {c_kv = "state.0.c_kv", group = 16 : i64, heads = 2 : i64, k_rope = "state.0.k_rope", kv = "blocks.0.attn.kv_a.out", lora = 16 : i64, nope = 8 : i64, q = "blocks.0.attn.q_proj.out", q_rope = "blocks.0.attn.q_rope", rope = 4 : i64, theta = 1.000000e+04 : f64, v_head = 8 : i64}, op = "graph.rope"
+// CHECK-NEXT: schedule.task "blocks.0.attn.q_absorb" mla_q_absorb 
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.0.attn.attention" {
-// CHECK-NEXT: schedule.task "blocks.0.attn.attention" {{.*}}scale = 0.28867513459481292 : f64{{.*}}kind = "mla_attention_chunk"
+// CHECK-NEXT: schedule.task "blocks.0.attn.attention" mla_attention_chunk {{.*}}scale = 0.28867513459481292 : f64
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.0.attn.combine_wv" {
-// CHECK-NEXT: schedule.task "blocks.0.attn.combine_wv" {accumulates = [@blocks.0.attn.mla_o], {{.*}}kind = "mla_combine_wv"
+// CHECK-NEXT: schedule.task "blocks.0.attn.combine_wv" mla_combine_wv {accumulates = [@blocks.0.attn.mla_o], 
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.0.attn.o_proj" {
-// CHECK-NEXT: schedule.task "blocks.0.attn.o_proj" {{.*}}input = "blocks.0.attn.mla_o"
+// CHECK-NEXT: schedule.task "blocks.0.attn.o_proj" {{[a-z0-9_]+}} {{.*}}input = "blocks.0.attn.mla_o"
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "final_residual" {
@@ -282,7 +282,7 @@ module @mla {
 module @lowered {
   schedule.kernel @mk_lowered attributes {threads = 64 : i64} {
     schedule.phase "p" {
-      schedule.task "t" {kind = "copy", count = 1 : i64}
+      schedule.task "t" opaque {count = 1 : i64}
     }
   }
 }

@@ -11,23 +11,23 @@
 // "b", cut again for its 7 idle blocks (split-K 2: 4 instances).
 // CHECK-LABEL: schedule.kernel @slack
 // CHECK: schedule.phase "a" {
-// CHECK-NEXT: schedule.task "big" {{.*}}count = 8 : i64
+// CHECK-NEXT: schedule.task "big" {{[a-z0-9_]+}} {{.*}}count = 8 : i64
 // CHECK-NEXT: {{^ *}}}{{$}}
 // CHECK: schedule.phase "b" {
 // CHECK-NEXT: schedule.task "other.zero"
-// CHECK-NEXT: schedule.task "slack" {{.*}}ksplit = 2 : i64, n = [256], outputs = ["acc"], tiles = 2 : i64, tn = 128 : i64{{.*}}count = 4 : i64
+// CHECK-NEXT: schedule.task "slack" {{[a-z0-9_]+}} {{.*}}ksplit = 2 : i64, n = [256], outputs = ["acc"], tiles = 2 : i64, tn = 128 : i64{{.*}}count = 4 : i64
 // CHECK-NEXT: {{^ *}}}{{$}}
 // OFF-LABEL: schedule.kernel @slack
 // OFF: schedule.phase "a" {
-// OFF-NEXT: schedule.task "big" {{.*}}count = 8 : i64
-// OFF-NEXT: schedule.task "slack" {{.*}}ksplit = 4 : i64{{.*}}count = 8 : i64
+// OFF-NEXT: schedule.task "big" {{[a-z0-9_]+}} {{.*}}count = 8 : i64
+// OFF-NEXT: schedule.task "slack" {{[a-z0-9_]+}} {{.*}}ksplit = 4 : i64{{.*}}count = 8 : i64
 // OFF-NEXT: {{^ *}}}{{$}}
 // AGAIN: schedule.phase "a" {
-// AGAIN-NEXT: schedule.task "big" {{.*}}count = 8 : i64
+// AGAIN-NEXT: schedule.task "big" {{[a-z0-9_]+}} {{.*}}count = 8 : i64
 // AGAIN-NEXT: {{^ *}}}{{$}}
 // AGAIN: schedule.phase "b" {
 // AGAIN-NEXT: schedule.task "other.zero"
-// AGAIN-NEXT: schedule.task "slack" {{.*}}ksplit = 2 : i64{{.*}}count = 4 : i64
+// AGAIN-NEXT: schedule.task "slack" {{[a-z0-9_]+}} {{.*}}ksplit = 2 : i64{{.*}}count = 4 : i64
 // AGAIN-NEXT: {{^ *}}}{{$}}
 schedule.kernel @slack attributes {threads = 256 : i64} {
   schedule.weight @wb.w_q {dtype = "u8", shape = array<i64: 512, 1024>, group = 128 : i64}
@@ -37,20 +37,20 @@ schedule.kernel @slack attributes {threads = 256 : i64} {
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.buffer @other {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "zero" {
-    schedule.task "acc.zero" {kind = "zero_f32", writes = [@acc], args = {buffer = "acc", n = 256 : i64}}
+    schedule.task "acc.zero" zero_f32 {writes = [@acc], args = {buffer = "acc", n = 256 : i64}}
   }
   schedule.barrier
   schedule.phase "a" {
-    schedule.task "big" {kind = "w4a16_gemv", reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = "x", k = 1024 : i64, n = [1024], outputs = ["y"], weights = ["wb"]}}
-    schedule.task "slack" {kind = "w4a16_gemv", reads = [@x], accumulates = [@acc], args = {epilogue = "atomic_f32", group = 128 : i64, input = "x", k = 1024 : i64, n = [256], outputs = ["acc"], weights = ["ws"]}}
+    schedule.task "big" w4a16_gemv {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = "x", k = 1024 : i64, n = [1024], outputs = ["y"], weights = ["wb"]}}
+    schedule.task "slack" w4a16_gemv {reads = [@x], accumulates = [@acc], args = {epilogue = "atomic_f32", group = 128 : i64, input = "x", k = 1024 : i64, n = [256], outputs = ["acc"], weights = ["ws"]}}
   }
   schedule.barrier
   schedule.phase "b" {
-    schedule.task "other.zero" {kind = "zero_f32", reads = [@y], writes = [@other], args = {buffer = "other", n = 256 : i64}}
+    schedule.task "other.zero" zero_f32 {reads = [@y], writes = [@other], args = {buffer = "other", n = 256 : i64}}
   }
   schedule.barrier
   schedule.phase "c" {
-    schedule.task "use" {kind = "zero_f32", reads = [@acc, @other], writes = [@y], args = {buffer = "y", n = 1024 : i64}}
+    schedule.task "use" zero_f32 {reads = [@acc, @other], writes = [@y], args = {buffer = "y", n = 1024 : i64}}
   }
 }
 
@@ -86,15 +86,15 @@ schedule.kernel @stays attributes {threads = 256 : i64} {
   schedule.buffer @e {dtype = "f32", shape = array<i64: 256>}
   schedule.buffer @z {dtype = "bf16", shape = array<i64: 256>, space = "io"}
   schedule.phase "a" {
-    schedule.task "norm" {kind = "residual_rmsnorm", partition = "every_block", reads = [@x], writes = [@res, @xs], args = {base = "x", dim = 1024 : i64, eps = 1.0e-06 : f64, out = "res", weight = "nw", xs = "xs"}}
-    schedule.task "big" {kind = "w4a16_gemv", reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = "x", k = 1024 : i64, n = [1024], outputs = ["y"], weights = ["wb"]}}
-    schedule.task "slack" {kind = "w4a16_gemv", reads = [@x], writes = [@acc], args = {epilogue = "atomic_f32", group = 128 : i64, input = "x", k = 1024 : i64, n = [256], outputs = ["acc"], weights = ["ws"]}}
-    schedule.task "early" {kind = "zero_f32", reads = [@z], writes = [@e], args = {buffer = "e", n = 256 : i64}}
-    schedule.task "norm_user" {kind = "w4a16_gemv", reads = [@xs], writes = [@acc2], args = {epilogue = "atomic_f32", group = 128 : i64, input = "xs", k = 1024 : i64, n = [256], outputs = ["acc2"], weights = ["wn"]}}
+    schedule.task "norm" residual_rmsnorm {partition = "every_block", reads = [@x], writes = [@res, @xs], args = {base = "x", dim = 1024 : i64, eps = 1.0e-06 : f64, out = "res", weight = "nw", xs = "xs"}}
+    schedule.task "big" w4a16_gemv {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = "x", k = 1024 : i64, n = [1024], outputs = ["y"], weights = ["wb"]}}
+    schedule.task "slack" w4a16_gemv {reads = [@x], writes = [@acc], args = {epilogue = "atomic_f32", group = 128 : i64, input = "x", k = 1024 : i64, n = [256], outputs = ["acc"], weights = ["ws"]}}
+    schedule.task "early" zero_f32 {reads = [@z], writes = [@e], args = {buffer = "e", n = 256 : i64}}
+    schedule.task "norm_user" w4a16_gemv {reads = [@xs], writes = [@acc2], args = {epilogue = "atomic_f32", group = 128 : i64, input = "xs", k = 1024 : i64, n = [256], outputs = ["acc2"], weights = ["wn"]}}
   }
   schedule.barrier
   schedule.phase "b" {
-    schedule.task "reader" {kind = "zero_f32", reads = [@acc], writes = [@z], args = {buffer = "z", n = 256 : i64}}
-    schedule.task "late" {kind = "zero_f32", writes = [@y], args = {buffer = "y", n = 1024 : i64}}
+    schedule.task "reader" zero_f32 {reads = [@acc], writes = [@z], args = {buffer = "z", n = 256 : i64}}
+    schedule.task "late" zero_f32 {writes = [@y], args = {buffer = "y", n = 1024 : i64}}
   }
 }

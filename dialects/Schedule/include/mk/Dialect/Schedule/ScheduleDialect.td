@@ -15,6 +15,7 @@ include "mlir/IR/OpBase.td"
 def Schedule_Dialect : Dialect {
   let name = "schedule";
   let cppNamespace = "::mk::schedule";
+  let useDefaultAttributePrinterParser = 1;
   let summary = "Phases, tasks, barriers and counters of a cooperative megakernel";
   let description = [{
     A `schedule.kernel` is the whole step. Its body lists, in this order of

@@ -14,6 +14,9 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
 
+#define GET_ATTRDEF_CLASSES
+#include "mk/Dialect/Schedule/ScheduleAttrs.h.inc"
+
 #define GET_OP_CLASSES
 #include "mk/Dialect/Schedule/ScheduleOps.h.inc"
 

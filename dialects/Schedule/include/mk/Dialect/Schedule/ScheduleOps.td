@@ -4,6 +4,7 @@
 #define MK_SCHEDULE_OPS_TD
 
 include "mk/Dialect/Schedule/ScheduleDialect.td"
+include "mk/Dialect/Schedule/ScheduleAttrs.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/RegionKindInterface.td"
 
@@ -204,7 +205,8 @@ def Schedule_PhaseOp : Schedule_Op<"phase", [
 def Schedule_TaskOp : Schedule_Op<"task", [HasParent<"PhaseOp">]> {
   let summary = "A piece of an op's work, partitioned across thread blocks";
   let description = [{
-    `count` instances of the template call named by `kind`; `partition` says
+    `count` instances of the template call that `kind` names (a keyword
+    after the task's name: `TaskKind` of ScheduleAttrs.td); `partition` says
     how the op's work is cut (`cols`, `split_k`, `heads`, `experts`,
     `chunks`, `every_block`, ...), `bytes` how many bytes all instances
     stream from memory together (the partitioner balances on it), `args`
@@ -214,11 +216,11 @@ def Schedule_TaskOp : Schedule_Op<"task", [HasParent<"PhaseOp">]> {
     registered kind's `args` follow its specs in the dialect's registry
     (mk/Dialect/Schedule/TaskKinds.h: each argument's type, and whether
     it is required from the task's creation or once the partitioner cut
-    it); a task of another kind is opaque to the passes that only read
-    accesses and counters.
+    it); a task of kind `opaque` has none and is seen only by the passes
+    that read accesses and counters.
 
     ```mlir
-    schedule.task "l0.o_proj" {kind = "w4a16_gemv", op = "graph.linear_w4a16",
+    schedule.task "l0.o_proj" w4a16_gemv {op = "graph.linear_w4a16",
         count = 128 : i64, partition = "split_k", bytes = 4718592 : i64,
         reads = [@l0.kda_o], accumulates = [@l0.attn_acc],
         args = {weights = ["l0.o_proj"], outputs = ["l0.attn_acc"], n = [2304],
@@ -228,7 +230,7 @@ def Schedule_TaskOp : Schedule_Op<"task", [HasParent<"PhaseOp">]> {
   }];
   let arguments = (ins
     StrAttr:$name,
-    StrAttr:$kind,
+    Schedule_TaskKindAttr:$kind,
     DefaultValuedAttr<I64Attr, "1">:$count,
     DefaultValuedStrAttr<StrAttr, "">:$op,
     DefaultValuedStrAttr<StrAttr, "">:$partition,
@@ -237,7 +239,7 @@ def Schedule_TaskOp : Schedule_Op<"task", [HasParent<"PhaseOp">]> {
     DefaultValuedAttr<Schedule_BufferRefs, "{}">:$writes,
     DefaultValuedAttr<Schedule_BufferRefs, "{}">:$accumulates,
     DefaultValuedAttr<DictionaryAttr, "{}">:$args);
-  let assemblyFormat = "$name attr-dict";
+  let assemblyFormat = "$name `` $kind attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     bool isEveryBlock() { return getPartition() == "every_block"; }

@@ -25,21 +25,13 @@ namespace mk::schedule {
 
 class TaskOp;
 
-enum class TaskKind {
-  ResidualRmsnorm,
-  W4A16Gemv,
-  Bf16Rows,
-  KdaHeadChunk,
-  ConvCommit,
-  ZeroF32,
-  FinalResidual,
-  MlaRopeAppend,
-  MlaQAbsorb,
-  MlaAttentionChunk,
-  MlaCombineWv,
-  MoeGateUp,
-  MoeDown,
-};
+} // namespace mk::schedule
+
+// enum class TaskKind, its keywords (stringifyTaskKind, symbolizeTaskKind):
+// ScheduleAttrs.td.
+#include "mk/Dialect/Schedule/ScheduleEnums.h.inc"
+
+namespace mk::schedule {
 
 /// The type of one task argument.
 enum class TaskArgType {
@@ -71,7 +63,6 @@ struct TaskArgSpec {
 
 struct TaskKindInfo {
   TaskKind kind;
-  llvm::StringLiteral name;
   llvm::ArrayRef<TaskArgSpec> args;
   /// Arguments a family of kinds shares (the expert kinds'), after `args`.
   llvm::ArrayRef<TaskArgSpec> familyArgs = {};
@@ -80,12 +71,12 @@ struct TaskKindInfo {
 /// The kernel's index arithmetic is 32-bit: integer arguments stay below.
 constexpr int64_t kMaxTaskArg = 2147483647;
 
-/// Every registered kind.
+/// Every kind but `opaque`, with its arguments.
 llvm::ArrayRef<TaskKindInfo> taskKinds();
-/// The kind named `name`, or null.
-const TaskKindInfo *lookupTaskKind(llvm::StringRef name);
-/// The name of `kind` (what a task's `kind` attribute holds).
-llvm::StringRef taskKindName(TaskKind kind);
+/// The registry entry of `kind`; null for `opaque`.
+const TaskKindInfo *lookupTaskKind(TaskKind kind);
+/// The keyword of `kind` (how a task prints it).
+inline llvm::StringRef taskKindName(TaskKind kind) { return stringifyTaskKind(kind); }
 /// The argument specs that apply to task `t` (its kind's, less the routed
 /// ones of an unrouted expert task); empty for an unknown kind.
 llvm::SmallVector<TaskArgSpec> taskArgSpecs(TaskOp t);

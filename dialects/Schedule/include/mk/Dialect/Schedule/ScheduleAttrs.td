@@ -1,0 +1,42 @@
+//===- ScheduleAttrs.td - Attributes of the schedule dialect -*- tablegen -*-===//
+//
+// The task kind: which device template a `schedule.task`'s instances call.
+// Per kind, the arguments a task carries are in the registry
+// (mk/Dialect/Schedule/TaskKinds.h); `opaque` is a task the analysis passes
+// see only through its accesses, counters and barriers (their tests use it),
+// which the partitioner and the emitter refuse.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MK_SCHEDULE_ATTRS_TD
+#define MK_SCHEDULE_ATTRS_TD
+
+include "mk/Dialect/Schedule/ScheduleDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Schedule_TaskKind : I32EnumAttr<"TaskKind", "the device template of a task", [
+    I32EnumAttrCase<"ResidualRmsnorm", 0, "residual_rmsnorm">,
+    I32EnumAttrCase<"W4A16Gemv", 1, "w4a16_gemv">,
+    I32EnumAttrCase<"Bf16Rows", 2, "bf16_rows">,
+    I32EnumAttrCase<"KdaHeadChunk", 3, "kda_head_chunk">,
+    I32EnumAttrCase<"ConvCommit", 4, "conv_commit">,
+    I32EnumAttrCase<"ZeroF32", 5, "zero_f32">,
+    I32EnumAttrCase<"FinalResidual", 6, "final_residual">,
+    I32EnumAttrCase<"MlaRopeAppend", 7, "mla_rope_append">,
+    I32EnumAttrCase<"MlaQAbsorb", 8, "mla_q_absorb">,
+    I32EnumAttrCase<"MlaAttentionChunk", 9, "mla_attention_chunk">,
+    I32EnumAttrCase<"MlaCombineWv", 10, "mla_combine_wv">,
+    I32EnumAttrCase<"MoeGateUp", 11, "moe_gate_up">,
+    I32EnumAttrCase<"MoeDown", 12, "moe_down">,
+    I32EnumAttrCase<"Opaque", 13, "opaque">]> {
+  let cppNamespace = "::mk::schedule";
+  let genSpecializedAttr = 0;
+}
+
+def Schedule_TaskKindAttr : EnumAttr<Schedule_Dialect, Schedule_TaskKind, "task_kind"> {
+  // Printed and parsed as the bare keyword inside an op (`w4a16_gemv`).
+  let assemblyFormat = "$value";
+}
+
+#endif // MK_SCHEDULE_ATTRS_TD
