@@ -95,6 +95,23 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
   const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
 }
+/// cp_async16 for a weight stream: weights are read once per step and the
+/// step's weights are ~5x L2, so with -DMK_WEIGHTS_EVICT_FIRST (opt-in, to
+/// measure: docs/perf-notes.md, after session 10) their lines are marked
+/// evict-first, leaving L2 to what a step reads again (decode state, the
+/// MLA cache, activations, the kernel's code).
+__device__ __forceinline__ void cp_async16_weights(void *smem, const void *gmem) {
+#ifdef MK_WEIGHTS_EVICT_FIRST
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(s),
+               "l"(gmem), "l"(policy)
+               : "memory");
+#else
+  cp_async16(smem, gmem);
+#endif
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");

@@ -256,7 +256,7 @@ struct W4A16Lane {
       for (int i = 0; i < S; ++i) {
         const int r = rbeg + c * S + i;
         if (r < rend)
-          cp_async16(slot + i * THREADS, wbase + (size_t)r * N);
+          cp_async16_weights(slot + i * THREADS, wbase + (size_t)r * N);
       }
     }
     cp_async_commit();
@@ -702,8 +702,8 @@ __device__ __forceinline__ void packed_cp_async_stage(const uint8_t *wq, int ste
 MK_UNROLL_CODE
     for (int i = 0; i < S; ++i) {
       if (sbeg + c * S + i < send) {
-        cp_async16(slot + (2 * i) * THREADS, src + i * kPackedStepBytes);
-        cp_async16(slot + (2 * i + 1) * THREADS, src + i * kPackedStepBytes + 512);
+        cp_async16_weights(slot + (2 * i) * THREADS, src + i * kPackedStepBytes);
+        cp_async16_weights(slot + (2 * i + 1) * THREADS, src + i * kPackedStepBytes + 512);
       }
     }
   }
@@ -765,9 +765,9 @@ MK_UNROLL_CODE
         if (st < send) {
           const int ra = rowA(st);
           if (valid(ra))
-            cp_async16(slot + (2 * i) * THREADS, wq + (size_t)ra * N + col);
+            cp_async16_weights(slot + (2 * i) * THREADS, wq + (size_t)ra * N + col);
           if (valid(ra + 4))
-            cp_async16(slot + (2 * i + 1) * THREADS, wq + (size_t)(ra + 4) * N + col);
+            cp_async16_weights(slot + (2 * i + 1) * THREADS, wq + (size_t)(ra + 4) * N + col);
         }
       }
     }
@@ -1047,7 +1047,7 @@ __device__ __forceinline__ void w4a16_row_slice_stage(const uint8_t *__restrict_
       src = TILED ? wq + (size_t)ti * (K / 2) * 128 + pr * 128 + (piece % 8) * 16
                   : wq + pr * N + ti * 128 + (piece % 8) * 16;
     }
-    cp_async16(w + p, src);
+    cp_async16_weights(w + p, src);
   }
   // Scales then zeros: 16 pieces each (128 bf16) per step.
   for (int p = threadIdx.x; p < STEPS * 32; p += THREADS) {

@@ -45,11 +45,11 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     schedule.kernel @mk_tiny attributes {threads = 256 : i64} {
       schedule.buffer @q {dtype = "bf16", shape = array<i64: 64>}
       schedule.phase "project" {
-        schedule.task "q_proj" {kind = "produce", count = 4 : i64, writes = [@q]}
+        schedule.task "q_proj" opaque {count = 4 : i64, writes = [@q]}
       }
       schedule.barrier
       schedule.phase "use" {
-        schedule.task "use" {kind = "copy", count = 1 : i64, reads = [@q]}
+        schedule.task "use" opaque {count = 1 : i64, reads = [@q]}
       }
     }
     ```
