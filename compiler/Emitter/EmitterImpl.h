@@ -209,29 +209,23 @@ private:
   std::string wq(StringRef w) { return ident(w) + "_w_q"; }
   std::string ws_(StringRef w) { return ident(w) + "_scales"; }
   std::string wz(StringRef w) { return ident(w) + "_zeros"; }
-  /// The tile width weight `w` is stored tile-contiguous with (the kernel's
-  /// weight_tiles), or 0 for the spec's row-major storage.
+  /// The tile width W4A16 weight `w` (the prefix of its parts) is stored
+  /// tile-contiguous with (its w_q's `tile`), or 0 for the spec's row-major
+  /// storage.
   int64_t tileOf(StringRef w) {
-    if (std::optional<DictionaryAttr> d = kernel.getWeightTiles())
-      if (auto a = d->getAs<IntegerAttr>(w))
-        return a.getInt();
-    return 0;
+    WeightOp q = weightByName.lookup((w + ".w_q").str());
+    return q ? q.getTile() : 0;
   }
-  /// Whether weight `w`'s tiles are in the tensor-core lane order (the
-  /// kernel's packed_weights; streamed with bulk copies).
-  bool isPacked(StringRef w) {
-    if (std::optional<ArrayAttr> a = kernel.getPackedWeights())
-      for (Attribute e : *a)
-        if (cast<StringAttr>(e).getValue() == w)
-          return true;
-    return false;
-  }
+  /// Whether weight `w`'s tiles are in a packed tile's lane order (its
+  /// w_q's `order`).
+  bool isPacked(StringRef w) { return orderOf(w) != mk::PackedOrder::None; }
   /// The order of weight `w`'s payload (mk::PackedOrder::None: row-major
   /// or tile-contiguous).
   mk::PackedOrder orderOf(StringRef w) {
-    if (!isPacked(w))
+    WeightOp q = weightByName.lookup((w + ".w_q").str());
+    if (!q || q.getOrder().empty())
       return mk::PackedOrder::None;
-    return kernel.getPackedOrder() == "int8" ? mk::PackedOrder::Int8 : mk::PackedOrder::Mma;
+    return q.getOrder() == "int8" ? mk::PackedOrder::Int8 : mk::PackedOrder::Mma;
   }
   /// The template arguments after a tile's epilogue type that select `w`'s
   /// order (templates/w4a16_gemv.cuh, WeightOrder); `fp32x` first, "false",

@@ -57,13 +57,7 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
         j.attribute("order", order == mk::PackedOrder::Int8 ? "int8" : "mma");
     });
   };
-  // A tile-contiguous W4A16 weight: its w_q, scales and zeros.
-  auto tileOfTensor = [&](StringRef name) -> int64_t {
-    auto [prefix, part] = name.rsplit('.');
-    if (part != "w_q" && part != "scales" && part != "zeros")
-      return 0;
-    return tileOf(prefix);
-  };
+
   j.object([&] {
     j.attribute("format", "mk-manifest-1");
     j.attribute("kernel", kernel.getSymName());
@@ -92,7 +86,8 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
       param("hidden_out", "output", "bf16", {hidden});
       for (WeightOp w : weights) {
         StringRef n = w.getSymName();
-        param(n, "weight", w.getDtype(), w.getShape(), tileOfTensor(n),
+        // Each tensor's storage, as its schedule.weight says.
+        param(n, "weight", w.getDtype(), w.getShape(), w.getTile(),
               n.ends_with(".w_q") ? orderOf(n.drop_back(4)) : mk::PackedOrder::None);
       }
       for (BufferOp st : stateBuffers) {

@@ -150,14 +150,13 @@ def ScheduleTileWeights : Pass<"schedule-tile-weights", "::mlir::ModuleOp"> {
     `layout=packed` (the default): every int4 weight read only by 128- or
     64-wide W4A16 GEMV and expert tiles whose k-slices are whole steps (1 KB:
     8 row pairs at 128 wide, 16 at 64) is stored tile by tile, each tile's
-    steps in the tensor-core tile's lane order (`weight_tiles` and
-    `packed_weights` on the kernel), which the tile streams with pipelined
-    bulk copies; other weights keep the spec's storage. `layout=tiled` stores every weight read only by tiles of one
+    steps in the tensor-core tile's lane order (`tile` on the weight's
+    w_q, scales and zeros, `order` on its w_q), which the tile streams; other weights keep the spec's storage. `layout=tiled` stores every weight read only by tiles of one
     width, whose column count that width divides, tile-contiguous (rows,
     scales and zeros of a tile together) without the lane order.
     `layout=row-major` keeps the spec's storage everywhere. With
     `layout=packed`, `arithmetic` picks the packed tiles' math and order
-    (`packed_order` on the kernel): `exact` (the default) dequantizes every
+    (the w_q's `order`): `exact` (the default) dequantizes every
     weight to bf16 as the spec does (1 KB steps); `int8` quantizes x per
     group into two int8 halves (~16 significant bits) and runs exact integer
     dot products on raw nibbles (32-row steps: 2 KB at 128 wide, 1 KB at 64;

@@ -132,8 +132,12 @@ void ScheduleTileWeightsPass::runOnOperation() {
             it->second.other = true;
         }
     });
-    NamedAttrList tiles;
-    SmallVector<StringRef> packed;
+    // The storage goes on the weight's parts (w_q, scales, zeros): their
+    // tile, and the payload's order on the w_q.
+    llvm::StringMap<WeightOp> parts;
+    for (WeightOp w : kernel.getBodyBlock().getOps<WeightOp>())
+      parts[w.getSymName()] = w;
+    Builder b(&getContext());
     for (const std::string &w : order) {
       const WeightUse &u = uses.lookup(w);
       if (u.other || u.tns.empty() || u.n <= 0)
@@ -145,15 +149,12 @@ void ScheduleTileWeightsPass::runOnOperation() {
       // spec's storage (tile-contiguous narrow tiles measured no faster).
       if (layout == "packed" && !u.packable(packOrder, tn))
         continue;
-      tiles.append(w, IntegerAttr::get(IntegerType::get(&getContext(), 64), tn));
+      for (StringRef part : {".w_q", ".scales", ".zeros"})
+        if (WeightOp op = parts.lookup(w + part.str()))
+          op.setTileAttr(b.getI64IntegerAttr(tn));
       if (layout == "packed")
-        packed.push_back(uses.find(w)->first());
-    }
-    if (!tiles.empty())
-      kernel.setWeightTilesAttr(tiles.getDictionary(&getContext()));
-    if (!packed.empty()) {
-      kernel.setPackedWeightsAttr(Builder(&getContext()).getStrArrayAttr(packed));
-      kernel.setPackedOrderAttr(StringAttr::get(&getContext(), arithmetic == "int8" ? "int8" : "mma"));
+        if (WeightOp op = parts.lookup(w + ".w_q"))
+          op.setOrderAttr(b.getStringAttr(arithmetic == "int8" ? "int8" : "mma"));
     }
   }
 }

@@ -62,26 +62,16 @@ LogicalResult KernelOp::verify() {
            << t;
   if (getTargetSms() <= 0)
     return emitOpError("target_sms must be positive");
-  if (std::optional<DictionaryAttr> tiles = getWeightTiles())
-    for (NamedAttribute a : *tiles) {
-      auto tile = dyn_cast<IntegerAttr>(a.getValue());
-      if (!tile || tile.getInt() <= 0 || tile.getInt() % 16 || tile.getInt() > 128)
-        return emitOpError("weight_tiles: '")
-               << a.getName().getValue()
-               << "' must map to a tile width of 16..128 columns, a multiple of 16";
-    }
-  if (getPackedOrder() != "mma" && getPackedOrder() != "int8")
-    return emitOpError("packed_order must be \"mma\" or \"int8\", got \"")
-           << getPackedOrder() << "\"";
-  if (std::optional<ArrayAttr> packed = getPackedWeights()) {
-    std::optional<DictionaryAttr> tiles = getWeightTiles();
-    for (Attribute a : *packed) {
-      StringRef w = cast<StringAttr>(a).getValue();
-      auto tile = tiles ? dyn_cast_or_null<IntegerAttr>(tiles->get(w)) : IntegerAttr();
-      if (!tile || (tile.getInt() != 128 && tile.getInt() != 64))
-        return emitOpError("packed_weights: '")
-               << w << "' needs a weight_tiles entry of 128 or 64 columns (the packed tiles)";
-    }
+  // A W4A16 weight's parts are stored alike.
+  llvm::StringMap<std::pair<WeightOp, int64_t>> tiles; // prefix -> first part, tile
+  for (WeightOp w : getBodyBlock().getOps<WeightOp>()) {
+    if (w.getGroup() == 0)
+      continue;
+    auto [it, fresh] = tiles.try_emplace(w.getSymName().rsplit('.').first, w, w.getTile());
+    if (!fresh && it->second.second != w.getTile())
+      return w.emitOpError("tile ")
+             << w.getTile() << " differs from " << it->second.first.getSymName()
+             << "'s " << it->second.second << " (a W4A16 weight's parts are stored alike)";
   }
   return success();
 }
@@ -425,6 +415,24 @@ LogicalResult WeightOp::verify() {
     if (part == "w_q" && (2 * rows) % group)
       return emitOpError("w_q's ") << 2 * rows << " input rows are not a whole number of groups of "
                                    << group;
+  }
+  const int64_t tile = getTile();
+  if (tile != 0 && (group == 0 || tile % 16 || tile > 128 || tile < 0))
+    return emitOpError("tile must be 0 (row-major) or, on a W4A16 part, a multiple of 16 up to "
+                       "128 columns, got ")
+           << tile;
+  if (tile > 0 && getShape().back() % tile)
+    return emitOpError("tile ") << tile << " does not divide its " << getShape().back()
+                                << " columns";
+  StringRef order = getOrder();
+  if (!order.empty()) {
+    if (order != "mma" && order != "int8")
+      return emitOpError("order must be \"mma\" or \"int8\" (or absent), got \"") << order
+                                                                                  << "\"";
+    if (!getSymName().ends_with(".w_q") || (tile != 128 && tile != 64))
+      return emitOpError("order '") << order
+                                    << "' needs a .w_q part stored in 128- or 64-wide tiles, got tile "
+                                    << tile;
   }
   return success();
 }

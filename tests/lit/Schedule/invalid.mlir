@@ -59,14 +59,55 @@ schedule.kernel @k attributes {threads = 100 : i64} {
 
 // -----
 
-// expected-error @+1 {{packed_weights: 'w' needs a weight_tiles entry of 128 or 64 columns}}
-schedule.kernel @k attributes {threads = 128 : i64, packed_weights = ["w"], weight_tiles = {w = 32 : i64}} {
+// A weight's storage: a packed order needs a .w_q part in 128- or 64-wide
+// tiles; tiles are multiples of 16 up to 128 columns, on W4A16 parts only,
+// dividing the columns; the parts of one weight are stored alike.
+schedule.kernel @k attributes {threads = 128 : i64} {
+  // expected-error @+1 {{order 'mma' needs a .w_q part stored in 128- or 64-wide tiles, got tile 32}}
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 64, 128>, group = 32 : i64, tile = 32 : i64, order = "mma"}
 }
 
 // -----
 
-// expected-error @+1 {{packed_weights: 'v' needs a weight_tiles entry of 128 or 64 columns}}
-schedule.kernel @k attributes {threads = 128 : i64, packed_weights = ["v"]} {
+schedule.kernel @k attributes {threads = 128 : i64} {
+  // expected-error @+1 {{order 'int8' needs a .w_q part stored in 128- or 64-wide tiles, got tile 128}}
+  schedule.weight @w.scales {dtype = "bf16", shape = array<i64: 4, 128>, group = 32 : i64, tile = 128 : i64, order = "int8"}
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  // expected-error @+1 {{order must be "mma" or "int8" (or absent), got "fp8"}}
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 64, 128>, group = 32 : i64, tile = 128 : i64, order = "fp8"}
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  // expected-error @+1 {{tile must be 0 (row-major) or, on a W4A16 part, a multiple of 16 up to 128 columns, got 24}}
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 64, 128>, group = 32 : i64, tile = 24 : i64}
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  // expected-error @+1 {{tile must be 0 (row-major) or, on a W4A16 part, a multiple of 16 up to 128 columns, got 64}}
+  schedule.weight @norm {dtype = "bf16", shape = array<i64: 128>, tile = 64 : i64}
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  // expected-error @+1 {{tile 64 does not divide its 96 columns}}
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 64, 96>, group = 32 : i64, tile = 64 : i64}
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 64, 128>, group = 32 : i64, tile = 128 : i64, order = "mma"}
+  // expected-error @+1 {{tile 0 differs from w.w_q's 128 (a W4A16 weight's parts are stored alike)}}
+  schedule.weight @w.scales {dtype = "bf16", shape = array<i64: 4, 128>, group = 32 : i64}
 }
 
 // -----

@@ -25,9 +25,12 @@
 // OFF-NOT: o_weight
 // The folded projection's weight is packed for 128-wide row slices in the
 // exact order; the integer order has no 16-row slices, so it stays row-major.
-// TILES: packed_weights = ["a.o_proj", "b.o_proj", "c.o_proj"]
-// TILES-SAME: weight_tiles = {a.o_proj = 128 : i64,
-// INT8: weight_tiles = {b.o_proj = 128 : i64, c.o_proj = 128 : i64}
+// TILES: schedule.weight @a.o_proj.w_q {{{.*}}order = "mma", {{.*}}tile = 128 : i64}
+// TILES: schedule.weight @b.o_proj.w_q {{{.*}}order = "mma", {{.*}}tile = 128 : i64}
+// TILES: schedule.weight @c.o_proj.w_q {{{.*}}order = "mma", {{.*}}tile = 128 : i64}
+// INT8: schedule.weight @a.o_proj.w_q {dtype = "u8", group = 128 : i64, shape = array<i64: 128, 256>}{{$}}
+// INT8: schedule.weight @b.o_proj.w_q {{{.*}}order = "int8", {{.*}}tile = 128 : i64}
+// INT8: schedule.weight @c.o_proj.w_q {{{.*}}order = "int8", {{.*}}tile = 128 : i64}
 schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @q {dtype = "bf16", shape = array<i64: 256>, space = "io"}
   schedule.buffer @g {dtype = "bf16", shape = array<i64: 256>, space = "io"}

@@ -9,16 +9,45 @@
 // and that no other task reads. The integer tile (arithmetic=int8) steps
 // 32 rows at either width, reads k-slices of at most 3584 rows and groups
 // of at most 128 rows (multiples of 32); the exact tile (the default) steps
-// 1 KB (16 rows at 128 wide, 32 at 64 wide); its packed_order, "mma", is
-// the attribute's default and not printed.
-// CHECK: schedule.kernel @k attributes {packed_order = "int8", packed_weights = ["w128", "w64"],
-// CHECK-SAME: weight_tiles = {w128 = 128 : i64, w64 = 64 : i64}}
-// EXACT: schedule.kernel @k attributes {packed_weights = ["w128", "w64", "w128s16", "w128g256", "w128long"],
-// EXACT-SAME: weight_tiles = {w128 = 128 : i64, w128g256 = 128 : i64, w128long = 128 : i64, w128s16 = 128 : i64, w64 = 64 : i64}}
-// TILED: weight_tiles = {w128 = 128 : i64, w128g256 = 128 : i64, w128long = 128 : i64, w128s16 = 128 : i64, w128s8 = 128 : i64, w32 = 32 : i64, w64 = 64 : i64, w64s16 = 64 : i64}
-// TILED-NOT: packed_weights
-// ROWMAJOR-NOT: weight_tiles
-// ROWMAJOR-NOT: packed_weights
+// 1 KB (16 rows at 128 wide, 32 at 64 wide). A moved weight's parts get its
+// tile width (`tile`), its w_q the order of the tile that streams it
+// (`order`); the others keep the spec's storage (neither attribute).
+// CHECK: schedule.weight @w128.w_q {dtype = "u8", group = {{[0-9]+}} : i64, order = "int8", shape = array<i64: {{[0-9, ]+}}>, tile = 128 : i64}{{$}}
+// CHECK-NEXT: schedule.weight @w64.w_q {dtype = "u8", group = {{[0-9]+}} : i64, order = "int8", shape = array<i64: {{[0-9, ]+}}>, tile = 64 : i64}{{$}}
+// CHECK-NEXT: schedule.weight @w64s16.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// CHECK-NEXT: schedule.weight @w128s8.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// CHECK-NEXT: schedule.weight @w128s16.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// CHECK-NEXT: schedule.weight @w128g256.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// CHECK-NEXT: schedule.weight @w128long.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// CHECK-NEXT: schedule.weight @w32.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// CHECK-NEXT: schedule.weight @shared.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// EXACT: schedule.weight @w128.w_q {dtype = "u8", group = {{[0-9]+}} : i64, order = "mma", shape = array<i64: {{[0-9, ]+}}>, tile = 128 : i64}{{$}}
+// EXACT-NEXT: schedule.weight @w64.w_q {dtype = "u8", group = {{[0-9]+}} : i64, order = "mma", shape = array<i64: {{[0-9, ]+}}>, tile = 64 : i64}{{$}}
+// EXACT-NEXT: schedule.weight @w64s16.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// EXACT-NEXT: schedule.weight @w128s8.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// EXACT-NEXT: schedule.weight @w128s16.w_q {dtype = "u8", group = {{[0-9]+}} : i64, order = "mma", shape = array<i64: {{[0-9, ]+}}>, tile = 128 : i64}{{$}}
+// EXACT-NEXT: schedule.weight @w128g256.w_q {dtype = "u8", group = {{[0-9]+}} : i64, order = "mma", shape = array<i64: {{[0-9, ]+}}>, tile = 128 : i64}{{$}}
+// EXACT-NEXT: schedule.weight @w128long.w_q {dtype = "u8", group = {{[0-9]+}} : i64, order = "mma", shape = array<i64: {{[0-9, ]+}}>, tile = 128 : i64}{{$}}
+// EXACT-NEXT: schedule.weight @w32.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// EXACT-NEXT: schedule.weight @shared.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// TILED: schedule.weight @w128.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>, tile = 128 : i64}{{$}}
+// TILED-NEXT: schedule.weight @w64.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>, tile = 64 : i64}{{$}}
+// TILED-NEXT: schedule.weight @w64s16.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>, tile = 64 : i64}{{$}}
+// TILED-NEXT: schedule.weight @w128s8.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>, tile = 128 : i64}{{$}}
+// TILED-NEXT: schedule.weight @w128s16.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>, tile = 128 : i64}{{$}}
+// TILED-NEXT: schedule.weight @w128g256.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>, tile = 128 : i64}{{$}}
+// TILED-NEXT: schedule.weight @w128long.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>, tile = 128 : i64}{{$}}
+// TILED-NEXT: schedule.weight @w32.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>, tile = 32 : i64}{{$}}
+// TILED-NEXT: schedule.weight @shared.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// ROWMAJOR: schedule.weight @w128.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// ROWMAJOR-NEXT: schedule.weight @w64.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// ROWMAJOR-NEXT: schedule.weight @w64s16.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// ROWMAJOR-NEXT: schedule.weight @w128s8.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// ROWMAJOR-NEXT: schedule.weight @w128s16.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// ROWMAJOR-NEXT: schedule.weight @w128g256.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// ROWMAJOR-NEXT: schedule.weight @w128long.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// ROWMAJOR-NEXT: schedule.weight @w32.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
+// ROWMAJOR-NEXT: schedule.weight @shared.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
 // BADARITH: schedule-tile-weights: arithmetic must be exact or int8, got 'fp8'
 schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 4096>, space = "io"}

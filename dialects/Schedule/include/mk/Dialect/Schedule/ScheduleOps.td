@@ -26,15 +26,8 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     parameters, `space = "state"` buffers for decode state, task
     arguments). `num_layers`
     is the block's layer count.
-    `workspace_bytes` is -1 until the workspace is planned. `weight_tiles`
-    (set by `schedule-tile-weights`) maps a W4A16 weight's name (the prefix
-    of its `.w_q`, `.scales`, `.zeros`) to the tile width its tasks read: the
-    kernel expects that weight tile-contiguous ([N/tile][rows][tile] per
-    expert, docs/kernel-abi.md), which the runtime repacks it to at bind.
-    `packed_weights` names those of them (128- or 64-wide tiles) whose steps
-    are further in a packed tile's lane order, streamed with bulk copies;
-    `packed_order` says which: `mma` (the exact tensor-core tile, 1 KB
-    steps) or `int8` (the integer tile, 32-row steps).
+    `workspace_bytes` is -1 until the workspace is planned. How each weight
+    is stored is the `schedule.weight`'s own (`tile`, `order`).
     `early_weight_streams` (set by `schedule-prefetch-weights`): each
     block's first instance of a packed GEMV task in a phase starts its
     weight stream at the phase's entry, before the norm and counter waits.
@@ -62,9 +55,6 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     OptionalAttr<DictionaryAttr>:$config,
     DefaultValuedAttr<I64Attr, "0">:$num_layers,
     UnitAttr:$debug_capture,
-    OptionalAttr<DictionaryAttr>:$weight_tiles,
-    OptionalAttr<StrArrayAttr>:$packed_weights,
-    DefaultValuedAttr<StrAttr, "\"mma\"">:$packed_order,
     UnitAttr:$early_weight_streams,
     DefaultValuedAttr<I64Attr, "0">:$max_shared_bytes);
   let regions = (region SizedRegion<1>:$body);
@@ -142,13 +132,22 @@ def Schedule_WeightOp : Schedule_Op<"weight", [
     stores it. A W4A16 weight `w` is three of them, `w.w_q` (u8
     `[E.., K/2, N]`), `w.scales` and `w.zeros` (bf16 `[E.., K/group, N]`),
     each carrying its quantization `group` (input rows per scale); other
-    parameters have none (0). The kernel signature, the manifest's
-    parameter list and the group of every GEMV tile come from these ops, in
-    their order (decode state comes from the `space = "state"` buffers).
+    parameters have none (0). Its storage (set by `schedule-tile-weights`,
+    the same on the three parts): `tile` 0 is the spec's row-major layout;
+    a tile width (16..128, a multiple of 16) means the kernel expects the
+    tensor tile-contiguous, [E..][N/tile][rows][tile]
+    (docs/kernel-abi.md), which the runtime repacks it to at bind; `order`
+    (on a `.w_q` of 128- or 64-wide tiles only) that each tile's steps are
+    further in a packed tile's lane order: `mma` (the exact tensor-core
+    tile, 1 KB steps) or `int8` (the integer tile, 32-row steps), streamed
+    as such. The kernel signature, the manifest's parameter list (with each
+    tensor's tile and order) and the group of every GEMV tile come from
+    these ops, in their order (decode state comes from the `space =
+    "state"` buffers).
 
     ```mlir
     schedule.weight @blocks.0.attn.q_proj.w_q {dtype = "u8",
-        shape = array<i64: 1152, 4096>, group = 128 : i64}
+        shape = array<i64: 1152, 4096>, group = 128 : i64, order = "mma", tile = 64 : i64}
     schedule.weight @blocks.0.attn_norm {dtype = "bf16", shape = array<i64: 2304>}
     ```
   }];
@@ -156,7 +155,9 @@ def Schedule_WeightOp : Schedule_Op<"weight", [
     SymbolNameAttr:$sym_name,
     StrAttr:$dtype,
     DenseI64ArrayAttr:$shape,
-    DefaultValuedAttr<I64Attr, "0">:$group);
+    DefaultValuedAttr<I64Attr, "0">:$group,
+    DefaultValuedAttr<I64Attr, "0">:$tile,
+    DefaultValuedStrAttr<StrAttr, "">:$order);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
