@@ -15,7 +15,7 @@ namespace mk {
 namespace detail {
 /// acc + sum_{i<8} x[i] * w[i], in index order (8 bf16 weights, one load).
 __device__ __forceinline__ float dot8_bf16(const bf16 *w8, const float *x, float acc) {
-  const uint4 w = ldg_nc(w8);
+  const uint4 w = ldg_weights(reinterpret_cast<const uint4 *>(w8));
   const float4 xa = *reinterpret_cast<const float4 *>(x);
   const float4 xb = *reinterpret_cast<const float4 *>(x + 4);
   acc = fmaf(xa.x, bf_lo(w.x), acc);

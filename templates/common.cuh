@@ -96,10 +96,11 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
 }
 /// cp_async16 for a weight stream: weights are read once per step and the
-/// step's weights are ~5x L2, so with -DMK_WEIGHTS_EVICT_FIRST (opt-in, to
-/// measure: docs/perf-notes.md, after session 10) their lines are marked
-/// evict-first, leaving L2 to what a step reads again (decode state, the
-/// MLA cache, activations, the kernel's code).
+/// step's weights are ~5x L2, so with -DMK_WEIGHTS_EVICT_FIRST (opt-in:
+/// 14 us faster at context 2048 with the oracle tests passing, perf notes
+/// #71, not yet the whole suite) their lines are marked evict-first, leaving
+/// L2 to what a step reads again (decode state, the MLA cache, activations,
+/// the kernel's code).
 __device__ __forceinline__ void cp_async16_weights(void *smem, const void *gmem) {
 #ifdef MK_WEIGHTS_EVICT_FIRST
   const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
@@ -110,6 +111,23 @@ __device__ __forceinline__ void cp_async16_weights(void *smem, const void *gmem)
                : "memory");
 #else
   cp_async16(smem, gmem);
+#endif
+}
+/// A 16-byte read-only load of weight data (scales and zero points, bf16
+/// weight rows, MLA's W_kv_b rows): with -DMK_WEIGHT_LOADS_EVICT_FIRST
+/// (opt-in, written after #71, not yet measured) its L2 lines are marked
+/// evict-first as cp_async16_weights marks the streams, else an __ldg.
+__device__ __forceinline__ uint4 ldg_weights(const uint4 *p) {
+#ifdef MK_WEIGHT_LOADS_EVICT_FIRST
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  uint4 v;
+  asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p), "l"(policy));
+  return v;
+#else
+  return __ldg(p);
 #endif
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }

@@ -90,7 +90,7 @@ __device__ void mla_q_absorb_task(int task, const bf16 *q, const uint8_t *__rest
   const int lid = lane % LPR;
   const int col = h * (NOPE + VH) + lid * 16;
   for (int rp = c0 / 2 + warp * RPW + lane / LPR; rp < (c0 + ROWS) / 2; rp += (THREADS / 32) * RPW) {
-    const uint4 w = ldg_nc(wq + (size_t)rp * N + col);
+    const uint4 w = ldg_weights(reinterpret_cast<const uint4 *>(wq + (size_t)rp * N + col));
     const int g = (2 * rp) / GROUP;
     const uint4 *sp = reinterpret_cast<const uint4 *>(scales + (size_t)g * N + col);
     const uint4 *zp = reinterpret_cast<const uint4 *>(zeros + (size_t)g * N + col);

@@ -107,7 +107,7 @@ __device__ __forceinline__ GroupScalesRaw load_group_scales_raw(const bf16 *scal
                                                                 int col) {
   const uint4 *sp = reinterpret_cast<const uint4 *>(scales + (size_t)grp * N + col);
   const uint4 *zp = reinterpret_cast<const uint4 *>(zeros + (size_t)grp * N + col);
-  return {__ldg(sp), __ldg(sp + 1), __ldg(zp), __ldg(zp + 1)};
+  return {ldg_weights(sp), ldg_weights(sp + 1), ldg_weights(zp), ldg_weights(zp + 1)};
 }
 /// load_group_scales's expansion of the raw words.
 __device__ __forceinline__ void expand_group_scales(const GroupScalesRaw &r, uint32_t *s2,
