@@ -330,15 +330,32 @@ struct PhaseLoad {
 
 static PhaseLoad phaseLoad(ArrayRef<std::pair<int64_t, int64_t>> tasks,
                            int64_t blocks) {
-  std::vector<int64_t> load(blocks, 0);
-  int64_t i = 0;
-  for (auto [count, cost] : tasks)
-    for (int64_t j = 0; j < count; ++j, ++i)
-      load[i % blocks] += cost;
+  // Per task: whole rounds add to every block; the rest of its instances,
+  // a run of blocks from where the deal stands, through a difference array
+  // (O(blocks) per task, whatever its count).
+  std::vector<int64_t> load(blocks, 0), step(blocks + 1, 0);
+  int64_t at = 0, everywhere = 0;
+  for (auto [count, cost] : tasks) {
+    everywhere += (count / blocks) * cost;
+    const int64_t rest = count % blocks;
+    const int64_t end = at + rest;
+    step[at] += cost;
+    if (end <= blocks) {
+      step[end] -= cost;
+    } else {
+      step[blocks] -= cost;
+      step[0] += cost;
+      step[end - blocks] -= cost;
+    }
+    at = end % blocks;
+  }
   PhaseLoad l;
-  for (int64_t b : load) {
-    l.busiest = std::max(l.busiest, b);
-    l.squares += double(b) * double(b);
+  int64_t run = 0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    run += step[b];
+    const int64_t v = everywhere + run;
+    l.busiest = std::max(l.busiest, v);
+    l.squares += double(v) * double(v);
   }
   return l;
 }
