@@ -48,9 +48,10 @@ variant tint8 schedule-tile-weights=arithmetic=int8
 # The KDA output projections folded into the gated-delta tasks (opt-in,
 # measured no faster): oracle-tested on every run.
 variant tfuse schedule-fuse-kda-o-proj=enabled=true
-# Tasks kept where the ASAP placement put them (no phase balancing), to
-# measure the balancing against (docs/perf-notes.md #68).
-variant tnobalance schedule-partition-work=balance-phases=false
+# Phase balancing without its spread-only moves (the zeroing tasks stay in
+# phase 0; deep kernels then spill nothing): to measure against the default
+# (docs/perf-notes.md, "Next (after session 10)").
+variant tnospread schedule-partition-work=balance-spread=false
 if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   variant trowmajor schedule-tile-weights=layout=row-major
   variant ttiled schedule-tile-weights=layout=tiled
@@ -58,5 +59,6 @@ if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   variant tchunks32 schedule-partition-work=attention-chunks=32
   variant tnostreams schedule-prefetch-weights=streams=false
   variant tkdal2 schedule-prefetch-weights=kda-state-l2=true
+  variant tnobalance schedule-partition-work=balance-phases=false
   variant tprefetch1 schedule-prefetch-weights=distance=1
 fi

@@ -113,6 +113,10 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
            "move tasks whose consumers run phases later into a later phase "
            "with idle blocks, cut again for those blocks, where that lowers "
            "the two phases' busiest-block loads">,
+    Option<"balanceSpread", "balance-spread", "bool", "true",
+           "with balance-phases, also move tasks where that only spreads the "
+           "phases' loads more evenly (the zeroing tasks; a 27- or 40-layer "
+           "spec's kernel body then spills ~200-380 B on sm_90, 0 B without)">,
   ];
 }
 

@@ -1022,7 +1022,7 @@ void ScheduleFormPhasesPass::runOnOperation() {
           b.getI64IntegerAttr(1), b.getStringAttr(ts.op),
           b.getStringAttr(ts.partition), b.getI64IntegerAttr(0),
           refs(ts.reads), refs(ts.writes), refs(ts.accums),
-          ts.args.getDictionary(b.getContext()));
+          ts.args.getDictionary(b.getContext()), /*cut_blocks=*/IntegerAttr());
       (void)op;
     }
   }

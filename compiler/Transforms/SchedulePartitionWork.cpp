@@ -57,7 +57,7 @@ struct SchedulePartitionWorkPass
     t.setArgsAttr(args.getDictionary(t.getContext()));
   }
   int pick(const std::vector<PartitionOption> &opts) {
-    return planning::choosePartition(opts, budget ? budget : targetSms,
+    return planning::choosePartition(opts, budget ? budget : current ? current : targetSms,
                                      {overheadBytes, fullSegmentBytes});
   }
   void finish(TaskOp t, int64_t count, int64_t bytesPerTask, StringRef how) {
@@ -73,8 +73,9 @@ struct SchedulePartitionWorkPass
   /// `t` cut again as partition() does, for `blocks` blocks; the attributes
   /// it would get (t itself is left as it was).
   FailureOr<DictionaryAttr> recut(TaskOp t, KernelOp kernel, int64_t blocks);
-  /// Blocks the cut is balanced for; 0: target-sms.
-  int64_t budget = 0;
+  /// Blocks the cut is balanced for; 0: the task's cut_blocks, else
+  /// target-sms (`current`: the cut_blocks of the task being cut).
+  int64_t budget = 0, current = 0;
   /// Each task's attributes before it was cut, and the producers of what it
   /// reads as the first walk saw them (what partition() looks up).
   DenseMap<Operation *, DictionaryAttr> uncut;
@@ -389,6 +390,23 @@ static bool mustFollow(const Accesses &t, const Accesses &later) {
          meets(later.accums, {t.reads, t.writes});
 }
 
+/// Sets `t`'s attributes to `d` exactly: setAttrs leaves an inherent
+/// attribute (a property) that `d` lacks as it was, so the ones this pass
+/// writes go back to their defaults by hand.
+static void setAttrsExactly(TaskOp t, DictionaryAttr d) {
+  t->setAttrs(d);
+  if (!d.get("cut_blocks"))
+    t.removeCutBlocksAttr();
+  if (!d.get("partition"))
+    t.setPartition("");
+  if (!d.get("count"))
+    t.setCount(1);
+  if (!d.get("bytes"))
+    t.setBytes(0);
+  if (!d.get("args"))
+    t.setArgsAttr(DictionaryAttr::get(t.getContext()));
+}
+
 FailureOr<DictionaryAttr> SchedulePartitionWorkPass::recut(TaskOp t, KernelOp kernel,
                                                            int64_t blocks) {
   auto [it, fresh] = recuts.try_emplace({t.getOperation(), blocks}, failure());
@@ -398,12 +416,13 @@ FailureOr<DictionaryAttr> SchedulePartitionWorkPass::recut(TaskOp t, KernelOp ke
   for (auto &[name, p] : readProducers.lookup(t))
     producer[name] = p;
   DictionaryAttr cut = t->getAttrDictionary();
-  t->setAttrs(uncut.lookup(t));
+  setAttrsExactly(t, uncut.lookup(t));
   budget = blocks;
   LogicalResult ok = partition(t, kernel);
   budget = 0;
+  t.setCutBlocksAttr(IntegerAttr::get(IntegerType::get(t.getContext(), 64), blocks));
   DictionaryAttr out = t->getAttrDictionary();
-  t->setAttrs(cut);
+  setAttrsExactly(t, cut);
   if (succeeded(ok))
     it->second = out;
   return it->second;
@@ -412,6 +431,13 @@ FailureOr<DictionaryAttr> SchedulePartitionWorkPass::recut(TaskOp t, KernelOp ke
 /// The most phases a task moves: what it could gain further on is spare
 /// blocks it finds nearer too, and the pass stays linear in the depth.
 constexpr int kBalanceWindow = 8;
+/// The most grid tasks a move may leave a phase with: each is one more
+/// branch of the phase's task loop, and ptxas spills the kernel body once
+/// phases collect many (a 27-layer spec's zeroing tasks spread over its
+/// first phases spilled 956 B on sm_90, 212 B with this limit; the unit's
+/// phases hold at most 9). A limit on the phase, not on the moves, so that
+/// the pass run again on its output moves nothing more.
+constexpr int kMaxPhaseTasks = 9;
 
 /// ASAP placement puts a task in the first phase its inputs allow, beside the
 /// phase's main work, even when what consumes it runs phases later (a shared
@@ -429,14 +455,21 @@ constexpr int kBalanceWindow = 8;
 /// block: which is also what makes the pass give the same cuts when it runs
 /// again on its own output (a moved task is then the in-place case).
 void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
+  // A kernel whose counters are placed (the pass run again on a finished
+  // schedule) keeps its placement; its balanced tasks were cut again for
+  // their cut_blocks above.
+  if (!kernel.getBodyBlock().getOps<CounterOp>().empty())
+    return;
   SmallVector<PhaseOp> phases(kernel.getBodyBlock().getOps<PhaseOp>());
+  // Every task's accesses, gathered before any lookup (a lookup must not
+  // insert: that would move the entries another lookup still refers to).
   DenseMap<Operation *, Accesses> accessMap;
+  kernel.walk([&](TaskOp t) {
+    accessMap[t.getOperation()] = {bufferNames(t.getReads()), bufferNames(t.getWrites()),
+                                   bufferNames(t.getAccumulates())};
+  });
   auto accesses = [&](TaskOp t) -> const Accesses & {
-    auto [it, fresh] = accessMap.try_emplace(t.getOperation());
-    if (fresh)
-      it->second = {bufferNames(t.getReads()), bufferNames(t.getWrites()),
-                    bufferNames(t.getAccumulates())};
-    return it->second;
+    return accessMap.find(t.getOperation())->second;
   };
   llvm::StringSet<> shared; // every-block values in shared memory: stay put
   kernel.walk([&](BufferOp b) {
@@ -447,15 +480,29 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
     return bytes / std::max<int64_t>(count, 1) + overheadBytes;
   };
   // The load of `ph` without task `out` and with a task cut as `inCut`.
+  // The load of `ph` with task `out` left out, or, with `inCut`, cut as
+  // `inCut` (in its place when it is ph's, else added last).
   auto load = [&](PhaseOp ph, TaskOp out, DictionaryAttr inCut) {
     SmallVector<std::pair<int64_t, int64_t>> v;
-    for (TaskOp o : ph.getBodyBlock().getOps<TaskOp>())
-      if (!o.isEveryBlock() && o != out)
-        v.push_back({o.getCount(), costOf(o.getCount(), o.getBytes())});
-    if (inCut) {
-      int64_t c = inCut.getAs<IntegerAttr>("count").getInt();
-      v.push_back({c, costOf(c, inCut.getAs<IntegerAttr>("bytes").getInt())});
+    auto cutOf = [&](DictionaryAttr c) -> std::pair<int64_t, int64_t> {
+      int64_t n = c.getAs<IntegerAttr>("count").getInt();
+      return {n, costOf(n, c.getAs<IntegerAttr>("bytes").getInt())};
+    };
+    bool placed = false;
+    for (TaskOp o : ph.getBodyBlock().getOps<TaskOp>()) {
+      if (o.isEveryBlock())
+        continue;
+      if (o == out) {
+        if (inCut) {
+          v.push_back(cutOf(inCut));
+          placed = true;
+        }
+        continue;
+      }
+      v.push_back({o.getCount(), costOf(o.getCount(), o.getBytes())});
     }
+    if (inCut && !placed)
+      v.push_back(cutOf(inCut));
     return phaseLoad(v, targetSms);
   };
   // What a change saves: busiest blocks first, then the spread.
@@ -472,8 +519,9 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
   auto movable = [&](TaskOp t, PhaseOp ph) {
     std::optional<TaskKind> kind = t.getTaskKind();
     // MLA attention chunks size their partial buffers as they are cut.
-    if (t.isEveryBlock() || !kind || *kind == TaskKind::MlaAttentionChunk)
-      return false;
+    if (t.isEveryBlock() || !kind || *kind == TaskKind::MlaAttentionChunk ||
+        t.getCutBlocks())
+      return false; // (cut_blocks: balanced already)
     for (ArrayAttr a : {t.getReads(), t.getWrites(), t.getAccumulates()})
       for (StringRef n : bufferNames(a))
         if (shared.contains(n))
@@ -510,7 +558,11 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
       // Phase p itself first (t cut again for the blocks its phase mates
       // leave idle, where they are more than the grid), then the later ones.
       for (int q = p; q <= last; ++q) {
-        int64_t used = 0;
+        int64_t used = 0, grid = 0;
+        for (TaskOp o : phases[q].getBodyBlock().getOps<TaskOp>())
+          grid += !o.isEveryBlock();
+        if (q != p && grid >= kMaxPhaseTasks)
+          continue;
         for (TaskOp o : phases[q].getBodyBlock().getOps<TaskOp>())
           if (!o.isEveryBlock() && o != t)
             used += o.getCount();
@@ -522,9 +574,9 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
           continue;
         Gain gain = q == p ? saved({here}, {load(phases[p], t, *cut)})
                            : saved({here, load(phases[q], {}, {})},
-                                   {without, load(phases[q], {}, *cut)});
+                                   {without, load(phases[q], t, *cut)});
         // Never a busier block; fewer busy bytes, or as many spread better.
-        if (gain.first < 0 || (gain.first == 0 && gain.second <= 0))
+        if (gain.first < 0 || (gain.first == 0 && (!balanceSpread || gain.second <= 0)))
           continue;
         if (best < 0 || gain > bestGain) {
           bestGain = gain;
@@ -534,7 +586,7 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
       }
       if (best < 0)
         continue;
-      t->setAttrs(bestCut);
+      setAttrsExactly(t, bestCut);
       if (best != p)
         t->moveBefore(&phases[best].getBodyBlock(), phases[best].getBodyBlock().end());
     }
@@ -567,10 +619,13 @@ void SchedulePartitionWorkPass::runOnOperation() {
     recuts.clear();
     WalkResult r = kernel.walk([&](TaskOp t) {
       uncut[t] = t->getAttrDictionary();
+      current = t.getCutBlocks().value_or(0);
       for (StringRef n : bufferNames(t.getReads()))
         if (TaskOp p = producer.lookup(n))
           readProducers[t].push_back({n, p});
-      if (failed(partition(t, kernel)))
+      LogicalResult cut = partition(t, kernel);
+      current = 0;
+      if (failed(cut))
         return WalkResult::interrupt();
       for (Attribute a : t.getWrites())
         producer[cast<SymbolRefAttr>(a).getRootReference()] = t;

@@ -220,6 +220,11 @@ def Schedule_TaskOp : Schedule_Op<"task", [HasParent<"PhaseOp">]> {
     it); a task of kind `opaque` has none and is seen only by the passes
     that read accesses and counters.
 
+    `cut_blocks` (set by `schedule-partition-work` where it balanced the
+    task into the blocks its phase leaves idle): the blocks the task's cut
+    was chosen for, which the pass, run again, cuts it for again; it then
+    moves no task between phases of a kernel whose counters are placed.
+
     ```mlir
     schedule.task "l0.o_proj" w4a16_gemv {op = "graph.linear_w4a16",
         count = 128 : i64, partition = "split_k", bytes = 4718592 : i64,
@@ -239,7 +244,8 @@ def Schedule_TaskOp : Schedule_Op<"task", [HasParent<"PhaseOp">]> {
     DefaultValuedAttr<Schedule_BufferRefs, "{}">:$reads,
     DefaultValuedAttr<Schedule_BufferRefs, "{}">:$writes,
     DefaultValuedAttr<Schedule_BufferRefs, "{}">:$accumulates,
-    DefaultValuedAttr<DictionaryAttr, "{}">:$args);
+    DefaultValuedAttr<DictionaryAttr, "{}">:$args,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$cut_blocks);
   let assemblyFormat = "$name `` $kind attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
