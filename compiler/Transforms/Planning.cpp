@@ -72,6 +72,35 @@ int choosePartition(const std::vector<PartitionOption> &options, int64_t sms,
   return best;
 }
 
+PhaseLoad phaseLoad(const std::vector<std::pair<int64_t, int64_t>> &tasks, int64_t blocks) {
+  // Per task: whole rounds add to every block; the rest of its instances,
+  // a run of blocks from where the deal stands, through a difference array.
+  std::vector<int64_t> step(blocks + 1, 0);
+  int64_t at = 0, everywhere = 0;
+  for (auto [count, cost] : tasks) {
+    everywhere += (count / blocks) * cost;
+    const int64_t end = at + count % blocks;
+    step[at] += cost;
+    if (end <= blocks) {
+      step[end] -= cost;
+    } else {
+      step[blocks] -= cost;
+      step[0] += cost;
+      step[end - blocks] -= cost;
+    }
+    at = end % blocks;
+  }
+  PhaseLoad l;
+  int64_t run = 0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    run += step[b];
+    const int64_t v = everywhere + run;
+    l.busiest = std::max(l.busiest, v);
+    l.squares += double(v) * double(v);
+  }
+  return l;
+}
+
 int64_t planWorkspace(const std::vector<WorkspaceBuffer> &buffers,
                       std::vector<int64_t> &offsets, int64_t align) {
   const size_t n = buffers.size();

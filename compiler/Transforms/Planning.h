@@ -7,6 +7,8 @@
 //    segments), and the phases inside each segment;
 //  - choosePartition: the task count that balances streamed bytes over the
 //    SMs, given the ways an op may be cut;
+//  - phaseLoad: how a phase's task instances load its blocks (the phase
+//    balancing's measure);
 //  - planWorkspace: offsets into one arena for buffers with live ranges.
 //
 //===----------------------------------------------------------------------===//
@@ -16,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mk::planning {
@@ -79,6 +82,19 @@ struct CostModel {
 /// is empty.
 int choosePartition(const std::vector<PartitionOption> &options, int64_t sms,
                     const CostModel &model);
+
+/// The load of a phase made of `tasks` (instance count, cost per instance in
+/// bytes-streamed equivalents), dealt round-robin over `blocks` blocks in
+/// task order as the emitted kernel deals them (its deal offset shifts every
+/// task of the phase alike): its busiest block (what the phase's time
+/// follows), then the sum of squared block loads (how evenly the rest is
+/// spread: each block's next task starts when its own work here is done).
+/// O(blocks) per task, whatever its count.
+struct PhaseLoad {
+  int64_t busiest = 0;
+  double squares = 0;
+};
+PhaseLoad phaseLoad(const std::vector<std::pair<int64_t, int64_t>> &tasks, int64_t blocks);
 double partitionCost(const PartitionOption &o, int64_t sms, const CostModel &model);
 
 /// A workspace buffer live over segments [first, last] (inclusive).

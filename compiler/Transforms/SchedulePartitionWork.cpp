@@ -30,6 +30,7 @@ using namespace mlir;
 using namespace mk;
 using namespace mk::schedule;
 using planning::PartitionOption;
+using planning::PhaseLoad;
 
 namespace {
 
@@ -318,49 +319,6 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
 /// most worth balancing for, and the most MLA attention chunks that run.
 constexpr int64_t kMaxBlocks = 1024;
 
-/// The load of a phase made of `tasks` (instance count, cost per instance in
-/// bytes-streamed equivalents), dealt round-robin over `blocks` blocks in
-/// task order as the emitted kernel deals them (its deal offset shifts every
-/// task of the phase alike): its busiest block (what the phase's time
-/// follows), then the sum of squared block loads (how evenly the rest is
-/// spread: each block's next task starts when its own work here is done).
-struct PhaseLoad {
-  int64_t busiest = 0;
-  double squares = 0;
-};
-
-static PhaseLoad phaseLoad(ArrayRef<std::pair<int64_t, int64_t>> tasks,
-                           int64_t blocks) {
-  // Per task: whole rounds add to every block; the rest of its instances,
-  // a run of blocks from where the deal stands, through a difference array
-  // (O(blocks) per task, whatever its count).
-  std::vector<int64_t> load(blocks, 0), step(blocks + 1, 0);
-  int64_t at = 0, everywhere = 0;
-  for (auto [count, cost] : tasks) {
-    everywhere += (count / blocks) * cost;
-    const int64_t rest = count % blocks;
-    const int64_t end = at + rest;
-    step[at] += cost;
-    if (end <= blocks) {
-      step[end] -= cost;
-    } else {
-      step[blocks] -= cost;
-      step[0] += cost;
-      step[end - blocks] -= cost;
-    }
-    at = end % blocks;
-  }
-  PhaseLoad l;
-  int64_t run = 0;
-  for (int64_t b = 0; b < blocks; ++b) {
-    run += step[b];
-    const int64_t v = everywhere + run;
-    l.busiest = std::max(l.busiest, v);
-    l.squares += double(v) * double(v);
-  }
-  return l;
-}
-
 static SmallVector<StringRef> bufferNames(ArrayAttr refs) {
   SmallVector<StringRef> out;
   for (Attribute a : refs)
@@ -483,7 +441,7 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
   // The load of `ph` with task `out` left out, or, with `inCut`, cut as
   // `inCut` (in its place when it is ph's, else added last).
   auto load = [&](PhaseOp ph, TaskOp out, DictionaryAttr inCut) {
-    SmallVector<std::pair<int64_t, int64_t>> v;
+    std::vector<std::pair<int64_t, int64_t>> v;
     auto cutOf = [&](DictionaryAttr c) -> std::pair<int64_t, int64_t> {
       int64_t n = c.getAs<IntegerAttr>("count").getInt();
       return {n, costOf(n, c.getAs<IntegerAttr>("bytes").getInt())};
@@ -503,7 +461,7 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
     }
     if (inCut && !placed)
       v.push_back(cutOf(inCut));
-    return phaseLoad(v, targetSms);
+    return planning::phaseLoad(v, targetSms);
   };
   // What a change saves: busiest blocks first, then the spread.
   using Gain = std::pair<int64_t, double>;

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 using namespace mk::planning;
 
 TEST(SchedulePhasePlanner, LocalEdgesNeedNoBarrier) {
@@ -61,6 +64,32 @@ TEST(SchedulePartition, ShortRowSegmentsCostMore) {
   // Pieces at least as long as a full segment pay nothing extra.
   EXPECT_DOUBLE_EQ(partitionCost({1, 1000, 256}, 264, {0, 128}), 1000.0);
   EXPECT_DOUBLE_EQ(partitionCost({1, 1000, 0}, 264, {0, 128}), 1000.0);
+}
+
+// The phase load from whole rounds and a difference array equals the
+// instance-by-instance round-robin deal, on random phases.
+TEST(SchedulePhaseLoad, MatchesTheDealInstanceByInstance) {
+  std::mt19937 rng(7);
+  for (int it = 0; it < 5000; ++it) {
+    const int64_t blocks = 1 + rng() % 40;
+    std::vector<std::pair<int64_t, int64_t>> tasks;
+    for (int k = 0, n = rng() % 6; k < n; ++k)
+      tasks.push_back({1 + int64_t(rng() % 100), 1 + int64_t(rng() % 1000)});
+    std::vector<int64_t> load(blocks, 0);
+    int64_t i = 0;
+    for (auto [count, cost] : tasks)
+      for (int64_t j = 0; j < count; ++j, ++i)
+        load[i % blocks] += cost;
+    double squares = 0;
+    for (int64_t v : load)
+      squares += double(v) * double(v);
+    const PhaseLoad l = phaseLoad(tasks, blocks);
+    ASSERT_EQ(l.busiest, *std::max_element(load.begin(), load.end())) << "case " << it;
+    ASSERT_EQ(l.squares, squares) << "case " << it;
+  }
+  // 264 blocks: 256 tiles of 100, then 144 of 10 wrap onto blocks 0..135.
+  const PhaseLoad l = phaseLoad({{256, 100}, {144, 10}}, 264);
+  EXPECT_EQ(l.busiest, 110);
 }
 
 TEST(WorkspacePlanner, DisjointLiveRangesShare) {
