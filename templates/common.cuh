@@ -95,6 +95,13 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
   const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
 }
+/// An L2 cache policy that marks every line it touches evict-first (the
+/// operand of the `.L2::cache_hint` forms below).
+__device__ __forceinline__ unsigned long long l2_evict_first_policy() {
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
 /// cp_async16 for a weight stream: weights are read once per step and the
 /// step's weights are ~5x L2, so with -DMK_WEIGHTS_EVICT_FIRST (opt-in:
 /// 14 us faster at context 2048 with the oracle tests passing, perf notes
@@ -104,8 +111,7 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
 __device__ __forceinline__ void cp_async16_weights(void *smem, const void *gmem) {
 #ifdef MK_WEIGHTS_EVICT_FIRST
   const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-  unsigned long long policy;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  const unsigned long long policy = l2_evict_first_policy();
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(s),
                "l"(gmem), "l"(policy)
                : "memory");
@@ -119,8 +125,7 @@ __device__ __forceinline__ void cp_async16_weights(void *smem, const void *gmem)
 /// evict-first as cp_async16_weights marks the streams, else an __ldg.
 __device__ __forceinline__ uint4 ldg_weights(const uint4 *p) {
 #ifdef MK_WEIGHT_LOADS_EVICT_FIRST
-  unsigned long long policy;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  const unsigned long long policy = l2_evict_first_policy();
   uint4 v;
   asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
