@@ -48,10 +48,9 @@ variant tint8 schedule-tile-weights=arithmetic=int8
 # The KDA output projections folded into the gated-delta tasks (opt-in,
 # measured no faster): oracle-tested on every run.
 variant tfuse schedule-fuse-kda-o-proj=enabled=true
-# Phase balancing without its spread-only moves (the zeroing tasks stay in
-# phase 0; deep kernels then spill nothing): to measure against the default
-# (docs/perf-notes.md, "Next (after session 10)").
-variant tnospread schedule-partition-work=balance-spread=false
+# Phase balancing with its spread-only moves (the zeroing tasks leave phase
+# 0; off by default since perf notes #72): measured against the default.
+variant tspread schedule-partition-work=balance-spread=true
 if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   variant trowmajor schedule-tile-weights=layout=row-major
   variant ttiled schedule-tile-weights=layout=tiled

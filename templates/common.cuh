@@ -103,16 +103,21 @@ __device__ __forceinline__ unsigned long long l2_evict_first_policy() {
   return policy;
 }
 /// cp_async16 for a weight stream: weights are read once per step and the
-/// step's weights are ~5x L2, so with -DMK_WEIGHTS_EVICT_FIRST (opt-in:
-/// 14 us faster at context 2048 with the oracle tests passing, perf notes
-/// #71, not yet the whole suite) their lines are marked evict-first, leaving
+/// step's weights are ~5x L2, so their lines are marked evict-first, leaving
 /// L2 to what a step reads again (decode state, the MLA cache, activations,
-/// the kernel's code).
+/// the kernel's code): 14 us faster at context 2048 (perf notes #71, #72).
+/// -DMK_WEIGHTS_EVICT_NORMAL gives the plain copy of before.
+///
+/// The shared address is a 64-bit operand on purpose: with a 32-bit one,
+/// ptxas 13.0 (sm_90) folded the shared window's base into a uniform
+/// register that overlaps the policy's, emitting an LDGSTS the GPU rejects
+/// as an illegal instruction (seen in the SIMT tile inside the MLA combine,
+/// perf notes #72); the 64-bit form gives byte-identical code elsewhere.
 __device__ __forceinline__ void cp_async16_weights(void *smem, const void *gmem) {
-#ifdef MK_WEIGHTS_EVICT_FIRST
-  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+#ifndef MK_WEIGHTS_EVICT_NORMAL
+  const unsigned long long s = (unsigned long long)__cvta_generic_to_shared(smem);
   const unsigned long long policy = l2_evict_first_policy();
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(s),
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"l"(s),
                "l"(gmem), "l"(policy)
                : "memory");
 #else
@@ -120,16 +125,16 @@ __device__ __forceinline__ void cp_async16_weights(void *smem, const void *gmem)
 #endif
 }
 /// A 16-byte read-only load of weight data (scales and zero points, bf16
-/// weight rows, MLA's W_kv_b rows): with -DMK_WEIGHT_LOADS_EVICT_FIRST
-/// (opt-in, written after #71, not yet measured) its L2 lines are marked
-/// evict-first as cp_async16_weights marks the streams, else an __ldg.
+/// weight rows, MLA's W_kv_b rows), its L2 lines marked evict-first as
+/// cp_async16_weights marks the streams (perf notes #72: -2.8 us at context
+/// 2048); -DMK_WEIGHT_LOADS_EVICT_NORMAL gives the plain __ldg.
 __device__ __forceinline__ uint4 ldg_weights(const uint4 *p) {
-#ifdef MK_WEIGHT_LOADS_EVICT_FIRST
+#ifndef MK_WEIGHT_LOADS_EVICT_NORMAL
   const unsigned long long policy = l2_evict_first_policy();
   uint4 v;
   asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p), "l"(policy));
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "l"(policy));
   return v;
 #else
   return __ldg(p);

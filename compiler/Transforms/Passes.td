@@ -113,10 +113,11 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
            "move tasks whose consumers run phases later into a later phase "
            "with idle blocks, cut again for those blocks, where that lowers "
            "the two phases' busiest-block loads">,
-    Option<"balanceSpread", "balance-spread", "bool", "true",
+    Option<"balanceSpread", "balance-spread", "bool", "false",
            "with balance-phases, also move tasks where that only spreads the "
-           "phases' loads more evenly (the zeroing tasks; a 27- or 40-layer "
-           "spec's kernel body then spills ~200-380 B on sm_90, 0 B without)">,
+           "phases' loads more evenly (the zeroing tasks; measured 2.6 us "
+           "slower on the unit, perf notes #72, and a 27- or 40-layer spec's "
+           "kernel body then spills ~200-380 B on sm_90, 0 B without)">,
   ];
 }
 

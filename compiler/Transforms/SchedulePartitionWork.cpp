@@ -405,8 +405,10 @@ constexpr int kMaxPhaseTasks = 9;
 /// (before anything that must follow it, at most kBalanceWindow phases on)
 /// where, cut again for that phase's
 /// idle blocks, it lowers the sum of the two phases' busiest-block loads the
-/// most, or, where none does, spreads their loads most evenly without
-/// raising it (sum of squared block loads; ties: the earliest phase). It goes last in its new phase, so that its
+/// most, or, where none does and `balance-spread` is set (off by default:
+/// measured slower on the unit, perf notes #72), spreads their loads most
+/// evenly without raising it (sum of squared block loads; ties: the
+/// earliest phase). It goes last in its new phase, so that its
 /// instances are dealt to the blocks the phase left idle. In a phase with
 /// more instances than blocks, a task may also be cut again in place for
 /// the blocks the others leave idle, where that lowers the phase's busiest

@@ -2,8 +2,8 @@
 // RUN: mk-opt %s -split-input-file "--schedule-partition-work=target-sms=8 balance-phases=false" | FileCheck %s --check-prefix=OFF
 // The pass run again on its own output gives the same cuts and places.
 // RUN: mk-opt %s "--schedule-partition-work=target-sms=8" | mk-opt "--schedule-partition-work=target-sms=8" | FileCheck %s --check-prefix=AGAIN
-// RUN: mk-opt %s -split-input-file "--schedule-partition-work=target-sms=32" | FileCheck %s --check-prefix=CAP
-// RUN: mk-opt %s -split-input-file "--schedule-partition-work=target-sms=32 balance-spread=false" | FileCheck %s --check-prefix=NOSPREAD
+// RUN: mk-opt %s -split-input-file "--schedule-partition-work=target-sms=32 balance-spread=true" | FileCheck %s --check-prefix=CAP
+// RUN: mk-opt %s -split-input-file "--schedule-partition-work=target-sms=32" | FileCheck %s --check-prefix=NOSPREAD
 
 // schedule-partition-work's phase balancing (balance-phases, on by default)
 // on hand-written phases, 8 blocks. Phase "a" holds the 8 tiles of "big"
@@ -106,9 +106,9 @@ schedule.kernel @stays attributes {threads = 256 : i64} {
 // A phase takes at most 8 tasks from moves (each is one more branch of its
 // task loop; many of them make ptxas spill the kernel body). On 32 blocks,
 // the 12 zeroing tasks beside the 32 tiles of "big" would all spread into
-// phase "b"'s 31 idle blocks; the last 8 go, z0..z3 stay.
-// Their moves only spread the load (each block of "a" keeps a tile of
-// "big"): with balance-spread=false none of them moves.
+// phase "b"'s 31 idle blocks with balance-spread=true; the last 8 go, z0..z3
+// stay. Their moves only spread the load (each block of "a" keeps a tile of
+// "big"): by default (balance-spread=false) none of them moves.
 // NOSPREAD-LABEL: schedule.kernel @cap
 // NOSPREAD: schedule.phase "a" {
 // NOSPREAD-NEXT: schedule.task "big"
