@@ -29,16 +29,15 @@ namespace {
 /// True if `c` must be ordered after `p` (a conflicting access to a buffer
 /// that is not per-block shared memory; `sharedBufs` names those).
 bool conflicts(TaskOp p, TaskOp c, const llvm::StringSet<> &sharedBufs) {
-  auto names = [](ArrayAttr a) {
+  auto names = [](ArrayRef<StringRef> a) {
     llvm::StringSet<> s;
-    for (Attribute x : a)
-      s.insert(cast<SymbolRefAttr>(x).getRootReference());
+    for (StringRef x : a)
+      s.insert(x);
     return s;
   };
-  auto pr = names(p.getReads()), pw = names(p.getWrites()),
-       pa = names(p.getAccumulates());
-  auto cr = names(c.getReads()), cw = names(c.getWrites()),
-       ca = names(c.getAccumulates());
+  const TaskAccesses pa_ = taskAccesses(p), ca_ = taskAccesses(c);
+  auto pr = names(pa_.reads), pw = names(pa_.writes), pa = names(pa_.accumulates);
+  auto cr = names(ca_.reads), cw = names(ca_.writes), ca = names(ca_.accumulates);
   auto shared = [&](StringRef b) { return sharedBufs.contains(b); };
   auto any = [&](const llvm::StringSet<> &a, const llvm::StringSet<> &b) {
     for (auto &e : a)

@@ -1021,9 +1021,22 @@ void ScheduleFormPhasesPass::runOnOperation() {
           fn.getLoc(), b.getStringAttr(ts.name), schedule::TaskKindAttr::get(b.getContext(), ts.kind),
           b.getI64IntegerAttr(1), b.getStringAttr(ts.op),
           b.getStringAttr(ts.partition), b.getI64IntegerAttr(0),
-          refs(ts.reads), refs(ts.writes), refs(ts.accums),
+          b.getArrayAttr({}), b.getArrayAttr({}), b.getArrayAttr({}),
           ts.args.getDictionary(b.getContext()), /*cut_blocks=*/IntegerAttr());
-      (void)op;
+      // A buffer is named once: the access lists keep only what the task's
+      // buffer arguments do not already say (TaskKinds.h, TaskAccess).
+      const schedule::TaskAccesses byArgs = schedule::taskArgAccesses(op);
+      auto rest = [&](const SmallVector<std::string> &names,
+                      const SmallVector<StringRef> &derived) {
+        SmallVector<std::string> left;
+        for (const std::string &n : names)
+          if (!llvm::is_contained(derived, n))
+            left.push_back(n);
+        return refs(left);
+      };
+      op.setReadsAttr(rest(ts.reads, byArgs.reads));
+      op.setWritesAttr(rest(ts.writes, byArgs.writes));
+      op.setAccumulatesAttr(rest(ts.accums, byArgs.accumulates));
     }
   }
   // The graph module is now the kernel.

@@ -55,9 +55,9 @@ bool isFusable(KernelOp kernel, TaskOp kda, TaskOp g) {
     return false;
   const int64_t c = kda.getIntArg("heads") * kda.getIntArg("head_dim");
   const int64_t chunk = kda.getIntArg("chunk"), group = g.getIntArg("group");
+  const TaskAccesses gAcc = taskAccesses(g);
   if (g.getIntArg("k") != c || chunk <= 0 || chunk % 16 || ns[0] % 128 || group <= 0 ||
-      group % 16 || g.getAccumulates().size() != 1 ||
-      cast<FlatSymbolRefAttr>(g.getAccumulates()[0]).getValue() != outputs[0])
+      group % 16 || gAcc.accumulates.size() != 1 || gAcc.accumulates[0] != outputs[0])
     return false;
   // 1 KB of the budget stays for the kernel's static shared memory.
   const int64_t budget = kernel.getMaxSharedBytes();
@@ -106,9 +106,7 @@ void ScheduleFuseKdaOProjPass::runOnOperation() {
       args.set("o_acc", b.getStringAttr(g.getStrArrayArg("outputs")[0]));
       args.set("o_n", b.getI64IntegerAttr(g.getIntArrayArg("n")[0]));
       kda.setArgsAttr(args.getDictionary(kda.getContext()));
-      SmallVector<Attribute> acc(kda.getAccumulates().begin(), kda.getAccumulates().end());
-      acc.append(g.getAccumulates().begin(), g.getAccumulates().end());
-      kda.setAccumulatesAttr(b.getArrayAttr(acc));
+      // `o_acc` says that the task now accumulates into the sums.
       kda.setBytes(kda.getBytes() + g.getBytes() / std::max<int64_t>(1, kda.getCount()));
       auto phase = g->getParentOfType<PhaseOp>();
       g.erase();

@@ -319,17 +319,9 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
 /// most worth balancing for, and the most MLA attention chunks that run.
 constexpr int64_t kMaxBlocks = 1024;
 
-static SmallVector<StringRef> bufferNames(ArrayAttr refs) {
-  SmallVector<StringRef> out;
-  for (Attribute a : refs)
-    out.push_back(cast<SymbolRefAttr>(a).getRootReference().getValue());
-  return out;
-}
-
-/// The buffers a task reads, writes and accumulates.
-struct Accesses {
-  SmallVector<StringRef> reads, writes, accums;
-};
+/// A task's accesses (TaskKinds.h: what its buffer arguments name, then
+/// its access lists).
+using Accesses = TaskAccesses;
 
 /// Whether a task with accesses `later` (after `t` in program order) must
 /// stay after it: it reads what t writes or accumulates, writes anything t
@@ -343,9 +335,9 @@ static bool mustFollow(const Accesses &t, const Accesses &later) {
           return true;
     return false;
   };
-  return meets(later.reads, {t.writes, t.accums}) ||
-         meets(later.writes, {t.reads, t.writes, t.accums}) ||
-         meets(later.accums, {t.reads, t.writes});
+  return meets(later.reads, {t.writes, t.accumulates}) ||
+         meets(later.writes, {t.reads, t.writes, t.accumulates}) ||
+         meets(later.accumulates, {t.reads, t.writes});
 }
 
 /// Sets `t`'s attributes to `d` exactly: setAttrs leaves an inherent
@@ -425,8 +417,7 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
   // insert: that would move the entries another lookup still refers to).
   DenseMap<Operation *, Accesses> accessMap;
   kernel.walk([&](TaskOp t) {
-    accessMap[t.getOperation()] = {bufferNames(t.getReads()), bufferNames(t.getWrites()),
-                                   bufferNames(t.getAccumulates())};
+    accessMap[t.getOperation()] = taskAccesses(t);
   });
   auto accesses = [&](TaskOp t) -> const Accesses & {
     return accessMap.find(t.getOperation())->second;
@@ -482,8 +473,9 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
     if (t.isEveryBlock() || !kind || *kind == TaskKind::MlaAttentionChunk ||
         t.getCutBlocks())
       return false; // (cut_blocks: balanced already)
-    for (ArrayAttr a : {t.getReads(), t.getWrites(), t.getAccumulates()})
-      for (StringRef n : bufferNames(a))
+    const Accesses &acc = accesses(t);
+    for (const SmallVector<StringRef> *list : {&acc.reads, &acc.writes, &acc.accumulates})
+      for (StringRef n : *list)
         if (shared.contains(n))
           return false;
     bool after = false, others = false;
@@ -580,17 +572,17 @@ void SchedulePartitionWorkPass::runOnOperation() {
     WalkResult r = kernel.walk([&](TaskOp t) {
       uncut[t] = t->getAttrDictionary();
       current = t.getCutBlocks().value_or(0);
-      for (StringRef n : bufferNames(t.getReads()))
+      const TaskAccesses acc = taskAccesses(t);
+      for (StringRef n : acc.reads)
         if (TaskOp p = producer.lookup(n))
           readProducers[t].push_back({n, p});
       LogicalResult cut = partition(t, kernel);
       current = 0;
       if (failed(cut))
         return WalkResult::interrupt();
-      for (Attribute a : t.getWrites())
-        producer[cast<SymbolRefAttr>(a).getRootReference()] = t;
-      for (Attribute a : t.getAccumulates())
-        producer[cast<SymbolRefAttr>(a).getRootReference()] = t;
+      for (const SmallVector<StringRef> *list : {&acc.writes, &acc.accumulates})
+        for (StringRef n : *list)
+          producer[n] = t;
       return WalkResult::advance();
     });
     if (r.wasInterrupted())

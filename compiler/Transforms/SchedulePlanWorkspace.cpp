@@ -35,14 +35,15 @@ struct SchedulePlanWorkspacePass
         if (isa<BarrierOp>(op))
           ++segment;
         if (auto p = dyn_cast<PhaseOp>(op))
-          for (TaskOp t : p.getBodyBlock().getOps<TaskOp>())
-            for (ArrayAttr l : {t.getReads(), t.getWrites(), t.getAccumulates()})
-              for (Attribute a : l) {
-                StringRef n = cast<SymbolRefAttr>(a).getRootReference();
+          for (TaskOp t : p.getBodyBlock().getOps<TaskOp>()) {
+            const TaskAccesses acc = taskAccesses(t);
+            for (const SmallVector<StringRef> *l : {&acc.reads, &acc.writes, &acc.accumulates})
+              for (StringRef n : *l) {
                 auto [it, fresh] = live.try_emplace(n, segment, segment);
                 if (!fresh)
                   it->second.second = segment;
               }
+          }
       }
       SmallVector<BufferOp> bufs;
       std::vector<planning::WorkspaceBuffer> specs;

@@ -148,16 +148,41 @@ LogicalResult KernelOp::verifyRegions() {
         return t.emitOpError("task name '") << t.getName() << "' is not unique";
       if (failed(checkArgNames(t)))
         return failure();
-      llvm::SmallDenseSet<StringRef, 8> accessed;
       for (ArrayAttr list : {t.getReads(), t.getWrites(), t.getAccumulates()})
         for (Attribute a : list) {
           auto ref = cast<SymbolRefAttr>(a);
           if (!buffers.count(ref.getRootReference()))
             return t.emitOpError("refers to unknown buffer ") << ref;
-          accessed.insert(ref.getRootReference().getValue());
         }
-      // A buffer is named twice: by the access lists (for the hazard checks
-      // below) and by the argument the lowering reads. They must agree.
+      // A registered kind's buffer arguments say how it accesses what they
+      // name (TaskAccess); the access lists add buffers no argument names,
+      // and where they repeat one, they must say what its argument says.
+      const TaskAccesses byArgs = taskArgAccesses(t);
+      auto named = [&](StringRef b) {
+        return llvm::is_contained(byArgs.reads, b) || llvm::is_contained(byArgs.writes, b) ||
+               llvm::is_contained(byArgs.accumulates, b);
+      };
+      auto verb = [](StringRef list) {
+        return list == "reads" ? "read" : list == "writes" ? "write" : "accumulate into";
+      };
+      for (auto [list, derived, what] :
+           {std::tuple{t.getReads(), &byArgs.reads, "reads"},
+            std::tuple{t.getWrites(), &byArgs.writes, "writes"},
+            std::tuple{t.getAccumulates(), &byArgs.accumulates, "accumulates"}})
+        for (Attribute a : list) {
+          StringRef b = cast<SymbolRefAttr>(a).getRootReference().getValue();
+          if (named(b) && !llvm::is_contained(*derived, b))
+            return t.emitOpError("lists @")
+                   << b << " in " << what << ", but its " << taskKindName(t.getKind())
+                   << " arguments do not " << verb(what) << " it";
+        }
+      const TaskAccesses all = taskAccesses(t);
+      llvm::SmallDenseSet<StringRef, 8> accessed;
+      for (const SmallVector<StringRef> *list : {&all.reads, &all.writes, &all.accumulates})
+        accessed.insert(list->begin(), list->end());
+      // An argument the registry does not know (an opaque task's, or one a
+      // kind does not declare) names a buffer only through the access lists,
+      // which must then list it.
       for (NamedAttribute arg : t.getArgs()) {
         auto check = [&](Attribute v) -> LogicalResult {
           auto s = dyn_cast<StringAttr>(v);
@@ -268,18 +293,14 @@ LogicalResult KernelOp::verifyRegions() {
 
   // Access hazards, per buffer, over pairs in program order.
   enum Access { None = 0, Read = 1, Write = 2, Accum = 4 };
-  auto accessOf = [](TaskOp t, StringRef buf) {
+  auto accessOf = [](const TaskAccesses &acc, StringRef buf) {
     int a = None;
-    auto has = [&](ArrayAttr l) {
-      return llvm::any_of(l, [&](Attribute x) {
-        return cast<SymbolRefAttr>(x).getRootReference() == buf;
-      });
-    };
-    if (has(t.getReads()))
+    auto has = [&](ArrayRef<StringRef> l) { return llvm::is_contained(l, buf); };
+    if (has(acc.reads))
       a |= Read;
-    if (has(t.getWrites()))
+    if (has(acc.writes))
       a |= Write;
-    if (has(t.getAccumulates()))
+    if (has(acc.accumulates))
       a |= Accum;
     return a;
   };
@@ -288,12 +309,12 @@ LogicalResult KernelOp::verifyRegions() {
   llvm::StringMap<SmallVector<std::pair<int64_t, int>>> usesOf;
   for (int64_t i = 0, e = tasks.size(); i < e; ++i) {
     TaskOp t = tasks[i].op;
-    for (ArrayAttr list : {t.getReads(), t.getWrites(), t.getAccumulates()})
-      for (Attribute x : list) {
-        StringRef buf = cast<SymbolRefAttr>(x).getRootReference();
+    const TaskAccesses acc = taskAccesses(t);
+    for (const SmallVector<StringRef> *list : {&acc.reads, &acc.writes, &acc.accumulates})
+      for (StringRef buf : *list) {
         auto &uses = usesOf[buf];
         if (uses.empty() || uses.back().first != i)
-          uses.push_back({i, accessOf(t, buf)});
+          uses.push_back({i, accessOf(acc, buf)});
       }
   }
   for (auto &entry : buffers) {

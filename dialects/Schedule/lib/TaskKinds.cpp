@@ -13,54 +13,79 @@ using T = TaskArgType;
 constexpr TaskArgStage P = TaskArgStage::Partitioned;
 constexpr TaskArgStage F = TaskArgStage::Fused;
 
+using A = TaskAccess;
+constexpr TaskArgStage Formed = TaskArgStage::Formed;
+/// A buffer argument the task reads / writes / reads then writes /
+/// accumulates into; opt*: the same, where "" (none) is allowed.
+constexpr TaskArgSpec in(llvm::StringLiteral n) { return {n, T::Buffer, Formed, false, A::Read}; }
+constexpr TaskArgSpec out(llvm::StringLiteral n) { return {n, T::Buffer, Formed, false, A::Write}; }
+constexpr TaskArgSpec inout(llvm::StringLiteral n) {
+  return {n, T::Buffer, Formed, false, A::ReadWrite};
+}
+constexpr TaskArgSpec acc(llvm::StringLiteral n, TaskArgStage st = Formed) {
+  return {n, T::Buffer, st, false, A::Accumulate};
+}
+constexpr TaskArgSpec optIn(llvm::StringLiteral n) {
+  return {n, T::OptBuffer, Formed, false, A::Read};
+}
+constexpr TaskArgSpec optOut(llvm::StringLiteral n) {
+  return {n, T::OptBuffer, Formed, false, A::Write};
+}
+
 const TaskArgSpec kResidualRmsnorm[] = {
-    {"base", T::Buffer}, {"acc", T::OptBuffer}, {"out", T::OptBuffer}, {"xs", T::OptBuffer},
-    {"weight", T::Weight}, {"dim", T::Pos},     {"eps", T::Float}};
+    in("base"),          optIn("acc"),     optOut("out"), optOut("xs"),
+    {"weight", T::Weight}, {"dim", T::Pos}, {"eps", T::Float}};
 const TaskArgSpec kW4A16Gemv[] = {
-    {"weights", T::Weights},     {"outputs", T::Buffers},  {"n", T::Ints},
-    {"k", T::Pos},               {"group", T::Pos},        {"input", T::Buffer},
-    {"input_offset", T::NonNeg}, {"unit_cols", T::NonNeg}, {"tn", T::Pos, P},
-    {"ksplit", T::Pos, P},       {"tiles", T::Pos, P}};
+    {"weights", T::Weights},
+    {"outputs", T::Buffers, Formed, false, A::Output},
+    {"n", T::Ints},
+    {"k", T::Pos},
+    {"group", T::Pos},
+    in("input"),
+    {"input_offset", T::NonNeg},
+    {"unit_cols", T::NonNeg},
+    {"tn", T::Pos, P},
+    {"ksplit", T::Pos, P},
+    {"tiles", T::Pos, P}};
 const TaskArgSpec kBf16Rows[] = {{"weight", T::Weight},
-                                 {"output", T::Buffer},
+                                 optIn("input"),
+                                 out("output"),
                                  {"k", T::Pos},
                                  {"rows", T::Pos},
                                  {"rows_per_task", T::Pos, P}};
 const TaskArgSpec kKdaHeadChunk[] = {
-    {"q", T::Buffer},   {"k", T::Buffer},         {"v", T::Buffer},    {"g", T::Buffer},
-    {"beta", T::Buffer}, {"o", T::Buffer},        {"S", T::Buffer},    {"cq", T::Buffer},
-    {"ck", T::Buffer},  {"cv", T::Buffer},        {"conv_w", T::Weight}, {"conv", T::Pos},
-    {"head_dim", T::Pos}, {"heads", T::Pos},      {"chunk", T::Pos, P},
+    in("q"), in("k"), in("v"), in("g"), in("beta"), out("o"), inout("S"), in("cq"), in("ck"),
+    in("cv"), {"conv_w", T::Weight}, {"conv", T::Pos}, {"head_dim", T::Pos}, {"heads", T::Pos},
+    {"chunk", T::Pos, P},
     // The output projection folded in (schedule-fuse-kda-o-proj): its
     // weight [heads * head_dim, o_n] and the fp32 sums it adds to.
-    {"o_weight", T::Weight, F}, {"o_acc", T::Buffer, F}, {"o_n", T::Pos, F}};
-const TaskArgSpec kConvCommit[] = {{"q", T::Buffer},  {"k", T::Buffer},  {"v", T::Buffer},
-                                   {"cq", T::Buffer}, {"ck", T::Buffer}, {"cv", T::Buffer},
+    {"o_weight", T::Weight, F}, acc("o_acc", F), {"o_n", T::Pos, F}};
+const TaskArgSpec kConvCommit[] = {in("q"),    in("k"),    in("v"),
+                                   inout("cq"), inout("ck"), inout("cv"),
                                    {"channels", T::Pos}, {"conv", T::Pos}};
-const TaskArgSpec kZeroF32[] = {{"buffer", T::Buffer}, {"n", T::Pos}};
-const TaskArgSpec kFinalResidual[] = {
-    {"base", T::Buffer}, {"acc", T::Buffer}, {"out", T::Buffer}, {"dim", T::Pos}};
-const TaskArgSpec kMlaRopeAppend[] = {{"q", T::Buffer},      {"kv", T::Buffer},
-                                      {"q_rope", T::Buffer}, {"c_kv", T::Buffer},
-                                      {"k_rope", T::Buffer}, {"theta", T::Float},
+const TaskArgSpec kZeroF32[] = {out("buffer"), {"n", T::Pos}};
+const TaskArgSpec kFinalResidual[] = {in("base"), in("acc"), out("out"), {"dim", T::Pos}};
+const TaskArgSpec kMlaRopeAppend[] = {in("q"),         in("kv"),           out("q_rope"),
+                                      inout("c_kv"),   inout("k_rope"),    {"theta", T::Float},
                                       {"lora", T::Pos}};
-const TaskArgSpec kMlaQAbsorb[] = {{"q", T::Buffer}, {"q_abs", T::Buffer}, {"kv_b", T::Weight},
-                                   {"nope", T::Pos}, {"lora", T::Pos},     {"heads", T::Pos},
+const TaskArgSpec kMlaQAbsorb[] = {in("q"),          out("q_abs"),     {"kv_b", T::Weight},
+                                   {"nope", T::Pos}, {"lora", T::Pos}, {"heads", T::Pos},
                                    {"v_head", T::Pos}};
 const TaskArgSpec kMlaAttentionChunk[] = {
-    {"q_abs", T::Buffer},  {"q_rope", T::Buffer},     {"c_kv", T::Buffer},
-    {"k_rope", T::Buffer}, {"part_m", T::Buffer},     {"part_l", T::Buffer},
-    {"part_acc", T::Buffer}, {"scale", T::Float},     {"heads", T::Pos},
-    {"lora", T::Pos},      {"head_group", T::Pos, P}, {"max_chunks", T::Pos, P}};
+    in("q_abs"),         in("q_rope"),          in("c_kv"),
+    in("k_rope"),        out("part_m"),         out("part_l"),
+    out("part_acc"),     {"scale", T::Float},   {"heads", T::Pos},
+    {"lora", T::Pos},    {"head_group", T::Pos, P}, {"max_chunks", T::Pos, P}};
 const TaskArgSpec kMlaCombineWv[] = {
-    {"part_m", T::Buffer}, {"part_l", T::Buffer}, {"part_acc", T::Buffer}, {"o", T::Buffer},
-    {"kv_b", T::Weight},   {"heads", T::Pos},     {"lora", T::Pos},        {"v_head", T::Pos},
-    {"group", T::Pos},     {"slices", T::Pos, P}};
-const TaskArgSpec kMoeGateUp[] = {{"gate", T::Weight}, {"up", T::Weight}, {"sums", T::Buffer}};
-const TaskArgSpec kMoeDown[] = {{"down", T::Weight}, {"sums", T::Buffer}, {"acc", T::Buffer}};
+    in("part_m"),        in("part_l"),     in("part_acc"),  acc("o"),
+    {"kv_b", T::Weight}, {"heads", T::Pos}, {"lora", T::Pos}, {"v_head", T::Pos},
+    {"group", T::Pos},   {"slices", T::Pos, P}};
+const TaskArgSpec kMoeGateUp[] = {
+    {"gate", T::Weight}, {"up", T::Weight}, optIn("input"), acc("sums")};
+const TaskArgSpec kMoeDown[] = {{"down", T::Weight}, in("sums"), acc("acc")};
 /// Both expert kinds': the slots and their cut, and (routed) the router's.
 const TaskArgSpec kExpertArgs[] = {
-    {"logits", T::OptBuffer}, {"hidden", T::Pos},  {"inter", T::Pos},
+    optIn("logits"),          {"hidden", T::Pos},  {"inter", T::Pos},
     {"slots", T::Pos},        {"group", T::Pos},   {"tn", T::Pos, P},
     {"ksplit", T::Pos, P},    {"tiles", T::Pos, P},
     {"experts", T::Pos, TaskArgStage::Formed, true},
@@ -159,6 +184,66 @@ SmallVector<std::string> taskWeights(TaskOp t) {
 
 bool readsRoutedWeights(TaskOp t) {
   return llvm::any_of(taskArgSpecs(t), [](const TaskArgSpec &a) { return a.routedOnly; });
+}
+
+TaskAccesses taskArgAccesses(TaskOp t) {
+  TaskAccesses out;
+  auto add = [](SmallVector<StringRef> &list, StringRef name) {
+    if (!name.empty() && !llvm::is_contained(list, name))
+      list.push_back(name);
+  };
+  const bool atomic = t.getStrArg("epilogue") == "atomic_f32";
+  for (const TaskArgSpec &a : taskArgSpecs(t)) {
+    if (a.access == A::None)
+      continue;
+    Attribute v = t.getArgs().get(a.name);
+    SmallVector<Attribute> names;
+    if (auto arr = dyn_cast_or_null<ArrayAttr>(v))
+      names.append(arr.begin(), arr.end());
+    else if (v)
+      names.push_back(v);
+    for (Attribute n : names) {
+      auto s = dyn_cast<StringAttr>(n);
+      if (!s)
+        continue;
+      switch (a.access) {
+      case A::None:
+        break;
+      case A::Read:
+        add(out.reads, s.getValue());
+        break;
+      case A::Write:
+        add(out.writes, s.getValue());
+        break;
+      case A::ReadWrite:
+        add(out.reads, s.getValue());
+        add(out.writes, s.getValue());
+        break;
+      case A::Accumulate:
+        add(out.accumulates, s.getValue());
+        break;
+      case A::Output:
+        add(atomic ? out.accumulates : out.writes, s.getValue());
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+TaskAccesses taskAccesses(TaskOp t) {
+  TaskAccesses out = taskArgAccesses(t);
+  auto addAll = [](SmallVector<StringRef> &list, ArrayAttr refs) {
+    for (Attribute r : refs) {
+      StringRef name = cast<SymbolRefAttr>(r).getRootReference().getValue();
+      if (!llvm::is_contained(list, name))
+        list.push_back(name);
+    }
+  };
+  addAll(out.reads, t.getReads());
+  addAll(out.writes, t.getWrites());
+  addAll(out.accumulates, t.getAccumulates());
+  return out;
 }
 
 LogicalResult verifyTaskArgs(TaskOp t, TaskArgStage upTo) {

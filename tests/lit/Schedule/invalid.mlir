@@ -186,8 +186,44 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   }
   schedule.barrier
   schedule.phase "q" {
-    // expected-error @+1 {{argument 'outputs' names buffer @y, which the task does not list in reads, writes or accumulates}}
-    schedule.task "t" w4a16_gemv {reads = [@x], args = {input = "x", outputs = ["y"], weights = ["w"], n = [64], k = 64, group = 32}}
+    // A registered kind's buffer arguments say its accesses; a list that
+    // repeats one must say the same.
+    // expected-error @+1 {{lists @x in writes, but its w4a16_gemv arguments do not write it}}
+    schedule.task "t" w4a16_gemv {writes = [@x], args = {input = "x", outputs = ["y"], weights = ["w"], n = [64], k = 64, group = 32}}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 32, 64>, group = 32 : i64}
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
+  schedule.buffer @y {dtype = "f32", shape = array<i64: 64>}
+  schedule.phase "p" {
+    schedule.task "w" opaque {writes = [@x, @y]}
+  }
+  schedule.barrier
+  schedule.phase "q" {
+    // An atomic_f32 GEMV accumulates into its outputs: it does not write them.
+    // expected-error @+1 {{lists @y in writes, but its w4a16_gemv arguments do not write it}}
+    schedule.task "t" w4a16_gemv {writes = [@y], args = {input = "x", outputs = ["y"], weights = ["w"], n = [64], k = 64, group = 32, epilogue = "atomic_f32"}}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
+  schedule.phase "p" {
+    schedule.task "w" opaque {writes = [@x]}
+  }
+  schedule.barrier
+  schedule.phase "q" {
+    // An argument no registry entry declares names a buffer only through
+    // the access lists.
+    // expected-error @+1 {{argument 'extra' names buffer @y, which the task does not list in reads, writes or accumulates}}
+    schedule.task "t" opaque {reads = [@x], args = {extra = "y"}}
   }
 }
 
@@ -250,5 +286,20 @@ schedule.kernel @k attributes {threads = 128 : i64} {
     // expected-error @+2 {{expected ::mk::schedule::TaskKind to be one of: residual_rmsnorm, w4a16_gemv, bf16_rows, kda_head_chunk, conv_commit, zero_f32, final_residual, mla_rope_append, mla_q_absorb, mla_attention_chunk, mla_combine_wv, moe_gate_up, moe_down, opaque}}
     // expected-error @+1 {{failed to parse Schedule_TaskKindAttr parameter 'value'}}
     schedule.task "t" zero_f16 {count = 1 : i64}
+  }
+}
+
+// -----
+
+// The hazard checks see the accesses a task's arguments say: the GEMV reads
+// @x (its `input`) in the phase that writes it.
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 32, 64>, group = 32 : i64}
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
+  schedule.phase "p" {
+    schedule.task "w" opaque {writes = [@x]}
+    // expected-error @+1 {{accesses @x after task 'w' without a barrier or counter between them}}
+    schedule.task "t" w4a16_gemv {args = {input = "x", outputs = ["y"], weights = ["w"], n = [64], k = 64, group = 32}}
   }
 }

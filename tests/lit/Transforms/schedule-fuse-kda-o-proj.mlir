@@ -6,11 +6,12 @@
 // Off by default (measured no faster, docs/perf-notes.md #60-#62).
 // Layer a: the gated-delta task's chunks (16 rows) are whole steps of the
 // projection's 128-wide tiles: the GEMV goes into the task (o_weight,
-// o_acc, o_n; the sums join its accumulates), and with it the phase it
+// o_acc, o_n; `o_acc` makes the task accumulate into the sums), and with
+// it the phase it
 // leaves empty and that phase's barrier.
 // CHECK-LABEL: schedule.kernel @k
 // CHECK: schedule.phase "a.delta"
-// CHECK-NEXT: schedule.task "a.delta" {{[a-z0-9_]+}} {accumulates = [@a.acc], args = {{{.*}}o_acc = "a.acc", o_n = 256 : i64, o_weight = "a.o_proj"
+// CHECK-NEXT: schedule.task "a.delta" {{[a-z0-9_]+}} {args = {{{.*}}o_acc = "a.acc", o_n = 256 : i64, o_weight = "a.o_proj"
 // CHECK-NOT: schedule.task "a.o_proj"
 // CHECK-NOT: schedule.phase "a.o_proj"
 // Layer b: chunks of 8 rows are no whole step: the GEMV stays.

@@ -87,12 +87,17 @@ schedule.kernel @stays attributes {threads = 256 : i64} {
   schedule.buffer @acc2 {dtype = "f32", shape = array<i64: 256>}
   schedule.buffer @e {dtype = "f32", shape = array<i64: 256>}
   schedule.buffer @z {dtype = "bf16", shape = array<i64: 256>, space = "io"}
+  schedule.phase "zero" {
+    schedule.task "acc.zero" zero_f32 {args = {buffer = "acc", n = 256 : i64}}
+    schedule.task "acc2.zero" zero_f32 {args = {buffer = "acc2", n = 256 : i64}}
+  }
+  schedule.barrier
   schedule.phase "a" {
     schedule.task "norm" residual_rmsnorm {partition = "every_block", reads = [@x], writes = [@res, @xs], args = {base = "x", dim = 1024 : i64, eps = 1.0e-06 : f64, out = "res", weight = "nw", xs = "xs"}}
     schedule.task "big" w4a16_gemv {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = "x", k = 1024 : i64, n = [1024], outputs = ["y"], weights = ["wb"]}}
-    schedule.task "slack" w4a16_gemv {reads = [@x], writes = [@acc], args = {epilogue = "atomic_f32", group = 128 : i64, input = "x", k = 1024 : i64, n = [256], outputs = ["acc"], weights = ["ws"]}}
+    schedule.task "slack" w4a16_gemv {args = {epilogue = "atomic_f32", group = 128 : i64, input = "x", k = 1024 : i64, n = [256], outputs = ["acc"], weights = ["ws"]}}
     schedule.task "early" zero_f32 {reads = [@z], writes = [@e], args = {buffer = "e", n = 256 : i64}}
-    schedule.task "norm_user" w4a16_gemv {reads = [@xs], writes = [@acc2], args = {epilogue = "atomic_f32", group = 128 : i64, input = "xs", k = 1024 : i64, n = [256], outputs = ["acc2"], weights = ["wn"]}}
+    schedule.task "norm_user" w4a16_gemv {args = {epilogue = "atomic_f32", group = 128 : i64, input = "xs", k = 1024 : i64, n = [256], outputs = ["acc2"], weights = ["wn"]}}
   }
   schedule.barrier
   schedule.phase "b" {

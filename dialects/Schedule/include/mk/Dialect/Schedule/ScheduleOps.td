@@ -212,13 +212,14 @@ def Schedule_TaskOp : Schedule_Op<"task", [HasParent<"PhaseOp">]> {
     `chunks`, `every_block`, ...), `bytes` how many bytes all instances
     stream from memory together (the partitioner balances on it), `args`
     the template parameters (weights by state-dict name, dimensions, tile
-    sizes). `reads`, `writes` and `accumulates` name the buffers it touches;
-    an accumulated buffer must have been written (zeroed) before. A
-    registered kind's `args` follow its specs in the dialect's registry
-    (mk/Dialect/Schedule/TaskKinds.h: each argument's type, and whether
-    it is required from the task's creation or once the partitioner cut
-    it); a task of kind `opaque` has none and is seen only by the passes
-    that read accesses and counters.
+    sizes). A registered kind's `args` follow its specs in the dialect's
+    registry (mk/Dialect/Schedule/TaskKinds.h: each argument's type, when
+    it is required, and, for a buffer argument, how the task accesses the
+    buffer it names): the task's accesses (`taskAccesses`) are what its
+    buffer arguments say, plus `reads`, `writes` and `accumulates`, which
+    name only what no argument does (an `opaque` task's accesses, seen only
+    by the passes that read accesses and counters). An accumulated buffer
+    must have been written (zeroed) before.
 
     `cut_blocks` (set by `schedule-partition-work` where it balanced the
     task into the blocks its phase leaves idle): the blocks the task's cut
@@ -228,7 +229,6 @@ def Schedule_TaskOp : Schedule_Op<"task", [HasParent<"PhaseOp">]> {
     ```mlir
     schedule.task "l0.o_proj" w4a16_gemv {op = "graph.linear_w4a16",
         count = 128 : i64, partition = "split_k", bytes = 4718592 : i64,
-        reads = [@l0.kda_o], accumulates = [@l0.attn_acc],
         args = {weights = ["l0.o_proj"], outputs = ["l0.attn_acc"], n = [2304],
                 k = 4096 : i64, group = 128 : i64, input = "l0.kda_o",
                 epilogue = "atomic_f32"}}

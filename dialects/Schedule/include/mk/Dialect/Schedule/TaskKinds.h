@@ -53,12 +53,26 @@ enum class TaskArgType {
 /// schedule-fuse-kda-o-proj; checked when present).
 enum class TaskArgStage { Formed, Partitioned, Fused };
 
+/// How a task accesses the buffer a buffer argument names. The task's
+/// accesses are these (its `reads`, `writes` and `accumulates` attributes
+/// add only what no argument names), so that a buffer is named once.
+enum class TaskAccess {
+  None,       ///< not a buffer argument
+  Read,       ///< read
+  Write,      ///< written whole
+  ReadWrite,  ///< read, then written (a decode state, a cache row appended)
+  Accumulate, ///< fp32 sums added to (zeroed by an earlier task)
+  Output,     ///< written, or accumulated into when the task's `epilogue`
+              ///< is "atomic_f32" (a GEMV's outputs)
+};
+
 struct TaskArgSpec {
   llvm::StringLiteral name;
   TaskArgType type;
   TaskArgStage stage = TaskArgStage::Formed;
   /// Only required of a routed expert task (one whose `logits` is set).
   bool routedOnly = false;
+  TaskAccess access = TaskAccess::None;
 };
 
 struct TaskKindInfo {
@@ -86,6 +100,18 @@ llvm::SmallVector<TaskArgSpec> taskArgSpecs(TaskOp t);
 /// routed expert task's weights are indexed by the router's top-k.
 llvm::SmallVector<std::string> taskWeights(TaskOp t);
 bool readsRoutedWeights(TaskOp t);
+
+/// What task `t` reads, writes and accumulates into (buffer symbol names,
+/// each once per list, in argument order): what its buffer arguments name,
+/// by their TaskAccess, then its `reads`, `writes` and `accumulates`
+/// attributes (an opaque task's only source; for a registered kind, the
+/// buffers no argument names).
+struct TaskAccesses {
+  llvm::SmallVector<llvm::StringRef> reads, writes, accumulates;
+};
+TaskAccesses taskAccesses(TaskOp t);
+/// Only what `t`'s buffer arguments name (the first part of taskAccesses).
+TaskAccesses taskArgAccesses(TaskOp t);
 
 /// Checks `t`'s arguments' presence and types (not the names they resolve
 /// to: KernelOp's verifier does that): the Formed ones must be present, and
