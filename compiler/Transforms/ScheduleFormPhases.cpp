@@ -1023,6 +1023,7 @@ void ScheduleFormPhasesPass::runOnOperation() {
           b.getStringAttr(ts.partition), b.getI64IntegerAttr(0),
           b.getArrayAttr({}), b.getArrayAttr({}), b.getArrayAttr({}),
           ts.args.getDictionary(b.getContext()), /*cut_blocks=*/IntegerAttr());
+      op.setArgsAttr(schedule::withBufferSymbols(op));
       // A buffer is named once: the access lists keep only what the task's
       // buffer arguments do not already say (TaskKinds.h, TaskAccess).
       const schedule::TaskAccesses byArgs = schedule::taskArgAccesses(op);

@@ -103,7 +103,7 @@ void ScheduleFuseKdaOProjPass::runOnOperation() {
       Builder b(kda.getContext());
       NamedAttrList args(kda.getArgs());
       args.set("o_weight", b.getStringAttr(g.getStrArrayArg("weights")[0]));
-      args.set("o_acc", b.getStringAttr(g.getStrArrayArg("outputs")[0]));
+      args.set("o_acc", FlatSymbolRefAttr::get(b.getContext(), g.getStrArrayArg("outputs")[0]));
       args.set("o_n", b.getI64IntegerAttr(g.getIntArrayArg("n")[0]));
       kda.setArgsAttr(args.getDictionary(kda.getContext()));
       // `o_acc` says that the task now accumulates into the sums.

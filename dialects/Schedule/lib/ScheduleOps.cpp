@@ -114,15 +114,16 @@ LogicalResult KernelOp::verifyRegions() {
       else
         names.push_back(v);
       for (Attribute n : names) {
+        if (auto ref = dyn_cast<FlatSymbolRefAttr>(n)) {
+          if (!buffers.count(ref.getValue()))
+            return t.emitOpError("argument '") << a.name << "' must be a buffer of the kernel; "
+                                               << "there is no buffer " << ref;
+          continue;
+        }
         auto s = dyn_cast<StringAttr>(n);
         if (!s || s.empty())
           continue;
         const bool isWeight = a.type == TaskArgType::Weight || a.type == TaskArgType::Weights;
-        const bool isBuffer = a.type == TaskArgType::Buffer ||
-                              a.type == TaskArgType::OptBuffer || a.type == TaskArgType::Buffers;
-        if (isBuffer && !buffers.count(s.getValue()))
-          return t.emitOpError("argument '") << a.name << "' must be the name of a buffer of the "
-                                             << "kernel; there is no buffer @" << s.getValue();
         if (isWeight && !weights.contains(s.getValue()) &&
             !weights.contains((s.getValue() + ".w_q").str()))
           return t.emitOpError("argument '")
@@ -185,11 +186,15 @@ LogicalResult KernelOp::verifyRegions() {
       // which must then list it.
       for (NamedAttribute arg : t.getArgs()) {
         auto check = [&](Attribute v) -> LogicalResult {
-          auto s = dyn_cast<StringAttr>(v);
-          if (!s || !buffers.count(s.getValue()) || accessed.contains(s.getValue()))
+          StringRef name;
+          if (auto s = dyn_cast<StringAttr>(v))
+            name = s.getValue();
+          else if (auto r = dyn_cast<FlatSymbolRefAttr>(v))
+            name = r.getValue();
+          if (name.empty() || !buffers.count(name) || accessed.contains(name))
             return success();
           return t.emitOpError("argument '")
-                 << arg.getName().getValue() << "' names buffer @" << s.getValue()
+                 << arg.getName().getValue() << "' names buffer @" << name
                  << ", which the task does not list in reads, writes or accumulates";
         };
         if (auto arr = dyn_cast<ArrayAttr>(arg.getValue())) {
@@ -506,8 +511,11 @@ int64_t TaskOp::getIntArg(StringRef name, int64_t dflt) {
   return dflt;
 }
 StringRef TaskOp::getStrArg(StringRef name) {
-  if (auto a = dyn_cast_or_null<StringAttr>(getArgs().get(name)))
+  Attribute v = getArgs().get(name);
+  if (auto a = dyn_cast_or_null<StringAttr>(v))
     return a.getValue();
+  if (auto r = dyn_cast_or_null<FlatSymbolRefAttr>(v))
+    return r.getValue();
   return "";
 }
 SmallVector<int64_t> TaskOp::getIntArrayArg(StringRef name) {
@@ -524,6 +532,8 @@ SmallVector<std::string> TaskOp::getStrArrayArg(StringRef name) {
     for (Attribute x : a)
       if (auto s = dyn_cast<StringAttr>(x))
         v.push_back(s.getValue().str());
+      else if (auto r = dyn_cast<FlatSymbolRefAttr>(x))
+        v.push_back(r.getValue().str());
   return v;
 }
 

@@ -117,9 +117,9 @@ const char *describe(TaskArgType t) {
   case T::Float:
     return "a floating-point number";
   case T::Buffer:
-    return "the name of a buffer of the kernel";
+    return "a buffer of the kernel, as a symbol (@name)";
   case T::OptBuffer:
-    return "the name of a buffer of the kernel, or \"\"";
+    return "a buffer of the kernel, as a symbol (@name), where present";
   case T::Weight:
     return "a weight's name";
   case T::Ints:
@@ -127,7 +127,7 @@ const char *describe(TaskArgType t) {
   case T::Weights:
     return "a non-empty array of weight names";
   case T::Buffers:
-    return "a non-empty array of buffer names";
+    return "a non-empty array of buffers of the kernel, as symbols (@name)";
   }
   return "";
 }
@@ -186,6 +186,31 @@ bool readsRoutedWeights(TaskOp t) {
   return llvm::any_of(taskArgSpecs(t), [](const TaskArgSpec &a) { return a.routedOnly; });
 }
 
+DictionaryAttr withBufferSymbols(TaskOp t) {
+  MLIRContext *ctx = t.getContext();
+  NamedAttrList args(t.getArgs());
+  for (const TaskArgSpec &a : taskArgSpecs(t)) {
+    if (a.type != T::Buffer && a.type != T::OptBuffer && a.type != T::Buffers)
+      continue;
+    Attribute v = args.get(a.name);
+    if (auto s = dyn_cast_or_null<StringAttr>(v)) {
+      if (s.empty())
+        args.erase(a.name);
+      else
+        args.set(a.name, FlatSymbolRefAttr::get(ctx, s.getValue()));
+    } else if (auto arr = dyn_cast_or_null<ArrayAttr>(v)) {
+      SmallVector<Attribute> refs;
+      for (Attribute e : arr)
+        if (auto s = dyn_cast<StringAttr>(e))
+          refs.push_back(FlatSymbolRefAttr::get(ctx, s.getValue()));
+        else
+          refs.push_back(e);
+      args.set(a.name, ArrayAttr::get(ctx, refs));
+    }
+  }
+  return args.getDictionary(ctx);
+}
+
 TaskAccesses taskArgAccesses(TaskOp t) {
   TaskAccesses out;
   auto add = [](SmallVector<StringRef> &list, StringRef name) {
@@ -203,7 +228,7 @@ TaskAccesses taskArgAccesses(TaskOp t) {
     else if (v)
       names.push_back(v);
     for (Attribute n : names) {
-      auto s = dyn_cast<StringAttr>(n);
+      auto s = dyn_cast<FlatSymbolRefAttr>(n);
       if (!s)
         continue;
       switch (a.access) {
@@ -275,18 +300,20 @@ LogicalResult verifyTaskArgs(TaskOp t, TaskArgStage upTo) {
       ok = isa<FloatAttr>(v);
       break;
     case T::Buffer:
+    case T::OptBuffer:
+      ok = isa<FlatSymbolRefAttr>(v);
+      break;
     case T::Weight:
       ok = isName(v, /*allowEmpty=*/false);
-      break;
-    case T::OptBuffer:
-      ok = isName(v, /*allowEmpty=*/true);
       break;
     case T::Ints:
     case T::Weights:
     case T::Buffers: {
       auto arr = dyn_cast<ArrayAttr>(v);
       ok = arr && !arr.empty() && llvm::all_of(arr, [&](Attribute e) {
-             return a.type == T::Ints ? inRange(e, 1) : isName(e, false);
+             return a.type == T::Ints      ? inRange(e, 1)
+                    : a.type == T::Buffers ? isa<FlatSymbolRefAttr>(e)
+                                           : isName(e, false);
            });
       break;
     }

@@ -189,7 +189,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
     // A registered kind's buffer arguments say its accesses; a list that
     // repeats one must say the same.
     // expected-error @+1 {{lists @x in writes, but its w4a16_gemv arguments do not write it}}
-    schedule.task "t" w4a16_gemv {writes = [@x], args = {input = "x", outputs = ["y"], weights = ["w"], n = [64], k = 64, group = 32}}
+    schedule.task "t" w4a16_gemv {writes = [@x], args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32}}
   }
 }
 
@@ -206,7 +206,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.phase "q" {
     // An atomic_f32 GEMV accumulates into its outputs: it does not write them.
     // expected-error @+1 {{lists @y in writes, but its w4a16_gemv arguments do not write it}}
-    schedule.task "t" w4a16_gemv {writes = [@y], args = {input = "x", outputs = ["y"], weights = ["w"], n = [64], k = 64, group = 32, epilogue = "atomic_f32"}}
+    schedule.task "t" w4a16_gemv {writes = [@y], args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32, epilogue = "atomic_f32"}}
   }
 }
 
@@ -300,6 +300,6 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.phase "p" {
     schedule.task "w" opaque {writes = [@x]}
     // expected-error @+1 {{accesses @x after task 'w' without a barrier or counter between them}}
-    schedule.task "t" w4a16_gemv {args = {input = "x", outputs = ["y"], weights = ["w"], n = [64], k = 64, group = 32}}
+    schedule.task "t" w4a16_gemv {args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32}}
   }
 }

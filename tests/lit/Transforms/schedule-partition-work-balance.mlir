@@ -17,7 +17,7 @@
 // CHECK-NEXT: {{^ *}}}{{$}}
 // CHECK: schedule.phase "b" {
 // CHECK-NEXT: schedule.task "other.zero"
-// CHECK-NEXT: schedule.task "slack" {{[a-z0-9_]+}} {{.*}}ksplit = 2 : i64, n = [256], outputs = ["acc"], tiles = 2 : i64, tn = 128 : i64{{.*}}count = 4 : i64
+// CHECK-NEXT: schedule.task "slack" {{[a-z0-9_]+}} {{.*}}ksplit = 2 : i64, n = [256], outputs = [@acc], tiles = 2 : i64, tn = 128 : i64{{.*}}count = 4 : i64
 // CHECK-NEXT: {{^ *}}}{{$}}
 // OFF-LABEL: schedule.kernel @slack
 // OFF: schedule.phase "a" {
@@ -39,20 +39,20 @@ schedule.kernel @slack attributes {threads = 256 : i64} {
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.buffer @other {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "zero" {
-    schedule.task "acc.zero" zero_f32 {writes = [@acc], args = {buffer = "acc", n = 256 : i64}}
+    schedule.task "acc.zero" zero_f32 {writes = [@acc], args = {buffer = @acc, n = 256 : i64}}
   }
   schedule.barrier
   schedule.phase "a" {
-    schedule.task "big" w4a16_gemv {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = "x", k = 1024 : i64, n = [1024], outputs = ["y"], weights = ["wb"]}}
-    schedule.task "slack" w4a16_gemv {reads = [@x], accumulates = [@acc], args = {epilogue = "atomic_f32", group = 128 : i64, input = "x", k = 1024 : i64, n = [256], outputs = ["acc"], weights = ["ws"]}}
+    schedule.task "big" w4a16_gemv {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = @x, k = 1024 : i64, n = [1024], outputs = [@y], weights = ["wb"]}}
+    schedule.task "slack" w4a16_gemv {reads = [@x], accumulates = [@acc], args = {epilogue = "atomic_f32", group = 128 : i64, input = @x, k = 1024 : i64, n = [256], outputs = [@acc], weights = ["ws"]}}
   }
   schedule.barrier
   schedule.phase "b" {
-    schedule.task "other.zero" zero_f32 {reads = [@y], writes = [@other], args = {buffer = "other", n = 256 : i64}}
+    schedule.task "other.zero" zero_f32 {reads = [@y], writes = [@other], args = {buffer = @other, n = 256 : i64}}
   }
   schedule.barrier
   schedule.phase "c" {
-    schedule.task "use" zero_f32 {reads = [@acc, @other], writes = [@y], args = {buffer = "y", n = 1024 : i64}}
+    schedule.task "use" zero_f32 {reads = [@acc, @other], writes = [@y], args = {buffer = @y, n = 1024 : i64}}
   }
 }
 
@@ -88,21 +88,21 @@ schedule.kernel @stays attributes {threads = 256 : i64} {
   schedule.buffer @e {dtype = "f32", shape = array<i64: 256>}
   schedule.buffer @z {dtype = "bf16", shape = array<i64: 256>, space = "io"}
   schedule.phase "zero" {
-    schedule.task "acc.zero" zero_f32 {args = {buffer = "acc", n = 256 : i64}}
-    schedule.task "acc2.zero" zero_f32 {args = {buffer = "acc2", n = 256 : i64}}
+    schedule.task "acc.zero" zero_f32 {args = {buffer = @acc, n = 256 : i64}}
+    schedule.task "acc2.zero" zero_f32 {args = {buffer = @acc2, n = 256 : i64}}
   }
   schedule.barrier
   schedule.phase "a" {
-    schedule.task "norm" residual_rmsnorm {partition = "every_block", reads = [@x], writes = [@res, @xs], args = {base = "x", dim = 1024 : i64, eps = 1.0e-06 : f64, out = "res", weight = "nw", xs = "xs"}}
-    schedule.task "big" w4a16_gemv {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = "x", k = 1024 : i64, n = [1024], outputs = ["y"], weights = ["wb"]}}
-    schedule.task "slack" w4a16_gemv {args = {epilogue = "atomic_f32", group = 128 : i64, input = "x", k = 1024 : i64, n = [256], outputs = ["acc"], weights = ["ws"]}}
-    schedule.task "early" zero_f32 {reads = [@z], writes = [@e], args = {buffer = "e", n = 256 : i64}}
-    schedule.task "norm_user" w4a16_gemv {args = {epilogue = "atomic_f32", group = 128 : i64, input = "xs", k = 1024 : i64, n = [256], outputs = ["acc2"], weights = ["wn"]}}
+    schedule.task "norm" residual_rmsnorm {partition = "every_block", reads = [@x], writes = [@res, @xs], args = {base = @x, dim = 1024 : i64, eps = 1.0e-06 : f64, out = @res, weight = "nw", xs = @xs}}
+    schedule.task "big" w4a16_gemv {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = @x, k = 1024 : i64, n = [1024], outputs = [@y], weights = ["wb"]}}
+    schedule.task "slack" w4a16_gemv {args = {epilogue = "atomic_f32", group = 128 : i64, input = @x, k = 1024 : i64, n = [256], outputs = [@acc], weights = ["ws"]}}
+    schedule.task "early" zero_f32 {reads = [@z], writes = [@e], args = {buffer = @e, n = 256 : i64}}
+    schedule.task "norm_user" w4a16_gemv {args = {epilogue = "atomic_f32", group = 128 : i64, input = @xs, k = 1024 : i64, n = [256], outputs = [@acc2], weights = ["wn"]}}
   }
   schedule.barrier
   schedule.phase "b" {
-    schedule.task "reader" zero_f32 {reads = [@acc], writes = [@z], args = {buffer = "z", n = 256 : i64}}
-    schedule.task "late" zero_f32 {writes = [@y], args = {buffer = "y", n = 1024 : i64}}
+    schedule.task "reader" zero_f32 {reads = [@acc], writes = [@z], args = {buffer = @z, n = 256 : i64}}
+    schedule.task "late" zero_f32 {writes = [@y], args = {buffer = @y, n = 1024 : i64}}
   }
 }
 
@@ -160,26 +160,26 @@ schedule.kernel @cap attributes {threads = 256 : i64} {
   schedule.buffer @z10 {dtype = "f32", shape = array<i64: 64>}
   schedule.buffer @z11 {dtype = "f32", shape = array<i64: 64>}
   schedule.phase "a" {
-    schedule.task "big" w4a16_gemv {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = "x", k = 1024 : i64, n = [1024], outputs = ["y"], weights = ["wb"]}}
-    schedule.task "z0" zero_f32 {writes = [@z0], args = {buffer = "z0", n = 64 : i64}}
-    schedule.task "z1" zero_f32 {writes = [@z1], args = {buffer = "z1", n = 64 : i64}}
-    schedule.task "z2" zero_f32 {writes = [@z2], args = {buffer = "z2", n = 64 : i64}}
-    schedule.task "z3" zero_f32 {writes = [@z3], args = {buffer = "z3", n = 64 : i64}}
-    schedule.task "z4" zero_f32 {writes = [@z4], args = {buffer = "z4", n = 64 : i64}}
-    schedule.task "z5" zero_f32 {writes = [@z5], args = {buffer = "z5", n = 64 : i64}}
-    schedule.task "z6" zero_f32 {writes = [@z6], args = {buffer = "z6", n = 64 : i64}}
-    schedule.task "z7" zero_f32 {writes = [@z7], args = {buffer = "z7", n = 64 : i64}}
-    schedule.task "z8" zero_f32 {writes = [@z8], args = {buffer = "z8", n = 64 : i64}}
-    schedule.task "z9" zero_f32 {writes = [@z9], args = {buffer = "z9", n = 64 : i64}}
-    schedule.task "z10" zero_f32 {writes = [@z10], args = {buffer = "z10", n = 64 : i64}}
-    schedule.task "z11" zero_f32 {writes = [@z11], args = {buffer = "z11", n = 64 : i64}}
+    schedule.task "big" w4a16_gemv {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = @x, k = 1024 : i64, n = [1024], outputs = [@y], weights = ["wb"]}}
+    schedule.task "z0" zero_f32 {writes = [@z0], args = {buffer = @z0, n = 64 : i64}}
+    schedule.task "z1" zero_f32 {writes = [@z1], args = {buffer = @z1, n = 64 : i64}}
+    schedule.task "z2" zero_f32 {writes = [@z2], args = {buffer = @z2, n = 64 : i64}}
+    schedule.task "z3" zero_f32 {writes = [@z3], args = {buffer = @z3, n = 64 : i64}}
+    schedule.task "z4" zero_f32 {writes = [@z4], args = {buffer = @z4, n = 64 : i64}}
+    schedule.task "z5" zero_f32 {writes = [@z5], args = {buffer = @z5, n = 64 : i64}}
+    schedule.task "z6" zero_f32 {writes = [@z6], args = {buffer = @z6, n = 64 : i64}}
+    schedule.task "z7" zero_f32 {writes = [@z7], args = {buffer = @z7, n = 64 : i64}}
+    schedule.task "z8" zero_f32 {writes = [@z8], args = {buffer = @z8, n = 64 : i64}}
+    schedule.task "z9" zero_f32 {writes = [@z9], args = {buffer = @z9, n = 64 : i64}}
+    schedule.task "z10" zero_f32 {writes = [@z10], args = {buffer = @z10, n = 64 : i64}}
+    schedule.task "z11" zero_f32 {writes = [@z11], args = {buffer = @z11, n = 64 : i64}}
   }
   schedule.barrier
   schedule.phase "b" {
-    schedule.task "one" zero_f32 {reads = [@y], writes = [@o], args = {buffer = "o", n = 64 : i64}}
+    schedule.task "one" zero_f32 {reads = [@y], writes = [@o], args = {buffer = @o, n = 64 : i64}}
   }
   schedule.barrier
   schedule.phase "c" {
-    schedule.task "use" zero_f32 {reads = [@o, @z0, @z1, @z2, @z3, @z4, @z5, @z6, @z7, @z8, @z9, @z10, @z11], writes = [@u], args = {buffer = "u", n = 64 : i64}}
+    schedule.task "use" zero_f32 {reads = [@o, @z0, @z1, @z2, @z3, @z4, @z5, @z6, @z7, @z8, @z9, @z10, @z11], writes = [@u], args = {buffer = @u, n = 64 : i64}}
   }
 }

@@ -47,7 +47,7 @@ schedule.kernel @width attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 1024>, space = "io"}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 1024>}
   schedule.phase "p" {
-    schedule.task "proj" w4a16_gemv {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = "x", k = 1024 : i64, n = [1024], outputs = ["y"], weights = ["w"]}}
+    schedule.task "proj" w4a16_gemv {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = @x, k = 1024 : i64, n = [1024], outputs = [@y], weights = ["w"]}}
   }
 }
 
@@ -70,12 +70,12 @@ schedule.kernel @splitk attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "zero" {
-    schedule.task "acc.zero" zero_f32 {writes = [@acc], args = {buffer = "acc", n = 256 : i64}}
+    schedule.task "acc.zero" zero_f32 {writes = [@acc], args = {buffer = @acc, n = 256 : i64}}
   }
   schedule.barrier
   schedule.phase "proj" {
-    schedule.task "sum" w4a16_gemv {reads = [@x], accumulates = [@acc], args = {epilogue = "atomic_f32", group = 128 : i64, input = "x", k = 4096 : i64, n = [256], outputs = ["acc"], weights = ["w"]}}
-    schedule.task "store" w4a16_gemv {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = "x", k = 4096 : i64, n = [256], outputs = ["y"], weights = ["v"]}}
+    schedule.task "sum" w4a16_gemv {reads = [@x], accumulates = [@acc], args = {epilogue = "atomic_f32", group = 128 : i64, input = @x, k = 4096 : i64, n = [256], outputs = [@acc], weights = ["w"]}}
+    schedule.task "store" w4a16_gemv {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = @x, k = 4096 : i64, n = [256], outputs = [@y], weights = ["v"]}}
   }
 }
 
@@ -89,11 +89,11 @@ schedule.kernel @splitk attributes {threads = 256 : i64} {
 // o_proj reading an input no task of its kernel produces has no grain, and
 // its slices only follow the groups of 16 rows (ksplit 8 on 264 SMs).
 // CHECK-LABEL: schedule.kernel @heads
-// CHECK: schedule.task "kda" kda_head_chunk {args = {S = "S", beta = "beta", chunk = 16 : i64, ck = "ck", conv = 4 : i64, conv_w = "conv_w", cq = "cq", cv = "cv", g = "g", grain = "head", grain_per = 2 : i64{{.*}}count = 8 : i64, partition = "heads"
+// CHECK: schedule.task "kda" kda_head_chunk {args = {S = @S, beta = @beta, chunk = 16 : i64, ck = @ck, conv = 4 : i64, conv_w = "conv_w", cq = @cq, cv = @cv, g = @g, grain = "head", grain_per = 2 : i64{{.*}}count = 8 : i64, partition = "heads"
 // CHECK: schedule.task "o_proj" {{[a-z0-9_]+}} {accumulates = [@acc], args = {epilogue = "atomic_f32", grain = "head", grain_per = 16 : i64, grain_span = 1 : i64{{.*}}ksplit = 4 : i64{{.*}}tiles = 16 : i64, tn = 16 : i64{{.*}}count = 64 : i64{{.*}}partition = "split_k"
 // CHECK-LABEL: schedule.kernel @no_unit
 // CHECK: schedule.task "o_proj" {{[a-z0-9_]+}} {accumulates = [@acc], args = {epilogue = "atomic_f32", group = 16 : i64{{.*}}ksplit = 8 : i64{{.*}}tiles = 16 : i64, tn = 16 : i64{{.*}}count = 128 : i64
-// SMS4: schedule.task "kda" {{[a-z0-9_]+}} {args = {S = "S", beta = "beta", chunk = 32 : i64, ck = "ck", conv = 4 : i64, conv_w = "conv_w", cq = "cq", cv = "cv", g = "g", grain = "head", grain_per = 1 : i64{{.*}}count = 4 : i64
+// SMS4: schedule.task "kda" {{[a-z0-9_]+}} {args = {S = @S, beta = @beta, chunk = 32 : i64, ck = @ck, conv = 4 : i64, conv_w = "conv_w", cq = @cq, cv = @cv, g = @g, grain = "head", grain_per = 1 : i64{{.*}}count = 4 : i64
 // SMS4: schedule.task "o_proj" {{[a-z0-9_]+}} {accumulates = [@acc], args = {epilogue = "atomic_f32", grain = "head", grain_per = 2 : i64, grain_span = 2 : i64{{.*}}ksplit = 2 : i64{{.*}}tiles = 2 : i64, tn = 128 : i64{{.*}}count = 4 : i64
 schedule.kernel @heads attributes {threads = 256 : i64} {
   schedule.weight @conv_w {dtype = "bf16", shape = array<i64: 384, 4>}
@@ -110,12 +110,12 @@ schedule.kernel @heads attributes {threads = 256 : i64} {
   schedule.buffer @o {dtype = "bf16", shape = array<i64: 128>}
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "attn" {
-    schedule.task "acc.zero" zero_f32 {writes = [@acc], args = {buffer = "acc", n = 256 : i64}}
-    schedule.task "kda" kda_head_chunk {reads = [@q, @k, @v, @g, @beta, @cq, @ck, @cv, @S], writes = [@S, @o], args = {S = "S", beta = "beta", ck = "ck", conv = 4 : i64, conv_w = "conv_w", cq = "cq", cv = "cv", g = "g", head_dim = 32 : i64, heads = 4 : i64, k = "k", o = "o", q = "q", unit = "head", v = "v"}}
+    schedule.task "acc.zero" zero_f32 {writes = [@acc], args = {buffer = @acc, n = 256 : i64}}
+    schedule.task "kda" kda_head_chunk {reads = [@q, @k, @v, @g, @beta, @cq, @ck, @cv, @S], writes = [@S, @o], args = {S = @S, beta = @beta, ck = @ck, conv = 4 : i64, conv_w = "conv_w", cq = @cq, cv = @cv, g = @g, head_dim = 32 : i64, heads = 4 : i64, k = @k, o = @o, q = @q, unit = "head", v = @v}}
   }
   schedule.barrier
   schedule.phase "out" {
-    schedule.task "o_proj" w4a16_gemv {reads = [@o], accumulates = [@acc], args = {epilogue = "atomic_f32", group = 16 : i64, input = "o", k = 128 : i64, n = [256], outputs = ["acc"], weights = ["wo"]}}
+    schedule.task "o_proj" w4a16_gemv {reads = [@o], accumulates = [@acc], args = {epilogue = "atomic_f32", group = 16 : i64, input = @o, k = 128 : i64, n = [256], outputs = [@acc], weights = ["wo"]}}
   }
 }
 schedule.kernel @no_unit attributes {threads = 256 : i64} {
@@ -123,11 +123,11 @@ schedule.kernel @no_unit attributes {threads = 256 : i64} {
   schedule.buffer @o {dtype = "bf16", shape = array<i64: 128>, space = "io"}
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "zero" {
-    schedule.task "acc.zero" zero_f32 {writes = [@acc], args = {buffer = "acc", n = 256 : i64}}
+    schedule.task "acc.zero" zero_f32 {writes = [@acc], args = {buffer = @acc, n = 256 : i64}}
   }
   schedule.barrier
   schedule.phase "out" {
-    schedule.task "o_proj" w4a16_gemv {reads = [@o], accumulates = [@acc], args = {epilogue = "atomic_f32", group = 16 : i64, input = "o", k = 128 : i64, n = [256], outputs = ["acc"], weights = ["wo"]}}
+    schedule.task "o_proj" w4a16_gemv {reads = [@o], accumulates = [@acc], args = {epilogue = "atomic_f32", group = 16 : i64, input = @o, k = 128 : i64, n = [256], outputs = [@acc], weights = ["wo"]}}
   }
 }
 
@@ -148,8 +148,8 @@ schedule.kernel @grouped attributes {threads = 256 : i64} {
   schedule.buffer @q {dtype = "bf16", shape = array<i64: 64>}
   schedule.buffer @k {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "p" {
-    schedule.task "norm" residual_rmsnorm {partition = "every_block", reads = [@h], writes = [@x], args = {base = "h", dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = "x"}}
-    schedule.task "qk" w4a16_gemv {reads = [@x], writes = [@q, @k], args = {epilogue = "bf16", group = 32 : i64, input = "x", k = 256 : i64, n = [64, 64], outputs = ["q", "k"], unit = "head", unit_cols = 32 : i64, weights = ["wq", "wk"]}}
+    schedule.task "norm" residual_rmsnorm {partition = "every_block", reads = [@h], writes = [@x], args = {base = @h, dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = @x}}
+    schedule.task "qk" w4a16_gemv {reads = [@x], writes = [@q, @k], args = {epilogue = "bf16", group = 32 : i64, input = @x, k = 256 : i64, n = [64, 64], outputs = [@q, @k], unit = "head", unit_cols = 32 : i64, weights = ["wq", "wk"]}}
   }
 }
 
@@ -169,8 +169,8 @@ schedule.kernel @rows attributes {threads = 256 : i64} {
   schedule.buffer @logits {dtype = "bf16", shape = array<i64: 8>}
   schedule.buffer @beta {dtype = "bf16", shape = array<i64: 8>}
   schedule.phase "p" {
-    schedule.task "router" bf16_rows {reads = [@x], writes = [@logits], args = {input = "x", k = 256 : i64, output = "logits", rows = 8 : i64, weight = "wr"}}
-    schedule.task "beta" bf16_rows {reads = [@x], writes = [@beta], args = {input = "x", k = 256 : i64, output = "beta", rows = 8 : i64, unit = "head", weight = "wb"}}
+    schedule.task "router" bf16_rows {reads = [@x], writes = [@logits], args = {input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, weight = "wr"}}
+    schedule.task "beta" bf16_rows {reads = [@x], writes = [@beta], args = {input = @x, k = 256 : i64, output = @beta, rows = 8 : i64, unit = "head", weight = "wb"}}
   }
 }
 
@@ -195,17 +195,17 @@ schedule.kernel @moe attributes {threads = 256 : i64} {
   schedule.buffer @sums {dtype = "f32", shape = array<i64: 512>}
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "zero" {
-    schedule.task "sums.zero" zero_f32 {writes = [@sums], args = {buffer = "sums", n = 512 : i64}}
-    schedule.task "acc.zero" zero_f32 {writes = [@acc], args = {buffer = "acc", n = 256 : i64}}
+    schedule.task "sums.zero" zero_f32 {writes = [@sums], args = {buffer = @sums, n = 512 : i64}}
+    schedule.task "acc.zero" zero_f32 {writes = [@acc], args = {buffer = @acc, n = 256 : i64}}
   }
   schedule.barrier
   schedule.phase "gate_up" {
-    schedule.task "norm" residual_rmsnorm {partition = "every_block", reads = [@h], writes = [@x], args = {base = "h", dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = "x"}}
-    schedule.task "gate_up" moe_gate_up {reads = [@x, @logits], accumulates = [@sums], args = {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = "x", inter = 128 : i64, logits = "logits", scaling = 1.0 : f64, slots = 2 : i64, sums = "sums", top_k = 2 : i64, unit = "slot", up = "up"}}
+    schedule.task "norm" residual_rmsnorm {partition = "every_block", reads = [@h], writes = [@x], args = {base = @h, dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = @x}}
+    schedule.task "gate_up" moe_gate_up {reads = [@x, @logits], accumulates = [@sums], args = {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, top_k = 2 : i64, unit = "slot", up = "up"}}
   }
   schedule.barrier
   schedule.phase "down" {
-    schedule.task "down" moe_down {reads = [@sums, @logits], accumulates = [@acc], args = {acc = "acc", down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, logits = "logits", scaling = 1.0 : f64, slots = 2 : i64, sums = "sums", top_k = 2 : i64, unit = "slot"}}
+    schedule.task "down" moe_down {reads = [@sums, @logits], accumulates = [@acc], args = {acc = @acc, down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, top_k = 2 : i64, unit = "slot"}}
   }
 }
 
@@ -222,14 +222,14 @@ schedule.kernel @moe attributes {threads = 256 : i64} {
 // CHECK: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 1024>}
 // CHECK: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 65536>}
 // CHECK: schedule.task "absorb" mla_q_absorb {{.*}}bytes = 16384 : i64, count = 16 : i64, partition = "heads"
-// CHECK: schedule.task "attention" mla_attention_chunk {args = {c_kv = "c_kv", head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}count = 128 : i64, partition = "chunks"
+// CHECK: schedule.task "attention" mla_attention_chunk {args = {c_kv = @c_kv, head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}count = 128 : i64, partition = "chunks"
 // CHECK: schedule.task "combine" mla_combine_wv {{.*}}grain = "mla_head", grain_per = 4 : i64{{.*}}slices = 4 : i64{{.*}}count = 64 : i64, partition = "heads"
 // SMS16: schedule.task "combine" {{[a-z0-9_]+}} {{.*}}grain_per = 1 : i64{{.*}}slices = 1 : i64{{.*}}count = 16 : i64
 // SMS32: schedule.task "combine" {{[a-z0-9_]+}} {{.*}}grain_per = 2 : i64{{.*}}slices = 2 : i64{{.*}}count = 32 : i64
 // CHUNKS: schedule.buffer @part_m {dtype = "f32", shape = array<i64: 256>}
 // CHUNKS: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 256>}
 // CHUNKS: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 16384>}
-// CHUNKS: schedule.task "attention" {{[a-z0-9_]+}} {args = {c_kv = "c_kv", head_group = 8 : i64{{.*}}max_chunks = 16 : i64{{.*}}count = 32 : i64
+// CHUNKS: schedule.task "attention" {{[a-z0-9_]+}} {args = {c_kv = @c_kv, head_group = 8 : i64{{.*}}max_chunks = 16 : i64{{.*}}count = 32 : i64
 schedule.kernel @mla attributes {threads = 256 : i64} {
   schedule.weight @kv_b.w_q {dtype = "u8", shape = array<i64: 32, 1024>, group = 32 : i64}
   schedule.buffer @q {dtype = "bf16", shape = array<i64: 512>, space = "io"}
@@ -242,16 +242,16 @@ schedule.kernel @mla attributes {threads = 256 : i64} {
   schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 1024>}
   schedule.buffer @o {dtype = "f32", shape = array<i64: 512>}
   schedule.phase "absorb" {
-    schedule.task "o.zero" zero_f32 {writes = [@o], args = {buffer = "o", n = 512 : i64}}
-    schedule.task "absorb" mla_q_absorb {reads = [@q], writes = [@q_abs], args = {heads = 16 : i64, kv_b = "kv_b", lora = 64 : i64, nope = 32 : i64, q = "q", q_abs = "q_abs", v_head = 32 : i64}}
+    schedule.task "o.zero" zero_f32 {writes = [@o], args = {buffer = @o, n = 512 : i64}}
+    schedule.task "absorb" mla_q_absorb {reads = [@q], writes = [@q_abs], args = {heads = 16 : i64, kv_b = "kv_b", lora = 64 : i64, nope = 32 : i64, q = @q, q_abs = @q_abs, v_head = 32 : i64}}
   }
   schedule.barrier
   schedule.phase "attention" {
-    schedule.task "attention" mla_attention_chunk {reads = [@q_abs, @q_rope, @c_kv, @k_rope], writes = [@part_m, @part_l, @part_acc], args = {c_kv = "c_kv", heads = 16 : i64, k_rope = "k_rope", lora = 64 : i64, part_acc = "part_acc", part_l = "part_l", part_m = "part_m", q_abs = "q_abs", q_rope = "q_rope", scale = 1.250000e-01 : f64}}
+    schedule.task "attention" mla_attention_chunk {reads = [@q_abs, @q_rope, @c_kv, @k_rope], writes = [@part_m, @part_l, @part_acc], args = {c_kv = @c_kv, heads = 16 : i64, k_rope = @k_rope, lora = 64 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, q_abs = @q_abs, q_rope = @q_rope, scale = 1.250000e-01 : f64}}
   }
   schedule.barrier
   schedule.phase "combine" {
-    schedule.task "combine" mla_combine_wv {reads = [@part_m, @part_l, @part_acc], accumulates = [@o], args = {group = 32 : i64, heads = 16 : i64, kv_b = "kv_b", lora = 64 : i64, o = "o", part_acc = "part_acc", part_l = "part_l", part_m = "part_m", unit = "mla_head", v_head = 32 : i64}}
+    schedule.task "combine" mla_combine_wv {reads = [@part_m, @part_l, @part_acc], accumulates = [@o], args = {group = 32 : i64, heads = 16 : i64, kv_b = "kv_b", lora = 64 : i64, o = @o, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, unit = "mla_head", v_head = 32 : i64}}
   }
 }
 
@@ -287,14 +287,14 @@ schedule.kernel @fixed attributes {threads = 256 : i64} {
   schedule.buffer @c_kv {dtype = "bf16", shape = array<i64: 4096>, space = "state"}
   schedule.buffer @k_rope {dtype = "bf16", shape = array<i64: 2048>, space = "state"}
   schedule.phase "p" {
-    schedule.task "norm" residual_rmsnorm {partition = "every_block", reads = [@h], writes = [@x], args = {base = "h", dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = "x"}}
-    schedule.task "acc.zero" zero_f32 {writes = [@acc], args = {buffer = "acc", n = 256 : i64}}
-    schedule.task "commit" conv_commit {reads = [@q, @k, @v], writes = [@cq, @ck, @cv], args = {channels = 4096 : i64, ck = "ck", conv = 4 : i64, cq = "cq", cv = "cv", k = "k", q = "q", v = "v"}}
-    schedule.task "rope" mla_rope_append {reads = [@mq, @kv], writes = [@q_rope, @c_kv, @k_rope], args = {c_kv = "c_kv", k_rope = "k_rope", kv = "kv", lora = 128 : i64, q = "mq", q_rope = "q_rope", theta = 1.0e+04 : f64}}
+    schedule.task "norm" residual_rmsnorm {partition = "every_block", reads = [@h], writes = [@x], args = {base = @h, dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = @x}}
+    schedule.task "acc.zero" zero_f32 {writes = [@acc], args = {buffer = @acc, n = 256 : i64}}
+    schedule.task "commit" conv_commit {reads = [@q, @k, @v], writes = [@cq, @ck, @cv], args = {channels = 4096 : i64, ck = @ck, conv = 4 : i64, cq = @cq, cv = @cv, k = @k, q = @q, v = @v}}
+    schedule.task "rope" mla_rope_append {reads = [@mq, @kv], writes = [@q_rope, @c_kv, @k_rope], args = {c_kv = @c_kv, k_rope = @k_rope, kv = @kv, lora = 128 : i64, q = @mq, q_rope = @q_rope, theta = 1.0e+04 : f64}}
   }
   schedule.barrier
   schedule.phase "final" {
-    schedule.task "final" final_residual {reads = [@h, @acc], writes = [@out], args = {acc = "acc", base = "h", dim = 256 : i64, out = "out"}}
+    schedule.task "final" final_residual {reads = [@h, @acc], writes = [@out], args = {acc = @acc, base = @h, dim = 256 : i64, out = @out}}
   }
 }
 
@@ -307,7 +307,7 @@ schedule.kernel @bad_unit attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "p" {
     // expected-error @+1 {{no legal GEMV tiling for these shapes}}
-    schedule.task "proj" w4a16_gemv {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 32 : i64, input = "x", k = 256 : i64, n = [64], outputs = ["y"], unit = "head", unit_cols = 8 : i64, weights = ["w"]}}
+    schedule.task "proj" w4a16_gemv {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 32 : i64, input = @x, k = 256 : i64, n = [64], outputs = [@y], unit = "head", unit_cols = 8 : i64, weights = ["w"]}}
   }
 }
 
@@ -328,7 +328,7 @@ schedule.kernel @bad_head_dim attributes {threads = 256 : i64} {
   schedule.buffer @o {dtype = "bf16", shape = array<i64: 48>}
   schedule.phase "p" {
     // expected-error @+1 {{no state chunking fits 256 threads and head_dim 24}}
-    schedule.task "kda" kda_head_chunk {reads = [@q, @k, @v, @g, @beta, @cq, @ck, @cv, @S], writes = [@S, @o], args = {S = "S", beta = "beta", ck = "ck", conv = 4 : i64, conv_w = "conv_w", cq = "cq", cv = "cv", g = "g", head_dim = 24 : i64, heads = 2 : i64, k = "k", o = "o", q = "q", unit = "head", v = "v"}}
+    schedule.task "kda" kda_head_chunk {reads = [@q, @k, @v, @g, @beta, @cq, @ck, @cv, @S], writes = [@S, @o], args = {S = @S, beta = @beta, ck = @ck, conv = 4 : i64, conv_w = "conv_w", cq = @cq, cv = @cv, g = @g, head_dim = 24 : i64, heads = 2 : i64, k = @k, o = @o, q = @q, unit = "head", v = @v}}
   }
 }
 
@@ -340,7 +340,7 @@ schedule.kernel @bad_nope attributes {threads = 256 : i64} {
   schedule.buffer @q_abs {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "p" {
     // expected-error @+1 {{qk_nope/16 must divide 32}}
-    schedule.task "absorb" mla_q_absorb {reads = [@q], writes = [@q_abs], args = {heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 48 : i64, q = "q", q_abs = "q_abs", v_head = 32 : i64}}
+    schedule.task "absorb" mla_q_absorb {reads = [@q], writes = [@q_abs], args = {heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 48 : i64, q = @q, q_abs = @q_abs, v_head = 32 : i64}}
   }
 }
 
@@ -353,7 +353,7 @@ schedule.kernel @bad_lora attributes {threads = 256 : i64} {
   schedule.buffer @q_abs {dtype = "f32", shape = array<i64: 768>}
   schedule.phase "p" {
     // expected-error @+1 {{kv_lora must be a multiple of 256}}
-    schedule.task "absorb" mla_q_absorb {reads = [@q], writes = [@q_abs], args = {heads = 2 : i64, kv_b = "kv_b", lora = 384 : i64, nope = 32 : i64, q = "q", q_abs = "q_abs", v_head = 32 : i64}}
+    schedule.task "absorb" mla_q_absorb {reads = [@q], writes = [@q_abs], args = {heads = 2 : i64, kv_b = "kv_b", lora = 384 : i64, nope = 32 : i64, q = @q, q_abs = @q_abs, v_head = 32 : i64}}
   }
 }
 
@@ -366,12 +366,12 @@ schedule.kernel @bad_expert attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 256>, space = "io"}
   schedule.buffer @sums {dtype = "f32", shape = array<i64: 16>}
   schedule.phase "zero" {
-    schedule.task "sums.zero" zero_f32 {writes = [@sums], args = {buffer = "sums", n = 16 : i64}}
+    schedule.task "sums.zero" zero_f32 {writes = [@sums], args = {buffer = @sums, n = 16 : i64}}
   }
   schedule.barrier
   schedule.phase "p" {
     // expected-error @+1 {{no legal expert tiling}}
-    schedule.task "gate_up" moe_gate_up {reads = [@x], accumulates = [@sums], args = {gate = "gate", group = 32 : i64, hidden = 256 : i64, input = "x", inter = 8 : i64, slots = 1 : i64, sums = "sums", unit = "slot", up = "up"}}
+    schedule.task "gate_up" moe_gate_up {reads = [@x], accumulates = [@sums], args = {gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 8 : i64, slots = 1 : i64, sums = @sums, unit = "slot", up = "up"}}
   }
 }
 

@@ -134,7 +134,7 @@ schedule.kernel @liveness attributes {threads = 256 : i64} {
   schedule.buffer @beta {dtype = "bf16", shape = array<i64: 2>}
   schedule.buffer @gate {dtype = "bf16", shape = array<i64: 2>}
   schedule.phase "p0" {
-    schedule.task "acc.zero" zero_f32 {writes = [@acc], args = {buffer = "acc", n = 256}}
+    schedule.task "acc.zero" zero_f32 {writes = [@acc], args = {buffer = @acc, n = 256}}
     schedule.task "norm" opaque {partition = "every_block", reads = [@S, @c_kv], writes = [@xs]}
     schedule.task "beta" opaque {reads = [@xs], writes = [@beta]}
   }

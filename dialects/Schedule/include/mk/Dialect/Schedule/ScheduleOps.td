@@ -211,8 +211,8 @@ def Schedule_TaskOp : Schedule_Op<"task", [HasParent<"PhaseOp">]> {
     how the op's work is cut (`cols`, `split_k`, `heads`, `experts`,
     `chunks`, `every_block`, ...), `bytes` how many bytes all instances
     stream from memory together (the partitioner balances on it), `args`
-    the template parameters (weights by state-dict name, dimensions, tile
-    sizes). A registered kind's `args` follow its specs in the dialect's
+    the template parameters (buffers as symbol references, weights by
+    state-dict name, dimensions, tile sizes). A registered kind's `args` follow its specs in the dialect's
     registry (mk/Dialect/Schedule/TaskKinds.h: each argument's type, when
     it is required, and, for a buffer argument, how the task accesses the
     buffer it names): the task's accesses (`taskAccesses`) are what its
@@ -229,8 +229,8 @@ def Schedule_TaskOp : Schedule_Op<"task", [HasParent<"PhaseOp">]> {
     ```mlir
     schedule.task "l0.o_proj" w4a16_gemv {op = "graph.linear_w4a16",
         count = 128 : i64, partition = "split_k", bytes = 4718592 : i64,
-        args = {weights = ["l0.o_proj"], outputs = ["l0.attn_acc"], n = [2304],
-                k = 4096 : i64, group = 128 : i64, input = "l0.kda_o",
+        args = {weights = ["l0.o_proj"], outputs = [@l0.attn_acc], n = [2304],
+                k = 4096 : i64, group = 128 : i64, input = @l0.kda_o,
                 epilogue = "atomic_f32"}}
     ```
   }];
@@ -254,6 +254,8 @@ def Schedule_TaskOp : Schedule_Op<"task", [HasParent<"PhaseOp">]> {
     std::optional<::mk::schedule::TaskKind> getTaskKind();
     /// Integer argument `name` of `args`, or `dflt` when absent.
     int64_t getIntArg(::llvm::StringRef name, int64_t dflt = 0);
+    /// String argument `name`, or the name a symbol argument (a buffer)
+    /// refers to; "" when absent.
     ::llvm::StringRef getStrArg(::llvm::StringRef name);
     /// Array arguments of `args` (empty when absent).
     ::llvm::SmallVector<int64_t> getIntArrayArg(::llvm::StringRef name);

@@ -38,13 +38,13 @@ enum class TaskArgType {
   Pos,       ///< integer in 1..kMaxTaskArg
   NonNeg,    ///< integer in 0..kMaxTaskArg
   Float,     ///< floating-point number
-  Buffer,    ///< non-empty string naming a buffer of the kernel
-  OptBuffer, ///< the same, or "" (none)
+  Buffer,    ///< a buffer of the kernel, as a symbol reference (@name)
+  OptBuffer, ///< the same, where present (absent: none)
   Weight,    ///< non-empty string naming a weight of the kernel (a
              ///< schedule.weight, or the prefix of a W4A16 weight's parts)
   Ints,      ///< non-empty array of integers in 1..kMaxTaskArg
   Weights,   ///< non-empty array of weight names
-  Buffers,   ///< non-empty array of buffer names
+  Buffers,   ///< non-empty array of buffer symbol references
 };
 
 /// When an argument is required: from the task's creation
@@ -112,6 +112,11 @@ struct TaskAccesses {
 TaskAccesses taskAccesses(TaskOp t);
 /// Only what `t`'s buffer arguments name (the first part of taskAccesses).
 TaskAccesses taskArgAccesses(TaskOp t);
+
+/// `t`'s arguments with every buffer argument its kind declares given as a
+/// symbol reference (a builder names buffers by string; "" means none and
+/// drops the argument): what a lowering sets on the task it creates.
+mlir::DictionaryAttr withBufferSymbols(TaskOp t);
 
 /// Checks `t`'s arguments' presence and types (not the names they resolve
 /// to: KernelOp's verifier does that): the Formed ones must be present, and
