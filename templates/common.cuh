@@ -140,6 +140,35 @@ __device__ __forceinline__ uint4 ldg_weights(const uint4 *p) {
   return __ldg(p);
 #endif
 }
+/// Reads of what later steps read again: the KDA state slices and the MLA
+/// latent cache rows. With -DMK_STATE_EVICT_LAST (opt-in, written in
+/// session 11, not yet measured: perf notes' next list) their L2 lines are
+/// marked evict-last, so that the weight streams (evict-first) never push
+/// them out between steps; else the plain __ldcg / cp.async. The copy's
+/// shared address is 64-bit for the reason cp_async16_weights gives.
+__device__ __forceinline__ float ldcg_state(const float *p) {
+#ifdef MK_STATE_EVICT_LAST
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  float v;
+  asm volatile("ld.global.cg.L2::cache_hint.f32 %0, [%1], %2;" : "=f"(v) : "l"(p), "l"(policy));
+  return v;
+#else
+  return __ldcg(p);
+#endif
+}
+__device__ __forceinline__ void cp_async16_state(void *smem, const void *gmem) {
+#ifdef MK_STATE_EVICT_LAST
+  const unsigned long long s = (unsigned long long)__cvta_generic_to_shared(smem);
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"l"(s),
+               "l"(gmem), "l"(policy)
+               : "memory");
+#else
+  cp_async16(smem, gmem);
+#endif
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");

@@ -234,9 +234,9 @@ __device__ void mla_attention_chunk_task_simt(int task, int nchunks, int rows, f
     // Stage the sub-chunk's rows (cp.async goes through L2: rows appended or
     // copied earlier in this launch are seen).
     for (int i = threadIdx.x; i < n * LORA / 8; i += THREADS)
-      cp_async16(cs + 8 * i, ckv + (size_t)s0 * LORA + 8 * i);
+      cp_async16_state(cs + 8 * i, ckv + (size_t)s0 * LORA + 8 * i);
     for (int i = threadIdx.x; i < n * ROPE / 8; i += THREADS)
-      cp_async16(ks + 8 * i, kr + (size_t)s0 * ROPE + 8 * i);
+      cp_async16_state(ks + 8 * i, kr + (size_t)s0 * ROPE + 8 * i);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
@@ -399,9 +399,9 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
       for (int i = threadIdx.x; i < n * (LP + RP); i += THREADS) {
         const int r = i / (LP + RP), p = i % (LP + RP);
         if (p < LP)
-          cp_async16(dst + r * ROW + 8 * p, ckv + (size_t)(s0 + r) * LORA + 8 * p);
+          cp_async16_state(dst + r * ROW + 8 * p, ckv + (size_t)(s0 + r) * LORA + 8 * p);
         else
-          cp_async16(dst + r * ROW + LORA + 8 * (p - LP), kr + (size_t)(s0 + r) * ROPE + 8 * (p - LP));
+          cp_async16_state(dst + r * ROW + LORA + 8 * (p - LP), kr + (size_t)(s0 + r) * ROPE + 8 * (p - LP));
       }
       MK_UNROLL_RUNTIME
       for (int i = threadIdx.x; i < (SUB - n) * ROW / 8; i += THREADS)
