@@ -177,6 +177,47 @@ LogicalResult KernelOp::verifyRegions() {
                    << b << " in " << what << ", but its " << taskKindName(t.getKind())
                    << " arguments do not " << verb(what) << " it";
         }
+      // What an access asks of the buffer's type: the sums a task adds are
+      // fp32; a GEMV writes one output of n[i] elements per `n`, bf16 by
+      // its epilogue (an accumulated one is f32, as above).
+      for (StringRef b : byArgs.accumulates)
+        if (BufferOp buf = buffers.lookup(b); buf && buf.getDtype() != "f32")
+          return t.emitOpError("accumulates into @")
+                 << b << ", a " << buf.getDtype()
+                 << " buffer: the sums it adds are fp32 (an f32 buffer)";
+      if (t.getTaskKind() == TaskKind::ZeroF32) {
+        if (BufferOp buf = buffers.lookup(t.getStrArg("buffer"))) {
+          int64_t numel = 1;
+          for (int64_t d : buf.getShape())
+            numel *= d;
+          if (buf.getDtype() != "f32" || numel != t.getIntArg("n"))
+            return t.emitOpError("zeroes ")
+                   << t.getIntArg("n") << " floats of @" << buf.getSymName()
+                   << ", which holds " << numel << " " << buf.getDtype() << " elements";
+        }
+      }
+      if (t.getTaskKind() == TaskKind::W4A16Gemv) {
+        SmallVector<int64_t> ns = t.getIntArrayArg("n");
+        SmallVector<std::string> outs = t.getStrArrayArg("outputs");
+        if (ns.size() != outs.size())
+          return t.emitOpError("has ") << outs.size() << " outputs but " << ns.size()
+                                       << " widths in 'n' (one per output)";
+        for (auto [o, n] : llvm::zip(outs, ns)) {
+          BufferOp buf = buffers.lookup(o);
+          if (!buf)
+            continue;
+          int64_t numel = 1;
+          for (int64_t d : buf.getShape())
+            numel *= d;
+          if (numel != n)
+            return t.emitOpError("output @")
+                   << o << " holds " << numel << " elements, but its width in 'n' is " << n;
+          if (t.getStrArg("epilogue") != "atomic_f32" && buf.getDtype() != "bf16")
+            return t.emitOpError("writes output @")
+                   << o << " in bf16 (epilogue '" << t.getStrArg("epilogue")
+                   << "'), but the buffer is " << buf.getDtype();
+        }
+      }
       const TaskAccesses all = taskAccesses(t);
       llvm::SmallDenseSet<StringRef, 8> accessed;
       for (const SmallVector<StringRef> *list : {&all.reads, &all.writes, &all.accumulates})

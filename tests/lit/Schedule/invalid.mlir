@@ -303,3 +303,65 @@ schedule.kernel @k attributes {threads = 128 : i64} {
     schedule.task "t" w4a16_gemv {args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32}}
   }
 }
+
+// -----
+
+// What an access asks of the buffer it names: fp32 sums go into an f32
+// buffer.
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 16, 64>, group = 32 : i64}
+  schedule.buffer @s {dtype = "bf16", shape = array<i64: 64>, space = "io"}
+  schedule.buffer @z {dtype = "bf16", shape = array<i64: 64>, space = "io"}
+  schedule.phase "q" {
+    // expected-error @+1 {{accumulates into @s, a bf16 buffer: the sums it adds are fp32 (an f32 buffer)}}
+    schedule.task "d" moe_down {args = {down = "w", sums = @z, acc = @s, hidden = 64 : i64, inter = 32 : i64, slots = 1 : i64, group = 32 : i64}}
+  }
+}
+
+// -----
+
+// A GEMV writes one output per width in `n`, of that many elements, in
+// bf16 unless it accumulates.
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 32, 64>, group = 32 : i64}
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>, space = "io"}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 32>}
+  schedule.phase "p" {
+    // expected-error @+1 {{output @y holds 32 elements, but its width in 'n' is 64}}
+    schedule.task "t" w4a16_gemv {args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32, epilogue = "bf16"}}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 32, 64>, group = 32 : i64}
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>, space = "io"}
+  schedule.buffer @y {dtype = "f32", shape = array<i64: 64>}
+  schedule.phase "p" {
+    // expected-error @+1 {{writes output @y in bf16 (epilogue 'bf16'), but the buffer is f32}}
+    schedule.task "t" w4a16_gemv {args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32, epilogue = "bf16"}}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 32, 64>, group = 32 : i64}
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>, space = "io"}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
+  schedule.phase "p" {
+    // expected-error @+1 {{has 1 outputs but 2 widths in 'n' (one per output)}}
+    schedule.task "t" w4a16_gemv {args = {input = @x, outputs = [@y], weights = ["w"], n = [32, 32], k = 64, group = 32, epilogue = "bf16"}}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.buffer @s {dtype = "bf16", shape = array<i64: 64>}
+  schedule.phase "p" {
+    // expected-error @+1 {{zeroes 64 floats of @s, which holds 64 bf16 elements}}
+    schedule.task "zero" zero_f32 {args = {buffer = @s, n = 64 : i64}}
+  }
+}

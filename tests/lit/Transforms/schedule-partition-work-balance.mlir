@@ -38,6 +38,7 @@ schedule.kernel @slack attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 1024>}
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.buffer @other {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @u {dtype = "f32", shape = array<i64: 1024>}
   schedule.phase "zero" {
     schedule.task "acc.zero" zero_f32 {writes = [@acc], args = {buffer = @acc, n = 256 : i64}}
   }
@@ -52,7 +53,7 @@ schedule.kernel @slack attributes {threads = 256 : i64} {
   }
   schedule.barrier
   schedule.phase "c" {
-    schedule.task "use" zero_f32 {reads = [@acc, @other], writes = [@y], args = {buffer = @y, n = 1024 : i64}}
+    schedule.task "use" zero_f32 {reads = [@acc, @other], args = {buffer = @u, n = 1024 : i64}}
   }
 }
 
@@ -86,7 +87,8 @@ schedule.kernel @stays attributes {threads = 256 : i64} {
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.buffer @acc2 {dtype = "f32", shape = array<i64: 256>}
   schedule.buffer @e {dtype = "f32", shape = array<i64: 256>}
-  schedule.buffer @z {dtype = "bf16", shape = array<i64: 256>, space = "io"}
+  schedule.buffer @z {dtype = "f32", shape = array<i64: 256>, space = "io"}
+  schedule.buffer @y2 {dtype = "f32", shape = array<i64: 1024>}
   schedule.phase "zero" {
     schedule.task "acc.zero" zero_f32 {args = {buffer = @acc, n = 256 : i64}}
     schedule.task "acc2.zero" zero_f32 {args = {buffer = @acc2, n = 256 : i64}}
@@ -102,7 +104,7 @@ schedule.kernel @stays attributes {threads = 256 : i64} {
   schedule.barrier
   schedule.phase "b" {
     schedule.task "reader" zero_f32 {reads = [@acc], writes = [@z], args = {buffer = @z, n = 256 : i64}}
-    schedule.task "late" zero_f32 {writes = [@y], args = {buffer = @y, n = 1024 : i64}}
+    schedule.task "late" zero_f32 {args = {buffer = @y2, n = 1024 : i64}}
   }
 }
 

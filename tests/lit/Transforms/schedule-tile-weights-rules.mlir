@@ -53,13 +53,13 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 4096>, space = "io"}
   schedule.buffer @ya {dtype = "bf16", shape = array<i64: 256>}
   schedule.buffer @yb {dtype = "bf16", shape = array<i64: 256>}
-  schedule.buffer @yc {dtype = "bf16", shape = array<i64: 256>}
-  schedule.buffer @yd {dtype = "bf16", shape = array<i64: 256>}
-  schedule.buffer @yh {dtype = "bf16", shape = array<i64: 256>}
-  schedule.buffer @yi {dtype = "bf16", shape = array<i64: 256>}
-  schedule.buffer @yj {dtype = "bf16", shape = array<i64: 256>}
-  schedule.buffer @ye {dtype = "bf16", shape = array<i64: 256>}
-  schedule.buffer @yf {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @yc {dtype = "bf16", shape = array<i64: 128>}
+  schedule.buffer @yd {dtype = "bf16", shape = array<i64: 128>}
+  schedule.buffer @yh {dtype = "bf16", shape = array<i64: 128>}
+  schedule.buffer @yi {dtype = "bf16", shape = array<i64: 128>}
+  schedule.buffer @yj {dtype = "bf16", shape = array<i64: 128>}
+  schedule.buffer @ye {dtype = "bf16", shape = array<i64: 128>}
+  schedule.buffer @yf {dtype = "bf16", shape = array<i64: 128>}
   schedule.weight @w128.w_q {dtype = "u8", shape = array<i64: 1152, 256>, group = 128 : i64}
   schedule.weight @w64.w_q {dtype = "u8", shape = array<i64: 1152, 256>, group = 128 : i64}
   schedule.weight @w64s16.w_q {dtype = "u8", shape = array<i64: 48, 128>, group = 32 : i64}
