@@ -1,0 +1,197 @@
+//===- DenseGqaOracleTest.cpp - The dense GQA layer's oracle --------------===//
+//
+// Each new operation against hand-computed values, and a whole layer step
+// against what its semantics force: zero weights leave the hidden state
+// unchanged and append zero rows; a one-row cache returns its value row;
+// query heads read their group's kv head.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mk/DenseGqaOracle.h"
+#include "mk/Oracle.h"
+#include "mk/TestData.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace mk;
+using namespace mk::oracle;
+
+namespace {
+
+std::vector<BFloat16> bf(std::initializer_list<float> v) {
+  std::vector<BFloat16> r;
+  for (float f : v)
+    r.push_back(BFloat16(f));
+  return r;
+}
+
+TEST(DenseGqaOracle, ConfigValidation) {
+  DenseGqaConfig c;
+  EXPECT_EQ(validateDenseGqaConfig(c), "");
+  c.kvHeads = 5;
+  EXPECT_NE(validateDenseGqaConfig(c).find("multiple of kv_heads"), std::string::npos);
+  c = DenseGqaConfig();
+  c.headDim = 127;
+  EXPECT_NE(validateDenseGqaConfig(c).find("even"), std::string::npos);
+  c = DenseGqaConfig();
+  c.group = 96;
+  EXPECT_NE(validateDenseGqaConfig(c).find("group"), std::string::npos);
+  c = DenseGqaConfig();
+  c.inter = 0;
+  EXPECT_NE(validateDenseGqaConfig(c).find("positive"), std::string::npos);
+}
+
+TEST(DenseGqaOracle, RotateHalfPairsIWithIPlusHalf) {
+  // Position 0 is the identity.
+  std::vector<BFloat16> x = bf({1, 2, 3, 4}), y = x;
+  ropeRotateHalf(y.data(), 4, 0, 10000.0);
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_EQ(y[i].toFloat(), x[i].toFloat());
+  // dim 4: pair 0 is (x0, x2) at angle pos, pair 1 is (x1, x3) at pos/100.
+  y = x;
+  ropeRotateHalf(y.data(), 4, 1, 10000.0);
+  const float c0 = float(std::cos(1.0)), s0 = float(std::sin(1.0));
+  const float c1 = float(std::cos(0.01)), s1 = float(std::sin(0.01));
+  EXPECT_EQ(y[0].toFloat(), BFloat16(1 * c0 - 3 * s0).toFloat());
+  EXPECT_EQ(y[2].toFloat(), BFloat16(3 * c0 + 1 * s0).toFloat());
+  EXPECT_EQ(y[1].toFloat(), BFloat16(2 * c1 - 4 * s1).toFloat());
+  EXPECT_EQ(y[3].toFloat(), BFloat16(4 * c1 + 2 * s1).toFloat());
+}
+
+TEST(DenseGqaOracle, AttentionReadsTheGroupsKvHead) {
+  // 4 query heads, 2 kv heads of dim 2, one cache row: each head's output
+  // is its group's value row (softmax over one row is 1).
+  std::vector<BFloat16> q = bf({1, 0, 0, 1, 5, 5, -1, 2});
+  std::vector<BFloat16> k = bf({0.5f, 0.5f, 1, -1}), v = bf({1, 2, -3, 4});
+  std::vector<BFloat16> o(8);
+  gqaAttention(q.data(), k.data(), v.data(), 1, 4, 2, 2, o.data());
+  const float want[8] = {1, 2, 1, 2, -3, 4, -3, 4};
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(o[i].toFloat(), want[i]) << i;
+  // Two rows, one kv head: score = q.k / sqrt(2); head 0 scores (1, 0) and
+  // averages the values with softmax weights.
+  std::vector<BFloat16> q1 = bf({std::sqrt(2.f), 0}), k2 = bf({1, 0, 0, 1}),
+                        v2 = bf({2, 0, 0, 4});
+  std::vector<BFloat16> o1(2);
+  gqaAttention(q1.data(), k2.data(), v2.data(), 2, 1, 1, 2, o1.data());
+  const float sc0 = q1[0].toFloat() * 1.f * (1.0f / std::sqrt(2.f)); // q1[0] is bf16(sqrt 2)
+  const float e0 = 1.f, e1 = std::exp(0.f - sc0), p0 = e0 / (e0 + e1), p1 = e1 / (e0 + e1);
+  EXPECT_EQ(o1[0].toFloat(), BFloat16(p0 * 2).toFloat());
+  EXPECT_EQ(o1[1].toFloat(), BFloat16(p1 * 4).toFloat());
+}
+
+/// A small layer's weights: norms ones, W4A16 linears N(0, stddev) quantized
+/// (stddev 0: all zero).
+TensorMap smallWeights(const DenseGqaConfig &c, double stddev, uint64_t seed) {
+  TensorMap m;
+  auto norm = [&](const std::string &name, int64_t n) {
+    HostTensor t(TensorDesc{name, DType::BF16, {n}});
+    auto *p = reinterpret_cast<BFloat16 *>(t.data.data());
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = BFloat16(1.0f);
+    m[name] = std::move(t);
+  };
+  auto linear = [&](const std::string &name, int64_t in, int64_t out) {
+    std::vector<float> w(static_cast<size_t>(in * out), 0.0f);
+    if (stddev > 0)
+      testdata::fillNormal(testdata::streamFor(seed, name), 0, in * out, stddev, w.data());
+    HostTensor q(TensorDesc{name + ".w_q", DType::U8, {in / 2, out}});
+    HostTensor s(TensorDesc{name + ".scales", DType::BF16, {in / c.group, out}});
+    HostTensor z(TensorDesc{name + ".zeros", DType::BF16, {in / c.group, out}});
+    quantizeW4A16(w.data(), in, out, c.group, q.data.data(),
+                  reinterpret_cast<BFloat16 *>(s.data.data()),
+                  reinterpret_cast<BFloat16 *>(z.data.data()));
+    m[name + ".w_q"] = std::move(q);
+    m[name + ".scales"] = std::move(s);
+    m[name + ".zeros"] = std::move(z);
+  };
+  const int64_t qd = c.heads * c.headDim, kvd = c.kvHeads * c.headDim;
+  norm("blocks.0.attn_norm", c.hidden);
+  norm("blocks.0.mlp_norm", c.hidden);
+  norm("blocks.0.attn.q_norm", c.headDim);
+  norm("blocks.0.attn.k_norm", c.headDim);
+  linear("blocks.0.attn.q_proj", c.hidden, qd);
+  linear("blocks.0.attn.k_proj", c.hidden, kvd);
+  linear("blocks.0.attn.v_proj", c.hidden, kvd);
+  linear("blocks.0.attn.o_proj", qd, c.hidden);
+  linear("blocks.0.mlp.gate", c.hidden, c.inter);
+  linear("blocks.0.mlp.up", c.hidden, c.inter);
+  linear("blocks.0.mlp.down", c.inter, c.hidden);
+  return m;
+}
+
+DenseGqaConfig small() {
+  DenseGqaConfig c;
+  c.hidden = 64;
+  c.heads = 4;
+  c.kvHeads = 2;
+  c.headDim = 16;
+  c.inter = 96;
+  c.group = 32;
+  c.layers = 1;
+  return c;
+}
+
+std::vector<BFloat16> randomBf16(uint64_t seed, const std::string &name, int64_t n, double sd) {
+  std::vector<BFloat16> v(static_cast<size_t>(n));
+  testdata::fillNormalBf16(testdata::streamFor(seed, name), 0, n, sd, v.data());
+  return v;
+}
+
+TEST(DenseGqaOracle, ZeroWeightsLeaveTheHiddenAndAppendZeroRows) {
+  const DenseGqaConfig c = small();
+  ASSERT_EQ(validateDenseGqaConfig(c), "");
+  TensorMap weights = smallWeights(c, 0.0, 1);
+  DenseGqaLayerWeights w = denseGqaLayerWeights(c, weights, 0);
+  const int64_t ctx = 5, kvd = c.kvHeads * c.headDim;
+  std::vector<BFloat16> x = randomBf16(3, "x", c.hidden, 0.25);
+  std::vector<BFloat16> kc = randomBf16(3, "k", ctx * kvd, 1.0), vc = randomBf16(3, "v", ctx * kvd, 1.0);
+  const std::vector<BFloat16> k0 = kc, v0 = vc;
+  std::vector<BFloat16> y = denseGqaLayerStep(c, w, x, kc, vc, ctx);
+  ASSERT_EQ(y.size(), x.size());
+  for (int64_t i = 0; i < c.hidden; ++i)
+    EXPECT_EQ(y[i].toFloat(), x[i].toFloat()) << i;
+  ASSERT_EQ(kc.size(), static_cast<size_t>((ctx + 1) * kvd));
+  ASSERT_EQ(vc.size(), kc.size());
+  for (int64_t i = 0; i < ctx * kvd; ++i) {
+    EXPECT_EQ(kc[i].toFloat(), k0[i].toFloat());
+    EXPECT_EQ(vc[i].toFloat(), v0[i].toFloat());
+  }
+  for (int64_t i = ctx * kvd; i < (ctx + 1) * kvd; ++i) {
+    EXPECT_EQ(kc[i].toFloat(), 0.0f);
+    EXPECT_EQ(vc[i].toFloat(), 0.0f);
+  }
+}
+
+TEST(DenseGqaOracle, RandomLayerStepIsDeterministicAndNormsTheKeys) {
+  const DenseGqaConfig c = small();
+  TensorMap weights = smallWeights(c, 0.02, 7);
+  DenseGqaLayerWeights w = denseGqaLayerWeights(c, weights, 0);
+  const int64_t ctx = 9, kvd = c.kvHeads * c.headDim;
+  std::vector<BFloat16> x = randomBf16(5, "x", c.hidden, 0.25);
+  std::vector<BFloat16> kc = randomBf16(5, "k", ctx * kvd, 1.0), vc = randomBf16(5, "v", ctx * kvd, 1.0);
+  std::vector<BFloat16> kc2 = kc, vc2 = vc;
+  std::vector<BFloat16> y = denseGqaLayerStep(c, w, x, kc, vc, ctx);
+  std::vector<BFloat16> y2 = denseGqaLayerStep(c, w, x, kc2, vc2, ctx);
+  bool changed = false;
+  for (int64_t i = 0; i < c.hidden; ++i) {
+    ASSERT_TRUE(std::isfinite(y[i].toFloat()));
+    EXPECT_EQ(y[i].toFloat(), y2[i].toFloat());
+    changed = changed || y[i].toFloat() != x[i].toFloat();
+  }
+  EXPECT_TRUE(changed);
+  // The appended key rows went through an RMSNorm with unit weights, then a
+  // rotation: each head's row has mean square ~1 (bf16 roundings aside).
+  for (int64_t g = 0; g < c.kvHeads; ++g) {
+    double ss = 0;
+    for (int64_t i = 0; i < c.headDim; ++i) {
+      const float v = kc[ctx * kvd + g * c.headDim + i].toFloat();
+      ss += double(v) * v;
+    }
+    EXPECT_NEAR(ss / c.headDim, 1.0, 0.02) << g;
+  }
+}
+
+} // namespace
