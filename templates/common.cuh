@@ -102,24 +102,34 @@ __device__ __forceinline__ unsigned long long l2_evict_first_policy() {
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
   return policy;
 }
+/// The same, evict-last: lines a step reads again (-DMK_STATE_EVICT_LAST).
+__device__ __forceinline__ unsigned long long l2_evict_last_policy() {
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+/// cp_async16 with the L2 cache policy Policy() makes. The shared address is a 64-bit
+/// operand on purpose: with a 32-bit one, ptxas 13.0 (sm_90) folded the
+/// shared window's base into a uniform register that overlaps the policy's,
+/// emitting an LDGSTS the GPU rejects as an illegal instruction (seen in the
+/// SIMT tile inside the MLA combine, perf notes #72); the 64-bit form gives
+/// byte-identical code elsewhere.
+template <unsigned long long (*Policy)()>
+__device__ __forceinline__ void cp_async16_hinted(void *smem, const void *gmem) {
+  const unsigned long long s = (unsigned long long)__cvta_generic_to_shared(smem);
+  const unsigned long long policy = Policy();
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"l"(s),
+               "l"(gmem), "l"(policy)
+               : "memory");
+}
 /// cp_async16 for a weight stream: weights are read once per step and the
 /// step's weights are ~5x L2, so their lines are marked evict-first, leaving
 /// L2 to what a step reads again (decode state, the MLA cache, activations,
 /// the kernel's code): 14 us faster at context 2048 (perf notes #71, #72).
 /// -DMK_WEIGHTS_EVICT_NORMAL gives the plain copy of before.
-///
-/// The shared address is a 64-bit operand on purpose: with a 32-bit one,
-/// ptxas 13.0 (sm_90) folded the shared window's base into a uniform
-/// register that overlaps the policy's, emitting an LDGSTS the GPU rejects
-/// as an illegal instruction (seen in the SIMT tile inside the MLA combine,
-/// perf notes #72); the 64-bit form gives byte-identical code elsewhere.
 __device__ __forceinline__ void cp_async16_weights(void *smem, const void *gmem) {
 #ifndef MK_WEIGHTS_EVICT_NORMAL
-  const unsigned long long s = (unsigned long long)__cvta_generic_to_shared(smem);
-  const unsigned long long policy = l2_evict_first_policy();
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"l"(s),
-               "l"(gmem), "l"(policy)
-               : "memory");
+  cp_async16_hinted<l2_evict_first_policy>(smem, gmem);
 #else
   cp_async16(smem, gmem);
 #endif
@@ -144,14 +154,13 @@ __device__ __forceinline__ uint4 ldg_weights(const uint4 *p) {
 /// latent cache rows. With -DMK_STATE_EVICT_LAST (opt-in, written in
 /// session 11, not yet measured: perf notes' next list) their L2 lines are
 /// marked evict-last, so that the weight streams (evict-first) never push
-/// them out between steps; else the plain __ldcg / cp.async. The copy's
-/// shared address is 64-bit for the reason cp_async16_weights gives.
+/// them out between steps; else the plain __ldcg / cp.async.
 __device__ __forceinline__ float ldcg_state(const float *p) {
 #ifdef MK_STATE_EVICT_LAST
-  unsigned long long policy;
-  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
   float v;
-  asm volatile("ld.global.cg.L2::cache_hint.f32 %0, [%1], %2;" : "=f"(v) : "l"(p), "l"(policy));
+  asm volatile("ld.global.cg.L2::cache_hint.f32 %0, [%1], %2;"
+               : "=f"(v)
+               : "l"(p), "l"(l2_evict_last_policy()));
   return v;
 #else
   return __ldcg(p);
@@ -159,12 +168,7 @@ __device__ __forceinline__ float ldcg_state(const float *p) {
 }
 __device__ __forceinline__ void cp_async16_state(void *smem, const void *gmem) {
 #ifdef MK_STATE_EVICT_LAST
-  const unsigned long long s = (unsigned long long)__cvta_generic_to_shared(smem);
-  unsigned long long policy;
-  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"l"(s),
-               "l"(gmem), "l"(policy)
-               : "memory");
+  cp_async16_hinted<l2_evict_last_policy>(smem, gmem);
 #else
   cp_async16(smem, gmem);
 #endif

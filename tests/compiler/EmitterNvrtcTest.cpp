@@ -26,6 +26,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+
 #include <fstream>
 #include <set>
 #include <regex>
@@ -50,8 +52,13 @@ Emitted emit(const std::string &spec, const std::string &kernel,
   o.inputPath = std::string(MK_SOURCE_DIR) + "/" + spec;
   o.emit = "cuda";
   o.debugCapture = debugCapture;
+  // One directory per emission: tests that ctest runs at once must not
+  // write and read each other's files (two pass options shared "-opt").
+  std::string opt;
+  for (char ch : passOption)
+    opt += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
   o.outputPath = std::string(MK_TEST_TMPDIR) + "/nvrtc-" + kernel +
-                 (debugCapture ? "-debug" : "") + (passOption.empty() ? "" : "-opt");
+                 (debugCapture ? "-debug" : "") + (opt.empty() ? "" : "-" + opt);
   std::string optErr;
   if (!passOption.empty())
     EXPECT_TRUE(mk::addPassOption(passOption, o.passOptions, optErr)) << optErr;

@@ -4,6 +4,8 @@
 #include "mk/Oracle.h"
 #include "mk/TestData.h"
 
+#include "OracleTestUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,12 +15,7 @@ using namespace mk::oracle;
 
 namespace {
 
-std::vector<BFloat16> bf(std::initializer_list<float> v) {
-  std::vector<BFloat16> r;
-  for (float f : v)
-    r.push_back(BFloat16(f));
-  return r;
-}
+using mk::oracle::test_util::bf;
 
 TEST(OracleOps, DequantKnownNibbles) {
   // in = 4 (two byte rows), out = 2, one group of 4.

@@ -164,18 +164,24 @@ SmallVector<TaskArgSpec> taskArgSpecs(TaskOp t) {
   return specs;
 }
 
+/// Argument `name` of `t` as a list: an array's elements, or the one value
+/// (empty when absent).
+static SmallVector<Attribute> argValues(TaskOp t, StringRef name) {
+  SmallVector<Attribute> out;
+  Attribute v = t.getArgs().get(name);
+  if (auto arr = dyn_cast_or_null<ArrayAttr>(v))
+    out.append(arr.begin(), arr.end());
+  else if (v)
+    out.push_back(v);
+  return out;
+}
+
 SmallVector<std::string> taskWeights(TaskOp t) {
   SmallVector<std::string> out;
   for (const TaskArgSpec &a : taskArgSpecs(t)) {
     if (a.type != T::Weight && a.type != T::Weights)
       continue;
-    Attribute v = t.getArgs().get(a.name);
-    SmallVector<Attribute> names;
-    if (auto arr = dyn_cast_or_null<ArrayAttr>(v))
-      names.append(arr.begin(), arr.end());
-    else if (v)
-      names.push_back(v);
-    for (Attribute n : names)
+    for (Attribute n : argValues(t, a.name))
       if (auto s = dyn_cast<StringAttr>(n); s && !s.empty() && !llvm::is_contained(out, s.str()))
         out.push_back(s.str());
   }
@@ -221,13 +227,7 @@ TaskAccesses taskArgAccesses(TaskOp t) {
   for (const TaskArgSpec &a : taskArgSpecs(t)) {
     if (a.access == A::None)
       continue;
-    Attribute v = t.getArgs().get(a.name);
-    SmallVector<Attribute> names;
-    if (auto arr = dyn_cast_or_null<ArrayAttr>(v))
-      names.append(arr.begin(), arr.end());
-    else if (v)
-      names.push_back(v);
-    for (Attribute n : names) {
+    for (Attribute n : argValues(t, a.name)) {
       auto s = dyn_cast<FlatSymbolRefAttr>(n);
       if (!s)
         continue;
