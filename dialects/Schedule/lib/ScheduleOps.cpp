@@ -82,6 +82,7 @@ struct TaskInfo {
   TaskOp op;
   int64_t segment; // number of barriers before it
   int64_t phase;
+  TaskAccesses accesses; // taskAccesses(op), computed once
 };
 } // namespace
 
@@ -187,9 +188,7 @@ LogicalResult KernelOp::verifyRegions() {
                  << " buffer: the sums it adds are fp32 (an f32 buffer)";
       if (t.getTaskKind() == TaskKind::ZeroF32) {
         if (BufferOp buf = buffers.lookup(t.getStrArg("buffer"))) {
-          int64_t numel = 1;
-          for (int64_t d : buf.getShape())
-            numel *= d;
+          const int64_t numel = buf.getNumElements();
           if (buf.getDtype() != "f32" || numel != t.getIntArg("n"))
             return t.emitOpError("zeroes ")
                    << t.getIntArg("n") << " floats of @" << buf.getSymName()
@@ -206,9 +205,7 @@ LogicalResult KernelOp::verifyRegions() {
           BufferOp buf = buffers.lookup(o);
           if (!buf)
             continue;
-          int64_t numel = 1;
-          for (int64_t d : buf.getShape())
-            numel *= d;
+          const int64_t numel = buf.getNumElements();
           if (numel != n)
             return t.emitOpError("output @")
                    << o << " holds " << numel << " elements, but its width in 'n' is " << n;
@@ -246,7 +243,7 @@ LogicalResult KernelOp::verifyRegions() {
           return failure();
         }
       }
-      tasks.push_back({t, segment, phase});
+      tasks.push_back({t, segment, phase, all});
     }
     ++phase;
   }
@@ -354,8 +351,7 @@ LogicalResult KernelOp::verifyRegions() {
   // (linear in the IR, not buffers x tasks).
   llvm::StringMap<SmallVector<std::pair<int64_t, int>>> usesOf;
   for (int64_t i = 0, e = tasks.size(); i < e; ++i) {
-    TaskOp t = tasks[i].op;
-    const TaskAccesses acc = taskAccesses(t);
+    const TaskAccesses &acc = tasks[i].accesses;
     for (const SmallVector<StringRef> *list : {&acc.reads, &acc.writes, &acc.accumulates})
       for (StringRef buf : *list) {
         auto &uses = usesOf[buf];
