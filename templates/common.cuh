@@ -102,12 +102,6 @@ __device__ __forceinline__ unsigned long long l2_evict_first_policy() {
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
   return policy;
 }
-/// The same, evict-last: lines a step reads again (-DMK_STATE_EVICT_LAST).
-__device__ __forceinline__ unsigned long long l2_evict_last_policy() {
-  unsigned long long policy;
-  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
 /// cp_async16 with the L2 cache policy Policy() makes. The shared address is a 64-bit
 /// operand on purpose: with a 32-bit one, ptxas 13.0 (sm_90) folded the
 /// shared window's base into a uniform register that overlaps the policy's,
@@ -148,29 +142,6 @@ __device__ __forceinline__ uint4 ldg_weights(const uint4 *p) {
   return v;
 #else
   return __ldg(p);
-#endif
-}
-/// Reads of what later steps read again: the KDA state slices and the MLA
-/// latent cache rows. With -DMK_STATE_EVICT_LAST (opt-in, written in
-/// session 11, not yet measured: perf notes' next list) their L2 lines are
-/// marked evict-last, so that the weight streams (evict-first) never push
-/// them out between steps; else the plain __ldcg / cp.async.
-__device__ __forceinline__ float ldcg_state(const float *p) {
-#ifdef MK_STATE_EVICT_LAST
-  float v;
-  asm volatile("ld.global.cg.L2::cache_hint.f32 %0, [%1], %2;"
-               : "=f"(v)
-               : "l"(p), "l"(l2_evict_last_policy()));
-  return v;
-#else
-  return __ldcg(p);
-#endif
-}
-__device__ __forceinline__ void cp_async16_state(void *smem, const void *gmem) {
-#ifdef MK_STATE_EVICT_LAST
-  cp_async16_hinted<l2_evict_last_policy>(smem, gmem);
-#else
-  cp_async16(smem, gmem);
 #endif
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }

@@ -74,7 +74,7 @@ __device__ void kda_head_chunk_task(int task, int C, const bf16 *q_raw, const bf
   float s[RPT];
 #pragma unroll
   for (int r = 0; r < RPT; ++r)
-    s[r] = ldcg_state(sin_ + (size_t)(i0 + r) * DK);
+    s[r] = __ldcg(sin_ + (size_t)(i0 + r) * DK);
 
   // beta's load too goes out with the short convs' (it is used after them).
   const float beta_logit = bf2f(__ldcg(beta_logits + h));

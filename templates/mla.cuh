@@ -157,13 +157,17 @@ __host__ __device__ constexpr int mla_attention_simt_smem_floats() {
 /// Rows of the SIMT attention's sub-chunks (-DMK_MLA_ATTENTION_SIMT).
 constexpr int kMlaSimtSub = 32;
 
-/// The tensor-core attention's staging: kMlaStages ring slots of kMlaSub
-/// cache rows each, a row being the latent part, the rope part zero-padded
-/// to a multiple of 16 and 8 bf16 of padding (a row is then an odd number of
-/// 16-byte units: the 8 rows an ldmatrix or a fragment load touches fall in
-/// distinct banks).
+/// The tensor-core attention's staging: mla_attention_stages ring slots of
+/// kMlaSub cache rows each, a row being the latent part, the rope part
+/// zero-padded to a multiple of 16 and 8 bf16 of padding (a row is then an
+/// odd number of 16-byte units: the 8 rows an ldmatrix or a fragment load
+/// touches fall in distinct banks). Up to 8 heads: 3 slots (two in flight
+/// under the math); 16 query rows take the third slot's room (sm_120's 99
+/// KB), so one slot is in flight under the math.
 constexpr int kMlaSub = 16;
-constexpr int kMlaStages = 3;
+template <int HG> __host__ __device__ constexpr int mla_attention_stages() {
+  return HG > 8 ? 2 : 3;
+}
 template <int LORA, int ROPE> __host__ __device__ constexpr int mla_stage_row() {
   return LORA + (ROPE + 15) / 16 * 16 + 8;
 }
@@ -171,9 +175,14 @@ template <int LORA, int ROPE> __host__ __device__ constexpr int mla_stage_row() 
 template <int THREADS> __host__ __device__ constexpr int mla_score_ksplit() {
   return THREADS / 32 / (kMlaSub / 8);
 }
+/// Query rows the tensor-core attention stages per part (hi, lo): the mma's
+/// A rows in use, 8 for up to 8 heads (rows 8-15 are then zero registers),
+/// else 16.
+template <int HG> __host__ __device__ constexpr int mla_query_rows() { return HG > 8 ? 16 : 8; }
 template <int THREADS, int HG, int LORA, int ROPE>
 __host__ __device__ constexpr int mla_attention_mma_smem_floats() {
-  return (kMlaStages * kMlaSub + 16) * mla_stage_row<LORA, ROPE>() / 2 +
+  return (mla_attention_stages<HG>() * kMlaSub + 2 * mla_query_rows<HG>()) *
+             mla_stage_row<LORA, ROPE>() / 2 +
          mla_score_ksplit<THREADS>() * HG * kMlaSub + HG * kMlaSub + 3 * HG;
 }
 /// Shared memory of mla_attention_chunk_task, in floats: enough for either
@@ -234,9 +243,9 @@ __device__ void mla_attention_chunk_task_simt(int task, int nchunks, int rows, f
     // Stage the sub-chunk's rows (cp.async goes through L2: rows appended or
     // copied earlier in this launch are seen).
     for (int i = threadIdx.x; i < n * LORA / 8; i += THREADS)
-      cp_async16_state(cs + 8 * i, ckv + (size_t)s0 * LORA + 8 * i);
+      cp_async16(cs + 8 * i, ckv + (size_t)s0 * LORA + 8 * i);
     for (int i = threadIdx.x; i < n * ROPE / 8; i += THREADS)
-      cp_async16_state(ks + 8 * i, kr + (size_t)s0 * ROPE + 8 * i);
+      cp_async16(ks + 8 * i, kr + (size_t)s0 * ROPE + 8 * i);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
@@ -335,6 +344,15 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t &r0, uint32_t &r1, const vo
                : "=r"(r0), "=r"(r1)
                : "r"(smem_u32(p)));
 }
+/// Four 8x8 bf16 matrices, not transposed (lanes 8i..8i+7 address matrix
+/// i's rows): with lane l pointing at row l % 16, column k + 8 (l / 16) of a
+/// 16-row A operand, r0..r3 are the a0..a3 of an mma.m16n8k16.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                            uint32_t &r3, const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(smem_u32(p)));
+}
 } // namespace detail
 
 /// Online-softmax attention of HG heads (head group task % (HM/HG)) over
@@ -344,15 +362,21 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t &r0, uint32_t &r1, const vo
 /// gives every block work at short contexts; the groups of one chunk read the
 /// same rows, so all but one of those reads hit L2.
 ///
-/// On the tensor cores (mma.m16n8k16 with the heads as A rows 0..HG-1,
-/// HG <= 8; rows 8-15 are zero): the rows stream through a ring of
-/// kMlaStages slots of kMlaSub rows by cp.async, two slots ahead of the
-/// math. Scores: the fp32 absorbed queries as bf16 hi + lo parts (two mma,
-/// products exact, ~16 significant bits of q) against the staged rows, K
-/// split over warps; the bf16 rope queries exactly, in one mma. Weighted
-/// sum: the fp32 probabilities as hi + lo parts against the rows
-/// (ldmatrix.trans), fp32 accumulation, each warp owning LORA / (8 * warps)
-/// column tiles of 8 latent dims.
+/// On the tensor cores (mma.m16n8k16): the rows stream through a ring of
+/// mla_attention_stages slots of kMlaSub rows by cp.async, NST - 1 slots
+/// ahead of the math, a warp copying whole rows. Scores: the fp32 absorbed
+/// queries as bf16 hi + lo parts (products exact, ~16 significant bits of
+/// q) against the staged rows, K split over warps; the bf16 rope queries
+/// exactly. Weighted sum: the fp32 probabilities as hi + lo parts against
+/// the rows (ldmatrix.trans), fp32 accumulation, each warp owning
+/// LORA / (8 * warps) column tiles of 8 latent dims. Up to 8 heads, A rows
+/// 0-7 are the heads' hi parts and rows 8-15 their lo parts: one mma per
+/// step takes both, and C rows 8-15 (the lo sums) are added at the end. 9 to
+/// 16 heads fill the 16 A rows with heads, hi and lo parts in two mma each:
+/// the rows are read half as often per head, with a 2-slot ring (sm_120's
+/// 99 KB). (Perf notes #76: 1-2 us at context 2048 and 7-9 us at 16384 faster
+/// than element-wise row copies and hi and lo in separate mma; the loop is
+/// bound by its instructions, not by the rows' memory latency.)
 template <int THREADS, int HM, int HG, int LORA, int ROPE>
 __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float scale,
                                          const float *q_abs, const bf16 *q_rope, const bf16 *ckv,
@@ -364,10 +388,16 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
 #else
   static_assert(LORA % 16 == 0, "LORA must be a multiple of 16");
   static_assert(ROPE % 8 == 0 && ROPE <= 64, "ROPE must be a multiple of 8 and <= 64");
-  static_assert(HM % HG == 0 && HG <= 8, "the head group must divide the heads, <= 8");
+  static_assert(HM % HG == 0 && HG <= 16, "the head group must divide the heads, <= 16");
+  constexpr int QR = mla_query_rows<HG>(); // staged query rows (A rows in use)
+  constexpr bool M16 = QR == 16;          // A rows 8-15 carry heads too
+  // Up to 8 heads, A rows 8-15 carry the lo parts (the staged qlo rows
+  // follow the qhi rows; the probabilities' lo parts likewise), so one mma
+  // takes both parts: C rows 8-15 hold the lo sums, added at the end.
+  constexpr bool PACK = !M16;
   constexpr int NG = HM / HG;
   constexpr int WARPS = THREADS / 32;
-  constexpr int SUB = kMlaSub, NST = kMlaStages, ROW = mla_stage_row<LORA, ROPE>();
+  constexpr int SUB = kMlaSub, NST = mla_attention_stages<HG>(), ROW = mla_stage_row<LORA, ROPE>();
   constexpr int R16 = (ROPE + 15) / 16 * 16;
   constexpr int NTW = SUB / 8;                        // row tiles of a sub-chunk's scores
   constexpr int KQ = mla_score_ksplit<THREADS>();     // warps per row tile (K split)
@@ -378,8 +408,8 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
   constexpr int LP = LORA / 8, RP = ROPE / 8;         // 16-byte pieces of a row
   const int chunk = task / NG, h0 = (task % NG) * HG;
   bf16 *ring = reinterpret_cast<bf16 *>(smem);       // [NST][SUB][ROW]
-  bf16 *qhi = ring + NST * SUB * ROW, *qlo = qhi + 8 * ROW; // [8][ROW] each
-  float *spart = smem + (NST * SUB + 16) * ROW / 2; // [KQ][HG][SUB] partial scores
+  bf16 *qhi = ring + NST * SUB * ROW, *qlo = qhi + QR * ROW; // [QR][ROW] each
+  float *spart = smem + (NST * SUB + 2 * QR) * ROW / 2; // [KQ][HG][SUB] partial scores
   float *prob = spart + KQ * HG * SUB;               // [HG][SUB]
   float *mrun = prob + HG * SUB, *lrun = mrun + HG, *alpha = lrun + HG;
   const int r0 = (int)((long long)chunk * rows / nchunks);
@@ -395,13 +425,19 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
     if (j < nsub) {
       bf16 *dst = ring + (j % NST) * SUB * ROW;
       const int s0 = r0 + j * SUB, n = min(SUB, r1 - s0);
+      // A warp copies whole rows, lane l its pieces l, l + 32, ...: no
+      // division, and a row's addresses advance by a constant.
       MK_UNROLL_RUNTIME
-      for (int i = threadIdx.x; i < n * (LP + RP); i += THREADS) {
-        const int r = i / (LP + RP), p = i % (LP + RP);
-        if (p < LP)
-          cp_async16_state(dst + r * ROW + 8 * p, ckv + (size_t)(s0 + r) * LORA + 8 * p);
-        else
-          cp_async16_state(dst + r * ROW + LORA + 8 * (p - LP), kr + (size_t)(s0 + r) * ROPE + 8 * (p - LP));
+      for (int r = warp; r < n; r += WARPS) {
+        const bf16 *lat = ckv + (size_t)(s0 + r) * LORA, *rot = kr + (size_t)(s0 + r) * ROPE;
+        bf16 *d = dst + r * ROW;
+#pragma unroll
+        for (int p = lane; p < LP + RP; p += 32) {
+          if (p < LP)
+            cp_async16(d + 8 * p, lat + 8 * p);
+          else
+            cp_async16(d + LORA + 8 * (p - LP), rot + 8 * (p - LP));
+        }
       }
       MK_UNROLL_RUNTIME
       for (int i = threadIdx.x; i < (SUB - n) * ROW / 8; i += THREADS)
@@ -409,14 +445,15 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
     }
     cp_async_commit();
   };
-  issue(0);
-  issue(1);
-  static_assert(NST == 3, "the loop below keeps two slots in flight");
+  static_assert(NST >= 2, "the loop below keeps NST - 1 slots in flight");
+#pragma unroll
+  for (int j = 0; j < NST - 1; ++j)
+    issue(j);
   // The queries as A rows: hi and lo parts of the absorbed queries, the
   // rope queries (exact in bf16) in hi only; heads past HG, the rope's
   // padding to 16 and the ring rows' rope padding (never copied) are zeros.
   {
-    constexpr int QI = (8 * LORA / 2 + THREADS - 1) / THREADS;
+    constexpr int QI = (QR * LORA / 2 + THREADS - 1) / THREADS;
     float2 x[QI]; // all loads first: one round trip
 #pragma unroll
     for (int k = 0; k < QI; ++k) {
@@ -428,14 +465,14 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
 #pragma unroll
     for (int k = 0; k < QI; ++k) {
       const int i = threadIdx.x + k * THREADS, h = i / (LORA / 2), d = 2 * (i % (LORA / 2));
-      if (h < 8) {
+      if (h < QR) {
         *reinterpret_cast<uint32_t *>(qhi + h * ROW + d) = detail::bf2_part(x[k], false);
         *reinterpret_cast<uint32_t *>(qlo + h * ROW + d) = detail::bf2_part(x[k], true);
       }
     }
   }
   MK_UNROLL_RUNTIME
-  for (int i = threadIdx.x; i < 8 * R16 / 2; i += THREADS) {
+  for (int i = threadIdx.x; i < QR * R16 / 2; i += THREADS) {
     const int h = i / (R16 / 2), d = 2 * (i % (R16 / 2));
     uint32_t hv = 0;
     if (h < HG && d < ROPE)
@@ -453,17 +490,19 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
   // This warp's score tile: rows nt*8.. of each sub-chunk, k-steps
   // [kq*KPW, (kq+1)*KPW). ldmatrix.x2 addresses (lanes 0-15): A rows
   // (heads) l % 8 at k + 8 * (l / 8) give a0 / a2; cache rows nt*8 + l % 8
-  // at k + 8 * (l / 8) give b0 / b1.
+  // at k + 8 * (l / 8) give b0 / b1. With 16 query rows, ldmatrix.x4: A row
+  // l % 16 at k + 8 * (l / 16) gives a0..a3.
   const int nt = warp % NTW, kq = warp / NTW;
   const int la = lane & 7, lk = 8 * ((lane >> 3) & 1);
+  const int la16 = lane & 15, lk16 = 8 * (lane >> 4);
   float acc[NTPW][4];
 #pragma unroll
   for (int i = 0; i < NTPW; ++i)
     acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
 
   for (int j = 0; j < nsub; ++j) {
-    cp_async_wait<NST - 2>(); // sub-chunk j has landed (j + 1 may be in flight)
-    __syncthreads();          // ...for every thread; slot (j + 2) % NST is free
+    cp_async_wait<NST - 2>(); // sub-chunk j has landed (later ones may be in flight)
+    __syncthreads();          // ...for every thread; slot (j + NST - 1) % NST is free
     issue(j + NST - 1);
     const bf16 *cur = ring + (j % NST) * SUB * ROW;
     const int n = min(SUB, r1 - (r0 + j * SUB));
@@ -474,21 +513,35 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
       for (int i = 0; i < KPW; ++i) {
         const int ks = kq * KPW + i;
         if (ks < KS) {
-          const int k0 = (ks < LS ? ks * 16 : LORA + (ks - LS) * 16) + lk;
-          uint32_t a0, a2, b0, b1;
-          detail::ldmatrix_x2(a0, a2, qhi + la * ROW + k0);
+          const int kb = ks < LS ? ks * 16 : LORA + (ks - LS) * 16;
+          const int k0 = kb + lk;
+          uint32_t a0, a1 = 0u, a2, a3 = 0u, b0, b1;
+          if (M16 || (PACK && ks < LS)) // PACK: rows 8-15 are qlo's
+            detail::ldmatrix_x4(a0, a1, a2, a3, qhi + la16 * ROW + kb + lk16);
+          else
+            detail::ldmatrix_x2(a0, a2, qhi + la * ROW + k0);
           detail::ldmatrix_x2(b0, b1, cur + (nt * 8 + la) * ROW + k0);
-          detail::mma_bf16_16816(sh, a0, 0u, a2, 0u, b0, b1);
-          if (ks < LS) {
-            detail::ldmatrix_x2(a0, a2, qlo + la * ROW + k0);
-            detail::mma_bf16_16816(sl, a0, 0u, a2, 0u, b0, b1);
+          detail::mma_bf16_16816(sh, a0, a1, a2, a3, b0, b1);
+          if (!PACK && ks < LS) {
+            if constexpr (M16)
+              detail::ldmatrix_x4(a0, a1, a2, a3, qlo + la16 * ROW + kb + lk16);
+            else
+              detail::ldmatrix_x2(a0, a2, qlo + la * ROW + k0);
+            detail::mma_bf16_16816(sl, a0, a1, a2, a3, b0, b1);
           }
         }
       }
-      // Lane (g, t) holds S[g][2t, 2t+1] in c0, c1 (c2, c3: zero rows).
-      if (g < HG)
+      // Lane (g, t) holds S[g][2t, 2t+1] in c0, c1 and S[g + 8][...] in c2,
+      // c3 (zero rows below 16 query rows).
+      if (PACK && g < HG) // c2, c3: head g's lo part
+        *reinterpret_cast<float2 *>(spart + (kq * HG + g) * SUB + nt * 8 + 2 * t) =
+            make_float2(sh[0] + sh[2], sh[1] + sh[3]);
+      if (!PACK && g < HG)
         *reinterpret_cast<float2 *>(spart + (kq * HG + g) * SUB + nt * 8 + 2 * t) =
             make_float2(sh[0] + sl[0], sh[1] + sl[1]);
+      if (M16 && g + 8 < HG)
+        *reinterpret_cast<float2 *>(spart + (kq * HG + g + 8) * SUB + nt * 8 + 2 * t) =
+            make_float2(sh[2] + sl[2], sh[3] + sl[3]);
     }
     __syncthreads();
     // Softmax statistics, one warp per head, one row per lane.
@@ -514,8 +567,8 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
     // Weighted rows: acc[h][d] = alpha[h] acc[h][d] + sum_row P[h][row] C[row][d].
     {
       static_assert(SUB == 16, "one k-step of rows per sub-chunk");
-      uint32_t ph0 = 0, ph2 = 0, pl0 = 0, pl2 = 0;
-      float al = 0.f;
+      uint32_t ph0 = 0, ph1 = 0, ph2 = 0, ph3 = 0, pl0 = 0, pl1 = 0, pl2 = 0, pl3 = 0;
+      float al = 0.f, al8 = 0.f;
       if (g < HG) {
         const float2 a = *reinterpret_cast<const float2 *>(prob + g * SUB + 2 * t);
         const float2 b = *reinterpret_cast<const float2 *>(prob + g * SUB + 2 * t + 8);
@@ -525,16 +578,37 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
         pl2 = detail::bf2_part(b, true);
         al = alpha[g];
       }
+      if (M16 && g + 8 < HG) { // A rows 8-15: heads g + 8
+        const float2 a = *reinterpret_cast<const float2 *>(prob + (g + 8) * SUB + 2 * t);
+        const float2 b = *reinterpret_cast<const float2 *>(prob + (g + 8) * SUB + 2 * t + 8);
+        ph1 = detail::bf2_part(a, false);
+        pl1 = detail::bf2_part(a, true);
+        ph3 = detail::bf2_part(b, false);
+        pl3 = detail::bf2_part(b, true);
+        al8 = alpha[g + 8];
+      }
 #pragma unroll
       for (int i = 0; i < NTPW; ++i) {
         const int ct = warp + i * WARPS;
         if (ct < NT) {
           acc[i][0] *= al;
           acc[i][1] *= al;
+          if constexpr (M16) {
+            acc[i][2] *= al8;
+            acc[i][3] *= al8;
+          }
+          if constexpr (PACK) {
+            acc[i][2] *= al;
+            acc[i][3] *= al;
+          }
           uint32_t b0, b1;
           detail::ldmatrix_x2_trans(b0, b1, cur + (lane & 15) * ROW + ct * 8);
-          detail::mma_bf16_16816(acc[i], ph0, 0u, ph2, 0u, b0, b1);
-          detail::mma_bf16_16816(acc[i], pl0, 0u, pl2, 0u, b0, b1);
+          if constexpr (PACK) { // rows 8-15: head g's lo parts
+            detail::mma_bf16_16816(acc[i], ph0, pl0, ph2, pl2, b0, b1);
+          } else {
+            detail::mma_bf16_16816(acc[i], ph0, ph1, ph2, ph3, b0, b1);
+            detail::mma_bf16_16816(acc[i], pl0, pl1, pl2, pl3, b0, b1);
+          }
         }
       }
     }
@@ -549,7 +623,12 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
     const int ct = warp + i * WARPS;
     if (ct < NT && g < HG)
       *reinterpret_cast<float2 *>(part_acc + ((size_t)chunk * HM + h0 + g) * LORA + ct * 8 +
-                                  2 * t) = make_float2(acc[i][0], acc[i][1]);
+                                  2 * t) =
+          PACK ? make_float2(acc[i][0] + acc[i][2], acc[i][1] + acc[i][3])
+               : make_float2(acc[i][0], acc[i][1]);
+    if (M16 && ct < NT && g + 8 < HG)
+      *reinterpret_cast<float2 *>(part_acc + ((size_t)chunk * HM + h0 + g + 8) * LORA + ct * 8 +
+                                  2 * t) = make_float2(acc[i][2], acc[i][3]);
   }
   __syncthreads();
 #endif

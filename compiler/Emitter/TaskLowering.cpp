@@ -217,15 +217,19 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     return success();
   }
   case mk::schedule::TaskKind::MlaAttentionChunk: {
-    // Shared memory: the larger of the tensor-core form's (a ring of 3 x 16
-    // padded rows, 2 x 8 query rows, partial scores, probabilities, softmax
-    // state) and the SIMT form's (-DMK_MLA_ATTENTION_SIMT: queries, scores,
-    // 32 rows).
+    // Shared memory: the larger of the tensor-core form's (a ring of 16
+    // padded rows per slot, hi and lo query rows: up to 8 heads 3 slots and
+    // 8 query rows each, else 2 and 16; partial scores, probabilities,
+    // softmax state) and the SIMT form's (-DMK_MLA_ATTENTION_SIMT: queries,
+    // scores, 32 rows).
     const int64_t hg = i64("head_group");
-    constexpr int64_t simtSub = 32, sub = 16, stages = 3;
+    constexpr int64_t simtSub = 32, sub = 16;
+    const int64_t stages = hg > 8 ? 2 : 3;
     const int64_t row = lora + (rope + 15) / 16 * 16 + 8;
     const int64_t ksplit = T / 32 / (sub / 8);
-    const int64_t mmaF = (stages * sub + 16) * row / 2 + ksplit * hg * sub + hg * sub + 3 * hg;
+    const int64_t queryRows = hg > 8 ? 16 : 8;
+    const int64_t mmaF = (stages * sub + 2 * queryRows) * row / 2 + ksplit * hg * sub +
+                         hg * sub + 3 * hg;
     const int64_t simtF =
         (hg * lora + hg * rope + hg * simtSub + 3 * hg + 3) / 4 * 4 +
         (simtSub * lora + simtSub * rope) / 2;

@@ -105,6 +105,11 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
            "fixed cost of one task, in bytes-streamed equivalents">,
     Option<"attentionChunks", "attention-chunks", "int64_t", "64",
            "most context chunks of MLA attention">,
+    Option<"attentionHeadGroup", "attention-head-group", "int64_t", "8",
+           "most heads per MLA attention task (1-16; the largest divisor of "
+           "the heads up to this is taken): the tensor-core form's mma has 16 "
+           "A rows, so 16 heads cost the mma of 8 and read each cache row "
+           "half as often">,
     Option<"fullSegmentBytes", "full-segment-bytes", "int64_t", "0",
            "contiguous bytes per streamed row below which a tile's bytes "
            "cost twice as much (0: no penalty; 128 measured 2% slower on the "

@@ -234,10 +234,12 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
     int64_t hm = t.getIntArg("heads"), lora = t.getIntArg("lora");
     int64_t chunks = attentionChunks;
     set(t, "max_chunks", chunks);
-    // Heads are split into groups of up to 8 as well as rows into chunks:
-    // one task per (chunk, head group), so short contexts still fill the GPU.
+    // Heads are split into groups of up to `attention-head-group` (the
+    // tensor-core form takes at most 16: one mma's A rows) as well as rows
+    // into chunks: one task per (chunk, head group), so short contexts still
+    // fill the GPU; the groups of a chunk each read its rows.
     int64_t headGroup = hm;
-    for (int64_t g = std::min<int64_t>(hm, 8); g >= 1; --g)
+    for (int64_t g = std::min<int64_t>(hm, attentionHeadGroup); g >= 1; --g)
       if (hm % g == 0) {
         headGroup = g;
         break;
@@ -557,6 +559,8 @@ void SchedulePartitionWorkPass::runOnOperation() {
                targetSms);
   if (overheadBytes < 0)
     return bad("task-overhead-bytes", ">= 0", overheadBytes);
+  if (attentionHeadGroup < 1 || attentionHeadGroup > 16)
+    return bad("attention-head-group", "in 1..16 (the mma's A rows)", attentionHeadGroup);
   if (attentionChunks < 1 || attentionChunks > kMaxBlocks)
     return bad("attention-chunks",
                "in 1.." + Twine(kMaxBlocks) + " (at most one per block)",

@@ -612,14 +612,16 @@ TEST(Kda, HeadChunksMatchDeltaRule) {
 // MLA: rope + append, absorbed attention, combine + W_v
 //===----------------------------------------------------------------------===//
 
-constexpr int HM = 4, NOPE = 128, ROPE = 64, VH = 128, LORA = 512, QD = NOPE + ROPE;
+constexpr int NOPE = 128, ROPE = 64, VH = 128, LORA = 512, QD = NOPE + ROPE;
 
+template <int HM>
 __global__ void ropeKernel(int pos, const mk::bf16 *q, const mk::bf16 *kv, mk::bf16 *qr,
                            const mk::bf16 *ckvIn, const mk::bf16 *krIn, mk::bf16 *ckvOut,
                            mk::bf16 *krOut) {
   mk::mla_rope_append<T, HM, NOPE, ROPE, LORA>(blockIdx.x, gridDim.x, pos, 10000.f, q, kv, qr,
                                                ckvIn, krIn, ckvOut, krOut);
 }
+template <int HM>
 __global__ void __launch_bounds__(T, 1)
     absorbKernel(const mk::bf16 *q, const uint8_t *wq, const mk::bf16 *s, const mk::bf16 *z,
                  float *qabs) {
@@ -628,6 +630,7 @@ __global__ void __launch_bounds__(T, 1)
   for (int t = blockIdx.x; t < tasks; t += gridDim.x)
     mk::mla_q_absorb_task<T, HM, NOPE, ROPE, VH, LORA, 128>(t, q, wq, s, z, qabs, smem);
 }
+template <int HM, int HG>
 __global__ void __launch_bounds__(T, 1)
     attnKernel(int rows, float scale, const float *qabs, const mk::bf16 *qr, const mk::bf16 *ckv,
                const mk::bf16 *kr, float *pm, float *pl, float *pa, int *nchOut) {
@@ -635,13 +638,14 @@ __global__ void __launch_bounds__(T, 1)
   const int nch = mk::mla_num_chunks(rows, gridDim.x, 64);
   if (blockIdx.x == 0 && threadIdx.x == 0)
     *nchOut = nch;
-  // Head groups of 2: two tasks per chunk.
-  for (int t = blockIdx.x; t < nch * (HM / 2); t += gridDim.x)
-    mk::mla_attention_chunk_task<T, HM, 2, LORA, ROPE>(t, nch, rows, scale, qabs, qr, ckv, kr,
-                                                           pm, pl, pa, smem);
+  // Head groups of HG: HM / HG tasks per chunk.
+  for (int t = blockIdx.x; t < nch * (HM / HG); t += gridDim.x)
+    mk::mla_attention_chunk_task<T, HM, HG, LORA, ROPE>(t, nch, rows, scale, qabs, qr, ckv, kr,
+                                                        pm, pl, pa, smem);
 }
 // Latent-dim slices per head, as the partition cuts them (fp32 sums).
 constexpr int kCombineSlices = 4;
+template <int HM>
 __global__ void __launch_bounds__(T, 1)
     combineKernel(const int *nch, const float *pm, const float *pl, const float *pa,
                   const uint8_t *wq, const mk::bf16 *s, const mk::bf16 *z, float *o) {
@@ -654,7 +658,9 @@ __global__ void __launch_bounds__(T, 1)
   }
 }
 
-void runMla(int ctx, bool adopt, uint64_t seed) {
+/// HM heads in attention tasks of HG heads (2: A rows 8-15 carry the lo
+/// parts; 16: they carry heads).
+template <int HM = 4, int HG = 2> void runMla(int ctx, bool adopt, uint64_t seed) {
   Rng r(seed);
   const int rows = ctx + 1;
   auto q = randBf16(r, HM * QD, 1.f), kv = randBf16(r, LORA + ROPE, 1.f);
@@ -677,21 +683,21 @@ void runMla(int ctx, bool adopt, uint64_t seed) {
   Dev<int> nch(1);
   Dev<float> dO(HM * VH);
   dO.zero();
-  ropeKernel<<<7, T>>>(ctx, dq.as<mk::bf16>(), dkv.as<mk::bf16>(), dqr.as<mk::bf16>(),
+  ropeKernel<HM><<<7, T>>>(ctx, dq.as<mk::bf16>(), dkv.as<mk::bf16>(), dqr.as<mk::bf16>(),
                        ckvIn.as<mk::bf16>(), krIn.as<mk::bf16>(), (mk::bf16 *)co, (mk::bf16 *)ko);
   CK(cudaGetLastError());
-  absorbKernel<<<9, T, NOPE * sizeof(float)>>>(dq.as<mk::bf16>(), dw.p, ds.as<mk::bf16>(),
+  absorbKernel<HM><<<9, T, NOPE * sizeof(float)>>>(dq.as<mk::bf16>(), dw.p, ds.as<mk::bf16>(),
                                                dz.as<mk::bf16>(), qabs.p);
   CK(cudaGetLastError());
-  const size_t asmem = mk::mla_attention_smem_floats<T, 2, LORA, ROPE>() * sizeof(float);
-  CK(cudaFuncSetAttribute(attnKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)asmem));
+  const size_t asmem = mk::mla_attention_smem_floats<T, HG, LORA, ROPE>() * sizeof(float);
+  CK(cudaFuncSetAttribute(attnKernel<HM, HG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)asmem));
   const float scale = 1.f / std::sqrt(float(QD));
-  attnKernel<<<23, T, asmem>>>(rows, scale, qabs.p, dqr.as<mk::bf16>(), (mk::bf16 *)co,
+  attnKernel<HM, HG><<<23, T, asmem>>>(rows, scale, qabs.p, dqr.as<mk::bf16>(), (mk::bf16 *)co,
                                (mk::bf16 *)ko, pm.p, pl.p, pa.p, nch.p);
   CK(cudaGetLastError());
   const size_t csmem = mk::mla_combine_smem_floats<T, VH, LORA>() * sizeof(float);
-  CK(cudaFuncSetAttribute(combineKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)csmem));
-  combineKernel<<<3, T, csmem>>>(nch.p, pm.p, pl.p, pa.p, dw.p, ds.as<mk::bf16>(),
+  CK(cudaFuncSetAttribute(combineKernel<HM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)csmem));
+  combineKernel<HM><<<3, T, csmem>>>(nch.p, pm.p, pl.p, pa.p, dw.p, ds.as<mk::bf16>(),
                                  dz.as<mk::bf16>(), dO.p);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
@@ -778,6 +784,11 @@ TEST(Mla, AbsorbedAttentionAdoptsForeignCache) {
 TEST(Mla, SingleRowContext) {
   REQUIRE_GPU();
   runMla(0, false, 23);
+}
+TEST(Mla, SixteenHeadGroups) {
+  REQUIRE_GPU();
+  runMla<16, 16>(300, false, 24); // A rows 8-15 carry heads 8-15
+  runMla<32, 16>(40, false, 25);  // two groups per chunk, a short last sub-chunk
 }
 
 //===----------------------------------------------------------------------===//
