@@ -374,7 +374,7 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t
 /// step takes both, and C rows 8-15 (the lo sums) are added at the end. 9 to
 /// 16 heads fill the 16 A rows with heads, hi and lo parts in two mma each:
 /// the rows are read half as often per head, with a 2-slot ring (sm_120's
-/// 99 KB). (Perf notes #76: 1-2 us at context 2048 and 7-9 us at 16384 faster
+/// 99 KB). (Perf notes #77: 1-2 us at context 2048 and 7-9 us at 16384 faster
 /// than element-wise row copies and hi and lo in separate mma; the loop is
 /// bound by its instructions, not by the rows' memory latency.)
 template <int THREADS, int HM, int HG, int LORA, int ROPE>

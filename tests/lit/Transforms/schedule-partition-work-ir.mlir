@@ -4,6 +4,10 @@
 // RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=target-sms=32" | FileCheck %s --check-prefix=SMS32
 // RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=target-sms=16 full-segment-bytes=128" | FileCheck %s --check-prefix=FSB
 // RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-chunks=16" | FileCheck %s --check-prefix=CHUNKS
+// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-head-group=16" | FileCheck %s --check-prefix=HG16
+// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-head-group=12" | FileCheck %s --check-prefix=HG12
+// RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-head-group=17" 2>&1 | FileCheck %s --check-prefix=BAD-HG17
+// RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-head-group=0" 2>&1 | FileCheck %s --check-prefix=BAD-HG0
 // RUN: not mk-opt %s -split-input-file "--schedule-partition-work=target-sms=0" 2>&1 | FileCheck %s --check-prefix=BAD-SMS0
 // RUN: not mk-opt %s -split-input-file "--schedule-partition-work=target-sms=1025" 2>&1 | FileCheck %s --check-prefix=BAD-SMS1025
 // RUN: not mk-opt %s -split-input-file "--schedule-partition-work=task-overhead-bytes=-1" 2>&1 | FileCheck %s --check-prefix=BAD-OVERHEAD
@@ -27,6 +31,8 @@
 // BAD-OVERHEAD: schedule-partition-work: task-overhead-bytes must be >= 0, got -1
 // BAD-CHUNKS: schedule-partition-work: attention-chunks must be in 1..1024 (at most one per block), got 0
 // BAD-SEGMENT: schedule-partition-work: full-segment-bytes must be >= 0 (0: no penalty), got -1
+// BAD-HG17: schedule-partition-work: attention-head-group must be in 1..16 (the mma's A rows), got 17
+// BAD-HG0: schedule-partition-work: attention-head-group must be in 1..16 (the mma's A rows), got 0
 
 // GEMV tile width: 1024 x 1024 in groups of 128 is 8 tiles of 128 columns
 // (68 KB each) or 64 tiles of 16 (8.5 KB). The more SMs, the more and
@@ -211,8 +217,10 @@ schedule.kernel @moe attributes {threads = 256 : i64} {
 
 // -----
 
-// MLA: attention runs one task per (chunk, group of up to 8 heads), chunks
-// from attention-chunks (64 by default), and the partials are resized to
+// MLA: attention runs one task per (chunk, group of up to
+// attention-head-group heads: 8 by default; the largest divisor of the
+// heads up to it, so 12 gives 8 of the 16 here), chunks from
+// attention-chunks (64 by default), and the partials are resized to
 // one row per chunk and head (part_m, part_l: chunks x 16; part_acc:
 // chunks x 16 x 64). The combine cuts each head into as many latent slices
 // (of whole 16-row steps) as fit one wave: 4 on 264 SMs, 2 on 32, 1 on 16.
@@ -226,6 +234,8 @@ schedule.kernel @moe attributes {threads = 256 : i64} {
 // CHECK: schedule.task "combine" mla_combine_wv {{.*}}grain = "mla_head", grain_per = 4 : i64{{.*}}slices = 4 : i64{{.*}}count = 64 : i64, partition = "heads"
 // SMS16: schedule.task "combine" {{[a-z0-9_]+}} {{.*}}grain_per = 1 : i64{{.*}}slices = 1 : i64{{.*}}count = 16 : i64
 // SMS32: schedule.task "combine" {{[a-z0-9_]+}} {{.*}}grain_per = 2 : i64{{.*}}slices = 2 : i64{{.*}}count = 32 : i64
+// HG16: schedule.task "attention" {{[a-z0-9_]+}} {args = {c_kv = @c_kv, head_group = 16 : i64{{.*}}max_chunks = 64 : i64{{.*}}count = 64 : i64, partition = "chunks"
+// HG12: schedule.task "attention" {{[a-z0-9_]+}} {args = {c_kv = @c_kv, head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}count = 128 : i64, partition = "chunks"
 // CHUNKS: schedule.buffer @part_m {dtype = "f32", shape = array<i64: 256>}
 // CHUNKS: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 256>}
 // CHUNKS: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 16384>}
