@@ -75,6 +75,10 @@ def _declare(lib):
     sig = {
         "mk_last_error": (c.c_char_p, []),
         "mk_api_version": (c.c_int, []),
+        "mk_spec_from_hf_config": (c.c_int, [c.c_char_p, c.c_int, c.c_int64,
+                                             c.c_char_p,
+                                             c.POINTER(c.c_char_p),
+                                             c.POINTER(c.c_char_p)]),
         "mk_device_count": (c.c_int, [c.POINTER(c.c_int)]),
         "mk_device_open": (c.c_int, [c.c_int, c.POINTER(P)]),
         "mk_device_info": (c.c_int, [P, c.POINTER(c.c_int), c.POINTER(c.c_int),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+import json
+import os
+from typing import Any, Dict, List, Optional, Union
 
 _CONFIG_KEYS = ["hidden", "kda_heads", "kda_head_dim", "short_conv",
                 "mla_heads", "kv_lora", "qk_nope", "qk_rope", "v_head",
@@ -35,3 +37,35 @@ def spec_from_config(cfg: Any, name: Optional[str] = None) -> Dict[str, Any]:
         conf["eps"] = float(cfg.eps)
     return {"name": name or getattr(cfg, "name", None) or "unit",
             "config": conf, "pattern": _pattern(cfg)}
+
+
+def spec_from_hf(config: Union[str, "os.PathLike[str]", Dict[str, Any]],
+                 as_unit: bool = False, group: int = 0,
+                 name: Optional[str] = None,
+                 notes: Optional[List[str]] = None) -> Dict[str, Any]:
+    """The block spec of a Hugging Face `config.json` (a path or the parsed
+    dict) as a dict, mapped key by key as `mkc --from-hf` does (the same code,
+    in the runtime library; docs/spec-format.md). A key whose value asks for
+    semantics the unit family lacks is a MegakernelError naming it, unless
+    `as_unit`, which takes the model's dimensions into the family anyway.
+    `group`: the quantization group (0: the config's, else 128). The
+    import's notes are appended to `notes` when given."""
+    import ctypes
+    from ._capi import check, load_library
+    if isinstance(config, dict):
+        text = json.dumps(config)
+    else:
+        with open(os.fspath(config), "r", encoding="utf-8") as f:
+            text = f.read()
+    if group < 0:
+        raise ValueError("group must be > 0 (0: from the config), got %d" % group)
+    lib = load_library()
+    spec = ctypes.c_char_p()
+    got = ctypes.c_char_p()
+    check(lib.mk_spec_from_hf_config(text.encode("utf-8"), int(bool(as_unit)),
+                                     int(group),
+                                     name.encode("utf-8") if name else None,
+                                     ctypes.byref(spec), ctypes.byref(got)))
+    if notes is not None:
+        notes.extend(n for n in got.value.decode("utf-8").split("\n") if n)
+    return json.loads(spec.value.decode("utf-8"))

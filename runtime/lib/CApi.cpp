@@ -2,6 +2,8 @@
 
 #include "mk/runtime/mk.h"
 
+#include "mk/BlockSpec.h"
+#include "mk/HfConfig.h"
 #include "mk/runtime/Session.h"
 
 #include <algorithm>
@@ -116,6 +118,33 @@ extern "C" {
 
 const char *mk_last_error(void) { return lastError.c_str(); }
 int mk_api_version(void) { return 1; }
+
+mk_status mk_spec_from_hf_config(const char *config_json, int as_unit, int64_t group,
+                                 const char *name, const char **spec_json,
+                                 const char **notes) {
+  if (!config_json || !spec_json || !notes)
+    return invalid("mk_spec_from_hf_config: config_json, spec_json and notes are required");
+  if (group < 0)
+    return invalid("group must be > 0 (0: from the config), got " + std::to_string(group));
+  return guarded([&] {
+    thread_local std::string specText, noteText;
+    HfImportOptions o;
+    o.asUnit = as_unit != 0;
+    o.group = group;
+    o.name = name ? name : "";
+    HfImport imported;
+    std::string error;
+    if (!importHfConfig(config_json, o, imported, error))
+      return makeError(ErrorCode::InvalidArgument, "config.json: " + error);
+    specText = blockConfigToJson(imported.config);
+    noteText.clear();
+    for (const std::string &n : imported.notes)
+      noteText += n + "\n";
+    *spec_json = specText.c_str();
+    *notes = noteText.c_str();
+    return Status::ok();
+  });
+}
 
 mk_status mk_device_count(int *count) {
   if (!count)

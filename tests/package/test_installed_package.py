@@ -75,6 +75,46 @@ class InstalledPackage(unittest.TestCase):
         self.assertEqual(e.code, 1)
 
 
+HF_CONFIG = os.path.join(ROOT, "examples", "hf", "kimi_linear_48b_a3b.config.json")
+
+
+class SpecFromHuggingFace(unittest.TestCase):
+    """megakernel.spec_from_hf: the runtime library's importer (the one mkc
+    --from-hf runs), no compiler and no GPU needed."""
+
+    def test_released_kimi_linear_is_refused_naming_the_differences(self):
+        with self.assertRaises(megakernel.MegakernelError) as cm:
+            megakernel.spec_from_hf(HF_CONFIG)
+        msg = str(cm.exception)
+        for key in ("mla_use_nope = true", "first_k_dense_replace = 1",
+                    'moe_router_activation_func = "sigmoid"', "as_unit=True"):
+            self.assertIn(key, msg)
+
+    def test_as_unit_keeps_the_dimensions(self):
+        notes = []
+        spec = megakernel.spec_from_hf(HF_CONFIG, as_unit=True, notes=notes)
+        self.assertEqual(spec["name"], "kimi_linear_27l")
+        self.assertEqual(spec["config"]["n_experts"], 256)
+        self.assertEqual(spec["config"]["eps"], 1e-05)
+        self.assertEqual("".join(spec["pattern"]), "KKKM" * 6 + "KKM")
+        self.assertEqual(len(notes), 5)
+        self.assertTrue(notes[0].startswith("quantization group 128"))
+
+    def test_dict_input_group_and_name(self):
+        import json
+        with open(HF_CONFIG) as f:
+            cfg = json.load(f)
+        spec = megakernel.spec_from_hf(cfg, as_unit=True, group=64, name="kl")
+        self.assertEqual(spec["name"], "kl")
+        self.assertEqual(spec["config"]["group"], 64)
+        cfg["hidden_size"] = "wide"
+        with self.assertRaises(megakernel.MegakernelError) as cm:
+            megakernel.spec_from_hf(cfg, as_unit=True)
+        self.assertIn('hidden_size must be a positive integer, got "wide"', str(cm.exception))
+        with self.assertRaises(ValueError):
+            megakernel.spec_from_hf(cfg, group=-1)
+
+
 # The build tree scripts/test.sh just built (MK_TEST_BUILD_DIR): the compiler
 # (mkc) and the embedded JIT's C library, where the build has the compiler.
 BUILD = os.environ.get("MK_TEST_BUILD_DIR", "")

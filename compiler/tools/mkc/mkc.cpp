@@ -1,6 +1,7 @@
 //===- mkc.cpp - The megakernel compiler driver ---------------------------===//
 //
 //   mkc SPEC.json|FILE.mlir --emit=<stage> [-o FILE|DIR] [--dump-dir DIR]
+//   mkc --from-hf CONFIG.json [--hf-as-unit] [--hf-group N] [--hf-name NAME] [-o SPEC.json]
 //
 // Runs the pipeline up to <stage> and writes its product (IR, or for a
 // terminal stage such as "cuda" whatever that stage emits). All the work is
@@ -13,6 +14,9 @@
 #include "Pipeline/Driver.h"
 #include "Pipeline/InitAll.h"
 #include "Pipeline/PipelineStages.h"
+
+#include "mk/BlockSpec.h"
+#include "mk/HfConfig.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -65,6 +69,25 @@ int main(int argc, char **argv) {
                "--pass-option=schedule-form-phases=threads=512 "
                "--pass-option=schedule-partition-work=target-sms=132"),
       cl::value_desc("pass=options"), cl::cat(category));
+  cl::opt<std::string> fromHf(
+      "from-hf",
+      cl::desc("Write the block spec of a Hugging Face config.json (to -o, "
+               "default stdout) instead of compiling; a key it cannot map is an "
+               "error naming it (docs/spec-format.md)"),
+      cl::value_desc("config.json"), cl::cat(category));
+  cl::opt<bool> hfAsUnit(
+      "hf-as-unit",
+      cl::desc("With --from-hf: take the model's dimensions into the unit family "
+               "even where its semantics differ (each difference printed as a note)"),
+      cl::cat(category));
+  cl::opt<int64_t> hfGroup(
+      "hf-group",
+      cl::desc("With --from-hf: the quantization group (default: the config's "
+               "quantization_config.group_size, else 128)"),
+      cl::value_desc("rows"), cl::init(0), cl::cat(category));
+  cl::opt<std::string> hfName("hf-name",
+                              cl::desc("With --from-hf: the spec's name (letters, digits, _)"),
+                              cl::value_desc("name"), cl::cat(category));
   cl::opt<bool> listStages("list-stages",
                            cl::desc("Print the pipeline's stages and exit"),
                            cl::cat(category));
@@ -100,6 +123,48 @@ int main(int argc, char **argv) {
     for (const mk::PipelineStage &s : mk::getPipelineStages())
       outs() << s.name << "\t" << s.summary << "\n";
     return 0;
+  }
+
+  if (!fromHf.empty()) {
+    if (!input.empty()) {
+      errs() << "mkc: error: --from-hf takes the config as its value; no other input (got "
+             << input << ")\n";
+      return 1;
+    }
+    if (hfGroup < 0) {
+      errs() << "mkc: error: --hf-group must be > 0 (0: from the config), got " << hfGroup
+             << "\n";
+      return 1;
+    }
+    mk::HfImportOptions o;
+    o.asUnit = hfAsUnit;
+    o.group = hfGroup;
+    o.name = hfName;
+    mk::HfImport imported;
+    std::string error;
+    if (!mk::importHfConfigFile(fromHf, o, imported, error)) {
+      errs() << "mkc: error: " << error << "\n";
+      return 1;
+    }
+    for (const std::string &note : imported.notes)
+      errs() << "mkc: note: " << fromHf << ": " << note << "\n";
+    std::string text = mk::blockConfigToJson(imported.config);
+    if (output == "-") {
+      outs() << text;
+      return 0;
+    }
+    std::error_code ec;
+    raw_fd_ostream os(output, ec);
+    if (ec) {
+      errs() << "mkc: error: " << output << ": cannot write: " << ec.message() << "\n";
+      return 1;
+    }
+    os << text;
+    return 0;
+  }
+  if (hfAsUnit || hfGroup != 0 || !hfName.empty()) {
+    errs() << "mkc: error: --hf-as-unit, --hf-group and --hf-name go with --from-hf\n";
+    return 1;
   }
 
   mk::DriverOptions options;

@@ -47,6 +47,18 @@ MK_API const char *mk_last_error(void);
 /* The runtime's ABI version (bumped on incompatible changes): 1. */
 MK_API int mk_api_version(void);
 
+/* The block spec of a Hugging Face config.json (text), docs/spec-format.md:
+   *spec_json is the spec, *notes the import's notes one per line ("" if
+   none), both valid until the next call on this thread. as_unit != 0 takes
+   the model's dimensions into the unit family where its semantics differ
+   (each difference a note; else an MK_ERR_INVALID_ARGUMENT naming them);
+   group 0: the config's quantization group, else 128; name NULL or "":
+   derived. Needs no device. */
+MK_API mk_status mk_spec_from_hf_config(const char *config_json, int as_unit,
+                                        int64_t group, const char *name,
+                                        const char **spec_json,
+                                        const char **notes);
+
 /* Devices. mk_device_open fails with MK_ERR_NO_DRIVER without a driver. */
 MK_API mk_status mk_device_count(int *count);
 MK_API mk_status mk_device_open(int ordinal, mk_device **out);

@@ -1,0 +1,202 @@
+//===- HfConfigTest.cpp - Block specs from Hugging Face config.json -------===//
+//
+// examples/hf/kimi_linear_48b_a3b.config.json carries the keys and values of
+// the released Kimi-Linear-48B-A3B config.json; the cases below edit it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mk/BlockSpec.h"
+#include "mk/HfConfig.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+using namespace mk;
+
+namespace {
+
+const std::string kReleased = std::string(MK_SOURCE_DIR) + "/examples/hf/kimi_linear_48b_a3b.config.json";
+
+std::string released() {
+  std::ifstream in(kReleased);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  EXPECT_FALSE(ss.str().empty()) << kReleased;
+  return ss.str();
+}
+
+/// The released config with the first occurrence of `from` replaced by `to`.
+std::string releasedWith(const std::string &from, const std::string &to) {
+  std::string s = released();
+  size_t p = s.find(from);
+  EXPECT_NE(p, std::string::npos) << from;
+  if (p != std::string::npos)
+    s.replace(p, from.size(), to);
+  return s;
+}
+
+HfImportOptions asUnit() {
+  HfImportOptions o;
+  o.asUnit = true;
+  return o;
+}
+
+/// The import must fail with one line, leaving `out` untouched.
+std::string importError(const std::string &text, const HfImportOptions &o = asUnit()) {
+  HfImport out;
+  out.config.hidden = 77;
+  out.notes = {"kept"};
+  std::string err;
+  EXPECT_FALSE(importHfConfig(text, o, out, err));
+  EXPECT_EQ(out.config.hidden, 77);
+  EXPECT_EQ(out.notes, std::vector<std::string>{"kept"});
+  EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+  return err;
+}
+
+TEST(HfConfig, ReleasedKimiLinearIsRefusedNamingEveryDifference) {
+  std::string err = importError(released(), HfImportOptions());
+  for (const char *key : {"model_type = \"kimi_linear\"", "mla_use_nope = true",
+                          "first_k_dense_replace = 1", "moe_router_activation_func = \"sigmoid\"",
+                          "--hf-as-unit"})
+    EXPECT_NE(err.find(key), std::string::npos) << key << " in: " << err;
+  // What the unit does represent is not listed.
+  for (const char *key : {"moe_renormalize", "use_grouped_topk", "q_lora_rank", "rope_scaling"})
+    EXPECT_EQ(err.find(key), std::string::npos) << key << " in: " << err;
+}
+
+TEST(HfConfig, ReleasedKimiLinearAsUnitKeepsItsDimensions) {
+  HfImport out;
+  std::string err;
+  ASSERT_TRUE(importHfConfig(released(), asUnit(), out, err)) << err;
+  const BlockConfig &c = out.config;
+  EXPECT_EQ(c.name, "kimi_linear_27l");
+  EXPECT_EQ(c.hidden, 2304);
+  EXPECT_EQ(c.kdaHeads, 32);
+  EXPECT_EQ(c.kdaHeadDim, 128);
+  EXPECT_EQ(c.shortConv, 4);
+  EXPECT_EQ(c.mlaHeads, 32);
+  EXPECT_EQ(c.kvLora, 512);
+  EXPECT_EQ(c.qkNope, 128);
+  EXPECT_EQ(c.qkRope, 64);
+  EXPECT_EQ(c.vHead, 128);
+  EXPECT_EQ(c.ropeTheta, 10000.0);
+  EXPECT_EQ(c.nExperts, 256);
+  EXPECT_EQ(c.nActive, 8);
+  EXPECT_EQ(c.nShared, 1);
+  EXPECT_EQ(c.moeInter, 1024);
+  EXPECT_EQ(c.routedScaling, 2.446);
+  EXPECT_EQ(c.group, 128);
+  EXPECT_EQ(c.eps, 1e-5);
+  // 1-based kda_layers / full_attn_layers: MLA at 0-based 3, 7, ..., 23, 26.
+  ASSERT_EQ(c.pattern.size(), 27u);
+  for (size_t i = 0; i < 27; ++i) {
+    bool mla = i == 26 || (i < 24 && i % 4 == 3);
+    EXPECT_EQ(c.pattern[i], mla ? LayerKind::MLA : LayerKind::KDA) << "layer " << i;
+  }
+  // A note for the group and one per difference.
+  ASSERT_EQ(out.notes.size(), 5u);
+  EXPECT_NE(out.notes[0].find("quantization group 128"), std::string::npos);
+  EXPECT_NE(out.notes[2].find("mla_use_nope"), std::string::npos);
+  // The spec it gives reads back the same.
+  BlockConfig back;
+  ASSERT_TRUE(parseBlockSpec(blockConfigToJson(c), back, err)) << err;
+  EXPECT_EQ(blockConfigToJson(back), blockConfigToJson(c));
+}
+
+TEST(HfConfig, AliasesAndOptions) {
+  HfImportOptions o = asUnit();
+  o.name = "kl_test";
+  o.group = 64;
+  HfImport out;
+  std::string err;
+  std::string text = releasedWith("\"num_experts_per_token\"", "\"num_experts_per_tok\"");
+  text = text.replace(text.find("\"num_experts\""), 13, "\"n_routed_experts\"");
+  ASSERT_TRUE(importHfConfig(text, o, out, err)) << err;
+  EXPECT_EQ(out.config.name, "kl_test");
+  EXPECT_EQ(out.config.group, 64);
+  EXPECT_EQ(out.config.nExperts, 256);
+  EXPECT_EQ(out.config.nActive, 8);
+  EXPECT_EQ(out.notes.size(), 4u) << "no group note when the group is given";
+}
+
+TEST(HfConfig, QuantizationConfigGivesTheGroup) {
+  HfImport out;
+  std::string err;
+  std::string text = releasedWith(
+      "\"use_cache\": true", "\"use_cache\": true, \"quantization_config\": {\"bits\": 4, "
+                             "\"group_size\": 64, \"quant_method\": \"gptq\"}");
+  ASSERT_TRUE(importHfConfig(text, asUnit(), out, err)) << err;
+  EXPECT_EQ(out.config.group, 64);
+  HfImportOptions other = asUnit();
+  other.group = 128;
+  EXPECT_NE(importError(text, other).find("differs from quantization_config.group_size (64)"),
+            std::string::npos);
+  std::string eight = releasedWith("\"use_cache\": true",
+                                   "\"use_cache\": true, \"quantization_config\": {\"bits\": 8}");
+  EXPECT_NE(importError(eight).find("quantization_config.bits = 8"), std::string::npos);
+}
+
+TEST(HfConfig, MalformedConfigsAreNamed) {
+  struct Case {
+    std::string text, expect;
+  } cases[] = {
+      {"{", "line 1"},
+      {"[1]", "a config.json is an object"},
+      {"{\"hidden_size\": 2304}", "missing model_type"},
+      {releasedWith("\"kimi_linear\"", "\"qwen3\""), "dense GQA decoder"},
+      {releasedWith("\"kimi_linear\"", "\"gpt2\""), "not a family this compiler knows"},
+      {releasedWith("\"hidden_size\": 2304", "\"hidden_size\": 2304.5"),
+       "hidden_size must be a positive integer, got 2304.5"},
+      {releasedWith("\"hidden_size\": 2304,", ""), "missing hidden_size"},
+      {releasedWith("\"kda_layers\": [1, 2,", "\"kda_layers\": [1, 1,"),
+       "layer 1 is listed twice in linear_attn_config.kda_layers"},
+      {releasedWith("\"kda_layers\": [1, 2,", "\"kda_layers\": [4, 2,"),
+       "layer 4 is listed in both"},
+      {releasedWith("\"kda_layers\": [1, 2,", "\"kda_layers\": [2,"),
+       "layer 1 (1-based) is in neither"},
+      {releasedWith("25, 26]", "25, 26, 28]"), "entry 28 is not a layer number in 1..27"},
+      {releasedWith("\"linear_attn_config\": {", "\"linear_attn_config\": {\"chunk\": 64,"),
+       "unknown key linear_attn_config.chunk"},
+      {releasedWith("\"use_cache\": true", "\"use_cache\": true, \"sliding_window\": 4096"),
+       "unknown key sliding_window"},
+      {releasedWith("\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": -1"),
+       "rms_norm_eps must be a positive number"},
+      {releasedWith("\"qk_rope_head_dim\": 64", "\"qk_rope_head_dim\": 63"),
+       "the mapped spec is not valid"},
+  };
+  for (const Case &c : cases) {
+    std::string err = importError(c.text);
+    EXPECT_NE(err.find(c.expect), std::string::npos) << "want '" << c.expect << "' in: " << err;
+  }
+  // An unknown key points at its line.
+  std::string err = importError(
+      releasedWith("\"use_cache\": true", "\"use_cache\": true,\n  \"sliding_window\": 4096"));
+  EXPECT_NE(err.find("line "), std::string::npos) << err;
+}
+
+TEST(HfConfig, DifferencesTheUnitCannotExpress) {
+  // Grouped top-k over several groups, a low-rank q and unrenormalized
+  // weights are differences (refused, or notes with as_unit).
+  std::string text = releasedWith("\"num_expert_group\": 1", "\"num_expert_group\": 8");
+  text = text.replace(text.find("\"q_lora_rank\": null"), 19, "\"q_lora_rank\": 1536");
+  text = text.replace(text.find("\"moe_renormalize\": true"), 23, "\"moe_renormalize\": false");
+  std::string err = importError(text, HfImportOptions());
+  for (const char *key : {"use_grouped_topk", "q_lora_rank = 1536", "moe_renormalize = false"})
+    EXPECT_NE(err.find(key), std::string::npos) << key << " in: " << err;
+  HfImport out;
+  ASSERT_TRUE(importHfConfig(text, asUnit(), out, err)) << err;
+  EXPECT_EQ(out.notes.size(), 8u);
+}
+
+TEST(HfConfig, FileErrorsNameThePath) {
+  HfImport out;
+  std::string err;
+  EXPECT_FALSE(importHfConfigFile("/no/such/config.json", asUnit(), out, err));
+  EXPECT_NE(err.find("/no/such/config.json: cannot open"), std::string::npos) << err;
+  EXPECT_TRUE(importHfConfigFile(kReleased, asUnit(), out, err)) << err;
+}
+
+} // namespace
