@@ -217,7 +217,8 @@ bool KimiLinearImport::run(HfImport &out, std::string &error) {
     for (const auto &[k, v] : lac->object)
       if (k != "num_heads" && k != "head_dim" && k != "short_conv_kernel_size" &&
           k != "kda_layers" && k != "full_attn_layers")
-        problems.push_back(lac->find(k)->keyWhere() + ": unknown key linear_attn_config." + k);
+        problems.push_back(lac->find(k)->keyWhere() + ": unknown key linear_attn_config." +
+                           json::quote(k));
     if (layers > 0)
       pattern(*lac, layers, cfg.pattern);
   } else {
@@ -320,7 +321,7 @@ bool KimiLinearImport::run(HfImport &out, std::string &error) {
 
   for (const auto &[k, v] : r.root.object)
     if (!r.isUsed(k) && !isIgnored(k))
-      problems.push_back(r.root.find(k)->keyWhere() + ": unknown key " + k +
+      problems.push_back(r.root.find(k)->keyWhere() + ": unknown key " + json::quote(k) +
                          " (not a Kimi-Linear config key this importer knows; it might change "
                          "the model)");
 
@@ -347,7 +348,7 @@ bool KimiLinearImport::run(HfImport &out, std::string &error) {
 
   cfg.name = options.name.empty() ? "kimi_linear_" + std::to_string(layers) + "l" : options.name;
   if (!isName(cfg.name)) {
-    error = "spec name \"" + cfg.name + "\" must be letters, digits and _";
+    error = "spec name " + json::quote(cfg.name) + " must be letters, digits and _";
     return false;
   }
   // The same checks as a spec file's (dimension bounds, divisibility).
@@ -387,12 +388,12 @@ bool importHfConfig(const std::string &text, const HfImportOptions &options, HfI
   }
   if (type->string == "qwen3" || type->string == "qwen2" || type->string == "llama" ||
       type->string == "mistral")
-    error = type->where() + ": model_type \"" + type->string +
-            "\" is a dense GQA decoder: that family's semantics and CPU oracle exist "
+    error = type->where() + ": model_type " + json::quote(type->string) +
+            " is a dense GQA decoder: that family's semantics and CPU oracle exist "
             "(docs/semantics-dense-gqa.md) but the compiler does not compile it yet";
   else
-    error = type->where() + ": model_type \"" + type->string +
-            "\" is not a family this compiler knows (known: kimi_linear)";
+    error = type->where() + ": model_type " + json::quote(type->string) +
+            " is not a family this compiler knows (known: kimi_linear)";
   return false;
 }
 
