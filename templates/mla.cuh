@@ -13,6 +13,7 @@
 #pragma once
 
 #include "mk/common.cuh"
+#include "mk/phase_timing.cuh"
 #include "mk/w4a16_gemv.cuh"
 
 namespace mk {
@@ -406,6 +407,7 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
   constexpr int KPW = (KS + KQ - 1) / KQ;             // k-steps per warp
   constexpr int NT = LORA / 8, NTPW = (NT + WARPS - 1) / WARPS; // column tiles per warp
   constexpr int LP = LORA / 8, RP = ROPE / 8;         // 16-byte pieces of a row
+  StageClock clk; // -DMK_PHASE_TIMING: where the task's cycles go
   const int chunk = task / NG, h0 = (task % NG) * HG;
   bf16 *ring = reinterpret_cast<bf16 *>(smem);       // [NST][SUB][ROW]
   bf16 *qhi = ring + NST * SUB * ROW, *qlo = qhi + QR * ROW; // [QR][ROW] each
@@ -499,11 +501,13 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
 #pragma unroll
   for (int i = 0; i < NTPW; ++i)
     acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+  clk.lap(kStageMlaPrologue);
 
   for (int j = 0; j < nsub; ++j) {
     cp_async_wait<NST - 2>(); // sub-chunk j has landed (later ones may be in flight)
     __syncthreads();          // ...for every thread; slot (j + NST - 1) % NST is free
     issue(j + NST - 1);
+    clk.lap(kStageMlaRowWait);
     const bf16 *cur = ring + (j % NST) * SUB * ROW;
     const int n = min(SUB, r1 - (r0 + j * SUB));
     // Scores: S[h][row] partial over this warp's k-steps.
@@ -544,6 +548,7 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
             make_float2(sh[2] + sl[2], sh[3] + sl[3]);
     }
     __syncthreads();
+    clk.lap(kStageMlaScores);
     // Softmax statistics, one warp per head, one row per lane.
     static_assert(SUB <= 32, "one row per lane");
     for (int h = warp; h < HG; h += WARPS) {
@@ -564,6 +569,7 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
         detail::online_softmax_update(mrun, lrun, alpha, h, mnew, sum);
     }
     __syncthreads();
+    clk.lap(kStageMlaSoftmax);
     // Weighted rows: acc[h][d] = alpha[h] acc[h][d] + sum_row P[h][row] C[row][d].
     {
       static_assert(SUB == 16, "one k-step of rows per sub-chunk");
@@ -612,6 +618,7 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
         }
       }
     }
+    clk.lap(kStageMlaWeighted);
   }
   cp_async_wait<0>(); // the empty groups past the end
   for (int h = threadIdx.x; h < HG; h += THREADS) {
@@ -631,6 +638,7 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
                                   2 * t) = make_float2(acc[i][2], acc[i][3]);
   }
   __syncthreads();
+  clk.lap(kStageMlaEpilogue);
 #endif
 }
 

@@ -10,6 +10,13 @@
 // the waits, and when the last block finished: whether a phase is slow
 // because all its blocks are, or because one is.
 //
+// Inside a task, a StageClock splits its time into stages: thread 0 of
+// every block adds the SM cycles (clock64) since its last lap to
+// mk_stage_cycles[stage][block] and counts the lap in mk_stage_laps (rows
+// reset at the block's phase-0 entry). mk-bench --phase-timing prints, per
+// stage with laps, the median and the slowest block's cycles per step. The
+// stages (kStage*) are few and named here and in mk-bench.
+//
 //===----------------------------------------------------------------------===//
 #pragma once
 
@@ -30,12 +37,55 @@ __device__ __forceinline__ void phase_stamp(unsigned long long *table, int i) {
     table[(size_t)i * kMaxGrid + blockIdx.x] = global_timer_ns();
 }
 
-/// Phase entry: stamps row `i` of `entries` and clears row `i` of `waits`.
+/// Stages a StageClock attributes a task's cycles to (mk-bench names them).
+enum StageSlot : int {
+  kStageMlaPrologue = 0, ///< attention: queries staged, the first rows asked for
+  kStageMlaRowWait,      ///< attention: waiting for a sub-chunk's rows (+ barrier)
+  kStageMlaScores,       ///< attention: scores of a sub-chunk (+ barrier)
+  kStageMlaSoftmax,      ///< attention: softmax statistics (+ barrier)
+  kStageMlaWeighted,     ///< attention: the weighted rows
+  kStageMlaEpilogue,     ///< attention: the partials written
+  kStageSlots = 8
+};
+
+#ifdef MK_PHASE_TIMING
+__device__ unsigned long long mk_stage_cycles[kStageSlots * kMaxGrid];
+__device__ unsigned int mk_stage_laps[kStageSlots * kMaxGrid];
+#endif
+
+/// Splits a task's time into stages (timing builds only; otherwise empty).
+struct StageClock {
+#ifdef MK_PHASE_TIMING
+  long long t0;
+  __device__ __forceinline__ StageClock() : t0(clock64()) {}
+  /// The cycles since the last lap (or construction) go to `stage`.
+  __device__ __forceinline__ void lap(int stage) {
+    if (threadIdx.x == 0) {
+      const long long t = clock64();
+      mk_stage_cycles[stage * kMaxGrid + blockIdx.x] += (unsigned long long)(t - t0);
+      mk_stage_laps[stage * kMaxGrid + blockIdx.x] += 1u;
+      t0 = t;
+    }
+  }
+#else
+  __device__ __forceinline__ void lap(int) {}
+#endif
+};
+
+/// Phase entry: stamps row `i` of `entries` and clears row `i` of `waits`;
+/// at phase 0 also this block's stage rows.
 __device__ __forceinline__ void phase_enter(unsigned long long *entries,
                                             unsigned long long *waits, int i) {
   if (threadIdx.x == 0) {
     entries[(size_t)i * kMaxGrid + blockIdx.x] = global_timer_ns();
     waits[(size_t)i * kMaxGrid + blockIdx.x] = 0ull;
+#ifdef MK_PHASE_TIMING
+    if (i == 0)
+      for (int st = 0; st < kStageSlots; ++st) {
+        mk_stage_cycles[st * kMaxGrid + blockIdx.x] = 0ull;
+        mk_stage_laps[st * kMaxGrid + blockIdx.x] = 0u;
+      }
+#endif
   }
 }
 

@@ -49,6 +49,7 @@ Status Device::open(int ordinal, std::shared_ptr<Device> &out) {
                           d->maxSmemOptin_, "shared memory limit"));
   MK_RETURN_IF_ERROR(
       attr(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, coop, "cooperative launch"));
+  MK_RETURN_IF_ERROR(attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE, d->clockKHz_, "clock rate"));
   d->coop_ = coop != 0;
   MK_RETURN_IF_ERROR(
       cuCheck(drv->cuDeviceTotalMem(&d->totalMem_, d->dev_), "cuDeviceTotalMem"));

@@ -22,7 +22,9 @@
 // options). A file that cannot be written is an error (exit status 1).
 //
 // --phase-timing builds the kernel with -DMK_PHASE_TIMING and prints, after
-// each context's row, per-phase medians of the blocks' stamps over 20 steps.
+// each context's row, per-phase medians of the blocks' stamps over 20 steps,
+// then the task stages a StageClock times (phase_timing.cuh; today the MLA
+// attention's), in SM cycles converted at the device's peak clock.
 // --trace FILE (same build) writes one of those steps at the last --ctx, the
 // median by stamped span, as a Chrome/Perfetto trace (chrome://tracing,
 // ui.perfetto.dev): a track per block, a slice per phase from the block's
@@ -98,6 +100,17 @@ struct BenchRow {
 
 /// Slots per phase in the timing tables; mk::kMaxGrid in grid_sync.cuh.
 constexpr size_t kTimingSlots = 1024;
+/// phase_timing.cuh's StageSlot: the task stages a StageClock times.
+constexpr size_t kStageSlots = 8;
+const char *const kStageNames[kStageSlots] = {
+    "mla attention: prologue (queries staged, first rows asked for)",
+    "mla attention: waiting for rows (+ barrier, next rows asked for)",
+    "mla attention: scores (+ barrier)",
+    "mla attention: softmax (+ barrier)",
+    "mla attention: weighted rows",
+    "mla attention: epilogue (partials written)",
+    "(stage 6)",
+    "(stage 7)"};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -109,6 +122,10 @@ double median(std::vector<double> v) {
 /// end mark), done [phases][grid]; global timer ns.
 struct StepStamps {
   std::vector<uint64_t> entry, wait, done;
+  /// Task stages (phase_timing.cuh's StageClock): SM cycles and laps
+  /// [kStageSlots][grid].
+  std::vector<uint64_t> stageCycles;
+  std::vector<uint32_t> stageLaps;
   uint64_t start = 0; ///< the earliest phase-0 entry
   uint64_t span = 0;  ///< from start to the last block's end mark
 };
@@ -124,7 +141,9 @@ Status collectPhaseStamps(Session &s, int phases, int steps,
                          " blocks does not fit the timing tables");
   const size_t G = size_t(grid);
   std::vector<unsigned long long> entry((P + 1) * kTimingSlots),
-      wait((P + 1) * kTimingSlots), done(P * kTimingSlots);
+      wait((P + 1) * kTimingSlots), done(P * kTimingSlots),
+      stageCycles(kStageSlots * kTimingSlots);
+  std::vector<unsigned> stageLaps(kStageSlots * kTimingSlots);
   auto compact = [&](const std::vector<unsigned long long> &t, size_t rows) {
     std::vector<uint64_t> c(rows * G);
     for (size_t p = 0; p < rows; ++p)
@@ -140,7 +159,15 @@ Status collectPhaseStamps(Session &s, int phases, int steps,
     MK_RETURN_IF_ERROR(s.readModuleGlobal("mk_phase_ns", entry.data(), entry.size() * 8));
     MK_RETURN_IF_ERROR(s.readModuleGlobal("mk_phase_wait_ns", wait.data(), wait.size() * 8));
     MK_RETURN_IF_ERROR(s.readModuleGlobal("mk_phase_done_ns", done.data(), done.size() * 8));
+    MK_RETURN_IF_ERROR(
+        s.readModuleGlobal("mk_stage_cycles", stageCycles.data(), stageCycles.size() * 8));
+    MK_RETURN_IF_ERROR(
+        s.readModuleGlobal("mk_stage_laps", stageLaps.data(), stageLaps.size() * 4));
     StepStamps st;
+    st.stageCycles = compact(stageCycles, kStageSlots);
+    for (size_t k = 0; k < kStageSlots; ++k)
+      for (size_t b = 0; b < G; ++b)
+        st.stageLaps.push_back(stageLaps[k * kTimingSlots + b]);
     st.entry = compact(entry, P + 1);
     st.wait = compact(wait, P + 1);
     st.done = compact(done, P);
@@ -219,6 +246,42 @@ void printPhaseProfile(const std::vector<StepStamps> &steps,
                 v[kWorkMean], v[kWaitMax], v[kTail], names[p].c_str());
   }
   std::printf("  sum %8.2f\n", total);
+}
+
+/// Prints, per task stage that ran (phase_timing.cuh's StageClock), medians
+/// over the steps of: the blocks that ran it, its laps per such block, and
+/// its time per step in the median and the slowest of those blocks (SM
+/// cycles at the device's peak clock).
+void printStageProfile(const std::vector<StepStamps> &steps, int grid, int clockKHz) {
+  const size_t G = size_t(grid);
+  bool header = false;
+  for (size_t k = 0; k < kStageSlots; ++k) {
+    std::vector<double> blocks, laps, mid, slow;
+    for (const StepStamps &st : steps) {
+      std::vector<double> us, n;
+      for (size_t b = 0; b < G; ++b)
+        if (st.stageLaps[k * G + b]) {
+          us.push_back(double(st.stageCycles[k * G + b]) / clockKHz * 1e3);
+          n.push_back(st.stageLaps[k * G + b]);
+        }
+      if (us.empty())
+        continue;
+      blocks.push_back(double(us.size()));
+      laps.push_back(median(n));
+      mid.push_back(median(us));
+      slow.push_back(*std::max_element(us.begin(), us.end()));
+    }
+    if (blocks.empty())
+      continue;
+    if (!header) {
+      std::printf("  task stages (SM cycles at %.2f GHz, median of %zu steps, us per step):\n",
+                  clockKHz * 1e-6, steps.size());
+      std::printf("  %6s %6s %8s %8s  %s\n", "blocks", "laps", "median", "slowest", "stage");
+      header = true;
+    }
+    std::printf("  %6.0f %6.0f %8.2f %8.2f  %s\n", median(blocks), median(laps), median(mid),
+                median(slow), kStageNames[k]);
+  }
 }
 
 /// The step whose stamped span (first phase-0 entry to the last block's end
@@ -372,8 +435,10 @@ int main(int argc, char **argv) {
       std::vector<StepStamps> steps;
       if (!(st = collectPhaseStamps(*s, phases, 20, steps)).isOk())
         return fail(st, "phase timing");
-      if (phaseTiming)
+      if (phaseTiming) {
         printPhaseProfile(steps, names, s->launchConfig().grid);
+        printStageProfile(steps, s->launchConfig().grid, dev->clockKHz());
+      }
       if (traceHere) {
         const size_t pick = medianStep(steps);
         const StepStamps &one = steps[pick];

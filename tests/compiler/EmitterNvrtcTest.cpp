@@ -177,6 +177,16 @@ TEST(EmitterNvrtc, KimiLinearSixteenHeadAttention) {
   EXPECT_LE(m.dynamicSharedBytes + 1024, 101376);
 }
 
+// The timing build mk-bench --phase-timing makes (-DMK_PHASE_TIMING: phase
+// stamps, and the stage clock inside the MLA attention) compiles for both
+// targets without a template spill.
+TEST(EmitterNvrtc, KimiLinearPhaseTiming) {
+  Emitted k = emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16");
+  for (const char *arch : {"sm_90", "sm_120"})
+    mk::test::compileAndCheck(k.source, "mk_kimi_linear_w4a16", arch,
+                              mk::test::SpillRule::TemplatesOnly, {"-DMK_PHASE_TIMING"});
+}
+
 TEST(EmitterNvrtc, KimiLinearDebugCapture) {
   check("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", true);
 }

@@ -18,6 +18,7 @@
 
 #include <cstdio>
 #include <regex>
+#include <vector>
 #include <string>
 
 namespace mk::test {
@@ -43,10 +44,12 @@ enum class SpillRule {
 };
 
 inline void compileAndCheck(const std::string &source, const std::string &kernel,
-                            const std::string &arch, SpillRule rule = SpillRule::Strict) {
+                            const std::string &arch, SpillRule rule = SpillRule::Strict,
+                            const std::vector<std::string> &options = {}) {
   mk::rt::CompileOptions co;
   co.arch = arch;
   co.extraOptions = {"--ptxas-options=-v"};
+  co.extraOptions.insert(co.extraOptions.end(), options.begin(), options.end());
   std::string cubin, log;
   mk::rt::Status s = mk::rt::compileWithNvrtc(source, kernel + ".cu", mk::rt::kernelHeaders(),
                                               mk::rt::nvrtcOptions(co), cubin, log);

@@ -46,6 +46,8 @@ public:
   int maxSharedPerBlockOptin() const { return maxSmemOptin_; }
   bool cooperativeLaunch() const { return coop_; }
   size_t totalMemory() const { return totalMem_; }
+  /// The SM clock's peak rate in kHz (what clock64 counts at full speed).
+  int clockKHz() const { return clockKHz_; }
 
 private:
   Device() = default;
@@ -54,7 +56,7 @@ private:
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
   std::string name_;
-  int ccMajor_ = 0, ccMinor_ = 0, sms_ = 0, maxSmemOptin_ = 0;
+  int ccMajor_ = 0, ccMinor_ = 0, sms_ = 0, maxSmemOptin_ = 0, clockKHz_ = 0;
   bool coop_ = false;
   size_t totalMem_ = 0;
 };
