@@ -75,6 +75,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
     if (begunTasks.empty()) {
       // Its loads are staged through the work area, free at phase entry
       // unless an early weight stream already fills it.
+      workTask = t;
       needWork(2 * dim); // residual_rmsnorm_stage_bytes(dim) / 4
       os << "    mk::block_residual_rmsnorm_outlined<" << T << ">(" << ptr(t.getStrArg("base"))
          << ", " << accArg << ", " << ident(t.getStrArg("weight")) << ", " << dim << ", "
@@ -123,6 +124,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
         os << "      MK_WAIT_END(" << phaseIndex - 1 << ");\n";
       std::string inst;
       llvm::raw_string_ostream is(inst);
+      workTask = t;
       if (failed(emitInstance(t, is)))
         return failure();
       os << "      {\n" << inst << "      }\n";
@@ -217,12 +219,19 @@ LogicalResult Emitter::run(EmittedKernel &out) {
   // generation, block reductions) on top: a generous bound.
   constexpr int64_t kStaticSharedBound = 1024;
   if (int64_t limit = kernel.getMaxSharedBytes();
-      limit > 0 && dynSmem + kStaticSharedBound > limit)
-    return mlir::emitError(kernel.getLoc(), "kernel @")
-           << kernel.getSymName() << " needs " << dynSmem << " B of dynamic shared memory per block (+ up to "
-           << kStaticSharedBound << " B static), more than the target's "
-           << limit << " B (schedule-form-phases max-shared-bytes: sm_120 "
-              "allows 101376, sm_90 232448)";
+      limit > 0 && dynSmem + kStaticSharedBound > limit) {
+    auto diag = mlir::emitError(kernel.getLoc(), "kernel @")
+                << kernel.getSymName() << " needs " << dynSmem
+                << " B of dynamic shared memory per block (+ up to " << kStaticSharedBound
+                << " B static), more than the target's " << limit
+                << " B (schedule-form-phases max-shared-bytes: sm_120 allows 101376, sm_90 "
+                   "232448): the input vector takes "
+                << d4 * 4 << " B, the largest task's work area " << workFloats * 4 << " B";
+    if (workOwner)
+      diag << " (task \"" << workOwner.getName() << "\", "
+           << taskKindName(workOwner.getKind()) << ")";
+    return diag;
+  }
   // Mirrors mk::sync_bytes (grid_sync.cuh): barrier words, one arrival
   // flag per block (kMaxGrid of them), then the counters.
   int64_t syncBytes = (64 + kMaxGrid + 32 * std::max<int64_t>(numCounters, 1)) * 4;

@@ -101,6 +101,8 @@ private:
   llvm::raw_string_ostream os{body};
   std::set<std::string> asserts;
   int64_t workFloats = 0;
+  /// The task being lowered, and the one whose work area is the largest.
+  TaskOp workTask, workOwner;
   int64_t numCounters = 0;
   int64_t phaseIndex = 0;
   int routedKey = 0;
@@ -132,7 +134,14 @@ private:
         .str();
   }
 
-  void needWork(int64_t floats) { workFloats = std::max(workFloats, floats); }
+  /// Grows the per-task work area to `floats`, remembering the task that
+  /// needs the most (named when the kernel does not fit the target).
+  void needWork(int64_t floats) {
+    if (floats > workFloats) {
+      workFloats = floats;
+      workOwner = workTask;
+    }
+  }
   int64_t w4Red(int64_t tn) { return (T / 32) * tn + 3 * 6 * T * 4; }
   std::string w4RedCheck(int64_t tn) {
     return llvm::formatv("mk::w4a16_red_floats<{0}, {1}>() == {2}", T, tn,
