@@ -60,4 +60,5 @@ if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   variant tkdal2 schedule-prefetch-weights=kda-state-l2=true
   variant tnobalance schedule-partition-work=balance-phases=false
   variant tprefetch1 schedule-prefetch-weights=distance=1
+  variant thg16c128 "schedule-partition-work=attention-head-group=16 attention-chunks=128"
 fi

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# A measuring run for the GPU machine, lighter than gpu-tests.sh: builds only
+# mk-bench and mk-gpu-tests, then for every kernel variant checks it against
+# the oracle (OracleGpu.FullUnitOneStep: 3 seeds x contexts 2048 / 8192) and
+# benches all variants in alternating rounds, then prints the phase and task
+# stage profile of the first one. What the perf notes' same-run comparisons
+# need, in one call (~3 minutes for three variants).
+#
+#   MK_KERNELS_DIR=$PWD/.carry/kernels scripts/gpu-measure.sh [VARIANT ...]
+#
+# A VARIANT is a kernel directory name under $MK_KERNELS_DIR (a schedule
+# variant such as kimi_linear_w4a16_thg16), optionally with NVRTC options
+# after a colon: kimi_linear_w4a16:-DMK_GEMV_SIMT. Default: the unit's kernel.
+# MK_MEASURE_ROUNDS (2), MK_MEASURE_CTX (2048,8192,16384) and
+# MK_PROFILE_CTX (2048,16384) set the rounds and contexts. Logs go to
+# $OUT (the device tool) or $MK_BUILD_DIR/measure. Exit status: non-zero if
+# a build, an oracle test or a bench failed.
+set -uo pipefail
+export PATH="$PATH:/usr/local/cuda/bin"
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+: "${MK_BUILD_DIR:=build-gpu}"
+: "${MK_JOBS:=$(nproc 2>/dev/null || echo 4)}"
+: "${MK_KERNELS_DIR:=$ROOT/kernels}"
+: "${MK_MEASURE_ROUNDS:=2}"
+: "${MK_MEASURE_CTX:=2048,8192,16384}"
+: "${MK_PROFILE_CTX:=2048,16384}"
+export MK_KERNELS_DIR MK_REQUIRE_KERNELS=1
+case "$MK_BUILD_DIR" in /*) build=$MK_BUILD_DIR ;; *) build=$ROOT/$MK_BUILD_DIR ;; esac
+DEST=${OUT:-$build/measure}
+mkdir -p "$DEST"
+variants=("$@")
+[ ${#variants[@]} -gt 0 ] || variants=(kimi_linear_w4a16)
+status=0
+
+gtest_args=()
+for d in .carry/googletest shared/googletest /usr/src/googletest; do
+  if [ -f "$d/CMakeLists.txt" ]; then
+    case "$d" in /*) gtest_args=(-DMK_GTEST_SOURCE_DIR="$d") ;; *) gtest_args=(-DMK_GTEST_SOURCE_DIR="$ROOT/$d") ;; esac
+    break
+  fi
+done
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+cmake -S . -B "$MK_BUILD_DIR" "${generator[@]}" -DMK_BUILD_COMPILER=OFF -DCMAKE_BUILD_TYPE=Release \
+  "${gtest_args[@]}" >"$DEST/configure.log" 2>&1 || { tail -30 "$DEST/configure.log"; exit 1; }
+cmake --build "$MK_BUILD_DIR" -j "$MK_JOBS" --target mk-bench mk-gpu-tests >"$DEST/build.log" 2>&1 ||
+  { tail -40 "$DEST/build.log"; exit 1; }
+bench="$build/runtime/tools/mk-bench"
+tests="$build/tests/gpu/mk-gpu-tests"
+
+# NAME[:OPTIONS] -> kernel dir name, options
+dir_of() { echo "${1%%:*}"; }
+opts_of() { case "$1" in *:*) echo "${1#*:}" ;; *) echo "" ;; esac; }
+
+echo "== oracle: OracleGpu.FullUnitOneStep on each variant"
+for v in "${variants[@]}"; do
+  d=$(dir_of "$v")
+  [ -d "$MK_KERNELS_DIR/$d" ] || { echo "no $MK_KERNELS_DIR/$d"; status=1; continue; }
+  log="$DEST/oracle-$(echo "$v" | tr -c 'A-Za-z0-9_\n' _).log"
+  (cd "$(dirname "$tests")" && MK_FULL_KERNEL="$d" MK_NVRTC_OPTIONS="$(opts_of "$v")" "$tests" \
+    --gtest_filter='OracleGpu.FullUnitOneStep') >"$log" 2>&1
+  rc=$?
+  verdict=$([ $rc = 0 ] && echo pass || echo FAIL)
+  grep -q "SKIPPED" "$log" && verdict="skipped (no GPU?)" && status=1
+  echo "$v: $verdict, lowest $(grep -o 'output cosine [0-9.]*' "$log" | sort | head -1)"
+  [ $rc = 0 ] || status=1
+done
+
+echo "== bench: ${MK_MEASURE_ROUNDS} alternating rounds, ms/token median (ctx $MK_MEASURE_CTX)"
+for r in $(seq 1 "$MK_MEASURE_ROUNDS"); do
+  for v in "${variants[@]}"; do
+    d=$(dir_of "$v")
+    [ -d "$MK_KERNELS_DIR/$d" ] || continue
+    row=$(MK_NVRTC_OPTIONS="$(opts_of "$v")" "$bench" --kernel-dir "$MK_KERNELS_DIR/$d" \
+      --ctx "$MK_MEASURE_CTX" 2>&1 | tee -a "$DEST/bench.log" | awk '$1 ~ /^[0-9]+$/ {printf " %s", $2}')
+    [ -n "$row" ] || status=1
+    echo "round $r  $v:$row"
+  done
+done
+
+v=${variants[0]}
+echo "== phase and task stage profile of $v (ctx $MK_PROFILE_CTX)"
+MK_NVRTC_OPTIONS="$(opts_of "$v")" "$bench" --kernel-dir "$MK_KERNELS_DIR/$(dir_of "$v")" \
+  --ctx "$MK_PROFILE_CTX" --iters 20 --phase-timing >"$DEST/phases.log" 2>&1 || status=1
+cat "$DEST/phases.log"
+echo "== done (status $status); logs in $DEST"
+exit $status
