@@ -19,7 +19,6 @@
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/Regex.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -59,16 +58,6 @@ constexpr const char *kCaptureOrder[] = {
     "mla_o",   "attn_out", "h",    "moe_in", "router_logits", "topk_idx",
     "topk_w",  "moe_out", "out"};
 
-/// The layer of a weight or state tensor ("blocks.3.attn.kv_b",
-/// "state.3.c_kv" -> 3), or -1.
-inline int64_t layerOf(StringRef name) {
-  static const llvm::Regex re("^(blocks|state)\\.([0-9]+)\\.");
-  SmallVector<StringRef> m;
-  int64_t layer;
-  if (!re.match(name, &m) || m[2].getAsInteger(10, layer))
-    return -1;
-  return layer;
-}
 
 /// mk::kMaxGrid (grid_sync.cuh): the most blocks the grid barrier supports.
 constexpr int64_t kMaxGrid = 1024;
@@ -177,6 +166,18 @@ private:
         out.push_back(d);
     }
     return out;
+  }
+  /// The layer a weight (a parameter, or a W4A16 weight by its prefix) or a
+  /// state buffer belongs to, as its symbol declares; -1 where none does.
+  int64_t layerOf(StringRef name) {
+    std::optional<uint64_t> layer;
+    if (WeightOp w = weightByName.lookup(name))
+      layer = w.getLayer();
+    else if (WeightOp q = weightByName.lookup((name + ".w_q").str()))
+      layer = q.getLayer();
+    else if (BufferOp b = buffers.lookup(name))
+      layer = b.getLayer();
+    return layer ? int64_t(*layer) : -1;
   }
   /// The quantization group of W4A16 weight `w` (its w_q's), or 0 when `w`
   /// is no W4A16 weight of the kernel.

@@ -106,12 +106,12 @@ void GraphBuilder::declareSymbols(ModuleOp module) {
       if (q.experts > 0)
         shape.push_back(q.experts);
       shape.append({q.in, q.out});
-      b.create<QuantizedWeightOp>(loc(q.prefix), q.prefix, cfg.group,
-                                  tensor(shape, i4));
+      b.create<QuantizedWeightOp>(loc(q.prefix), q.prefix, cfg.group, tensor(shape, i4),
+                                  b.getI64IntegerAttr(q.layer));
       continue;
     }
-    b.create<WeightOp>(loc(t.name), t.name,
-                       tensor(t.shape, elementType(t.dtype)));
+    b.create<WeightOp>(loc(t.name), t.name, tensor(t.shape, elementType(t.dtype)),
+                       b.getI64IntegerAttr(t.layer));
   }
   // Caches are catalogued with a row count of -1: dynamic in the IR.
   states = stateTensors(cfg, -1);
@@ -120,8 +120,8 @@ void GraphBuilder::declareSymbols(ModuleOp module) {
     for (int64_t &d : shape)
       if (d < 0)
         d = ShapedType::kDynamic;
-    b.create<StateOp>(loc(t.name), t.name,
-                      tensor(shape, elementType(t.dtype)));
+    b.create<StateOp>(loc(t.name), t.name, tensor(shape, elementType(t.dtype)),
+                      b.getI64IntegerAttr(t.layer));
   }
 }
 

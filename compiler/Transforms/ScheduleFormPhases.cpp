@@ -783,10 +783,22 @@ LogicalResult Lowering::lowerReturn(func::ReturnOp op) {
   return success();
 }
 
-/// The number of layers: one input RMSNorm (`<layer>.attn_norm`) each.
-static int64_t countLayers(func::FuncOp fn) {
+/// The number of layers: one past the highest `layer` of the module's
+/// weight and state symbols (0 where none carries one).
+static int64_t countLayers(ModuleOp module) {
   int64_t n = 0;
-  fn.walk([&](graph::RMSNormOp op) { n += op.getWeight().ends_with(".attn_norm"); });
+  auto see = [&](std::optional<uint64_t> layer) {
+    if (layer)
+      n = std::max<int64_t>(n, int64_t(*layer) + 1);
+  };
+  for (Operation &op : *module.getBody()) {
+    if (auto w = dyn_cast<graph::WeightOp>(op))
+      see(w.getLayer());
+    else if (auto q = dyn_cast<graph::QuantizedWeightOp>(op))
+      see(q.getLayer());
+    else if (auto st = dyn_cast<graph::StateOp>(op))
+      see(st.getLayer());
+  }
   return n;
 }
 
@@ -915,7 +927,7 @@ void ScheduleFormPhasesPass::runOnOperation() {
   // manifest; no later stage reads it.
   if (auto config = module->getAttrOfType<DictionaryAttr>("mk.config"))
     kernel.setConfigAttr(config);
-  kernel.setNumLayers(countLayers(fn));
+  kernel.setNumLayers(countLayers(module));
   if (debugCapture || module->hasAttr("mk.debug_capture"))
     kernel.setDebugCapture(true);
   b.setInsertionPointToEnd(&kernel.getBodyBlock());
@@ -935,13 +947,15 @@ void ScheduleFormPhasesPass::runOnOperation() {
         return b.getDenseI64ArrayAttr(s);
       };
       const std::string prefix = q.getSymName().str();
-      b.create<schedule::WeightOp>(q.getLoc(), b.getStringAttr(prefix + ".w_q"),
-                                   b.getStringAttr("u8"), shape(in / 2),
-                                   b.getI64IntegerAttr(group));
-      for (const char *part : {".scales", ".zeros"})
-        b.create<schedule::WeightOp>(q.getLoc(), b.getStringAttr(prefix + part),
-                                     b.getStringAttr("bf16"), shape(in / group),
-                                     b.getI64IntegerAttr(group));
+      auto part = [&](const char *suffix, StringRef dtype, int64_t rows) {
+        b.create<schedule::WeightOp>(q.getLoc(), b.getStringAttr(prefix + suffix),
+                                     b.getStringAttr(dtype), shape(rows),
+                                     b.getI64IntegerAttr(group), b.getI64IntegerAttr(0),
+                                     b.getStringAttr(""), q.getLayerAttr());
+      };
+      part(".w_q", "u8", in / 2);
+      part(".scales", "bf16", in / group);
+      part(".zeros", "bf16", in / group);
     } else if (auto w = dyn_cast<graph::WeightOp>(op)) {
       StringRef dtype = dtypeOf(w.getTensorType().getElementType());
       if (dtype.empty()) {
@@ -951,15 +965,18 @@ void ScheduleFormPhasesPass::runOnOperation() {
       }
       b.create<schedule::WeightOp>(w.getLoc(), w.getSymNameAttr(), b.getStringAttr(dtype),
                                    b.getDenseI64ArrayAttr(w.getTensorType().getShape()),
-                                   b.getI64IntegerAttr(0));
+                                   b.getI64IntegerAttr(0), b.getI64IntegerAttr(0),
+                                   b.getStringAttr(""), w.getLayerAttr());
     }
   }
   for (const BufferSpec &bs : lowering.buffers) {
-    auto buf = b.create<schedule::BufferOp>(
-        fn.getLoc(), b.getStringAttr(bs.name), b.getStringAttr(bs.dtype),
-        b.getDenseI64ArrayAttr(bs.shape), b.getStringAttr(bs.space),
-        b.getI64IntegerAttr(-1));
-    (void)buf;
+    IntegerAttr layer;
+    if (bs.space == "state")
+      if (auto st = module.lookupSymbol<graph::StateOp>(bs.name))
+        layer = st.getLayerAttr();
+    b.create<schedule::BufferOp>(fn.getLoc(), b.getStringAttr(bs.name),
+                                 b.getStringAttr(bs.dtype), b.getDenseI64ArrayAttr(bs.shape),
+                                 b.getStringAttr(bs.space), b.getI64IntegerAttr(-1), layer);
   }
   {
     // The kernel's decode-state arguments are its `state` buffers, in order:

@@ -107,6 +107,7 @@ std::vector<QuantLinearDesc> quantLinears(const BlockConfig &c) {
   std::vector<QuantLinearDesc> out;
   const int64_t C = c.kdaChannels();
   for (size_t i = 0; i < c.pattern.size(); ++i) {
+    const size_t first = out.size();
     std::string p = layerPrefix(i);
     if (c.pattern[i] == LayerKind::KDA) {
       for (const char *n : {"q_proj", "k_proj", "v_proj", "g_proj"})
@@ -128,6 +129,8 @@ std::vector<QuantLinearDesc> quantLinears(const BlockConfig &c) {
       out.push_back({p + ".moe.s_up", c.hidden, c.moeInter, c.nShared});
       out.push_back({p + ".moe.s_down", c.moeInter, c.hidden, c.nShared});
     }
+    for (size_t j = first; j < out.size(); ++j)
+      out[j].layer = int64_t(i);
   }
   return out;
 }
@@ -158,6 +161,7 @@ std::vector<TensorDesc> parameterTensors(const BlockConfig &c) {
         appendQuant(out, q, c.group);
   };
   for (size_t i = 0; i < c.pattern.size(); ++i) {
+    const size_t first = out.size();
     std::string p = layerPrefix(i);
     out.push_back({p + ".attn_norm", DType::BF16, {c.hidden}});
     if (c.pattern[i] == LayerKind::KDA) {
@@ -175,6 +179,8 @@ std::vector<TensorDesc> parameterTensors(const BlockConfig &c) {
         {p + ".moe.router.weight", DType::BF16, {c.nExperts, c.hidden}});
     for (const char *n : {"gate", "up", "down", "s_gate", "s_up", "s_down"})
       quant(p + ".moe." + n);
+    for (size_t j = first; j < out.size(); ++j)
+      out[j].layer = int64_t(i);
   }
   return out;
 }
@@ -183,6 +189,7 @@ std::vector<TensorDesc> stateTensors(const BlockConfig &c, int64_t rows) {
   std::vector<TensorDesc> out;
   const int64_t C = c.kdaChannels();
   for (size_t i = 0; i < c.pattern.size(); ++i) {
+    const size_t first = out.size();
     std::string p = statePrefix(i);
     if (c.pattern[i] == LayerKind::KDA) {
       out.push_back(
@@ -193,6 +200,8 @@ std::vector<TensorDesc> stateTensors(const BlockConfig &c, int64_t rows) {
       out.push_back({p + ".c_kv", DType::BF16, {rows, c.kvLora}});
       out.push_back({p + ".k_rope", DType::BF16, {rows, c.qkRope}});
     }
+    for (size_t j = first; j < out.size(); ++j)
+      out[j].layer = int64_t(i);
   }
   return out;
 }

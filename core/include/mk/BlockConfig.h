@@ -61,6 +61,8 @@ struct TensorDesc {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;
+  /// The layer it belongs to (its name's "blocks.<i>" / "state.<i>").
+  int64_t layer = -1;
   int64_t numel() const;
   int64_t bytes() const { return numel() * dtypeBytes(dtype); }
 };
@@ -72,6 +74,8 @@ struct TensorDesc {
 struct QuantLinearDesc {
   std::string prefix;
   int64_t in = 0, out = 0, experts = 0;
+  /// The layer it belongs to.
+  int64_t layer = -1;
 };
 
 /// Name prefix of layer `i`'s parameters: "blocks.<i>".

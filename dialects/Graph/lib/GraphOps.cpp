@@ -177,7 +177,16 @@ void MoeCombineOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
 // Symbols
 //===----------------------------------------------------------------------===//
 
+/// A symbol's optional layer is a layer index.
+static LogicalResult verifyLayer(Operation *op, std::optional<uint64_t> layer) {
+  if (layer && int64_t(*layer) < 0)
+    return op->emitOpError() << "layer must be >= 0, got " << int64_t(*layer);
+  return success();
+}
+
 LogicalResult WeightOp::verify() {
+  if (failed(verifyLayer(*this, getLayer())))
+    return failure();
   RankedTensorType t = getTensorType();
   if (!t.getElementType().isBF16())
     return emitOpError() << "weight must have bf16 elements, got " << t;
@@ -187,6 +196,8 @@ LogicalResult WeightOp::verify() {
 }
 
 LogicalResult QuantizedWeightOp::verify() {
+  if (failed(verifyLayer(*this, getLayer())))
+    return failure();
   RankedTensorType t = getTensorType();
   if (!t.getElementType().isInteger(4))
     return emitOpError() << "quantized weight must have i4 elements, got "
@@ -209,6 +220,8 @@ LogicalResult QuantizedWeightOp::verify() {
 }
 
 LogicalResult StateOp::verify() {
+  if (failed(verifyLayer(*this, getLayer())))
+    return failure();
   RankedTensorType t = getTensorType();
   Type elt = t.getElementType();
   if (!elt.isBF16() && !elt.isF32())

@@ -30,6 +30,16 @@ graph.state @s : tensor<4x?xbf16>
 
 // -----
 
+// expected-error @+1 {{layer must be >= 0, got -1}}
+graph.state @s : tensor<4xf32> layer -1
+
+// -----
+
+// expected-error @+1 {{layer must be >= 0, got -2}}
+graph.quantized_weight @q {group = 8} : tensor<16x8xi4> layer -2
+
+// -----
+
 func.func @f() {
   // expected-error @+1 {{expects parent op 'builtin.module'}}
   graph.weight @w : tensor<64xbf16>

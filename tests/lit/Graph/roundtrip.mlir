@@ -9,11 +9,11 @@
 module @roundtrip {
   // CHECK: graph.weight @norm : tensor<16xbf16>
   graph.weight @"norm" : tensor<16xbf16>
-  // CHECK: graph.quantized_weight @blocks.0.attn.q_proj {group = 8} : tensor<16x8xi4>
-  graph.quantized_weight @"blocks.0.attn.q_proj" {group = 8} : tensor<16x8xi4>
+  // CHECK: graph.quantized_weight @blocks.0.attn.q_proj {group = 8} : tensor<16x8xi4> layer 0
+  graph.quantized_weight @"blocks.0.attn.q_proj" {group = 8} : tensor<16x8xi4> layer 0
   graph.quantized_weight @o_proj {group = 8} : tensor<8x16xi4>
-  // CHECK: graph.weight @beta : tensor<2x16xbf16>
-  graph.weight @beta : tensor<2x16xbf16>
+  // CHECK: graph.weight @beta : tensor<2x16xbf16> layer 1
+  graph.weight @beta : tensor<2x16xbf16> layer 1
   graph.weight @conv_w : tensor<3x8x4xbf16>
   graph.quantized_weight @mla_q {group = 8} : tensor<16x16xi4>
   graph.quantized_weight @kv_a {group = 8} : tensor<16x12xi4>
@@ -26,8 +26,8 @@ module @roundtrip {
   graph.quantized_weight @s_gate {group = 8} : tensor<1x16x8xi4>
   graph.quantized_weight @s_up {group = 8} : tensor<1x16x8xi4>
   graph.quantized_weight @s_down {group = 8} : tensor<1x8x16xi4>
-  // CHECK: graph.state @state.0.S : tensor<2x4x4xf32>
-  graph.state @"state.0.S" : tensor<2x4x4xf32>
+  // CHECK: graph.state @state.0.S : tensor<2x4x4xf32> layer 0
+  graph.state @"state.0.S" : tensor<2x4x4xf32> layer 0
   graph.state @"state.0.cq" : tensor<3x8xbf16>
   // CHECK: graph.state @state.1.c_kv : tensor<?x8xbf16>
   graph.state @"state.1.c_kv" : tensor<?x8xbf16>

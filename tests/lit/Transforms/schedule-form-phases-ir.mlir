@@ -11,9 +11,10 @@
 // schedule-form-phases on hand-written graph modules (after
 // graph-fuse-projections and graph-absorb-mla: their marks are written
 // here by hand). The module becomes one schedule.kernel: @mk_<module name>
-// (or kernel-name), the module's `mk.config` as `config`, `num_layers` the
-// number of `<layer>.attn_norm` norms, a schedule.weight per graph.weight
-// and three per graph.quantized_weight (w_q u8 [.., in/2, out], scales and
+// (or kernel-name), the module's `mk.config` as `config`, `num_layers` one
+// past the highest `layer` of the weight and state symbols (copied onto the
+// schedule.weight ops and state buffers; @spare has none), a schedule.weight
+// per graph.weight and three per graph.quantized_weight (w_q u8 [.., in/2, out], scales and
 // zeros bf16 [.., in/group, out], with the group), a buffer per value
 // (state ones from the step's arguments, checked against the graph.state
 // symbols), and the tasks placed ASAP: a norm feeds its consumers through
@@ -37,31 +38,31 @@
 // CHECK-LABEL: module @unit
 // CHECK-NOT: {{graph\.|func\.func}}
 // CHECK: schedule.kernel @mk_unit attributes {config = {config = {group = 16 : i64, hidden = 64 : i64}, name = "unit"}, max_shared_bytes = 101376 : i64, num_layers = 1 : i64, threads = 256 : i64} {
-// CHECK-NEXT: schedule.weight @blocks.0.attn_norm {dtype = "bf16", shape = array<i64: 64>}
-// CHECK-NEXT: schedule.weight @blocks.0.attn.q_proj.w_q {dtype = "u8", group = 16 : i64, shape = array<i64: 32, 16>}
-// CHECK-NEXT: schedule.weight @blocks.0.attn.q_proj.scales {dtype = "bf16", group = 16 : i64, shape = array<i64: 4, 16>}
-// CHECK-NEXT: schedule.weight @blocks.0.attn.q_proj.zeros {dtype = "bf16", group = 16 : i64, shape = array<i64: 4, 16>}
+// CHECK-NEXT: schedule.weight @blocks.0.attn_norm {dtype = "bf16", layer = 0 : i64, shape = array<i64: 64>}
+// CHECK-NEXT: schedule.weight @blocks.0.attn.q_proj.w_q {dtype = "u8", group = 16 : i64, layer = 0 : i64, shape = array<i64: 32, 16>}
+// CHECK-NEXT: schedule.weight @blocks.0.attn.q_proj.scales {dtype = "bf16", group = 16 : i64, layer = 0 : i64, shape = array<i64: 4, 16>}
+// CHECK-NEXT: schedule.weight @blocks.0.attn.q_proj.zeros {dtype = "bf16", group = 16 : i64, layer = 0 : i64, shape = array<i64: 4, 16>}
 // CHECK-NEXT: schedule.weight @blocks.0.attn.k_proj.w_q
 // CHECK: schedule.weight @blocks.0.attn.g_proj.zeros
-// CHECK-NEXT: schedule.weight @blocks.0.attn.beta_proj.weight {dtype = "bf16", shape = array<i64: 2, 64>}
-// CHECK-NEXT: schedule.weight @blocks.0.attn.conv_w {dtype = "bf16", shape = array<i64: 3, 16, 4>}
-// CHECK-NEXT: schedule.weight @blocks.0.attn.o_proj.w_q {dtype = "u8", group = 16 : i64, shape = array<i64: 8, 64>}
-// CHECK-NEXT: schedule.weight @blocks.0.attn.o_proj.scales {dtype = "bf16", group = 16 : i64, shape = array<i64: 1, 64>}
-// CHECK-NEXT: schedule.weight @blocks.0.attn.o_proj.zeros {dtype = "bf16", group = 16 : i64, shape = array<i64: 1, 64>}
-// CHECK-NEXT: schedule.weight @blocks.0.moe_norm {dtype = "bf16", shape = array<i64: 64>}
-// CHECK-NEXT: schedule.weight @blocks.0.moe.router.weight {dtype = "bf16", shape = array<i64: 4, 64>}
-// CHECK-NEXT: schedule.weight @blocks.0.moe.gate.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 4, 32, 32>}
-// CHECK-NEXT: schedule.weight @blocks.0.moe.gate.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 4, 2, 32>}
-// CHECK-NEXT: schedule.weight @blocks.0.moe.gate.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 4, 2, 32>}
-// CHECK: schedule.weight @blocks.0.moe.s_down.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 1, 16, 64>}
-// CHECK-NEXT: schedule.weight @blocks.0.moe.s_down.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 1, 1, 64>}
-// CHECK-NEXT: schedule.weight @blocks.0.moe.s_down.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 1, 1, 64>}
+// CHECK-NEXT: schedule.weight @blocks.0.attn.beta_proj.weight {dtype = "bf16", layer = 0 : i64, shape = array<i64: 2, 64>}
+// CHECK-NEXT: schedule.weight @blocks.0.attn.conv_w {dtype = "bf16", layer = 0 : i64, shape = array<i64: 3, 16, 4>}
+// CHECK-NEXT: schedule.weight @blocks.0.attn.o_proj.w_q {dtype = "u8", group = 16 : i64, layer = 0 : i64, shape = array<i64: 8, 64>}
+// CHECK-NEXT: schedule.weight @blocks.0.attn.o_proj.scales {dtype = "bf16", group = 16 : i64, layer = 0 : i64, shape = array<i64: 1, 64>}
+// CHECK-NEXT: schedule.weight @blocks.0.attn.o_proj.zeros {dtype = "bf16", group = 16 : i64, layer = 0 : i64, shape = array<i64: 1, 64>}
+// CHECK-NEXT: schedule.weight @blocks.0.moe_norm {dtype = "bf16", layer = 0 : i64, shape = array<i64: 64>}
+// CHECK-NEXT: schedule.weight @blocks.0.moe.router.weight {dtype = "bf16", layer = 0 : i64, shape = array<i64: 4, 64>}
+// CHECK-NEXT: schedule.weight @blocks.0.moe.gate.w_q {dtype = "u8", group = 32 : i64, layer = 0 : i64, shape = array<i64: 4, 32, 32>}
+// CHECK-NEXT: schedule.weight @blocks.0.moe.gate.scales {dtype = "bf16", group = 32 : i64, layer = 0 : i64, shape = array<i64: 4, 2, 32>}
+// CHECK-NEXT: schedule.weight @blocks.0.moe.gate.zeros {dtype = "bf16", group = 32 : i64, layer = 0 : i64, shape = array<i64: 4, 2, 32>}
+// CHECK: schedule.weight @blocks.0.moe.s_down.w_q {dtype = "u8", group = 32 : i64, layer = 0 : i64, shape = array<i64: 1, 16, 64>}
+// CHECK-NEXT: schedule.weight @blocks.0.moe.s_down.scales {dtype = "bf16", group = 32 : i64, layer = 0 : i64, shape = array<i64: 1, 1, 64>}
+// CHECK-NEXT: schedule.weight @blocks.0.moe.s_down.zeros {dtype = "bf16", group = 32 : i64, layer = 0 : i64, shape = array<i64: 1, 1, 64>}
 // The hidden input, then the decode state in the arguments' order.
 // CHECK-NEXT: schedule.buffer @hidden_in {dtype = "bf16", shape = array<i64: 64>, space = "io"}
-// CHECK-NEXT: schedule.buffer @state.0.S {dtype = "f32", shape = array<i64: 2, 8, 8>, space = "state"}
-// CHECK-NEXT: schedule.buffer @state.0.cq {dtype = "bf16", shape = array<i64: 3, 16>, space = "state"}
-// CHECK-NEXT: schedule.buffer @state.0.ck {dtype = "bf16", shape = array<i64: 3, 16>, space = "state"}
-// CHECK-NEXT: schedule.buffer @state.0.cv {dtype = "bf16", shape = array<i64: 3, 16>, space = "state"}
+// CHECK-NEXT: schedule.buffer @state.0.S {dtype = "f32", layer = 0 : i64, shape = array<i64: 2, 8, 8>, space = "state"}
+// CHECK-NEXT: schedule.buffer @state.0.cq {dtype = "bf16", layer = 0 : i64, shape = array<i64: 3, 16>, space = "state"}
+// CHECK-NEXT: schedule.buffer @state.0.ck {dtype = "bf16", layer = 0 : i64, shape = array<i64: 3, 16>, space = "state"}
+// CHECK-NEXT: schedule.buffer @state.0.cv {dtype = "bf16", layer = 0 : i64, shape = array<i64: 3, 16>, space = "state"}
 // CHECK-NEXT: schedule.buffer @blocks.0.attn_norm.out {dtype = "f32", shape = array<i64: 64>, space = "shared"}
 // CHECK: schedule.buffer @blocks.0.moe.experts.gate_up_sums {dtype = "f32", shape = array<i64: 128>}
 // CHECK-NEXT: schedule.buffer @blocks.0.moe.shared_experts.gate_up_sums {dtype = "f32", shape = array<i64: 64>}
@@ -116,26 +117,26 @@
 // A module without a name needs kernel-name.
 // NAMED-LABEL: schedule.kernel @step_k attributes {config = {config = {group = 16 : i64, hidden = 64 : i64}, name = "unit"}, max_shared_bytes = 101376 : i64, num_layers = 1 : i64, threads = 256 : i64} {
 module @unit attributes {mk.config = {config = {group = 16 : i64, hidden = 64 : i64}, name = "unit"}} {
-  graph.weight @blocks.0.attn_norm : tensor<64xbf16>
-  graph.quantized_weight @blocks.0.attn.q_proj {group = 16} : tensor<64x16xi4>
-  graph.quantized_weight @blocks.0.attn.k_proj {group = 16} : tensor<64x16xi4>
-  graph.quantized_weight @blocks.0.attn.v_proj {group = 16} : tensor<64x16xi4>
-  graph.quantized_weight @blocks.0.attn.g_proj {group = 16} : tensor<64x16xi4>
-  graph.weight @blocks.0.attn.beta_proj.weight : tensor<2x64xbf16>
-  graph.weight @blocks.0.attn.conv_w : tensor<3x16x4xbf16>
-  graph.quantized_weight @blocks.0.attn.o_proj {group = 16} : tensor<16x64xi4>
-  graph.weight @blocks.0.moe_norm : tensor<64xbf16>
-  graph.weight @blocks.0.moe.router.weight : tensor<4x64xbf16>
-  graph.quantized_weight @blocks.0.moe.gate {group = 32} : tensor<4x64x32xi4>
-  graph.quantized_weight @blocks.0.moe.up {group = 32} : tensor<4x64x32xi4>
-  graph.quantized_weight @blocks.0.moe.down {group = 32} : tensor<4x32x64xi4>
-  graph.quantized_weight @blocks.0.moe.s_gate {group = 32} : tensor<1x64x32xi4>
-  graph.quantized_weight @blocks.0.moe.s_up {group = 32} : tensor<1x64x32xi4>
-  graph.quantized_weight @blocks.0.moe.s_down {group = 32} : tensor<1x32x64xi4>
-  graph.state @state.0.S : tensor<2x8x8xf32>
-  graph.state @state.0.cq : tensor<3x16xbf16>
-  graph.state @state.0.ck : tensor<3x16xbf16>
-  graph.state @state.0.cv : tensor<3x16xbf16>
+  graph.weight @blocks.0.attn_norm : tensor<64xbf16> layer 0
+  graph.quantized_weight @blocks.0.attn.q_proj {group = 16} : tensor<64x16xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.k_proj {group = 16} : tensor<64x16xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.v_proj {group = 16} : tensor<64x16xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.g_proj {group = 16} : tensor<64x16xi4> layer 0
+  graph.weight @blocks.0.attn.beta_proj.weight : tensor<2x64xbf16> layer 0
+  graph.weight @blocks.0.attn.conv_w : tensor<3x16x4xbf16> layer 0
+  graph.quantized_weight @blocks.0.attn.o_proj {group = 16} : tensor<16x64xi4> layer 0
+  graph.weight @blocks.0.moe_norm : tensor<64xbf16> layer 0
+  graph.weight @blocks.0.moe.router.weight : tensor<4x64xbf16> layer 0
+  graph.quantized_weight @blocks.0.moe.gate {group = 32} : tensor<4x64x32xi4> layer 0
+  graph.quantized_weight @blocks.0.moe.up {group = 32} : tensor<4x64x32xi4> layer 0
+  graph.quantized_weight @blocks.0.moe.down {group = 32} : tensor<4x32x64xi4> layer 0
+  graph.quantized_weight @blocks.0.moe.s_gate {group = 32} : tensor<1x64x32xi4> layer 0
+  graph.quantized_weight @blocks.0.moe.s_up {group = 32} : tensor<1x64x32xi4> layer 0
+  graph.quantized_weight @blocks.0.moe.s_down {group = 32} : tensor<1x32x64xi4> layer 0
+  graph.state @state.0.S : tensor<2x8x8xf32> layer 0
+  graph.state @state.0.cq : tensor<3x16xbf16> layer 0
+  graph.state @state.0.ck : tensor<3x16xbf16> layer 0
+  graph.state @state.0.cv : tensor<3x16xbf16> layer 0
   func.func @decode_step(%x: tensor<64xbf16>, %pos: i32, %S: tensor<2x8x8xf32> {graph.state = @state.0.S}, %cq: tensor<3x16xbf16> {graph.state = @state.0.cq}, %ck: tensor<3x16xbf16> {graph.state = @state.0.ck}, %cv: tensor<3x16xbf16> {graph.state = @state.0.cv}) -> (tensor<64xbf16>, tensor<2x8x8xf32> {graph.state = @state.0.S}, tensor<3x16xbf16> {graph.state = @state.0.cq}, tensor<3x16xbf16> {graph.state = @state.0.ck}, tensor<3x16xbf16> {graph.state = @state.0.cv}) {
     %n = graph.rmsnorm %x, @blocks.0.attn_norm eps(1.0e-06) : tensor<64xbf16>
     %q = graph.linear_w4a16 %n, @blocks.0.attn.q_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<16xbf16>
@@ -168,7 +169,7 @@ module @unit attributes {mk.config = {config = {group = 16 : i64, hidden = 64 : 
 // o_proj share a phase. Every symbol is a parameter, used or not (the
 // stack @spare: w_q [2, 8, 8], scales/zeros [2, 2, 8] in groups of 8).
 // CHECK-LABEL: schedule.kernel @mk_two attributes {debug_capture, max_shared_bytes = 101376 : i64, num_layers = 2 : i64, threads = 256 : i64} {
-// CHECK: schedule.weight @blocks.1.attn.o_proj.zeros {dtype = "bf16", group = 16 : i64, shape = array<i64: 4, 64>}
+// CHECK: schedule.weight @blocks.1.attn.o_proj.zeros {dtype = "bf16", group = 16 : i64, layer = 1 : i64, shape = array<i64: 4, 64>}
 // CHECK-NEXT: schedule.weight @spare.w_q {dtype = "u8", group = 8 : i64, shape = array<i64: 2, 8, 8>}
 // CHECK-NEXT: schedule.weight @spare.scales {dtype = "bf16", group = 8 : i64, shape = array<i64: 2, 2, 8>}
 // CHECK-NEXT: schedule.weight @spare.zeros {dtype = "bf16", group = 8 : i64, shape = array<i64: 2, 2, 8>}
@@ -192,10 +193,10 @@ module @unit attributes {mk.config = {config = {group = 16 : i64, hidden = 64 : 
 // CHECK-NEXT: schedule.task "final_residual" {{[a-z0-9_]+}} {args = {acc = @blocks.1.attn.o_proj.acc, base = @blocks.1.attn_norm.residual, dim = 64 : i64, out = @hidden_out}
 // OPTS-LABEL: schedule.kernel @mk_two attributes {debug_capture, num_layers = 2 : i64, threads = 1024 : i64} {
 module @two attributes {mk.debug_capture} {
-  graph.weight @blocks.0.attn_norm : tensor<64xbf16>
-  graph.quantized_weight @blocks.0.attn.o_proj {group = 16} : tensor<64x64xi4>
-  graph.weight @blocks.1.attn_norm : tensor<64xbf16>
-  graph.quantized_weight @blocks.1.attn.o_proj {group = 16} : tensor<64x64xi4>
+  graph.weight @blocks.0.attn_norm : tensor<64xbf16> layer 0
+  graph.quantized_weight @blocks.0.attn.o_proj {group = 16} : tensor<64x64xi4> layer 0
+  graph.weight @blocks.1.attn_norm : tensor<64xbf16> layer 1
+  graph.quantized_weight @blocks.1.attn.o_proj {group = 16} : tensor<64x64xi4> layer 1
   graph.quantized_weight @spare {group = 8} : tensor<2x16x8xi4>
   func.func @decode_step(%x: tensor<64xbf16>) -> tensor<64xbf16> {
     %n0 = graph.rmsnorm %x, @blocks.0.attn_norm eps(1.0e-06) : tensor<64xbf16>
@@ -215,10 +216,10 @@ module @two attributes {mk.debug_capture} {
 // reading kv_a's output (c at 0, k_rope at kv_lora); the attention scale
 // is 1/sqrt(qk_nope + qk_rope) = 1/sqrt(12).
 // CHECK-LABEL: schedule.kernel @mk_mla attributes {max_shared_bytes = 101376 : i64, num_layers = 1 : i64, threads = 256 : i64} {
-// CHECK: schedule.weight @blocks.0.attn.kv_b.w_q {dtype = "u8", group = 16 : i64, shape = array<i64: 8, 32>}
+// CHECK: schedule.weight @blocks.0.attn.kv_b.w_q {dtype = "u8", group = 16 : i64, layer = 0 : i64, shape = array<i64: 8, 32>}
 // CHECK: schedule.buffer @hidden_in
-// CHECK-NEXT: schedule.buffer @state.0.c_kv {dtype = "bf16", shape = array<i64: -1, 16>, space = "state"}
-// CHECK-NEXT: schedule.buffer @state.0.k_rope {dtype = "bf16", shape = array<i64: -1, 4>, space = "state"}
+// CHECK-NEXT: schedule.buffer @state.0.c_kv {dtype = "bf16", layer = 0 : i64, shape = array<i64: -1, 16>, space = "state"}
+// CHECK-NEXT: schedule.buffer @state.0.k_rope {dtype = "bf16", layer = 0 : i64, shape = array<i64: -1, 4>, space = "state"}
 // CHECK: schedule.buffer @blocks.0.attn.q_abs {dtype = "f32", shape = array<i64: 32>}
 // CHECK: schedule.buffer @blocks.0.attn.mla_o {dtype = "f32", shape = array<i64: 16>}
 // CHECK: schedule.phase "blocks.0.attn_norm" {
@@ -247,13 +248,13 @@ module @two attributes {mk.debug_capture} {
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "final_residual" {
 module @mla {
-  graph.weight @blocks.0.attn_norm : tensor<64xbf16>
-  graph.quantized_weight @blocks.0.attn.q_proj {group = 16} : tensor<64x24xi4>
-  graph.quantized_weight @blocks.0.attn.kv_a {group = 16} : tensor<64x20xi4>
-  graph.quantized_weight @blocks.0.attn.kv_b {group = 16} : tensor<16x32xi4>
-  graph.quantized_weight @blocks.0.attn.o_proj {group = 16} : tensor<16x64xi4>
-  graph.state @state.0.c_kv : tensor<?x16xbf16>
-  graph.state @state.0.k_rope : tensor<?x4xbf16>
+  graph.weight @blocks.0.attn_norm : tensor<64xbf16> layer 0
+  graph.quantized_weight @blocks.0.attn.q_proj {group = 16} : tensor<64x24xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.kv_a {group = 16} : tensor<64x20xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.kv_b {group = 16} : tensor<16x32xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.o_proj {group = 16} : tensor<16x64xi4> layer 0
+  graph.state @state.0.c_kv : tensor<?x16xbf16> layer 0
+  graph.state @state.0.k_rope : tensor<?x4xbf16> layer 0
   func.func @decode_step(%x: tensor<64xbf16>, %pos: i32, %ckv: tensor<?x16xbf16> {graph.state = @state.0.c_kv}, %kr: tensor<?x4xbf16> {graph.state = @state.0.k_rope}) -> tensor<64xbf16> {
     %n = graph.rmsnorm %x, @blocks.0.attn_norm eps(1.0e-06) : tensor<64xbf16>
     %q = graph.linear_w4a16 %n, @blocks.0.attn.q_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<24xbf16>

@@ -47,15 +47,18 @@ def Graph_WeightOp : Graph_Op<"weight",
   let description = [{
     Declares a bf16 parameter (norm weight, bf16 linear, conv taps) under its
     state-dict name. The runtime binds a buffer of exactly this shape to it.
+    `layer` (optional, >= 0) is the layer it belongs to, which the later
+    stages read instead of parsing names (debug captures, the layer count).
 
     ```mlir
-    graph.weight @"blocks.0.attn_norm" : tensor<2304xbf16>
-    graph.weight @"blocks.0.attn.beta_proj.weight" : tensor<32x2304xbf16>
+    graph.weight @"blocks.0.attn_norm" : tensor<2304xbf16> layer 0
+    graph.weight @"blocks.0.attn.beta_proj.weight" : tensor<32x2304xbf16> layer 0
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
-                       TypeAttrOf<AnyRankedTensor>:$type);
-  let assemblyFormat = "$sym_name attr-dict `:` $type";
+                       TypeAttrOf<AnyRankedTensor>:$type,
+                       OptionalAttr<I64Attr>:$layer);
+  let assemblyFormat = "$sym_name attr-dict `:` $type (`layer` $layer^)?";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
@@ -74,15 +77,18 @@ def Graph_QuantizedWeightOp : Graph_Op<"quantized_weight",
     `<sym>.w_q` (u8 `[E?, in/2, out]`, two nibbles per byte along `in`),
     `<sym>.scales` and `<sym>.zeros` (bf16 `[E?, in/group, out]`).
 
+    `layer` as for `graph.weight`.
+
     ```mlir
-    graph.quantized_weight @"blocks.0.attn.q_proj" {group = 128} : tensor<2304x4096xi4>
-    graph.quantized_weight @"blocks.0.moe.gate" {group = 128} : tensor<64x2304x1024xi4>
+    graph.quantized_weight @"blocks.0.attn.q_proj" {group = 128} : tensor<2304x4096xi4> layer 0
+    graph.quantized_weight @"blocks.0.moe.gate" {group = 128} : tensor<64x2304x1024xi4> layer 0
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$group,
-                       TypeAttrOf<AnyRankedTensor>:$type);
+                       TypeAttrOf<AnyRankedTensor>:$type,
+                       OptionalAttr<I64Attr>:$layer);
   let assemblyFormat =
-      "$sym_name ` ` `{` `group` `=` $group `}` attr-dict `:` $type";
+      "$sym_name ` ` `{` `group` `=` $group `}` attr-dict `:` $type (`layer` $layer^)?";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
@@ -106,16 +112,18 @@ def Graph_StateOp : Graph_Op<"state", [Symbol, HasParent<"::mlir::ModuleOp">]> {
   let description = [{
     Declares a state tensor under its spec name. Caches have a dynamic leading
     (row) dimension: the context length, which grows by one row per step.
+    `layer` as for `graph.weight`.
 
     ```mlir
-    graph.state @"state.0.S" : tensor<32x128x128xf32>
-    graph.state @"state.0.cq" : tensor<3x4096xbf16>
-    graph.state @"state.3.c_kv" : tensor<?x512xbf16>
+    graph.state @"state.0.S" : tensor<32x128x128xf32> layer 0
+    graph.state @"state.0.cq" : tensor<3x4096xbf16> layer 0
+    graph.state @"state.3.c_kv" : tensor<?x512xbf16> layer 3
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
-                       TypeAttrOf<AnyRankedTensor>:$type);
-  let assemblyFormat = "$sym_name attr-dict `:` $type";
+                       TypeAttrOf<AnyRankedTensor>:$type,
+                       OptionalAttr<I64Attr>:$layer);
+  let assemblyFormat = "$sym_name attr-dict `:` $type (`layer` $layer^)?";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {

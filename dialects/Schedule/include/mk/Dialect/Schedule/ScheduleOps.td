@@ -80,7 +80,8 @@ def Schedule_BufferOp : Schedule_Op<"buffer", [
     `space` is `"io"` (the step's hidden input/output), `"workspace"` (an interval of the workspace arena; `offset` is
     -1 until planned), `"state"` (a decode-state tensor, declared so that its
     hazards are checked; never planned) or `"shared"` (per-block shared
-    memory, written by an `every_block` task; never crosses blocks).
+    memory, written by an `every_block` task; never crosses blocks). A
+    `state` buffer may carry the `layer` of its graph symbol.
 
     ```mlir
     schedule.buffer @l0.qkvg {dtype = "bf16", shape = array<i64: 16384>}
@@ -91,7 +92,8 @@ def Schedule_BufferOp : Schedule_Op<"buffer", [
     StrAttr:$dtype,
     DenseI64ArrayAttr:$shape,
     DefaultValuedStrAttr<StrAttr, "workspace">:$space,
-    DefaultValuedAttr<I64Attr, "-1">:$offset);
+    DefaultValuedAttr<I64Attr, "-1">:$offset,
+    OptionalAttr<I64Attr>:$layer);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -143,7 +145,8 @@ def Schedule_WeightOp : Schedule_Op<"weight", [
     as such. The kernel signature, the manifest's parameter list (with each
     tensor's tile and order) and the group of every GEMV tile come from
     these ops, in their order (decode state comes from the `space =
-    "state"` buffers).
+    "state"` buffers). `layer` (optional): the layer it belongs to, from the
+    graph symbol (what the debug captures are grouped by).
 
     ```mlir
     schedule.weight @blocks.0.attn.q_proj.w_q {dtype = "u8",
@@ -157,7 +160,8 @@ def Schedule_WeightOp : Schedule_Op<"weight", [
     DenseI64ArrayAttr:$shape,
     DefaultValuedAttr<I64Attr, "0">:$group,
     DefaultValuedAttr<I64Attr, "0">:$tile,
-    DefaultValuedStrAttr<StrAttr, "">:$order);
+    DefaultValuedStrAttr<StrAttr, "">:$order,
+    OptionalAttr<I64Attr>:$layer);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
