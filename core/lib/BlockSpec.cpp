@@ -2,11 +2,10 @@
 
 #include "mk/BlockSpec.h"
 
-#include <cerrno>
+#include "mk/TextFile.h"
+
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 namespace mk {
 
@@ -216,19 +215,11 @@ bool parseBlockSpec(const std::string &text, BlockConfig &cfg,
 
 bool loadBlockSpecFile(const std::string &path, BlockConfig &cfg,
                        std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = path + ": cannot open: " + std::strerror(errno);
+  std::string text;
+  if (!readTextFile(path, text, error))
     return false;
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    error = path + ": read error: " + std::strerror(errno);
-    return false;
-  }
   std::string why;
-  if (!parseBlockSpec(ss.str(), cfg, why)) {
+  if (!parseBlockSpec(text, cfg, why)) {
     error = path + ": " + why;
     return false;
   }

@@ -4,15 +4,12 @@
 
 #include "mk/BlockSpec.h"
 #include "mk/Json.h"
+#include "mk/TextFile.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <functional>
 #include <set>
-#include <sstream>
 
 namespace mk {
 
@@ -399,19 +396,11 @@ bool importHfConfig(const std::string &text, const HfImportOptions &options, HfI
 
 bool importHfConfigFile(const std::string &path, const HfImportOptions &options, HfImport &out,
                         std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = path + ": cannot open: " + std::strerror(errno);
+  std::string text;
+  if (!readTextFile(path, text, error))
     return false;
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    error = path + ": read error: " + std::strerror(errno);
-    return false;
-  }
   std::string why;
-  if (!importHfConfig(ss.str(), options, out, why)) {
+  if (!importHfConfig(text, options, out, why)) {
     error = path + ": " + why;
     return false;
   }
