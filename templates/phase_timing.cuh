@@ -10,10 +10,10 @@
 // the waits, and when the last block finished: whether a phase is slow
 // because all its blocks are, or because one is.
 //
-// Inside a task, a StageClock splits its time into stages: thread 0 of
-// every block adds the SM cycles (clock64) since its last lap to
-// mk_stage_cycles[stage][block] and counts the lap in mk_stage_laps (rows
-// reset at the block's phase-0 entry). mk-bench --phase-timing prints, per
+// Inside a task, a StageClock splits its time into stages: thread 0 sums
+// the SM cycles (clock64) between laps per stage in shared memory, and
+// every phase entry stores the sums so far to mk_stage_cycles[stage][block]
+// and the laps to mk_stage_laps (zeroed at the block's phase-0 entry). mk-bench --phase-timing prints, per
 // stage with laps, the median and the slowest block's cycles per step. The
 // stages (kStage*) are few and named here and in mk-bench.
 //
@@ -45,15 +45,33 @@ enum StageSlot : int {
   kStageMlaSoftmax,      ///< attention: softmax statistics (+ barrier)
   kStageMlaWeighted,     ///< attention: the weighted rows
   kStageMlaEpilogue,     ///< attention: the partials written
-  kStageSlots = 8
+  kStageTileIssue,       ///< packed GEMV tile: entry to its weight copies issued (warp 0)
+  kStageTileFirstData,   ///< packed GEMV tile: waiting for the first step's weights
+  kStageTileSteps,       ///< packed GEMV tile: warp 0's steps
+  kStageTileWarps,       ///< packed GEMV tile: waiting for the other warps
+  kStageTileReduce,      ///< packed GEMV tile: cross-warp sums and the epilogue
+  kStageSlots = 16
 };
 
 #ifdef MK_PHASE_TIMING
 __device__ unsigned long long mk_stage_cycles[kStageSlots * kMaxGrid];
 __device__ unsigned int mk_stage_laps[kStageSlots * kMaxGrid];
+/// This block's running sums in shared memory (thread 0's).
+struct StageSums {
+  unsigned long long cycles[kStageSlots];
+  unsigned laps[kStageSlots];
+};
+__device__ __forceinline__ StageSums &stage_sums() {
+  __shared__ StageSums sums;
+  return sums;
+}
 #endif
 
 /// Splits a task's time into stages (timing builds only; otherwise empty).
+/// Thread 0 adds the cycles since its last lap to the block's sums in shared
+/// memory; phase_enter stores the sums to the global rows with plain stores:
+/// a global load inside a timed stage would wait behind the task's own
+/// memory traffic and time itself.
 struct StageClock {
 #ifdef MK_PHASE_TIMING
   long long t0;
@@ -62,8 +80,9 @@ struct StageClock {
   __device__ __forceinline__ void lap(int stage) {
     if (threadIdx.x == 0) {
       const long long t = clock64();
-      mk_stage_cycles[stage * kMaxGrid + blockIdx.x] += (unsigned long long)(t - t0);
-      mk_stage_laps[stage * kMaxGrid + blockIdx.x] += 1u;
+      StageSums &s = stage_sums();
+      s.cycles[stage] += (unsigned long long)(t - t0);
+      s.laps[stage] += 1u;
       t0 = t;
     }
   }
@@ -73,18 +92,21 @@ struct StageClock {
 };
 
 /// Phase entry: stamps row `i` of `entries` and clears row `i` of `waits`;
-/// at phase 0 also this block's stage rows.
+/// zeroes the block's stage sums at phase 0, and stores them (so far) to
+/// its stage rows at every later entry: the end mark leaves the step's.
 __device__ __forceinline__ void phase_enter(unsigned long long *entries,
                                             unsigned long long *waits, int i) {
   if (threadIdx.x == 0) {
     entries[(size_t)i * kMaxGrid + blockIdx.x] = global_timer_ns();
     waits[(size_t)i * kMaxGrid + blockIdx.x] = 0ull;
 #ifdef MK_PHASE_TIMING
-    if (i == 0)
-      for (int st = 0; st < kStageSlots; ++st) {
-        mk_stage_cycles[st * kMaxGrid + blockIdx.x] = 0ull;
-        mk_stage_laps[st * kMaxGrid + blockIdx.x] = 0u;
-      }
+    StageSums &s = stage_sums();
+    for (int st = 0; st < kStageSlots; ++st) {
+      if (i == 0)
+        s.cycles[st] = 0ull, s.laps[st] = 0u;
+      mk_stage_cycles[st * kMaxGrid + blockIdx.x] = s.cycles[st];
+      mk_stage_laps[st * kMaxGrid + blockIdx.x] = s.laps[st];
+    }
 #endif
   }
 }

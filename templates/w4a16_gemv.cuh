@@ -25,6 +25,7 @@
 #pragma once
 
 #include "mk/common.cuh"
+#include "mk/phase_timing.cuh"
 
 namespace mk {
 
@@ -741,6 +742,7 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
   const int cg = g % GPER, sub = g / GPER;
   const int col = n0 + cg * 16;
   const bool colActive = cg * 16 < nvalid;
+  [[maybe_unused]] StageClock clk; // -DMK_PHASE_TIMING: the packed tile's stages
   if constexpr (PACKED)
     MK_TILE_STAMP(0);
   // Steps start at a multiple of 8 row pairs, so each lane's 8-row subslice
@@ -935,10 +937,13 @@ MK_UNROLL_CODE
     MK_TILE_STAMP(5);
   } else if constexpr (PACKED) {
     MK_TILE_STAMP(3);
+    clk.lap(kStageTileIssue);
     for (int c = 0; c < nchunks; ++c) {
       cp_async_wait<STAGES - 1>();
-      if (c == 0)
+      if (c == 0) {
         MK_TILE_STAMP(4);
+        clk.lap(kStageTileFirstData);
+      }
       const uint4 *slot = stage + (c % STAGES) * 2 * S * THREADS + threadIdx.x;
       // Rolled: the stage's S steps unrolled ran 3.4 us slower (perf notes
       // #67; 3x the step's code).
@@ -951,6 +956,7 @@ MK_UNROLL_CODE
       detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c + STAGES);
     }
     MK_TILE_STAMP(5);
+    clk.lap(kStageTileSteps);
   } else {
     for (int c = 0; c < nchunks; ++c) {
       cp_async_wait<STAGES - 1>();
@@ -973,6 +979,8 @@ MK_UNROLL_CODE
   }
   cp_async_wait<0>();
   __syncthreads(); // the ring is free: reuse it for the cross-warp sums
+  if constexpr (PACKED && !kBulk)
+    clk.lap(kStageTileWarps);
   if constexpr (PACKED)
     MK_TILE_STAMP(6);
   float *sums = reinterpret_cast<float *>(stage); // [WARPS * NB][TN]
@@ -1001,6 +1009,8 @@ MK_UNROLL_CODE
     epi(n0 + cidx, v);
   }
   __syncthreads();
+  if constexpr (PACKED && !kBulk)
+    clk.lap(kStageTileReduce);
   if constexpr (PACKED)
     MK_TILE_STAMP(9);
 }

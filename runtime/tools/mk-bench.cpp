@@ -23,8 +23,9 @@
 //
 // --phase-timing builds the kernel with -DMK_PHASE_TIMING and prints, after
 // each context's row, per-phase medians of the blocks' stamps over 20 steps,
-// then the task stages a StageClock times (phase_timing.cuh; today the MLA
-// attention's), in SM cycles converted at the device's peak clock.
+// then the task stages a StageClock times (phase_timing.cuh: the MLA
+// attention's and the packed GEMV tile's), in SM cycles converted at the
+// device's peak clock.
 // --trace FILE (same build) writes one of those steps at the last --ctx, the
 // median by stamped span, as a Chrome/Perfetto trace (chrome://tracing,
 // ui.perfetto.dev): a track per block, a slice per phase from the block's
@@ -101,7 +102,7 @@ struct BenchRow {
 /// Slots per phase in the timing tables; mk::kMaxGrid in grid_sync.cuh.
 constexpr size_t kTimingSlots = 1024;
 /// phase_timing.cuh's StageSlot: the task stages a StageClock times.
-constexpr size_t kStageSlots = 8;
+constexpr size_t kStageSlots = 16;
 const char *const kStageNames[kStageSlots] = {
     "mla attention: prologue (queries staged, first rows asked for)",
     "mla attention: waiting for rows (+ barrier, next rows asked for)",
@@ -109,8 +110,12 @@ const char *const kStageNames[kStageSlots] = {
     "mla attention: softmax (+ barrier)",
     "mla attention: weighted rows",
     "mla attention: epilogue (partials written)",
-    "(stage 6)",
-    "(stage 7)"};
+    "packed gemv tile: entry to weight copies issued (warp 0)",
+    "packed gemv tile: waiting for the first step's weights",
+    "packed gemv tile: warp 0's steps",
+    "packed gemv tile: waiting for the other warps",
+    "packed gemv tile: cross-warp sums and epilogue",
+    "(stage 11)", "(stage 12)", "(stage 13)", "(stage 14)", "(stage 15)"};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
