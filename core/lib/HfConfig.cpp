@@ -10,6 +10,7 @@
 #include <cmath>
 #include <functional>
 #include <set>
+#include <sys/stat.h>
 
 namespace mk {
 
@@ -396,12 +397,16 @@ bool importHfConfig(const std::string &text, const HfImportOptions &options, HfI
 
 bool importHfConfigFile(const std::string &path, const HfImportOptions &options, HfImport &out,
                         std::string &error) {
+  // A checkpoint directory names its config.json.
+  std::string file = path;
+  if (struct stat st; ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    file = path + (path.empty() || path.back() != '/' ? "/" : "") + "config.json";
   std::string text;
-  if (!readTextFile(path, text, error))
+  if (!readTextFile(file, text, error))
     return false;
   std::string why;
   if (!importHfConfig(text, options, out, why)) {
-    error = path + ": " + why;
+    error = file + ": " + why;
     return false;
   }
   return true;

@@ -43,8 +43,8 @@ def spec_from_hf(config: Union[str, "os.PathLike[str]", Dict[str, Any]],
                  as_unit: bool = False, group: int = 0,
                  name: Optional[str] = None,
                  notes: Optional[List[str]] = None) -> Dict[str, Any]:
-    """The block spec of a Hugging Face `config.json` (a path or the parsed
-    dict) as a dict, mapped key by key as `mkc --from-hf` does (the same code,
+    """The block spec of a Hugging Face `config.json` (its path, a checkpoint
+    directory holding it, or the parsed dict) as a dict, mapped key by key as `mkc --from-hf` does (the same code,
     in the runtime library; docs/spec-format.md). A key whose value asks for
     semantics the unit family lacks is a MegakernelError naming it, unless
     `as_unit`, which takes the model's dimensions into the family anyway.
@@ -55,7 +55,10 @@ def spec_from_hf(config: Union[str, "os.PathLike[str]", Dict[str, Any]],
     if isinstance(config, dict):
         text = json.dumps(config)
     else:
-        with open(os.fspath(config), "r", encoding="utf-8") as f:
+        path = os.fspath(config)
+        if os.path.isdir(path):  # a checkpoint directory: its config.json
+            path = os.path.join(path, "config.json")
+        with open(path, "r", encoding="utf-8") as f:
             text = f.read()
     if group < 0:
         raise ValueError("group must be > 0 (0: from the config), got %d" % group)

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -242,6 +243,16 @@ TEST(HfConfig, FileErrorsNameThePath) {
   EXPECT_FALSE(importHfConfigFile("/no/such/config.json", asUnit(), out, err));
   EXPECT_NE(err.find("/no/such/config.json: cannot open"), std::string::npos) << err;
   EXPECT_TRUE(importHfConfigFile(kReleased, asUnit(), out, err)) << err;
+  // A directory stands for its config.json.
+  const std::string dir = std::string(MK_TEST_TMPDIR) + "/hf-checkpoint";
+  std::system(("mkdir -p '" + dir + "'").c_str());
+  std::ofstream(dir + "/config.json") << released();
+  HfImport fromDir;
+  ASSERT_TRUE(importHfConfigFile(dir, asUnit(), fromDir, err)) << err;
+  EXPECT_EQ(blockConfigToJson(fromDir.config), blockConfigToJson(out.config));
+  std::system(("rm -f '" + dir + "/config.json'").c_str());
+  EXPECT_FALSE(importHfConfigFile(dir, asUnit(), fromDir, err));
+  EXPECT_NE(err.find("hf-checkpoint/config.json: cannot open"), std::string::npos) << err;
 }
 
 } // namespace

@@ -100,6 +100,14 @@ class SpecFromHuggingFace(unittest.TestCase):
         self.assertEqual(len(notes), 5)
         self.assertTrue(notes[0].startswith("quantization group 128"))
 
+    def test_checkpoint_directory(self):
+        import shutil
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            shutil.copy(HF_CONFIG, os.path.join(d, "config.json"))
+            self.assertEqual(megakernel.spec_from_hf(d, as_unit=True),
+                             megakernel.spec_from_hf(HF_CONFIG, as_unit=True))
+
     def test_dict_input_group_and_name(self):
         import json
         with open(HF_CONFIG) as f:

@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -68,6 +69,36 @@ const int kNdims[] = {1};
 TEST(CApiArguments, VersionAndErrorAccessor) {
   EXPECT_EQ(mk_api_version(), 1);
   ASSERT_NE(mk_last_error(), nullptr);
+}
+
+// The Hugging Face config importer needs no device: it works without a
+// driver, and refuses bad arguments and configs in one message, leaving its
+// outputs untouched.
+TEST(CApiArguments, SpecFromHfConfig) {
+  const char *spec = "untouched", *notes = "untouched";
+  EXPECT_FAILS(mk_spec_from_hf_config(nullptr, 1, 0, nullptr, &spec, &notes),
+               MK_ERR_INVALID_ARGUMENT, "required");
+  EXPECT_FAILS(mk_spec_from_hf_config("{}", 1, 0, nullptr, nullptr, &notes),
+               MK_ERR_INVALID_ARGUMENT, "required");
+  EXPECT_FAILS(mk_spec_from_hf_config("{}", 1, -1, nullptr, &spec, &notes),
+               MK_ERR_INVALID_ARGUMENT, "group must be > 0");
+  EXPECT_FAILS(mk_spec_from_hf_config("{", 1, 0, nullptr, &spec, &notes),
+               MK_ERR_INVALID_ARGUMENT, "config.json: line 1");
+  EXPECT_FAILS(mk_spec_from_hf_config("{\"model_type\": \"llama\"}", 1, 0, nullptr, &spec,
+                                      &notes),
+               MK_ERR_INVALID_ARGUMENT, "dense GQA decoder");
+  EXPECT_STREQ(spec, "untouched");
+  EXPECT_STREQ(notes, "untouched");
+  std::ifstream in(std::string(MK_SOURCE_DIR) + "/examples/hf/kimi_linear_48b_a3b.config.json");
+  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(config.empty());
+  EXPECT_FAILS(mk_spec_from_hf_config(config.c_str(), 0, 0, nullptr, &spec, &notes),
+               MK_ERR_INVALID_ARGUMENT, "mla_use_nope = true");
+  ASSERT_EQ(mk_spec_from_hf_config(config.c_str(), 1, 64, "kl", &spec, &notes), MK_OK)
+      << lastError();
+  EXPECT_NE(std::string(spec).find("\"name\": \"kl\""), std::string::npos) << spec;
+  EXPECT_NE(std::string(spec).find("\"group\": 64"), std::string::npos) << spec;
+  EXPECT_NE(std::string(notes).find("not represented: mla_use_nope"), std::string::npos) << notes;
 }
 
 TEST(CApiArguments, Devices) {

@@ -53,7 +53,8 @@ struct HfImport {
 bool importHfConfig(const std::string &text, const HfImportOptions &options, HfImport &out,
                     std::string &error);
 
-/// The same from a file; errors are prefixed with the path.
+/// The same from a file, or from a checkpoint directory's config.json;
+/// errors are prefixed with the file's path.
 bool importHfConfigFile(const std::string &path, const HfImportOptions &options, HfImport &out,
                         std::string &error);
 
