@@ -513,7 +513,16 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
     // Scores: S[h][row] partial over this warp's k-steps.
     {
       float sh[4] = {0.f, 0.f, 0.f, 0.f}, sl[4] = {0.f, 0.f, 0.f, 0.f};
+      // -DMK_MLA_SCORE_SPLIT (opt-in, written after run #78, not yet
+      // measured): the k-steps unrolled, odd ones into a second accumulator
+      // (`sl`, free when PACK), so two HMMA chains of ~5 instead of one of 9.
+#ifdef MK_MLA_SCORE_SPLIT
+      constexpr bool SPLIT = PACK;
+#pragma unroll
+#else
+      constexpr bool SPLIT = false;
       MK_UNROLL_CODE
+#endif
       for (int i = 0; i < KPW; ++i) {
         const int ks = kq * KPW + i;
         if (ks < KS) {
@@ -525,7 +534,10 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
           else
             detail::ldmatrix_x2(a0, a2, qhi + la * ROW + k0);
           detail::ldmatrix_x2(b0, b1, cur + (nt * 8 + la) * ROW + k0);
-          detail::mma_bf16_16816(sh, a0, a1, a2, a3, b0, b1);
+          if (SPLIT && (i & 1))
+            detail::mma_bf16_16816(sl, a0, a1, a2, a3, b0, b1);
+          else
+            detail::mma_bf16_16816(sh, a0, a1, a2, a3, b0, b1);
           if (!PACK && ks < LS) {
             if constexpr (M16)
               detail::ldmatrix_x4(a0, a1, a2, a3, qlo + la16 * ROW + kb + lk16);
@@ -537,6 +549,10 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
       }
       // Lane (g, t) holds S[g][2t, 2t+1] in c0, c1 and S[g + 8][...] in c2,
       // c3 (zero rows below 16 query rows).
+      if constexpr (SPLIT)
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+          sh[c] += sl[c];
       if (PACK && g < HG) // c2, c3: head g's lo part
         *reinterpret_cast<float2 *>(spart + (kq * HG + g) * SUB + nt * 8 + 2 * t) =
             make_float2(sh[0] + sh[2], sh[1] + sh[3]);

@@ -178,13 +178,17 @@ TEST(EmitterNvrtc, KimiLinearSixteenHeadAttention) {
 }
 
 // The timing build mk-bench --phase-timing makes (-DMK_PHASE_TIMING: phase
-// stamps, and the stage clock inside the MLA attention) compiles for both
-// targets without a template spill.
-TEST(EmitterNvrtc, KimiLinearPhaseTiming) {
+// stamps, and the stage clocks inside the MLA attention and the packed
+// GEMV tile) and the opt-in attention form -DMK_MLA_SCORE_SPLIT compile for
+// both targets without a template spill.
+TEST(EmitterNvrtc, KimiLinearTimingAndOptInBuilds) {
   Emitted k = emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16");
-  for (const char *arch : {"sm_90", "sm_120"})
-    mk::test::compileAndCheck(k.source, "mk_kimi_linear_w4a16", arch,
-                              mk::test::SpillRule::TemplatesOnly, {"-DMK_PHASE_TIMING"});
+  for (const char *option : {"-DMK_PHASE_TIMING", "-DMK_MLA_SCORE_SPLIT"})
+    for (const char *arch : {"sm_90", "sm_120"}) {
+      SCOPED_TRACE(option);
+      mk::test::compileAndCheck(k.source, "mk_kimi_linear_w4a16", arch,
+                                mk::test::SpillRule::TemplatesOnly, {option});
+    }
 }
 
 TEST(EmitterNvrtc, KimiLinearDebugCapture) {
