@@ -43,7 +43,7 @@ cmake -S . -B "$MK_BUILD_DIR" "${generator[@]}" -DMK_BUILD_COMPILER=OFF \
 step "build"
 targets=(mk_runtime mk_runtime_c mk-runtime-tests mk-runtime-nodriver-tests
          mk-gpu-tests mk-bench mk-diff mk-decode mk-oracle
-         mk_template_tests mk_template_tests_variants mk_template_bench)
+         mk_template_tests mk_template_tests_variants mk_template_tests_forms mk_template_bench)
 cmake --build "$MK_BUILD_DIR" -j "$MK_JOBS" --target "${targets[@]}" \
   >"$LOGS/build.log" 2>&1 || { tail -50 "$LOGS/build.log"; exit 1; }
 
@@ -52,7 +52,7 @@ ls -d "$MK_KERNELS_DIR"/*/ 2>&1 | tee "$LOGS/kernels.txt"
 nvidia-smi -L 2>&1 | tee -a "$LOGS/kernels.txt"
 
 step "template unit tests (default and opt-in variants)"
-for t in mk_template_tests mk_template_tests_variants; do
+for t in mk_template_tests mk_template_tests_variants mk_template_tests_forms; do
   "$MK_BUILD_DIR/tests/templates/$t" 2>&1 | tee "$LOGS/$t.log" | tail -3
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 done

@@ -209,8 +209,15 @@ __device__ __forceinline__ void accum_row(const uint4 &row, float x0, float x1, 
 /// Rows (16-byte loads) per thread per pipeline stage, and stages in flight:
 /// 18 rows per thread cover a whole 2304-deep, 128-wide tile, so its loads are
 /// all issued at once and only one memory latency is exposed per task.
+/// MK_W4A16_STAGES: the emitter defines 2 ahead of the includes for a kernel
+/// that would not fit the target's shared memory with 3 (a 48 KB instead of
+/// a 72 KB ring at 256 threads: wide models).
 constexpr int kW4A16StageRows = 6;
-constexpr int kW4A16Stages = 3;
+#ifndef MK_W4A16_STAGES
+#define MK_W4A16_STAGES 3
+#endif
+constexpr int kW4A16Stages = MK_W4A16_STAGES;
+static_assert(kW4A16Stages >= 2, "the weight ring needs at least two stages");
 
 /// Shared memory a tile needs, in floats: the cross-warp reduction plus the
 /// cp.async ring of weight rows.

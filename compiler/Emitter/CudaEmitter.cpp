@@ -220,6 +220,7 @@ LogicalResult Emitter::run(EmittedKernel &out) {
   constexpr int64_t kStaticSharedBound = 1024;
   if (int64_t limit = kernel.getMaxSharedBytes();
       limit > 0 && dynSmem + kStaticSharedBound > limit) {
+    overShared = true;
     auto diag = mlir::emitError(kernel.getLoc(), "kernel @")
                 << kernel.getSymName() << " needs " << dynSmem
                 << " B of dynamic shared memory per block (+ up to " << kStaticSharedBound
@@ -227,6 +228,8 @@ LogicalResult Emitter::run(EmittedKernel &out) {
                 << " B (schedule-form-phases max-shared-bytes: sm_120 allows 101376, sm_90 "
                    "232448): the input vector takes "
                 << d4 * 4 << " B, the largest task's work area " << workFloats * 4 << " B";
+    if (ringStages < kDefaultRingStages)
+      diag << " with a " << ringStages << "-stage GEMV weight ring";
     if (workOwner)
       diag << " (task \"" << workOwner.getName() << "\", "
            << taskKindName(workOwner.getKind()) << ")";
@@ -244,8 +247,11 @@ LogicalResult Emitter::run(EmittedKernel &out) {
     << " counters. Do not edit.\n"
     << "// NVRTC has no <math.h>; the templates use INFINITY.\n"
     << "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n"
-    << "#endif\n"
-    << "#include \"mk/megakernel.cuh\"\n"
+    << "#endif\n";
+  if (ringStages != kDefaultRingStages)
+    k << "// A " << ringStages << "-stage GEMV weight ring: the default 3 does not fit the "
+      << "target's shared memory.\n#define MK_W4A16_STAGES " << ringStages << "\n";
+  k << "#include \"mk/megakernel.cuh\"\n"
     << (debug ? "#include \"mk/debug_capture.cuh\"\n" : "") << "\n"
     << "// Compiled with -DMK_PHASE_TIMING, every block records the global\n"
     << "// timer (ns) as it enters each phase (and at the end), its counter\n"
@@ -324,7 +330,30 @@ LogicalResult Emitter::run(EmittedKernel &out) {
 
 
 LogicalResult mk::emitter::emitKernel(KernelOp kernel, EmittedKernel &out) {
-  return Emitter(kernel).run(out);
+  // A kernel that does not fit the target's shared memory with the GEMV
+  // tiles' default 3-stage weight ring (a wide model: the input vector and
+  // the staged slices grow with the width) is emitted with 2 stages, which
+  // the source then defines; only if that does not fit either is it an
+  // error (also with the integer tiles, which need 3). The first attempt's
+  // diagnostics are held back.
+  int64_t stages = Emitter::kDefaultRingStages;
+  {
+    mlir::ScopedDiagnosticHandler quiet(kernel.getContext(),
+                                        [](mlir::Diagnostic &) { return success(); });
+    Emitter first(kernel, stages);
+    if (succeeded(first.run(out)))
+      return success();
+    // The integer tile needs the 3-stage ring (its quantized x lives behind
+    // the ring slices, w4a16_gemv.cuh).
+    bool integerTiles = llvm::any_of(kernel.getBodyBlock().getOps<WeightOp>(),
+                                     [](WeightOp w) { return w.getOrder() == "int8"; });
+    if (first.overSharedLimit() && !integerTiles) {
+      stages = 2;
+      if (succeeded(Emitter(kernel, stages).run(out)))
+        return success();
+    }
+  }
+  return Emitter(kernel, stages).run(out); // again, reporting its errors
 }
 
 LogicalResult mk::emitter::emitModule(ModuleOp module, EmittedKernel &out) {

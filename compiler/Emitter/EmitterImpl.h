@@ -69,12 +69,22 @@ inline std::string fmtFloat(double v) {
 
 class Emitter {
 public:
-  explicit Emitter(KernelOp kernel) : kernel(kernel), T(kernel.getThreads()) {}
+  /// The templates' weight ring (MK_W4A16_STAGES in w4a16_gemv.cuh).
+  static constexpr int64_t kDefaultRingStages = 3;
+  Emitter(KernelOp kernel, int64_t ringStages = kDefaultRingStages)
+      : kernel(kernel), T(kernel.getThreads()), ringStages(ringStages) {}
   LogicalResult run(EmittedKernel &out);
+  /// Whether run() failed only because the kernel needs more shared memory
+  /// than the target has.
+  bool overSharedLimit() const { return overShared; }
 
 private:
   KernelOp kernel;
   int64_t T;
+  /// Stages of the GEMV tiles' weight ring; below the default, the source
+  /// defines MK_W4A16_STAGES.
+  int64_t ringStages;
+  bool overShared = false;
   llvm::StringMap<BufferOp> buffers;
   /// The kernel's parameters (schedule.weight) in signature order, and by
   /// name; its decode state (the `state` buffers) in signature order.
@@ -131,7 +141,7 @@ private:
       workOwner = workTask;
     }
   }
-  int64_t w4Red(int64_t tn) { return (T / 32) * tn + 3 * 6 * T * 4; }
+  int64_t w4Red(int64_t tn) { return (T / 32) * tn + ringStages * 6 * T * 4; }
   std::string w4RedCheck(int64_t tn) {
     return llvm::formatv("mk::w4a16_red_floats<{0}, {1}>() == {2}", T, tn,
                          w4Red(tn))

@@ -29,6 +29,7 @@
 #include <cctype>
 
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <regex>
 #include <sstream>
@@ -49,7 +50,7 @@ struct Emitted {
 Emitted emit(const std::string &spec, const std::string &kernel,
              bool debugCapture = false, const std::string &passOption = "") {
   mk::DriverOptions o;
-  o.inputPath = std::string(MK_SOURCE_DIR) + "/" + spec;
+  o.inputPath = spec.front() == '/' ? spec : std::string(MK_SOURCE_DIR) + "/" + spec;
   o.emit = "cuda";
   o.debugCapture = debugCapture;
   // One directory per emission: tests that ctest runs at once must not
@@ -189,6 +190,29 @@ TEST(EmitterNvrtc, KimiLinearTimingAndOptInBuilds) {
       mk::test::compileAndCheck(k.source, "mk_kimi_linear_w4a16", arch,
                                 mk::test::SpillRule::TemplatesOnly, {option});
     }
+}
+
+// A spec too wide for the GEMV tiles' default 3-stage weight ring under
+// sm_120's 99 KB gets a 2-stage ring (the source defines MK_W4A16_STAGES 2)
+// and compiles for both targets; the unit keeps the default ring.
+TEST(EmitterNvrtc, WideSpecTakesTheShallowRing) {
+  std::string spec = std::string(MK_TEST_TMPDIR) + "/wide.json";
+  std::ifstream in(std::string(MK_SOURCE_DIR) + "/examples/kimi_linear_w4a16.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.replace(text.find("\"hidden\": 2304"), 14, "\"hidden\": 4096");
+  text.replace(text.find("\"moe_inter\": 1024"), 17, "\"moe_inter\": 2048");
+  text.replace(text.find("\"kimi_linear_w4a16\""), 19, "\"wide\"");
+  std::ofstream(spec) << text;
+  Emitted k = emit(spec, "mk_wide");
+  ASSERT_FALSE(k.source.empty());
+  EXPECT_NE(k.source.find("#define MK_W4A16_STAGES 2"), std::string::npos);
+  mk::rt::Manifest m;
+  ASSERT_TRUE(mk::rt::parseManifest(k.manifest, m).isOk());
+  EXPECT_LE(m.dynamicSharedBytes + 1024, 101376);
+  for (const char *arch : {"sm_90", "sm_120"})
+    mk::test::compileAndCheck(k.source, "mk_wide", arch, mk::test::SpillRule::TemplatesOnly);
+  Emitted unit = emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16");
+  EXPECT_EQ(unit.source.find("MK_W4A16_STAGES"), std::string::npos);
 }
 
 TEST(EmitterNvrtc, KimiLinearDebugCapture) {

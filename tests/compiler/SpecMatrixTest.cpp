@@ -149,6 +149,13 @@ const Variant kVariants[] = {
      P{"K", "M"}},
     {"hidden512", {{"hidden", "512"}}, P{"K", "M"}},
     {"hidden1024", {{"hidden", "1024"}, {"moe_inter", "512"}}, P{"K", "M"}},
+    // Wide enough that the GEMV tiles' weight ring drops to 2 stages to fit
+    // sm_120's 99 KB (EmitterNvrtc.WideSpecTakesTheShallowRing checks which).
+    {"hidden4096_inter2048", {{"hidden", "4096"}, {"moe_inter", "2048"}, {"group", "64"}},
+     P{"K", "M"}},
+    // Too wide even so: the refusal names what takes the shared memory.
+    {"hidden16384", {{"hidden", "16384"}, {"moe_inter", "2048"}, {"group", "64"}}, P{"K", "M"},
+     "the largest task's work area"},
     // Refused with a message that says what to change.
     {"odd_group", {{"group", "33"}}, P{"K", "M"}, "'group' must be even"},
     {"group_not_dividing", {{"group", "96"}}, P{"K", "M"}, "is not divisible by the group size 96"},

@@ -307,6 +307,10 @@ void runPackedGemv(int K, int N, int ksplit, uint64_t seed) {
       << "packed TN=" << TN << " K=" << K << " N=" << N << " ks=" << ksplit;
 }
 
+// The integer tile needs the 3-stage weight ring (its quantized x lives
+// behind the ring slices): not in the 2-stage forms build, where the
+// emitter never puts it either.
+#if MK_W4A16_STAGES >= 3
 TEST(W4A16Gemv, Int8OrderIntegerTile) {
   REQUIRE_GPU();
   static_assert(mk::kInt8TileMaxRows == mk::kInt8MaxSliceRows, "one limit, host and device");
@@ -318,6 +322,7 @@ TEST(W4A16Gemv, Int8OrderIntegerTile) {
   runPackedGemv<128, mk::kOrderInt8, true>(1024, 2304, 1, 26); // fp32 x (MoE down)
   runPackedGemv<128, mk::kOrderInt8, true>(3584, 256, 1, 27);  // the longest slice
 }
+#endif
 
 // A stream started by w4a16_gemv_begin before x is staged, continued by the
 // block's first tile (prefetched = true); later tiles start their own.
@@ -325,8 +330,10 @@ TEST(W4A16Gemv, PackedStreamBegunAhead) {
   REQUIRE_GPU();
   runPackedGemv<128, mk::kOrderMma, false, true>(2304, 1024, 2, 31); // 37 blocks, 16 tasks each
   runPackedGemv<64, mk::kOrderMma, false, true>(2304, 512, 1, 32);
+#if MK_W4A16_STAGES >= 3
   runPackedGemv<128, mk::kOrderInt8, false, true>(2304, 1024, 2, 33);
   runPackedGemv<64, mk::kOrderInt8, true, true>(1024, 256, 1, 34);
+#endif
 }
 
 TEST(W4A16Gemv, PackedLayoutWithBulkCopies) {
