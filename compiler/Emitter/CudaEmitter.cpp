@@ -334,12 +334,14 @@ LogicalResult mk::emitter::emitKernel(KernelOp kernel, EmittedKernel &out) {
   // tiles' default 3-stage weight ring (a wide model: the input vector and
   // the staged slices grow with the width) is emitted with 2 stages, which
   // the source then defines; only if that does not fit either is it an
-  // error (also with the integer tiles, which need 3). The first attempt's
-  // diagnostics are held back.
+  // error (also with the integer tiles, which need 3). The first attempts'
+  // errors are held back (the loud rerun reports them); anything else
+  // passes through.
   int64_t stages = Emitter::kDefaultRingStages;
   {
-    mlir::ScopedDiagnosticHandler quiet(kernel.getContext(),
-                                        [](mlir::Diagnostic &) { return success(); });
+    mlir::ScopedDiagnosticHandler quiet(kernel.getContext(), [](mlir::Diagnostic &d) {
+      return success(d.getSeverity() == mlir::DiagnosticSeverity::Error);
+    });
     Emitter first(kernel, stages);
     if (succeeded(first.run(out)))
       return success();

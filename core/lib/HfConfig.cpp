@@ -101,22 +101,25 @@ private:
     }
     return true;
   }
-  bool topInt(const char *key, int64_t &out) {
-    r.used.insert(key);
-    return intKey(r.root, key, out, "");
-  }
-  bool topIntAlias(std::initializer_list<const char *> keys, int64_t &out) {
+  bool topInt(const char *key, int64_t &out) { return topIntAlias({key}, out); }
+  /// A required integer >= `least` under any of `keys` (aliases).
+  bool topIntAlias(std::initializer_list<const char *> keys, int64_t &out, int64_t least = 1) {
     std::string which;
     const json::Value *v = r.getAny(keys, which);
     if (!v) {
       problems.push_back(std::string("missing ") + *keys.begin());
       return false;
     }
-    if (!v->getInt(out) || out < 1) {
-      problems.push_back(v->where() + ": " + which + " must be a positive integer, got " +
+    int64_t n = 0;
+    if (!v->getInt(n) || n < least) {
+      problems.push_back(v->where() + ": " + which +
+                         (least == 1 ? " must be a positive integer, got "
+                                     : " must be an integer >= " + std::to_string(least) +
+                                           ", got ") +
                          describe(*v));
       return false;
     }
+    out = n;
     return true;
   }
   bool topReal(const char *key, double &out) {
@@ -232,18 +235,7 @@ bool KimiLinearImport::run(HfImport &out, std::string &error) {
   topReal("rope_theta", cfg.ropeTheta);
   topIntAlias({"num_experts", "n_routed_experts"}, cfg.nExperts);
   topIntAlias({"num_experts_per_token", "num_experts_per_tok"}, cfg.nActive);
-  {
-    std::string which;
-    const json::Value *v = r.getAny({"num_shared_experts", "n_shared_experts"}, which);
-    int64_t n = 0;
-    if (!v)
-      problems.push_back("missing num_shared_experts");
-    else if (!v->getInt(n) || n < 0)
-      problems.push_back(v->where() + ": " + which + " must be an integer >= 0, got " +
-                         describe(*v));
-    else
-      cfg.nShared = n;
-  }
+  topIntAlias({"num_shared_experts", "n_shared_experts"}, cfg.nShared, 0);
   topInt("moe_intermediate_size", cfg.moeInter);
   topReal("routed_scaling_factor", cfg.routedScaling);
   topReal("rms_norm_eps", cfg.eps);
