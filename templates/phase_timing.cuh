@@ -13,9 +13,10 @@
 // Inside a task, a StageClock splits its time into stages: thread 0 sums
 // the SM cycles (clock64) between laps per stage in shared memory, and
 // every phase entry stores the sums so far to mk_stage_cycles[stage][block]
-// and the laps to mk_stage_laps (zeroed at the block's phase-0 entry). mk-bench --phase-timing prints, per
-// stage with laps, the median and the slowest block's cycles per step. The
-// stages (kStage*) are few and named here and in mk-bench.
+// and the laps to mk_stage_laps (zeroed at the block's phase-0 entry).
+// mk-bench --phase-timing prints, per stage with laps, the median and the
+// slowest block's time per step. The stages (kStage*) are named here and,
+// in the same order, in mk-bench (kStageNames).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
