@@ -55,8 +55,12 @@ enum StageSlot : int {
 };
 
 #ifdef MK_PHASE_TIMING
-__device__ unsigned long long mk_stage_cycles[kStageSlots * kMaxGrid];
-__device__ unsigned int mk_stage_laps[kStageSlots * kMaxGrid];
+} // namespace mk
+// At global scope so that their names are not mangled: mk-bench looks them
+// up by these names in the loaded module.
+__device__ unsigned long long mk_stage_cycles[mk::kStageSlots * mk::kMaxGrid];
+__device__ unsigned int mk_stage_laps[mk::kStageSlots * mk::kMaxGrid];
+namespace mk {
 /// This block's running sums in shared memory (thread 0's).
 struct StageSums {
   unsigned long long cycles[kStageSlots];

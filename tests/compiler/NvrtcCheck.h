@@ -45,7 +45,8 @@ enum class SpillRule {
 
 inline void compileAndCheck(const std::string &source, const std::string &kernel,
                             const std::string &arch, SpillRule rule = SpillRule::Strict,
-                            const std::vector<std::string> &options = {}) {
+                            const std::vector<std::string> &options = {},
+                            std::string *cubinOut = nullptr) {
   mk::rt::CompileOptions co;
   co.arch = arch;
   co.extraOptions = {"--ptxas-options=-v"};
@@ -55,6 +56,8 @@ inline void compileAndCheck(const std::string &source, const std::string &kernel
                                               mk::rt::nvrtcOptions(co), cubin, log);
   ASSERT_TRUE(s.isOk()) << arch << ": " << s.message() << "\n" << log;
   EXPECT_FALSE(cubin.empty());
+  if (cubinOut)
+    *cubinOut = cubin;
   EXPECT_EQ(log.find("warning"), std::string::npos) << arch << ":\n" << log;
   // ptxas -v: "Function properties for <fn>\n N bytes stack frame, S bytes
   // spill stores, L bytes spill loads" and "Used R registers, ... smem".
