@@ -3,7 +3,8 @@
 # mk-bench and mk-gpu-tests, then for every kernel variant checks it against
 # the oracle (OracleGpu.FullUnitOneStep: 3 seeds x contexts 2048 / 8192) and
 # benches all variants in alternating rounds, then prints the phase and task
-# stage profile of the first one. What the perf notes' same-run comparisons
+# stage profile of the first one (and its median step at the last profile
+# context as a Chrome/Perfetto trace, trace.json). What the perf notes' same-run comparisons
 # need, in one call (~3 minutes for three variants).
 #
 #   MK_KERNELS_DIR=$PWD/.carry/kernels scripts/gpu-measure.sh [VARIANT ...]
@@ -82,7 +83,8 @@ done
 v=${variants[0]}
 echo "== phase and task stage profile of $v (ctx $MK_PROFILE_CTX)"
 MK_NVRTC_OPTIONS="$(opts_of "$v")" "$bench" --kernel-dir "$MK_KERNELS_DIR/$(dir_of "$v")" \
-  --ctx "$MK_PROFILE_CTX" --iters 20 --phase-timing >"$DEST/phases.log" 2>&1 || status=1
+  --ctx "$MK_PROFILE_CTX" --iters 20 --phase-timing --trace "$DEST/trace.json" \
+  >"$DEST/phases.log" 2>&1 || status=1
 cat "$DEST/phases.log"
 echo "== done (status $status); logs in $DEST"
 exit $status
