@@ -513,10 +513,11 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
     // Scores: S[h][row] partial over this warp's k-steps.
     {
       float sh[4] = {0.f, 0.f, 0.f, 0.f}, sl[4] = {0.f, 0.f, 0.f, 0.f};
-      // -DMK_MLA_SCORE_SPLIT (opt-in, written after run #78, not yet
-      // measured): the k-steps unrolled, odd ones into a second accumulator
-      // (`sl`, free when PACK), so two HMMA chains of ~5 instead of one of 9.
-#ifdef MK_MLA_SCORE_SPLIT
+      // The k-steps unrolled, odd ones into a second accumulator (`sl`,
+      // free when PACK): two HMMA chains of ~5 instead of one of 9 (perf
+      // notes session 13: 0 at 2048, -1 to -2.7 us at 16384 in three runs).
+      // -DMK_MLA_SCORE_CHAIN: one rolled chain (the form before).
+#ifndef MK_MLA_SCORE_CHAIN
       constexpr bool SPLIT = PACK;
 #pragma unroll
 #else

@@ -18,11 +18,75 @@ namespace mk {
 
 /// p = softmax(logits); top-K by probability (ties: the lower index wins);
 /// w = p / (sum(p) + 1e-9) * scaling. Results in shared memory (w_out[K],
-/// idx_out[K]); all threads call it; ends synchronized.
+/// idx_out[K], in that order: the most probable first); all threads call
+/// it; ends synchronized.
+///
+/// Warp 0 forms p into shared memory; then every value's rank (how many
+/// values come before it: a larger p, or an equal one at a lower index) is
+/// counted by its own thread against all E, and the values ranked below K
+/// take their slots: four barriers and E comparisons per thread. The
+/// chosen weights are summed in rank order, as K rounds of warp arg-max
+/// selection summed them (same results, bit for bit); those rounds were
+/// the form before (-DMK_TOPK_ROUNDS: K dependent chains of shuffles, ~1.9
+/// us per MoE on the H200, perf notes session 13).
 template <int E, int K>
 __device__ void moe_topk(const bf16 *logits, float scaling, float *w_out, int *idx_out) {
   static_assert(K <= E, "top-k larger than the expert count");
   constexpr int PER = (E + 31) / 32;
+#ifndef MK_TOPK_ROUNDS
+  __shared__ float prob[E];
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    float v[PER];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const int e = lane + 32 * i;
+      v[i] = e < E ? bf2f(__ldcg(logits + e)) : -INFINITY;
+      mx = fmaxf(mx, v[i]);
+    }
+    mx = warp_max(mx);
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const int e = lane + 32 * i;
+      v[i] = e < E ? expf(v[i] - mx) : 0.f;
+      sum += v[i];
+    }
+    sum = warp_sum(sum);
+#pragma unroll
+    for (int i = 0; i < PER; ++i)
+      if (lane + 32 * i < E)
+        prob[lane + 32 * i] = v[i] / sum;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    const float p = prob[e];
+    int rank = 0;
+#pragma unroll 8
+    for (int j = 0; j < E; ++j) {
+      const float q = prob[j];
+      rank += (q > p) || (q == p && j < e);
+    }
+    if (rank < K) {
+      w_out[rank] = p;
+      idx_out[rank] = e;
+    }
+  }
+  __syncthreads();
+  float w = 0.f;
+  if (threadIdx.x < K) {
+    float wsum = 0.f;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      wsum += w_out[k];
+    w = w_out[threadIdx.x] / (wsum + 1e-9f) * scaling;
+  }
+  __syncthreads(); // every thread has read w_out before any writes
+  if (threadIdx.x < K)
+    w_out[threadIdx.x] = w;
+  __syncthreads();
+#else
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
     float v[PER];
@@ -79,6 +143,7 @@ __device__ void moe_topk(const bf16 *logits, float scaling, float *w_out, int *i
       w_out[lane] = w_out[lane] / (wsum + 1e-9f) * scaling;
   }
   __syncthreads();
+#endif
 }
 
 template <int THREADS, int TN>
@@ -99,9 +164,27 @@ __device__ void moe_down_task(const float *gate_up, int inter, const uint8_t *wq
   float *xs = smem, *red = smem + inter;
   // hmid is fp32 (the spec does not round silu(g) * u). Its loads wait on
   // the previous phase's sums; they overlap the tile's first weight loads.
+  // A batch's loads are all issued before its stores (block_stage_slice
+  // says why); -DMK_SERIAL_STAGING: one element at a time (the form before).
   auto stage_hmid = [&] {
+#ifndef MK_SERIAL_STAGING
+    for (int base = k0 + threadIdx.x; base < k1; base += kStageBatch * THREADS) {
+      float g[kStageBatch], u[kStageBatch];
+#pragma unroll
+      for (int j = 0; j < kStageBatch; ++j) {
+        const int i = base + j * THREADS;
+        g[j] = i < k1 ? __ldcg(gate_up + i) : 0.f;
+        u[j] = i < k1 ? __ldcg(gate_up + inter + i) : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < kStageBatch; ++j)
+        if (base + j * THREADS < k1)
+          xs[base + j * THREADS] = silu(g[j]) * u[j];
+    }
+#else
     for (int i = k0 + threadIdx.x; i < k1; i += THREADS)
       xs[i] = silu(__ldcg(gate_up + i)) * __ldcg(gate_up + inter + i);
+#endif
     __syncthreads();
   };
   w4a16_gemv_tile_with<THREADS, TN, GROUP, EpiAtomicAddF32, true, ORDER>(

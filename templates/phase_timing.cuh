@@ -12,11 +12,14 @@
 //
 // Inside a task, a StageClock splits its time into stages: thread 0 sums
 // the SM cycles (clock64) between laps per stage in shared memory, and
-// every phase entry stores the sums so far to mk_stage_cycles[stage][block]
-// and the laps to mk_stage_laps (zeroed at the block's phase-0 entry).
+// the entry of phase i stores the sums so far to row i of mk_stage_cycles
+// ([phase + 1][stage][kMaxGrid], declared by the emitted kernel) and the
+// laps to mk_stage_laps (zeroed at the block's phase-0 entry): the end
+// mark's row holds the step's sums, the difference of two rows a phase's.
 // mk-bench --phase-timing prints, per stage with laps, the median and the
-// slowest block's time per step. The stages (kStage*) are named here and,
-// in the same order, in mk-bench (kStageNames).
+// slowest block's time per step, and the GEMV tile stages per phase. The
+// stages (kStage*) are named here and, in the same order, in mk-bench
+// (kStageNames).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -51,16 +54,13 @@ enum StageSlot : int {
   kStageTileSteps,       ///< packed GEMV tile: warp 0's steps
   kStageTileWarps,       ///< packed GEMV tile: waiting for the other warps
   kStageTileReduce,      ///< packed GEMV tile: cross-warp sums and the epilogue
+  kStageTopk,            ///< the router's top-k (every block, once per MoE)
+  kStageNorm,            ///< the every-block residual + RMSNorm
+  kStageSignal,          ///< a task's counter signals (+ the barrier after)
   kStageSlots = 16
 };
 
 #ifdef MK_PHASE_TIMING
-} // namespace mk
-// At global scope so that their names are not mangled: mk-bench looks them
-// up by these names in the loaded module.
-__device__ unsigned long long mk_stage_cycles[mk::kStageSlots * mk::kMaxGrid];
-__device__ unsigned int mk_stage_laps[mk::kStageSlots * mk::kMaxGrid];
-namespace mk {
 /// This block's running sums in shared memory (thread 0's).
 struct StageSums {
   unsigned long long cycles[kStageSlots];
@@ -98,9 +98,12 @@ struct StageClock {
 
 /// Phase entry: stamps row `i` of `entries` and clears row `i` of `waits`;
 /// zeroes the block's stage sums at phase 0, and stores them (so far) to
-/// its stage rows at every later entry: the end mark leaves the step's.
+/// row `i` of `stageCycles` / `stageLaps` ([phase][stage][kMaxGrid]): the
+/// end mark's row holds the step's.
 __device__ __forceinline__ void phase_enter(unsigned long long *entries,
-                                            unsigned long long *waits, int i) {
+                                            unsigned long long *waits,
+                                            [[maybe_unused]] unsigned long long *stageCycles,
+                                            [[maybe_unused]] unsigned *stageLaps, int i) {
   if (threadIdx.x == 0) {
     entries[(size_t)i * kMaxGrid + blockIdx.x] = global_timer_ns();
     waits[(size_t)i * kMaxGrid + blockIdx.x] = 0ull;
@@ -109,8 +112,9 @@ __device__ __forceinline__ void phase_enter(unsigned long long *entries,
     for (int st = 0; st < kStageSlots; ++st) {
       if (i == 0)
         s.cycles[st] = 0ull, s.laps[st] = 0u;
-      mk_stage_cycles[st * kMaxGrid + blockIdx.x] = s.cycles[st];
-      mk_stage_laps[st * kMaxGrid + blockIdx.x] = s.laps[st];
+      const size_t at = ((size_t)i * kStageSlots + st) * kMaxGrid + blockIdx.x;
+      stageCycles[at] = s.cycles[st];
+      stageLaps[at] = s.laps[st];
     }
 #endif
   }

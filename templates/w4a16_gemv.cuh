@@ -1438,6 +1438,68 @@ __device__ void w4a16_gemv_tile(const float *xs, const uint8_t *__restrict__ wq,
       xs, wq, scales, zeros, N, n0, nvalid, k0, k1, red, epi, prefetched, NoPrologue{});
 }
 
+namespace detail {
+/// One element of a GEMV input staged from global memory: a bf16 value as
+/// stored; an fp32 one is a sum the spec rounds to bf16 first.
+__device__ __forceinline__ float staged_x(const bf16 *p) { return bf2f(__ldcg(p)); }
+__device__ __forceinline__ float staged_x(const float *p) { return round_bf16(__ldcg(p)); }
+} // namespace detail
+
+/// dst[i - k0] = staged_x(src + i) for i in [k0, k1), each thread's
+/// elements kStageBatch at a time with all of a batch's loads issued before
+/// its stores: one loop of load-then-store pays an L2 round trip per
+/// element, as the compiler cannot move a load above a store to shared
+/// memory it does not know apart from src. Caller synchronizes.
+/// -DMK_SERIAL_STAGING: that loop (the form before, to measure against).
+constexpr int kStageBatch = 4;
+template <int THREADS, class In>
+__device__ __forceinline__ void block_stage_slice(const In *src, float *dst, int k0, int k1) {
+#ifndef MK_SERIAL_STAGING
+  for (int base = k0 + threadIdx.x; base < k1; base += kStageBatch * THREADS) {
+    float v[kStageBatch];
+#pragma unroll
+    for (int j = 0; j < kStageBatch; ++j) {
+      const int i = base + j * THREADS;
+      v[j] = i < k1 ? detail::staged_x(src + i) : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kStageBatch; ++j)
+      if (base + j * THREADS < k1)
+        dst[base + j * THREADS - k0] = v[j];
+  }
+#else
+  for (int i = k0 + threadIdx.x; i < k1; i += THREADS)
+    dst[i - k0] = detail::staged_x(src + i);
+#endif
+}
+
+/// w4a16_gemv_tile of an input in global memory (bf16, or an fp32 sum
+/// rounded to bf16): its k-slice [k0, k1) is staged into `stage`
+/// (k1 - k0 floats of shared memory) while the tile's first weights load
+/// (block_stage_slice as the tile's prologue).
+/// -DMK_SERIAL_STAGING: staged element by element before the tile starts
+/// (the form before, to measure against).
+template <int THREADS, int TN, int GROUP, class Epi, bool FP32X, int ORDER, class In>
+__device__ void w4a16_gemv_tile_staged(const In *src, float *stage, const uint8_t *__restrict__ wq,
+                                       const bf16 *__restrict__ scales,
+                                       const bf16 *__restrict__ zeros, int N, int n0, int nvalid,
+                                       int k0, int k1, float *red, Epi epi,
+                                       bool prefetched = false) {
+#ifndef MK_SERIAL_STAGING
+  auto pro = [&] {
+    block_stage_slice<THREADS>(src, stage, k0, k1);
+    __syncthreads();
+  };
+  w4a16_gemv_tile_with<THREADS, TN, GROUP, Epi, FP32X, ORDER>(
+      stage - k0, wq, scales, zeros, N, n0, nvalid, k0, k1, red, epi, prefetched, pro);
+#else
+  block_stage_slice<THREADS>(src, stage, k0, k1);
+  __syncthreads();
+  w4a16_gemv_tile_with<THREADS, TN, GROUP, Epi, FP32X, ORDER>(
+      stage - k0, wq, scales, zeros, N, n0, nvalid, k0, k1, red, epi, prefetched, NoPrologue{});
+#endif
+}
+
 /// Starts the weight stream of a packed tile (ORDER kOrderMma or
 /// kOrderInt8; same wq, k0, k1 and red as its w4a16_gemv_tile call, which
 /// then passes prefetched = true): its first chunks are requested into the

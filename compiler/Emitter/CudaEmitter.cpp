@@ -77,9 +77,11 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
       // unless an early weight stream already fills it.
       workTask = t;
       needWork(2 * dim); // residual_rmsnorm_stage_bytes(dim) / 4
-      os << "    mk::block_residual_rmsnorm_outlined<" << T << ">(" << ptr(t.getStrArg("base"))
+      os << "    {\n    MK_STAGE_BEGIN();\n"
+         << "    mk::block_residual_rmsnorm_outlined<" << T << ">(" << ptr(t.getStrArg("base"))
          << ", " << accArg << ", " << ident(t.getStrArg("weight")) << ", " << dim << ", "
-         << eps << ", xs, " << outArg << ", scratch, work);\n";
+         << eps << ", xs, " << outArg << ", scratch, work);\n"
+         << "    MK_STAGE_END(mk::kStageNorm);\n    }\n";
     } else {
       os << "    mk::block_residual<" << T << ">(" << ptr(t.getStrArg("base")) << ", "
          << accArg << ", " << dim << ", xs, " << outArg << ");\n"
@@ -128,6 +130,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
       if (failed(emitInstance(t, is)))
         return failure();
       os << "      {\n" << inst << "      }\n";
+      os << "      {\n      MK_STAGE_BEGIN();\n";
       for (SignalOp s : phase.getBodyBlock().getOps<SignalOp>()) {
         if (s.getTask() != t.getName())
           continue;
@@ -135,7 +138,8 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
         os << "      mk::counter_signal(sync, " << c.getBase() << " + i / "
            << s.getDivisor() << ");\n";
       }
-      os << "      __syncthreads();\n      continue;\n      }\n";
+      os << "      __syncthreads();\n      MK_STAGE_END(mk::kStageSignal);\n      }\n"
+         << "      continue;\n      }\n";
       begin = end;
     }
     os << "    }\n";
@@ -255,7 +259,8 @@ LogicalResult Emitter::run(EmittedKernel &out) {
     << (debug ? "#include \"mk/debug_capture.cuh\"\n" : "") << "\n"
     << "// Compiled with -DMK_PHASE_TIMING, every block records the global\n"
     << "// timer (ns) as it enters each phase (and at the end), its counter\n"
-    << "// waits and when its tasks of the phase are done (phase_timing.cuh).\n"
+    << "// waits and when its tasks of the phase are done, and the task stages\n"
+    << "// its StageClocks summed so far (phase_timing.cuh).\n"
     << "#ifdef MK_PHASE_TIMING\n"
     << "__device__ unsigned long long mk_phase_ns[" << kernel.getNumPhases() + 1
     << " * mk::kMaxGrid];\n"
@@ -263,16 +268,25 @@ LogicalResult Emitter::run(EmittedKernel &out) {
     << kernel.getNumPhases() + 1 << " * mk::kMaxGrid];\n"
     << "__device__ unsigned long long mk_phase_done_ns["
     << kernel.getNumPhases() << " * mk::kMaxGrid];\n"
-    << "#define MK_PHASE_MARK(i) mk::phase_enter(mk_phase_ns, mk_phase_wait_ns, i)\n"
+    << "__device__ unsigned long long mk_stage_cycles[" << kernel.getNumPhases() + 1
+    << " * mk::kStageSlots * mk::kMaxGrid];\n"
+    << "__device__ unsigned mk_stage_laps[" << kernel.getNumPhases() + 1
+    << " * mk::kStageSlots * mk::kMaxGrid];\n"
+    << "#define MK_PHASE_MARK(i) mk::phase_enter(mk_phase_ns, mk_phase_wait_ns, "
+       "mk_stage_cycles, mk_stage_laps, i)\n"
     << "#define MK_PHASE_DONE(i) mk::phase_stamp(mk_phase_done_ns, i)\n"
     << "#define MK_WAIT_BEGIN() const unsigned long long mk_wait0 = "
        "mk::global_timer_ns()\n"
     << "#define MK_WAIT_END(i) mk::phase_add(mk_phase_wait_ns, i, "
        "mk::global_timer_ns() - mk_wait0)\n"
+    << "#define MK_STAGE_BEGIN() mk::StageClock mk_stage_clock\n"
+    << "#define MK_STAGE_END(s) mk_stage_clock.lap(s)\n"
     << "#else\n#define MK_PHASE_MARK(i) ((void)0)\n"
     << "#define MK_PHASE_DONE(i) ((void)0)\n"
     << "#define MK_WAIT_BEGIN() ((void)0)\n"
-    << "#define MK_WAIT_END(i) ((void)0)\n#endif\n\n"
+    << "#define MK_WAIT_END(i) ((void)0)\n"
+    << "#define MK_STAGE_BEGIN() ((void)0)\n"
+    << "#define MK_STAGE_END(s) ((void)0)\n#endif\n\n"
     << "namespace mkgen {\n"
     << "/// Keeps a template's registers out of the kernel body's allocation.\n"
     << "template <auto F, class... A>\n"

@@ -250,6 +250,17 @@ private:
   /// The template arguments after a tile's epilogue type that select `w`'s
   /// order (templates/w4a16_gemv.cuh, WeightOrder); `fp32x` first, "false",
   /// where the template takes it.
+  /// The template's WeightOrder of weight `w`'s storage.
+  std::string orderName(StringRef w) {
+    switch (orderOf(w)) {
+    case mk::PackedOrder::None:
+      return "mk::kOrderRowMajor";
+    case mk::PackedOrder::Int8:
+      return "mk::kOrderInt8";
+    default:
+      return "mk::kOrderMma";
+    }
+  }
   std::string orderArgs(StringRef w, bool fp32x) {
     const mk::PackedOrder o = orderOf(w);
     if (o == mk::PackedOrder::None)

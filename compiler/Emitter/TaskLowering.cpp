@@ -56,19 +56,13 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       if (failed(checkPackedRead(t, w, tn, kslice)))
         return failure();
     emitGemvSlice(t, o);
-    std::string xin = "xs";
+    // An input in global memory: the tile stages its k-slice into
+    // work[0, kslice) while its first weights load (w4a16_gemv_tile_staged;
+    // a bf16 input as stored, an fp32 one a sum the spec rounds to bf16
+    // before the projection, the MLA combine's slices).
+    std::string staged;
     if (!shared) {
-      std::string src = ptr(in.getSymName());
-      // Only the task's k-slice is staged (at work[0, kslice)); the tile
-      // indexes x by absolute k, so it gets work - k0.
-      // A bf16 input as stored; an fp32 one is a sum the spec rounds to
-      // bf16 before the projection (the MLA combine's slices).
-      bool f32 = in.getDtype() == "f32";
-      o << "      for (int j = k0 + threadIdx.x; j < k1; j += " << T
-        << ") work[j - k0] = " << (f32 ? "mk::round_bf16" : "mk::bf2f")
-        << "(__ldcg(" << src << " + " << i64("input_offset")
-        << " + j));\n      __syncthreads();\n";
-      xin = "work - k0";
+      staged = ptr(in.getSymName()) + " + " + std::to_string(i64("input_offset")) + ", work";
       needWork(kslice + w4Red(tn));
       o << "      float *red = work + " << kslice << ";\n";
     } else {
@@ -85,10 +79,14 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       std::string epi =
           atomic ? "mk::EpiAtomicAddF32{" + ptr(outputs[s]) + ", 1.f, " + off + "}"
                  : "mk::EpiStoreBf16{" + ptr(outputs[s], true) + ", " + off + "}";
-      o << "      case " << s << ": mkgen::call<&mk::w4a16_gemv_tile<" << T
-        << ", " << tn << ", " << G << ", " << epiType
-        << orderArgs(weights[s], true) << ">>(" << xin << ", "
-        << tileArgs(weights[s], k, ns[s], tn, "", "n0")
+      if (!staged.empty())
+        o << "      case " << s << ": mkgen::call<&mk::w4a16_gemv_tile_staged<" << T << ", "
+          << tn << ", " << G << ", " << epiType << ", false, " << orderName(weights[s]) << ", "
+          << (in.getDtype() == "f32" ? "float" : "mk::bf16") << ">>(" << staged << ", ";
+      else
+        o << "      case " << s << ": mkgen::call<&mk::w4a16_gemv_tile<" << T << ", " << tn
+          << ", " << G << ", " << epiType << orderArgs(weights[s], true) << ">>(xs, ";
+      o << tileArgs(weights[s], k, ns[s], tn, "", "n0")
         << ", nvalid, k0, k1, red, " << epi << ", "
         << (begunTasks.contains(t.getName()) ? "t == t0" : "false")
         << "); break;\n";
@@ -285,10 +283,12 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
     if (routed) {
       auto [it, fresh] = topkKey.try_emplace(str("logits"), topkKey.size());
       o << "      if (tk_key != " << it->second << ") {\n"
+        << "        MK_STAGE_BEGIN();\n"
         << "        mkgen::call<&mk::moe_topk<" << i64("experts") << ", " << i64("top_k")
         << ">>(" << ptr(str("logits")) << ", "
         << fmtFloat(t.getArgs().getAs<FloatAttr>("scaling").getValueAsDouble())
-        << ", tk_w, tk_idx);\n        tk_key = " << it->second << ";\n";
+        << ", tk_w, tk_idx);\n        MK_STAGE_END(mk::kStageTopk);\n"
+        << "        tk_key = " << it->second << ";\n";
       auto cap = topkCapture.find(str("logits"));
       if (debug && cap != topkCapture.end())
         o << "        if (threadIdx.x < " << i64("top_k")

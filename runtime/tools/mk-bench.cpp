@@ -25,7 +25,8 @@
 // each context's row, per-phase medians of the blocks' stamps over 20 steps,
 // then the task stages a StageClock times (phase_timing.cuh: the MLA
 // attention's and the packed GEMV tile's), in SM cycles converted at the
-// device's peak clock.
+// device's peak clock, over the step and per phase (with the every-block
+// norm, the router's top-k and the counter signals).
 // --trace FILE (same build) writes one of those steps at the last --ctx, the
 // median by stamped span, as a Chrome/Perfetto trace (chrome://tracing,
 // ui.perfetto.dev): a track per block, a slice per phase from the block's
@@ -115,7 +116,10 @@ const char *const kStageNames[kStageSlots] = {
     "packed gemv tile: warp 0's steps",
     "packed gemv tile: waiting for the other warps",
     "packed gemv tile: cross-warp sums and epilogue",
-    "(stage 11)", "(stage 12)", "(stage 13)", "(stage 14)", "(stage 15)"};
+    "router top-k (every block, once per MoE)",
+    "every-block residual + rmsnorm",
+    "counter signals (+ barrier)",
+    "(stage 14)", "(stage 15)"};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -127,8 +131,9 @@ double median(std::vector<double> v) {
 /// end mark), done [phases][grid]; global timer ns.
 struct StepStamps {
   std::vector<uint64_t> entry, wait, done;
-  /// Task stages (phase_timing.cuh's StageClock): SM cycles and laps
-  /// [kStageSlots][grid].
+  /// Task stages (phase_timing.cuh's StageClock): SM cycles and laps so
+  /// far at each phase entry, [phases + 1][kStageSlots][grid] (the last row
+  /// is the step's).
   std::vector<uint64_t> stageCycles;
   std::vector<uint32_t> stageLaps;
   uint64_t start = 0; ///< the earliest phase-0 entry
@@ -147,8 +152,8 @@ Status collectPhaseStamps(Session &s, int phases, int steps,
   const size_t G = size_t(grid);
   std::vector<unsigned long long> entry((P + 1) * kTimingSlots),
       wait((P + 1) * kTimingSlots), done(P * kTimingSlots),
-      stageCycles(kStageSlots * kTimingSlots);
-  std::vector<unsigned> stageLaps(kStageSlots * kTimingSlots);
+      stageCycles((P + 1) * kStageSlots * kTimingSlots);
+  std::vector<unsigned> stageLaps((P + 1) * kStageSlots * kTimingSlots);
   auto compact = [&](const std::vector<unsigned long long> &t, size_t rows) {
     std::vector<uint64_t> c(rows * G);
     for (size_t p = 0; p < rows; ++p)
@@ -169,8 +174,8 @@ Status collectPhaseStamps(Session &s, int phases, int steps,
     MK_RETURN_IF_ERROR(
         s.readModuleGlobal("mk_stage_laps", stageLaps.data(), stageLaps.size() * 4));
     StepStamps st;
-    st.stageCycles = compact(stageCycles, kStageSlots);
-    for (size_t k = 0; k < kStageSlots; ++k)
+    st.stageCycles = compact(stageCycles, (P + 1) * kStageSlots);
+    for (size_t k = 0; k < (P + 1) * kStageSlots; ++k)
       for (size_t b = 0; b < G; ++b)
         st.stageLaps.push_back(stageLaps[k * kTimingSlots + b]);
     st.entry = compact(entry, P + 1);
@@ -257,17 +262,18 @@ void printPhaseProfile(const std::vector<StepStamps> &steps,
 /// over the steps of: the blocks that ran it, its laps per such block, and
 /// its time per step in the median and the slowest of those blocks (SM
 /// cycles at the device's peak clock).
-void printStageProfile(const std::vector<StepStamps> &steps, int grid, int clockKHz) {
-  const size_t G = size_t(grid);
+void printStageProfile(const std::vector<StepStamps> &steps, int phases, int grid,
+                       int clockKHz) {
+  const size_t G = size_t(grid), last = size_t(phases) * kStageSlots;
   bool header = false;
   for (size_t k = 0; k < kStageSlots; ++k) {
     std::vector<double> blocks, laps, mid, slow;
     for (const StepStamps &st : steps) {
       std::vector<double> us, n;
       for (size_t b = 0; b < G; ++b)
-        if (st.stageLaps[k * G + b]) {
-          us.push_back(double(st.stageCycles[k * G + b]) / clockKHz * 1e3);
-          n.push_back(st.stageLaps[k * G + b]);
+        if (st.stageLaps[(last + k) * G + b]) {
+          us.push_back(double(st.stageCycles[(last + k) * G + b]) / clockKHz * 1e3);
+          n.push_back(st.stageLaps[(last + k) * G + b]);
         }
       if (us.empty())
         continue;
@@ -286,6 +292,55 @@ void printStageProfile(const std::vector<StepStamps> &steps, int grid, int clock
     }
     std::printf("  %6.0f %6.0f %8.2f %8.2f  %s\n", median(blocks), median(laps), median(mid),
                 median(slow), kStageNames[k]);
+  }
+}
+
+/// Prints, per phase in which any block timed a stage, each of the stages
+/// below in that phase as the mean over all blocks of the grid (median over
+/// the steps; us at the device's peak clock), and the blocks that ran a
+/// packed GEMV tile: what a phase's average block spends on its norm, top-k,
+/// tile stages and counter signals (the rest of its work is other tasks).
+void printStagesPerPhase(const std::vector<StepStamps> &steps,
+                         const std::vector<std::string> &names, int grid, int clockKHz) {
+  // phase_timing.cuh's StageSlot: norm, top-k, the five tile stages, signals.
+  constexpr size_t kCols[] = {12, 11, 6, 7, 8, 9, 10, 13};
+  constexpr size_t kTileIssue = 6, kNumCols = sizeof(kCols) / sizeof(kCols[0]);
+  const size_t P = names.size(), G = size_t(grid);
+  bool header = false;
+  for (size_t p = 0; p < P; ++p) {
+    std::vector<double> tileBlocks, col[kNumCols];
+    bool any = false;
+    for (const StepStamps &st : steps) {
+      auto diff = [&](const auto &t, size_t k, size_t b) {
+        return t[((p + 1) * kStageSlots + k) * G + b] - t[(p * kStageSlots + k) * G + b];
+      };
+      double tiles = 0;
+      for (size_t c = 0; c < kNumCols; ++c) {
+        double sum = 0;
+        for (size_t b = 0; b < G; ++b) {
+          if (!diff(st.stageLaps, kCols[c], b))
+            continue;
+          any = true;
+          sum += double(diff(st.stageCycles, kCols[c], b)) / clockKHz * 1e3;
+          tiles += kCols[c] == kTileIssue;
+        }
+        col[c].push_back(sum / double(G));
+      }
+      tileBlocks.push_back(tiles);
+    }
+    if (!any)
+      continue;
+    if (!header) {
+      std::printf("  stages per phase (mean over all %d blocks, median of %zu steps, us):\n", grid,
+                  steps.size());
+      std::printf("  %3s %6s %6s %6s | %6s %6s %6s %6s %6s | %6s  %s\n", "#", "norm", "top-k",
+                  "tiles", "issue", "first", "steps", "warps", "reduce", "signal", "phase");
+      header = true;
+    }
+    std::printf("  %3zu %6.2f %6.2f %6.0f |", p, median(col[0]), median(col[1]), median(tileBlocks));
+    for (size_t c = 2; c + 1 < kNumCols; ++c)
+      std::printf(" %6.2f", median(col[c]));
+    std::printf(" | %6.2f  %s\n", median(col[kNumCols - 1]), names[p].c_str());
   }
 }
 
@@ -442,7 +497,8 @@ int main(int argc, char **argv) {
         return fail(st, "phase timing");
       if (phaseTiming) {
         printPhaseProfile(steps, names, s->launchConfig().grid);
-        printStageProfile(steps, s->launchConfig().grid, dev->clockKHz());
+        printStageProfile(steps, phases, s->launchConfig().grid, dev->clockKHz());
+        printStagesPerPhase(steps, names, s->launchConfig().grid, dev->clockKHz());
       }
       if (traceHere) {
         const size_t pick = medianStep(steps);

@@ -180,14 +180,14 @@ TEST(EmitterNvrtc, KimiLinearSixteenHeadAttention) {
 
 // The timing build mk-bench --phase-timing makes (-DMK_PHASE_TIMING: phase
 // stamps, and the stage clocks inside the MLA attention and the packed
-// GEMV tile) and the opt-in attention form -DMK_MLA_SCORE_SPLIT compile for
+// GEMV tile) and the attention's earlier form -DMK_MLA_SCORE_CHAIN compile for
 // both targets without a template spill. The timing build's module holds the
 // globals mk-bench looks up by name, unmangled (a symbol of the cubin's
 // string table between two NULs; one declared inside namespace mk would be
 // _ZN2mk...E, which cuModuleGetGlobal does not find under the plain name).
 TEST(EmitterNvrtc, KimiLinearTimingAndOptInBuilds) {
   Emitted k = emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16");
-  for (const std::string option : {"-DMK_PHASE_TIMING", "-DMK_MLA_SCORE_SPLIT"})
+  for (const std::string option : {"-DMK_PHASE_TIMING", "-DMK_MLA_SCORE_CHAIN"})
     for (const char *arch : {"sm_90", "sm_120"}) {
       SCOPED_TRACE(option);
       std::string cubin;

@@ -849,6 +849,14 @@ TEST(MoeTopk, PicksLargestLowerIndexOnTies) {
   l[12] = l[13] = HB(2.5f);
   runTopk<64, 8>(l);
   runTopk<8, 2>(randBf16(r, 8, 1.f));
+  // More experts than the block has threads (the released 48B's 256), ties
+  // straddling the K-th slot.
+  auto l256 = randBf16(r, 256, 1.f);
+  l256[200] = l256[3] = l256[90] = HB(2.75f);
+  l256[17] = l256[250] = HB(3.25f);
+  for (int e : {30, 31, 32, 33, 160, 161})
+    l256[e] = HB(2.5f);
+  runTopk<256, 8>(l256);
 }
 
 //===----------------------------------------------------------------------===//
