@@ -57,6 +57,8 @@ enum StageSlot : int {
   kStageTopk,            ///< the router's top-k (every block, once per MoE)
   kStageNorm,            ///< the every-block residual + RMSNorm
   kStageSignal,          ///< a task's counter signals (+ the barrier after)
+  kStageNormLoads,       ///< the staged norm: its inputs' copies landed (+ barrier)
+  kStageNormRest,        ///< the staged norm: sum of squares, scaling (+ barriers)
   kStageSlots = 16
 };
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "mk/common.cuh"
+#include "mk/phase_timing.cuh"
 
 namespace mk {
 
@@ -88,6 +89,7 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
     block_rmsnorm<THREADS>(y_smem, w, D, eps, y_smem, scratch);
     return;
   }
+  [[maybe_unused]] StageClock clk; // -DMK_PHASE_TIMING: loads, then the rest
   const int nv = D / 8; // 8 elements per 16 bytes of bf16, per 32 of fp32
   uint8_t *sb = static_cast<uint8_t *>(stage); // base: 16 B per vector
   uint8_t *sw = sb + 16 * nv;                  // w:    16 B per vector
@@ -107,6 +109,7 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
   // orders everyone's before any cross-thread read. Four elements at a time
   // (8 bytes of bf16, 16 of fp32): few registers held in the kernel body.
   __syncthreads();
+  clk.lap(kStageNormLoads);
   const int nq = D / 4;
   float ss = 0.f;
 #pragma unroll 1
@@ -134,6 +137,7 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
                       round_bf16(x.z * r * bf_lo(wv.y)), round_bf16(x.w * r * bf_hi(wv.y)));
   }
   __syncthreads();
+  clk.lap(kStageNormRest);
 }
 
 /// block_residual_rmsnorm as one out-of-line function (one copy of its code

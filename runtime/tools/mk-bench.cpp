@@ -119,7 +119,8 @@ const char *const kStageNames[kStageSlots] = {
     "router top-k (every block, once per MoE)",
     "every-block residual + rmsnorm",
     "counter signals (+ barrier)",
-    "(stage 14)", "(stage 15)"};
+    "staged norm: its inputs landed (+ barrier)",
+    "staged norm: sums and scaling (+ barriers)"};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
