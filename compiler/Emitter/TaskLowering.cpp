@@ -335,9 +335,10 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       int64_t kslice = m / ks;
       if (failed(checkPackedRead(t, w, tn, kslice)))
         return failure();
-      needWork(m + w4Red(tn));
+      // The task stages only its k-slice of hmid.
+      needWork(kslice + w4Red(tn));
       asserts.insert(llvm::formatv("mk::moe_down_smem_floats<{0}, {1}>({2}) == {3}",
-                                   T, tn, m, m + w4Red(tn))
+                                   T, tn, kslice, kslice + w4Red(tn))
                          .str());
       o << "      const int k0 = (r / " << tiles << ") * " << kslice
         << ", n0 = (r % " << tiles << ") * " << tn << ";\n"

@@ -153,6 +153,10 @@ const Variant kVariants[] = {
     // sm_120's 99 KB (EmitterNvrtc.WideSpecTakesTheShallowRing checks which).
     {"hidden4096_inter2048", {{"hidden", "4096"}, {"moe_inter", "2048"}, {"group", "64"}},
      P{"K", "M"}},
+    // Mixtral's expert width: the MoE down tasks stage at most 4096 rows of
+    // their input (split-K slices), so the work area does not grow with it.
+    {"mixtral_inter14336", {{"hidden", "4096"}, {"moe_inter", "14336"}, {"group", "64"}},
+     P{"K", "M"}},
     // Too wide even so: the refusal names what takes the shared memory.
     {"hidden16384", {{"hidden", "16384"}, {"moe_inter", "2048"}, {"group", "64"}}, P{"K", "M"},
      "the largest task's work area"},

@@ -217,6 +217,29 @@ schedule.kernel @moe attributes {threads = 256 : i64} {
 
 // -----
 
+// A MoE down task stages at most 4096 rows of its input in shared memory:
+// an expert 8192 wide is cut into split-K slices even where one slice per
+// tile would fill the blocks (4 SMs: 4 tiles x 2 slices, not 4 x 1).
+// CHECK-LABEL: schedule.kernel @wide_down
+// CHECK: schedule.task "down" moe_down {{.*}}ksplit = {{[2-9]|1[0-9]}} : i64
+// SMS4-LABEL: schedule.kernel @wide_down
+// SMS4: schedule.task "down" {{[a-z0-9_]+}} {{.*}}ksplit = 2 : i64{{.*}}tiles = 4 : i64, tn = 128 : i64{{.*}}count = 8 : i64
+schedule.kernel @wide_down attributes {threads = 256 : i64} {
+  schedule.weight @down.w_q {dtype = "u8", shape = array<i64: 1, 4096, 512>, group = 32 : i64}
+  schedule.buffer @sums {dtype = "f32", shape = array<i64: 16384>}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 512>}
+  schedule.phase "zero" {
+    schedule.task "sums.zero" zero_f32 {writes = [@sums], args = {buffer = @sums, n = 16384 : i64}}
+    schedule.task "acc.zero" zero_f32 {writes = [@acc], args = {buffer = @acc, n = 512 : i64}}
+  }
+  schedule.barrier
+  schedule.phase "down" {
+    schedule.task "down" moe_down {reads = [@sums], accumulates = [@acc], args = {acc = @acc, down = "down", experts = 1 : i64, group = 32 : i64, hidden = 512 : i64, inter = 8192 : i64, slots = 1 : i64, sums = @sums, unit = "slot"}}
+  }
+}
+
+// -----
+
 // MLA: attention runs one task per (chunk, group of up to
 // attention-head-group heads: 8 by default; the largest divisor of the
 // heads up to it, so 12 gives 8 of the 16 here), chunks from
