@@ -146,10 +146,11 @@ __device__ void moe_topk(const bf16 *logits, float scaling, float *w_out, int *i
 #endif
 }
 
-/// Shared memory (floats) of a moe_down_task over a k-slice of `kslice`
-/// rows: the slice of hmid it stages, then the tile's reduction area.
+/// Shared memory (floats) of a moe_down_task that stages `staged` rows of
+/// hmid (the expert's width, or with SLICE its k-slice), then the tile's
+/// reduction area.
 template <int THREADS, int TN>
-__host__ __device__ constexpr int moe_down_smem_floats(int kslice) { return kslice + w4a16_red_floats<THREADS, TN>(); }
+__host__ __device__ constexpr int moe_down_smem_floats(int staged) { return staged + w4a16_red_floats<THREADS, TN>(); }
 
 /// acc[acc_offset + n] += weight * (hmid @ W_down)[n] over rows [k0, k1),
 /// columns [n0, n0+nvalid) of one expert's W_down (as addressed: the matrix,
@@ -159,15 +160,17 @@ __host__ __device__ constexpr int moe_down_smem_floats(int kslice) { return ksli
 /// expert's gate and up sums: gate_up[0, inter) and gate_up[inter, 2 inter),
 /// fp32, accumulated by split-K GEMV tiles in the previous phase (plain
 /// w4a16_gemv_tile tasks with EpiAtomicAddF32). `smem`:
-/// moe_down_smem_floats<THREADS, TN>(k1 - k0) floats.
-template <int THREADS, int TN, int GROUP, int ORDER = kOrderRowMajor>
+/// moe_down_smem_floats<THREADS, TN>(SLICE ? k1 - k0 : inter) floats.
+/// SLICE (experts wider than the schedule's kMoeDownMaxStagedRows): only
+/// the task's k-slice of hmid is staged, at smem[0, k1 - k0), so that the
+/// work area does not grow with the expert width; else hmid's rows sit at
+/// their own index in smem[0, inter) (the form the unit's kernel uses).
+template <int THREADS, int TN, int GROUP, int ORDER = kOrderRowMajor, bool SLICE = false>
 __device__ void moe_down_task(const float *gate_up, int inter, const uint8_t *wq, const bf16 *s,
                               const bf16 *z, int N, int n0, int nvalid, int k0, int k1,
                               float weight, float *acc, int acc_offset, float *smem) {
-  // Only the task's k-slice of hmid is staged (smem[0, k1 - k0)), so that
-  // the work area does not grow with the expert width; the tile indexes x
-  // by absolute row, so it gets xs - k0.
-  float *xs = smem - k0, *red = smem + (k1 - k0);
+  // The tile indexes x by absolute row: with SLICE it gets smem - k0.
+  float *xs = SLICE ? smem - k0 : smem, *red = smem + (SLICE ? k1 - k0 : inter);
   // hmid is fp32 (the spec does not round silu(g) * u). Its loads wait on
   // the previous phase's sums; they overlap the tile's first weight loads.
   // A batch's loads are all issued before its stores (block_stage_slice

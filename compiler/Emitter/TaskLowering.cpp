@@ -335,15 +335,19 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
       int64_t kslice = m / ks;
       if (failed(checkPackedRead(t, w, tn, kslice)))
         return failure();
-      // The task stages only its k-slice of hmid.
-      needWork(kslice + w4Red(tn));
+      // An expert wider than kMoeDownMaxStagedRows: each task stages only
+      // its k-slice of hmid (the slice form); else the whole of it.
+      const bool slice = m > mk::schedule::kMoeDownMaxStagedRows;
+      const int64_t staged = slice ? kslice : m;
+      needWork(staged + w4Red(tn));
       asserts.insert(llvm::formatv("mk::moe_down_smem_floats<{0}, {1}>({2}) == {3}",
-                                   T, tn, kslice, kslice + w4Red(tn))
+                                   T, tn, staged, staged + w4Red(tn))
                          .str());
       o << "      const int k0 = (r / " << tiles << ") * " << kslice
         << ", n0 = (r % " << tiles << ") * " << tn << ";\n"
         << "      mkgen::call<&mk::moe_down_task<" << T << ", " << tn << ", " << G
-        << orderArgs(w, false) << ">>(" << sums << " + slot * " << 2 * m
+        << (slice ? ", " + orderName(w) + ", true" : orderArgs(w, false)) << ">>(" << sums
+        << " + slot * " << 2 * m
         << ", " << m << ", "
         << tileArgs(w, m, d, tn, "e", "n0") << ", min(" << tn << ", " << d
         << " - n0), k0, k0 + " << kslice << ", "

@@ -88,11 +88,6 @@ struct SchedulePartitionWorkPass
 // Widest first: on equal estimates the wider tile (fewer tasks, longer
 // contiguous pieces) wins. At most 128: the tensor-core tile's width.
 static const int64_t kTiles[] = {128, 64, 32, 16};
-/// The most rows of its input a MoE down task stages in shared memory
-/// (fp32: 16 KB): wider experts are cut into split-K slices, so that a
-/// block's work area does not grow with the expert width (Mixtral's 14336
-/// take 4 slices of 3584 rows).
-static constexpr int64_t kMaxStagedRows = 4096;
 
 LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
   const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
@@ -293,7 +288,9 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
       // slices are whole tensor-core steps (16 rows) works; gate and up are
       // separate tasks.
       for (int64_t ks : {1, 2, 3, 4, 6, 8, 16}) {
-        if (k % ks || (k / ks) % 16 || (down && k / ks > kMaxStagedRows))
+        // A down task stages at most kMoeDownMaxStagedRows rows of its input
+        // (Mixtral's 14336 take 4 slices of 3584).
+        if (k % ks || (k / ks) % 16 || (down && k / ks > kMoeDownMaxStagedRows))
           continue;
         int64_t tiles = ceilDiv(n, tn);
         opts.push_back({slots * (down ? 1 : 2) * tiles * ks,

@@ -85,6 +85,14 @@ struct TaskKindInfo {
 /// The kernel's index arithmetic is 32-bit: integer arguments stay below.
 constexpr int64_t kMaxTaskArg = 2147483647;
 
+/// The most rows of silu(gate) * up a `moe_down` task stages in shared
+/// memory (fp32: 16 KB). An expert at most this wide is staged whole by
+/// each of its tasks; a wider one is cut into split-K slices of at most this
+/// many rows (schedule-partition-work), each task staging only its own
+/// (the emitter's slice form), so that the work area does not grow with the
+/// expert width.
+constexpr int64_t kMoeDownMaxStagedRows = 4096;
+
 /// Every kind but `opaque`, with its arguments.
 llvm::ArrayRef<TaskKindInfo> taskKinds();
 /// The registry entry of `kind`; null for `opaque`.
