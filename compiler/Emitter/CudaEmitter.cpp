@@ -15,10 +15,36 @@
 
 using namespace mk::emitter::detail;
 
+/// Which phases may lend the input vector's shared memory to their tasks'
+/// work area: walking back from the last phase, xs is needed in a phase
+/// that computes it (an every-block norm) or whose tasks read it (a buffer
+/// argument in the "shared" space), and in every phase between such a
+/// reader and the norm that computed its value; the other phases get it.
+void Emitter::planInputLending() {
+  bool carry = false; // a later phase reads the value xs holds here
+  SmallVector<PhaseOp> phases(kernel.getBodyBlock().getOps<PhaseOp>());
+  for (PhaseOp p : llvm::reverse(phases)) {
+    bool norm = false, reads = false;
+    for (TaskOp t : p.getBodyBlock().getOps<TaskOp>()) {
+      norm |= t.isEveryBlock();
+      for (StringRef b : mk::schedule::taskAccesses(t).reads)
+        if (BufferOp buf = buffers.lookup(b); buf && buf.getSpace() == "shared")
+          reads = true;
+    }
+    if (!norm && !reads && !carry)
+      inputLentPhases.insert(p.getOperation());
+    carry = (reads || carry) && !norm;
+  }
+}
+
 LogicalResult Emitter::emitPhase(PhaseOp phase) {
   os << "  // ---- phase \"" << phase.getName() << "\"\n"
      << "  MK_PHASE_MARK(" << phaseIndex++ << ");\n  {\n"
      << "    uint8_t *const wsp = mkgen::opaque(ws);\n";
+  inLentPhase = inputLentPhases.contains(phase.getOperation());
+  if (inLentPhase)
+    os << "    // The input vector is dead here: the tasks' work area starts at it.\n"
+       << "    float *const work = xs;\n    (void)work;\n";
   if (std::optional<ArrayAttr> pf = phase.getL2Prefetch()) {
     // Later phases' weights into L2 (schedule-prefetch-weights).
     for (Attribute a : *pf) {
@@ -186,6 +212,8 @@ LogicalResult Emitter::run(EmittedKernel &out) {
   if (numCounters && (!afterLast || kernel.getNumBarriers() == 0))
     return kernel.emitOpError("counters are waited on after the last grid "
                               "barrier; they could not be reset safely");
+  if (lendInput)
+    planInputLending();
   debug = kernel.getDebugCapture();
   if (debug && failed(planCaptures()))
     return failure();
@@ -217,7 +245,8 @@ LogicalResult Emitter::run(EmittedKernel &out) {
   }
 
   int64_t d4 = (hidden + 3) / 4 * 4;
-  int64_t smemFloats = d4 + 32 + (workFloats + 3) / 4 * 4;
+  int64_t smemFloats =
+      std::max(d4 + 32 + (workFloats + 3) / 4 * 4, (lentWorkFloats + 3) / 4 * 4);
   int64_t dynSmem = smemFloats * 4;
   // Static shared memory of the kernel body and templates (top-k, barrier
   // generation, block reductions) on top: a generous bound.
@@ -237,6 +266,11 @@ LogicalResult Emitter::run(EmittedKernel &out) {
     if (workOwner)
       diag << " (task \"" << workOwner.getName() << "\", "
            << taskKindName(workOwner.getKind()) << ")";
+    if (lendInput && lentWorkOwner)
+      diag << "; the phases that do not read the input vector lend its space to their work "
+              "area, the largest "
+           << lentWorkFloats * 4 << " B (task \"" << lentWorkOwner.getName() << "\", "
+           << taskKindName(lentWorkOwner.getKind()) << ")";
     return diag;
   }
   // Mirrors mk::sync_bytes (grid_sync.cuh): barrier words, one arrival
@@ -347,11 +381,14 @@ LogicalResult mk::emitter::emitKernel(KernelOp kernel, EmittedKernel &out) {
   // A kernel that does not fit the target's shared memory with the GEMV
   // tiles' default 3-stage weight ring (a wide model: the input vector and
   // the staged slices grow with the width) is emitted with 2 stages, which
-  // the source then defines; only if that does not fit either is it an
+  // the source then defines, and if that does not fit either, with the
+  // input vector's space lent to the work area of the phases that do not
+  // read it (planInputLending); only if that does not fit either is it an
   // error (also with the integer tiles, which need 3). The first attempts'
   // errors are held back (the loud rerun reports them); anything else
   // passes through.
   int64_t stages = Emitter::kDefaultRingStages;
+  bool lend = false;
   {
     mlir::ScopedDiagnosticHandler quiet(kernel.getContext(), [](mlir::Diagnostic &d) {
       return success(d.getSeverity() == mlir::DiagnosticSeverity::Error);
@@ -365,11 +402,19 @@ LogicalResult mk::emitter::emitKernel(KernelOp kernel, EmittedKernel &out) {
                                      [](WeightOp w) { return w.getOrder() == "int8"; });
     if (first.overSharedLimit() && !integerTiles) {
       stages = 2;
-      if (succeeded(Emitter(kernel, stages).run(out)))
+      Emitter second(kernel, stages);
+      if (succeeded(second.run(out)))
         return success();
+      // Still too wide (the input vector beside the largest work area):
+      // the phases that do not read the input vector lend its space.
+      if (second.overSharedLimit()) {
+        lend = true;
+        if (succeeded(Emitter(kernel, stages, lend).run(out)))
+          return success();
+      }
     }
   }
-  return Emitter(kernel, stages).run(out); // again, reporting its errors
+  return Emitter(kernel, stages, lend).run(out); // again, reporting its errors
 }
 
 LogicalResult mk::emitter::emitModule(ModuleOp module, EmittedKernel &out) {

@@ -71,8 +71,8 @@ class Emitter {
 public:
   /// The templates' weight ring (MK_W4A16_STAGES in w4a16_gemv.cuh).
   static constexpr int64_t kDefaultRingStages = 3;
-  Emitter(KernelOp kernel, int64_t ringStages = kDefaultRingStages)
-      : kernel(kernel), T(kernel.getThreads()), ringStages(ringStages) {}
+  Emitter(KernelOp kernel, int64_t ringStages = kDefaultRingStages, bool lendInput = false)
+      : kernel(kernel), T(kernel.getThreads()), ringStages(ringStages), lendInput(lendInput) {}
   LogicalResult run(EmittedKernel &out);
   /// Whether run() failed only because the kernel needs more shared memory
   /// than the target has.
@@ -84,7 +84,20 @@ private:
   /// Stages of the GEMV tiles' weight ring; below the default, the source
   /// defines MK_W4A16_STAGES.
   int64_t ringStages;
+  /// The phases in which the input vector (xs) is dead (no task of theirs,
+  /// nor of a later phase before the next every-block norm, reads it) give
+  /// their tasks a work area that starts at xs: the kernel then needs the
+  /// larger of (xs + scratch + the other phases' work) and their work. Off
+  /// unless the kernel does not fit otherwise (emitKernel).
+  bool lendInput;
   bool overShared = false;
+  /// Phases whose tasks' work area starts at xs (lendInput), and the work
+  /// they need.
+  llvm::DenseSet<Operation *> inputLentPhases;
+  bool inLentPhase = false;
+  int64_t lentWorkFloats = 0;
+  TaskOp lentWorkOwner;
+  void planInputLending();
   llvm::StringMap<BufferOp> buffers;
   /// The kernel's parameters (schedule.weight) in signature order, and by
   /// name; its decode state (the `state` buffers) in signature order.
@@ -136,6 +149,13 @@ private:
   /// Grows the per-task work area to `floats`, remembering the task that
   /// needs the most (named when the kernel does not fit the target).
   void needWork(int64_t floats) {
+    if (inLentPhase) {
+      if (floats > lentWorkFloats) {
+        lentWorkFloats = floats;
+        lentWorkOwner = workTask;
+      }
+      return;
+    }
     if (floats > workFloats) {
       workFloats = floats;
       workOwner = workTask;

@@ -203,6 +203,54 @@ TEST(EmitterNvrtc, KimiLinearTimingAndOptInBuilds) {
     }
 }
 
+// DeepSeek-V3's width in the unit's family (hidden 7168, 128 MLA heads, 256
+// experts 2048 wide): with the 2-stage ring it still needs the input
+// vector (28 KB) beside the MLA attention's work area (77 KB); the phases
+// that do not read the input vector lend its space to their tasks' work
+// area, and the kernel fits sm_120's 99 KB. The phases that read it (the
+// norms', the projections', the routed gate/up's) keep their own work area;
+// the unit's kernel lends nothing.
+TEST(EmitterNvrtc, DeepSeekWidthLendsTheInputVector) {
+  std::string spec = std::string(MK_TEST_TMPDIR) + "/dsv3_width.json";
+  std::ifstream in(std::string(MK_SOURCE_DIR) + "/examples/kimi_linear_w4a16.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto set = [&](const std::string &from, const std::string &to) {
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+  };
+  set("\"hidden\": 2304", "\"hidden\": 7168");
+  set("\"mla_heads\": 32", "\"mla_heads\": 128");
+  set("\"n_experts\": 64", "\"n_experts\": 256");
+  set("\"moe_inter\": 1024", "\"moe_inter\": 2048");
+  set("\"kimi_linear_w4a16\"", "\"dsv3_width\"");
+  std::ofstream(spec) << text;
+  Emitted k = emit(spec, "mk_dsv3_width");
+  ASSERT_FALSE(k.source.empty());
+  EXPECT_NE(k.source.find("#define MK_W4A16_STAGES 2"), std::string::npos);
+  mk::rt::Manifest m;
+  ASSERT_TRUE(mk::rt::parseManifest(k.manifest, m).isOk());
+  EXPECT_LE(m.dynamicSharedBytes + 1024, 101376);
+  // Which phases lend it: a phase's code starts after its "---- phase" line.
+  auto lends = [&](const std::string &phase) {
+    const size_t at = k.source.find("// ---- phase \"" + phase + "\"");
+    EXPECT_NE(at, std::string::npos) << phase;
+    const size_t next = k.source.find("// ---- phase", at + 1);
+    return k.source.substr(at, next - at).find("float *const work = xs;") != std::string::npos;
+  };
+  EXPECT_TRUE(lends("blocks.3.attn.attention"));
+  EXPECT_TRUE(lends("blocks.0.attn.gated_delta"));
+  EXPECT_TRUE(lends("blocks.0.moe.experts.down"));
+  EXPECT_FALSE(lends("blocks.0.attn_norm"));
+  EXPECT_FALSE(lends("blocks.3.attn_norm"));
+  EXPECT_FALSE(lends("blocks.0.moe_norm"));
+  EXPECT_FALSE(lends("blocks.0.moe.experts.gate_up"));
+  for (const char *arch : {"sm_90", "sm_120"})
+    mk::test::compileAndCheck(k.source, "mk_dsv3_width", arch, mk::test::SpillRule::TemplatesOnly);
+  Emitted unit = emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16");
+  EXPECT_EQ(unit.source.find("float *const work = xs;"), std::string::npos);
+}
+
 // A spec too wide for the GEMV tiles' default 3-stage weight ring under
 // sm_120's 99 KB gets a 2-stage ring (the source defines MK_W4A16_STAGES 2)
 // and compiles for both targets; the unit keeps the default ring.
