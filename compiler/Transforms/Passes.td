@@ -217,7 +217,10 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
     and grid barriers instead of after them. Both are off by default:
     measured (docs/perf-notes.md, runs #30-#31), `distance=1` and `2` made
     the step ~20 us slower and `streams=true` changed nothing (0.3416 vs
-    0.3397 ms per token).
+    0.3397 ms per token); on the kernel of session 13 (run #81)
+    `distance=1` costs 27 us per token and `l2-first-tasks=true` 12 us
+    (the prefetches queue ahead of the small dependent loads the critical
+    path waits on).
   }];
   let options = [
     Option<"streams", "streams", "bool", "false",
@@ -234,7 +237,7 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
            "in every phase with an every-block norm (l2_first_tasks on the "
            "phase), each block asks L2 for its first packed GEMV or bf16-row "
            "instance's weights at the phase's entry, before the norm "
-           "(measured no faster, off by default)">,
+           "(measured 12 us per token slower, perf notes #81; off by default)">,
     Option<"kdaStateL2", "kda-state-l2", "bool", "false",
            "in every phase of KDA gated-delta tasks (l2_first_tasks on the "
            "phase), each block asks L2 for its first instance's state slice, "
@@ -242,7 +245,7 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
            "waits (not yet measured on a GPU)">,
     Option<"distance", "distance", "int64_t", "0",
            "how many phases ahead to prefetch (0, the default: none; 1 measured "
-           "20 us per token slower, docs/perf-notes.md)">,
+           "20-27 us per token slower, perf notes #30-#31 and #81)">,
   ];
 }
 
