@@ -242,7 +242,8 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
            "in every phase of KDA gated-delta tasks (l2_first_tasks on the "
            "phase), each block asks L2 for its first instance's state slice, "
            "conv weights and windows at the phase's entry, before its counter "
-           "waits (not yet measured on a GPU)">,
+           "waits (measured no faster: +1.8 us in perf notes #67, 0 in #72; "
+           "off by default)">,
     Option<"distance", "distance", "int64_t", "0",
            "how many phases ahead to prefetch (0, the default: none; 1 measured "
            "20-27 us per token slower, perf notes #30-#31 and #81)">,
