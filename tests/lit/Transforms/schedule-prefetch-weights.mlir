@@ -26,7 +26,7 @@
 // OFF-NOT: l2_first_tasks
 // CHECK: schedule.phase "p0" attributes {l2_prefetch = ["wq", "wbeta", "n1", "wo"]}
 // CHECK: schedule.phase "p1" attributes {l2_prefetch = ["sgate", "sup"]}
-// With l2-first-tasks=true (off by default: measured no faster) the phases
+// With l2-first-tasks=true (off by default: measured slower, #81) the phases
 // with an every-block norm (p1 only) ask L2 for their blocks' first
 // instances' weights at entry:
 // FIRST-NOT: l2_first_tasks
