@@ -6,8 +6,10 @@
 // template and signalling; a schedule.barrier is mk::grid_barrier. Counters
 // are reset after the last barrier. Shared memory: the normalized input of
 // the current segment (xs), a reduction scratch, and one work area sized for
-// the hungriest task; the sizes are mirrored from the templates' constexpr
-// helpers and checked against them with static_asserts in the emitted code.
+// the hungriest task (in a kernel too wide for that, the phases that do not
+// need xs start their work area at it: planInputLending); the sizes are
+// mirrored from the templates' constexpr helpers and checked against them
+// with static_asserts in the emitted code.
 //
 //===----------------------------------------------------------------------===//
 
