@@ -29,6 +29,11 @@ void Emitter::planInputLending() {
     bool norm = false, reads = false;
     for (TaskOp t : p.getBodyBlock().getOps<TaskOp>()) {
       norm |= t.isEveryBlock();
+      // bf16-row and expert gate/up tasks are lowered reading xs whether
+      // or not their optional `input` names it.
+      const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
+      reads |= kind == mk::schedule::TaskKind::Bf16Rows ||
+               kind == mk::schedule::TaskKind::MoeGateUp;
       for (StringRef b : mk::schedule::taskAccesses(t).reads)
         if (BufferOp buf = buffers.lookup(b); buf && buf.getSpace() == "shared")
           reads = true;
