@@ -16,6 +16,32 @@
 
 namespace mk {
 
+namespace detail {
+/// One warp's softmax numerators: lane `lane`'s v[i] = exp(logit[lane +
+/// 32 i] - max) (0 past E); returns their sum over the warp.
+template <int E>
+__device__ __forceinline__ float topk_exp(const bf16 *logits, int lane,
+                                          float (&v)[(E + 31) / 32]) {
+  constexpr int PER = (E + 31) / 32;
+  float mx = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int e = lane + 32 * i;
+    v[i] = e < E ? bf2f(__ldcg(logits + e)) : -INFINITY;
+    mx = fmaxf(mx, v[i]);
+  }
+  mx = warp_max(mx);
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int e = lane + 32 * i;
+    v[i] = e < E ? expf(v[i] - mx) : 0.f;
+    sum += v[i];
+  }
+  return warp_sum(sum);
+}
+} // namespace detail
+
 /// p = softmax(logits); top-K by probability (ties: the lower index wins);
 /// w = p / (sum(p) + 1e-9) * scaling. Results in shared memory (w_out[K],
 /// idx_out[K], in that order: the most probable first); all threads call
@@ -38,22 +64,7 @@ __device__ void moe_topk(const bf16 *logits, float scaling, float *w_out, int *i
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
     float v[PER];
-    float mx = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < PER; ++i) {
-      const int e = lane + 32 * i;
-      v[i] = e < E ? bf2f(__ldcg(logits + e)) : -INFINITY;
-      mx = fmaxf(mx, v[i]);
-    }
-    mx = warp_max(mx);
-    float sum = 0.f;
-#pragma unroll
-    for (int i = 0; i < PER; ++i) {
-      const int e = lane + 32 * i;
-      v[i] = e < E ? expf(v[i] - mx) : 0.f;
-      sum += v[i];
-    }
-    sum = warp_sum(sum);
+    const float sum = detail::topk_exp<E>(logits, lane, v);
 #pragma unroll
     for (int i = 0; i < PER; ++i)
       if (lane + 32 * i < E)
@@ -90,22 +101,7 @@ __device__ void moe_topk(const bf16 *logits, float scaling, float *w_out, int *i
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
     float v[PER];
-    float mx = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < PER; ++i) {
-      const int e = lane + 32 * i;
-      v[i] = e < E ? bf2f(__ldcg(logits + e)) : -INFINITY;
-      mx = fmaxf(mx, v[i]);
-    }
-    mx = warp_max(mx);
-    float sum = 0.f;
-#pragma unroll
-    for (int i = 0; i < PER; ++i) {
-      const int e = lane + 32 * i;
-      v[i] = e < E ? expf(v[i] - mx) : 0.f;
-      sum += v[i];
-    }
-    sum = warp_sum(sum);
+    const float sum = detail::topk_exp<E>(logits, lane, v);
 #pragma unroll
     for (int i = 0; i < PER; ++i)
       v[i] = (lane + 32 * i) < E ? v[i] / sum : -1.f; // -1: never chosen
