@@ -33,6 +33,8 @@
 #include <set>
 #include <regex>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -46,6 +48,30 @@ std::string slurp(const std::string &path) {
 struct Emitted {
   std::string source, manifest;
 };
+
+/// The unit's spec (examples/kimi_linear_w4a16.json) renamed `name`, with
+/// the config values of `changes` (key, new value) in place of its own,
+/// written to the test directory; its path, or "" (a failure) when a key
+/// is not in the spec.
+std::string unitSpecWith(const std::string &name,
+                         const std::vector<std::pair<std::string, std::string>> &changes) {
+  std::string text = slurp(std::string(MK_SOURCE_DIR) + "/examples/kimi_linear_w4a16.json");
+  std::vector<std::pair<std::string, std::string>> all = {{"name", "\"" + name + "\""}};
+  all.insert(all.end(), changes.begin(), changes.end());
+  for (const auto &[key, value] : all) {
+    const std::string k = "\"" + key + "\": ";
+    const size_t at = text.find(k);
+    if (at == std::string::npos) {
+      ADD_FAILURE() << "no key " << key << " in the unit's spec";
+      return "";
+    }
+    const size_t end = text.find_first_of(",\n}", at + k.size());
+    text.replace(at + k.size(), end - at - k.size(), value);
+  }
+  const std::string path = std::string(MK_TEST_TMPDIR) + "/" + name + ".json";
+  std::ofstream(path) << text;
+  return path;
+}
 
 Emitted emit(const std::string &spec, const std::string &kernel,
              bool debugCapture = false, const std::string &passOption = "") {
@@ -211,20 +237,11 @@ TEST(EmitterNvrtc, KimiLinearTimingAndOptInBuilds) {
 // norms', the projections', the routed gate/up's) keep their own work area;
 // the unit's kernel lends nothing.
 TEST(EmitterNvrtc, DeepSeekWidthLendsTheInputVector) {
-  std::string spec = std::string(MK_TEST_TMPDIR) + "/dsv3_width.json";
-  std::ifstream in(std::string(MK_SOURCE_DIR) + "/examples/kimi_linear_w4a16.json");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto set = [&](const std::string &from, const std::string &to) {
-    const size_t at = text.find(from);
-    ASSERT_NE(at, std::string::npos) << from;
-    text.replace(at, from.size(), to);
-  };
-  set("\"hidden\": 2304", "\"hidden\": 7168");
-  set("\"mla_heads\": 32", "\"mla_heads\": 128");
-  set("\"n_experts\": 64", "\"n_experts\": 256");
-  set("\"moe_inter\": 1024", "\"moe_inter\": 2048");
-  set("\"kimi_linear_w4a16\"", "\"dsv3_width\"");
-  std::ofstream(spec) << text;
+  const std::string spec = unitSpecWith("dsv3_width", {{"hidden", "7168"},
+                                                       {"mla_heads", "128"},
+                                                       {"n_experts", "256"},
+                                                       {"moe_inter", "2048"}});
+  ASSERT_FALSE(spec.empty());
   Emitted k = emit(spec, "mk_dsv3_width");
   ASSERT_FALSE(k.source.empty());
   EXPECT_NE(k.source.find("#define MK_W4A16_STAGES 2"), std::string::npos);
@@ -255,13 +272,8 @@ TEST(EmitterNvrtc, DeepSeekWidthLendsTheInputVector) {
 // sm_120's 99 KB gets a 2-stage ring (the source defines MK_W4A16_STAGES 2)
 // and compiles for both targets; the unit keeps the default ring.
 TEST(EmitterNvrtc, WideSpecTakesTheShallowRing) {
-  std::string spec = std::string(MK_TEST_TMPDIR) + "/wide.json";
-  std::ifstream in(std::string(MK_SOURCE_DIR) + "/examples/kimi_linear_w4a16.json");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  text.replace(text.find("\"hidden\": 2304"), 14, "\"hidden\": 4096");
-  text.replace(text.find("\"moe_inter\": 1024"), 17, "\"moe_inter\": 2048");
-  text.replace(text.find("\"kimi_linear_w4a16\""), 19, "\"wide\"");
-  std::ofstream(spec) << text;
+  const std::string spec = unitSpecWith("wide", {{"hidden", "4096"}, {"moe_inter", "2048"}});
+  ASSERT_FALSE(spec.empty());
   Emitted k = emit(spec, "mk_wide");
   ASSERT_FALSE(k.source.empty());
   EXPECT_NE(k.source.find("#define MK_W4A16_STAGES 2"), std::string::npos);
