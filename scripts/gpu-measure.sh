@@ -17,12 +17,8 @@
 # $OUT (the device tool) or $MK_BUILD_DIR/measure. Exit status: non-zero if
 # a build, an oracle test or a bench failed.
 set -uo pipefail
-export PATH="$PATH:/usr/local/cuda/bin"
 cd "$(dirname "$0")/.."
-ROOT=$PWD
-: "${MK_BUILD_DIR:=build-gpu}"
-: "${MK_JOBS:=$(nproc 2>/dev/null || echo 4)}"
-: "${MK_KERNELS_DIR:=$ROOT/kernels}"
+. scripts/gpu-common.sh
 : "${MK_MEASURE_ROUNDS:=2}"
 : "${MK_MEASURE_CTX:=2048,8192,16384}"
 : "${MK_PROFILE_CTX:=2048,16384}"
@@ -34,15 +30,6 @@ variants=("$@")
 [ ${#variants[@]} -gt 0 ] || variants=(kimi_linear_w4a16)
 status=0
 
-gtest_args=()
-for d in .carry/googletest shared/googletest /usr/src/googletest; do
-  if [ -f "$d/CMakeLists.txt" ]; then
-    case "$d" in /*) gtest_args=(-DMK_GTEST_SOURCE_DIR="$d") ;; *) gtest_args=(-DMK_GTEST_SOURCE_DIR="$ROOT/$d") ;; esac
-    break
-  fi
-done
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
 cmake -S . -B "$MK_BUILD_DIR" "${generator[@]}" -DMK_BUILD_COMPILER=OFF -DCMAKE_BUILD_TYPE=Release \
   "${gtest_args[@]}" >"$DEST/configure.log" 2>&1 || { tail -30 "$DEST/configure.log"; exit 1; }
 cmake --build "$MK_BUILD_DIR" -j "$MK_JOBS" --target mk-bench mk-gpu-tests >"$DEST/build.log" 2>&1 ||

@@ -10,19 +10,13 @@
 # step-source.csv.xz (per-instruction samples, SASS with CUDA lines) and
 # step.ncu-rep (open in the Nsight Compute GUI).
 set -uo pipefail
-export PATH="$PATH:/usr/local/cuda/bin"
 cd "$(dirname "$0")/.."
-ROOT=$PWD
-: "${MK_BUILD_DIR:=build-gpu}"
-: "${MK_JOBS:=$(nproc 2>/dev/null || echo 4)}"
-: "${MK_KERNELS_DIR:=$ROOT/kernels}"
+. scripts/gpu-common.sh
 : "${MK_PROFILE_CTX:=2048}"
 DEST=${OUT:-$ROOT/$MK_BUILD_DIR/profile}
 mkdir -p "$DEST"
 kernel="$MK_KERNELS_DIR/kimi_linear_w4a16"
 
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
 cmake -S . -B "$MK_BUILD_DIR" "${generator[@]}" -DMK_BUILD_COMPILER=OFF -DMK_BUILD_TESTS=OFF \
   -DCMAKE_BUILD_TYPE=Release >"$DEST/configure.log" 2>&1 || { tail -30 "$DEST/configure.log"; exit 1; }
 cmake --build "$MK_BUILD_DIR" -j "$MK_JOBS" --target mk-bench >"$DEST/build.log" 2>&1 ||

@@ -11,12 +11,8 @@
 # an installed one, else the source tree in $MK_GTEST_SOURCE_DIR, .carry/googletest,
 # shared/googletest or /usr/src/googletest. Exit status: non-zero if anything failed.
 set -uo pipefail
-export PATH="$PATH:/usr/local/cuda/bin"
 cd "$(dirname "$0")/.."
-ROOT=$PWD
-: "${MK_BUILD_DIR:=build-gpu}"
-: "${MK_JOBS:=$(nproc 2>/dev/null || echo 4)}"
-: "${MK_KERNELS_DIR:=$ROOT/kernels}"
+. scripts/gpu-common.sh
 export MK_KERNELS_DIR
 export MK_REQUIRE_KERNELS=1
 LOGS="$ROOT/$MK_BUILD_DIR/gpu-logs"
@@ -25,16 +21,6 @@ mkdir -p "$LOGS"
 status=0
 step() { echo "== $*"; }
 
-gtest_args=()
-if [ -z "${MK_GTEST_SOURCE_DIR:-}" ]; then
-  for d in .carry/googletest shared/googletest /usr/src/googletest; do
-    if [ -f "$d/CMakeLists.txt" ]; then MK_GTEST_SOURCE_DIR="$ROOT/$d"; [ "${d:0:1}" = / ] && MK_GTEST_SOURCE_DIR=$d; break; fi
-  done
-fi
-[ -n "${MK_GTEST_SOURCE_DIR:-}" ] && gtest_args=(-DMK_GTEST_SOURCE_DIR="$MK_GTEST_SOURCE_DIR")
-
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
 step "configure ($MK_BUILD_DIR)"
 cmake -S . -B "$MK_BUILD_DIR" "${generator[@]}" -DMK_BUILD_COMPILER=OFF \
   -DCMAKE_BUILD_TYPE=Release "${gtest_args[@]}" ${MK_CMAKE_ARGS:-} \
