@@ -142,10 +142,40 @@ __device__ __forceinline__ unsigned *counter_ptr(unsigned *sync, int i) {
 }
 
 /// Publishes this block's writes, then adds one to counter `i`.
+///
+/// Only thread 0 waits for the release (its fence waits until the block's
+/// writes are visible at L2, ~0.5 us): the other warps go on to the block's
+/// next task (whose weight requests need nothing the counter guards) and
+/// meet thread 0 at that task's first block barrier. The block barrier in
+/// front of the release is also what frees the task's shared memory for
+/// the next one. -DMK_SIGNAL_TAIL_SYNC: every warp waits for the release
+/// (a block barrier after it; the emitted form before, to measure against).
 __device__ __forceinline__ void counter_signal(unsigned *sync, int i) {
   __syncthreads();
   if (threadIdx.x == 0)
     red_release_add(counter_ptr(sync, i), 1u);
+}
+
+__device__ __forceinline__ void red_relaxed_add(unsigned *p, unsigned v) {
+  asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+/// counter_signal of two counters with one release fence (not two).
+__device__ __forceinline__ void counter_signal2(unsigned *sync, int i, int j) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    red_relaxed_add(counter_ptr(sync, i), 1u);
+    red_relaxed_add(counter_ptr(sync, j), 1u);
+  }
+}
+
+/// What follows a task's counter signals in the emitted kernel: nothing (see
+/// counter_signal), or under -DMK_SIGNAL_TAIL_SYNC a block barrier.
+__device__ __forceinline__ void counter_signal_tail() {
+#ifdef MK_SIGNAL_TAIL_SYNC
+  __syncthreads();
+#endif
 }
 
 /// Waits until counter `i` reaches `target` (the number of producer tasks).

@@ -105,21 +105,32 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
         fmtFloat(t.getArgs().getAs<FloatAttr>("eps").getValueAsDouble());
     os << "    // " << t.getName() << " (every block)\n"
        << "    __syncthreads();\n";
+    StringRef base = t.getStrArg("base");
     if (begunTasks.empty()) {
       // Its loads are staged through the work area, free at phase entry
-      // unless an early weight stream already fills it.
+      // unless an early weight stream already fills it. With a resident
+      // residual, the base is what the block's previous norm left in
+      // `resid` when it is that norm's residual (x stays in `resid` for
+      // the next).
       workTask = t;
       needWork(2 * dim); // residual_rmsnorm_stage_bytes(dim) / 4
+      const bool residBase = residentResidual && dim == hidden && base == residHolds;
+      residRead |= residBase;
       os << "    {\n    MK_STAGE_BEGIN();\n"
-         << "    mk::block_residual_rmsnorm_outlined<" << T << ">(" << ptr(t.getStrArg("base"))
-         << ", " << accArg << ", " << ident(t.getStrArg("weight")) << ", " << dim << ", "
-         << eps << ", xs, " << outArg << ", scratch, work);\n"
+         << "    mk::block_residual_rmsnorm_outlined<" << T << ">(" << ptr(base) << ", "
+         << accArg << ", " << ident(t.getStrArg("weight")) << ", " << dim << ", " << eps
+         << ", xs, " << outArg << ", scratch, work, " << (normPrestaged ? "true" : "false")
+         << ", " << (residentResidual && dim == hidden ? "resid" : "nullptr") << ", "
+         << (residBase ? "true" : "false") << ");\n"
          << "    MK_STAGE_END(mk::kStageNorm);\n    }\n";
+      // The norm without an accumulator leaves its base as the residual.
+      residHolds = residentResidual && dim == hidden ? (out.empty() ? base : out).str() : "";
     } else {
-      os << "    mk::block_residual<" << T << ">(" << ptr(t.getStrArg("base")) << ", "
-         << accArg << ", " << dim << ", xs, " << outArg << ");\n"
+      os << "    mk::block_residual<" << T << ">(" << ptr(base) << ", " << accArg << ", " << dim
+         << ", xs, " << outArg << ");\n"
          << "    mk::block_rmsnorm<" << T << ">(xs, " << ident(t.getStrArg("weight")) << ", "
          << dim << ", " << eps << ", xs, scratch);\n";
+      residHolds.clear();
     }
     auto cap = smemCapture.find(t.getName());
     if (debug && cap != smemCapture.end()) {
@@ -163,21 +174,57 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
       if (failed(emitInstance(t, is)))
         return failure();
       os << "      {\n" << inst << "      }\n";
+      // The task's signals (two at a time share one release fence); their
+      // block barrier frees its shared memory for the block's next task,
+      // which a task without signals gets from a block barrier of its own.
       os << "      {\n      MK_STAGE_BEGIN();\n";
+      SmallVector<std::string> sigs;
       for (SignalOp s : phase.getBodyBlock().getOps<SignalOp>()) {
         if (s.getTask() != t.getName())
           continue;
         CounterOp c = counters.lookup(s.getCounter());
-        os << "      mk::counter_signal(sync, " << c.getBase() << " + i / "
-           << s.getDivisor() << ");\n";
+        sigs.push_back(llvm::formatv("{0} + i / {1}", c.getBase(), s.getDivisor()).str());
       }
-      os << "      __syncthreads();\n      MK_STAGE_END(mk::kStageSignal);\n      }\n"
+      for (size_t j = 0; j < sigs.size(); j += 2) {
+        if (j + 1 < sigs.size())
+          os << "      mk::counter_signal2(sync, " << sigs[j] << ", " << sigs[j + 1] << ");\n";
+        else
+          os << "      mk::counter_signal(sync, " << sigs[j] << ");\n";
+      }
+      os << (sigs.empty() ? "      __syncthreads();\n" : "      mk::counter_signal_tail();\n")
+         << "      MK_STAGE_END(mk::kStageSignal);\n      }\n"
          << "      continue;\n      }\n";
       begin = end;
     }
     os << "    }\n";
   }
   os << "    MK_PHASE_DONE(" << phaseIndex - 1 << ");\n  }\n";
+  return success();
+}
+
+/// Before the grid barrier in front of `next`: if `next` opens with an
+/// every-block norm that will stage its loads through the work area (no
+/// early weight stream fills it), its static weight is copied into that
+/// stage now, and the norm is told so (normPrestaged).
+LogicalResult Emitter::emitNormPrestage(PhaseOp next) {
+  if (kernel.getEarlyWeightStreams() || next.getEarlyWeightStreams() ||
+      inputLentPhases.contains(next.getOperation()))
+    return success();
+  for (TaskOp t : next.getBodyBlock().getOps<TaskOp>()) {
+    if (!t.isEveryBlock() || t.getTaskKind() != mk::schedule::TaskKind::ResidualRmsnorm)
+      continue;
+    if (failed(checkTaskArgs(t)))
+      return failure();
+    StringRef acc = t.getStrArg("acc"), out = t.getStrArg("out");
+    os << "  { // the next phase's norm weight, before the barrier\n"
+       << "    uint8_t *const wsp = mkgen::opaque(ws);\n    (void)wsp;\n"
+       << "    mk::block_rmsnorm_prestage<" << T << ">(" << ptr(t.getStrArg("base")) << ", "
+       << (acc.empty() ? "nullptr" : ptr(acc)) << ", " << ident(t.getStrArg("weight")) << ", "
+       << t.getIntArg("dim") << ", xs, " << (out.empty() ? "nullptr" : ptr(out, true))
+       << ", work);\n  }\n";
+    normPrestaged = true;
+    return success();
+  }
   return success();
 }
 
@@ -231,6 +278,10 @@ LogicalResult Emitter::run(EmittedKernel &out) {
       if (failed(emitPhase(p)))
         return failure();
     } else if (isa<BarrierOp>(op)) {
+      normPrestaged = false;
+      if (auto next = dyn_cast_or_null<PhaseOp>(op.getNextNode()))
+        if (failed(emitNormPrestage(next)))
+          return failure();
       os << "  mk::grid_barrier(sync);\n";
     }
   }
@@ -252,8 +303,10 @@ LogicalResult Emitter::run(EmittedKernel &out) {
   }
 
   int64_t d4 = (hidden + 3) / 4 * 4;
-  int64_t smemFloats =
-      std::max(d4 + 32 + (workFloats + 3) / 4 * 4, (lentWorkFloats + 3) / 4 * 4);
+  // The resident residual: hidden bf16, in whole 16-byte pieces.
+  const int64_t residFloats = residRead ? (hidden + 7) / 8 * 4 : 0;
+  int64_t smemFloats = std::max(d4 + 32 + residFloats + (workFloats + 3) / 4 * 4,
+                                (lentWorkFloats + 3) / 4 * 4);
   int64_t dynSmem = smemFloats * 4;
   // Static shared memory of the kernel body and templates (top-k, barrier
   // generation, block reductions) on top: a generous bound.
@@ -273,6 +326,8 @@ LogicalResult Emitter::run(EmittedKernel &out) {
     if (workOwner)
       diag << " (task \"" << workOwner.getName() << "\", "
            << taskKindName(workOwner.getKind()) << ")";
+    if (residFloats)
+      diag << " and the resident residual " << residFloats * 4 << " B";
     if (lendInput && lentWorkOwner)
       diag << "; the phases that do not read the input vector lend its space to their work "
               "area, the largest "
@@ -366,15 +421,20 @@ LogicalResult Emitter::run(EmittedKernel &out) {
     << "  extern __shared__ __align__(16) float mk_smem[];\n"
     << "  float *const xs = mk_smem;            // normalized input ["
     << hidden << "]\n"
-    << "  float *const scratch = xs + " << d4 << ";    // reductions [32]\n"
-    << "  float *const work = scratch + 32;     // per-task [" << workFloats
-    << "]\n"
+    << "  float *const scratch = xs + " << d4 << ";    // reductions [32]\n";
+  if (residFloats)
+    k << "  mk::bf16 *const resid = reinterpret_cast<mk::bf16 *>(scratch + 32); // residual ["
+      << hidden << "]\n";
+  else
+    k << "  mk::bf16 *const resid = nullptr; // no norm reads a resident residual\n";
+  k << "  float *const work = scratch + " << 32 + residFloats << ";     // per-task ["
+    << workFloats << "]\n"
     << "  __shared__ float tk_w[" << std::max<int64_t>(topK, 1)
     << "];\n"
     << "  __shared__ int tk_idx[" << std::max<int64_t>(topK, 1)
     << "];\n"
     << "  int tk_key = -1; // which router's top-k tk_* hold\n"
-    << "  (void)cache_capacity; (void)tk_key; (void)work; (void)scratch;\n"
+    << "  (void)cache_capacity; (void)tk_key; (void)work; (void)scratch; (void)resid;\n"
     << body << "}\n";
   out.name = kernel.getSymName().str();
   out.source = src;
@@ -403,13 +463,19 @@ LogicalResult mk::emitter::emitKernel(KernelOp kernel, EmittedKernel &out) {
     Emitter first(kernel, stages);
     if (succeeded(first.run(out)))
       return success();
+    // Without the norms' resident residual first (a few KB).
+    if (first.overSharedLimit()) {
+      Emitter plain(kernel, stages, /*lendInput=*/false, /*residentResidual=*/false);
+      if (succeeded(plain.run(out)))
+        return success();
+    }
     // The integer tile needs the 3-stage ring (its quantized x lives behind
     // the ring slices, w4a16_gemv.cuh).
     bool integerTiles = llvm::any_of(kernel.getBodyBlock().getOps<WeightOp>(),
                                      [](WeightOp w) { return w.getOrder() == "int8"; });
     if (first.overSharedLimit() && !integerTiles) {
       stages = 2;
-      Emitter second(kernel, stages);
+      Emitter second(kernel, stages, /*lendInput=*/false, /*residentResidual=*/false);
       if (succeeded(second.run(out)))
         return success();
       // Still too wide (the input vector beside the largest work area):
@@ -421,7 +487,8 @@ LogicalResult mk::emitter::emitKernel(KernelOp kernel, EmittedKernel &out) {
       }
     }
   }
-  return Emitter(kernel, stages, lend).run(out); // again, reporting its errors
+  // Again, reporting its errors (the resident residual only at full stages).
+  return Emitter(kernel, stages, lend, stages == Emitter::kDefaultRingStages).run(out);
 }
 
 LogicalResult mk::emitter::emitModule(ModuleOp module, EmittedKernel &out) {

@@ -71,8 +71,10 @@ class Emitter {
 public:
   /// The templates' weight ring (MK_W4A16_STAGES in w4a16_gemv.cuh).
   static constexpr int64_t kDefaultRingStages = 3;
-  Emitter(KernelOp kernel, int64_t ringStages = kDefaultRingStages, bool lendInput = false)
-      : kernel(kernel), T(kernel.getThreads()), ringStages(ringStages), lendInput(lendInput) {}
+  Emitter(KernelOp kernel, int64_t ringStages = kDefaultRingStages, bool lendInput = false,
+          bool residentResidual = true)
+      : kernel(kernel), T(kernel.getThreads()), ringStages(ringStages), lendInput(lendInput),
+        residentResidual(residentResidual && !lendInput) {}
   LogicalResult run(EmittedKernel &out);
   /// Whether run() failed only because the kernel needs more shared memory
   /// than the target has.
@@ -90,6 +92,21 @@ private:
   /// larger of (xs + scratch + the other phases' work) and their work. Off
   /// unless the kernel does not fit otherwise (emitKernel).
   bool lendInput;
+  /// Every-block norms keep their residual x in shared memory (`resid`, D
+  /// bf16 beside xs) for the next norm, whose base it is, so that norm
+  /// loads only its GEMV sums after its grid barrier (and its weight
+  /// before: block_rmsnorm_prestage). On unless the kernel does not fit
+  /// otherwise (emitKernel), never with lendInput (a lent work area would
+  /// overwrite it).
+  bool residentResidual;
+  /// Some norm reads its base from `resid` (the prologue then reserves it).
+  bool residRead = false;
+  /// The buffer whose values `resid` holds (the last norm's residual), if
+  /// any; and whether the next phase's norm weight was staged before the
+  /// barrier in front of it.
+  std::string residHolds;
+  bool normPrestaged = false;
+  LogicalResult emitNormPrestage(PhaseOp next);
   bool overShared = false;
   /// Phases whose tasks' work area starts at xs (lendInput), and the work
   /// they need.

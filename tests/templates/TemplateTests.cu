@@ -507,6 +507,76 @@ TEST(Norm, ResidualThenRmsNormAsTheSpec) {
   }
 }
 
+/// Two norms in a row as the emitted kernels chain them: the first keeps its
+/// residual in `resid` (shared memory), the second's weight is copied ahead
+/// (block_rmsnorm_prestage) and its base read from `resid`, not from `out1`
+/// (which only block 0 writes, in this same launch).
+__global__ void __launch_bounds__(T, 1)
+    chainedNormKernel(const mk::bf16 *base, const float *acc1, const float *acc2,
+                      const mk::bf16 *w1, const mk::bf16 *w2, int D, float *y, mk::bf16 *out1,
+                      mk::bf16 *out2) {
+  extern __shared__ float smem[];
+  const int d4 = (D + 3) / 4 * 4;
+  mk::bf16 *resid = reinterpret_cast<mk::bf16 *>(smem + d4 + 32);
+  void *stage = smem + d4 + 32 + (D + 7) / 8 * 4;
+  mk::block_residual_rmsnorm<T>(base, acc1, w1, D, 1e-6f, smem, out1, smem + d4, stage, false,
+                                resid, false);
+  mk::block_rmsnorm_prestage<T>(out1, acc2, w2, D, smem, out2, stage);
+  __syncthreads();
+  mk::block_residual_rmsnorm<T>(out1, acc2, w2, D, 1e-6f, smem, out2, smem + d4, stage, true,
+                                resid, true);
+  for (int i = threadIdx.x; i < D; i += T)
+    y[blockIdx.x * D + i] = smem[i];
+}
+
+// The staged form (2304, 7000) and the element-wise fallback (2300), each
+// with a resident residual between the two norms.
+TEST(Norm, ChainedNormsKeepTheResidualResident) {
+  REQUIRE_GPU();
+  for (int D : {2304, 7000, 2300}) {
+    Rng r(D + 1);
+    auto base = randBf16(r, D, 1.f), w1 = randBf16(r, D, 0.5f), w2 = randBf16(r, D, 0.5f);
+    std::vector<float> acc1(D), acc2(D);
+    for (int i = 0; i < D; ++i) {
+      acc1[i] = r.normal(0.5f);
+      acc2[i] = r.normal(0.5f);
+    }
+    Dev<HB> db(base), dw1(w1), dw2(w2), dout1(D), dout2(D);
+    Dev<float> da1(acc1), da2(acc2), dy((size_t)3 * D);
+    dout1.zero();
+    const int smemBytes = ((D + 3) / 4 * 4 + 32 + (D + 7) / 8 * 4) * 4 +
+                          mk::residual_rmsnorm_stage_bytes(D);
+    CK(cudaFuncSetAttribute(chainedNormKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            smemBytes));
+    chainedNormKernel<<<3, T, smemBytes>>>(db.as<mk::bf16>(), da1.p, da2.p, dw1.as<mk::bf16>(),
+                                           dw2.as<mk::bf16>(), D, dy.p, dout1.as<mk::bf16>(),
+                                           dout2.as<mk::bf16>());
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    std::vector<float> x1(D), x2(D);
+    double ss = 0;
+    for (int i = 0; i < D; ++i) {
+      x1[i] = mk::roundBf16(base[i].toFloat() + mk::roundBf16(acc1[i]));
+      x2[i] = mk::roundBf16(x1[i] + mk::roundBf16(acc2[i]));
+      ss += double(x2[i]) * x2[i];
+    }
+    const float rr = 1.f / std::sqrt(float(ss / D) + 1e-6f);
+    auto y = dy.get();
+    auto out1 = dout1.get(), out2 = dout2.get();
+    int bad = 0;
+    for (int b = 0; b < 3; ++b)
+      for (int i = 0; i < D; ++i) {
+        const float want = mk::roundBf16(x2[i] * rr * w2[i].toFloat());
+        bad += std::abs(y[size_t(b) * D + i] - want) > 0.0079f * std::abs(want) + 1e-6f;
+      }
+    EXPECT_EQ(bad, 0) << "D=" << D;
+    for (int i = 0; i < D; ++i) {
+      ASSERT_EQ(out1[i].toFloat(), x1[i]) << "first residual, D=" << D;
+      ASSERT_EQ(out2[i].toFloat(), x2[i]) << "second residual, D=" << D;
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // KDA head chunk + conv window commit
 //===----------------------------------------------------------------------===//
