@@ -57,6 +57,8 @@ if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   variant tseg128 schedule-partition-work=full-segment-bytes=128
   variant tchunks32 schedule-partition-work=attention-chunks=32
   variant tnostreams schedule-prefetch-weights=streams=false
+  variant tstreams schedule-prefetch-weights=streams=true
+  variant tnormstreams schedule-prefetch-weights=norm-streams=true
   variant tkdal2 schedule-prefetch-weights=kda-state-l2=true
   variant tnobalance schedule-partition-work=balance-phases=false
   variant tprefetch1 schedule-prefetch-weights=distance=1

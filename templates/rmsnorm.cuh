@@ -6,13 +6,12 @@
 // It sits on every block's critical path at the start of a phase. The
 // element-wise loops (block_residual, block_rmsnorm) pay one L2 round trip
 // per few iterations; block_residual_rmsnorm, what the kernels call, issues
-// all of a block's global loads at once as 16-byte cp.async into a shared
-// staging area (no registers held, so nothing spills in the kernel body it
-// is inlined into) and pays one. Of its three inputs only the GEMV sums
-// (`acc`) are new after the grid barrier in front of the norm: the residual
-// base was written before an earlier barrier and the norm weight is static,
-// so a block copies those two (block_rmsnorm_prestage) before it waits at
-// that barrier, and only the sums are loaded after it.
+// all of a block's global loads at once (16-byte cp.async into shared
+// memory, the weight into registers) and pays one. Of its three inputs only
+// the GEMV sums (`acc`) are new after the grid barrier in front of the
+// norm: the residual base is what the block's previous norm computed (kept
+// in shared memory, `resid`) and the weight is static (asked into L1 before
+// the barrier), so after the barrier only the sums come from L2.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -64,78 +63,64 @@ __device__ __forceinline__ void block_rmsnorm(const float *x_smem, const bf16 *w
   __syncthreads();
 }
 
-/// Shared memory block_residual_rmsnorm stages through, in bytes.
+/// Shared memory the staged form of block_residual_rmsnorm (-DMK_NORM_STAGED)
+/// stages through, in bytes.
 __host__ __device__ constexpr int residual_rmsnorm_stage_bytes(int D) { return 8 * D; }
 
 namespace detail {
 __device__ __forceinline__ bool aligned16(const void *p) {
   return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0;
 }
-/// Whether block_residual_rmsnorm takes its staged (16-byte copy) form for
-/// these arguments; block_rmsnorm_prestage decides by the same test.
-__device__ __forceinline__ bool norm_staged(const bf16 *base, const float *acc, const bf16 *w,
-                                            int D, const float *y_smem, const bf16 *out,
-                                            const void *stage) {
-#ifndef MK_NORM_SCALAR
-  return D % 8 == 0 && aligned16(base) && (!acc || aligned16(acc)) && aligned16(w) &&
-         (!out || aligned16(out)) && aligned16(y_smem) && aligned16(stage);
-#else
-  (void)base, (void)acc, (void)w, (void)D, (void)y_smem, (void)out, (void)stage;
-  return false;
-#endif
-}
-/// The staged norm's copy of the norm weight into its stage (bytes
-/// [16 D / 8, 32 D / 8)), one commit group.
-__device__ __forceinline__ void norm_copy_weight(const bf16 *w, int D, uint8_t *stage,
-                                                 int threads) {
-  const int nv = D / 8;
-#pragma unroll 1
-  for (int v = threadIdx.x; v < nv; v += threads)
-    cp_async16(stage + 16 * nv + 16 * v, w + 8 * v);
-  cp_async_commit();
-}
+/// Quads (4 elements) of the norm weight a thread holds in registers
+/// across the sum of squares; a thread's quads past these (D > 4 * R *
+/// THREADS) are loaded where used.
+constexpr int kNormWeightQuads = 4;
 } // namespace detail
 
-/// Copies the next phase's norm weight (static: no barrier guards it) into
-/// the stage of its block_residual_rmsnorm (same arguments) before the
-/// block waits at the grid barrier in front of that phase, which then
-/// passes `prestaged`. Every thread calls it, once the block's tasks of the
-/// current phase are done with `stage`. -DMK_NORM_NO_PRESTAGE: nothing is
-/// copied ahead (the form before, to measure against).
+/// Asks L1 for the norm weight of the next phase's block_residual_rmsnorm
+/// (static: no barrier guards it) before the block waits at the grid
+/// barrier in front of that phase; the norm's loads of it then hit L1
+/// while its GEMV sums come from L2. No shared memory, nothing to wait for.
+/// -DMK_NORM_NO_PRESTAGE: no request (the form before, to measure against).
 template <int THREADS>
-__device__ __forceinline__ void block_rmsnorm_prestage(const bf16 *base, const float *acc,
-                                                       const bf16 *w, int D, const float *y_smem,
-                                                       const bf16 *out, void *stage) {
+__device__ __forceinline__ void block_rmsnorm_prestage(const bf16 *w, int D) {
 #ifndef MK_NORM_NO_PRESTAGE
-  __syncthreads(); // every warp is done with the current phase's use of `stage`
-  if (detail::norm_staged(base, acc, w, D, y_smem, out, stage))
-    detail::norm_copy_weight(w, D, static_cast<uint8_t *>(stage), THREADS);
+  const char *p = reinterpret_cast<const char *>(w);
+  for (int off = 128 * threadIdx.x; off < 2 * D; off += 128 * THREADS)
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(p + off));
 #else
-  (void)base, (void)acc, (void)w, (void)D, (void)y_smem, (void)out, (void)stage;
+  (void)w, (void)D;
 #endif
 }
 
 /// block_residual then block_rmsnorm into y_smem, same arithmetic (x
-/// rounded as block_residual, y as block_rmsnorm; only the order of the
-/// sum of squares differs), with base, acc and w copied into `stage`
-/// (residual_rmsnorm_stage_bytes(D) of shared memory, 16-byte aligned, free
-/// for the call) by one batch of cp.async. `prestaged`: w was copied by
-/// block_rmsnorm_prestage (same arguments). `resid` (shared memory, D bf16,
-/// 16-byte aligned, or null) keeps x for the next norm, whose base it is;
-/// `residBase`: this norm's base is what the block's previous norm left
-/// there, read from it instead of global memory. After a grid barrier
-/// only acc is then loaded. The caller synchronizes before (stage and
-/// y_smem free); y_smem is ready for every thread on return. Shapes or
-/// pointers that do not allow 16-byte copies (D % 8 != 0, unaligned
-/// buffers) take the element-wise functions; so does -DMK_NORM_SCALAR (to
-/// measure against). -DMK_NORM_NO_RESIDENT: no resid (the form before).
+/// rounded as block_residual, y as block_rmsnorm; only the order of the sum
+/// of squares differs), with one round trip to L2: the GEMV sums `acc`
+/// (fp32) are copied into y_smem itself with 16-byte cp.async (x then
+/// replaces them in place), the base into `resid`, and the weight into
+/// registers, all at once. `resid` (shared memory, D bf16, 16-byte aligned)
+/// keeps x for the next norm, whose base it is: with `residBase` this
+/// norm's base is what the block's previous norm left there (the same
+/// values as `base`, which only block 0 writes) and is not loaded. After a
+/// grid barrier only the sums then come from L2 (the weight from L1:
+/// block_rmsnorm_prestage). Uses no shared memory beyond y_smem, resid and
+/// the 32 floats of `scratch`, so a phase's first weight stream may fill
+/// the work area meanwhile. The caller synchronizes before (y_smem and
+/// resid free but for resid's base); y_smem is ready for every thread on
+/// return.
+///
+/// Shapes or pointers that do not allow 16-byte copies (D % 8 != 0,
+/// unaligned buffers) or no `resid` take the element-wise functions; so
+/// does -DMK_NORM_SCALAR (to measure against). -DMK_NORM_STAGED with a
+/// `stage` (residual_rmsnorm_stage_bytes(D) of shared memory) stages base
+/// (unless resident), weight and sums there instead (session 13's form);
+/// -DMK_NORM_NO_RESIDENT ignores `resid` (the base from global memory).
 template <int THREADS>
 __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const float *acc,
                                                        const bf16 *w, int D, float eps,
                                                        float *y_smem, bf16 *out, float *scratch,
-                                                       void *stage, bool prestaged = false,
-                                                       bf16 *resid = nullptr,
-                                                       bool residBase = false) {
+                                                       void *stage, bf16 *resid,
+                                                       bool residBase) {
 #ifdef MK_NORM_NO_RESIDENT
   resid = nullptr;
 #endif
@@ -143,26 +128,44 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
     resid = nullptr; // neither read nor written
   if (!resid)
     residBase = false;
-  if (!detail::norm_staged(base, acc, w, D, y_smem, out, stage)) {
+#ifdef MK_NORM_STAGED
+  const bool staged = stage && detail::aligned16(stage);
+#else
+  const bool staged = false;
+  (void)stage;
+#endif
+#ifndef MK_NORM_SCALAR
+  const bool vec = D % 8 == 0 && detail::aligned16(base) && (!acc || detail::aligned16(acc)) &&
+                   detail::aligned16(w) && (!out || detail::aligned16(out)) &&
+                   detail::aligned16(y_smem) && (resid || staged);
+#else
+  const bool vec = false;
+#endif
+  if (!vec) {
     block_residual<THREADS>(base, acc, D, y_smem, out, resid, residBase);
     block_rmsnorm<THREADS>(y_smem, w, D, eps, y_smem, scratch);
     return;
   }
-#ifdef MK_NORM_NO_PRESTAGE
-  prestaged = false;
-#endif
   [[maybe_unused]] StageClock clk; // -DMK_PHASE_TIMING: loads, then the rest
+  constexpr int R = detail::kNormWeightQuads;
   const int nv = D / 8; // 8 elements per 16 bytes of bf16, per 32 of fp32
-  uint8_t *sb = static_cast<uint8_t *>(stage); // base: 16 B per vector
-  uint8_t *sw = sb + 16 * nv;                  // w:    16 B per vector
-  uint8_t *sa = sw + 16 * nv;                  // acc:  32 B per vector
-  if (residBase)
-    sb = reinterpret_cast<uint8_t *>(resid); // the same layout: bf16 in order
+  const int nq = D / 4;
+  // Where the base (bf16, in order), the sums (fp32) and, staged, the
+  // weight land.
+  uint8_t *sb = reinterpret_cast<uint8_t *>(resid);
+  uint8_t *sa = reinterpret_cast<uint8_t *>(y_smem);
+  uint8_t *sw = nullptr;
+  if (staged) {
+    sw = static_cast<uint8_t *>(stage) + 16 * nv;
+    sa = sw + 16 * nv;
+    if (!residBase)
+      sb = static_cast<uint8_t *>(stage);
+  }
 #pragma unroll 1
   for (int v = threadIdx.x; v < nv; v += THREADS) {
     if (!residBase)
       cp_async16(sb + 16 * v, base + 8 * v);
-    if (!prestaged)
+    if (sw)
       cp_async16(sw + 16 * v, w + 8 * v);
     if (acc) {
       cp_async16(sa + 32 * v, acc + 8 * v);
@@ -170,16 +173,22 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
     }
   }
   cp_async_commit();
+  // The weight's first quads into registers under the copies' flight.
+  uint2 wr[R];
+#pragma unroll
+  for (int j = 0; j < R; ++j) {
+    const int q = threadIdx.x + j * THREADS;
+    wr[j] = !sw && q < nq ? __ldg(reinterpret_cast<const uint2 *>(w) + q) : make_uint2(0u, 0u);
+  }
   cp_async_wait<0>();
-  // Each thread waits for its own copies; the barrier in block_sum below
-  // orders everyone's before any cross-thread read. Four elements at a time
-  // (8 bytes of bf16, 16 of fp32): few registers held in the kernel body.
+  // Each thread waits for its own copies; the barrier orders everyone's
+  // before any cross-thread read.
   __syncthreads();
   clk.lap(kStageNormLoads);
-  const int nq = D / 4;
-  float ss = 0.f;
-#pragma unroll 1
-  for (int q = threadIdx.x; q < nq; q += THREADS) {
+  // x = bf16(base + bf16(acc)) over quad q: into y_smem, resid (in place
+  // when resident: each thread rewrites only what it read) and, block 0,
+  // out.
+  auto residual = [&](int q) {
     const uint2 b = *reinterpret_cast<const uint2 *>(sb + 8 * q);
     float4 x = make_float4(bf_lo(b.x), bf_hi(b.x), bf_lo(b.y), bf_hi(b.y));
     if (acc) {
@@ -188,23 +197,40 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
                       round_bf16(x.z + round_bf16(a.z)), round_bf16(x.w + round_bf16(a.w)));
     }
     reinterpret_cast<float4 *>(y_smem)[q] = x;
-    ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
     const uint2 xb = make_uint2(pack_bf16x2(x.x, x.y), pack_bf16x2(x.z, x.w));
-    if (resid) // in place when residBase: each thread rewrites only what it read
+    if (resid)
       reinterpret_cast<uint2 *>(resid)[q] = xb;
     if (out && blockIdx.x == 0)
       reinterpret_cast<uint2 *>(out)[q] = xb;
-  }
+    return x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+  };
+  float ss = 0.f;
+#pragma unroll
+  for (int j = 0; j < R; ++j)
+    if (const int q = threadIdx.x + j * THREADS; q < nq)
+      ss += residual(q);
+#pragma unroll 1
+  for (int q = threadIdx.x + R * THREADS; q < nq; q += THREADS)
+    ss += residual(q);
   ss = block_sum<THREADS>(ss, scratch);
   const float r = 1.f / sqrtf(ss / float(D) + eps);
-#pragma unroll 1
-  for (int q = threadIdx.x; q < nq; q += THREADS) {
-    const uint2 wv = *reinterpret_cast<const uint2 *>(sw + 8 * q);
+  auto scale = [&](int q, uint2 wv) {
     float4 *xd = reinterpret_cast<float4 *>(y_smem) + q;
     const float4 x = *xd;
     *xd = make_float4(round_bf16(x.x * r * bf_lo(wv.x)), round_bf16(x.y * r * bf_hi(wv.x)),
                       round_bf16(x.z * r * bf_lo(wv.y)), round_bf16(x.w * r * bf_hi(wv.y)));
-  }
+  };
+  auto weightAt = [&](int q) {
+    return sw ? *reinterpret_cast<const uint2 *>(sw + 8 * q)
+              : __ldg(reinterpret_cast<const uint2 *>(w) + q);
+  };
+#pragma unroll
+  for (int j = 0; j < R; ++j)
+    if (const int q = threadIdx.x + j * THREADS; q < nq)
+      scale(q, sw ? weightAt(q) : wr[j]);
+#pragma unroll 1
+  for (int q = threadIdx.x + R * THREADS; q < nq; q += THREADS)
+    scale(q, weightAt(q));
   __syncthreads();
   clk.lap(kStageNormRest);
 }
@@ -222,10 +248,9 @@ template <int THREADS>
 __device__ MK_NORM_OUTLINED_ATTR void
 block_residual_rmsnorm_outlined(const bf16 *base, const float *acc, const bf16 *w, int D,
                                 float eps, float *y_smem, bf16 *out, float *scratch,
-                                void *stage, bool prestaged = false, bf16 *resid = nullptr,
-                                bool residBase = false) {
-  block_residual_rmsnorm<THREADS>(base, acc, w, D, eps, y_smem, out, scratch, stage, prestaged,
-                                  resid, residBase);
+                                void *stage, bf16 *resid, bool residBase) {
+  block_residual_rmsnorm<THREADS>(base, acc, w, D, eps, y_smem, out, scratch, stage, resid,
+                                  residBase);
 }
 
 } // namespace mk

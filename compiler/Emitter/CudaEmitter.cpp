@@ -105,33 +105,27 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
         fmtFloat(t.getArgs().getAs<FloatAttr>("eps").getValueAsDouble());
     os << "    // " << t.getName() << " (every block)\n"
        << "    __syncthreads();\n";
+    // The norm's loads land in xs and `resid` (the resident residual:
+    // with it, the base is what the block's previous norm left there when
+    // it is that norm's residual, and x stays there for the next one).
+    // `work` is passed only for the staged form (-DMK_NORM_STAGED), when
+    // no early weight stream fills it.
     StringRef base = t.getStrArg("base");
+    const bool resident = residentResidual && dim == hidden;
+    const bool residBase = resident && base == residHolds;
+    residRead |= residBase;
     if (begunTasks.empty()) {
-      // Its loads are staged through the work area, free at phase entry
-      // unless an early weight stream already fills it. With a resident
-      // residual, the base is what the block's previous norm left in
-      // `resid` when it is that norm's residual (x stays in `resid` for
-      // the next).
       workTask = t;
       needWork(2 * dim); // residual_rmsnorm_stage_bytes(dim) / 4
-      const bool residBase = residentResidual && dim == hidden && base == residHolds;
-      residRead |= residBase;
-      os << "    {\n    MK_STAGE_BEGIN();\n"
-         << "    mk::block_residual_rmsnorm_outlined<" << T << ">(" << ptr(base) << ", "
-         << accArg << ", " << ident(t.getStrArg("weight")) << ", " << dim << ", " << eps
-         << ", xs, " << outArg << ", scratch, work, " << (normPrestaged ? "true" : "false")
-         << ", " << (residentResidual && dim == hidden ? "resid" : "nullptr") << ", "
-         << (residBase ? "true" : "false") << ");\n"
-         << "    MK_STAGE_END(mk::kStageNorm);\n    }\n";
-      // The norm without an accumulator leaves its base as the residual.
-      residHolds = residentResidual && dim == hidden ? (out.empty() ? base : out).str() : "";
-    } else {
-      os << "    mk::block_residual<" << T << ">(" << ptr(base) << ", " << accArg << ", " << dim
-         << ", xs, " << outArg << ");\n"
-         << "    mk::block_rmsnorm<" << T << ">(xs, " << ident(t.getStrArg("weight")) << ", "
-         << dim << ", " << eps << ", xs, scratch);\n";
-      residHolds.clear();
     }
+    os << "    {\n    MK_STAGE_BEGIN();\n"
+       << "    mk::block_residual_rmsnorm_outlined<" << T << ">(" << ptr(base) << ", " << accArg
+       << ", " << ident(t.getStrArg("weight")) << ", " << dim << ", " << eps << ", xs, "
+       << outArg << ", scratch, " << (begunTasks.empty() ? "work" : "nullptr") << ", "
+       << (resident ? "resid" : "nullptr") << ", " << (residBase ? "true" : "false") << ");\n"
+       << "    MK_STAGE_END(mk::kStageNorm);\n    }\n";
+    // A norm without an accumulator leaves its base as the residual.
+    residHolds = resident ? (out.empty() ? base : out).str() : "";
     auto cap = smemCapture.find(t.getName());
     if (debug && cap != smemCapture.end()) {
       const Capture &c = captures[captureIndex.lookup(cap->second)];
@@ -203,26 +197,16 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
 }
 
 /// Before the grid barrier in front of `next`: if `next` opens with an
-/// every-block norm that will stage its loads through the work area (no
-/// early weight stream fills it), its static weight is copied into that
-/// stage now, and the norm is told so (normPrestaged).
+/// every-block norm, its static weight is asked into L1 now
+/// (block_rmsnorm_prestage), under the barrier's wait.
 LogicalResult Emitter::emitNormPrestage(PhaseOp next) {
-  if (kernel.getEarlyWeightStreams() || next.getEarlyWeightStreams() ||
-      inputLentPhases.contains(next.getOperation()))
-    return success();
   for (TaskOp t : next.getBodyBlock().getOps<TaskOp>()) {
     if (!t.isEveryBlock() || t.getTaskKind() != mk::schedule::TaskKind::ResidualRmsnorm)
       continue;
     if (failed(checkTaskArgs(t)))
       return failure();
-    StringRef acc = t.getStrArg("acc"), out = t.getStrArg("out");
-    os << "  { // the next phase's norm weight, before the barrier\n"
-       << "    uint8_t *const wsp = mkgen::opaque(ws);\n    (void)wsp;\n"
-       << "    mk::block_rmsnorm_prestage<" << T << ">(" << ptr(t.getStrArg("base")) << ", "
-       << (acc.empty() ? "nullptr" : ptr(acc)) << ", " << ident(t.getStrArg("weight")) << ", "
-       << t.getIntArg("dim") << ", xs, " << (out.empty() ? "nullptr" : ptr(out, true))
-       << ", work);\n  }\n";
-    normPrestaged = true;
+    os << "  mk::block_rmsnorm_prestage<" << T << ">(" << ident(t.getStrArg("weight")) << ", "
+       << t.getIntArg("dim") << "); // the next phase's norm weight into L1\n";
     return success();
   }
   return success();
@@ -278,7 +262,6 @@ LogicalResult Emitter::run(EmittedKernel &out) {
       if (failed(emitPhase(p)))
         return failure();
     } else if (isa<BarrierOp>(op)) {
-      normPrestaged = false;
       if (auto next = dyn_cast_or_null<PhaseOp>(op.getNextNode()))
         if (failed(emitNormPrestage(next)))
           return failure();

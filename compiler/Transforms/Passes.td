@@ -196,8 +196,9 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
     block starts the weight copies of its first packed GEMV instance of a phase
     at the phase's entry, before the every-block norm and its counter waits.
     `norm-free-streams=true` does the same only in the phases without an
-    every-block norm (`early_weight_streams` on those phases), where the
-    work area the norm stages through is not in use at phase entry.
+    every-block norm (`early_weight_streams` on those phases), and
+    `norm-streams=true` only in the phases with one (after a grid barrier:
+    the stream runs under the norm, which needs no work area).
     `l2-first-tasks=true` marks the phases with an every-block norm
     (`l2_first_tasks`): they start after a grid barrier, and while every
     block computes the norm the memory system would idle; instead each
@@ -233,6 +234,11 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
            "norm (early_weight_streams on those phases; the output "
            "projections, whose tasks wait for the heads they read; measured "
            "no faster, off by default)">,
+    Option<"normStreams", "norm-streams", "bool", "false",
+           "start the weight stream of each block's first packed GEMV "
+           "instance at the entry of every phase that has an every-block "
+           "norm (early_weight_streams on those phases: the q/k/v/g and MLA "
+           "projections after a grid barrier)">,
     Option<"l2FirstTasks", "l2-first-tasks", "bool", "false",
            "in every phase with an every-block norm (l2_first_tasks on the "
            "phase), each block asks L2 for its first packed GEMV or bf16-row "

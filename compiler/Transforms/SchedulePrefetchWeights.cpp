@@ -59,7 +59,7 @@ void SchedulePrefetchWeightsPass::runOnOperation() {
     for (PhaseOp phase : kernel.getBodyBlock().getOps<PhaseOp>()) {
       const bool normed = llvm::any_of(phase.getBodyBlock().getOps<TaskOp>(),
                                        [](TaskOp t) { return t.isEveryBlock(); });
-      if (normFreeStreams && !normed)
+      if ((normFreeStreams && !normed) || (normStreams && normed))
         phase.setEarlyWeightStreams(true);
       if (l2FirstTasks && normed)
         phase.setL2FirstTasks(true);

@@ -435,15 +435,24 @@ TEST(W4A16RowSlice, EveryLayoutMatchesTheGemv) {
 // Residual + RMSNorm (per block)
 //===----------------------------------------------------------------------===//
 
-/// fused: block_residual_rmsnorm (staged through shared memory behind x and
-/// the scratch); else block_residual then block_rmsnorm.
+/// Shared memory of the norm kernels below: x, the scratch, the resident
+/// residual (D bf16) and the staged form's stage.
+int normSmemBytes(int D) {
+  return ((D + 3) / 4 * 4 + 32 + (D + 7) / 8 * 4) * 4 + mk::residual_rmsnorm_stage_bytes(D);
+}
+
+/// fused: block_residual_rmsnorm (its loads into x and the resident
+/// residual behind the scratch; -DMK_NORM_STAGED: through the stage behind
+/// it); else block_residual then block_rmsnorm.
 __global__ void __launch_bounds__(T, 1)
     normKernel(const mk::bf16 *base, const float *acc, const mk::bf16 *w, int D, float *y,
                mk::bf16 *out, bool fused) {
   extern __shared__ float smem[];
   const int d4 = (D + 3) / 4 * 4;
   if (fused) {
-    mk::block_residual_rmsnorm<T>(base, acc, w, D, 1e-6f, smem, out, smem + d4, smem + d4 + 32);
+    mk::bf16 *resid = reinterpret_cast<mk::bf16 *>(smem + d4 + 32);
+    mk::block_residual_rmsnorm<T>(base, acc, w, D, 1e-6f, smem, out, smem + d4,
+                                  smem + d4 + 32 + (D + 7) / 8 * 4, resid, false);
   } else {
     mk::block_residual<T>(base, acc, D, smem, out);
     mk::block_rmsnorm<T>(smem, w, D, 1e-6f, smem, smem + d4);
@@ -477,7 +486,7 @@ TEST(Norm, ResidualThenRmsNormAsTheSpec) {
     baseBuf.insert(baseBuf.begin(), c.shift, HB{});
     Dev<HB> db(baseBuf), dw(w), dout(D);
     Dev<float> da(acc), dy((size_t)3 * D);
-    const int smemBytes = ((D + 3) / 4 * 4 + 32) * 4 + mk::residual_rmsnorm_stage_bytes(D);
+    const int smemBytes = normSmemBytes(D);
     CK(cudaFuncSetAttribute(normKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytes));
     normKernel<<<3, T, smemBytes>>>(db.as<mk::bf16>() + c.shift, da.p, dw.as<mk::bf16>(), D,
                                     dy.p, dout.as<mk::bf16>(), c.fused);
@@ -508,9 +517,9 @@ TEST(Norm, ResidualThenRmsNormAsTheSpec) {
 }
 
 /// Two norms in a row as the emitted kernels chain them: the first keeps its
-/// residual in `resid` (shared memory), the second's weight is copied ahead
-/// (block_rmsnorm_prestage) and its base read from `resid`, not from `out1`
-/// (which only block 0 writes, in this same launch).
+/// residual in `resid` (shared memory), the second's weight is asked into
+/// L1 ahead (block_rmsnorm_prestage) and its base read from `resid`, not
+/// from `out1` (which only block 0 writes, in this same launch).
 __global__ void __launch_bounds__(T, 1)
     chainedNormKernel(const mk::bf16 *base, const float *acc1, const float *acc2,
                       const mk::bf16 *w1, const mk::bf16 *w2, int D, float *y, mk::bf16 *out1,
@@ -519,12 +528,12 @@ __global__ void __launch_bounds__(T, 1)
   const int d4 = (D + 3) / 4 * 4;
   mk::bf16 *resid = reinterpret_cast<mk::bf16 *>(smem + d4 + 32);
   void *stage = smem + d4 + 32 + (D + 7) / 8 * 4;
-  mk::block_residual_rmsnorm<T>(base, acc1, w1, D, 1e-6f, smem, out1, smem + d4, stage, false,
-                                resid, false);
-  mk::block_rmsnorm_prestage<T>(out1, acc2, w2, D, smem, out2, stage);
+  mk::block_residual_rmsnorm<T>(base, acc1, w1, D, 1e-6f, smem, out1, smem + d4, stage, resid,
+                                false);
+  mk::block_rmsnorm_prestage<T>(w2, D);
   __syncthreads();
-  mk::block_residual_rmsnorm<T>(out1, acc2, w2, D, 1e-6f, smem, out2, smem + d4, stage, true,
-                                resid, true);
+  mk::block_residual_rmsnorm<T>(out1, acc2, w2, D, 1e-6f, smem, out2, smem + d4, stage, resid,
+                                true);
   for (int i = threadIdx.x; i < D; i += T)
     y[blockIdx.x * D + i] = smem[i];
 }
@@ -544,8 +553,7 @@ TEST(Norm, ChainedNormsKeepTheResidualResident) {
     Dev<HB> db(base), dw1(w1), dw2(w2), dout1(D), dout2(D);
     Dev<float> da1(acc1), da2(acc2), dy((size_t)3 * D);
     dout1.zero();
-    const int smemBytes = ((D + 3) / 4 * 4 + 32 + (D + 7) / 8 * 4) * 4 +
-                          mk::residual_rmsnorm_stage_bytes(D);
+    const int smemBytes = normSmemBytes(D);
     CK(cudaFuncSetAttribute(chainedNormKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             smemBytes));
     chainedNormKernel<<<3, T, smemBytes>>>(db.as<mk::bf16>(), da1.p, da2.p, dw1.as<mk::bf16>(),
