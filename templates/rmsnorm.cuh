@@ -10,8 +10,9 @@
 // memory, the weight into registers) and pays one. Of its three inputs only
 // the GEMV sums (`acc`) are new after the grid barrier in front of the
 // norm: the residual base is what the block's previous norm computed (kept
-// in shared memory, `resid`) and the weight is static (asked into L1 before
-// the barrier), so after the barrier only the sums come from L2.
+// in shared memory, `resid`), so after the barrier only the sums and the
+// static weight come from L2. (Asking L1 for the weight before the barrier
+// measured 2 us per step slower, perf notes #87.)
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -77,22 +78,6 @@ __device__ __forceinline__ bool aligned16(const void *p) {
 constexpr int kNormWeightQuads = 4;
 } // namespace detail
 
-/// Asks L1 for the norm weight of the next phase's block_residual_rmsnorm
-/// (static: no barrier guards it) before the block waits at the grid
-/// barrier in front of that phase; the norm's loads of it then hit L1
-/// while its GEMV sums come from L2. No shared memory, nothing to wait for.
-/// -DMK_NORM_NO_PRESTAGE: no request (the form before, to measure against).
-template <int THREADS>
-__device__ __forceinline__ void block_rmsnorm_prestage(const bf16 *w, int D) {
-#ifndef MK_NORM_NO_PRESTAGE
-  const char *p = reinterpret_cast<const char *>(w);
-  for (int off = 128 * threadIdx.x; off < 2 * D; off += 128 * THREADS)
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(p + off));
-#else
-  (void)w, (void)D;
-#endif
-}
-
 /// block_residual then block_rmsnorm into y_smem, same arithmetic (x
 /// rounded as block_residual, y as block_rmsnorm; only the order of the sum
 /// of squares differs), with one round trip to L2: the GEMV sums `acc`
@@ -102,8 +87,8 @@ __device__ __forceinline__ void block_rmsnorm_prestage(const bf16 *w, int D) {
 /// keeps x for the next norm, whose base it is: with `residBase` this
 /// norm's base is what the block's previous norm left there (the same
 /// values as `base`, which only block 0 writes) and is not loaded. After a
-/// grid barrier only the sums then come from L2 (the weight from L1:
-/// block_rmsnorm_prestage). Uses no shared memory beyond y_smem, resid and
+/// grid barrier only the sums and the (static) weight then come from L2.
+/// Uses no shared memory beyond y_smem, resid and
 /// the 32 floats of `scratch`, so a phase's first weight stream may fill
 /// the work area meanwhile. The caller synchronizes before (y_smem and
 /// resid free but for resid's base); y_smem is ready for every thread on

@@ -196,22 +196,6 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
   return success();
 }
 
-/// Before the grid barrier in front of `next`: if `next` opens with an
-/// every-block norm, its static weight is asked into L1 now
-/// (block_rmsnorm_prestage), under the barrier's wait.
-LogicalResult Emitter::emitNormPrestage(PhaseOp next) {
-  for (TaskOp t : next.getBodyBlock().getOps<TaskOp>()) {
-    if (!t.isEveryBlock() || t.getTaskKind() != mk::schedule::TaskKind::ResidualRmsnorm)
-      continue;
-    if (failed(checkTaskArgs(t)))
-      return failure();
-    os << "  mk::block_rmsnorm_prestage<" << T << ">(" << ident(t.getStrArg("weight")) << ", "
-       << t.getIntArg("dim") << "); // the next phase's norm weight into L1\n";
-    return success();
-  }
-  return success();
-}
-
 LogicalResult Emitter::run(EmittedKernel &out) {
   for (BufferOp b : kernel.getBodyBlock().getOps<BufferOp>()) {
     buffers[b.getSymName()] = b;
@@ -262,9 +246,6 @@ LogicalResult Emitter::run(EmittedKernel &out) {
       if (failed(emitPhase(p)))
         return failure();
     } else if (isa<BarrierOp>(op)) {
-      if (auto next = dyn_cast_or_null<PhaseOp>(op.getNextNode()))
-        if (failed(emitNormPrestage(next)))
-          return failure();
       os << "  mk::grid_barrier(sync);\n";
     }
   }

@@ -94,17 +94,15 @@ private:
   bool lendInput;
   /// Every-block norms keep their residual x in shared memory (`resid`, D
   /// bf16 beside xs) for the next norm, whose base it is, so that norm
-  /// loads only its GEMV sums from L2 after its grid barrier (its weight
-  /// was asked into L1 before: block_rmsnorm_prestage). On unless the kernel does not fit
-  /// otherwise (emitKernel), never with lendInput (a lent work area would
-  /// overwrite it).
+  /// loads only its GEMV sums and weight after its grid barrier. On unless
+  /// the kernel does not fit otherwise (emitKernel), never with lendInput
+  /// (a lent work area would overwrite it).
   bool residentResidual;
   /// Some norm reads its base from `resid` (the prologue then reserves it).
   bool residRead = false;
   /// The buffer whose values `resid` holds (the last norm's residual), if
   /// any.
   std::string residHolds;
-  LogicalResult emitNormPrestage(PhaseOp next);
   bool overShared = false;
   /// Phases whose tasks' work area starts at xs (lendInput), and the work
   /// they need.

@@ -517,9 +517,8 @@ TEST(Norm, ResidualThenRmsNormAsTheSpec) {
 }
 
 /// Two norms in a row as the emitted kernels chain them: the first keeps its
-/// residual in `resid` (shared memory), the second's weight is asked into
-/// L1 ahead (block_rmsnorm_prestage) and its base read from `resid`, not
-/// from `out1` (which only block 0 writes, in this same launch).
+/// residual in `resid` (shared memory), the second reads its base from
+/// there, not from `out1` (which only block 0 writes, in this same launch).
 __global__ void __launch_bounds__(T, 1)
     chainedNormKernel(const mk::bf16 *base, const float *acc1, const float *acc2,
                       const mk::bf16 *w1, const mk::bf16 *w2, int D, float *y, mk::bf16 *out1,
@@ -530,7 +529,6 @@ __global__ void __launch_bounds__(T, 1)
   void *stage = smem + d4 + 32 + (D + 7) / 8 * 4;
   mk::block_residual_rmsnorm<T>(base, acc1, w1, D, 1e-6f, smem, out1, smem + d4, stage, resid,
                                 false);
-  mk::block_rmsnorm_prestage<T>(w2, D);
   __syncthreads();
   mk::block_residual_rmsnorm<T>(out1, acc2, w2, D, 1e-6f, smem, out2, smem + d4, stage, resid,
                                 true);
