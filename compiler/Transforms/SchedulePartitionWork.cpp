@@ -575,9 +575,14 @@ void SchedulePartitionWorkPass::runOnOperation() {
     uncut.clear();
     readProducers.clear();
     recuts.clear();
+    // phase-budget: instances of each phase's tasks cut so far.
+    DenseMap<Operation *, int64_t> phaseUsed;
     WalkResult r = kernel.walk([&](TaskOp t) {
       uncut[t] = t->getAttrDictionary();
       current = t.getCutBlocks().value_or(0);
+      int64_t &used = phaseUsed[t->getParentOp()];
+      if (phaseBudget && !current && !t.isEveryBlock() && used > 0)
+        current = std::max(targetSms - used, (targetSms + 3) / 4);
       const TaskAccesses acc = taskAccesses(t);
       for (StringRef n : acc.reads)
         if (TaskOp p = producer.lookup(n))
@@ -586,6 +591,8 @@ void SchedulePartitionWorkPass::runOnOperation() {
       current = 0;
       if (failed(cut))
         return WalkResult::interrupt();
+      if (!t.isEveryBlock())
+        used += t.getCount();
       for (const SmallVector<StringRef> *list : {&acc.writes, &acc.accumulates})
         for (StringRef n : *list)
           producer[n] = t;
