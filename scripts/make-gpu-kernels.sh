@@ -59,7 +59,7 @@ if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   variant tnostreams schedule-prefetch-weights=streams=false
   variant tstreams schedule-prefetch-weights=streams=true
   variant tnormstreams schedule-prefetch-weights=norm-streams=true
-  variant tphasebudget schedule-partition-work=phase-budget=true
+  variant tnophasebudget schedule-partition-work=phase-budget=false
   variant tkdal2 schedule-prefetch-weights=kda-state-l2=true
   variant tnobalance schedule-partition-work=balance-phases=false
   variant tprefetch1 schedule-prefetch-weights=distance=1

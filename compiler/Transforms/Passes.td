@@ -118,12 +118,13 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
            "move tasks whose consumers run phases later into a later phase "
            "with idle blocks, cut again for those blocks, where that lowers "
            "the two phases' busiest-block loads">,
-    Option<"phaseBudget", "phase-budget", "bool", "false",
+    Option<"phaseBudget", "phase-budget", "bool", "true",
            "cut each task for the blocks its phase's earlier tasks leave "
            "(target-sms less their instances, at least a quarter of it) "
            "instead of the whole grid: the MoE norm phase's shared-expert "
-           "gate/up then takes 128 tasks beside the router's 64, not 256 "
-           "that leave blocks running two">,
+           "gate/up then takes 192 tasks beside the router's 64, not 256 "
+           "that leave 57 blocks running two (-3.8 us per token at context "
+           "2048, perf notes #89)">,
     Option<"balanceSpread", "balance-spread", "bool", "false",
            "with balance-phases, also move tasks where that only spreads the "
            "phases' loads more evenly (the zeroing tasks; measured 2.6 us "

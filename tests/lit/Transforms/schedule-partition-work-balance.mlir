@@ -1,9 +1,9 @@
-// RUN: mk-opt %s -split-input-file "--schedule-partition-work=target-sms=8" | FileCheck %s
-// RUN: mk-opt %s -split-input-file "--schedule-partition-work=target-sms=8 balance-phases=false" | FileCheck %s --check-prefix=OFF
+// RUN: mk-opt %s -split-input-file "--schedule-partition-work=target-sms=8 phase-budget=false" | FileCheck %s
+// RUN: mk-opt %s -split-input-file "--schedule-partition-work=target-sms=8 balance-phases=false phase-budget=false" | FileCheck %s --check-prefix=OFF
 // The pass run again on its own output gives the same cuts and places.
-// RUN: mk-opt %s "--schedule-partition-work=target-sms=8" | mk-opt "--schedule-partition-work=target-sms=8" | FileCheck %s --check-prefix=AGAIN
-// RUN: mk-opt %s -split-input-file "--schedule-partition-work=target-sms=32 balance-spread=true" | FileCheck %s --check-prefix=CAP
-// RUN: mk-opt %s -split-input-file "--schedule-partition-work=target-sms=32" | FileCheck %s --check-prefix=NOSPREAD
+// RUN: mk-opt %s "--schedule-partition-work=target-sms=8 phase-budget=false" | mk-opt "--schedule-partition-work=target-sms=8 phase-budget=false" | FileCheck %s --check-prefix=AGAIN
+// RUN: mk-opt %s -split-input-file "--schedule-partition-work=target-sms=32 balance-spread=true phase-budget=false" | FileCheck %s --check-prefix=CAP
+// RUN: mk-opt %s -split-input-file "--schedule-partition-work=target-sms=32 phase-budget=false" | FileCheck %s --check-prefix=NOSPREAD
 
 // schedule-partition-work's phase balancing (balance-phases, on by default)
 // on hand-written phases, 8 blocks. Phase "a" holds the 8 tiles of "big"

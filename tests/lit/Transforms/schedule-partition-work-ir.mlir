@@ -1,8 +1,8 @@
-// RUN: mk-opt %s -split-input-file -verify-diagnostics --schedule-partition-work | FileCheck %s
-// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=target-sms=4" | FileCheck %s --check-prefix=SMS4
-// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=target-sms=16" | FileCheck %s --check-prefix=SMS16
-// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=target-sms=32" | FileCheck %s --check-prefix=SMS32
-// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=target-sms=16 full-segment-bytes=128" | FileCheck %s --check-prefix=FSB
+// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=phase-budget=false" | FileCheck %s
+// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=target-sms=4 phase-budget=false" | FileCheck %s --check-prefix=SMS4
+// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=target-sms=16 phase-budget=false" | FileCheck %s --check-prefix=SMS16
+// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=target-sms=32 phase-budget=false" | FileCheck %s --check-prefix=SMS32
+// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=target-sms=16 full-segment-bytes=128 phase-budget=false" | FileCheck %s --check-prefix=FSB
 // RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-chunks=16" | FileCheck %s --check-prefix=CHUNKS
 // RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-head-group=16" | FileCheck %s --check-prefix=HG16
 // RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-head-group=12" | FileCheck %s --check-prefix=HG12
