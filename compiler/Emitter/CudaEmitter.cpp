@@ -27,7 +27,7 @@ void Emitter::planInputLending() {
   SmallVector<PhaseOp> phases(kernel.getBodyBlock().getOps<PhaseOp>());
   for (PhaseOp p : llvm::reverse(phases)) {
     bool norm = false, reads = false;
-    for (TaskOp t : p.getBodyBlock().getOps<TaskOp>()) {
+    for (TaskOpInterface t : p.getBodyBlock().getOps<TaskOpInterface>()) {
       norm |= t.isEveryBlock();
       // bf16-row and expert gate/up tasks are lowered reading xs whether
       // or not their optional `input` names it.
@@ -65,8 +65,8 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
            << "u);\n";
     }
   }
-  SmallVector<TaskOp> grid;
-  for (TaskOp t : phase.getBodyBlock().getOps<TaskOp>()) {
+  SmallVector<TaskOpInterface> grid;
+  for (TaskOpInterface t : phase.getBodyBlock().getOps<TaskOpInterface>()) {
     if (failed(checkTaskArgs(t)))
       return failure();
     if (!t.isEveryBlock())
@@ -77,7 +77,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
   // (w4a16_gemv_begin).
   begunTasks.clear();
   int64_t first = 0;
-  for (TaskOp t : grid) {
+  for (TaskOpInterface t : grid) {
     if (!debug && (kernel.getEarlyWeightStreams() || phase.getEarlyWeightStreams()) &&
         emitGemvBegin(t, first, phase.getDealOffset()))
       begunTasks.insert(t.getName());
@@ -87,12 +87,12 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
   // where early streams already request a first instance's weights).
   if (!debug && phase.getL2FirstTasks() && begunTasks.empty()) {
     int64_t at = 0;
-    for (TaskOp t : grid) {
+    for (TaskOpInterface t : grid) {
       emitL2FirstTask(t, at, phase.getDealOffset());
       at += t.getCount();
     }
   }
-  for (TaskOp t : phase.getBodyBlock().getOps<TaskOp>()) {
+  for (TaskOpInterface t : phase.getBodyBlock().getOps<TaskOpInterface>()) {
     if (!t.isEveryBlock())
       continue;
     if (t.getTaskKind() != mk::schedule::TaskKind::ResidualRmsnorm)
@@ -135,7 +135,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
     }
   }
   int64_t total = 0;
-  for (TaskOp t : grid)
+  for (TaskOpInterface t : grid)
     total += t.getCount();
   if (total) {
     // Instance t runs on block (t + deal_offset) % gridDim.x; t0 is the
@@ -143,7 +143,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
     os << "    const int t0 = mk::deal_first_task(" << phase.getDealOffset() << "u);\n"
        << "    for (int t = t0; t < " << total << "; t += gridDim.x) {\n";
     int64_t begin = 0;
-    for (TaskOp t : grid) {
+    for (TaskOpInterface t : grid) {
       int64_t end = begin + t.getCount();
       os << "      if (t < " << end << ") { // " << t.getName() << "\n"
          << "      const int i = t - " << begin << ";\n";
@@ -215,7 +215,7 @@ LogicalResult Emitter::run(EmittedKernel &out) {
     return kernel.emitOpError("has no io buffer @hidden_in of rank 1 (the block's input)");
   hidden = in.getShape()[0];
   // The routers' top-k (the moe tasks' `top_k`): the shared top-k arrays' size.
-  kernel.walk([&](TaskOp t) { topK = std::max(topK, t.getIntArg("top_k", 0)); });
+  kernel.walk([&](TaskOpInterface t) { topK = std::max(topK, t.getIntArg("top_k", 0)); });
   for (CounterOp c : kernel.getBodyBlock().getOps<CounterOp>()) {
     counters[c.getSymName()] = c;
     if ((int64_t)c.getBase() < 0)

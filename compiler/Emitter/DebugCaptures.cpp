@@ -54,7 +54,7 @@ LogicalResult Emitter::planCaptures() {
   auto endsWith = [](StringRef s, StringRef suffix) {
     return s.ends_with(suffix);
   };
-  kernel.walk([&](TaskOp t) {
+  kernel.walk([&](TaskOpInterface t) {
     const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
     auto str = [&](StringRef n) { return t.getStrArg(n); };
     auto strs = [&](StringRef n) { return t.getStrArrayArg(n); };

@@ -109,7 +109,7 @@ private:
   llvm::DenseSet<Operation *> inputLentPhases;
   bool inLentPhase = false;
   int64_t lentWorkFloats = 0;
-  TaskOp lentWorkOwner;
+  TaskOpInterface lentWorkOwner;
   void planInputLending();
   llvm::StringMap<BufferOp> buffers;
   /// The kernel's parameters (schedule.weight) in signature order, and by
@@ -127,7 +127,7 @@ private:
   std::set<std::string> asserts;
   int64_t workFloats = 0;
   /// The task being lowered, and the one whose work area is the largest.
-  TaskOp workTask, workOwner;
+  TaskOpInterface workTask, workOwner;
   int64_t numCounters = 0;
   int64_t phaseIndex = 0;
   int routedKey = 0;
@@ -231,7 +231,7 @@ private:
   /// The one quantization group of the W4A16 weights task `t` reads (named
   /// by any of its string arguments), 0 if it reads none; a located error
   /// if they differ (its tiles take one group).
-  FailureOr<int64_t> taskGroup(TaskOp t) {
+  FailureOr<int64_t> taskGroup(TaskOpInterface t) {
     int64_t g = 0;
     std::string first;
     auto visit = [&](StringRef w) -> LogicalResult {
@@ -306,7 +306,7 @@ private:
   /// at 64; int8: 32 rows, at most mk::kInt8MaxSliceRows, groups of at most
   /// 128 rows, multiples of 32), which is all the packed tiles can stream;
   /// else a located error.
-  LogicalResult checkPackedRead(TaskOp t, StringRef w, int64_t tn, int64_t kslice) {
+  LogicalResult checkPackedRead(TaskOpInterface t, StringRef w, int64_t tn, int64_t kslice) {
     const mk::PackedOrder order = orderOf(w);
     if (order == mk::PackedOrder::None)
       return success();
@@ -356,17 +356,17 @@ private:
   }
 
   LogicalResult emitPhase(PhaseOp phase);
-  LogicalResult emitInstance(TaskOp t, llvm::raw_ostream &o);
+  LogicalResult emitInstance(TaskOpInterface t, llvm::raw_ostream &o);
   /// The task's `args` hold what its kind's lowering reads, and the weights
   /// they name are the kernel's (TaskLowering.cpp).
-  LogicalResult checkTaskArgs(TaskOp t);
-  void emitGemvSlice(TaskOp t, llvm::raw_ostream &o);
-  bool allPackedTiles(TaskOp t);
-  void emitFirstInstanceGuard(TaskOp t, int64_t first, int64_t dealOffset, llvm::StringRef what);
-  bool emitGemvBegin(TaskOp t, int64_t first, int64_t dealOffset);
+  LogicalResult checkTaskArgs(TaskOpInterface t);
+  void emitGemvSlice(TaskOpInterface t, llvm::raw_ostream &o);
+  bool allPackedTiles(TaskOpInterface t);
+  void emitFirstInstanceGuard(TaskOpInterface t, int64_t first, int64_t dealOffset, llvm::StringRef what);
+  bool emitGemvBegin(TaskOpInterface t, int64_t first, int64_t dealOffset);
   /// L2 prefetch of the weights of a block's first instance of `t` (a
   /// packed GEMV or bf16-row task; l2_first_tasks on the phase).
-  bool emitL2FirstTask(TaskOp t, int64_t first, int64_t dealOffset);
+  bool emitL2FirstTask(TaskOpInterface t, int64_t first, int64_t dealOffset);
   /// The tasks of the phase being emitted whose instance on block b (when
   /// it is b's first of the phase) had its weight stream started at the
   /// phase's entry (emitGemvBegin).

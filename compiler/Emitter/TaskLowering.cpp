@@ -1,6 +1,7 @@
 //===- TaskLowering.cpp - One task instance -> template calls -------------===//
 //
-// Each schedule.task kind becomes the call of its device template from
+// Each task kind (a task op, TaskOpInterface) becomes the call of its
+// device template from
 // templates/ (with the partition's tile sizes and the buffers' addresses).
 // The register-hungry templates are called through the __noinline__
 // trampoline mkgen::call<&mk::template<...>>(...): inlined into the one
@@ -20,11 +21,11 @@ using namespace mk::emitter::detail;
 /// partition's (tile sizes, slices), which only schedule-partition-work
 /// adds: a task without them is refused by name instead of crashing the
 /// emitter or writing CUDA that does not compile.
-LogicalResult Emitter::checkTaskArgs(TaskOp t) {
+LogicalResult Emitter::checkTaskArgs(TaskOpInterface t) {
   return mk::schedule::verifyTaskArgs(t, mk::schedule::TaskArgStage::Partitioned);
 }
 
-LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
+LogicalResult Emitter::emitInstance(TaskOpInterface t, llvm::raw_ostream &o) {
   const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
   auto i64 = [&](StringRef n) { return t.getIntArg(n); };
   auto str = [&](StringRef n) { return t.getStrArg(n); };
@@ -251,7 +252,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
   }
   case mk::schedule::TaskKind::MlaCombineWv: {
     int64_t maxc = 0;
-    kernel.walk([&](TaskOp a) {
+    kernel.walk([&](TaskOpInterface a) {
       if (a.getTaskKind() == mk::schedule::TaskKind::MlaAttentionChunk &&
           a.getStrArg("part_m") == str("part_m"))
         maxc = a.getIntArg("max_chunks");
@@ -365,7 +366,7 @@ LogicalResult Emitter::emitInstance(TaskOp t, llvm::raw_ostream &o) {
 }
 
 /// The instance's k-slice and columns (k0, k1, seg, n0, nvalid) from `i`.
-void Emitter::emitGemvSlice(TaskOp t, llvm::raw_ostream &o) {
+void Emitter::emitGemvSlice(TaskOpInterface t, llvm::raw_ostream &o) {
   auto weights = t.getStrArrayArg("weights");
   auto ns = t.getIntArrayArg("n");
   int64_t k = t.getIntArg("k"), tn = t.getIntArg("tn"), ks = t.getIntArg("ksplit"),
@@ -401,7 +402,7 @@ void Emitter::emitGemvSlice(TaskOp t, llvm::raw_ostream &o) {
 /// Whether every weight of GEMV task `t` is stored in a packed order, tile
 /// by tile at the task's tile width (what w4a16_gemv_begin and the L2
 /// request of a first instance address).
-bool Emitter::allPackedTiles(TaskOp t) {
+bool Emitter::allPackedTiles(TaskOpInterface t) {
   auto weights = t.getStrArrayArg("weights");
   const int64_t tn = t.getIntArg("tn");
   return !weights.empty() && t.getIntArrayArg("n").size() == weights.size() &&
@@ -413,7 +414,7 @@ bool Emitter::allPackedTiles(TaskOp t) {
 /// Opens `if (block's first instance of the phase is one of t's) // what`
 /// for a task whose instances start at phase index `first`; the emitted
 /// body reads it as `first`.
-void Emitter::emitFirstInstanceGuard(TaskOp t, int64_t first, int64_t dealOffset,
+void Emitter::emitFirstInstanceGuard(TaskOpInterface t, int64_t first, int64_t dealOffset,
                                      llvm::StringRef what) {
   os << "    if (const int first = mk::deal_first_task(" << dealOffset << "u); "
      << (first ? "first >= " + std::to_string(first) + " && " : "") << "first < "
@@ -425,7 +426,7 @@ void Emitter::emitFirstInstanceGuard(TaskOp t, int64_t first, int64_t dealOffset
 /// instance b - first, its first of the phase, at the phase's entry
 /// (w4a16_gemv_begin), before the every-block norm and the counter waits;
 /// that instance's tile continues it (prefetched = true).
-bool Emitter::emitGemvBegin(TaskOp t, int64_t first, int64_t dealOffset) {
+bool Emitter::emitGemvBegin(TaskOpInterface t, int64_t first, int64_t dealOffset) {
   if (t.getTaskKind() != mk::schedule::TaskKind::W4A16Gemv)
     return false;
   auto weights = t.getStrArrayArg("weights");
@@ -469,7 +470,7 @@ bool Emitter::emitGemvBegin(TaskOp t, int64_t first, int64_t dealOffset) {
 /// a KDA gated-delta task's state slice and conv parameters
 /// (kda_head_chunk_l2_prefetch). Other kinds and storages ask for nothing
 /// (false).
-bool Emitter::emitL2FirstTask(TaskOp t, int64_t first, int64_t dealOffset) {
+bool Emitter::emitL2FirstTask(TaskOpInterface t, int64_t first, int64_t dealOffset) {
   const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
   if (!kind)
     return false;

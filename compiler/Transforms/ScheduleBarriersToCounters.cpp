@@ -28,7 +28,7 @@ namespace {
 
 /// True if `c` must be ordered after `p` (a conflicting access to a buffer
 /// that is not per-block shared memory; `sharedBufs` names those).
-bool conflicts(TaskOp p, TaskOp c, const llvm::StringSet<> &sharedBufs) {
+bool conflicts(TaskOpInterface p, TaskOpInterface c, const llvm::StringSet<> &sharedBufs) {
   auto names = [](ArrayRef<StringRef> a) {
     llvm::StringSet<> s;
     for (StringRef x : a)
@@ -95,12 +95,12 @@ struct ScheduleBarriersToCountersPass
            o = o->getNextNode())
         if (auto p = dyn_cast<PhaseOp>(o))
           next.push_back(p);
-      SmallVector<std::pair<TaskOp, TaskOp>> deps;
+      SmallVector<std::pair<TaskOpInterface, TaskOpInterface>> deps;
       bool keep = false;
       for (PhaseOp np : next)
-        for (TaskOp c : np.getBodyBlock().getOps<TaskOp>())
+        for (TaskOpInterface c : np.getBodyBlock().getOps<TaskOpInterface>())
           for (PhaseOp pp : segment)
-            for (TaskOp p : pp.getBodyBlock().getOps<TaskOp>())
+            for (TaskOpInterface p : pp.getBodyBlock().getOps<TaskOpInterface>())
               if (conflicts(p, c, sharedBufs)) {
                 if (c.isEveryBlock() || p.isEveryBlock())
                   keep = true;
@@ -119,11 +119,11 @@ struct ScheduleBarriersToCountersPass
   }
 
   /// Orders consumer `c` after producer `p` with a counter.
-  LogicalResult link(KernelOp kernel, TaskOp p, TaskOp c) {
+  LogicalResult link(KernelOp kernel, TaskOpInterface p, TaskOpInterface c) {
     OpBuilder b(kernel.getContext());
     StringRef pg = p.getStrArg("grain"), cg = c.getStrArg("grain");
     bool perUnit = !pg.empty() && pg == cg;
-    const int64_t pCount = p.getCountAttr().getInt(), cCount = c.getCountAttr().getInt();
+    const int64_t pCount = p.getCount(), cCount = c.getCount();
     int64_t pPer = perUnit ? p.getIntArg("grain_per", 1) : pCount;
     int64_t cPer = perUnit ? c.getIntArg("grain_per", 1) : cCount;
     int64_t span = perUnit ? c.getIntArg("grain_span", 1) : 1;
@@ -160,7 +160,7 @@ struct ScheduleBarriersToCountersPass
       counters[key] = counter;
       b.setInsertionPointToEnd(&pPhase.getBodyBlock());
       b.create<SignalOp>(p.getLoc(), FlatSymbolRefAttr::get(counter),
-                         p.getNameAttr(), b.getI64IntegerAttr(pPer));
+                         b.getStringAttr(p.getName()), b.getI64IntegerAttr(pPer));
     }
     // One wait per (counter, consumer).
     for (WaitOp w : cPhase.getBodyBlock().getOps<WaitOp>())
@@ -168,7 +168,7 @@ struct ScheduleBarriersToCountersPass
         return success();
     b.setInsertionPointToEnd(&cPhase.getBodyBlock());
     b.create<WaitOp>(c.getLoc(), FlatSymbolRefAttr::get(counter),
-                     c.getNameAttr(), b.getI64IntegerAttr(cPer),
+                     b.getStringAttr(c.getName()), b.getI64IntegerAttr(cPer),
                      b.getI64IntegerAttr(span), b.getI64IntegerAttr(pPer));
     return success();
   }

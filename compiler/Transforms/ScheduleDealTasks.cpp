@@ -37,7 +37,7 @@ void ScheduleDealTasksPass::runOnOperation() {
         return signalPassFailure();
       }
       phase.setDealOffset(continueDeal ? dealt : 0);
-      for (TaskOp t : phase.getBodyBlock().getOps<TaskOp>())
+      for (TaskOpInterface t : phase.getBodyBlock().getOps<TaskOpInterface>())
         if (!t.isEveryBlock())
           dealt += t.getCount();
     }

@@ -1034,12 +1034,9 @@ void ScheduleFormPhasesPass::runOnOperation() {
     b.setInsertionPointToEnd(&phase.getBodyBlock());
     for (int t : members) {
       const TaskSpec &ts = tasks[t];
-      auto op = b.create<schedule::TaskOp>(
-          fn.getLoc(), b.getStringAttr(ts.name), schedule::TaskKindAttr::get(b.getContext(), ts.kind),
-          b.getI64IntegerAttr(1), b.getStringAttr(ts.op),
-          b.getStringAttr(ts.partition), b.getI64IntegerAttr(0),
-          b.getArrayAttr({}), b.getArrayAttr({}), b.getArrayAttr({}),
-          ts.args.getDictionary(b.getContext()), /*cut_blocks=*/IntegerAttr());
+      schedule::TaskOpInterface op =
+          schedule::createTaskOp(b, fn.getLoc(), ts.kind, ts.name, ts.op, ts.partition,
+                                 ts.args.getDictionary(b.getContext()));
       op.setArgsAttr(schedule::withBufferSymbols(op));
       // A buffer is named once: the access lists keep only what the task's
       // buffer arguments do not already say (TaskKinds.h, TaskAccess).

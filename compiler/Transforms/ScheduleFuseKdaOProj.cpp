@@ -45,7 +45,7 @@ struct ScheduleFuseKdaOProjPass
 /// Whether GEMV `g` is the whole output projection of KDA task `kda`'s o in
 /// a form the row-slice product computes, with the task's shared memory
 /// (its own and the staged rows of W_o) inside the kernel's budget.
-bool isFusable(KernelOp kernel, TaskOp kda, TaskOp g) {
+bool isFusable(KernelOp kernel, TaskOpInterface kda, TaskOpInterface g) {
   if (g.getStrArg("epilogue") != "atomic_f32" || g.getIntArg("input_offset") != 0)
     return false;
   SmallVector<std::string> weights = g.getStrArrayArg("weights"),
@@ -84,13 +84,13 @@ void ScheduleFuseKdaOProjPass::runOnOperation() {
     return;
   for (KernelOp kernel : getOperation().getOps<KernelOp>()) {
     // The KDA tasks by the o buffer they write.
-    llvm::StringMap<TaskOp> producers;
-    kernel.walk([&](TaskOp t) {
+    llvm::StringMap<TaskOpInterface> producers;
+    kernel.walk([&](TaskOpInterface t) {
       if (t.getTaskKind() == TaskKind::KdaHeadChunk && t.getStrArg("o_weight").empty())
         producers[t.getStrArg("o")] = t;
     });
-    SmallVector<std::pair<TaskOp, TaskOp>> fusions;
-    kernel.walk([&](TaskOp g) {
+    SmallVector<std::pair<TaskOpInterface, TaskOpInterface>> fusions;
+    kernel.walk([&](TaskOpInterface g) {
       if (g.getTaskKind() != TaskKind::W4A16Gemv)
         return;
       auto it = producers.find(g.getStrArg("input"));
@@ -111,7 +111,7 @@ void ScheduleFuseKdaOProjPass::runOnOperation() {
       auto phase = g->getParentOfType<PhaseOp>();
       g.erase();
       // A phase left without tasks goes, with the barrier before it.
-      if (phase && phase.getBody().front().getOps<TaskOp>().empty()) {
+      if (phase && phase.getBody().front().getOps<TaskOpInterface>().empty()) {
         if (auto barrier = dyn_cast_or_null<BarrierOp>(phase->getPrevNode()))
           barrier.erase();
         phase.erase();

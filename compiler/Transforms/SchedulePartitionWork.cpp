@@ -46,13 +46,13 @@ struct SchedulePartitionWorkPass
   using Base::Base;
   void runOnOperation() override;
 
-  LogicalResult partition(TaskOp t, KernelOp kernel);
-  void set(TaskOp t, StringRef k, int64_t v) {
+  LogicalResult partition(TaskOpInterface t, KernelOp kernel);
+  void set(TaskOpInterface t, StringRef k, int64_t v) {
     NamedAttrList args(t.getArgs());
     args.set(k, IntegerAttr::get(IntegerType::get(t.getContext(), 64), v));
     t.setArgsAttr(args.getDictionary(t.getContext()));
   }
-  void setStr(TaskOp t, StringRef k, StringRef v) {
+  void setStr(TaskOpInterface t, StringRef k, StringRef v) {
     NamedAttrList args(t.getArgs());
     args.set(k, StringAttr::get(t.getContext(), v));
     t.setArgsAttr(args.getDictionary(t.getContext()));
@@ -61,26 +61,26 @@ struct SchedulePartitionWorkPass
     return planning::choosePartition(opts, budget ? budget : current ? current : targetSms,
                                      {overheadBytes, fullSegmentBytes});
   }
-  void finish(TaskOp t, int64_t count, int64_t bytesPerTask, StringRef how) {
+  void finish(TaskOpInterface t, int64_t count, int64_t bytesPerTask, StringRef how) {
     t.setCount(count);
     t.setBytes(count * bytesPerTask);
     if (t.getPartition().empty())
       t.setPartition(how);
   }
-  llvm::StringMap<TaskOp> producer; // buffer -> (last) writing task
+  llvm::StringMap<TaskOpInterface> producer; // buffer -> (last) writing task
 
   /// Moves tasks that have slack into later phases with idle blocks (below).
   void balancePhases(KernelOp kernel);
   /// `t` cut again as partition() does, for `blocks` blocks; the attributes
   /// it would get (t itself is left as it was).
-  FailureOr<DictionaryAttr> recut(TaskOp t, KernelOp kernel, int64_t blocks);
+  FailureOr<DictionaryAttr> recut(TaskOpInterface t, KernelOp kernel, int64_t blocks);
   /// Blocks the cut is balanced for; 0: the task's cut_blocks, else
   /// target-sms (`current`: the cut_blocks of the task being cut).
   int64_t budget = 0, current = 0;
   /// Each task's attributes before it was cut, and the producers of what it
   /// reads as the first walk saw them (what partition() looks up).
   DenseMap<Operation *, DictionaryAttr> uncut;
-  DenseMap<Operation *, SmallVector<std::pair<StringRef, TaskOp>>> readProducers;
+  DenseMap<Operation *, SmallVector<std::pair<StringRef, TaskOpInterface>>> readProducers;
   /// recut()'s answers by (task, blocks).
   std::map<std::pair<Operation *, int64_t>, FailureOr<DictionaryAttr>> recuts;
 };
@@ -89,7 +89,7 @@ struct SchedulePartitionWorkPass
 // contiguous pieces) wins. At most 128: the tensor-core tile's width.
 static const int64_t kTiles[] = {128, 64, 32, 16};
 
-LogicalResult SchedulePartitionWorkPass::partition(TaskOp t, KernelOp kernel) {
+LogicalResult SchedulePartitionWorkPass::partition(TaskOpInterface t, KernelOp kernel) {
   const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
   int64_t threads = kernel.getThreads();
   auto arrayArg = [&](StringRef n) { return t.getIntArrayArg(n); };
@@ -347,10 +347,10 @@ static bool mustFollow(const Accesses &t, const Accesses &later) {
 /// Sets `t`'s attributes to `d` exactly: setAttrs leaves an inherent
 /// attribute (a property) that `d` lacks as it was, so the ones this pass
 /// writes go back to their defaults by hand.
-static void setAttrsExactly(TaskOp t, DictionaryAttr d) {
+static void setAttrsExactly(TaskOpInterface t, DictionaryAttr d) {
   t->setAttrs(d);
   if (!d.get("cut_blocks"))
-    t.removeCutBlocksAttr();
+    t.removeCutBlocks();
   if (!d.get("partition"))
     t.setPartition("");
   if (!d.get("count"))
@@ -361,7 +361,7 @@ static void setAttrsExactly(TaskOp t, DictionaryAttr d) {
     t.setArgsAttr(DictionaryAttr::get(t.getContext()));
 }
 
-FailureOr<DictionaryAttr> SchedulePartitionWorkPass::recut(TaskOp t, KernelOp kernel,
+FailureOr<DictionaryAttr> SchedulePartitionWorkPass::recut(TaskOpInterface t, KernelOp kernel,
                                                            int64_t blocks) {
   auto [it, fresh] = recuts.try_emplace({t.getOperation(), blocks}, failure());
   if (!fresh)
@@ -374,7 +374,7 @@ FailureOr<DictionaryAttr> SchedulePartitionWorkPass::recut(TaskOp t, KernelOp ke
   budget = blocks;
   LogicalResult ok = partition(t, kernel);
   budget = 0;
-  t.setCutBlocksAttr(IntegerAttr::get(IntegerType::get(t.getContext(), 64), blocks));
+  t.setCutBlocks(blocks);
   DictionaryAttr out = t->getAttrDictionary();
   setAttrsExactly(t, cut);
   if (succeeded(ok))
@@ -420,10 +420,10 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
   // Every task's accesses, gathered before any lookup (a lookup must not
   // insert: that would move the entries another lookup still refers to).
   DenseMap<Operation *, Accesses> accessMap;
-  kernel.walk([&](TaskOp t) {
+  kernel.walk([&](TaskOpInterface t) {
     accessMap[t.getOperation()] = taskAccesses(t);
   });
-  auto accesses = [&](TaskOp t) -> const Accesses & {
+  auto accesses = [&](TaskOpInterface t) -> const Accesses & {
     return accessMap.find(t.getOperation())->second;
   };
   llvm::StringSet<> shared; // every-block values in shared memory: stay put
@@ -437,14 +437,14 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
   // The load of `ph` without task `out` and with a task cut as `inCut`.
   // The load of `ph` with task `out` left out, or, with `inCut`, cut as
   // `inCut` (in its place when it is ph's, else added last).
-  auto load = [&](PhaseOp ph, TaskOp out, DictionaryAttr inCut) {
+  auto load = [&](PhaseOp ph, TaskOpInterface out, DictionaryAttr inCut) {
     std::vector<std::pair<int64_t, int64_t>> v;
     auto cutOf = [&](DictionaryAttr c) -> std::pair<int64_t, int64_t> {
       int64_t n = c.getAs<IntegerAttr>("count").getInt();
       return {n, costOf(n, c.getAs<IntegerAttr>("bytes").getInt())};
     };
     bool placed = false;
-    for (TaskOp o : ph.getBodyBlock().getOps<TaskOp>()) {
+    for (TaskOpInterface o : ph.getBodyBlock().getOps<TaskOpInterface>()) {
       if (o.isEveryBlock())
         continue;
       if (o == out) {
@@ -471,7 +471,7 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
       g = {g.first - l.busiest, g.second - l.squares};
     return g;
   };
-  auto movable = [&](TaskOp t, PhaseOp ph) {
+  auto movable = [&](TaskOpInterface t, PhaseOp ph) {
     std::optional<TaskKind> kind = t.getTaskKind();
     // MLA attention chunks size their partial buffers as they are cut.
     if (t.isEveryBlock() || !kind || *kind == TaskKind::MlaAttentionChunk ||
@@ -483,7 +483,7 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
         if (shared.contains(n))
           return false;
     bool after = false, others = false;
-    for (TaskOp o : ph.getBodyBlock().getOps<TaskOp>()) {
+    for (TaskOpInterface o : ph.getBodyBlock().getOps<TaskOpInterface>()) {
       if (o == t) {
         after = true;
         continue;
@@ -495,13 +495,13 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
     return others; // a phase is never left without grid work
   };
   for (int p = int(phases.size()) - 2; p >= 0; --p) {
-    SmallVector<TaskOp> tasks(phases[p].getBodyBlock().getOps<TaskOp>());
-    for (TaskOp t : llvm::reverse(tasks)) {
+    SmallVector<TaskOpInterface> tasks(phases[p].getBodyBlock().getOps<TaskOpInterface>());
+    for (TaskOpInterface t : llvm::reverse(tasks)) {
       if (!movable(t, phases[p]))
         continue;
       int last = p;
       for (int q = p + 1; q < int(phases.size()) && q <= p + kBalanceWindow; ++q) {
-        if (llvm::any_of(phases[q].getBodyBlock().getOps<TaskOp>(), [&](TaskOp o) {
+        if (llvm::any_of(phases[q].getBodyBlock().getOps<TaskOpInterface>(), [&](TaskOpInterface o) {
               return mustFollow(accesses(t), accesses(o));
             }))
           break;
@@ -515,11 +515,11 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
       // leave idle, where they are more than the grid), then the later ones.
       for (int q = p; q <= last; ++q) {
         int64_t used = 0, grid = 0;
-        for (TaskOp o : phases[q].getBodyBlock().getOps<TaskOp>())
+        for (TaskOpInterface o : phases[q].getBodyBlock().getOps<TaskOpInterface>())
           grid += !o.isEveryBlock();
         if (q != p && grid >= kMaxPhaseTasks)
           continue;
-        for (TaskOp o : phases[q].getBodyBlock().getOps<TaskOp>())
+        for (TaskOpInterface o : phases[q].getBodyBlock().getOps<TaskOpInterface>())
           if (!o.isEveryBlock() && o != t)
             used += o.getCount();
         int64_t idle = targetSms - used;
@@ -577,7 +577,7 @@ void SchedulePartitionWorkPass::runOnOperation() {
     recuts.clear();
     // phase-budget: instances of each phase's tasks cut so far.
     DenseMap<Operation *, int64_t> phaseUsed;
-    WalkResult r = kernel.walk([&](TaskOp t) {
+    WalkResult r = kernel.walk([&](TaskOpInterface t) {
       uncut[t] = t->getAttrDictionary();
       current = t.getCutBlocks().value_or(0);
       int64_t &used = phaseUsed[t->getParentOp()];
@@ -585,7 +585,7 @@ void SchedulePartitionWorkPass::runOnOperation() {
         current = std::max(targetSms - used, (targetSms + 3) / 4);
       const TaskAccesses acc = taskAccesses(t);
       for (StringRef n : acc.reads)
-        if (TaskOp p = producer.lookup(n))
+        if (TaskOpInterface p = producer.lookup(n))
           readProducers[t].push_back({n, p});
       LogicalResult cut = partition(t, kernel);
       current = 0;

@@ -35,7 +35,7 @@ struct SchedulePlanWorkspacePass
         if (isa<BarrierOp>(op))
           ++segment;
         if (auto p = dyn_cast<PhaseOp>(op))
-          for (TaskOp t : p.getBodyBlock().getOps<TaskOp>()) {
+          for (TaskOpInterface t : p.getBodyBlock().getOps<TaskOpInterface>()) {
             const TaskAccesses acc = taskAccesses(t);
             for (const SmallVector<StringRef> *l : {&acc.reads, &acc.writes, &acc.accumulates})
               for (StringRef n : *l) {

@@ -40,7 +40,7 @@ struct SchedulePrefetchWeightsPass
 /// The weights task `t` reads that do not depend on run-time data: every
 /// weight its kind's arguments name (the dialect's registry), unless a
 /// router picks them at run time (routed experts; shared ones are static).
-void staticWeights(TaskOp t, NameSet &out) {
+void staticWeights(TaskOpInterface t, NameSet &out) {
   if (mk::schedule::readsRoutedWeights(t))
     return;
   for (const std::string &w : mk::schedule::taskWeights(t))
@@ -57,13 +57,13 @@ void SchedulePrefetchWeightsPass::runOnOperation() {
     if (streams)
       kernel.setEarlyWeightStreams(true);
     for (PhaseOp phase : kernel.getBodyBlock().getOps<PhaseOp>()) {
-      const bool normed = llvm::any_of(phase.getBodyBlock().getOps<TaskOp>(),
-                                       [](TaskOp t) { return t.isEveryBlock(); });
+      const bool normed = llvm::any_of(phase.getBodyBlock().getOps<TaskOpInterface>(),
+                                       [](TaskOpInterface t) { return t.isEveryBlock(); });
       if ((normFreeStreams && !normed) || (normStreams && normed))
         phase.setEarlyWeightStreams(true);
       if (l2FirstTasks && normed)
         phase.setL2FirstTasks(true);
-      if (kdaStateL2 && llvm::any_of(phase.getBodyBlock().getOps<TaskOp>(), [](TaskOp t) {
+      if (kdaStateL2 && llvm::any_of(phase.getBodyBlock().getOps<TaskOpInterface>(), [](TaskOpInterface t) {
             return t.getTaskKind() == TaskKind::KdaHeadChunk;
           }))
         phase.setL2FirstTasks(true);
@@ -78,7 +78,7 @@ void SchedulePrefetchWeightsPass::runOnOperation() {
       // The first phase also asks for its own and the next phases' weights:
       // nothing earlier did.
       for (size_t q = p == 0 ? 0 : p + size_t(distance); q <= p + size_t(distance); ++q)
-        for (TaskOp t : phases[q].getBodyBlock().getOps<TaskOp>())
+        for (TaskOpInterface t : phases[q].getBodyBlock().getOps<TaskOpInterface>())
           staticWeights(t, ws);
       ws.remove("");
       if (ws.empty())

@@ -36,7 +36,7 @@ void mk::schedule::printScheduleSummary(ModuleOp module, raw_ostream &os) {
       if (!p)
         continue;
       int64_t bytes = 0, n = 0;
-      for (TaskOp t : p.getBodyBlock().getOps<TaskOp>()) {
+      for (TaskOpInterface t : p.getBodyBlock().getOps<TaskOpInterface>()) {
         bytes += t.getBytes();
         n += t.getCount();
       }
@@ -44,7 +44,7 @@ void mk::schedule::printScheduleSummary(ModuleOp module, raw_ostream &os) {
       os << llvm::format("  phase %2d  %6lld tasks  %10.3f MB  ", idx++,
                          (long long)n, bytes / 1e6)
          << p.getName() << "\n";
-      for (TaskOp t : p.getBodyBlock().getOps<TaskOp>()) {
+      for (TaskOpInterface t : p.getBodyBlock().getOps<TaskOpInterface>()) {
         ++tasks;
         // Counts are at most 2^20 (the task verifier): 7 digits.
         os << llvm::format("      %-22s x%-7lld %9.3f MB  ",

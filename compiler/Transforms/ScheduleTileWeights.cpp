@@ -94,7 +94,7 @@ void ScheduleTileWeightsPass::runOnOperation() {
         order.push_back(w.str());
       return it->second;
     };
-    kernel.walk([&](TaskOp t) {
+    kernel.walk([&](TaskOpInterface t) {
       const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
       if (kind == mk::schedule::TaskKind::W4A16Gemv) {
         SmallVector<std::string> ws = t.getStrArrayArg("weights");
@@ -119,7 +119,7 @@ void ScheduleTileWeightsPass::runOnOperation() {
       }
     });
     // Any other task naming one of them disqualifies it.
-    kernel.walk([&](TaskOp t) {
+    kernel.walk([&](TaskOpInterface t) {
       const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
       if (kind == mk::schedule::TaskKind::W4A16Gemv || kind == mk::schedule::TaskKind::MoeGateUp || kind == mk::schedule::TaskKind::MoeDown)
         return;

@@ -12,18 +12,29 @@ using namespace mk::schedule;
 
 #include "mk/Dialect/Schedule/ScheduleDialect.cpp.inc"
 
-#define GET_ATTRDEF_CLASSES
-#include "mk/Dialect/Schedule/ScheduleAttrs.cpp.inc"
-
 void ScheduleDialect::initialize() {
-  addAttributes<
-#define GET_ATTRDEF_LIST
-#include "mk/Dialect/Schedule/ScheduleAttrs.cpp.inc"
-      >();
   addOperations<
 #define GET_OP_LIST
 #include "mk/Dialect/Schedule/ScheduleOps.cpp.inc"
       >();
+}
+
+/// The parse hook of an op name the dialect does not register.
+static ParseResult parseUnknownOp(OpAsmParser &parser, OperationState &state) {
+  std::string kinds;
+  for (const TaskKindInfo &k : taskKinds())
+    kinds += (kinds.empty() ? "" : ", ") + taskKindName(k.kind).str();
+  (void)state;
+  return parser.emitError(parser.getNameLoc())
+         << "is no op of the schedule dialect; a task's op is its kind, one of: " << kinds
+         << ", opaque";
+}
+
+std::optional<Dialect::ParseOpHook>
+ScheduleDialect::getParseOperationHook(StringRef opName) const {
+  if (std::optional<Dialect::ParseOpHook> hook = Dialect::getParseOperationHook(opName))
+    return hook;
+  return ParseOpHook(parseUnknownOp);
 }
 
 void mk::schedule::registerScheduleDialect(DialectRegistry &registry) {

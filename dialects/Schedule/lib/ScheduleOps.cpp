@@ -79,7 +79,7 @@ LogicalResult KernelOp::verify() {
 namespace {
 /// One task in program order, with where it sits.
 struct TaskInfo {
-  TaskOp op;
+  TaskOpInterface op;
   int64_t segment; // number of barriers before it
   int64_t phase;
   TaskAccesses accesses; // taskAccesses(op), computed once
@@ -104,7 +104,7 @@ LogicalResult KernelOp::verifyRegions() {
   // The buffers and weights a task's arguments name (TaskKinds.h) are the
   // kernel's: a weight by its schedule.weight name, or a W4A16 weight by
   // the prefix of its parts (`w` for `w.w_q`, `w.scales`, `w.zeros`).
-  auto checkArgNames = [&](TaskOp t) -> LogicalResult {
+  auto checkArgNames = [&](TaskOpInterface t) -> LogicalResult {
     for (const TaskArgSpec &a : taskArgSpecs(t)) {
       Attribute v = t.getArgs().get(a.name);
       if (!v)
@@ -145,7 +145,7 @@ LogicalResult KernelOp::verifyRegions() {
     auto p = dyn_cast<PhaseOp>(op);
     if (!p)
       continue;
-    for (TaskOp t : p.getBodyBlock().getOps<TaskOp>()) {
+    for (TaskOpInterface t : p.getBodyBlock().getOps<TaskOpInterface>()) {
       if (!taskIndex.try_emplace(t.getName(), tasks.size()).second)
         return t.emitOpError("task name '") << t.getName() << "' is not unique";
       if (failed(checkArgNames(t)))
@@ -396,7 +396,7 @@ LogicalResult KernelOp::verifyRegions() {
 }
 
 //===----------------------------------------------------------------------===//
-// BufferOp, CounterOp, PhaseOp, TaskOp
+// BufferOp, CounterOp, PhaseOp, TaskOpInterface
 //===----------------------------------------------------------------------===//
 
 int64_t BufferOp::getNumElements() {
@@ -515,39 +515,51 @@ void PhaseOp::build(OpBuilder &b, OperationState &state, StringRef name) {
   body->push_back(new Block());
 }
 
-LogicalResult TaskOp::verify() {
-  // Read signed: I64Attr's accessors return uint64_t.
-  const int64_t count = getCountAttr().getInt(), bytes = getBytesAttr().getInt();
+LogicalResult mk::schedule::verifyTaskOp(TaskOpInterface t) {
+  const int64_t count = t.getCount(), bytes = t.getBytes();
   if (count <= 0)
-    return emitOpError("count must be positive, got ") << count;
+    return t.emitOpError("count must be positive, got ") << count;
   if (count > kMaxTaskInstances)
-    return emitOpError("count ") << count << " exceeds the " << kMaxTaskInstances
-                                 << " instances a task may have";
-  if (isEveryBlock() && count != 1)
-    return emitOpError("an every_block task has count 1");
+    return t.emitOpError("count ") << count << " exceeds the " << kMaxTaskInstances
+                                   << " instances a task may have";
+  if (t.isEveryBlock() && count != 1)
+    return t.emitOpError("an every_block task has count 1");
   if (bytes < 0)
-    return emitOpError("bytes must be non-negative, got ") << bytes;
+    return t.emitOpError("bytes must be non-negative, got ") << bytes;
   // A registered kind's arguments follow its specs (TaskKinds.h). An
   // `opaque` task: the analysis passes see only its accesses, counters and
   // barriers (their tests use such tasks), and the partition and the
   // emitter refuse it.
-  if (!lookupTaskKind(getKind()))
+  if (!lookupTaskKind(t.getKind()))
     return success();
-  return verifyTaskArgs(*this, TaskArgStage::Formed);
+  return verifyTaskArgs(t, TaskArgStage::Formed);
 }
 
-std::optional<TaskKind> TaskOp::getTaskKind() {
+TaskOpInterface mk::schedule::createTaskOp(OpBuilder &b, Location loc, TaskKind kind,
+                                           StringRef name, StringRef op, StringRef partition,
+                                           DictionaryAttr args) {
+  OperationState state(loc, ("schedule." + stringifyTaskKind(kind)).str());
+  state.addAttribute("name", b.getStringAttr(name));
+  if (!op.empty())
+    state.addAttribute("op", b.getStringAttr(op));
+  if (!partition.empty())
+    state.addAttribute("partition", b.getStringAttr(partition));
+  state.addAttribute("args", args);
+  return cast<TaskOpInterface>(b.create(state));
+}
+
+std::optional<TaskKind> TaskOpInterface::getTaskKind() {
   if (getKind() == TaskKind::Opaque)
     return std::nullopt;
   return getKind();
 }
 
-int64_t TaskOp::getIntArg(StringRef name, int64_t dflt) {
+int64_t TaskOpInterface::getIntArg(StringRef name, int64_t dflt) {
   if (auto a = dyn_cast_or_null<IntegerAttr>(getArgs().get(name)))
     return a.getInt();
   return dflt;
 }
-StringRef TaskOp::getStrArg(StringRef name) {
+StringRef TaskOpInterface::getStrArg(StringRef name) {
   Attribute v = getArgs().get(name);
   if (auto a = dyn_cast_or_null<StringAttr>(v))
     return a.getValue();
@@ -555,7 +567,7 @@ StringRef TaskOp::getStrArg(StringRef name) {
     return r.getValue();
   return "";
 }
-SmallVector<int64_t> TaskOp::getIntArrayArg(StringRef name) {
+SmallVector<int64_t> TaskOpInterface::getIntArrayArg(StringRef name) {
   SmallVector<int64_t> v;
   if (auto a = dyn_cast_or_null<ArrayAttr>(getArgs().get(name)))
     for (Attribute x : a)
@@ -563,7 +575,7 @@ SmallVector<int64_t> TaskOp::getIntArrayArg(StringRef name) {
         v.push_back(i.getInt());
   return v;
 }
-SmallVector<std::string> TaskOp::getStrArrayArg(StringRef name) {
+SmallVector<std::string> TaskOpInterface::getStrArrayArg(StringRef name) {
   SmallVector<std::string> v;
   if (auto a = dyn_cast_or_null<ArrayAttr>(getArgs().get(name)))
     for (Attribute x : a)
@@ -573,6 +585,8 @@ SmallVector<std::string> TaskOp::getStrArrayArg(StringRef name) {
         v.push_back(r.getValue().str());
   return v;
 }
+
+#include "mk/Dialect/Schedule/ScheduleInterfaces.cpp.inc"
 
 #define GET_OP_CLASSES
 #include "mk/Dialect/Schedule/ScheduleOps.cpp.inc"

@@ -151,7 +151,7 @@ const TaskKindInfo *lookupTaskKind(TaskKind kind) {
   return nullptr;
 }
 
-SmallVector<TaskArgSpec> taskArgSpecs(TaskOp t) {
+SmallVector<TaskArgSpec> taskArgSpecs(TaskOpInterface t) {
   SmallVector<TaskArgSpec> specs;
   const TaskKindInfo *info = lookupTaskKind(t.getKind());
   if (!info)
@@ -166,7 +166,7 @@ SmallVector<TaskArgSpec> taskArgSpecs(TaskOp t) {
 
 /// Argument `name` of `t` as a list: an array's elements, or the one value
 /// (empty when absent).
-static SmallVector<Attribute> argValues(TaskOp t, StringRef name) {
+static SmallVector<Attribute> argValues(TaskOpInterface t, StringRef name) {
   SmallVector<Attribute> out;
   Attribute v = t.getArgs().get(name);
   if (auto arr = dyn_cast_or_null<ArrayAttr>(v))
@@ -176,7 +176,7 @@ static SmallVector<Attribute> argValues(TaskOp t, StringRef name) {
   return out;
 }
 
-SmallVector<std::string> taskWeights(TaskOp t) {
+SmallVector<std::string> taskWeights(TaskOpInterface t) {
   SmallVector<std::string> out;
   for (const TaskArgSpec &a : taskArgSpecs(t)) {
     if (a.type != T::Weight && a.type != T::Weights)
@@ -188,11 +188,11 @@ SmallVector<std::string> taskWeights(TaskOp t) {
   return out;
 }
 
-bool readsRoutedWeights(TaskOp t) {
+bool readsRoutedWeights(TaskOpInterface t) {
   return llvm::any_of(taskArgSpecs(t), [](const TaskArgSpec &a) { return a.routedOnly; });
 }
 
-DictionaryAttr withBufferSymbols(TaskOp t) {
+DictionaryAttr withBufferSymbols(TaskOpInterface t) {
   MLIRContext *ctx = t.getContext();
   NamedAttrList args(t.getArgs());
   for (const TaskArgSpec &a : taskArgSpecs(t)) {
@@ -217,7 +217,7 @@ DictionaryAttr withBufferSymbols(TaskOp t) {
   return args.getDictionary(ctx);
 }
 
-TaskAccesses taskArgAccesses(TaskOp t) {
+TaskAccesses taskArgAccesses(TaskOpInterface t) {
   TaskAccesses out;
   auto add = [](SmallVector<StringRef> &list, StringRef name) {
     if (!name.empty() && !llvm::is_contained(list, name))
@@ -256,7 +256,7 @@ TaskAccesses taskArgAccesses(TaskOp t) {
   return out;
 }
 
-TaskAccesses taskAccesses(TaskOp t) {
+TaskAccesses taskAccesses(TaskOpInterface t) {
   TaskAccesses out = taskArgAccesses(t);
   auto addAll = [](SmallVector<StringRef> &list, ArrayAttr refs) {
     for (Attribute r : refs) {
@@ -271,7 +271,7 @@ TaskAccesses taskAccesses(TaskOp t) {
   return out;
 }
 
-LogicalResult verifyTaskArgs(TaskOp t, TaskArgStage upTo) {
+LogicalResult verifyTaskArgs(TaskOpInterface t, TaskArgStage upTo) {
   DictionaryAttr args = t.getArgs();
   for (const TaskArgSpec &a : taskArgSpecs(t)) {
     Attribute v = args.get(a.name);

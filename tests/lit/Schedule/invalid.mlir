@@ -3,11 +3,11 @@
 schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "produce" {
-    schedule.task "p" opaque {count = 8 : i64, writes = [@x]}
+    schedule.opaque "p" {count = 8 : i64, writes = [@x]}
   }
   schedule.phase "consume" {
     // expected-error @+1 {{accesses @x after task 'p' without a barrier or counter between them}}
-    schedule.task "c" opaque {reads = [@x]}
+    schedule.opaque "c" {reads = [@x]}
   }
 }
 
@@ -17,7 +17,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @x {dtype = "f32", shape = array<i64: 64>}
   schedule.phase "acc" {
     // expected-error @+1 {{accumulates into @x which no earlier, ordered task initializes}}
-    schedule.task "a" opaque {accumulates = [@x]}
+    schedule.opaque "a" {accumulates = [@x]}
   }
 }
 
@@ -27,8 +27,8 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
   schedule.counter @c {size = 1 : i64}
   schedule.phase "p" {
-    schedule.task "c" opaque {reads = [@x]}
-    schedule.task "p" opaque {writes = [@x]}
+    schedule.opaque "c" {reads = [@x]}
+    schedule.opaque "p" {writes = [@x]}
     schedule.signal @c {task = "p"}
     // expected-error @+1 {{waits on @c signaled by task 'p' which does not come before task 'c' (possible deadlock)}}
     schedule.wait @c {task = "c", target = 1 : i64}
@@ -41,11 +41,11 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
   schedule.counter @c {size = 1 : i64}
   schedule.phase "p" {
-    schedule.task "p" opaque {count = 2 : i64, writes = [@x]}
+    schedule.opaque "p" {count = 2 : i64, writes = [@x]}
     schedule.signal @c {task = "p", divisor = 2 : i64}
   }
   schedule.phase "q" {
-    schedule.task "c" opaque {reads = [@x]}
+    schedule.opaque "c" {reads = [@x]}
     // expected-error @+1 {{waits for 3 signals on @c[0] which receives only 2}}
     schedule.wait @c {task = "c", target = 3 : i64}
   }
@@ -182,14 +182,14 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "p" {
-    schedule.task "w" opaque {writes = [@x]}
+    schedule.opaque "w" {writes = [@x]}
   }
   schedule.barrier
   schedule.phase "q" {
     // A registered kind's buffer arguments say its accesses; a list that
     // repeats one must say the same.
     // expected-error @+1 {{lists @x in writes, but its w4a16_gemv arguments do not write it}}
-    schedule.task "t" w4a16_gemv {writes = [@x], args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32}}
+    schedule.w4a16_gemv "t" {writes = [@x], args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32}}
   }
 }
 
@@ -200,13 +200,13 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
   schedule.buffer @y {dtype = "f32", shape = array<i64: 64>}
   schedule.phase "p" {
-    schedule.task "w" opaque {writes = [@x, @y]}
+    schedule.opaque "w" {writes = [@x, @y]}
   }
   schedule.barrier
   schedule.phase "q" {
     // An atomic_f32 GEMV accumulates into its outputs: it does not write them.
     // expected-error @+1 {{lists @y in writes, but its w4a16_gemv arguments do not write it}}
-    schedule.task "t" w4a16_gemv {writes = [@y], args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32, epilogue = "atomic_f32"}}
+    schedule.w4a16_gemv "t" {writes = [@y], args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32, epilogue = "atomic_f32"}}
   }
 }
 
@@ -216,14 +216,14 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "p" {
-    schedule.task "w" opaque {writes = [@x]}
+    schedule.opaque "w" {writes = [@x]}
   }
   schedule.barrier
   schedule.phase "q" {
     // An argument no registry entry declares names a buffer only through
     // the access lists.
     // expected-error @+1 {{argument 'extra' names buffer @y, which the task does not list in reads, writes or accumulates}}
-    schedule.task "t" opaque {reads = [@x], args = {extra = "y"}}
+    schedule.opaque "t" {reads = [@x], args = {extra = "y"}}
   }
 }
 
@@ -239,7 +239,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
 schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.phase "p" {
     // expected-error @+1 {{count 16777216 exceeds the 1048576 instances a task may have}}
-    schedule.task "t" opaque {count = 16777216 : i64}
+    schedule.opaque "t" {count = 16777216 : i64}
   }
 }
 
@@ -248,7 +248,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
 schedule.kernel @k attributes {threads = 128 : i64} {
   // expected-error @+1 {{attribute 'deal_offset' failed to satisfy constraint}}
   schedule.phase "p" attributes {deal_offset = -1 : i64} {
-    schedule.task "t" opaque {count = 8 : i64}
+    schedule.opaque "t" {count = 8 : i64}
   }
 }
 
@@ -257,7 +257,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
 schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.phase "p" {
     // expected-error @+1 {{bytes must be non-negative, got -5}}
-    schedule.task "t" opaque {count = 8 : i64, bytes = -5 : i64}
+    schedule.opaque "t" {count = 8 : i64, bytes = -5 : i64}
   }
 }
 
@@ -273,19 +273,18 @@ schedule.kernel @k attributes {threads = 128 : i64} {
 schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.phase "p" {
     // expected-error @+1 {{count must be positive, got -2}}
-    schedule.task "t" opaque {count = -2 : i64}
+    schedule.opaque "t" {count = -2 : i64}
   }
 }
 
 // -----
 
-// A task's kind is one of the TaskKind keywords; any other word is refused
-// where it stands, with the list of kinds.
+// A task's op is its kind (one of the TaskKind keywords); any other op name
+// of the dialect is refused where it stands, with the list of kinds.
 schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.phase "p" {
-    // expected-error @+2 {{expected ::mk::schedule::TaskKind to be one of: residual_rmsnorm, w4a16_gemv, bf16_rows, kda_head_chunk, conv_commit, zero_f32, final_residual, mla_rope_append, mla_q_absorb, mla_attention_chunk, mla_combine_wv, moe_gate_up, moe_down, opaque}}
-    // expected-error @+1 {{failed to parse Schedule_TaskKindAttr parameter 'value'}}
-    schedule.task "t" zero_f16 {count = 1 : i64}
+    // expected-error @+1 {{custom op 'schedule.zero_f16' is no op of the schedule dialect; a task's op is its kind, one of: residual_rmsnorm, w4a16_gemv, bf16_rows, kda_head_chunk, conv_commit, zero_f32, final_residual, mla_rope_append, mla_q_absorb, mla_attention_chunk, mla_combine_wv, moe_gate_up, moe_down, opaque}}
+    schedule.zero_f16 "t" {count = 1 : i64}
   }
 }
 
@@ -298,9 +297,9 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "p" {
-    schedule.task "w" opaque {writes = [@x]}
+    schedule.opaque "w" {writes = [@x]}
     // expected-error @+1 {{accesses @x after task 'w' without a barrier or counter between them}}
-    schedule.task "t" w4a16_gemv {args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32}}
+    schedule.w4a16_gemv "t" {args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32}}
   }
 }
 
@@ -314,7 +313,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @z {dtype = "bf16", shape = array<i64: 64>, space = "io"}
   schedule.phase "q" {
     // expected-error @+1 {{accumulates into @s, a bf16 buffer: the sums it adds are fp32 (an f32 buffer)}}
-    schedule.task "d" moe_down {args = {down = "w", sums = @z, acc = @s, hidden = 64 : i64, inter = 32 : i64, slots = 1 : i64, group = 32 : i64}}
+    schedule.moe_down "d" {args = {down = "w", sums = @z, acc = @s, hidden = 64 : i64, inter = 32 : i64, slots = 1 : i64, group = 32 : i64}}
   }
 }
 
@@ -328,7 +327,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 32>}
   schedule.phase "p" {
     // expected-error @+1 {{output @y holds 32 elements, but its width in 'n' is 64}}
-    schedule.task "t" w4a16_gemv {args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32, epilogue = "bf16"}}
+    schedule.w4a16_gemv "t" {args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32, epilogue = "bf16"}}
   }
 }
 
@@ -340,7 +339,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @y {dtype = "f32", shape = array<i64: 64>}
   schedule.phase "p" {
     // expected-error @+1 {{writes output @y in bf16 (epilogue 'bf16'), but the buffer is f32}}
-    schedule.task "t" w4a16_gemv {args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32, epilogue = "bf16"}}
+    schedule.w4a16_gemv "t" {args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32, epilogue = "bf16"}}
   }
 }
 
@@ -352,7 +351,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "p" {
     // expected-error @+1 {{has 1 outputs but 2 widths in 'n' (one per output)}}
-    schedule.task "t" w4a16_gemv {args = {input = @x, outputs = [@y], weights = ["w"], n = [32, 32], k = 64, group = 32, epilogue = "bf16"}}
+    schedule.w4a16_gemv "t" {args = {input = @x, outputs = [@y], weights = ["w"], n = [32, 32], k = 64, group = 32, epilogue = "bf16"}}
   }
 }
 
@@ -362,6 +361,6 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @s {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "p" {
     // expected-error @+1 {{zeroes 64 floats of @s, which holds 64 bf16 elements}}
-    schedule.task "zero" zero_f32 {args = {buffer = @s, n = 64 : i64}}
+    schedule.zero_f32 "zero" {args = {buffer = @s, n = 64 : i64}}
   }
 }

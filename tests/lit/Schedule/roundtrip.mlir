@@ -12,20 +12,20 @@ schedule.kernel @k attributes {threads = 128 : i64, config = {hidden = 64 : i64,
   schedule.counter @ready {size = 4 : i64}
   // CHECK: schedule.phase "produce"
   schedule.phase "produce" {
-    // CHECK: schedule.task "p" {{[a-z0-9_]+}} {args = {group = 32 : i64, input = @in, k = 64 : i64, n = [64], outputs = [@x], weights = ["l0.proj"]}
-    schedule.task "p" w4a16_gemv {count = 8 : i64, reads = [@in], writes = [@x],
+    // CHECK: schedule.{{[a-z0-9_]+}} "p" {args = {group = 32 : i64, input = @in, k = 64 : i64, n = [64], outputs = [@x], weights = ["l0.proj"]}
+    schedule.w4a16_gemv "p" {count = 8 : i64, reads = [@in], writes = [@x],
                        args = {weights = ["l0.proj"], outputs = [@x], n = [64], k = 64, group = 32, input = @in}}
     // CHECK: schedule.signal @ready {divisor = 2 : i64, task = "p"}
     schedule.signal @ready {task = "p", divisor = 2 : i64}
   }
   schedule.phase "consume" {
-    schedule.task "c" opaque {count = 4 : i64, reads = [@x]}
+    schedule.opaque "c" {count = 4 : i64, reads = [@x]}
     // CHECK: schedule.wait @ready {target = 2 : i64, task = "c"}
     schedule.wait @ready {task = "c", target = 2 : i64}
   }
   // CHECK: schedule.barrier
   schedule.barrier
   schedule.phase "after" {
-    schedule.task "a" opaque {reads = [@x]}
+    schedule.opaque "a" {reads = [@x]}
   }
 }

@@ -12,7 +12,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
     // expected-error @+1 {{argument 'group' must be an integer in 1..2147483647, got 0}}
-    schedule.task "g" w4a16_gemv {reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, group = 0 : i64, n = [256], input = @x, outputs = [@y]}}
+    schedule.w4a16_gemv "g" {reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, group = 0 : i64, n = [256], input = @x, outputs = [@y]}}
   }
 }
 
@@ -24,7 +24,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
     // expected-error @+1 {{argument 'group' is missing (an integer in 1..2147483647)}}
-    schedule.task "g" w4a16_gemv {reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, n = [256], input = @x, outputs = [@y]}}
+    schedule.w4a16_gemv "g" {reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, n = [256], input = @x, outputs = [@y]}}
   }
 }
 
@@ -36,7 +36,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
     // expected-error @+1 {{argument 'rows' must be an integer in 1..2147483647, got -3}}
-    schedule.task "r" bf16_rows {reads = [@x], writes = [@y], args = {weight = "r", output = @y, rows = -3 : i64, k = 256 : i64}}
+    schedule.bf16_rows "r" {reads = [@x], writes = [@y], args = {weight = "r", output = @y, rows = -3 : i64, k = 256 : i64}}
   }
 }
 
@@ -48,7 +48,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @qa {dtype = "f32", shape = array<i64: 1024>}
   schedule.phase "p" {
     // expected-error @+1 {{argument 'nope' must be an integer in 1..2147483647, got 0}}
-    schedule.task "a" mla_q_absorb {writes = [@q, @qa], args = {q = @q, q_abs = @qa, kv_b = "kv_b", nope = 0 : i64, lora = 512 : i64, heads = 2 : i64, v_head = 128 : i64}}
+    schedule.mla_q_absorb "a" {writes = [@q, @qa], args = {q = @q, q_abs = @qa, kv_b = "kv_b", nope = 0 : i64, lora = 512 : i64, heads = 2 : i64, v_head = 128 : i64}}
   }
 }
 
@@ -57,7 +57,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
 schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.phase "p" {
     // expected-error @+1 {{argument 'q_abs' is missing (a buffer of the kernel, as a symbol (@name))}}
-    schedule.task "a" mla_attention_chunk {args = {lora = 512 : i64}}
+    schedule.mla_attention_chunk "a" {args = {lora = 512 : i64}}
   }
 }
 
@@ -69,7 +69,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
     // expected-error @+1 {{argument 'n' must be a non-empty array of integers in 1..2147483647}}
-    schedule.task "g" w4a16_gemv {reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, group = 32 : i64, n = [-256], input = @x, outputs = [@y]}}
+    schedule.w4a16_gemv "g" {reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, group = 32 : i64, n = [-256], input = @x, outputs = [@y]}}
   }
 }
 
@@ -80,7 +80,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "p" {
     // expected-error @+1 {{argument 'n' must be an integer in 1..2147483647, got 4294967296}}
-    schedule.task "z" zero_f32 {writes = [@y], args = {buffer = @y, n = 4294967296 : i64}}
+    schedule.zero_f32 "z" {writes = [@y], args = {buffer = @y, n = 4294967296 : i64}}
   }
 }
 
@@ -94,7 +94,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
     // expected-error @+1 {{argument 'tn' must be an integer in 1..2147483647}}
-    schedule.task "g" w4a16_gemv {reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, group = 32 : i64, n = [256], input = @x, outputs = [@y], tn = "wide"}}
+    schedule.w4a16_gemv "g" {reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, group = 32 : i64, n = [256], input = @x, outputs = [@y], tn = "wide"}}
   }
 }
 
@@ -108,13 +108,13 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.buffer @l {dtype = "bf16", shape = array<i64: 4>}
   schedule.phase "p" {
-    schedule.task "z" zero_f32 {writes = [@s, @acc], args = {buffer = @s, n = 2048 : i64}}
-    schedule.task "l" opaque {writes = [@l]}
+    schedule.zero_f32 "z" {writes = [@s, @acc], args = {buffer = @s, n = 2048 : i64}}
+    schedule.opaque "l" {writes = [@l]}
   }
   schedule.barrier
   schedule.phase "q" {
     // expected-error @+1 {{argument 'experts' is missing (an integer in 1..2147483647)}}
-    schedule.task "d" moe_down {reads = [@s, @l], accumulates = [@acc], args = {down = "d", sums = @s, acc = @acc, logits = @l, hidden = 256 : i64, inter = 128 : i64, slots = 2 : i64, group = 128 : i64}}
+    schedule.moe_down "d" {reads = [@s, @l], accumulates = [@acc], args = {down = "d", sums = @s, acc = @acc, logits = @l, hidden = 256 : i64, inter = 128 : i64, slots = 2 : i64, group = 128 : i64}}
   }
 }
 
@@ -127,7 +127,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
     // expected-error @+1 {{argument 'input' must be a buffer of the kernel; there is no buffer @nowhere}}
-    schedule.task "g" w4a16_gemv {reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, group = 32 : i64, n = [256], input = @nowhere, outputs = [@y]}}
+    schedule.w4a16_gemv "g" {reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, group = 32 : i64, n = [256], input = @nowhere, outputs = [@y]}}
   }
 }
 
@@ -139,7 +139,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
     // expected-error @+1 {{argument 'weights' names weight 'v', which is no schedule.weight of the kernel}}
-    schedule.task "g" w4a16_gemv {reads = [@x], writes = [@y], args = {weights = ["v"], k = 256 : i64, group = 32 : i64, n = [256], input = @x, outputs = [@y]}}
+    schedule.w4a16_gemv "g" {reads = [@x], writes = [@y], args = {weights = ["v"], k = 256 : i64, group = 32 : i64, n = [256], input = @x, outputs = [@y]}}
   }
 }
 
@@ -150,7 +150,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
 schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
-    schedule.task "o" opaque {writes = [@y], args = {anything = "goes"}}
+    schedule.opaque "o" {writes = [@y], args = {anything = "goes"}}
   }
 }
 
@@ -164,7 +164,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
     // expected-error @+1 {{argument 'input' must be a buffer of the kernel, as a symbol (@name)}}
-    schedule.task "g" w4a16_gemv {args = {weights = ["w"], k = 256 : i64, group = 128 : i64, n = [256], input = "x", outputs = [@y]}}
+    schedule.w4a16_gemv "g" {args = {weights = ["w"], k = 256 : i64, group = 128 : i64, n = [256], input = "x", outputs = [@y]}}
   }
 }
 
@@ -176,6 +176,6 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
     // expected-error @+1 {{argument 'outputs' must be a non-empty array of buffers of the kernel, as symbols (@name)}}
-    schedule.task "g" w4a16_gemv {args = {weights = ["w"], k = 256 : i64, group = 128 : i64, n = [256], input = @x, outputs = ["y"]}}
+    schedule.w4a16_gemv "g" {args = {weights = ["w"], k = 256 : i64, group = 128 : i64, n = [256], input = @x, outputs = ["y"]}}
   }
 }

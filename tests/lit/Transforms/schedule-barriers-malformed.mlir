@@ -10,11 +10,11 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @a {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p0" {
     // expected-error @+1 {{grain_per 2 must be positive and divide the count 5}}
-    schedule.task "p" opaque {count = 5 : i64, writes = [@a], args = {grain = "u", grain_per = 2 : i64}}
+    schedule.opaque "p" {count = 5 : i64, writes = [@a], args = {grain = "u", grain_per = 2 : i64}}
   }
   schedule.barrier
   schedule.phase "p1" {
-    schedule.task "c" opaque {count = 4 : i64, reads = [@a], args = {grain = "u", grain_per = 1 : i64}}
+    schedule.opaque "c" {count = 4 : i64, reads = [@a], args = {grain = "u", grain_per = 1 : i64}}
   }
 }
 
@@ -24,12 +24,12 @@ schedule.kernel @k attributes {threads = 256 : i64} {
 schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @a {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p0" {
-    schedule.task "p" opaque {count = 4 : i64, writes = [@a], args = {grain = "u", grain_per = 1 : i64}}
+    schedule.opaque "p" {count = 4 : i64, writes = [@a], args = {grain = "u", grain_per = 1 : i64}}
   }
   schedule.barrier
   schedule.phase "p1" {
     // expected-error @+1 {{grain_per 0 must be positive and divide the count 4}}
-    schedule.task "c" opaque {count = 4 : i64, reads = [@a], args = {grain = "u", grain_per = 0 : i64}}
+    schedule.opaque "c" {count = 4 : i64, reads = [@a], args = {grain = "u", grain_per = 0 : i64}}
   }
 }
 
@@ -39,12 +39,12 @@ schedule.kernel @k attributes {threads = 256 : i64} {
 schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @a {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p0" {
-    schedule.task "p" opaque {count = 4 : i64, writes = [@a], args = {grain = "u", grain_per = 2 : i64}}
+    schedule.opaque "p" {count = 4 : i64, writes = [@a], args = {grain = "u", grain_per = 2 : i64}}
   }
   schedule.barrier
   schedule.phase "p1" {
     // expected-error @+1 {{waits for 3 units of grain 'u' but 'p' makes 2}}
-    schedule.task "c" opaque {count = 6 : i64, reads = [@a], args = {grain = "u", grain_per = 2 : i64}}
+    schedule.opaque "c" {count = 6 : i64, reads = [@a], args = {grain = "u", grain_per = 2 : i64}}
   }
 }
 
@@ -61,10 +61,10 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @a {dtype = "bf16", shape = array<i64: 256>}
   schedule.counter @p.done {size = 3 : i64}
   schedule.phase "p0" {
-    schedule.task "p" opaque {count = 4 : i64, writes = [@a]}
+    schedule.opaque "p" {count = 4 : i64, writes = [@a]}
   }
   schedule.barrier
   schedule.phase "p1" {
-    schedule.task "c" opaque {count = 4 : i64, reads = [@a]}
+    schedule.opaque "c" {count = 4 : i64, reads = [@a]}
   }
 }

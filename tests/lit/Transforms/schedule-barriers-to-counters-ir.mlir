@@ -28,7 +28,7 @@
 // CHECK-NEXT: schedule.signal @beta.ready {task = "beta"}
 // CHECK-NEXT: }
 // CHECK-NEXT: schedule.phase "attn" {
-// CHECK-NEXT: schedule.task "kda"
+// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "kda"
 // CHECK-NEXT: schedule.wait @q_proj.ready {divisor = 2 : i64, target = 2 : i64, task = "kda"}
 // CHECK-NEXT: schedule.wait @beta.ready {divisor = 2 : i64, target = 1 : i64, task = "kda"}
 // CHECK-NEXT: }
@@ -40,12 +40,12 @@ schedule.kernel @per_unit attributes {threads = 256 : i64} {
   schedule.buffer @beta {dtype = "bf16", shape = array<i64: 4>}
   schedule.buffer @o {dtype = "bf16", shape = array<i64: 128>}
   schedule.phase "proj" {
-    schedule.task "q_proj" opaque {count = 8 : i64, reads = [@x], writes = [@q, @k], args = {grain = "head", grain_per = 2 : i64, input = "x", outputs = ["q", "k"]}}
-    schedule.task "beta" opaque {count = 4 : i64, reads = [@x], writes = [@beta], args = {grain = "head", grain_per = 1 : i64, input = "x", output = "beta"}}
+    schedule.opaque "q_proj" {count = 8 : i64, reads = [@x], writes = [@q, @k], args = {grain = "head", grain_per = 2 : i64, input = "x", outputs = ["q", "k"]}}
+    schedule.opaque "beta" {count = 4 : i64, reads = [@x], writes = [@beta], args = {grain = "head", grain_per = 1 : i64, input = "x", output = "beta"}}
   }
   schedule.barrier
   schedule.phase "attn" {
-    schedule.task "kda" opaque {count = 8 : i64, reads = [@q, @k, @beta], writes = [@o], args = {beta = "beta", grain = "head", grain_per = 2 : i64, k = "k", o = "o", q = "q"}}
+    schedule.opaque "kda" {count = 8 : i64, reads = [@q, @k, @beta], writes = [@o], args = {beta = "beta", grain = "head", grain_per = 2 : i64, k = "k", o = "o", q = "q"}}
   }
 }
 
@@ -67,12 +67,12 @@ schedule.kernel @whole attributes {threads = 256 : i64} {
   schedule.buffer @logits {dtype = "bf16", shape = array<i64: 8>}
   schedule.buffer @sums {dtype = "f32", shape = array<i64: 512>}
   schedule.phase "router" {
-    schedule.task "sums.zero" opaque {writes = [@sums], args = {buffer = "sums"}}
-    schedule.task "router" opaque {count = 8 : i64, reads = [@x], writes = [@logits], args = {input = "x", output = "logits"}}
+    schedule.opaque "sums.zero" {writes = [@sums], args = {buffer = "sums"}}
+    schedule.opaque "router" {count = 8 : i64, reads = [@x], writes = [@logits], args = {input = "x", output = "logits"}}
   }
   schedule.barrier
   schedule.phase "experts" {
-    schedule.task "gate_up" opaque {count = 16 : i64, reads = [@x, @logits], accumulates = [@sums], args = {grain = "slot", grain_per = 8 : i64, logits = "logits", sums = "sums"}}
+    schedule.opaque "gate_up" {count = 16 : i64, reads = [@x, @logits], accumulates = [@sums], args = {grain = "slot", grain_per = 8 : i64, logits = "logits", sums = "sums"}}
   }
 }
 
@@ -98,16 +98,16 @@ schedule.kernel @two_consumers attributes {threads = 256 : i64} {
   schedule.buffer @o {dtype = "bf16", shape = array<i64: 128>}
   schedule.buffer @out {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "proj" {
-    schedule.task "q_proj" opaque {count = 8 : i64, reads = [@x], writes = [@q], args = {grain = "head", grain_per = 2 : i64, input = "x", outputs = ["q"]}}
+    schedule.opaque "q_proj" {count = 8 : i64, reads = [@x], writes = [@q], args = {grain = "head", grain_per = 2 : i64, input = "x", outputs = ["q"]}}
   }
   schedule.barrier
   schedule.phase "attn" {
-    schedule.task "kda" opaque {count = 4 : i64, reads = [@q], writes = [@o], args = {grain = "head", grain_per = 1 : i64, o = "o", q = "q"}}
-    schedule.task "commit" opaque {count = 2 : i64, reads = [@q], writes = [@conv], args = {cq = "conv", q = "q"}}
+    schedule.opaque "kda" {count = 4 : i64, reads = [@q], writes = [@o], args = {grain = "head", grain_per = 1 : i64, o = "o", q = "q"}}
+    schedule.opaque "commit" {count = 2 : i64, reads = [@q], writes = [@conv], args = {cq = "conv", q = "q"}}
   }
   schedule.barrier
   schedule.phase "out" {
-    schedule.task "o_proj" opaque {count = 8 : i64, reads = [@o], writes = [@out], args = {grain = "head", grain_per = 4 : i64, grain_span = 2 : i64, input = "o", outputs = ["out"]}}
+    schedule.opaque "o_proj" {count = 8 : i64, reads = [@o], writes = [@out], args = {grain = "head", grain_per = 4 : i64, grain_span = 2 : i64, input = "o", outputs = ["out"]}}
   }
 }
 
@@ -131,15 +131,15 @@ schedule.kernel @every_block_consumer attributes {threads = 256 : i64} {
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.buffer @xs {dtype = "f32", shape = array<i64: 256>, space = "shared"}
   schedule.phase "zero" {
-    schedule.task "acc.zero" opaque {writes = [@acc], args = {buffer = "acc"}}
+    schedule.opaque "acc.zero" {writes = [@acc], args = {buffer = "acc"}}
   }
   schedule.barrier
   schedule.phase "o_proj" {
-    schedule.task "o_proj" opaque {count = 8 : i64, reads = [@o], accumulates = [@acc], args = {input = "o", outputs = ["acc"]}}
+    schedule.opaque "o_proj" {count = 8 : i64, reads = [@o], accumulates = [@acc], args = {input = "o", outputs = ["acc"]}}
   }
   schedule.barrier
   schedule.phase "norm" {
-    schedule.task "norm" opaque {partition = "every_block", reads = [@acc], writes = [@xs], args = {acc = "acc", xs = "xs"}}
+    schedule.opaque "norm" {partition = "every_block", reads = [@acc], writes = [@xs], args = {acc = "acc", xs = "xs"}}
   }
 }
 
@@ -158,11 +158,11 @@ schedule.kernel @every_block_producer attributes {threads = 256 : i64} {
   schedule.buffer @xs {dtype = "f32", shape = array<i64: 256>, space = "shared"}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "norm" {
-    schedule.task "norm" opaque {partition = "every_block", reads = [@h], writes = [@res, @xs], args = {base = "h", out = "res", xs = "xs"}}
+    schedule.opaque "norm" {partition = "every_block", reads = [@h], writes = [@res, @xs], args = {base = "h", out = "res", xs = "xs"}}
   }
   schedule.barrier
   schedule.phase "use" {
-    schedule.task "use" opaque {count = 4 : i64, reads = [@res], writes = [@y], args = {base = "res", out = "y"}}
+    schedule.opaque "use" {count = 4 : i64, reads = [@res], writes = [@y], args = {base = "res", out = "y"}}
   }
 }
 
@@ -184,13 +184,13 @@ schedule.kernel @shared_only attributes {threads = 256 : i64} {
   schedule.buffer @a {dtype = "bf16", shape = array<i64: 64>}
   schedule.buffer @b {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "a" {
-    schedule.task "norm_a" opaque {partition = "every_block", reads = [@h], writes = [@xs], args = {base = "h", xs = "xs"}}
-    schedule.task "proj_a" opaque {count = 4 : i64, reads = [@xs], writes = [@a], args = {input = "xs", outputs = ["a"]}}
+    schedule.opaque "norm_a" {partition = "every_block", reads = [@h], writes = [@xs], args = {base = "h", xs = "xs"}}
+    schedule.opaque "proj_a" {count = 4 : i64, reads = [@xs], writes = [@a], args = {input = "xs", outputs = ["a"]}}
   }
   schedule.barrier
   schedule.phase "b" {
-    schedule.task "norm_b" opaque {partition = "every_block", reads = [@h], writes = [@xs], args = {base = "h", xs = "xs"}}
-    schedule.task "proj_b" opaque {count = 4 : i64, reads = [@xs], writes = [@b], args = {input = "xs", outputs = ["b"]}}
+    schedule.opaque "norm_b" {partition = "every_block", reads = [@h], writes = [@xs], args = {base = "h", xs = "xs"}}
+    schedule.opaque "proj_b" {count = 4 : i64, reads = [@xs], writes = [@b], args = {input = "xs", outputs = ["b"]}}
   }
 }
 
@@ -211,15 +211,15 @@ schedule.kernel @chain attributes {threads = 256 : i64} {
   schedule.buffer @b {dtype = "bf16", shape = array<i64: 64>}
   schedule.buffer @c {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "one" {
-    schedule.task "pa" opaque {count = 2 : i64, writes = [@a]}
+    schedule.opaque "pa" {count = 2 : i64, writes = [@a]}
   }
   schedule.barrier
   schedule.phase "two" {
-    schedule.task "pb" opaque {count = 3 : i64, writes = [@b]}
+    schedule.opaque "pb" {count = 3 : i64, writes = [@b]}
   }
   schedule.barrier
   schedule.phase "three" {
-    schedule.task "c" opaque {reads = [@a, @b], writes = [@c]}
+    schedule.opaque "c" {reads = [@a, @b], writes = [@c]}
   }
 }
 
@@ -240,15 +240,15 @@ schedule.kernel @after_kept attributes {threads = 256 : i64} {
   schedule.buffer @xs {dtype = "f32", shape = array<i64: 256>, space = "shared"}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "write" {
-    schedule.task "p" opaque {count = 4 : i64, writes = [@a]}
+    schedule.opaque "p" {count = 4 : i64, writes = [@a]}
   }
   schedule.barrier
   schedule.phase "norm" {
-    schedule.task "norm" opaque {partition = "every_block", reads = [@a], writes = [@xs], args = {base = "a", xs = "xs"}}
+    schedule.opaque "norm" {partition = "every_block", reads = [@a], writes = [@xs], args = {base = "a", xs = "xs"}}
   }
   schedule.barrier
   schedule.phase "late" {
-    schedule.task "late" opaque {count = 2 : i64, reads = [@a], writes = [@y]}
+    schedule.opaque "late" {count = 2 : i64, reads = [@a], writes = [@y]}
   }
 }
 
@@ -264,10 +264,10 @@ schedule.kernel @write_after_read attributes {threads = 256 : i64} {
   schedule.buffer @conv {dtype = "bf16", shape = array<i64: 3, 64>, space = "state"}
   schedule.buffer @o {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "attn" {
-    schedule.task "kda" opaque {count = 4 : i64, reads = [@conv], writes = [@o], args = {cq = "conv", grain = "head", grain_per = 2 : i64, o = "o"}}
+    schedule.opaque "kda" {count = 4 : i64, reads = [@conv], writes = [@o], args = {cq = "conv", grain = "head", grain_per = 2 : i64, o = "o"}}
   }
   schedule.barrier
   schedule.phase "commit" {
-    schedule.task "commit" opaque {reads = [@conv], writes = [@conv], args = {cq = "conv"}}
+    schedule.opaque "commit" {reads = [@conv], writes = [@conv], args = {cq = "conv"}}
   }
 }

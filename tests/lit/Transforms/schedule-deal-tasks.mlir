@@ -12,16 +12,16 @@
 // RESTART-NOT: deal_offset
 schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.phase "p0" {
-    schedule.task "n" opaque {partition = "every_block", count = 1 : i64}
-    schedule.task "gate_up" opaque {count = 256 : i64}
-    schedule.task "shared_down" opaque {count = 144 : i64}
+    schedule.opaque "n" {partition = "every_block", count = 1 : i64}
+    schedule.opaque "gate_up" {count = 256 : i64}
+    schedule.opaque "shared_down" {count = 144 : i64}
   }
   schedule.phase "p1" {
-    schedule.task "down" opaque {count = 144 : i64}
+    schedule.opaque "down" {count = 144 : i64}
   }
   schedule.barrier
   schedule.phase "p2" {
-    schedule.task "next" opaque {count = 8 : i64}
+    schedule.opaque "next" {count = 8 : i64}
   }
 }
 
@@ -35,17 +35,17 @@ schedule.kernel @k attributes {threads = 256 : i64} {
 // CHECK: schedule.phase "b1" attributes {deal_offset = 5 : i64} {
 schedule.kernel @a attributes {threads = 256 : i64} {
   schedule.phase "a0" {
-    schedule.task "x" opaque {count = 3 : i64}
+    schedule.opaque "x" {count = 3 : i64}
   }
   schedule.phase "a1" {
-    schedule.task "y" opaque {count = 1 : i64}
+    schedule.opaque "y" {count = 1 : i64}
   }
 }
 schedule.kernel @b attributes {threads = 256 : i64} {
   schedule.phase "b0" {
-    schedule.task "x" opaque {count = 5 : i64}
+    schedule.opaque "x" {count = 5 : i64}
   }
   schedule.phase "b1" {
-    schedule.task "y" opaque {count = 1 : i64}
+    schedule.opaque "y" {count = 1 : i64}
   }
 }

@@ -25,19 +25,19 @@ schedule.kernel @barriers attributes {threads = 256 : i64} {
   schedule.buffer @c {dtype = "bf16", shape = array<i64: 256>}
   schedule.buffer @out {dtype = "bf16", shape = array<i64: 256>, space = "io"}
   schedule.phase "p0" {
-    schedule.task "pa" opaque {reads = [@h], writes = [@a]}
+    schedule.opaque "pa" {reads = [@h], writes = [@a]}
   }
   schedule.barrier
   schedule.phase "p1" {
-    schedule.task "pb" opaque {reads = [@a], writes = [@b]}
+    schedule.opaque "pb" {reads = [@a], writes = [@b]}
   }
   schedule.barrier
   schedule.phase "p2" {
-    schedule.task "pc" opaque {reads = [@b], writes = [@c]}
+    schedule.opaque "pc" {reads = [@b], writes = [@c]}
   }
   schedule.barrier
   schedule.phase "p3" {
-    schedule.task "pd" opaque {reads = [@c], writes = [@out]}
+    schedule.opaque "pd" {reads = [@c], writes = [@out]}
   }
 }
 
@@ -62,21 +62,21 @@ schedule.kernel @counters attributes {threads = 256 : i64} {
   schedule.counter @pb.ready {size = 4 : i64}
   schedule.counter @pc.done {size = 1 : i64}
   schedule.phase "p0" {
-    schedule.task "pa" opaque {reads = [@h], writes = [@a]}
+    schedule.opaque "pa" {reads = [@h], writes = [@a]}
     schedule.signal @pa.done {task = "pa"}
   }
   schedule.phase "p1" {
-    schedule.task "pb" opaque {count = 4 : i64, reads = [@a], writes = [@b]}
+    schedule.opaque "pb" {count = 4 : i64, reads = [@a], writes = [@b]}
     schedule.wait @pa.done {task = "pb", divisor = 4 : i64, target = 1 : i64}
     schedule.signal @pb.ready {task = "pb"}
   }
   schedule.phase "p2" {
-    schedule.task "pc" opaque {count = 4 : i64, reads = [@b], writes = [@c]}
+    schedule.opaque "pc" {count = 4 : i64, reads = [@b], writes = [@c]}
     schedule.wait @pb.ready {task = "pc", target = 1 : i64}
     schedule.signal @pc.done {task = "pc", divisor = 4 : i64}
   }
   schedule.phase "p3" {
-    schedule.task "pd" opaque {reads = [@c], writes = [@out]}
+    schedule.opaque "pd" {reads = [@c], writes = [@out]}
     schedule.wait @pc.done {task = "pd", target = 4 : i64}
   }
 }
@@ -95,19 +95,19 @@ schedule.kernel @capture attributes {threads = 256 : i64, debug_capture} {
   schedule.buffer @c {dtype = "bf16", shape = array<i64: 256>}
   schedule.buffer @out {dtype = "bf16", shape = array<i64: 256>, space = "io"}
   schedule.phase "p0" {
-    schedule.task "pa" opaque {reads = [@h], writes = [@a]}
+    schedule.opaque "pa" {reads = [@h], writes = [@a]}
   }
   schedule.barrier
   schedule.phase "p1" {
-    schedule.task "pb" opaque {reads = [@a], writes = [@b]}
+    schedule.opaque "pb" {reads = [@a], writes = [@b]}
   }
   schedule.barrier
   schedule.phase "p2" {
-    schedule.task "pc" opaque {reads = [@b], writes = [@c]}
+    schedule.opaque "pc" {reads = [@b], writes = [@c]}
   }
   schedule.barrier
   schedule.phase "p3" {
-    schedule.task "pd" opaque {reads = [@c], writes = [@out]}
+    schedule.opaque "pd" {reads = [@c], writes = [@out]}
   }
 }
 
@@ -134,22 +134,22 @@ schedule.kernel @liveness attributes {threads = 256 : i64} {
   schedule.buffer @beta {dtype = "bf16", shape = array<i64: 2>}
   schedule.buffer @gate {dtype = "bf16", shape = array<i64: 2>}
   schedule.phase "p0" {
-    schedule.task "acc.zero" zero_f32 {writes = [@acc], args = {buffer = @acc, n = 256}}
-    schedule.task "norm" opaque {partition = "every_block", reads = [@S, @c_kv], writes = [@xs]}
-    schedule.task "beta" opaque {reads = [@xs], writes = [@beta]}
+    schedule.zero_f32 "acc.zero" {writes = [@acc], args = {buffer = @acc, n = 256}}
+    schedule.opaque "norm" {partition = "every_block", reads = [@S, @c_kv], writes = [@xs]}
+    schedule.opaque "beta" {reads = [@xs], writes = [@beta]}
   }
   schedule.barrier
   schedule.phase "p1" {
-    schedule.task "gate" opaque {reads = [@beta], writes = [@gate]}
-    schedule.task "mid" opaque {writes = [@mid]}
+    schedule.opaque "gate" {reads = [@beta], writes = [@gate]}
+    schedule.opaque "mid" {writes = [@mid]}
   }
   schedule.barrier
   schedule.phase "p2" {
-    schedule.task "sum" opaque {reads = [@gate], accumulates = [@acc]}
+    schedule.opaque "sum" {reads = [@gate], accumulates = [@acc]}
   }
   schedule.barrier
   schedule.phase "p3" {
-    schedule.task "use" opaque {reads = [@acc], writes = [@S]}
+    schedule.opaque "use" {reads = [@acc], writes = [@S]}
   }
 }
 
@@ -169,7 +169,7 @@ schedule.kernel @first attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
   schedule.counter @x.done {size = 2 : i64}
   schedule.phase "p" {
-    schedule.task "w" opaque {writes = [@x]}
+    schedule.opaque "w" {writes = [@x]}
   }
 }
 schedule.kernel @second attributes {threads = 256 : i64} {
@@ -177,7 +177,7 @@ schedule.kernel @second attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
   schedule.counter @y.done {size = 3 : i64}
   schedule.phase "p" {
-    schedule.task "w" opaque {writes = [@x, @y]}
+    schedule.opaque "w" {writes = [@x, @y]}
   }
 }
 schedule.kernel @empty attributes {threads = 256 : i64} {
@@ -190,6 +190,6 @@ schedule.kernel @unused attributes {threads = 256 : i64} {
   // expected-error @+1 {{workspace buffer is never used}}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "p" {
-    schedule.task "w" opaque {writes = [@x]}
+    schedule.opaque "w" {writes = [@x]}
   }
 }

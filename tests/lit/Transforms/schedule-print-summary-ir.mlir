@@ -48,25 +48,25 @@ schedule.kernel @mk_sum attributes {threads = 128 : i64, target_sms = 4 : i64, w
   schedule.counter @y.ready {size = 4 : i64, base = 0 : i64}
   schedule.counter @acc.done {size = 1 : i64, base = 4 : i64}
   schedule.phase "zero" {
-    schedule.task "acc.zero" zero_f32 {partition = "slices", count = 2 : i64, bytes = 512 : i64, writes = [@acc],
+    schedule.zero_f32 "acc.zero" {partition = "slices", count = 2 : i64, bytes = 512 : i64, writes = [@acc],
                             args = {buffer = @acc, n = 64 : i64}}
   }
   schedule.barrier
   schedule.phase "norm" {
-    schedule.task "norm" residual_rmsnorm {partition = "every_block", count = 1 : i64, bytes = 4096 : i64, reads = [@x], writes = [@xs],
+    schedule.residual_rmsnorm "norm" {partition = "every_block", count = 1 : i64, bytes = 4096 : i64, reads = [@x], writes = [@xs],
                         args = {base = @x, weight = "nw", dim = 64 : i64, eps = 1.0e-06 : f64, xs = @xs}}
-    schedule.task "proj" w4a16_gemv {partition = "cols", count = 8 : i64, bytes = 1500000 : i64, reads = [@xs], writes = [@y],
+    schedule.w4a16_gemv "proj" {partition = "cols", count = 8 : i64, bytes = 1500000 : i64, reads = [@xs], writes = [@y],
                         args = {weights = ["pw"], outputs = [@y], n = [64], k = 64 : i64, group = 32 : i64, input = @xs}}
     schedule.signal @y.ready {task = "proj", divisor = 2 : i64}
   }
   schedule.phase "down" {
-    schedule.task "down" w4a16_gemv {partition = "split_k", count = 4 : i64, bytes = 2048 : i64, reads = [@y], accumulates = [@acc],
+    schedule.w4a16_gemv "down" {partition = "split_k", count = 4 : i64, bytes = 2048 : i64, reads = [@y], accumulates = [@acc],
                         args = {weights = ["dw"], outputs = [@acc], n = [64], k = 64 : i64, group = 32 : i64, input = @y, epilogue = "atomic_f32"}}
     schedule.signal @acc.done {task = "down", divisor = 4 : i64}
     schedule.wait @y.ready {task = "down", target = 2 : i64}
   }
   schedule.phase "final" {
-    schedule.task "final" final_residual {count = 1 : i64, reads = [@x, @acc], writes = [@out],
+    schedule.final_residual "final" {count = 1 : i64, reads = [@x, @acc], writes = [@out],
                          args = {base = @x, acc = @acc, out = @out, dim = 64 : i64}}
     schedule.wait @acc.done {task = "final", target = 4 : i64}
   }
@@ -100,17 +100,17 @@ schedule.kernel @first attributes {threads = 64 : i64, workspace_bytes = 0 : i64
   schedule.weight @rw {dtype = "bf16", shape = array<i64: 12, 64>}
   schedule.buffer @r {dtype = "bf16", shape = array<i64: 12>, offset = 0 : i64}
   schedule.phase "a" {
-    schedule.task "rows" bf16_rows {count = 12 : i64, bytes = 3000000 : i64, writes = [@r],
+    schedule.bf16_rows "rows" {count = 12 : i64, bytes = 3000000 : i64, writes = [@r],
                         args = {weight = "rw", output = @r, k = 64 : i64, rows = 12 : i64}}
   }
   schedule.barrier
   schedule.phase "b" {
-    schedule.task "use" opaque {count = 1 : i64, reads = [@r]}
+    schedule.opaque "use" {count = 1 : i64, reads = [@r]}
   }
 }
 schedule.kernel @second attributes {threads = 32 : i64} {
   schedule.phase "c" {
-    schedule.task "many" opaque {partition = "experts", count = 123456 : i64, bytes = 1000000000 : i64}
+    schedule.opaque "many" {partition = "experts", count = 123456 : i64, bytes = 1000000000 : i64}
   }
 }
 

@@ -1,7 +1,9 @@
 //===- ScheduleAttrs.td - Attributes of the schedule dialect -*- tablegen -*-===//
 //
-// The task kind: which device template a `schedule.task`'s instances call.
-// Per kind, the arguments a task carries are in the registry
+// The task kind: which device template a task's instances call (each kind
+// is its own op, `schedule.<keyword>`, ScheduleOps.td; the enum names them
+// in the registry and the passes). Per kind, the arguments a task carries
+// are in the registry
 // (mk/Dialect/Schedule/TaskKinds.h); `opaque` is a task the analysis passes
 // see only through its accesses, counters and barriers (their tests use it),
 // which the partitioner and the emitter refuse.
@@ -34,9 +36,5 @@ def Schedule_TaskKind : I32EnumAttr<"TaskKind", "the device template of a task",
   let genSpecializedAttr = 0;
 }
 
-def Schedule_TaskKindAttr : EnumAttr<Schedule_Dialect, Schedule_TaskKind, "task_kind"> {
-  // Printed and parsed as the bare keyword inside an op (`w4a16_gemv`).
-  let assemblyFormat = "$value";
-}
 
 #endif // MK_SCHEDULE_ATTRS_TD

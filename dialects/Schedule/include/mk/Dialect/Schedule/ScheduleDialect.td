@@ -15,8 +15,12 @@ include "mlir/IR/OpBase.td"
 def Schedule_Dialect : Dialect {
   let name = "schedule";
   let cppNamespace = "::mk::schedule";
-  let useDefaultAttributePrinterParser = 1;
   let summary = "Phases, tasks, barriers and counters of a cooperative megakernel";
+  let extraClassDeclaration = [{
+    /// An op name the dialect does not know is refused naming the task
+    /// kinds there are (most such names are a mistyped task kind).
+    std::optional<ParseOpHook> getParseOperationHook(::llvm::StringRef opName) const override;
+  }];
   let description = [{
     A `schedule.kernel` is the whole step. Its body lists, in this order of
     meaning (not of position):
@@ -26,7 +30,8 @@ def Schedule_Dialect : Dialect {
       into the one workspace arena once planned;
     * `schedule.counter`: an array of dependency counters;
     * `schedule.phase` ops, executed in order by every block; each holds
-      `schedule.task` ops (the instances of all tasks of a phase are dealt to
+      task ops, one op per task kind (`schedule.w4a16_gemv`, ...; the
+      instances of all tasks of a phase are dealt to
       the blocks round-robin, in task order) and the `schedule.signal` /
       `schedule.wait` ops that tie task instances to counters;
     * `schedule.barrier` ops between phases: every block waits for all others.

@@ -14,13 +14,24 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
 
-#define GET_ATTRDEF_CLASSES
-#include "mk/Dialect/Schedule/ScheduleAttrs.h.inc"
+#include "mk/Dialect/Schedule/ScheduleInterfaces.h.inc"
+
+namespace mk::schedule {
+/// The checks every task op's verifier makes: count, bytes, and the
+/// arguments its kind's registry entry requires (TaskKinds.h).
+mlir::LogicalResult verifyTaskOp(TaskOpInterface t);
+} // namespace mk::schedule
 
 #define GET_OP_CLASSES
 #include "mk/Dialect/Schedule/ScheduleOps.h.inc"
 
 namespace mk::schedule {
+/// Creates the task op of `kind` (`schedule.<keyword>`) named `name` at
+/// `b`'s insertion point, with one instance, no partition yet and the
+/// arguments `args`.
+TaskOpInterface createTaskOp(mlir::OpBuilder &b, mlir::Location loc, TaskKind kind,
+                             llvm::StringRef name, llvm::StringRef op,
+                             llvm::StringRef partition, mlir::DictionaryAttr args);
 /// Bytes of one element of a buffer dtype ("u8", "bf16", "f32", "i32"); 0
 /// for an unknown name.
 int64_t dtypeSize(llvm::StringRef dtype);

@@ -5,6 +5,7 @@
 
 include "mk/Dialect/Schedule/ScheduleDialect.td"
 include "mk/Dialect/Schedule/ScheduleAttrs.td"
+include "mk/Dialect/Schedule/ScheduleInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/RegionKindInterface.td"
 
@@ -38,11 +39,11 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     schedule.kernel @mk_tiny attributes {threads = 256 : i64} {
       schedule.buffer @q {dtype = "bf16", shape = array<i64: 64>}
       schedule.phase "project" {
-        schedule.task "q_proj" opaque {count = 4 : i64, writes = [@q]}
+        schedule.opaque "q_proj" {count = 4 : i64, writes = [@q]}
       }
       schedule.barrier
       schedule.phase "use" {
-        schedule.task "use" opaque {count = 1 : i64, reads = [@q]}
+        schedule.opaque "use" {count = 1 : i64, reads = [@q]}
       }
     }
     ```
@@ -207,23 +208,27 @@ def Schedule_PhaseOp : Schedule_Op<"phase", [
   }];
 }
 
-def Schedule_TaskOp : Schedule_Op<"task", [HasParent<"PhaseOp">]> {
-  let summary = "A piece of an op's work, partitioned across thread blocks";
+// Tasks: one op per kind (the device template its instances call), all
+// with the same attributes and TaskOpInterface (ScheduleInterfaces.td).
+class Schedule_TaskBase<string mnemonic, string kindCase, string what>
+    : Schedule_Op<mnemonic, [HasParent<"PhaseOp">,
+                             DeclareOpInterfaceMethods<Schedule_TaskOpInterface, ["getKind"]>]> {
+  let summary = "A task of kind " # mnemonic # ": " # what;
   let description = [{
-    `count` instances of the template call that `kind` names (a keyword
-    after the task's name: `TaskKind` of ScheduleAttrs.td); `partition` says
-    how the op's work is cut (`cols`, `split_k`, `heads`, `experts`,
-    `chunks`, `every_block`, ...), `bytes` how many bytes all instances
-    stream from memory together (the partitioner balances on it), `args`
-    the template parameters (buffers as symbol references, weights by
-    state-dict name, dimensions, tile sizes). A registered kind's `args` follow its specs in the dialect's
-    registry (mk/Dialect/Schedule/TaskKinds.h: each argument's type, when
-    it is required, and, for a buffer argument, how the task accesses the
-    buffer it names): the task's accesses (`taskAccesses`) are what its
-    buffer arguments say, plus `reads`, `writes` and `accumulates`, which
-    name only what no argument does (an `opaque` task's accesses, seen only
-    by the passes that read accesses and counters). An accumulated buffer
-    must have been written (zeroed) before.
+    `count` instances of the kind's template call, spread over the grid's
+    blocks within the phase; `partition` says how the op's work is cut
+    (`cols`, `split_k`, `heads`, `experts`, `chunks`, `every_block`, ...),
+    `bytes` how many bytes all instances stream from memory together (the
+    partitioner balances on it), `args` the template parameters (buffers as
+    symbol references, weights by state-dict name, dimensions, tile sizes).
+    The arguments follow the kind's specs in the dialect's registry
+    (mk/Dialect/Schedule/TaskKinds.h: each argument's type, when it is
+    required, and, for a buffer argument, how the task accesses the buffer
+    it names): the task's accesses (`taskAccesses`) are what its buffer
+    arguments say, plus `reads`, `writes` and `accumulates`, which name only
+    what no argument does (an `opaque` task's accesses, seen only by the
+    passes that read accesses and counters). An accumulated buffer must have
+    been written (zeroed) before.
 
     `cut_blocks` (set by `schedule-partition-work` where it balanced the
     task into the blocks its phase leaves idle): the blocks the task's cut
@@ -231,7 +236,7 @@ def Schedule_TaskOp : Schedule_Op<"task", [HasParent<"PhaseOp">]> {
     moves no task between phases of a kernel whose counters are placed.
 
     ```mlir
-    schedule.task "l0.o_proj" w4a16_gemv {op = "graph.linear_w4a16",
+    schedule.w4a16_gemv "l0.o_proj" {op = "graph.linear_w4a16",
         count = 128 : i64, partition = "split_k", bytes = 4718592 : i64,
         args = {weights = ["l0.o_proj"], outputs = [@l0.attn_acc], n = [2304],
                 k = 4096 : i64, group = 128 : i64, input = @l0.kda_o,
@@ -240,7 +245,6 @@ def Schedule_TaskOp : Schedule_Op<"task", [HasParent<"PhaseOp">]> {
   }];
   let arguments = (ins
     StrAttr:$name,
-    Schedule_TaskKindAttr:$kind,
     DefaultValuedAttr<I64Attr, "1">:$count,
     DefaultValuedStrAttr<StrAttr, "">:$op,
     DefaultValuedStrAttr<StrAttr, "">:$partition,
@@ -250,22 +254,47 @@ def Schedule_TaskOp : Schedule_Op<"task", [HasParent<"PhaseOp">]> {
     DefaultValuedAttr<Schedule_BufferRefs, "{}">:$accumulates,
     DefaultValuedAttr<DictionaryAttr, "{}">:$args,
     OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$cut_blocks);
-  let assemblyFormat = "$name `` $kind attr-dict";
+  let assemblyFormat = "$name attr-dict";
   let hasVerifier = 1;
-  let extraClassDeclaration = [{
-    bool isEveryBlock() { return getPartition() == "every_block"; }
-    /// The registered kind (TaskKinds.h), or none for an opaque task.
-    std::optional<::mk::schedule::TaskKind> getTaskKind();
-    /// Integer argument `name` of `args`, or `dflt` when absent.
-    int64_t getIntArg(::llvm::StringRef name, int64_t dflt = 0);
-    /// String argument `name`, or the name a symbol argument (a buffer)
-    /// refers to; "" when absent.
-    ::llvm::StringRef getStrArg(::llvm::StringRef name);
-    /// Array arguments of `args` (empty when absent).
-    ::llvm::SmallVector<int64_t> getIntArrayArg(::llvm::StringRef name);
-    ::llvm::SmallVector<std::string> getStrArrayArg(::llvm::StringRef name);
+  let extraClassDefinition = [{
+    ::mk::schedule::TaskKind $cppClass::getKind() {
+      return ::mk::schedule::TaskKind::}] # kindCase # [{;
+    }
+    ::mlir::LogicalResult $cppClass::verify() {
+      return ::mk::schedule::verifyTaskOp(
+          ::llvm::cast<::mk::schedule::TaskOpInterface>(getOperation()));
+    }
   }];
 }
+
+def Schedule_ResidualRmsnormOp : Schedule_TaskBase<"residual_rmsnorm", "ResidualRmsnorm",
+    "residual add and RMSNorm, recomputed by every block into shared memory">;
+def Schedule_W4A16GemvOp : Schedule_TaskBase<"w4a16_gemv", "W4A16Gemv",
+    "W4A16 matrix-vector product tiles of one or more weights sharing an input">;
+def Schedule_Bf16RowsOp : Schedule_TaskBase<"bf16_rows", "Bf16Rows",
+    "dot products of bf16 weight rows with the input (router, beta)">;
+def Schedule_KdaHeadChunkOp : Schedule_TaskBase<"kda_head_chunk", "KdaHeadChunk",
+    "short convolutions and the gated delta rule over a chunk of a KDA head's state">;
+def Schedule_ConvCommitOp : Schedule_TaskBase<"conv_commit", "ConvCommit",
+    "the KDA short convolutions' windows shifted by the new token">;
+def Schedule_ZeroF32Op : Schedule_TaskBase<"zero_f32", "ZeroF32",
+    "zeroes an fp32 accumulator">;
+def Schedule_FinalResidualOp : Schedule_TaskBase<"final_residual", "FinalResidual",
+    "the block's output: the last residual add">;
+def Schedule_MlaRopeAppendOp : Schedule_TaskBase<"mla_rope_append", "MlaRopeAppend",
+    "MLA RoPE of queries and key, the new latent row appended to the cache">;
+def Schedule_MlaQAbsorbOp : Schedule_TaskBase<"mla_q_absorb", "MlaQAbsorb",
+    "MLA queries absorbed into the latent space (W_kv_b's key part)">;
+def Schedule_MlaAttentionChunkOp : Schedule_TaskBase<"mla_attention_chunk", "MlaAttentionChunk",
+    "MLA attention over a chunk of cache rows for a group of heads (partial softmax sums)">;
+def Schedule_MlaCombineWvOp : Schedule_TaskBase<"mla_combine_wv", "MlaCombineWv",
+    "MLA partials merged and W_kv_b's value part applied, per head and latent slice">;
+def Schedule_MoeGateUpOp : Schedule_TaskBase<"moe_gate_up", "MoeGateUp",
+    "MoE expert gate and up projection tiles (fp32 sums)">;
+def Schedule_MoeDownOp : Schedule_TaskBase<"moe_down", "MoeDown",
+    "MoE expert down projection tiles of silu(gate) * up, weighted by the router">;
+def Schedule_OpaqueTaskOp : Schedule_TaskBase<"opaque", "Opaque",
+    "a task the analysis passes see only through its accesses, counters and barriers">;
 
 def Schedule_SignalOp : Schedule_Op<"signal", [HasParent<"PhaseOp">]> {
   let summary = "Task instances increment a counter when done";

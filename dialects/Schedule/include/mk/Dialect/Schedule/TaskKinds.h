@@ -1,6 +1,7 @@
 //===- TaskKinds.h - The schedule dialect's task kinds ------------*- C++ -*-===//
 //
-// Every `schedule.task` names a kind: the device template its instances call.
+// Every task op is of one kind (`schedule.<kind>`): the device template its
+// instances call.
 // This registry is the one place that says, per kind, which `args` a task
 // carries and of what type. The task's verifier checks them (the arguments
 // every pass may read are required from the moment the task exists; the
@@ -23,7 +24,7 @@
 
 namespace mk::schedule {
 
-class TaskOp;
+class TaskOpInterface;
 
 } // namespace mk::schedule
 
@@ -101,13 +102,13 @@ const TaskKindInfo *lookupTaskKind(TaskKind kind);
 inline llvm::StringRef taskKindName(TaskKind kind) { return stringifyTaskKind(kind); }
 /// The argument specs that apply to task `t` (its kind's, less the routed
 /// ones of an unrouted expert task); empty for an unknown kind.
-llvm::SmallVector<TaskArgSpec> taskArgSpecs(TaskOp t);
+llvm::SmallVector<TaskArgSpec> taskArgSpecs(TaskOpInterface t);
 
 /// The weights `t` reads (the names in its Weight and Weights arguments, in
 /// spec order, each once), and whether they are chosen at run time: a
 /// routed expert task's weights are indexed by the router's top-k.
-llvm::SmallVector<std::string> taskWeights(TaskOp t);
-bool readsRoutedWeights(TaskOp t);
+llvm::SmallVector<std::string> taskWeights(TaskOpInterface t);
+bool readsRoutedWeights(TaskOpInterface t);
 
 /// What task `t` reads, writes and accumulates into (buffer symbol names,
 /// each once per list, in argument order): what its buffer arguments name,
@@ -117,19 +118,19 @@ bool readsRoutedWeights(TaskOp t);
 struct TaskAccesses {
   llvm::SmallVector<llvm::StringRef> reads, writes, accumulates;
 };
-TaskAccesses taskAccesses(TaskOp t);
+TaskAccesses taskAccesses(TaskOpInterface t);
 /// Only what `t`'s buffer arguments name (the first part of taskAccesses).
-TaskAccesses taskArgAccesses(TaskOp t);
+TaskAccesses taskArgAccesses(TaskOpInterface t);
 
 /// `t`'s arguments with every buffer argument its kind declares given as a
 /// symbol reference (a builder names buffers by string; "" means none and
 /// drops the argument): what a lowering sets on the task it creates.
-mlir::DictionaryAttr withBufferSymbols(TaskOp t);
+mlir::DictionaryAttr withBufferSymbols(TaskOpInterface t);
 
 /// Checks `t`'s arguments' presence and types (not the names they resolve
 /// to: KernelOp's verifier does that): the Formed ones must be present, and
 /// with `upTo` = Partitioned also the partition's. Emits a located error.
-mlir::LogicalResult verifyTaskArgs(TaskOp t, TaskArgStage upTo);
+mlir::LogicalResult verifyTaskArgs(TaskOpInterface t, TaskArgStage upTo);
 
 } // namespace mk::schedule
 

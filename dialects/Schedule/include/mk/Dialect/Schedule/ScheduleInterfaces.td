@@ -1,0 +1,87 @@
+//===- ScheduleInterfaces.td - Interfaces of the schedule dialect -*- tablegen -*-===//
+//
+// TaskOpInterface: what every task op (one op per task kind,
+// ScheduleOps.td) answers, so that the passes and the emitter handle any
+// task through one handle.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MK_SCHEDULE_INTERFACES_TD
+#define MK_SCHEDULE_INTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+
+def Schedule_TaskOpInterface : OpInterface<"TaskOpInterface"> {
+  let cppNamespace = "::mk::schedule";
+  let description = [{
+    A task: `count` instances of one device template, spread over the
+    grid's blocks within a phase. Every task op carries the same
+    attributes (ScheduleOps.td, `Schedule_TaskBase`): its `name`, `count`,
+    the graph `op` it came from, how its work is `partition`ed, the `bytes`
+    all its instances stream, its template parameters (`args`, checked
+    against the kind's registry entry, TaskKinds.h), the buffers no argument
+    names (`reads`, `writes`, `accumulates`) and `cut_blocks`. The kind
+    (`getKind`) is the op's own: `schedule.w4a16_gemv` is a W4A16Gemv task.
+  }];
+  let methods = [
+    InterfaceMethod<"The task's kind: the device template its instances call.",
+      "::mk::schedule::TaskKind", "getKind">,
+    InterfaceMethod<"The task's name (unique in its kernel).",
+      "::llvm::StringRef", "getName", (ins), [{ return $_op.getName(); }]>,
+    InterfaceMethod<"Instances of the task.",
+      "int64_t", "getCount", (ins), [{ return (int64_t)$_op.getCount(); }]>,
+    InterfaceMethod<"", "void", "setCount", (ins "int64_t":$count),
+      [{ $_op.setCount((uint64_t)count); }]>,
+    InterfaceMethod<"The graph op the task implements (\"\" if none).",
+      "::llvm::StringRef", "getOp", (ins), [{ return $_op.getOp(); }]>,
+    InterfaceMethod<"How the op's work is cut (\"cols\", \"split_k\", \"every_block\", ...).",
+      "::llvm::StringRef", "getPartition", (ins), [{ return $_op.getPartition(); }]>,
+    InterfaceMethod<"", "void", "setPartition", (ins "::llvm::StringRef":$partition),
+      [{ $_op.setPartition(partition); }]>,
+    InterfaceMethod<"Bytes all instances stream from memory together.",
+      "int64_t", "getBytes", (ins), [{ return (int64_t)$_op.getBytes(); }]>,
+    InterfaceMethod<"", "void", "setBytes", (ins "int64_t":$bytes),
+      [{ $_op.setBytes((uint64_t)bytes); }]>,
+    InterfaceMethod<"The template parameters.",
+      "::mlir::DictionaryAttr", "getArgs", (ins), [{ return $_op.getArgs(); }]>,
+    InterfaceMethod<"", "void", "setArgsAttr", (ins "::mlir::DictionaryAttr":$args),
+      [{ $_op.setArgsAttr(args); }]>,
+    InterfaceMethod<"Buffers the task reads that no argument names.",
+      "::mlir::ArrayAttr", "getReads", (ins), [{ return $_op.getReads(); }]>,
+    InterfaceMethod<"", "void", "setReadsAttr", (ins "::mlir::ArrayAttr":$refs),
+      [{ $_op.setReadsAttr(refs); }]>,
+    InterfaceMethod<"Buffers the task writes that no argument names.",
+      "::mlir::ArrayAttr", "getWrites", (ins), [{ return $_op.getWrites(); }]>,
+    InterfaceMethod<"", "void", "setWritesAttr", (ins "::mlir::ArrayAttr":$refs),
+      [{ $_op.setWritesAttr(refs); }]>,
+    InterfaceMethod<"Buffers the task accumulates into that no argument names.",
+      "::mlir::ArrayAttr", "getAccumulates", (ins), [{ return $_op.getAccumulates(); }]>,
+    InterfaceMethod<"", "void", "setAccumulatesAttr", (ins "::mlir::ArrayAttr":$refs),
+      [{ $_op.setAccumulatesAttr(refs); }]>,
+    InterfaceMethod<"The blocks the task's cut was chosen for, if balanced into a phase's idle ones.",
+      "std::optional<int64_t>", "getCutBlocks", (ins), [{
+        if (std::optional<uint64_t> v = $_op.getCutBlocks())
+          return (int64_t)*v;
+        return std::nullopt;
+      }]>,
+    InterfaceMethod<"", "void", "setCutBlocks", (ins "int64_t":$blocks),
+      [{ $_op.setCutBlocks((uint64_t)blocks); }]>,
+    InterfaceMethod<"", "void", "removeCutBlocks", (ins),
+      [{ $_op.removeCutBlocksAttr(); }]>,
+  ];
+  let extraClassDeclaration = [{
+    bool isEveryBlock() { return getPartition() == "every_block"; }
+    /// The registered kind (TaskKinds.h), or none for an opaque task.
+    std::optional<::mk::schedule::TaskKind> getTaskKind();
+    /// Integer argument `name` of `args`, or `dflt` when absent.
+    int64_t getIntArg(::llvm::StringRef name, int64_t dflt = 0);
+    /// String argument `name`, or the name a symbol argument (a buffer)
+    /// refers to; "" when absent.
+    ::llvm::StringRef getStrArg(::llvm::StringRef name);
+    /// Array arguments of `args` (empty when absent).
+    ::llvm::SmallVector<int64_t> getIntArrayArg(::llvm::StringRef name);
+    ::llvm::SmallVector<std::string> getStrArrayArg(::llvm::StringRef name);
+  }];
+}
+
+#endif // MK_SCHEDULE_INTERFACES_TD
