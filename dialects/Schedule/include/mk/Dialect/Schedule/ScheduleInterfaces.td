@@ -26,6 +26,15 @@ def Schedule_TaskOpInterface : OpInterface<"TaskOpInterface"> {
   let methods = [
     InterfaceMethod<"The task's kind: the device template its instances call.",
       "::mk::schedule::TaskKind", "getKind">,
+    InterfaceMethod<[{
+        The ways the task's work may be cut into instances that its kind's
+        templates accept, each with its cost in bytes streamed and the
+        arguments it sets (TaskCuts.h); an error at the task if there is
+        none. Which one a kernel takes is schedule-partition-work's choice.
+        Every-block tasks (the norm) are not cut.
+      }],
+      "::mlir::FailureOr<std::vector<::mk::schedule::TaskCut>>", "getLegalCuts",
+      (ins "const ::mk::schedule::TaskCutContext &":$ctx)>,
     InterfaceMethod<"The task's name (unique in its kernel).",
       "::llvm::StringRef", "getName", (ins), [{ return $_op.getName(); }]>,
     InterfaceMethod<"Instances of the task.",

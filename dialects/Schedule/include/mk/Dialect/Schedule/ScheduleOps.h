@@ -14,6 +14,8 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
 
+#include "mk/Dialect/Schedule/TaskCuts.h"
+
 #include "mk/Dialect/Schedule/ScheduleInterfaces.h.inc"
 
 namespace mk::schedule {

@@ -212,7 +212,7 @@ def Schedule_PhaseOp : Schedule_Op<"phase", [
 // with the same attributes and TaskOpInterface (ScheduleInterfaces.td).
 class Schedule_TaskBase<string mnemonic, string kindCase, string what>
     : Schedule_Op<mnemonic, [HasParent<"PhaseOp">,
-                             DeclareOpInterfaceMethods<Schedule_TaskOpInterface, ["getKind"]>]> {
+                             DeclareOpInterfaceMethods<Schedule_TaskOpInterface, ["getKind", "getLegalCuts"]>]> {
   let summary = "A task of kind " # mnemonic # ": " # what;
   let description = [{
     `count` instances of the kind's template call, spread over the grid's

@@ -1,0 +1,61 @@
+//===- TaskCuts.h - How a task's work may be cut --------------*- C++ -*-===//
+//
+// What TaskOpInterface::getLegalCuts answers: the ways a task's work may be
+// cut into instances that the templates of its kind accept (tile widths,
+// split-K slices aligned with the units the input's producer publishes,
+// state column chunks, ...), each with what it costs in bytes streamed and
+// the arguments it sets. Which one a kernel takes is the partitioner's
+// choice (schedule-partition-work, by its cost model), not the kind's.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MK_DIALECT_SCHEDULE_TASKCUTS_H
+#define MK_DIALECT_SCHEDULE_TASKCUTS_H
+
+#include "mlir/IR/Attributes.h"
+#include "mlir/Support/LLVM.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mk::schedule {
+
+class TaskOpInterface;
+
+/// One legal cut of a task: `count` instances of `bytesPerTask` bytes each,
+/// each streaming rows of `segmentBytes` contiguous bytes (0: one
+/// contiguous stream); `partition` names how the work is cut; `args` are
+/// the task arguments it sets (integers, or strings for a `grain`), and
+/// `bufferShapes` the shapes it gives buffers whose size follows the cut
+/// (the MLA attention's partials, one row per chunk).
+struct TaskCut {
+  int64_t count = 1;
+  int64_t bytesPerTask = 0;
+  int64_t segmentBytes = 0;
+  std::string partition;
+  llvm::SmallVector<std::pair<std::string, int64_t>> intArgs;
+  llvm::SmallVector<std::pair<std::string, std::string>> strArgs;
+  llvm::SmallVector<std::pair<std::string, llvm::SmallVector<int64_t>>> bufferShapes;
+};
+
+/// What a kind's cuts depend on beyond the task itself.
+struct TaskCutContext {
+  /// Threads per block (the kernel's).
+  int64_t threads = 256;
+  /// Blocks the grid runs at once (schedule-partition-work target-sms).
+  int64_t targetBlocks = 264;
+  /// MLA attention: the most context chunks, the most heads per task.
+  int64_t attentionChunks = 64;
+  int64_t attentionHeadGroup = 8;
+  /// The last task before this one that writes buffer `name` (null if none).
+  llvm::function_ref<TaskOpInterface(llvm::StringRef name)> producerOf;
+};
+
+} // namespace mk::schedule
+
+#endif // MK_DIALECT_SCHEDULE_TASKCUTS_H
