@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "mk/BFloat16.h"
+#include "mk/DenseGqaOracle.h"
+#include "mk/gqa.cuh"
 #include "mk/megakernel.cuh"
 #include "mk/runtime/WeightLayout.h"
 
@@ -581,6 +583,145 @@ TEST(Norm, ChainedNormsKeepTheResidualResident) {
       ASSERT_EQ(out2[i].toFloat(), x2[i]) << "second residual, D=" << D;
     }
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Dense GQA attention (the second family's templates, mk/gqa.cuh)
+//===----------------------------------------------------------------------===//
+
+template <int HQ, int HKV, int HD>
+__global__ void __launch_bounds__(T, 1)
+    gqaAppendKernel(int pos, double theta, float eps, const mk::bf16 *q, const mk::bf16 *k,
+                    const mk::bf16 *v, const mk::bf16 *qn, const mk::bf16 *kn, mk::bf16 *qo,
+                    const mk::bf16 *kin, const mk::bf16 *vin, mk::bf16 *kout, mk::bf16 *vout) {
+  mk::gqa_qk_norm_rope_append<T, HQ, HKV, HD>(blockIdx.x, gridDim.x, pos, theta, eps, q, k, v,
+                                              qn, kn, qo, kin, vin, kout, vout);
+}
+
+template <int HD, int REP>
+__global__ void __launch_bounds__(T, 1)
+    gqaAttentionKernel(int chunks, int hkv, int rows, const mk::bf16 *q, const mk::bf16 *kc,
+                       const mk::bf16 *vc, float *pm, float *pl, float *pa) {
+  extern __shared__ float smem[];
+  for (int t = blockIdx.x; t < chunks * hkv; t += gridDim.x)
+    mk::gqa_attention_chunk<T, HD, REP>(t, chunks, hkv, rows, q, kc, vc, pm, pl, pa, smem);
+}
+
+template <int HD>
+__global__ void __launch_bounds__(T, 1)
+    gqaCombineKernel(int perTask, int hq, int chunks, const float *pm, const float *pl,
+                     const float *pa, mk::bf16 *o) {
+  extern __shared__ float smem[];
+  for (int t = blockIdx.x; t * perTask < hq; t += gridDim.x)
+    mk::gqa_combine<T, HD>(t, perTask, hq, chunks, pm, pl, pa, o, smem);
+}
+
+/// Values within one bf16 rounding step of the reference (summation orders
+/// differ), and most of them equal.
+void expectBf16Close(const std::vector<HB> &got, const std::vector<HB> &want,
+                     const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t far = 0, exact = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float g = got[i].toFloat(), w = want[i].toFloat();
+    far += !(std::abs(g - w) <= 0.0079f * std::abs(w) + 1e-6f);
+    exact += g == w;
+  }
+  EXPECT_EQ(far, 0u) << what << ": values more than one bf16 step from the oracle";
+  EXPECT_GE(double(exact), 0.9 * double(got.size())) << what;
+}
+
+// The q / k heads' norm and rotate-half RoPE against the oracle's rmsNorm
+// and ropeRotateHalf, the new rows appended, and a foreign cache's earlier
+// rows copied (k_in != k_out) or left in place.
+TEST(Gqa, NormRopeAppendAsTheOracle) {
+  REQUIRE_GPU();
+  constexpr int HQ = 8, HKV = 2, HD = 128;
+  const double theta = 1e6;
+  const float eps = 1e-6f;
+  for (int pos : {0, 37, 4095}) {
+    Rng r(pos + 5);
+    auto q = randBf16(r, HQ * HD, 1.f), k = randBf16(r, HKV * HD, 1.f),
+         v = randBf16(r, HKV * HD, 1.f), qn = randBf16(r, HD, 0.5f), kn = randBf16(r, HD, 0.5f);
+    const size_t cacheElems = size_t(pos + 1) * HKV * HD;
+    auto kin = randBf16(r, cacheElems, 1.f), vin = randBf16(r, cacheElems, 1.f);
+    Dev<HB> dq(q), dk(k), dv(v), dqn(qn), dkn(kn), dqo(HQ * HD), dkin(kin), dvin(vin),
+        dkout(cacheElems), dvout(cacheElems);
+    gqaAppendKernel<HQ, HKV, HD><<<3, T>>>(pos, theta, eps, dq.as<mk::bf16>(), dk.as<mk::bf16>(),
+                                           dv.as<mk::bf16>(), dqn.as<mk::bf16>(),
+                                           dkn.as<mk::bf16>(), dqo.as<mk::bf16>(),
+                                           dkin.as<mk::bf16>(), dvin.as<mk::bf16>(),
+                                           dkout.as<mk::bf16>(), dvout.as<mk::bf16>());
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    std::vector<HB> wantQ(HQ * HD), wantK(HKV * HD);
+    for (int h = 0; h < HQ; ++h) {
+      mk::oracle::rmsNorm(q.data() + h * HD, qn.data(), HD, eps, wantQ.data() + h * HD);
+      mk::oracle::ropeRotateHalf(wantQ.data() + h * HD, HD, pos, theta);
+    }
+    for (int g = 0; g < HKV; ++g) {
+      mk::oracle::rmsNorm(k.data() + g * HD, kn.data(), HD, eps, wantK.data() + g * HD);
+      mk::oracle::ropeRotateHalf(wantK.data() + g * HD, HD, pos, theta);
+    }
+    expectBf16Close(dqo.get(), wantQ, "q, pos " + std::to_string(pos));
+    auto kout = dkout.get(), vout = dvout.get();
+    const size_t row = size_t(pos) * HKV * HD;
+    expectBf16Close(std::vector<HB>(kout.begin() + row, kout.end()), wantK,
+                    "k row, pos " + std::to_string(pos));
+    for (size_t i = 0; i < size_t(HKV) * HD; ++i)
+      ASSERT_EQ(vout[row + i].toFloat(), v[i].toFloat()) << "v row, pos " << pos;
+    for (size_t i = 0; i < row; ++i) {
+      ASSERT_EQ(kout[i].toFloat(), kin[i].toFloat()) << "copied k rows, pos " << pos;
+      ASSERT_EQ(vout[i].toFloat(), vin[i].toFloat()) << "copied v rows, pos " << pos;
+    }
+  }
+}
+
+template <int HQ, int HKV, int HD> void runGqaAttention(int rows, int chunks, uint64_t seed) {
+  constexpr int REP = HQ / HKV;
+  Rng r(seed);
+  auto q = randBf16(r, HQ * HD, 1.f), kc = randBf16(r, size_t(rows) * HKV * HD, 1.f),
+       vc = randBf16(r, size_t(rows) * HKV * HD, 1.f);
+  Dev<HB> dq(q), dk(kc), dv(vc), dout(HQ * HD);
+  Dev<float> pm(size_t(HQ) * chunks), pl(size_t(HQ) * chunks), pa(size_t(HQ) * chunks * HD);
+  const int smem = mk::gqa_attention_smem_floats<T, HD, REP>() * 4;
+  auto attn = gqaAttentionKernel<HD, REP>;
+  CK(cudaFuncSetAttribute(attn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  attn<<<37, T, smem>>>(chunks, HKV, rows, dq.as<mk::bf16>(), dk.as<mk::bf16>(),
+                        dv.as<mk::bf16>(), pm.p, pl.p, pa.p);
+  CK(cudaGetLastError());
+  gqaCombineKernel<HD><<<5, T, 2 * chunks * 4>>>(3, HQ, chunks, pm.p, pl.p, pa.p,
+                                                 dout.as<mk::bf16>());
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  std::vector<HB> want(HQ * HD);
+  mk::oracle::gqaAttention(q.data(), kc.data(), vc.data(), rows, HQ, HKV, HD, want.data());
+  auto got = dout.get();
+  std::vector<float> g(got.size());
+  std::vector<double> w(got.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    g[i] = got[i].toFloat();
+    w[i] = want[i].toFloat();
+  }
+  EXPECT_LT(relErr(g, w), 4e-3) << "rows " << rows << " chunks " << chunks;
+  size_t far = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    far += !(std::abs(g[i] - w[i]) <= 0.016 * std::abs(w[i]) + 2e-3);
+  EXPECT_EQ(far, 0u) << "rows " << rows << " chunks " << chunks
+                     << ": outputs more than two bf16 steps from the oracle";
+}
+
+// Chunked attention + combine against the oracle's gqaAttention: a
+// Qwen3-8B layer's heads (32 query heads over 8 kv heads of 128), one row
+// (context 0), fewer rows than chunks (empty chunks), and long contexts;
+// and a shape with one query head per kv head (64 wide).
+TEST(Gqa, ChunkedAttentionMatchesTheOracle) {
+  REQUIRE_GPU();
+  runGqaAttention<32, 8, 128>(1, 16, 1);
+  runGqaAttention<32, 8, 128>(7, 16, 2);
+  runGqaAttention<32, 8, 128>(300, 1, 3);
+  runGqaAttention<32, 8, 128>(2049, 64, 4);
+  runGqaAttention<4, 4, 64>(513, 8, 5);
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,223 @@
+//===- gqa.cuh - Grouped-query attention over a bf16 KV cache -----*- CUDA -*-===//
+//
+// The attention of the dense GQA decoder layer (docs/semantics-dense-gqa.md),
+// one new token per step:
+//   gqa_qk_norm_rope_append: every q and k head RMS-normalized over
+//     head_dim (q_norm / k_norm) and rotated (rotate-half RoPE at the
+//     token's position); the new k and v rows appended to the caches;
+//   gqa_attention_chunk: for one kv head and one chunk of cache rows, the
+//     REP query heads that read it: scores, an online softmax and the
+//     weighted value rows, as fp32 partials (max, sum, weighted sum);
+//   gqa_combine: the chunks' partials of one query head merged, rounded to
+//     bf16: the input of o_proj.
+// Arithmetic: the spec's roundings (the norm's and RoPE's outputs, the
+// attention output) at the spec's points, fp32 in between; RoPE's angles in
+// double as the spec states; only summation orders differ (the chunked
+// softmax, warp-tree dot products). Not yet called by an emitted kernel:
+// the dense family's lowering is to come (issue #12).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "mk/common.cuh"
+
+namespace mk {
+
+/// The q / k heads' norm and RoPE at position `pos`, and the new cache rows.
+/// One warp per head: heads [0, HQ) are the query heads (q: [HQ, HD] as
+/// projected, into q_out [HQ, HD]), [HQ, HQ + HKV) the kv heads (k, v:
+/// [HKV, HD]; k normalized and rotated, v as is, into row `pos` of the out
+/// caches [rows, HKV, HD]). Work is spread over (task, warp) of `ntasks`
+/// tasks. When the in and out caches differ (a state adopted from elsewhere)
+/// rows [0, pos) are copied too. HD: a multiple of 64 (lane l holds elements
+/// l + 32 j, so the pair (i, i + HD/2) RoPE rotates sits in one lane).
+template <int THREADS, int HQ, int HKV, int HD>
+__device__ void gqa_qk_norm_rope_append(int task, int ntasks, int pos, double theta, float eps,
+                                        const bf16 *q, const bf16 *k, const bf16 *v,
+                                        const bf16 *q_norm, const bf16 *k_norm, bf16 *q_out,
+                                        const bf16 *k_in, const bf16 *v_in, bf16 *k_out,
+                                        bf16 *v_out) {
+  static_assert(HD % 64 == 0, "head_dim must be a multiple of 64");
+  constexpr int WARPS = THREADS / 32, E = HD / 32, HALF = E / 2;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int head = task * WARPS + warp; head < HQ + HKV; head += ntasks * WARPS) {
+    const bool isQ = head < HQ;
+    const int g = isQ ? head : head - HQ;
+    const bf16 *src = (isQ ? q : k) + (size_t)g * HD;
+    const bf16 *w = isQ ? q_norm : k_norm;
+    float x[E];
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < E; ++j) {
+      x[j] = bf2f(__ldcg(src + lane + 32 * j));
+      ss += x[j] * x[j];
+    }
+    ss = warp_sum(ss);
+    const float r = 1.f / sqrtf(ss / float(HD) + eps);
+#pragma unroll
+    for (int j = 0; j < E; ++j) // y = bf16(x * r * w), as the spec's RMSNorm
+      x[j] = round_bf16(__fmul_rn(__fmul_rn(x[j], r), bf2f(w[lane + 32 * j])));
+    bf16 *dst = isQ ? q_out + (size_t)g * HD : k_out + ((size_t)pos * HKV + g) * HD;
+#pragma unroll
+    for (int j = 0; j < HALF; ++j) {
+      // Element i = lane + 32 j pairs with i + HD/2 (index j + HALF).
+      const int i = lane + 32 * j;
+      const double a = double(pos) * pow(theta, -2.0 * double(i) / double(HD));
+      double sd, cd;
+      sincos(a, &sd, &cd);
+      const float c = float(cd), s = float(sd);
+      const float x0 = x[j], x1 = x[j + HALF];
+      dst[i] = f2bf(__fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s)));
+      dst[i + HD / 2] = f2bf(__fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s)));
+    }
+    if (!isQ) {
+      bf16 *vd = v_out + ((size_t)pos * HKV + g) * HD;
+#pragma unroll
+      for (int j = 0; j < E; ++j)
+        vd[lane + 32 * j] = __ldcg(v + (size_t)g * HD + lane + 32 * j);
+    }
+  }
+  const size_t tid = (size_t)task * THREADS + threadIdx.x, stride = (size_t)ntasks * THREADS;
+  const size_t prefix = (size_t)pos * HKV * HD;
+  if (k_in != k_out)
+    for (size_t i = tid; i < prefix; i += stride)
+      k_out[i] = __ldcg(k_in + i);
+  if (v_in != v_out)
+    for (size_t i = tid; i < prefix; i += stride)
+      v_out[i] = __ldcg(v_in + i);
+}
+
+/// Shared memory of gqa_attention_chunk, in floats: every warp's running
+/// max, sum and weighted sum of each of the REP heads.
+template <int THREADS, int HD, int REP>
+__host__ __device__ constexpr int gqa_attention_smem_floats() {
+  return (THREADS / 32) * REP * (HD + 2);
+}
+
+/// Task `task` = chunk * HKV + g: the REP query heads g*REP .. g*REP+REP-1
+/// over cache rows [chunk * per, min(rows, (chunk + 1) * per)), per =
+/// ceil(rows / chunks). Each warp takes every WARPS-th row: lane l holds
+/// head_dim elements [E l, E l + E) of q (in registers) and of each row;
+/// score = (q . k) / sqrt(HD), an online softmax and the weighted v rows per
+/// warp, then the warps' partials merged into the chunk's: part_m and
+/// part_l [HQ][chunks], part_acc [HQ][chunks][HD] (a chunk without rows:
+/// max -inf, sums 0). q: [HQ, HD] (normalized and rotated); caches [rows,
+/// HKV, HD]. smem: gqa_attention_smem_floats().
+template <int THREADS, int HD, int REP>
+__device__ void gqa_attention_chunk(int task, int chunks, int hkv, int rows, const bf16 *q,
+                                    const bf16 *k_cache, const bf16 *v_cache, float *part_m,
+                                    float *part_l, float *part_acc, float *smem) {
+  static_assert(HD % 64 == 0 && HD <= 256, "head_dim: a multiple of 64, at most 256");
+  constexpr int WARPS = THREADS / 32, E = HD / 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int chunk = task / hkv, g = task % hkv;
+  const int per = (rows + chunks - 1) / chunks;
+  const int r0 = chunk * per, r1 = min(rows, r0 + per);
+  const float scale = 1.f / sqrtf(float(HD));
+  float qf[REP][E], acc[REP][E], m[REP], l[REP];
+#pragma unroll
+  for (int h = 0; h < REP; ++h) {
+    m[h] = -INFINITY;
+    l[h] = 0.f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      qf[h][e] = bf2f(__ldcg(q + (size_t)(g * REP + h) * HD + E * lane + e));
+      acc[h][e] = 0.f;
+    }
+  }
+  for (int r = r0 + warp; r < r1; r += WARPS) {
+    const bf16 *kr = k_cache + ((size_t)r * hkv + g) * HD + E * lane;
+    const bf16 *vr = v_cache + ((size_t)r * hkv + g) * HD + E * lane;
+    float kf[E], vf[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      kf[e] = bf2f(__ldcg(kr + e));
+      vf[e] = bf2f(__ldcg(vr + e));
+    }
+#pragma unroll
+    for (int h = 0; h < REP; ++h) {
+      float d = 0.f;
+#pragma unroll
+      for (int e = 0; e < E; ++e)
+        d += qf[h][e] * kf[e];
+      const float s = warp_sum(d) * scale;
+      const float mn = fmaxf(m[h], s);
+      const float alpha = expf(m[h] - mn), p = expf(s - mn);
+      m[h] = mn;
+      l[h] = l[h] * alpha + p;
+#pragma unroll
+      for (int e = 0; e < E; ++e)
+        acc[h][e] = acc[h][e] * alpha + p * vf[e];
+    }
+  }
+  // The warps' partials: smem [WARPS][REP] maxima, [WARPS][REP] sums, then
+  // [WARPS][REP][HD] weighted sums.
+  float *sm = smem, *sl = smem + WARPS * REP, *sa = smem + 2 * WARPS * REP;
+#pragma unroll
+  for (int h = 0; h < REP; ++h) {
+    if (lane == 0) {
+      sm[warp * REP + h] = m[h];
+      sl[warp * REP + h] = l[h];
+    }
+#pragma unroll
+    for (int e = 0; e < E; ++e)
+      sa[(warp * REP + h) * HD + E * lane + e] = acc[h][e];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < REP * HD; i += THREADS) {
+    const int h = i / HD, d = i % HD;
+    float M = -INFINITY;
+    for (int w = 0; w < WARPS; ++w)
+      M = fmaxf(M, sm[w * REP + h]);
+    float L = 0.f, A = 0.f;
+    if (M != -INFINITY)
+      for (int w = 0; w < WARPS; ++w) {
+        const float f = expf(sm[w * REP + h] - M); // 0 for a warp without rows
+        L += sl[w * REP + h] * f;
+        A += sa[(w * REP + h) * HD + d] * f;
+      }
+    const size_t at = (size_t)(g * REP + h) * chunks + chunk;
+    part_acc[at * HD + d] = A;
+    if (d == 0) {
+      part_m[at] = M;
+      part_l[at] = L;
+    }
+  }
+  __syncthreads();
+}
+
+/// o[h] = bf16(sum_c acc_c exp(m_c - M) / sum_c l_c exp(m_c - M)), M the
+/// largest chunk max, for query heads [task * heads_per_task, ...) of
+/// `hq` (partials as gqa_attention_chunk writes them; o: [HQ, HD]). smem:
+/// 2 * chunks floats.
+template <int THREADS, int HD>
+__device__ void gqa_combine(int task, int heads_per_task, int hq, int chunks,
+                            const float *part_m, const float *part_l, const float *part_acc,
+                            bf16 *o, float *smem) {
+  const int h0 = task * heads_per_task, h1 = min(hq, h0 + heads_per_task);
+  for (int h = h0; h < h1; ++h) {
+    float *w = smem, *ls = smem + chunks;
+    float M = -INFINITY;
+    for (int c = 0; c < chunks; ++c)
+      M = fmaxf(M, __ldcg(part_m + (size_t)h * chunks + c));
+    // Every thread found M; the weights once per chunk.
+    for (int c = threadIdx.x; c < chunks; c += THREADS) {
+      const float mc = __ldcg(part_m + (size_t)h * chunks + c);
+      w[c] = mc == -INFINITY ? 0.f : expf(mc - M);
+      ls[c] = __ldcg(part_l + (size_t)h * chunks + c);
+    }
+    __syncthreads();
+    float L = 0.f;
+    for (int c = 0; c < chunks; ++c)
+      L += ls[c] * w[c];
+    for (int d = threadIdx.x; d < HD; d += THREADS) {
+      float A = 0.f;
+      for (int c = 0; c < chunks; ++c)
+        A += __ldcg(part_acc + ((size_t)h * chunks + c) * HD + d) * w[c];
+      o[(size_t)h * HD + d] = f2bf(A / L);
+    }
+    __syncthreads();
+  }
+}
+
+} // namespace mk
