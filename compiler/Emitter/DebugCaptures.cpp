@@ -11,9 +11,11 @@
 using namespace mk::emitter::detail;
 
 /// Which debug captures the kernel provides and how (docs/kernel-abi.md).
-/// Derived from the tasks: a capture is named after the weight (by its
-/// state-dict name) or the task kind that produces it. Offsets follow the
-/// oracle's order: layer by layer, kCaptureOrder within a layer.
+/// Derived from the tasks: a value the frontend named (the task's
+/// `captures`, from graph.capture), or what a task kind computes (the KDA
+/// convolutions and output, MLA's queries, latent row and output, the
+/// top-k). Its layer is the one its weight or state declares. Offsets
+/// follow the oracle's order: layer by layer, kCaptureOrder within a layer.
 LogicalResult Emitter::planCaptures() {
   const int64_t last = kernel.getNumLayers() - 1;
   auto numel = [](ArrayRef<int64_t> shape) {
@@ -51,8 +53,17 @@ LogicalResult Emitter::planCaptures() {
   auto numelOf = [&](StringRef buffer) {
     return numel(buffers.lookup(buffer).getShape());
   };
-  auto endsWith = [](StringRef s, StringRef suffix) {
-    return s.ends_with(suffix);
+  // The names the frontend gave a task's values, one per output.
+  LogicalResult bad = success();
+  auto captureNames = [&](TaskOpInterface t, size_t outputs) {
+    SmallVector<std::string> names = t.getStrArrayArg("captures");
+    if (names.empty())
+      names.assign(outputs, "");
+    if (names.size() != outputs)
+      bad = t.emitOpError("has ") << names.size() << " capture names for " << outputs
+                                  << " outputs";
+    names.resize(outputs);
+    return names;
   };
   kernel.walk([&](TaskOpInterface t) {
     const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
@@ -61,8 +72,11 @@ LogicalResult Emitter::planCaptures() {
     if (kind == mk::schedule::TaskKind::ResidualRmsnorm) {
       StringRef w = str("weight"), acc = str("acc"), out = str("out");
       int64_t L = layerOf(w), d = t.getIntArg("dim");
-      bool attn = endsWith(w, ".attn_norm");
-      if (!attn && !endsWith(w, ".moe_norm"))
+      // The attention's input (its residual sums are the previous layer's
+      // MoE output and output) or the MoE's (the attention output and h).
+      const std::string role = captureNames(t, 1)[0];
+      const bool attn = role == "attn_in";
+      if (!attn && role != "moe_in")
         return;
       // xs lives in shared memory: block 0 writes it after the norm.
       add(L, attn ? "attn_in" : "moe_in", "bf16", {d}, nullptr);
@@ -83,20 +97,14 @@ LogicalResult Emitter::planCaptures() {
       if (str("epilogue") == "atomic_f32")
         return; // an accumulator: captured where the residual reads it
       auto weights = strs("weights"), outputs = strs("outputs");
-      for (auto [w, out] : llvm::zip(weights, outputs)) {
-        StringRef what;
-        for (StringRef p : {"q", "k", "v", "g"})
-          if (endsWith(w, (".attn." + p + "_proj").str()))
-            what = p;
+      auto names = captureNames(t, outputs.size());
+      for (auto [w, out, what] : llvm::zip(weights, outputs, names))
         if (!what.empty())
           add(layerOf(w), what, "bf16", {numelOf(out)},
               copy(ptr(out, true), numelOf(out), "bf16"));
-      }
     } else if (kind == mk::schedule::TaskKind::Bf16Rows) {
       StringRef w = str("weight"), out = str("output");
-      StringRef what = endsWith(w, ".attn.beta_proj.weight") ? "beta_logits"
-                       : endsWith(w, ".moe.router.weight")   ? "router_logits"
-                                                             : "";
+      const std::string what = captureNames(t, 1)[0];
       if (!what.empty())
         add(layerOf(w), what, "bf16", {numelOf(out)},
             copy(ptr(out, true), numelOf(out), "bf16"));
@@ -147,6 +155,8 @@ LogicalResult Emitter::planCaptures() {
       topkCapture[str("logits")] = L;
     }
   });
+  if (failed(bad))
+    return failure();
   std::stable_sort(captures.begin(), captures.end(),
                    [](const Capture &a, const Capture &b) {
                      return std::tie(a.layer, a.rank) <

@@ -59,8 +59,16 @@ private:
   Value buildKda(int64_t layer, Value u, LayerState &st);
   Value buildMla(int64_t layer, Value u, Value pos, LayerState &st);
   Value buildMoe(int64_t layer, Value u);
-  Value linear(Value x, const std::string &weight, int64_t out) {
-    return b.create<LinearW4A16Op>(loc(weight), bvec(out), x, sym(weight));
+  Value linear(Value x, const std::string &weight, int64_t out, StringRef capture = "") {
+    auto op = b.create<LinearW4A16Op>(loc(weight), bvec(out), x, sym(weight));
+    return captured(op, capture);
+  }
+  /// `op`'s result, named `capture` for debug captures (docs/kernel-abi.md)
+  /// where not empty.
+  Value captured(Operation *op, StringRef capture) {
+    if (!capture.empty())
+      op->setAttr(GraphDialect::getCaptureAttrName(), b.getStringAttr(capture));
+    return op->getResult(0);
   }
 
   MLIRContext &ctx;
@@ -128,13 +136,13 @@ void GraphBuilder::declareSymbols(ModuleOp module) {
 Value GraphBuilder::buildKda(int64_t layer, Value u, LayerState &st) {
   const std::string p = layerPrefix(layer) + ".attn";
   const int64_t c = cfg.kdaChannels();
-  Value q = linear(u, p + ".q_proj", c);
-  Value k = linear(u, p + ".k_proj", c);
-  Value v = linear(u, p + ".v_proj", c);
-  Value g = linear(u, p + ".g_proj", c);
-  Value beta = b.create<LinearBF16Op>(loc(p + ".beta_proj"),
-                                      bvec(cfg.kdaHeads), u,
-                                      sym(p + ".beta_proj.weight"));
+  Value q = linear(u, p + ".q_proj", c, "q");
+  Value k = linear(u, p + ".k_proj", c, "k");
+  Value v = linear(u, p + ".v_proj", c, "v");
+  Value g = linear(u, p + ".g_proj", c, "g");
+  Value beta = captured(b.create<LinearBF16Op>(loc(p + ".beta_proj"), bvec(cfg.kdaHeads), u,
+                                               sym(p + ".beta_proj.weight")),
+                        "beta_logits");
   auto conv = [&](Value x, Value &window, int64_t index, const char *what) {
     auto op = b.create<KdaShortConvOp>(
         loc(p + ".conv." + what), x.getType(), window.getType(), x, window,
@@ -156,7 +164,7 @@ Value GraphBuilder::buildMla(int64_t layer, Value u, Value pos,
                              LayerState &st) {
   const std::string p = layerPrefix(layer) + ".attn";
   const int64_t hm = cfg.mlaHeads, qDim = cfg.mlaQHeadDim();
-  Value q = linear(u, p + ".q_proj", hm * qDim);
+  Value q = linear(u, p + ".q_proj", hm * qDim, "q");
   Value q2 = b.create<ReshapeOp>(loc(p + ".q_heads"),
                                  tensor({hm, qDim}, bf16()), q);
   Value qr = b.create<RopeOp>(loc(p + ".q_rope"), q2.getType(), q2, pos,
@@ -191,6 +199,8 @@ Value GraphBuilder::buildMoe(int64_t layer, Value u) {
       vec(cfg.nActive, b.getI32Type()), u, sym(p + ".router.weight"),
       b.getI64IntegerAttr(cfg.nActive),
       b.getF64FloatAttr(cfg.routedScaling));
+  // The router's captured value is its logits (before the top-k).
+  captured(router, "router_logits");
   Value routed = b.create<MoeExpertsOp>(
       loc(p + ".experts"), vec(d, b.getF32Type()), u, router.getWeights(),
       router.getIndices(), sym(p + ".gate"), sym(p + ".up"),
@@ -292,14 +302,16 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
   const auto eps = b.getF64FloatAttr(cfg.eps);
   for (size_t i = 0; i < cfg.pattern.size(); ++i) {
     const std::string p = layerPrefix(i);
-    Value n = b.create<RMSNormOp>(loc(p + ".attn_norm"), x.getType(), x,
-                                  sym(p + ".attn_norm"), eps);
+    Value n = captured(b.create<RMSNormOp>(loc(p + ".attn_norm"), x.getType(), x,
+                                           sym(p + ".attn_norm"), eps),
+                       "attn_in");
     Value attn = cfg.pattern[i] == LayerKind::KDA
                      ? buildKda(i, n, layerStates[i])
                      : buildMla(i, n, pos, layerStates[i]);
     Value h = b.create<AddOp>(loc(p + ".attn_residual"), x.getType(), x, attn);
-    Value m = b.create<RMSNormOp>(loc(p + ".moe_norm"), h.getType(), h,
-                                  sym(p + ".moe_norm"), eps);
+    Value m = captured(b.create<RMSNormOp>(loc(p + ".moe_norm"), h.getType(), h,
+                                           sym(p + ".moe_norm"), eps),
+                       "moe_in");
     Value moe = buildMoe(i, m);
     x = b.create<AddOp>(loc(p + ".moe_residual"), h.getType(), h, moe);
   }

@@ -166,6 +166,19 @@ private:
   void setArg(TaskSpec &t, StringRef k, ArrayRef<int64_t> v) {
     t.args.set(k, b.getI64ArrayAttr(v));
   }
+  /// The debug-capture names the frontend gave `ops`' values (one per op,
+  /// "" where none; graph.capture), as the task's `captures` if any is set.
+  void setCaptures(TaskSpec &t, ArrayRef<Operation *> ops) {
+    SmallVector<std::string> names;
+    bool any = false;
+    for (Operation *op : ops) {
+      auto c = op->getAttrOfType<StringAttr>(graph::GraphDialect::getCaptureAttrName());
+      names.push_back(c ? c.str() : "");
+      any |= c && !c.empty();
+    }
+    if (any)
+      setArg(t, "captures", names);
+  }
   /// Layer prefix ("blocks.3") of a state-dict name.
   static std::string layerOf(StringRef sym) {
     auto parts = sym.split('.');
@@ -310,6 +323,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     setArg(t, "output", logits);
     setArg(t, "rows", experts);
     setArg(t, "k", hidden);
+    setCaptures(t, {op});
     ValueInfo v{ValueInfo::Router, logits, ""};
     set(r.getWeights(), v);
     set(r.getIndices(), v);
@@ -383,6 +397,7 @@ LogicalResult Lowering::lowerNorm(graph::RMSNormOp op) {
   setArg(tk, "dim", hidden);
   setArg(tk, "eps", op.getEps().convertToDouble());
   setArg(tk, "xs", xs);
+  setCaptures(tk, {op.getOperation()});
   set(op.getOutput(), ValueInfo{ValueInfo::Shared, xs, ""});
   return success();
 }
@@ -417,6 +432,7 @@ LogicalResult Lowering::lowerLinearGroup(Operation *first) {
 
   SmallVector<std::string> weights, outputs;
   SmallVector<int64_t> ns;
+  SmallVector<Operation *> gemvs; // in the order of weights and outputs
   int64_t k = cast<RankedTensorType>(first->getOperand(0).getType()).getDimSize(0);
   bool accumulate = false;
   std::string name;
@@ -424,6 +440,7 @@ LogicalResult Lowering::lowerLinearGroup(Operation *first) {
     auto lin = dyn_cast<graph::LinearW4A16Op>(m);
     if (!lin)
       continue;
+    gemvs.push_back(m);
     int64_t n = lin.getOutput().getType().getDimSize(0);
     std::string w = lin.getWeight().str();
     // A projection whose only use is a residual add accumulates in fp32
@@ -470,6 +487,7 @@ LogicalResult Lowering::lowerLinearGroup(Operation *first) {
     setArg(t, "input", x->buffer);
     setArg(t, "input_offset", x->offset);
     setArg(t, "epilogue", std::string(accumulate ? "atomic_f32" : "bf16"));
+    setCaptures(t, gemvs);
     if (x->kind != ValueInfo::Shared && x->kind != ValueInfo::Buffer)
       return first->emitOpError("input must be stored or in shared memory");
   }
@@ -490,6 +508,7 @@ LogicalResult Lowering::lowerLinearGroup(Operation *first) {
     setArg(t, "output", out);
     setArg(t, "rows", rows);
     setArg(t, "k", k);
+    setCaptures(t, {m});
     set(lin.getOutput(), ValueInfo{ValueInfo::Buffer, out, ""});
   }
   return success();

@@ -34,7 +34,7 @@ constexpr TaskArgSpec optOut(llvm::StringLiteral n) {
 
 const TaskArgSpec kResidualRmsnorm[] = {
     in("base"),          optIn("acc"),     optOut("out"), optOut("xs"),
-    {"weight", T::Weight}, {"dim", T::Pos}, {"eps", T::Float}};
+    {"weight", T::Weight}, {"dim", T::Pos}, {"eps", T::Float}, {"captures", T::Captures}};
 const TaskArgSpec kW4A16Gemv[] = {
     {"weights", T::Weights},
     {"outputs", T::Buffers, Formed, false, A::Output},
@@ -46,13 +46,15 @@ const TaskArgSpec kW4A16Gemv[] = {
     {"unit_cols", T::NonNeg},
     {"tn", T::Pos, P},
     {"ksplit", T::Pos, P},
-    {"tiles", T::Pos, P}};
+    {"tiles", T::Pos, P},
+    {"captures", T::Captures}};
 const TaskArgSpec kBf16Rows[] = {{"weight", T::Weight},
                                  optIn("input"),
                                  out("output"),
                                  {"k", T::Pos},
                                  {"rows", T::Pos},
-                                 {"rows_per_task", T::Pos, P}};
+                                 {"rows_per_task", T::Pos, P},
+                                 {"captures", T::Captures}};
 const TaskArgSpec kKdaHeadChunk[] = {
     in("q"), in("k"), in("v"), in("g"), in("beta"), out("o"), inout("S"), in("cq"), in("ck"),
     in("cv"), {"conv_w", T::Weight}, {"conv", T::Pos}, {"head_dim", T::Pos}, {"heads", T::Pos},
@@ -128,6 +130,8 @@ const char *describe(TaskArgType t) {
     return "a non-empty array of weight names";
   case T::Buffers:
     return "a non-empty array of buffers of the kernel, as symbols (@name)";
+  case T::Captures:
+    return "an array of debug-capture names (strings), where present";
   }
   return "";
 }
@@ -276,6 +280,7 @@ LogicalResult verifyTaskArgs(TaskOpInterface t, TaskArgStage upTo) {
   for (const TaskArgSpec &a : taskArgSpecs(t)) {
     Attribute v = args.get(a.name);
     const bool required = a.type != T::NonNeg && a.type != T::OptBuffer &&
+                          a.type != T::Captures &&
                           (a.stage == TaskArgStage::Formed ||
                            (a.stage == TaskArgStage::Partitioned &&
                             upTo == TaskArgStage::Partitioned));
@@ -306,6 +311,11 @@ LogicalResult verifyTaskArgs(TaskOpInterface t, TaskArgStage upTo) {
     case T::Weight:
       ok = isName(v, /*allowEmpty=*/false);
       break;
+    case T::Captures: {
+      auto arr = dyn_cast<ArrayAttr>(v);
+      ok = arr && llvm::all_of(arr, [](Attribute e) { return isName(e, /*allowEmpty=*/true); });
+      break;
+    }
     case T::Ints:
     case T::Weights:
     case T::Buffers: {

@@ -179,3 +179,17 @@ schedule.kernel @k attributes {threads = 256 : i64} {
     schedule.w4a16_gemv "g" {args = {weights = ["w"], k = 256 : i64, group = 128 : i64, n = [256], input = @x, outputs = ["y"]}}
   }
 }
+
+// -----
+
+// `captures` (the debug-capture names of a task's values, from the
+// frontend's graph.capture) is an array of strings where present.
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 128, 256>, group = 128 : i64}
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.phase "p" {
+    // expected-error @+1 {{argument 'captures' must be an array of debug-capture names (strings), where present}}
+    schedule.w4a16_gemv "g" {args = {weights = ["w"], k = 256 : i64, group = 128 : i64, n = [256], input = @x, outputs = [@y], captures = [3]}}
+  }
+}

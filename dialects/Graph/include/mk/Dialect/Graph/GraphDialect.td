@@ -29,6 +29,13 @@ def Graph_Dialect : Dialect {
     The ops have the exact (materialized) semantics of the workload spec,
     including where values are rounded to bf16; later passes are free to fuse
     and re-associate only where the spec allows it.
+
+    `graph.capture = "q"` on an op names its result for differential
+    debugging (docs/kernel-abi.md's capture names, within its layer; on
+    `graph.moe_router`, its logits before the top-k): the
+    frontend, which knows what each op computes, sets it; phase formation
+    carries it onto the task that computes the value (`captures`), where a
+    `--debug-capture` kernel finds it.
   }];
   let dependentDialects = ["::mlir::func::FuncDialect"];
   let hasRegionArgAttrVerify = 1;
@@ -38,6 +45,10 @@ def Graph_Dialect : Dialect {
     /// argument or result to its `graph.state` symbol.
     static constexpr ::llvm::StringLiteral getStateAttrName() {
       return ::llvm::StringLiteral("graph.state");
+    }
+    /// Name of the op attribute that names its result for debug captures.
+    static constexpr ::llvm::StringLiteral getCaptureAttrName() {
+      return ::llvm::StringLiteral("graph.capture");
     }
   }];
 }

@@ -46,6 +46,9 @@ enum class TaskArgType {
   Ints,      ///< non-empty array of integers in 1..kMaxTaskArg
   Weights,   ///< non-empty array of weight names
   Buffers,   ///< non-empty array of buffer symbol references
+  Captures,  ///< where present, an array of debug-capture names of the
+             ///< values the task computes (its outputs, in order; "" for
+             ///< none): what the frontend named them (graph.capture)
 };
 
 /// When an argument is required: from the task's creation
