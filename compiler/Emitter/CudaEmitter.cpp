@@ -5,9 +5,11 @@
 // grid size works), each instance waiting on its counters, calling its
 // template and signalling; a schedule.barrier is mk::grid_barrier. Counters
 // are reset after the last barrier. Shared memory: the normalized input of
-// the current segment (xs), a reduction scratch, and one work area sized for
-// the hungriest task (in a kernel too wide for that, the phases that do not
-// need xs start their work area at it: planInputLending); the sizes are
+// the current segment (xs), a reduction scratch, the norms' resident
+// residual (resid: each every-block norm keeps its x there for the next
+// one, whose base it is), and one work area sized for the hungriest task
+// (in a kernel too wide for that, resid goes first, then the phases that do
+// not need xs start their work area at it: planInputLending); the sizes are
 // mirrored from the templates' constexpr helpers and checked against them
 // with static_asserts in the emitted code.
 //
