@@ -41,6 +41,13 @@ variant() {
     --pass-option="$2"
   echo "$out/kimi_linear_w4a16_$1 ($2)"
 }
+# MK_DEEP_KERNELS=1: the 27-layer, 256-expert spec too (OracleGpu.DeepSpecOneStep,
+# mk-bench; its random weights are ~24 GB).
+rm -rf "${out:?}/kimi_linear_27l"
+if [ -n "${MK_DEEP_KERNELS:-}" ]; then
+  "$mkc" examples/specs/kimi_linear_27l.json --emit=cuda -o "$out/kimi_linear_27l"
+  echo "$out/kimi_linear_27l"
+fi
 rm -rf "$out"/kimi_linear_w4a16_t*/
 # The opt-in integer arithmetic, always: gpu-tests.sh runs the oracle test
 # (reported, not required: docs/pipeline.md says why) and the bench on it.

@@ -15,6 +15,7 @@
 #include "GpuTestSupport.h"
 
 #include <cstdio>
+#include <sys/stat.h>
 #include <cstdlib>
 
 using namespace mk;
@@ -330,9 +331,40 @@ std::string fullName() {
 }
 std::string tinyName() { return "tiny"; }
 
+/// A deep spec's kernel (examples/specs/kimi_linear_27l.json: 27 layers of
+/// the unit's widths with 256 experts, the released model's depth and
+/// expert count), generated only on request (MK_DEEP_KERNELS=1
+/// scripts/make-gpu-kernels.sh; its weights are ~24 GB): one seed, contexts
+/// 0 and 2048, the same bar as the unit's one-step test. Skipped when its
+/// kernel directory is absent.
+void deepSpecOneStep(const std::string &kernelName) {
+  MK_REQUIRE_GPU(dev);
+  const char *root = std::getenv("MK_KERNELS_DIR");
+  struct stat st;
+  if (!root || stat((std::string(root) + "/" + kernelName).c_str(), &st) != 0)
+    GTEST_SKIP() << kernelName << " not generated (MK_DEEP_KERNELS=1 scripts/make-gpu-kernels.sh)";
+  Fixture f;
+  MK_ASSERT_OK(makeFixture(dev, kernelName, 1, 2048 + 8, f));
+  for (int64_t ctx : {0, 2048}) {
+    const std::string label = kernelName + " seed 1 ctx " + std::to_string(ctx);
+    DecodeState state = makeRandomState(f.cfg, ctx, 8);
+    std::vector<BFloat16> hidden = makeRandomHidden(f.cfg, 9);
+    MK_ASSERT_OK(writeState(*f.session, state));
+    std::vector<BFloat16> gpuOut;
+    MK_ASSERT_OK(gpuStep(dev, f, hidden, gpuOut));
+    DecodeState gpuState;
+    MK_ASSERT_OK(readState(*f.session, gpuState));
+    std::vector<BFloat16> oracleOut = tieAwareOracleStep(f, state, hidden, gpuOut, kStepCos, label);
+    compareStep(f.cfg, gpuOut, oracleOut, gpuState, state, kStepCos, label);
+    std::printf("[ info ] %s: output cosine %.6f\n", label.c_str(),
+                cosine(bf16ToFloat(gpuOut), bf16ToFloat(oracleOut)));
+  }
+}
+
 } // namespace
 
 TEST(OracleGpu, FullUnitOneStep) { oneStepAgainstOracle(fullName()); }
+TEST(OracleGpu, DeepSpecOneStep) { deepSpecOneStep("kimi_linear_27l"); }
 TEST(OracleGpu, TinyOneStep) { oneStepAgainstOracle(tinyName()); }
 TEST(OracleGpu, FullUnitFromContextZero) { fromContextZero(fullName()); }
 TEST(OracleGpu, TinyFromContextZero) { fromContextZero(tinyName()); }
