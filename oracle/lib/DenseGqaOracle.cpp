@@ -2,6 +2,10 @@
 
 #include "mk/DenseGqaOracle.h"
 
+#include "mk/Json.h"
+#include "mk/Oracle.h"
+#include "mk/TestData.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -141,6 +145,103 @@ std::vector<BFloat16> denseGqaLayerStep(const DenseGqaConfig &c, const DenseGqaL
   for (int64_t i = 0; i < d; ++i)
     out[i] = BFloat16(h1[i].toFloat() + BFloat16(y[i]).toFloat());
   return out;
+}
+
+std::string parseDenseGqaConfig(const std::string &text, DenseGqaConfig &c) {
+  json::Value v;
+  std::string err;
+  if (!json::parse(text, v, err))
+    return err;
+  if (!v.isObject())
+    return "the dense GQA config must be a JSON object";
+  c = DenseGqaConfig();
+  struct IntKey {
+    const char *name;
+    int64_t *field;
+  };
+  const IntKey ints[] = {{"hidden", &c.hidden},   {"heads", &c.heads}, {"kv_heads", &c.kvHeads},
+                         {"head_dim", &c.headDim}, {"inter", &c.inter}, {"group", &c.group},
+                         {"layers", &c.layers}};
+  for (const auto &[key, val] : v.object) {
+    bool known = key == "rope_theta" || key == "eps";
+    for (const IntKey &k : ints)
+      known = known || key == k.name;
+    if (!known)
+      return "unknown key '" + key + "' at " + val.keyWhere();
+  }
+  for (const IntKey &k : ints) {
+    const json::Value *x = v.find(k.name);
+    if (!x)
+      return std::string("missing key '") + k.name + "'";
+    if (!x->getInt(*k.field) || *k.field <= 0 || *k.field > (int64_t(1) << 24))
+      return std::string("'") + k.name + "' must be an integer in 1..2^24 at " + x->where();
+  }
+  const json::Value *theta = v.find("rope_theta");
+  if (!theta)
+    return "missing key 'rope_theta'";
+  if (!theta->isNumber())
+    return "'rope_theta' must be a number at " + theta->where();
+  c.ropeTheta = theta->number;
+  if (const json::Value *eps = v.find("eps")) {
+    if (!eps->isNumber())
+      return "'eps' must be a number at " + eps->where();
+    c.eps = float(eps->number);
+  }
+  return validateDenseGqaConfig(c);
+}
+
+TensorMap makeRandomDenseGqaWeights(const DenseGqaConfig &c, uint64_t seed) {
+  TensorMap m;
+  auto norm = [&](const std::string &name, int64_t n) {
+    HostTensor t(TensorDesc{name, DType::BF16, {n}});
+    auto *p = reinterpret_cast<BFloat16 *>(t.data.data());
+    std::vector<float> noise(static_cast<size_t>(n));
+    testdata::fillNormal(testdata::streamFor(seed, name), 0, n, 0.1, noise.data());
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = BFloat16(1.0f + noise[i]);
+    m.emplace(name, std::move(t));
+  };
+  auto linear = [&](const std::string &name, int64_t in, int64_t out) {
+    std::vector<float> w(static_cast<size_t>(in * out));
+    testdata::fillNormal(testdata::streamFor(seed, name), 0, in * out, testdata::kQuantStddev,
+                         w.data());
+    HostTensor q(TensorDesc{name + ".w_q", DType::U8, {in / 2, out}});
+    HostTensor s(TensorDesc{name + ".scales", DType::BF16, {in / c.group, out}});
+    HostTensor z(TensorDesc{name + ".zeros", DType::BF16, {in / c.group, out}});
+    quantizeW4A16(w.data(), in, out, c.group, q.data.data(),
+                  reinterpret_cast<BFloat16 *>(s.data.data()),
+                  reinterpret_cast<BFloat16 *>(z.data.data()));
+    m.emplace(name + ".w_q", std::move(q));
+    m.emplace(name + ".scales", std::move(s));
+    m.emplace(name + ".zeros", std::move(z));
+  };
+  const int64_t qd = c.heads * c.headDim, kvd = c.kvHeads * c.headDim;
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string p = "blocks." + std::to_string(i) + ".";
+    norm(p + "attn_norm", c.hidden);
+    norm(p + "mlp_norm", c.hidden);
+    norm(p + "attn.q_norm", c.headDim);
+    norm(p + "attn.k_norm", c.headDim);
+    linear(p + "attn.q_proj", c.hidden, qd);
+    linear(p + "attn.k_proj", c.hidden, kvd);
+    linear(p + "attn.v_proj", c.hidden, kvd);
+    linear(p + "attn.o_proj", qd, c.hidden);
+    linear(p + "mlp.gate", c.hidden, c.inter);
+    linear(p + "mlp.up", c.hidden, c.inter);
+    linear(p + "mlp.down", c.inter, c.hidden);
+  }
+  return m;
+}
+
+std::vector<BFloat16> denseGqaStep(const DenseGqaConfig &c, const TensorMap &weights,
+                                   const std::vector<BFloat16> &x,
+                                   std::vector<std::vector<BFloat16>> &kCaches,
+                                   std::vector<std::vector<BFloat16>> &vCaches, int64_t ctxLen) {
+  std::vector<BFloat16> h = x;
+  for (int64_t i = 0; i < c.layers; ++i)
+    h = denseGqaLayerStep(c, denseGqaLayerWeights(c, weights, i), h, kCaches[size_t(i)],
+                          vCaches[size_t(i)], ctxLen);
+  return h;
 }
 
 } // namespace oracle

@@ -6,14 +6,19 @@
 //   mk-oracle run SPEC.json [--weights FILE | --seed N]
 //                 [--inputs FILE | --ctx L --state-seed S --hidden-seed H]
 //                 [--steps N] [--dump FILE] [--trace]
+//   mk-oracle dense-step CONFIG.json OUT.safetensors [--seed N] [--ctx L]
+//                        [--state-seed S] [--hidden-seed H]
 //
 // docs/oracle.md describes every command and option.
 //
 //===----------------------------------------------------------------------===//
 
 #include "mk/BlockSpec.h"
+#include "mk/DenseGqaOracle.h"
 #include "mk/Oracle.h"
 #include "mk/Safetensors.h"
+#include "mk/TestData.h"
+#include "mk/TextFile.h"
 
 #include <chrono>
 #include <cerrno>
@@ -36,6 +41,8 @@ const char *kUsage =
     "  mk-oracle run SPEC.json [--weights FILE | --seed N]\n"
     "                [--inputs FILE | --ctx L --state-seed S --hidden-seed H]\n"
     "                [--steps N] [--dump FILE] [--trace]\n"
+    "  mk-oracle dense-step CONFIG.json OUT.safetensors [--seed N] [--ctx L]\n"
+    "                [--state-seed S] [--hidden-seed H]\n"
     "defaults: --seed 0 --ctx 0 --state-seed 1 --hidden-seed 2 --steps 1\n";
 
 int usageError(const std::string &msg) {
@@ -314,6 +321,69 @@ int run(int argc, char **argv) {
 
 } // namespace
 
+/// One step of the dense GQA family (docs/semantics-dense-gqa.md) from
+/// seeded weights, caches and token, all written with the results into one
+/// file: the weights (spec names), `hidden` and `state.i.{k,v}_cache` (ctx
+/// rows) in, `hidden_out` and `state_out.i.{k,v}_cache` (ctx + 1 rows) out.
+/// What tests/python/reference_dense.py recomputes independently.
+static int denseStep(int argc, char **argv) {
+  Options o;
+  std::string err;
+  int64_t seed, ctx, stateSeed, hiddenSeed;
+  if (!parseArgs(argc, argv, {"--seed", "--ctx", "--state-seed", "--hidden-seed"}, o, err) ||
+      o.trace)
+    return usageError(err.empty() ? "--trace is only for 'run'" : err);
+  if (o.positional.size() != 2)
+    return usageError("dense-step needs CONFIG.json and OUT.safetensors");
+  if (!getInt(o, "--seed", 0, 0, seed, err) || !getInt(o, "--ctx", 0, 0, ctx, err) ||
+      !getInt(o, "--state-seed", 1, 0, stateSeed, err) ||
+      !getInt(o, "--hidden-seed", 2, 0, hiddenSeed, err))
+    return usageError(err);
+  std::string text;
+  if (!readTextFile(o.positional[0], text, err))
+    return fail(err);
+  oracle::DenseGqaConfig c;
+  if (std::string bad = oracle::parseDenseGqaConfig(text, c); !bad.empty())
+    return fail(o.positional[0] + ": " + bad);
+  const auto t0 = std::chrono::steady_clock::now();
+  TensorMap all = oracle::makeRandomDenseGqaWeights(c, uint64_t(seed));
+  const int64_t kvd = c.kvHeads * c.headDim;
+  auto randomBf16 = [](uint64_t s, const std::string &name, int64_t n, double sd) {
+    std::vector<BFloat16> v(static_cast<size_t>(n));
+    testdata::fillNormalBf16(testdata::streamFor(s, name), 0, n, sd, v.data());
+    return v;
+  };
+  auto cacheTensor = [&](const std::string &name, const std::vector<BFloat16> &v, int64_t rows) {
+    HostTensor t(TensorDesc{name, DType::BF16, {rows, c.kvHeads, c.headDim}});
+    for (size_t i = 0; i < v.size(); ++i)
+      t.bf16()[i] = v[i];
+    return t;
+  };
+  std::vector<std::vector<BFloat16>> ks, vs;
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string p = "state." + std::to_string(i) + ".";
+    ks.push_back(randomBf16(uint64_t(stateSeed), p + "k_cache", ctx * kvd, 1.0));
+    vs.push_back(randomBf16(uint64_t(stateSeed), p + "v_cache", ctx * kvd, 1.0));
+    all.emplace(p + "k_cache", cacheTensor(p + "k_cache", ks.back(), ctx));
+    all.emplace(p + "v_cache", cacheTensor(p + "v_cache", vs.back(), ctx));
+  }
+  const std::vector<BFloat16> x =
+      randomBf16(uint64_t(hiddenSeed), "hidden", c.hidden, testdata::kHiddenStddev);
+  all.emplace("hidden", hiddenTensor("hidden", x));
+  const std::vector<BFloat16> y = oracle::denseGqaStep(c, all, x, ks, vs, ctx);
+  all.emplace("hidden_out", hiddenTensor("hidden_out", y));
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string p = "state_out." + std::to_string(i) + ".";
+    all.emplace(p + "k_cache", cacheTensor(p + "k_cache", ks[size_t(i)], ctx + 1));
+    all.emplace(p + "v_cache", cacheTensor(p + "v_cache", vs[size_t(i)], ctx + 1));
+  }
+  if (!writeSafetensors(o.positional[1], all, err,
+                        {{"format", "mk-dense-step-1"}, {"ctx_len", std::to_string(ctx)}}))
+    return fail(err);
+  printChecksum(0, ctx, y, secondsSince(t0));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2)
     return usageError("missing command");
@@ -324,6 +394,8 @@ int main(int argc, char **argv) {
     return writeInputs(argc, argv);
   if (cmd == "run")
     return run(argc, argv);
+  if (cmd == "dense-step")
+    return denseStep(argc, argv);
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     std::printf("%s", kUsage);
     return 0;

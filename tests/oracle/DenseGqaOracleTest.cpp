@@ -40,6 +40,40 @@ TEST(DenseGqaOracle, ConfigValidation) {
   EXPECT_NE(validateDenseGqaConfig(c).find("positive"), std::string::npos);
 }
 
+TEST(DenseGqaOracle, ConfigFromJson) {
+  DenseGqaConfig c;
+  EXPECT_EQ(parseDenseGqaConfig(R"({"hidden": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128,
+      "inter": 12288, "rope_theta": 1000000, "group": 128, "layers": 36})",
+                                c),
+            "");
+  EXPECT_EQ(c.hidden, 4096);
+  EXPECT_EQ(c.kvHeads, 8);
+  EXPECT_EQ(c.layers, 36);
+  EXPECT_EQ(c.ropeTheta, 1e6);
+  EXPECT_EQ(c.eps, 1e-6f); // the default
+  EXPECT_EQ(parseDenseGqaConfig(R"({"hidden": 256, "heads": 4, "kv_heads": 2, "head_dim": 64,
+      "inter": 512, "rope_theta": 1e6, "eps": 1e-5, "group": 64, "layers": 2})",
+                                c),
+            "");
+  EXPECT_EQ(c.eps, 1e-5f);
+  for (auto [text, why] :
+       {std::pair<const char *, const char *>{R"({"hidden": 256})", "missing key 'heads'"},
+        {R"({"hidden": 256, "heads": 4, "kv_heads": 2, "head_dim": 64, "inter": 512,
+            "rope_theta": 1e6, "group": 64, "layers": 2, "bias": true})",
+         "unknown key 'bias'"},
+        {R"({"hidden": 256.5, "heads": 4, "kv_heads": 2, "head_dim": 64, "inter": 512,
+            "rope_theta": 1e6, "group": 64, "layers": 2})",
+         "'hidden' must be an integer"},
+        {R"({"hidden": 256, "heads": 4, "kv_heads": 3, "head_dim": 64, "inter": 512,
+            "rope_theta": 1e6, "group": 64, "layers": 2})",
+         "must be a multiple of kv_heads"},
+        {R"([1, 2])", "must be a JSON object"},
+        {R"({"hidden": )", "line 1"}}) {
+    const std::string err = parseDenseGqaConfig(text, c);
+    EXPECT_NE(err.find(why), std::string::npos) << text << " -> " << err;
+  }
+}
+
 TEST(DenseGqaOracle, RotateHalfPairsIWithIPlusHalf) {
   // Position 0 is the identity.
   std::vector<BFloat16> x = bf({1, 2, 3, 4}), y = x;

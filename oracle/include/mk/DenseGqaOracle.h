@@ -73,6 +73,25 @@ std::vector<BFloat16> denseGqaLayerStep(const DenseGqaConfig &c, const DenseGqaL
                                         std::vector<BFloat16> &kCache,
                                         std::vector<BFloat16> &vCache, int64_t ctxLen);
 
+/// Reads a dense GQA configuration from a JSON object with the keys of
+/// docs/semantics-dense-gqa.md (`hidden`, `heads`, `kv_heads`, `head_dim`,
+/// `inter`, `rope_theta`, `eps`, `group`, `layers`; every key required but
+/// `eps` (1e-6), no other key); "" on success, else what is wrong (the key
+/// and its place), the config then also validated.
+std::string parseDenseGqaConfig(const std::string &json, DenseGqaConfig &c);
+
+/// Seeded random weights of every layer, in the spec's names: quantized
+/// linears from normal floats (the Kimi unit's quantizer and stddev), norm
+/// weights around 1 (stddev 0.1), each tensor its own stream of `seed`.
+TensorMap makeRandomDenseGqaWeights(const DenseGqaConfig &c, uint64_t seed);
+
+/// Every layer's step in order: x' of the last layer; caches[i] (k then v
+/// of layer i, ctxLen rows each) gain one row.
+std::vector<BFloat16> denseGqaStep(const DenseGqaConfig &c, const TensorMap &weights,
+                                   const std::vector<BFloat16> &x,
+                                   std::vector<std::vector<BFloat16>> &kCaches,
+                                   std::vector<std::vector<BFloat16>> &vCaches, int64_t ctxLen);
+
 } // namespace oracle
 } // namespace mk
 
