@@ -190,21 +190,21 @@ std::string parseDenseGqaConfig(const std::string &text, DenseGqaConfig &c) {
   return validateDenseGqaConfig(c);
 }
 
-TensorMap makeRandomDenseGqaWeights(const DenseGqaConfig &c, uint64_t seed) {
+TensorMap makeRandomDenseGqaWeights(const DenseGqaConfig &c, uint64_t seed, double linearStddev,
+                                    double normStddev) {
   TensorMap m;
   auto norm = [&](const std::string &name, int64_t n) {
     HostTensor t(TensorDesc{name, DType::BF16, {n}});
     auto *p = reinterpret_cast<BFloat16 *>(t.data.data());
     std::vector<float> noise(static_cast<size_t>(n));
-    testdata::fillNormal(testdata::streamFor(seed, name), 0, n, 0.1, noise.data());
+    testdata::fillNormal(testdata::streamFor(seed, name), 0, n, normStddev, noise.data());
     for (int64_t i = 0; i < n; ++i)
       p[i] = BFloat16(1.0f + noise[i]);
     m.emplace(name, std::move(t));
   };
   auto linear = [&](const std::string &name, int64_t in, int64_t out) {
     std::vector<float> w(static_cast<size_t>(in * out));
-    testdata::fillNormal(testdata::streamFor(seed, name), 0, in * out, testdata::kQuantStddev,
-                         w.data());
+    testdata::fillNormal(testdata::streamFor(seed, name), 0, in * out, linearStddev, w.data());
     HostTensor q(TensorDesc{name + ".w_q", DType::U8, {in / 2, out}});
     HostTensor s(TensorDesc{name + ".scales", DType::BF16, {in / c.group, out}});
     HostTensor z(TensorDesc{name + ".zeros", DType::BF16, {in / c.group, out}});

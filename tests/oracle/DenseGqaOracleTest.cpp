@@ -116,41 +116,7 @@ TEST(DenseGqaOracle, AttentionReadsTheGroupsKvHead) {
 /// A small layer's weights: norms ones, W4A16 linears N(0, stddev) quantized
 /// (stddev 0: all zero).
 TensorMap smallWeights(const DenseGqaConfig &c, double stddev, uint64_t seed) {
-  TensorMap m;
-  auto norm = [&](const std::string &name, int64_t n) {
-    HostTensor t(TensorDesc{name, DType::BF16, {n}});
-    auto *p = reinterpret_cast<BFloat16 *>(t.data.data());
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = BFloat16(1.0f);
-    m[name] = std::move(t);
-  };
-  auto linear = [&](const std::string &name, int64_t in, int64_t out) {
-    std::vector<float> w(static_cast<size_t>(in * out), 0.0f);
-    if (stddev > 0)
-      testdata::fillNormal(testdata::streamFor(seed, name), 0, in * out, stddev, w.data());
-    HostTensor q(TensorDesc{name + ".w_q", DType::U8, {in / 2, out}});
-    HostTensor s(TensorDesc{name + ".scales", DType::BF16, {in / c.group, out}});
-    HostTensor z(TensorDesc{name + ".zeros", DType::BF16, {in / c.group, out}});
-    quantizeW4A16(w.data(), in, out, c.group, q.data.data(),
-                  reinterpret_cast<BFloat16 *>(s.data.data()),
-                  reinterpret_cast<BFloat16 *>(z.data.data()));
-    m[name + ".w_q"] = std::move(q);
-    m[name + ".scales"] = std::move(s);
-    m[name + ".zeros"] = std::move(z);
-  };
-  const int64_t qd = c.heads * c.headDim, kvd = c.kvHeads * c.headDim;
-  norm("blocks.0.attn_norm", c.hidden);
-  norm("blocks.0.mlp_norm", c.hidden);
-  norm("blocks.0.attn.q_norm", c.headDim);
-  norm("blocks.0.attn.k_norm", c.headDim);
-  linear("blocks.0.attn.q_proj", c.hidden, qd);
-  linear("blocks.0.attn.k_proj", c.hidden, kvd);
-  linear("blocks.0.attn.v_proj", c.hidden, kvd);
-  linear("blocks.0.attn.o_proj", qd, c.hidden);
-  linear("blocks.0.mlp.gate", c.hidden, c.inter);
-  linear("blocks.0.mlp.up", c.hidden, c.inter);
-  linear("blocks.0.mlp.down", c.inter, c.hidden);
-  return m;
+  return makeRandomDenseGqaWeights(c, seed, stddev, /*normStddev=*/0.0);
 }
 
 DenseGqaConfig small() {

@@ -15,6 +15,7 @@
 #include "mk/BFloat16.h"
 #include "mk/OracleOps.h"
 #include "mk/Safetensors.h"
+#include "mk/TestData.h"
 
 #include <cstdint>
 #include <string>
@@ -81,9 +82,12 @@ std::vector<BFloat16> denseGqaLayerStep(const DenseGqaConfig &c, const DenseGqaL
 std::string parseDenseGqaConfig(const std::string &json, DenseGqaConfig &c);
 
 /// Seeded random weights of every layer, in the spec's names: quantized
-/// linears from normal floats (the Kimi unit's quantizer and stddev), norm
-/// weights around 1 (stddev 0.1), each tensor its own stream of `seed`.
-TensorMap makeRandomDenseGqaWeights(const DenseGqaConfig &c, uint64_t seed);
+/// linears from normal floats of `linearStddev` (the Kimi unit's quantizer;
+/// 0: all zero), norm weights 1 + N(0, normStddev), each tensor its own
+/// stream of `seed`.
+TensorMap makeRandomDenseGqaWeights(const DenseGqaConfig &c, uint64_t seed,
+                                    double linearStddev = testdata::kQuantStddev,
+                                    double normStddev = 0.1);
 
 /// Every layer's step in order: x' of the last layer; caches[i] (k then v
 /// of layer i, ctxLen rows each) gain one row.
