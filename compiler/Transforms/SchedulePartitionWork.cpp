@@ -41,16 +41,6 @@ struct SchedulePartitionWorkPass
   void runOnOperation() override;
 
   LogicalResult partition(TaskOpInterface t, KernelOp kernel);
-  void set(TaskOpInterface t, StringRef k, int64_t v) {
-    NamedAttrList args(t.getArgs());
-    args.set(k, IntegerAttr::get(IntegerType::get(t.getContext(), 64), v));
-    t.setArgsAttr(args.getDictionary(t.getContext()));
-  }
-  void setStr(TaskOpInterface t, StringRef k, StringRef v) {
-    NamedAttrList args(t.getArgs());
-    args.set(k, StringAttr::get(t.getContext(), v));
-    t.setArgsAttr(args.getDictionary(t.getContext()));
-  }
   int pick(const std::vector<PartitionOption> &opts) {
     return planning::choosePartition(opts, budget ? budget : current ? current : targetSms,
                                      {overheadBytes, fullSegmentBytes});
@@ -105,10 +95,13 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOpInterface t, KernelOp k
     i = pick(opts);
   }
   const TaskCut &c = (*cuts)[i];
+  MLIRContext *mctx = t.getContext();
+  NamedAttrList args(t.getArgs());
   for (const auto &[name, v] : c.intArgs)
-    set(t, name, v);
+    args.set(name, IntegerAttr::get(IntegerType::get(mctx, 64), v));
   for (const auto &[name, v] : c.strArgs)
-    setStr(t, name, v);
+    args.set(name, StringAttr::get(mctx, v));
+  t.setArgsAttr(args.getDictionary(mctx));
   for (const auto &[name, shape] : c.bufferShapes)
     kernel.walk([&](BufferOp b) {
       if (b.getSymName() == name)

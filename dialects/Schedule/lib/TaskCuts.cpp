@@ -8,16 +8,16 @@
 
 #include "mk/Dialect/Schedule/ScheduleOps.h"
 
+#include "llvm/Support/MathExtras.h"
+
 using namespace mlir;
 using namespace mk::schedule;
 
 namespace {
 
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 /// Bytes of a W4A16 tile: K x TN nibbles plus its scales and zeros.
 int64_t w4Bytes(int64_t k, int64_t tn, int64_t group) {
-  return k * tn / 2 + 2 * ceilDiv(k, group) * tn * 2;
+  return k * tn / 2 + 2 * llvm::divideCeil(k, group) * tn * 2;
 }
 
 // Widest first: on equal estimates the wider tile (fewer tasks, longer
@@ -59,7 +59,7 @@ Cuts expertCuts(TaskOpInterface t, const TaskCutContext &ctx, bool down) {
       // (Mixtral's 14336 take 4 slices of 3584).
       if (k % ks || (k / ks) % 16 || (down && k / ks > kMoeDownMaxStagedRows))
         continue;
-      int64_t tiles = ceilDiv(n, tn);
+      int64_t tiles = llvm::divideCeil(n, tn);
       TaskCut c = cut(slots * (down ? 1 : 2) * tiles * ks, w4Bytes(k / ks, tn, g), "experts", tn);
       c.intArgs = {{"tn", tn},
                    {"ksplit", ks},
@@ -109,7 +109,7 @@ Cuts W4A16GemvOp::getLegalCuts(const TaskCutContext &ctx) {
       continue;
     int64_t tiles = 0;
     for (int64_t n : ns)
-      tiles += ceilDiv(n, tn);
+      tiles += llvm::divideCeil(n, tn);
     for (int64_t ks = 1; ks <= (atomic ? 64 : 1); ks *= 2) {
       if (k % ks || (k / ks) % 2 || (units > 1 && units % ks) ||
           (units == 1 && ks > 1 && (k / ks) % g))
@@ -146,7 +146,7 @@ Cuts Bf16RowsOp::getLegalCuts(const TaskCutContext &) {
   }
   std::vector<TaskCut> cuts;
   for (int64_t r = 1; r <= rows; r *= 2) {
-    TaskCut c = cut(ceilDiv(rows, r), r * k * 2, "rows");
+    TaskCut c = cut(llvm::divideCeil(rows, r), r * k * 2, "rows");
     c.intArgs = {{"rows_per_task", r}};
     cuts.push_back(std::move(c));
   }
@@ -175,7 +175,7 @@ Cuts ConvCommitOp::getLegalCuts(const TaskCutContext &) {
   TaskOpInterface t = *this;
   int64_t c = t.getIntArg("channels");
   int64_t n = std::max<int64_t>(1, std::min<int64_t>(64, c / 512));
-  return std::vector<TaskCut>{cut(n, ceilDiv(c, n) * 3 * 2 * 2 * t.getIntArg("conv"), "channels")};
+  return std::vector<TaskCut>{cut(n, llvm::divideCeil(c, n) * 3 * 2 * 2 * t.getIntArg("conv"), "channels")};
 }
 
 Cuts ZeroF32Op::getLegalCuts(const TaskCutContext &) {
