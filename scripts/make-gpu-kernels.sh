@@ -42,11 +42,14 @@ variant() {
   echo "$out/kimi_linear_w4a16_$1 ($2)"
 }
 # MK_DEEP_KERNELS=1: the 27-layer, 256-expert spec too (OracleGpu.DeepSpecOneStep,
-# mk-bench; its random weights are ~24 GB).
-rm -rf "${out:?}/kimi_linear_27l"
+# OracleGpu.DeepSpecLayerByLayer, mk-bench; its random weights are ~24 GB).
+# With captures too (OracleGpu.DeepSpecLayerByLayer: every layer against the
+# oracle from the kernel's own input to it).
+rm -rf "${out:?}/kimi_linear_27l" "${out:?}/kimi_linear_27l_debug"
 if [ -n "${MK_DEEP_KERNELS:-}" ]; then
   "$mkc" examples/specs/kimi_linear_27l.json --emit=cuda -o "$out/kimi_linear_27l"
-  echo "$out/kimi_linear_27l"
+  "$mkc" examples/specs/kimi_linear_27l.json --emit=cuda --debug-capture -o "$out/kimi_linear_27l_debug"
+  echo "$out/kimi_linear_27l, $out/kimi_linear_27l_debug"
 fi
 rm -rf "$out"/kimi_linear_w4a16_t*/
 # The opt-in integer arithmetic, always: gpu-tests.sh runs the oracle test

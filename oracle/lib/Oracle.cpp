@@ -250,12 +250,28 @@ std::vector<BFloat16> residual(const std::vector<BFloat16> &a,
   return r;
 }
 
+/// With `layer` >= 0 only that layer's state is checked (oracleLayerStep:
+/// the layers before it in a step have appended their cache rows already).
 void checkInputs(const BlockConfig &cfg, const TensorMap &weights,
-                 const DecodeState &state, const std::vector<BFloat16> &x) {
+                 const DecodeState &state, const std::vector<BFloat16> &x,
+                 int64_t layer = -1) {
   std::vector<std::string> problems;
   checkTensors(weights, parameterTensors(cfg), problems);
   std::vector<std::string> stateProblems;
-  checkTensors(state.tensors, stateTensors(cfg, state.ctxLen), stateProblems);
+  if (layer < 0) {
+    checkTensors(state.tensors, stateTensors(cfg, state.ctxLen), stateProblems);
+  } else {
+    const std::string pre = "state." + std::to_string(layer) + ".";
+    std::vector<TensorDesc> want;
+    for (const TensorDesc &t : stateTensors(cfg, state.ctxLen))
+      if (t.name.rfind(pre, 0) == 0)
+        want.push_back(t);
+    TensorMap own;
+    for (const auto &kv : state.tensors)
+      if (kv.first.rfind(pre, 0) == 0)
+        own.emplace(kv.first, kv.second);
+    checkTensors(own, want, stateProblems);
+  }
   for (std::string &s : stateProblems)
     problems.push_back("state " + s);
   if (int64_t(x.size()) != cfg.hidden)
@@ -274,36 +290,58 @@ void checkInputs(const BlockConfig &cfg, const TensorMap &weights,
 
 } // namespace
 
+namespace {
+/// Layer `layer` of the step on x (in place), state at position
+/// state.ctxLen; records into `rec` (already set to the layer).
+void layerStep(const BlockConfig &cfg, const TensorMap &weights, DecodeState &state,
+               int64_t layer, std::vector<BFloat16> &x, Recorder &rec,
+               const OracleOptions *options) {
+  const int64_t d = cfg.hidden;
+  const float eps = float(cfg.eps);
+  std::vector<BFloat16> u(static_cast<size_t>(d));
+  const std::string p = layerPrefix(layer);
+  oracle::rmsNorm(x.data(), weight(weights, p + ".attn_norm").bf16(), d, eps, u.data());
+  rec.bf16("attn_in", u);
+  std::vector<BFloat16> attn = cfg.pattern[size_t(layer)] == LayerKind::KDA
+                                   ? kdaAttention(cfg, weights, state, layer, u, rec)
+                                   : mlaAttention(cfg, weights, state, layer, u, rec);
+  rec.bf16("attn_out", attn);
+  std::vector<BFloat16> h = residual(x, attn);
+  rec.bf16("h", h);
+  oracle::rmsNorm(h.data(), weight(weights, p + ".moe_norm").bf16(), d, eps, u.data());
+  rec.bf16("moe_in", u);
+  x = residual(h, moe(cfg, weights, layer, u, rec, options));
+  rec.bf16("out", x);
+}
+} // namespace
+
 std::vector<BFloat16> oracleStep(const BlockConfig &cfg,
                                  const TensorMap &weights, DecodeState &state,
                                  const std::vector<BFloat16> &hidden,
                                  OracleTrace *trace, const OracleOptions *options) {
   checkInputs(cfg, weights, state, hidden);
   Recorder rec(trace);
-  const int64_t d = cfg.hidden;
-  const float eps = float(cfg.eps);
-  std::vector<BFloat16> x = hidden, u(static_cast<size_t>(d));
+  std::vector<BFloat16> x = hidden;
   for (size_t i = 0; i < cfg.pattern.size(); ++i) {
-    const int64_t layer = int64_t(i);
-    const std::string p = layerPrefix(layer);
-    rec.layer(layer);
-    oracle::rmsNorm(x.data(), weight(weights, p + ".attn_norm").bf16(), d, eps,
-                    u.data());
-    rec.bf16("attn_in", u);
-    std::vector<BFloat16> attn =
-        cfg.pattern[i] == LayerKind::KDA
-            ? kdaAttention(cfg, weights, state, layer, u, rec)
-            : mlaAttention(cfg, weights, state, layer, u, rec);
-    rec.bf16("attn_out", attn);
-    std::vector<BFloat16> h = residual(x, attn);
-    rec.bf16("h", h);
-    oracle::rmsNorm(h.data(), weight(weights, p + ".moe_norm").bf16(), d, eps,
-                    u.data());
-    rec.bf16("moe_in", u);
-    x = residual(h, moe(cfg, weights, layer, u, rec, options));
-    rec.bf16("out", x);
+    rec.layer(int64_t(i));
+    layerStep(cfg, weights, state, int64_t(i), x, rec, options);
   }
   state.ctxLen += 1;
+  return x;
+}
+
+std::vector<BFloat16> oracleLayerStep(const BlockConfig &cfg, const TensorMap &weights,
+                                      DecodeState &state, int64_t layer,
+                                      const std::vector<BFloat16> &input,
+                                      OracleTrace *trace, const OracleOptions *options) {
+  if (layer < 0 || layer >= int64_t(cfg.pattern.size()))
+    fatal("oracleLayerStep: layer " + std::to_string(layer) + " outside 0.." +
+          std::to_string(int64_t(cfg.pattern.size()) - 1));
+  checkInputs(cfg, weights, state, input, layer);
+  Recorder rec(trace);
+  rec.layer(layer);
+  std::vector<BFloat16> x = input;
+  layerStep(cfg, weights, state, layer, x, rec, options);
   return x;
 }
 

@@ -15,6 +15,7 @@
 #include "GpuTestSupport.h"
 
 #include <cstdio>
+#include <cstring>
 #include <sys/stat.h>
 #include <cstdlib>
 
@@ -127,35 +128,121 @@ void compareStep(const BlockConfig &cfg, const std::vector<BFloat16> &gpuOut,
   (void)cfg;
 }
 
-/// The oracle's step from `state` (updated in place). If the device's output
-/// misses `minCos` and the oracle's router had a near tie (two experts within
-/// 2 bf16 ulps at the top-k boundary: nearTieRoutings), also the step with that
-/// tie broken the other way, keeping whichever agrees best with the device.
-/// Anything else that disagrees still fails.
+/// Where one oracle step first parts from the device's: the lowest layer
+/// whose state (KDA `S` and conv windows, the MLA caches' new row) misses
+/// `minCos`, else the layer count if only the output misses it, else -1.
+struct Divergence {
+  int64_t layer = -1;
+  double cos = 1.0;
+  /// Later is better: -1 (nothing disagrees) is best.
+  bool laterThan(const Divergence &o, int64_t nLayers) const {
+    const int64_t a = layer < 0 ? nLayers + 1 : layer, b = o.layer < 0 ? nLayers + 1 : o.layer;
+    return a != b ? a > b : cos > o.cos;
+  }
+};
+
+bool sameBits(const std::vector<BFloat16> &a, const std::vector<BFloat16> &b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(),
+                    [](BFloat16 x, BFloat16 y) { return x.bits == y.bits; });
+}
+
+/// Layer of a state tensor named `state.<layer>.<name>`, or -1.
+int64_t stateLayer(const std::string &name) {
+  if (name.rfind("state.", 0) != 0)
+    return -1;
+  return std::strtoll(name.c_str() + 6, nullptr, 10);
+}
+
+Divergence firstDivergence(const BlockConfig &cfg, const std::vector<BFloat16> &gpuOut,
+                           const std::vector<BFloat16> &oracleOut,
+                           const DecodeState &gpuState, const DecodeState &oracleState,
+                           double minCos) {
+  Divergence d;
+  for (const auto &kv : oracleState.tensors) {
+    auto it = gpuState.tensors.find(kv.first);
+    const int64_t layer = stateLayer(kv.first);
+    if (it == gpuState.tensors.end() || layer < 0 || (d.layer >= 0 && layer >= d.layer))
+      continue;
+    const bool cache = kv.first.find("c_kv") != std::string::npos ||
+                       kv.first.find("k_rope") != std::string::npos;
+    double c;
+    if (cache) {
+      const int64_t r = oracleState.ctxLen - 1;
+      c = cosine(cacheRows(it->second, r, r + 1), cacheRows(kv.second, r, r + 1));
+    } else {
+      c = cosine(it->second.toFloat(), kv.second.toFloat());
+    }
+    if (!(c >= minCos) && (d.layer < 0 || layer < d.layer || c < d.cos)) {
+      d.layer = layer;
+      d.cos = c;
+    }
+  }
+  if (d.layer < 0) {
+    const double c = cosine(bf16ToFloat(gpuOut), bf16ToFloat(oracleOut));
+    if (!(c >= minCos)) {
+      d.layer = int64_t(cfg.pattern.size());
+      d.cos = c;
+    }
+  }
+  return d;
+}
+
+/// The oracle's step from `state` (updated in place), following the
+/// device's side of router near ties, layer by layer. Where the first
+/// disagreement (firstDivergence) is the state of layer l (or, l = the layer
+/// count, the output) and the router of layer l - 1, which feeds it, had a
+/// near tie (the weakest chosen and the strongest left-out expert within 2
+/// bf16 ulps: nearTieRoutings, under the routings followed so far), the
+/// step is recomputed with that tie broken the other way, and kept if the
+/// first disagreement moves later (or, at the same layer, shrinks). A tie
+/// is a tie up to summation order: a kernel that sums in another order may
+/// land on either side, and in a deep stack such ties are common (27 layers
+/// of 256 experts: several per step). Anything else that disagrees still
+/// fails in compareStep.
 std::vector<BFloat16> tieAwareOracleStep(const Fixture &f, DecodeState &state,
                                          const std::vector<BFloat16> &hidden,
                                          const std::vector<BFloat16> &gpuOut,
-                                         double minCos, const std::string &label) {
+                                         const DecodeState &gpuState, double minCos,
+                                         const std::string &label,
+                                         Divergence *divergence = nullptr,
+                                         OracleTrace *finalTrace = nullptr) {
   const DecodeState before = state;
+  const int64_t nLayers = int64_t(f.cfg.pattern.size());
+  OracleOptions followed;
   OracleTrace trace;
-  std::vector<BFloat16> out = oracleStep(f.cfg, f.weights, state, hidden, &trace);
-  const std::vector<float> g = bf16ToFloat(gpuOut);
-  double best = cosine(g, bf16ToFloat(out));
-  if (best >= minCos)
-    return out;
-  for (const OracleOptions &alt : nearTieRoutings(f.cfg, trace)) {
+  std::vector<BFloat16> out = oracleStep(f.cfg, f.weights, state, hidden, &trace, &followed);
+  Divergence d = firstDivergence(f.cfg, gpuOut, out, gpuState, state, minCos);
+  while (d.layer > 0) {
+    const int64_t router = d.layer - 1;
+    if (followed.forcedExperts.count(router))
+      break;
+    OracleOptions next = followed;
+    for (const OracleOptions &alt : nearTieRoutings(f.cfg, trace))
+      if (alt.forcedExperts.begin()->first == router)
+        next.forcedExperts[router] = alt.forcedExperts.begin()->second;
+    if (!next.forcedExperts.count(router))
+      break; // no near tie there: a real disagreement
     DecodeState s = before;
-    std::vector<BFloat16> o = oracleStep(f.cfg, f.weights, s, hidden, nullptr, &alt);
-    const double c = cosine(g, bf16ToFloat(o));
-    std::printf("[ info ] %s: router near tie at layer %lld; the other tie-break "
-                "gives output cosine %.6f (oracle's own: %.6f)\n",
-                label.c_str(), (long long)alt.forcedExperts.begin()->first, c, best);
-    if (c > best) {
-      best = c;
-      out = std::move(o);
-      state = std::move(s);
-    }
+    OracleTrace t;
+    std::vector<BFloat16> o = oracleStep(f.cfg, f.weights, s, hidden, &t, &next);
+    const Divergence nd = firstDivergence(f.cfg, gpuOut, o, gpuState, s, minCos);
+    std::printf("[ info ] %s: router near tie at layer %lld; the other tie-break moves the "
+                "first disagreement from layer %lld (cosine %.6f) to %lld (%.6f)\n",
+                label.c_str(), (long long)router, (long long)d.layer, d.cos,
+                (long long)nd.layer, nd.cos);
+    if (!nd.laterThan(d, nLayers))
+      break;
+    followed = std::move(next);
+    trace = std::move(t);
+    out = std::move(o);
+    state = std::move(s);
+    d = nd;
   }
+  if (divergence)
+    *divergence = d;
+  if (finalTrace)
+    *finalTrace = std::move(trace);
   return out;
 }
 
@@ -175,7 +262,7 @@ void oneStepAgainstOracle(const std::string &kernelName) {
       DecodeState gpuState;
       MK_ASSERT_OK(readState(*f.session, gpuState));
       std::vector<BFloat16> oracleOut =
-          tieAwareOracleStep(f, state, hidden, gpuOut, kStepCos, label);
+          tieAwareOracleStep(f, state, hidden, gpuOut, gpuState, kStepCos, label);
       compareStep(f.cfg, gpuOut, oracleOut, gpuState, state, kStepCos, label);
       std::printf("[ info ] %s: output cosine %.6f\n", label.c_str(),
                   cosine(bf16ToFloat(gpuOut), bf16ToFloat(oracleOut)));
@@ -195,7 +282,7 @@ void oneStepFrom(const std::shared_ptr<Device> &dev, Fixture &f, int64_t ctx, ui
   MK_ASSERT_OK(readState(*f.session, gpuState));
   EXPECT_EQ(gpuState.ctxLen, ctx + 1) << label;
   std::vector<BFloat16> oracleOut =
-      tieAwareOracleStep(f, state, hidden, gpuOut, kStepCos, label);
+      tieAwareOracleStep(f, state, hidden, gpuOut, gpuState, kStepCos, label);
   compareStep(f.cfg, gpuOut, oracleOut, gpuState, state, kStepCos, label);
 }
 
@@ -272,7 +359,7 @@ void recomputeOnLiveData(const std::string &kernelName) {
   DecodeState gpuState;
   MK_ASSERT_OK(readState(*f.session, gpuState));
   std::vector<BFloat16> oracleOut = tieAwareOracleStep(
-      f, b, hidden, out, kStepCos, kernelName + " recompute on live data");
+      f, b, hidden, out, gpuState, kStepCos, kernelName + " recompute on live data");
   compareStep(f.cfg, out, oracleOut, gpuState, b, kStepCos,
               kernelName + " recompute on live data");
 }
@@ -335,8 +422,12 @@ std::string tinyName() { return "tiny"; }
 /// the unit's widths with 256 experts, the released model's depth and
 /// expert count), generated only on request (MK_DEEP_KERNELS=1
 /// scripts/make-gpu-kernels.sh; its weights are ~24 GB): one seed, contexts
-/// 0 and 2048, the same bar as the unit's one-step test. Skipped when its
-/// kernel directory is absent.
+/// 0 and 2048, one step end to end. Output and state are finite, and the
+/// step agrees with the oracle (following the device's side of router near
+/// ties, tieAwareOracleStep) on every layer up to the first router whose
+/// near tie it cannot tell apart, past which a random deep stack compounds
+/// rounding differences (deepSpecLayerByLayer checks those layers one by
+/// one). Skipped when its kernel directory is absent.
 void deepSpecOneStep(const std::string &kernelName) {
   MK_REQUIRE_GPU(dev);
   const char *root = std::getenv("MK_KERNELS_DIR");
@@ -345,6 +436,7 @@ void deepSpecOneStep(const std::string &kernelName) {
     GTEST_SKIP() << kernelName << " not generated (MK_DEEP_KERNELS=1 scripts/make-gpu-kernels.sh)";
   Fixture f;
   MK_ASSERT_OK(makeFixture(dev, kernelName, 1, 2048 + 8, f));
+  const int64_t nLayers = int64_t(f.cfg.pattern.size());
   for (int64_t ctx : {0, 2048}) {
     const std::string label = kernelName + " seed 1 ctx " + std::to_string(ctx);
     DecodeState state = makeRandomState(f.cfg, ctx, 8);
@@ -354,10 +446,116 @@ void deepSpecOneStep(const std::string &kernelName) {
     MK_ASSERT_OK(gpuStep(dev, f, hidden, gpuOut));
     DecodeState gpuState;
     MK_ASSERT_OK(readState(*f.session, gpuState));
-    std::vector<BFloat16> oracleOut = tieAwareOracleStep(f, state, hidden, gpuOut, kStepCos, label);
-    compareStep(f.cfg, gpuOut, oracleOut, gpuState, state, kStepCos, label);
-    std::printf("[ info ] %s: output cosine %.6f\n", label.c_str(),
-                cosine(bf16ToFloat(gpuOut), bf16ToFloat(oracleOut)));
+    EXPECT_EQ(gpuState.ctxLen, ctx + 1) << label;
+    EXPECT_TRUE(allFinite(bf16ToFloat(gpuOut))) << label << ": non-finite output";
+    for (const auto &kv : gpuState.tensors)
+      EXPECT_TRUE(allFinite(kv.second.toFloat())) << label << ": non-finite " << kv.first;
+    Divergence d;
+    OracleTrace trace;
+    std::vector<BFloat16> oracleOut =
+        tieAwareOracleStep(f, state, hidden, gpuOut, gpuState, kStepCos, label, &d, &trace);
+    // The first router (under the routings followed) with a near tie left.
+    int64_t firstTie = nLayers;
+    for (const OracleOptions &alt : nearTieRoutings(f.cfg, trace))
+      firstTie = std::min(firstTie, alt.forcedExperts.begin()->first);
+    if (d.layer >= 0)
+      EXPECT_GT(d.layer, firstTie) << label << ": layer " << d.layer << " disagrees (cosine "
+                                   << d.cos << ") before any router near tie (first at layer "
+                                   << firstTie << ")";
+    std::printf("[ info ] %s: output cosine %.6f; first disagreement at layer %lld (cosine "
+                "%.6f; -1: none), first router near tie left at layer %lld\n",
+                label.c_str(), cosine(bf16ToFloat(gpuOut), bf16ToFloat(oracleOut)),
+                (long long)d.layer, d.cos, (long long)firstTie);
+  }
+}
+
+/// Every layer of a deep spec's step checked on its own: the oracle runs
+/// layer l (oracleLayerStep) on the device's input to it (the step's input,
+/// then the debug-capture kernel's `layer<l-1>.out`), and its output and
+/// state must agree with the device's `layer<l>.out` and layer l's state at
+/// the unit's bar (the caches' new row), a router near tie of that layer
+/// broken either way. End to end, a deep stack of random layers compounds
+/// rounding differences (the oracle and the kernel sum in other orders, and
+/// the kernel's split-K atomics in no fixed order) and flips near ties
+/// (27 layers of 256 experts: several per step), so the whole step's
+/// cosine says little about a layer's correctness; this comparison does
+/// not compound. Also: the step's output is the last layer's capture, bit
+/// for bit, and every capture is finite.
+void deepSpecLayerByLayer(const std::string &kernelName) {
+  MK_REQUIRE_GPU(dev);
+  const char *root = std::getenv("MK_KERNELS_DIR");
+  struct stat st;
+  if (!root || stat((std::string(root) + "/" + kernelName).c_str(), &st) != 0)
+    GTEST_SKIP() << kernelName << " not generated (MK_DEEP_KERNELS=1 scripts/make-gpu-kernels.sh)";
+  Fixture f;
+  MK_ASSERT_OK(makeFixture(dev, kernelName, 1, 2048 + 8, f));
+  ASSERT_TRUE(f.kernel->manifest().debugCapture) << kernelName << " has no captures";
+  const int64_t nLayers = int64_t(f.cfg.pattern.size());
+  for (int64_t ctx : {0, 2048}) {
+    const std::string label = kernelName + " seed 1 ctx " + std::to_string(ctx);
+    DecodeState oracleState = makeRandomState(f.cfg, ctx, 8);
+    std::vector<BFloat16> hidden = makeRandomHidden(f.cfg, 9);
+    MK_ASSERT_OK(writeState(*f.session, oracleState));
+    std::vector<BFloat16> gpuOut;
+    MK_ASSERT_OK(gpuStep(dev, f, hidden, gpuOut));
+    DecodeState gpuState;
+    MK_ASSERT_OK(readState(*f.session, gpuState));
+    // Layer l's agreement: its output against the capture, its state
+    // tensors against the device's (caches: the new row, at ctx).
+    auto agreement = [&](int64_t l, const std::vector<BFloat16> &out,
+                         const std::vector<BFloat16> &gpuLayerOut, const DecodeState &os) {
+      double worst = cosine(bf16ToFloat(gpuLayerOut), bf16ToFloat(out));
+      const std::string pre = "state." + std::to_string(l) + ".";
+      for (const auto &kv : os.tensors) {
+        if (kv.first.rfind(pre, 0) != 0)
+          continue;
+        const HostTensor &gt = gpuState.tensors.at(kv.first);
+        const bool cache = kv.first.find("c_kv") != std::string::npos ||
+                           kv.first.find("k_rope") != std::string::npos;
+        const double c = cache ? cosine(cacheRows(gt, ctx, ctx + 1), cacheRows(kv.second, ctx, ctx + 1))
+                               : cosine(gt.toFloat(), kv.second.toFloat());
+        EXPECT_TRUE(allFinite(gt.toFloat())) << label << ": non-finite " << kv.first;
+        worst = std::min(worst, c);
+      }
+      return worst;
+    };
+    std::vector<BFloat16> in = hidden, gpuLayerOut;
+    double worstAll = 1.0;
+    int ties = 0;
+    for (int64_t l = 0; l < nLayers; ++l) {
+      std::vector<uint8_t> bytes;
+      MK_ASSERT_OK(f.session->readCapture("layer" + std::to_string(l) + ".out", bytes));
+      ASSERT_EQ(bytes.size(), size_t(f.cfg.hidden) * 2) << label << " layer " << l;
+      gpuLayerOut.resize(size_t(f.cfg.hidden));
+      std::memcpy(gpuLayerOut.data(), bytes.data(), bytes.size());
+      EXPECT_TRUE(allFinite(bf16ToFloat(gpuLayerOut))) << label << ": layer " << l << " output";
+      const DecodeState before = oracleState;
+      OracleTrace trace;
+      std::vector<BFloat16> out = oracleLayerStep(f.cfg, f.weights, oracleState, l, in, &trace);
+      double c = agreement(l, out, gpuLayerOut, oracleState);
+      if (c < kStepCos) {
+        for (const OracleOptions &alt : nearTieRoutings(f.cfg, trace)) {
+          DecodeState s = before;
+          std::vector<BFloat16> o = oracleLayerStep(f.cfg, f.weights, s, l, in, nullptr, &alt);
+          const double ca = agreement(l, o, gpuLayerOut, s);
+          std::printf("[ info ] %s: router near tie at layer %lld; the other tie-break "
+                      "gives cosine %.6f (oracle's own: %.6f)\n",
+                      label.c_str(), (long long)l, ca, c);
+          if (ca > c) {
+            c = ca;
+            oracleState = std::move(s);
+            ++ties;
+          }
+        }
+      }
+      EXPECT_GE(c, kStepCos) << label << ": layer " << l << " (output or state) cosine " << c;
+      worstAll = std::min(worstAll, c);
+      in = gpuLayerOut; // the next layer from the device's own input
+    }
+    EXPECT_TRUE(sameBits(gpuOut, gpuLayerOut)) << label << ": output is not the last layer's";
+    std::printf("[ info ] %s: %lld layers, each against the oracle from the device's input: "
+                "lowest cosine %.6f, %d near ties taken the other way\n",
+                label.c_str(), (long long)nLayers, worstAll, ties);
   }
 }
 
@@ -365,6 +563,7 @@ void deepSpecOneStep(const std::string &kernelName) {
 
 TEST(OracleGpu, FullUnitOneStep) { oneStepAgainstOracle(fullName()); }
 TEST(OracleGpu, DeepSpecOneStep) { deepSpecOneStep("kimi_linear_27l"); }
+TEST(OracleGpu, DeepSpecLayerByLayer) { deepSpecLayerByLayer("kimi_linear_27l_debug"); }
 TEST(OracleGpu, TinyOneStep) { oneStepAgainstOracle(tinyName()); }
 TEST(OracleGpu, FullUnitFromContextZero) { fromContextZero(fullName()); }
 TEST(OracleGpu, TinyFromContextZero) { fromContextZero(tinyName()); }

@@ -193,6 +193,33 @@ TEST_F(TinyStep, ForcedExpertsReplaceTheRoutingOfOneLayer) {
   EXPECT_FALSE(sameBits(base, oracleStep(cfg, weights, s3, h, nullptr, &other)));
 }
 
+TEST_F(TinyStep, LayerStepsChainedAreTheStep) {
+  // oracleLayerStep over every layer, each on the previous one's output, is
+  // oracleStep bit for bit: output, every layer's trace and the state.
+  std::vector<BFloat16> h = makeRandomHidden(cfg, 3);
+  DecodeState whole = makeRandomState(cfg, 8, 2), layered = whole;
+  OracleTrace wt, lt;
+  std::vector<BFloat16> out = oracleStep(cfg, weights, whole, h, &wt);
+  std::vector<BFloat16> x = h;
+  for (int64_t l = 0; l < int64_t(cfg.pattern.size()); ++l)
+    x = oracleLayerStep(cfg, weights, layered, l, x, &lt);
+  layered.ctxLen += 1;
+  EXPECT_TRUE(sameBits(out, x));
+  EXPECT_EQ(wt.values, lt.values);
+  ASSERT_EQ(whole.ctxLen, layered.ctxLen);
+  for (const auto &kv : whole.tensors)
+    EXPECT_EQ(kv.second.data, layered.tensors.at(kv.first).data) << kv.first;
+  // One layer changes only its own state.
+  DecodeState one = makeRandomState(cfg, 8, 2);
+  const DecodeState before = one;
+  oracleLayerStep(cfg, weights, one, 1, h);
+  for (const auto &kv : one.tensors)
+    EXPECT_EQ(kv.first.rfind("state.1.", 0) == 0, kv.second.data != before.tensors.at(kv.first).data)
+        << kv.first;
+  EXPECT_DEATH(oracleLayerStep(cfg, weights, one, int64_t(cfg.pattern.size()), h),
+               "outside");
+}
+
 TEST_F(TinyStep, NearTieRoutingsSwapOnlyBoundaryTiesWithinTwoUlps) {
   OracleTrace tr;
   const int64_t E = cfg.nExperts, K = cfg.nActive;
@@ -228,6 +255,22 @@ TEST(OracleOtherSpecs, MlaFirstAndNoSharedExpert) {
     }
     EXPECT_EQ(st.ctxLen, 2) << spec;
   }
+}
+
+TEST(OracleOtherSpecs, LayerStepsChainPastAnMlaLayer) {
+  // The MLA layer first: its cache has its new row (ctxLen + 1 rows) while
+  // the later layers step; oracleLayerStep checks only its own layer's state.
+  BlockConfig cfg = loadSpec("examples/specs/tiny_mla_first.json");
+  TensorMap weights = makeRandomWeights(cfg, 1);
+  std::vector<BFloat16> h = makeRandomHidden(cfg, 3);
+  DecodeState whole = makeRandomState(cfg, 0, 2), layered = whole;
+  std::vector<BFloat16> out = oracleStep(cfg, weights, whole, h);
+  std::vector<BFloat16> x = h;
+  for (int64_t l = 0; l < int64_t(cfg.pattern.size()); ++l)
+    x = oracleLayerStep(cfg, weights, layered, l, x);
+  EXPECT_TRUE(sameBits(out, x));
+  for (const auto &kv : whole.tensors)
+    EXPECT_EQ(kv.second.data, layered.tensors.at(kv.first).data) << kv.first;
 }
 
 TEST(OracleFullSize, KimiLinearStepAtContext2048) {

@@ -73,6 +73,19 @@ std::vector<BFloat16> oracleStep(const BlockConfig &cfg,
                                  OracleTrace *trace = nullptr,
                                  const OracleOptions *options = nullptr);
 
+/// Layer `layer` alone of oracleStep, on its input hidden `input` (the
+/// previous layer's output, or the step's input for layer 0): updates that
+/// layer's state at position state.ctxLen (which it leaves as it is; the
+/// step's other layers' state is untouched) and returns the layer's output.
+/// The trace holds that layer's values. What a per-layer comparison needs:
+/// each layer of a device's step checked from the device's own input to it,
+/// so that rounding differences do not compound through a deep stack.
+std::vector<BFloat16> oracleLayerStep(const BlockConfig &cfg, const TensorMap &weights,
+                                      DecodeState &state, int64_t layer,
+                                      const std::vector<BFloat16> &input,
+                                      OracleTrace *trace = nullptr,
+                                      const OracleOptions *options = nullptr);
+
 /// The routings a correct implementation may legitimately pick instead of the
 /// oracle's: for every layer of `trace` (a traced oracleStep) whose k-th and
 /// (k+1)-th router logits are within `ulps` bf16 ulps of each other, the
