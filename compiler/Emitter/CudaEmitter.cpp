@@ -33,9 +33,7 @@ void Emitter::planInputLending() {
       norm |= t.isEveryBlock();
       // bf16-row and expert gate/up tasks are lowered reading xs whether
       // or not their optional `input` names it.
-      const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
-      reads |= kind == mk::schedule::TaskKind::Bf16Rows ||
-               kind == mk::schedule::TaskKind::MoeGateUp;
+      reads |= isa<Bf16RowsOp, MoeGateUpOp>(t.getOperation());
       for (StringRef b : mk::schedule::taskAccesses(t).reads)
         if (BufferOp buf = buffers.lookup(b); buf && buf.getSpace() == "shared")
           reads = true;
@@ -97,7 +95,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
   for (TaskOpInterface t : phase.getBodyBlock().getOps<TaskOpInterface>()) {
     if (!t.isEveryBlock())
       continue;
-    if (t.getTaskKind() != mk::schedule::TaskKind::ResidualRmsnorm)
+    if (!isa<ResidualRmsnormOp>(t.getOperation()))
       return t.emitOpError("every_block tasks must be residual_rmsnorm");
     StringRef acc = t.getStrArg("acc"), out = t.getStrArg("out");
     const int64_t dim = t.getIntArg("dim");

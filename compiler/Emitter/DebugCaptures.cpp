@@ -66,10 +66,9 @@ LogicalResult Emitter::planCaptures() {
     return names;
   };
   kernel.walk([&](TaskOpInterface t) {
-    const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
     auto str = [&](StringRef n) { return t.getStrArg(n); };
     auto strs = [&](StringRef n) { return t.getStrArrayArg(n); };
-    if (kind == mk::schedule::TaskKind::ResidualRmsnorm) {
+    if (isa<ResidualRmsnormOp>(t.getOperation())) {
       StringRef w = str("weight"), acc = str("acc"), out = str("out");
       int64_t L = layerOf(w), d = t.getIntArg("dim");
       // The attention's input (its residual sums are the previous layer's
@@ -89,11 +88,11 @@ LogicalResult Emitter::planCaptures() {
       if (!out.empty())
         add(attn ? L - 1 : L, attn ? "out" : "h", "bf16", {d},
             copy(ptr(out, true), d, "bf16"));
-    } else if (kind == mk::schedule::TaskKind::FinalResidual) {
+    } else if (isa<FinalResidualOp>(t.getOperation())) {
       int64_t d = t.getIntArg("dim");
       add(last, "moe_out", "bf16", {d}, copy(ptr(str("acc")), d, "bf16"));
       add(last, "out", "bf16", {d}, copy(ptr(str("out"), true), d, "bf16"));
-    } else if (kind == mk::schedule::TaskKind::W4A16Gemv) {
+    } else if (isa<W4A16GemvOp>(t.getOperation())) {
       if (str("epilogue") == "atomic_f32")
         return; // an accumulator: captured where the residual reads it
       auto weights = strs("weights"), outputs = strs("outputs");
@@ -102,13 +101,13 @@ LogicalResult Emitter::planCaptures() {
         if (!what.empty())
           add(layerOf(w), what, "bf16", {numelOf(out)},
               copy(ptr(out, true), numelOf(out), "bf16"));
-    } else if (kind == mk::schedule::TaskKind::Bf16Rows) {
+    } else if (isa<Bf16RowsOp>(t.getOperation())) {
       StringRef w = str("weight"), out = str("output");
       const std::string what = captureNames(t, 1)[0];
       if (!what.empty())
         add(layerOf(w), what, "bf16", {numelOf(out)},
             copy(ptr(out, true), numelOf(out), "bf16"));
-    } else if (kind == mk::schedule::TaskKind::KdaHeadChunk) {
+    } else if (isa<KdaHeadChunkOp>(t.getOperation())) {
       int64_t L = layerOf(str("conv_w"));
       int64_t c = t.getIntArg("heads") * t.getIntArg("head_dim");
       // The conv outputs live in the task's shared memory: each instance
@@ -117,7 +116,7 @@ LogicalResult Emitter::planCaptures() {
         add(L, what, "bf16", {c}, nullptr);
       convCapture[t.getName()] = L;
       add(L, "kda_o", "bf16", {c}, copy(ptr(str("o"), true), c, "bf16"));
-    } else if (kind == mk::schedule::TaskKind::MlaRopeAppend) {
+    } else if (isa<MlaRopeAppendOp>(t.getOperation())) {
       int64_t L = layerOf(str("c_kv"));
       int64_t hm = t.getIntArg("heads"), nope = t.getIntArg("nope"),
               rope = t.getIntArg("rope"), lora = t.getIntArg("lora");
@@ -140,15 +139,15 @@ LogicalResult Emitter::planCaptures() {
               << ", " << rope << ", reinterpret_cast<mk::bf16 *>(" << dst
               << ") + " << lora << ");\n";
           });
-    } else if (kind == mk::schedule::TaskKind::MlaCombineWv) {
+    } else if (isa<MlaCombineWvOp>(t.getOperation())) {
       int64_t n = numelOf(str("o"));
       add(layerOf(str("kv_b")), "mla_o", "bf16", {n},
           copy(ptr(str("o"), true), n, "bf16"));
-    } else if ((kind == mk::schedule::TaskKind::MoeGateUp || kind == mk::schedule::TaskKind::MoeDown) &&
+    } else if ((isa<MoeGateUpOp, MoeDownOp>(t.getOperation())) &&
                !str("logits").empty()) {
       // The top-k lives in each block's shared memory: a block that
       // computes it writes it (every block computes the same values).
-      int64_t L = layerOf(str(kind == mk::schedule::TaskKind::MoeDown ? "down" : "gate"));
+      int64_t L = layerOf(str(isa<MoeDownOp>(t.getOperation()) ? "down" : "gate"));
       int64_t k = t.getIntArg("top_k");
       add(L, "topk_idx", "i32", {k}, nullptr);
       add(L, "topk_w", "f32", {k}, nullptr);

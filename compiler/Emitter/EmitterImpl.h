@@ -11,6 +11,7 @@
 #define MK_EMITTER_EMITTERIMPL_H
 
 #include "Emitter/CudaEmitter.h"
+#include "Emitter/TaskLoweringInterface.h"
 
 #include "mk/PackedLayout.h"
 
@@ -356,7 +357,28 @@ private:
   }
 
   LogicalResult emitPhase(PhaseOp phase);
+  /// Instance `i` of task t, by its op's TaskCudaLowering (one of the
+  /// lowerTask overloads below).
   LogicalResult emitInstance(TaskOpInterface t, llvm::raw_ostream &o);
+  LogicalResult lowerMoe(TaskOpInterface t, bool down, int64_t G, llvm::raw_ostream &o);
+
+public:
+  /// One task op's lowering (TaskLowering.cpp), called through the op's
+  /// TaskCudaLowering model; `G` is the W4A16 weights' quantization group.
+  LogicalResult lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o);
+  LogicalResult lowerTask(Bf16RowsOp op, int64_t G, llvm::raw_ostream &o);
+  LogicalResult lowerTask(KdaHeadChunkOp op, int64_t G, llvm::raw_ostream &o);
+  LogicalResult lowerTask(ConvCommitOp op, int64_t G, llvm::raw_ostream &o);
+  LogicalResult lowerTask(ZeroF32Op op, int64_t G, llvm::raw_ostream &o);
+  LogicalResult lowerTask(FinalResidualOp op, int64_t G, llvm::raw_ostream &o);
+  LogicalResult lowerTask(MlaRopeAppendOp op, int64_t G, llvm::raw_ostream &o);
+  LogicalResult lowerTask(MlaQAbsorbOp op, int64_t G, llvm::raw_ostream &o);
+  LogicalResult lowerTask(MlaAttentionChunkOp op, int64_t G, llvm::raw_ostream &o);
+  LogicalResult lowerTask(MlaCombineWvOp op, int64_t G, llvm::raw_ostream &o);
+  LogicalResult lowerTask(MoeGateUpOp op, int64_t G, llvm::raw_ostream &o);
+  LogicalResult lowerTask(MoeDownOp op, int64_t G, llvm::raw_ostream &o);
+
+private:
   /// The task's `args` hold what its kind's lowering reads, and the weights
   /// they name are the kernel's (TaskLowering.cpp).
   LogicalResult checkTaskArgs(TaskOpInterface t);

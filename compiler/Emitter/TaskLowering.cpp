@@ -1,8 +1,10 @@
 //===- TaskLowering.cpp - One task instance -> template calls -------------===//
 //
-// Each task kind (a task op, TaskOpInterface) becomes the call of its
-// device template from
-// templates/ (with the partition's tile sizes and the buffers' addresses).
+// Each task op becomes the call of its device template from templates/
+// (with the partition's tile sizes and the buffers' addresses): the op's
+// TaskCudaLowering model (attached here, registerTaskLoweringModels) calls
+// the Emitter::lowerTask overload of its op class; emitInstance dispatches
+// through the interface, not on the kind.
 // The register-hungry templates are called through the __noinline__
 // trampoline mkgen::call<&mk::template<...>>(...): inlined into the one
 // kernel body, their live ranges would add up with everything else's and
@@ -15,6 +17,18 @@
 
 using namespace mk::emitter::detail;
 
+namespace {
+/// What a lowering reads of its task's `args` (by the registry's names;
+/// checkTaskArgs has checked them).
+struct TaskArgs {
+  TaskOpInterface t;
+  int64_t i64(StringRef n) { return t.getIntArg(n); }
+  StringRef str(StringRef n) { return t.getStrArg(n); }
+  SmallVector<std::string> strs(StringRef n) { return t.getStrArrayArg(n); }
+  SmallVector<int64_t> ints(StringRef n) { return t.getIntArrayArg(n); }
+};
+} // namespace
+
 /// The dialect's registry (mk/Dialect/Schedule/TaskKinds.h) says what each
 /// kind's `args` hold; the task and kernel verifiers have checked their
 /// types and the names they resolve to. A lowering also reads the
@@ -26,343 +40,371 @@ LogicalResult Emitter::checkTaskArgs(TaskOpInterface t) {
 }
 
 LogicalResult Emitter::emitInstance(TaskOpInterface t, llvm::raw_ostream &o) {
-  const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
-  auto i64 = [&](StringRef n) { return t.getIntArg(n); };
-  auto str = [&](StringRef n) { return t.getStrArg(n); };
-  auto strs = [&](StringRef n) { return t.getStrArrayArg(n); };
-  auto ints = [&](StringRef n) { return t.getIntArrayArg(n); };
   FailureOr<int64_t> group = taskGroup(t);
   if (failed(group))
     return failure();
-  const int64_t G = *group;
-  if (!kind)
-    return t.emitOpError("the CUDA emitter has no lowering for kind '") << taskKindName(t.getKind()) << "'";
+  if (auto lowering = dyn_cast<TaskCudaLowering>(t.getOperation()))
+    return lowering.emitInstance(*this, *group, o);
+  if (isa<ResidualRmsnormOp>(t.getOperation()))
+    return t.emitOpError("kind '") << taskKindName(t.getKind())
+                                   << "' is lowered only as an every_block task";
+  return t.emitOpError("the CUDA emitter has no lowering for kind '")
+         << taskKindName(t.getKind()) << "'";
+}
 
-  // The MLA kinds' dimensions (0 where a kind has none).
-  int64_t hm = i64("heads"), nope = i64("nope"), rope = i64("rope"),
-          vh = i64("v_head"), lora = i64("lora");
+LogicalResult Emitter::lowerTask(MoeGateUpOp op, int64_t G, llvm::raw_ostream &o) {
+  return lowerMoe(op, /*down=*/false, G, o);
+}
 
-  // One case per kind of the registry: -Wswitch names a kind without one.
-  switch (*kind) {
-  case mk::schedule::TaskKind::W4A16Gemv: {
-    auto weights = strs("weights"), outputs = strs("outputs");
-    auto ns = ints("n");
-    int64_t k = i64("k"), tn = i64("tn"), ks = i64("ksplit"),
-            tiles = i64("tiles"), unitCols = i64("unit_cols");
-    bool atomic = str("epilogue") == "atomic_f32";
-    BufferOp in = buffers.lookup(str("input"));
-    bool shared = in.getSpace() == "shared";
-    int64_t kslice = k / ks;
-    for (const auto &w : weights)
-      if (failed(checkPackedRead(t, w, tn, kslice)))
-        return failure();
-    emitGemvSlice(t, o);
-    // An input in global memory: the tile stages its k-slice into
-    // work[0, kslice) while its first weights load (w4a16_gemv_tile_staged;
-    // a bf16 input as stored, an fp32 one a sum the spec rounds to bf16
-    // before the projection, the MLA combine's slices).
-    std::string staged;
-    if (!shared) {
-      staged = ptr(in.getSymName()) + " + " + std::to_string(i64("input_offset")) + ", work";
-      needWork(kslice + w4Red(tn));
-      o << "      float *red = work + " << kslice << ";\n";
-    } else {
-      needWork(w4Red(tn));
-      o << "      float *red = work;\n";
-    }
-    asserts.insert(w4RedCheck(tn));
-    o << "      switch (seg) {\n";
-    for (size_t s = 0; s < weights.size(); ++s) {
-      // A tile-contiguous weight's tile gets local columns: the epilogue
-      // adds n0 back.
-      std::string off = tileOf(weights[s]) ? "n0" : "0";
-      std::string epiType = atomic ? "mk::EpiAtomicAddF32" : "mk::EpiStoreBf16";
-      std::string epi =
-          atomic ? "mk::EpiAtomicAddF32{" + ptr(outputs[s]) + ", 1.f, " + off + "}"
-                 : "mk::EpiStoreBf16{" + ptr(outputs[s], true) + ", " + off + "}";
-      if (!staged.empty())
-        o << "      case " << s << ": mkgen::call<&mk::w4a16_gemv_tile_staged<" << T << ", "
-          << tn << ", " << G << ", " << epiType << ", false, " << orderName(weights[s]) << ", "
-          << (in.getDtype() == "f32" ? "float" : "mk::bf16") << ">>(" << staged << ", ";
-      else
-        o << "      case " << s << ": mkgen::call<&mk::w4a16_gemv_tile<" << T << ", " << tn
-          << ", " << G << ", " << epiType << orderArgs(weights[s], true) << ">>(xs, ";
-      o << tileArgs(weights[s], k, ns[s], tn, "", "n0")
-        << ", nvalid, k0, k1, red, " << epi << ", "
-        << (begunTasks.contains(t.getName()) ? "t == t0" : "false")
-        << "); break;\n";
-    }
-    o << "      }\n";
-    return success();
+LogicalResult Emitter::lowerTask(MoeDownOp op, int64_t G, llvm::raw_ostream &o) {
+  return lowerMoe(op, /*down=*/true, G, o);
+}
+
+LogicalResult Emitter::lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o) {
+  TaskOpInterface t = op;
+  TaskArgs args{t};
+  auto weights = args.strs("weights"), outputs = args.strs("outputs");
+  auto ns = args.ints("n");
+  int64_t k = args.i64("k"), tn = args.i64("tn"), ks = args.i64("ksplit"),
+          tiles = args.i64("tiles"), unitCols = args.i64("unit_cols");
+  bool atomic = args.str("epilogue") == "atomic_f32";
+  BufferOp in = buffers.lookup(args.str("input"));
+  bool shared = in.getSpace() == "shared";
+  int64_t kslice = k / ks;
+  for (const auto &w : weights)
+    if (failed(checkPackedRead(t, w, tn, kslice)))
+      return failure();
+  emitGemvSlice(t, o);
+  // An input in global memory: the tile stages its k-slice into
+  // work[0, kslice) while its first weights load (w4a16_gemv_tile_staged;
+  // a bf16 input as stored, an fp32 one a sum the spec rounds to bf16
+  // before the projection, the MLA combine's slices).
+  std::string staged;
+  if (!shared) {
+    staged = ptr(in.getSymName()) + " + " + std::to_string(args.i64("input_offset")) + ", work";
+    needWork(kslice + w4Red(tn));
+    o << "      float *red = work + " << kslice << ";\n";
+  } else {
+    needWork(w4Red(tn));
+    o << "      float *red = work;\n";
   }
-  case mk::schedule::TaskKind::Bf16Rows: {
-    int64_t rpt = i64("rows_per_task"), rows = i64("rows");
-    o << "      const int row0 = i * " << rpt << ";\n"
-      << "      mkgen::call<&mk::bf16_rows_gemv<" << T << ">>(xs, " << ident(str("weight"))
-      << ", " << i64("k") << ", row0, min(" << rpt << ", " << rows
-      << " - row0), " << ptr(str("output"), true) << ");\n";
-    return success();
+  asserts.insert(w4RedCheck(tn));
+  o << "      switch (seg) {\n";
+  for (size_t s = 0; s < weights.size(); ++s) {
+    // A tile-contiguous weight's tile gets local columns: the epilogue
+    // adds n0 back.
+    std::string off = tileOf(weights[s]) ? "n0" : "0";
+    std::string epiType = atomic ? "mk::EpiAtomicAddF32" : "mk::EpiStoreBf16";
+    std::string epi =
+        atomic ? "mk::EpiAtomicAddF32{" + ptr(outputs[s]) + ", 1.f, " + off + "}"
+               : "mk::EpiStoreBf16{" + ptr(outputs[s], true) + ", " + off + "}";
+    if (!staged.empty())
+      o << "      case " << s << ": mkgen::call<&mk::w4a16_gemv_tile_staged<" << T << ", "
+        << tn << ", " << G << ", " << epiType << ", false, " << orderName(weights[s]) << ", "
+        << (in.getDtype() == "f32" ? "float" : "mk::bf16") << ">>(" << staged << ", ";
+    else
+      o << "      case " << s << ": mkgen::call<&mk::w4a16_gemv_tile<" << T << ", " << tn
+        << ", " << G << ", " << epiType << orderArgs(weights[s], true) << ">>(xs, ";
+    o << tileArgs(weights[s], k, ns[s], tn, "", "n0")
+      << ", nvalid, k0, k1, red, " << epi << ", "
+      << (begunTasks.contains(t.getName()) ? "t == t0" : "false")
+      << "); break;\n";
   }
-  case mk::schedule::TaskKind::KdaHeadChunk: {
-    int64_t dk = i64("head_dim"), chunk = i64("chunk"), conv = i64("conv");
-    int64_t c = i64("heads") * dk;
-    needWork(mk::kdaSmemFloats(T, dk, chunk));
-    asserts.insert(llvm::formatv("mk::kda_smem_floats<{0}, {1}, {2}>() == {3}", T, dk, chunk,
-                                 mk::kdaSmemFloats(T, dk, chunk))
+  o << "      }\n";
+  return success();
+}
+
+LogicalResult Emitter::lowerTask(Bf16RowsOp op, int64_t /*group*/, llvm::raw_ostream &o) {
+  TaskOpInterface t = op;
+  TaskArgs args{t};
+  int64_t rpt = args.i64("rows_per_task"), rows = args.i64("rows");
+  o << "      const int row0 = i * " << rpt << ";\n"
+    << "      mkgen::call<&mk::bf16_rows_gemv<" << T << ">>(xs, " << ident(args.str("weight"))
+    << ", " << args.i64("k") << ", row0, min(" << rpt << ", " << rows
+    << " - row0), " << ptr(args.str("output"), true) << ");\n";
+  return success();
+}
+
+LogicalResult Emitter::lowerTask(KdaHeadChunkOp op, int64_t G, llvm::raw_ostream &o) {
+  TaskOpInterface t = op;
+  TaskArgs args{t};
+  int64_t dk = args.i64("head_dim"), chunk = args.i64("chunk"), conv = args.i64("conv");
+  int64_t c = args.i64("heads") * dk;
+  needWork(mk::kdaSmemFloats(T, dk, chunk));
+  asserts.insert(llvm::formatv("mk::kda_smem_floats<{0}, {1}, {2}>() == {3}", T, dk, chunk,
+                               mk::kdaSmemFloats(T, dk, chunk))
+                     .str());
+  // The output projection folded in (schedule-fuse-kda-o-proj): the
+  // task's rows of W_o, by W_o's storage.
+  StringRef ow = args.str("o_weight");
+  const int64_t on = args.i64("o_n");
+  if (!ow.empty()) {
+    if (args.str("o_acc").empty() || !on || chunk % 16 || on % 128 || G % 16)
+      return t.emitOpError("a folded output projection needs o_acc, o_n a multiple of "
+                           "128, chunk a multiple of 16 and groups of 16k rows");
+    const mk::PackedOrder order = orderOf(ow);
+    if (order == mk::PackedOrder::Int8 || (tileOf(ow) && tileOf(ow) != 128))
+      return t.emitOpError("folded output projection weight '")
+             << ow << "' must be row-major, 128-wide tile-contiguous or in the mma order";
+    const int64_t floats = mk::kdaOProjSmemFloats(T, dk, chunk, on);
+    needWork(floats);
+    asserts.insert(llvm::formatv("mk::kda_o_proj_smem_floats<{0}, {1}, {2}, {3}>() == {4}", T,
+                                 dk, chunk, on, floats)
                        .str());
-    // The output projection folded in (schedule-fuse-kda-o-proj): the
-    // task's rows of W_o, by W_o's storage.
-    StringRef ow = str("o_weight");
-    const int64_t on = i64("o_n");
-    if (!ow.empty()) {
-      if (str("o_acc").empty() || !on || chunk % 16 || on % 128 || G % 16)
-        return t.emitOpError("a folded output projection needs o_acc, o_n a multiple of "
-                             "128, chunk a multiple of 16 and groups of 16k rows");
-      const mk::PackedOrder order = orderOf(ow);
-      if (order == mk::PackedOrder::Int8 || (tileOf(ow) && tileOf(ow) != 128))
-        return t.emitOpError("folded output projection weight '")
-               << ow << "' must be row-major, 128-wide tile-contiguous or in the mma order";
-      const int64_t floats = mk::kdaOProjSmemFloats(T, dk, chunk, on);
-      needWork(floats);
-      asserts.insert(llvm::formatv("mk::kda_o_proj_smem_floats<{0}, {1}, {2}, {3}>() == {4}", T,
-                                   dk, chunk, on, floats)
-                         .str());
-      o << "      mkgen::call<&mk::kda_head_chunk_o_proj_task<" << T << ", " << dk << ", "
-        << chunk << ", " << conv << ", " << G << ", " << on << ", "
-        << (order == mk::PackedOrder::Mma ? "mk::kOrderMma" : "mk::kOrderRowMajor") << ", "
-        << (tileOf(ow) ? "true" : "false") << ">>(i, " << c << ", ";
-    } else {
-      o << "      mkgen::call<&mk::kda_head_chunk_task<" << T << ", " << dk << ", " << chunk
-        << ", " << conv << ">>(i, " << c << ", ";
-    }
-    o << ptr(str("q")) << ", "
-      << ptr(str("k")) << ", " << ptr(str("v")) << ", " << ptr(str("g"))
-      << ", " << ptr(str("beta")) << ", " << ident(str("conv_w")) << ", "
-      << ptr(str("cq")) << ", " << ptr(str("ck")) << ", " << ptr(str("cv"))
-      << ", " << ptr(str("S")) << ", " << ptr(str("S"), true) << ", "
-      << ptr(str("o"), true) << ", ";
-    if (!ow.empty())
-      o << wq(ow) << ", " << ws_(ow) << ", " << wz(ow) << ", " << ptr(str("o_acc"), true)
-        << ", ";
-    o << "work);\n";
-    auto cap = convCapture.find(t.getName());
-    if (debug && cap != convCapture.end()) {
-      // The instance's CHUNK channels of each conv output (all instances
-      // together cover every channel), before conv_commit shifts the windows.
-      int64_t nch = dk / chunk;
-      o << "      { // debug capture: the short conv outputs\n"
-        << "      const int c0 = (i / " << nch << ") * " << dk << " + (i % "
-        << nch << ") * " << chunk << ";\n";
-      const char *what[3] = {"q_conv", "k_conv", "v_conv"};
-      const char *raw[3] = {"q", "k", "v"}, *win[3] = {"cq", "ck", "cv"};
-      for (int j = 0; j < 3; ++j)
-        o << "      mk::debug_short_conv<" << conv << ">(c0, " << chunk << ", "
-          << c << ", " << ptr(str(raw[j])) << ", " << ptr(str(win[j])) << ", "
-          << ident(str("conv_w")) << " + " << j * c * conv << ", "
-          << capturePtr(cap->second, what[j]) << ");\n";
-      o << "      }\n";
-    }
-    return success();
+    o << "      mkgen::call<&mk::kda_head_chunk_o_proj_task<" << T << ", " << dk << ", "
+      << chunk << ", " << conv << ", " << G << ", " << on << ", "
+      << (order == mk::PackedOrder::Mma ? "mk::kOrderMma" : "mk::kOrderRowMajor") << ", "
+      << (tileOf(ow) ? "true" : "false") << ">>(i, " << c << ", ";
+  } else {
+    o << "      mkgen::call<&mk::kda_head_chunk_task<" << T << ", " << dk << ", " << chunk
+      << ", " << conv << ">>(i, " << c << ", ";
   }
-  case mk::schedule::TaskKind::ConvCommit: {
-    int64_t c = i64("channels"), n = t.getCount();
-    int64_t per = (c + n - 1) / n;
-    o << "      const mk::bf16 *const nr[3] = {" << ptr(str("q")) << ", "
-      << ptr(str("k")) << ", " << ptr(str("v")) << "};\n"
-      << "      const mk::bf16 *const wi[3] = {" << ptr(str("cq")) << ", "
-      << ptr(str("ck")) << ", " << ptr(str("cv")) << "};\n"
-      << "      mk::bf16 *const wo[3] = {" << ptr(str("cq"), true) << ", "
-      << ptr(str("ck"), true) << ", " << ptr(str("cv"), true) << "};\n"
-      << "      mkgen::call<&mk::conv_window_commit<" << i64("conv") << ">>(i * " << per
-      << ", min(" << c << ", (i + 1) * " << per << "), " << c
-      << ", nr, wi, wo);\n";
-    return success();
+  o << ptr(args.str("q")) << ", "
+    << ptr(args.str("k")) << ", " << ptr(args.str("v")) << ", " << ptr(args.str("g"))
+    << ", " << ptr(args.str("beta")) << ", " << ident(args.str("conv_w")) << ", "
+    << ptr(args.str("cq")) << ", " << ptr(args.str("ck")) << ", " << ptr(args.str("cv"))
+    << ", " << ptr(args.str("S")) << ", " << ptr(args.str("S"), true) << ", "
+    << ptr(args.str("o"), true) << ", ";
+  if (!ow.empty())
+    o << wq(ow) << ", " << ws_(ow) << ", " << wz(ow) << ", " << ptr(args.str("o_acc"), true)
+      << ", ";
+  o << "work);\n";
+  auto cap = convCapture.find(t.getName());
+  if (debug && cap != convCapture.end()) {
+    // The instance's CHUNK channels of each conv output (all instances
+    // together cover every channel), before conv_commit shifts the windows.
+    int64_t nch = dk / chunk;
+    o << "      { // debug capture: the short conv outputs\n"
+      << "      const int c0 = (i / " << nch << ") * " << dk << " + (i % "
+      << nch << ") * " << chunk << ";\n";
+    const char *what[3] = {"q_conv", "k_conv", "v_conv"};
+    const char *raw[3] = {"q", "k", "v"}, *win[3] = {"cq", "ck", "cv"};
+    for (int j = 0; j < 3; ++j)
+      o << "      mk::debug_short_conv<" << conv << ">(c0, " << chunk << ", "
+        << c << ", " << ptr(args.str(raw[j])) << ", " << ptr(args.str(win[j])) << ", "
+        << ident(args.str("conv_w")) << " + " << j * c * conv << ", "
+        << capturePtr(cap->second, what[j]) << ");\n";
+    o << "      }\n";
   }
-  case mk::schedule::TaskKind::ZeroF32: {
-    int64_t n = i64("n"), per = (n + t.getCount() - 1) / t.getCount();
-    o << "      float *p = " << ptr(str("buffer"), true) << ";\n"
-      << "      for (int j = i * " << per << " + threadIdx.x; j < min(" << n
-      << ", (i + 1) * " << per << "); j += " << T << ") p[j] = 0.f;\n";
-    return success();
+  return success();
+}
+
+LogicalResult Emitter::lowerTask(ConvCommitOp op, int64_t /*group*/, llvm::raw_ostream &o) {
+  TaskOpInterface t = op;
+  TaskArgs args{t};
+  int64_t c = args.i64("channels"), n = t.getCount();
+  int64_t per = (c + n - 1) / n;
+  o << "      const mk::bf16 *const nr[3] = {" << ptr(args.str("q")) << ", "
+    << ptr(args.str("k")) << ", " << ptr(args.str("v")) << "};\n"
+    << "      const mk::bf16 *const wi[3] = {" << ptr(args.str("cq")) << ", "
+    << ptr(args.str("ck")) << ", " << ptr(args.str("cv")) << "};\n"
+    << "      mk::bf16 *const wo[3] = {" << ptr(args.str("cq"), true) << ", "
+    << ptr(args.str("ck"), true) << ", " << ptr(args.str("cv"), true) << "};\n"
+    << "      mkgen::call<&mk::conv_window_commit<" << args.i64("conv") << ">>(i * " << per
+    << ", min(" << c << ", (i + 1) * " << per << "), " << c
+    << ", nr, wi, wo);\n";
+  return success();
+}
+
+LogicalResult Emitter::lowerTask(ZeroF32Op op, int64_t /*group*/, llvm::raw_ostream &o) {
+  TaskOpInterface t = op;
+  TaskArgs args{t};
+  int64_t n = args.i64("n"), per = (n + t.getCount() - 1) / t.getCount();
+  o << "      float *p = " << ptr(args.str("buffer"), true) << ";\n"
+    << "      for (int j = i * " << per << " + threadIdx.x; j < min(" << n
+    << ", (i + 1) * " << per << "); j += " << T << ") p[j] = 0.f;\n";
+  return success();
+}
+
+LogicalResult Emitter::lowerTask(FinalResidualOp op, int64_t /*group*/, llvm::raw_ostream &o) {
+  TaskOpInterface t = op;
+  TaskArgs args{t};
+  int64_t n = args.i64("dim"), per = (n + t.getCount() - 1) / t.getCount();
+  o << "      const mk::bf16 *base = " << ptr(args.str("base")) << ";\n"
+    << "      const float *acc = " << ptr(args.str("acc")) << ";\n"
+    << "      for (int j = i * " << per << " + threadIdx.x; j < min(" << n
+    << ", (i + 1) * " << per << "); j += " << T << ")\n"
+    << "        " << ptr(args.str("out"), true)
+    << "[j] = mk::f2bf(mk::round_bf16(mk::bf2f(__ldcg(base + j)) + "
+       "mk::round_bf16(__ldcg(acc + j))));\n";
+  return success();
+}
+
+LogicalResult Emitter::lowerTask(MlaRopeAppendOp op, int64_t /*group*/, llvm::raw_ostream &o) {
+  TaskOpInterface t = op;
+  TaskArgs args{t};
+  const int64_t hm = args.i64("heads"), nope = args.i64("nope"), rope = args.i64("rope"), lora = args.i64("lora");
+  o << "      mkgen::call<&mk::mla_rope_append<" << T << ", " << hm << ", " << nope << ", "
+    << rope << ", " << lora << ">>(i, " << t.getCount() << ", ctx_len, "
+    << fmtFloat(t.getArgs().getAs<FloatAttr>("theta").getValueAsDouble())
+    << ", " << ptr(args.str("q")) << ", " << ptr(args.str("kv")) << ", "
+    << ptr(args.str("q_rope"), true) << ", " << ptr(args.str("c_kv")) << ", "
+    << ptr(args.str("k_rope")) << ", " << ptr(args.str("c_kv"), true) << ", "
+    << ptr(args.str("k_rope"), true) << ");\n";
+  return success();
+}
+
+LogicalResult Emitter::lowerTask(MlaQAbsorbOp op, int64_t G, llvm::raw_ostream &o) {
+  TaskOpInterface t = op;
+  TaskArgs args{t};
+  const int64_t hm = args.i64("heads"), nope = args.i64("nope"), rope = args.i64("rope"), vh = args.i64("v_head"), lora = args.i64("lora");
+  needWork(nope);
+  std::string w = args.str("kv_b").str();
+  o << "      mkgen::call<&mk::mla_q_absorb_task<" << T << ", " << hm << ", " << nope
+    << ", " << rope << ", " << vh << ", " << lora << ", " << G << ">>(i, "
+    << ptr(args.str("q")) << ", " << wq(w) << ", " << ws_(w) << ", " << wz(w)
+    << ", " << ptr(args.str("q_abs"), true) << ", work);\n";
+  return success();
+}
+
+LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm::raw_ostream &o) {
+  TaskOpInterface t = op;
+  TaskArgs args{t};
+  const int64_t hm = args.i64("heads"), rope = args.i64("rope"), lora = args.i64("lora");
+  // Shared memory: the larger of the tensor-core form's (a ring of 16
+  // padded rows per slot, hi and lo query rows: up to 8 heads 3 slots and
+  // 8 query rows each, else 2 and 16; partial scores, probabilities,
+  // softmax state) and the SIMT form's (-DMK_MLA_ATTENTION_SIMT: queries,
+  // scores, 32 rows).
+  const int64_t hg = args.i64("head_group");
+  constexpr int64_t simtSub = 32, sub = 16;
+  const int64_t stages = hg > 8 ? 2 : 3;
+  const int64_t row = lora + (rope + 15) / 16 * 16 + 8;
+  const int64_t ksplit = T / 32 / (sub / 8);
+  const int64_t queryRows = hg > 8 ? 16 : 8;
+  const int64_t mmaF = (stages * sub + 2 * queryRows) * row / 2 + ksplit * hg * sub +
+                       hg * sub + 3 * hg;
+  const int64_t simtF =
+      (hg * lora + hg * rope + hg * simtSub + 3 * hg + 3) / 4 * 4 +
+      (simtSub * lora + simtSub * rope) / 2;
+  const int64_t f = std::max(mmaF, simtF);
+  needWork(f);
+  asserts.insert(
+      llvm::formatv("mk::mla_attention_smem_floats<{0}, {1}, {2}, {3}>() == {4}",
+                    T, hg, lora, rope, f)
+          .str());
+  o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, "
+    << args.i64("max_chunks") << ");\n"
+    << "      if (i < nch * " << hm / hg << ")\n"
+    << "        mkgen::call<&mk::mla_attention_chunk_task<" << T << ", " << hm << ", " << hg
+    << ", " << lora << ", " << rope << ">>(i, nch, ctx_len + 1, "
+    << fmtFloat(t.getArgs().getAs<FloatAttr>("scale").getValueAsDouble())
+    << ", " << ptr(args.str("q_abs")) << ", " << ptr(args.str("q_rope")) << ", "
+    << ptr(args.str("c_kv"), true) << ", " << ptr(args.str("k_rope"), true) << ", "
+    << ptr(args.str("part_m"), true) << ", " << ptr(args.str("part_l"), true) << ", "
+    << ptr(args.str("part_acc"), true) << ", work);\n";
+  return success();
+}
+
+LogicalResult Emitter::lowerTask(MlaCombineWvOp op, int64_t G, llvm::raw_ostream &o) {
+  TaskOpInterface t = op;
+  TaskArgs args{t};
+  const int64_t hm = args.i64("heads"), nope = args.i64("nope"), vh = args.i64("v_head"), lora = args.i64("lora");
+  int64_t maxc = 0;
+  kernel.walk([&](TaskOpInterface a) {
+    if (isa<MlaAttentionChunkOp>(a.getOperation()) &&
+        a.getStrArg("part_m") == args.str("part_m"))
+      maxc = a.getIntArg("max_chunks");
+  });
+  needWork(lora + w4Red(vh));
+  asserts.insert(w4RedCheck(vh));
+  std::string w = args.str("kv_b").str();
+  int64_t slices = args.i64("slices"), span = lora / slices;
+  o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, "
+    << maxc << ");\n"
+    << "      const int h = i / " << slices << ", d0 = (i % " << slices
+    << ") * " << span << ";\n"
+    << "      mkgen::call<&mk::mla_combine_wv_task<" << T << ", " << hm << ", " << nope
+    << ", " << vh << ", " << lora << ", " << G << ">>(h, d0, d0 + " << span
+    << ", nch, "
+    << ptr(args.str("part_m")) << ", " << ptr(args.str("part_l")) << ", "
+    << ptr(args.str("part_acc")) << ", " << wq(w) << ", " << ws_(w) << ", "
+    << wz(w) << ", " << ptr(args.str("o"), true) << ", work);\n";
+  return success();
+}
+
+LogicalResult Emitter::lowerMoe(TaskOpInterface t, bool down, int64_t G, llvm::raw_ostream &o) {
+  TaskArgs args{t};
+      bool routed = !args.str("logits").empty();
+  int64_t d = args.i64("hidden"), m = args.i64("inter"), tn = args.i64("tn"),
+          ks = args.i64("ksplit"), tiles = args.i64("tiles");
+  int64_t per = (down ? 1 : 2) * tiles * ks; // gate_up: gate and up tiles
+  o << "      const int slot = i / " << per << ", r = i % " << per << ";\n";
+  if (routed) {
+    auto [it, fresh] = topkKey.try_emplace(args.str("logits"), topkKey.size());
+    o << "      if (tk_key != " << it->second << ") {\n"
+      << "        MK_STAGE_BEGIN();\n"
+      << "        mkgen::call<&mk::moe_topk<" << args.i64("experts") << ", " << args.i64("top_k")
+      << ">>(" << ptr(args.str("logits")) << ", "
+      << fmtFloat(t.getArgs().getAs<FloatAttr>("scaling").getValueAsDouble())
+      << ", tk_w, tk_idx);\n        MK_STAGE_END(mk::kStageTopk);\n"
+      << "        tk_key = " << it->second << ";\n";
+    auto cap = topkCapture.find(args.str("logits"));
+    if (debug && cap != topkCapture.end())
+      o << "        if (threadIdx.x < " << args.i64("top_k")
+        << ") { // debug capture: this block's top-k\n"
+        << "          " << capturePtr(cap->second, "topk_idx")
+        << "[threadIdx.x] = tk_idx[threadIdx.x];\n"
+        << "          " << capturePtr(cap->second, "topk_w")
+        << "[threadIdx.x] = tk_w[threadIdx.x];\n        }\n";
+    o << "      }\n"
+      << "      const int e = tk_idx[slot];\n";
+  } else {
+    o << "      const int e = slot;\n";
   }
-  case mk::schedule::TaskKind::FinalResidual: {
-    int64_t n = i64("dim"), per = (n + t.getCount() - 1) / t.getCount();
-    o << "      const mk::bf16 *base = " << ptr(str("base")) << ";\n"
-      << "      const float *acc = " << ptr(str("acc")) << ";\n"
-      << "      for (int j = i * " << per << " + threadIdx.x; j < min(" << n
-      << ", (i + 1) * " << per << "); j += " << T << ")\n"
-      << "        " << ptr(str("out"), true)
-      << "[j] = mk::f2bf(mk::round_bf16(mk::bf2f(__ldcg(base + j)) + "
-         "mk::round_bf16(__ldcg(acc + j))));\n";
-    return success();
+  std::string sums = ptr(args.str("sums"), true);
+  if (!down) {
+    // Instance r of a slot: matrix r / (tiles * ks) (0 gate, 1 up),
+    // k-slice, then column tile; sums go to the slot's [2][inter] fp32
+    // accumulator, which the down tasks read.
+    std::string g = args.str("gate").str(), u = args.str("up").str();
+    int64_t kslice = d / ks;
+    if (tileOf(g) != tileOf(u) || isPacked(g) != isPacked(u))
+      return t.emitOpError("gate and up must share a storage layout");
+    if (failed(checkPackedRead(t, g, tn, kslice)))
+      return failure();
+    needWork(w4Red(tn));
+    o << "      const int mat = r / " << tiles * ks << ", rr = r % " << tiles * ks
+      << ";\n"
+      << "      const int k0 = (rr / " << tiles << ") * " << kslice
+      << ", n0 = (rr % " << tiles << ") * " << tn << ";\n";
+    o << "      const uint8_t *const wq = mat ? " << wq(u) << " : " << wq(g)
+      << ";\n"
+      << "      const mk::bf16 *const sc = mat ? " << ws_(u) << " : " << ws_(g)
+      << ";\n"
+      << "      const mk::bf16 *const zr = mat ? " << wz(u) << " : " << wz(g)
+      << ";\n"
+      << "      mkgen::call<&mk::w4a16_gemv_tile<" << T << ", " << tn << ", " << G
+      << ", mk::EpiAtomicAddF32" << orderArgs(g, true) << ">>(xs, "
+      << tileArgs("wq", "sc", "zr", tileOf(g) != 0, d, m, tn, "e", "n0", G) << ", min("
+      << tn << ", " << m << " - n0), k0, k0 + " << kslice
+      << ", work, mk::EpiAtomicAddF32{" << sums << " + (slot * 2 + mat) * " << m
+      << ", 1.f, " << (tileOf(g) ? "n0" : "0") << "}, false);\n";
+  } else {
+    std::string w = args.str("down").str();
+    int64_t kslice = m / ks;
+    if (failed(checkPackedRead(t, w, tn, kslice)))
+      return failure();
+    // An expert wider than kMoeDownMaxStagedRows: each task stages only
+    // its k-slice of hmid (the slice form); else the whole of it.
+    const bool slice = m > mk::schedule::kMoeDownMaxStagedRows;
+    const int64_t staged = slice ? kslice : m;
+    needWork(staged + w4Red(tn));
+    asserts.insert(llvm::formatv("mk::moe_down_smem_floats<{0}, {1}>({2}) == {3}",
+                                 T, tn, staged, staged + w4Red(tn))
+                       .str());
+    o << "      const int k0 = (r / " << tiles << ") * " << kslice
+      << ", n0 = (r % " << tiles << ") * " << tn << ";\n"
+      << "      mkgen::call<&mk::moe_down_task<" << T << ", " << tn << ", " << G
+      << (slice ? ", " + orderName(w) + ", true" : orderArgs(w, false)) << ">>(" << sums
+      << " + slot * " << 2 * m
+      << ", " << m << ", "
+      << tileArgs(w, m, d, tn, "e", "n0") << ", min(" << tn << ", " << d
+      << " - n0), k0, k0 + " << kslice << ", "
+      << (routed ? "tk_w[slot]" : "1.f") << ", " << ptr(args.str("acc"), true)
+      << ", " << (tileOf(w) ? "n0" : "0") << ", work);\n";
   }
-  case mk::schedule::TaskKind::MlaRopeAppend: {
-    o << "      mkgen::call<&mk::mla_rope_append<" << T << ", " << hm << ", " << nope << ", "
-      << rope << ", " << lora << ">>(i, " << t.getCount() << ", ctx_len, "
-      << fmtFloat(t.getArgs().getAs<FloatAttr>("theta").getValueAsDouble())
-      << ", " << ptr(str("q")) << ", " << ptr(str("kv")) << ", "
-      << ptr(str("q_rope"), true) << ", " << ptr(str("c_kv")) << ", "
-      << ptr(str("k_rope")) << ", " << ptr(str("c_kv"), true) << ", "
-      << ptr(str("k_rope"), true) << ");\n";
-    return success();
-  }
-  case mk::schedule::TaskKind::MlaQAbsorb: {
-    needWork(nope);
-    std::string w = str("kv_b").str();
-    o << "      mkgen::call<&mk::mla_q_absorb_task<" << T << ", " << hm << ", " << nope
-      << ", " << rope << ", " << vh << ", " << lora << ", " << G << ">>(i, "
-      << ptr(str("q")) << ", " << wq(w) << ", " << ws_(w) << ", " << wz(w)
-      << ", " << ptr(str("q_abs"), true) << ", work);\n";
-    return success();
-  }
-  case mk::schedule::TaskKind::MlaAttentionChunk: {
-    // Shared memory: the larger of the tensor-core form's (a ring of 16
-    // padded rows per slot, hi and lo query rows: up to 8 heads 3 slots and
-    // 8 query rows each, else 2 and 16; partial scores, probabilities,
-    // softmax state) and the SIMT form's (-DMK_MLA_ATTENTION_SIMT: queries,
-    // scores, 32 rows).
-    const int64_t hg = i64("head_group");
-    constexpr int64_t simtSub = 32, sub = 16;
-    const int64_t stages = hg > 8 ? 2 : 3;
-    const int64_t row = lora + (rope + 15) / 16 * 16 + 8;
-    const int64_t ksplit = T / 32 / (sub / 8);
-    const int64_t queryRows = hg > 8 ? 16 : 8;
-    const int64_t mmaF = (stages * sub + 2 * queryRows) * row / 2 + ksplit * hg * sub +
-                         hg * sub + 3 * hg;
-    const int64_t simtF =
-        (hg * lora + hg * rope + hg * simtSub + 3 * hg + 3) / 4 * 4 +
-        (simtSub * lora + simtSub * rope) / 2;
-    const int64_t f = std::max(mmaF, simtF);
-    needWork(f);
-    asserts.insert(
-        llvm::formatv("mk::mla_attention_smem_floats<{0}, {1}, {2}, {3}>() == {4}",
-                      T, hg, lora, rope, f)
-            .str());
-    o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, "
-      << i64("max_chunks") << ");\n"
-      << "      if (i < nch * " << hm / hg << ")\n"
-      << "        mkgen::call<&mk::mla_attention_chunk_task<" << T << ", " << hm << ", " << hg
-      << ", " << lora << ", " << rope << ">>(i, nch, ctx_len + 1, "
-      << fmtFloat(t.getArgs().getAs<FloatAttr>("scale").getValueAsDouble())
-      << ", " << ptr(str("q_abs")) << ", " << ptr(str("q_rope")) << ", "
-      << ptr(str("c_kv"), true) << ", " << ptr(str("k_rope"), true) << ", "
-      << ptr(str("part_m"), true) << ", " << ptr(str("part_l"), true) << ", "
-      << ptr(str("part_acc"), true) << ", work);\n";
-    return success();
-  }
-  case mk::schedule::TaskKind::MlaCombineWv: {
-    int64_t maxc = 0;
-    kernel.walk([&](TaskOpInterface a) {
-      if (a.getTaskKind() == mk::schedule::TaskKind::MlaAttentionChunk &&
-          a.getStrArg("part_m") == str("part_m"))
-        maxc = a.getIntArg("max_chunks");
-    });
-    needWork(lora + w4Red(vh));
-    asserts.insert(w4RedCheck(vh));
-    std::string w = str("kv_b").str();
-    int64_t slices = i64("slices"), span = lora / slices;
-    o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, "
-      << maxc << ");\n"
-      << "      const int h = i / " << slices << ", d0 = (i % " << slices
-      << ") * " << span << ";\n"
-      << "      mkgen::call<&mk::mla_combine_wv_task<" << T << ", " << hm << ", " << nope
-      << ", " << vh << ", " << lora << ", " << G << ">>(h, d0, d0 + " << span
-      << ", nch, "
-      << ptr(str("part_m")) << ", " << ptr(str("part_l")) << ", "
-      << ptr(str("part_acc")) << ", " << wq(w) << ", " << ws_(w) << ", "
-      << wz(w) << ", " << ptr(str("o"), true) << ", work);\n";
-    return success();
-  }
-  case mk::schedule::TaskKind::MoeGateUp:
-  case mk::schedule::TaskKind::MoeDown: {
-    bool down = kind == mk::schedule::TaskKind::MoeDown;
-    bool routed = !str("logits").empty();
-    int64_t d = i64("hidden"), m = i64("inter"), tn = i64("tn"),
-            ks = i64("ksplit"), tiles = i64("tiles");
-    int64_t per = (down ? 1 : 2) * tiles * ks; // gate_up: gate and up tiles
-    o << "      const int slot = i / " << per << ", r = i % " << per << ";\n";
-    if (routed) {
-      auto [it, fresh] = topkKey.try_emplace(str("logits"), topkKey.size());
-      o << "      if (tk_key != " << it->second << ") {\n"
-        << "        MK_STAGE_BEGIN();\n"
-        << "        mkgen::call<&mk::moe_topk<" << i64("experts") << ", " << i64("top_k")
-        << ">>(" << ptr(str("logits")) << ", "
-        << fmtFloat(t.getArgs().getAs<FloatAttr>("scaling").getValueAsDouble())
-        << ", tk_w, tk_idx);\n        MK_STAGE_END(mk::kStageTopk);\n"
-        << "        tk_key = " << it->second << ";\n";
-      auto cap = topkCapture.find(str("logits"));
-      if (debug && cap != topkCapture.end())
-        o << "        if (threadIdx.x < " << i64("top_k")
-          << ") { // debug capture: this block's top-k\n"
-          << "          " << capturePtr(cap->second, "topk_idx")
-          << "[threadIdx.x] = tk_idx[threadIdx.x];\n"
-          << "          " << capturePtr(cap->second, "topk_w")
-          << "[threadIdx.x] = tk_w[threadIdx.x];\n        }\n";
-      o << "      }\n"
-        << "      const int e = tk_idx[slot];\n";
-    } else {
-      o << "      const int e = slot;\n";
-    }
-    std::string sums = ptr(str("sums"), true);
-    if (!down) {
-      // Instance r of a slot: matrix r / (tiles * ks) (0 gate, 1 up),
-      // k-slice, then column tile; sums go to the slot's [2][inter] fp32
-      // accumulator, which the down tasks read.
-      std::string g = str("gate").str(), u = str("up").str();
-      int64_t kslice = d / ks;
-      if (tileOf(g) != tileOf(u) || isPacked(g) != isPacked(u))
-        return t.emitOpError("gate and up must share a storage layout");
-      if (failed(checkPackedRead(t, g, tn, kslice)))
-        return failure();
-      needWork(w4Red(tn));
-      o << "      const int mat = r / " << tiles * ks << ", rr = r % " << tiles * ks
-        << ";\n"
-        << "      const int k0 = (rr / " << tiles << ") * " << kslice
-        << ", n0 = (rr % " << tiles << ") * " << tn << ";\n";
-      o << "      const uint8_t *const wq = mat ? " << wq(u) << " : " << wq(g)
-        << ";\n"
-        << "      const mk::bf16 *const sc = mat ? " << ws_(u) << " : " << ws_(g)
-        << ";\n"
-        << "      const mk::bf16 *const zr = mat ? " << wz(u) << " : " << wz(g)
-        << ";\n"
-        << "      mkgen::call<&mk::w4a16_gemv_tile<" << T << ", " << tn << ", " << G
-        << ", mk::EpiAtomicAddF32" << orderArgs(g, true) << ">>(xs, "
-        << tileArgs("wq", "sc", "zr", tileOf(g) != 0, d, m, tn, "e", "n0", G) << ", min("
-        << tn << ", " << m << " - n0), k0, k0 + " << kslice
-        << ", work, mk::EpiAtomicAddF32{" << sums << " + (slot * 2 + mat) * " << m
-        << ", 1.f, " << (tileOf(g) ? "n0" : "0") << "}, false);\n";
-    } else {
-      std::string w = str("down").str();
-      int64_t kslice = m / ks;
-      if (failed(checkPackedRead(t, w, tn, kslice)))
-        return failure();
-      // An expert wider than kMoeDownMaxStagedRows: each task stages only
-      // its k-slice of hmid (the slice form); else the whole of it.
-      const bool slice = m > mk::schedule::kMoeDownMaxStagedRows;
-      const int64_t staged = slice ? kslice : m;
-      needWork(staged + w4Red(tn));
-      asserts.insert(llvm::formatv("mk::moe_down_smem_floats<{0}, {1}>({2}) == {3}",
-                                   T, tn, staged, staged + w4Red(tn))
-                         .str());
-      o << "      const int k0 = (r / " << tiles << ") * " << kslice
-        << ", n0 = (r % " << tiles << ") * " << tn << ";\n"
-        << "      mkgen::call<&mk::moe_down_task<" << T << ", " << tn << ", " << G
-        << (slice ? ", " + orderName(w) + ", true" : orderArgs(w, false)) << ">>(" << sums
-        << " + slot * " << 2 * m
-        << ", " << m << ", "
-        << tileArgs(w, m, d, tn, "e", "n0") << ", min(" << tn << ", " << d
-        << " - n0), k0, k0 + " << kslice << ", "
-        << (routed ? "tk_w[slot]" : "1.f") << ", " << ptr(str("acc"), true)
-        << ", " << (tileOf(w) ? "n0" : "0") << ", work);\n";
-    }
-    return success();
-  }
-  case mk::schedule::TaskKind::ResidualRmsnorm:
-    break; // every_block: emitted by the phase (CudaEmitter.cpp)
-  case mk::schedule::TaskKind::Opaque:
-    break; // getTaskKind() has none for it (above)
-  }
-  return t.emitOpError("kind '") << taskKindName(t.getKind()) << "' is lowered only as an every_block task";
+  return success();
 }
 
 /// The instance's k-slice and columns (k0, k1, seg, n0, nvalid) from `i`.
@@ -521,3 +563,32 @@ bool Emitter::emitL2FirstTask(TaskOpInterface t, int64_t first, int64_t dealOffs
   os << ");\n";
   return true;
 }
+
+namespace {
+/// The emitter's lowering of task op OpT (Emitter::lowerTask), as the op's
+/// TaskCudaLowering.
+template <class OpT>
+struct CudaLoweringModel
+    : mk::emitter::TaskCudaLowering::ExternalModel<CudaLoweringModel<OpT>, OpT> {
+  LogicalResult emitInstance(Operation *op, Emitter &emitter, int64_t group,
+                             llvm::raw_ostream &os) const {
+    return emitter.lowerTask(cast<OpT>(op), group, os);
+  }
+};
+
+template <class... OpTs> void attachCudaLowerings(MLIRContext *ctx) {
+  (OpTs::template attachInterface<CudaLoweringModel<OpTs>>(*ctx), ...);
+}
+} // namespace
+
+void mk::emitter::registerTaskLoweringModels(DialectRegistry &registry) {
+  // One model per task op with a device template; residual_rmsnorm is
+  // emitted by its phase (every_block) and opaque has no lowering.
+  registry.addExtension(+[](MLIRContext *ctx, ScheduleDialect *) {
+    attachCudaLowerings<W4A16GemvOp, Bf16RowsOp, KdaHeadChunkOp, ConvCommitOp, ZeroF32Op,
+                        FinalResidualOp, MlaRopeAppendOp, MlaQAbsorbOp, MlaAttentionChunkOp,
+                        MlaCombineWvOp, MoeGateUpOp, MoeDownOp>(ctx);
+  });
+}
+
+#include "Emitter/TaskLoweringInterface.cpp.inc"

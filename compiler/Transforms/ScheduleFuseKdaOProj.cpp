@@ -86,12 +86,12 @@ void ScheduleFuseKdaOProjPass::runOnOperation() {
     // The KDA tasks by the o buffer they write.
     llvm::StringMap<TaskOpInterface> producers;
     kernel.walk([&](TaskOpInterface t) {
-      if (t.getTaskKind() == TaskKind::KdaHeadChunk && t.getStrArg("o_weight").empty())
+      if (isa<KdaHeadChunkOp>(t.getOperation()) && t.getStrArg("o_weight").empty())
         producers[t.getStrArg("o")] = t;
     });
     SmallVector<std::pair<TaskOpInterface, TaskOpInterface>> fusions;
     kernel.walk([&](TaskOpInterface g) {
-      if (g.getTaskKind() != TaskKind::W4A16Gemv)
+      if (!isa<W4A16GemvOp>(g.getOperation()))
         return;
       auto it = producers.find(g.getStrArg("input"));
       if (it == producers.end() || !isFusable(kernel, it->second, g) || hasCounters(kernel, g.getName()))

@@ -264,9 +264,8 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
     return g;
   };
   auto movable = [&](TaskOpInterface t, PhaseOp ph) {
-    std::optional<TaskKind> kind = t.getTaskKind();
     // MLA attention chunks size their partial buffers as they are cut.
-    if (t.isEveryBlock() || !kind || *kind == TaskKind::MlaAttentionChunk ||
+    if (t.isEveryBlock() || isa<OpaqueTaskOp, MlaAttentionChunkOp>(t.getOperation()) ||
         t.getCutBlocks())
       return false; // (cut_blocks: balanced already)
     const Accesses &acc = accesses(t);

@@ -64,7 +64,7 @@ void SchedulePrefetchWeightsPass::runOnOperation() {
       if (l2FirstTasks && normed)
         phase.setL2FirstTasks(true);
       if (kdaStateL2 && llvm::any_of(phase.getBodyBlock().getOps<TaskOpInterface>(), [](TaskOpInterface t) {
-            return t.getTaskKind() == TaskKind::KdaHeadChunk;
+            return isa<KdaHeadChunkOp>(t.getOperation());
           }))
         phase.setL2FirstTasks(true);
     }

@@ -95,22 +95,21 @@ void ScheduleTileWeightsPass::runOnOperation() {
       return it->second;
     };
     kernel.walk([&](TaskOpInterface t) {
-      const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
-      if (kind == mk::schedule::TaskKind::W4A16Gemv) {
+      if (isa<W4A16GemvOp>(t.getOperation())) {
         SmallVector<std::string> ws = t.getStrArrayArg("weights");
         SmallVector<int64_t> ns = t.getIntArrayArg("n");
         const int64_t kslice = t.getIntArg("k") / std::max<int64_t>(1, t.getIntArg("ksplit", 1));
         for (size_t i = 0; i < ws.size() && i < ns.size(); ++i)
           use(ws[i]).addSlice(t.getIntArg("tn"), ns[i], kslice, t.getIntArg("group"));
-      } else if (kind == mk::schedule::TaskKind::MoeGateUp || kind == mk::schedule::TaskKind::MoeDown) {
-        bool down = kind == mk::schedule::TaskKind::MoeDown;
+      } else if (isa<MoeGateUpOp, MoeDownOp>(t.getOperation())) {
+        bool down = isa<MoeDownOp>(t.getOperation());
         int64_t n = down ? t.getIntArg("hidden") : t.getIntArg("inter");
         const int64_t kslice = (down ? t.getIntArg("inter") : t.getIntArg("hidden")) /
                                std::max<int64_t>(1, t.getIntArg("ksplit", 1));
         for (StringRef a : down ? SmallVector<StringRef>{"down"}
                                 : SmallVector<StringRef>{"gate", "up"})
           use(t.getStrArg(a)).addSlice(t.getIntArg("tn"), n, kslice, t.getIntArg("group"));
-      } else if (kind == mk::schedule::TaskKind::KdaHeadChunk && !t.getStrArg("o_weight").empty()) {
+      } else if (isa<KdaHeadChunkOp>(t.getOperation()) && !t.getStrArg("o_weight").empty()) {
         // A folded output projection (schedule-fuse-kda-o-proj): 128-wide
         // row slices of `chunk` rows, in the exact tile's order only (the
         // integer order's 32-row steps are no row slice: group 0 keeps it
@@ -120,12 +119,11 @@ void ScheduleTileWeightsPass::runOnOperation() {
     });
     // Any other task naming one of them disqualifies it.
     kernel.walk([&](TaskOpInterface t) {
-      const std::optional<mk::schedule::TaskKind> kind = t.getTaskKind();
-      if (kind == mk::schedule::TaskKind::W4A16Gemv || kind == mk::schedule::TaskKind::MoeGateUp || kind == mk::schedule::TaskKind::MoeDown)
+      if (isa<W4A16GemvOp, MoeGateUpOp, MoeDownOp>(t.getOperation()))
         return;
       for (NamedAttribute a : t.getArgs())
         if (auto s = dyn_cast<StringAttr>(a.getValue())) {
-          if (kind == mk::schedule::TaskKind::KdaHeadChunk && a.getName() == "o_weight")
+          if (isa<KdaHeadChunkOp>(t.getOperation()) && a.getName() == "o_weight")
             continue;
           auto it = uses.find(s.getValue());
           if (it != uses.end())

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Emitter/TaskLoweringInterface.h"
 #include "Pipeline/InitAll.h"
 #include "mk/Dialect/Schedule/ScheduleOps.h"
 #include "mk/Dialect/Schedule/TaskKinds.h"
@@ -102,6 +103,26 @@ TEST(TaskOps, EveryKindIsItsOwnOp) {
     EXPECT_EQ(t.getName(), "t");
     EXPECT_EQ(t.getCount(), 1);
     EXPECT_EQ(t.getTaskKind().has_value(), kind != TaskKind::Opaque);
+  }
+}
+
+// The emitter asks each task op for its CUDA through TaskCudaLowering: every
+// kind with a device template has a model once the project's dialects are
+// registered; the every-block norm (emitted by its phase) and opaque have
+// none.
+TEST(TaskOps, EveryLoweredKindHasACudaLowering) {
+  Ctx c;
+  mlir::OpBuilder b(c.ctx.get());
+  mlir::OwningOpRef<mlir::ModuleOp> m = mlir::ModuleOp::create(b.getUnknownLoc());
+  b.setInsertionPointToEnd(m->getBody());
+  for (uint32_t i = 0; i <= getMaxEnumValForTaskKind(); ++i) {
+    const TaskKind kind = *symbolizeTaskKind(i);
+    TaskOpInterface t = createTaskOp(b, b.getUnknownLoc(), kind, "t", "", "",
+                                     mlir::DictionaryAttr::get(c.ctx.get()));
+    ASSERT_TRUE(t) << taskKindName(kind).str();
+    const bool lowered = kind != TaskKind::ResidualRmsnorm && kind != TaskKind::Opaque;
+    EXPECT_EQ(mlir::isa<mk::emitter::TaskCudaLowering>(t.getOperation()), lowered)
+        << taskKindName(kind).str();
   }
 }
 
