@@ -85,11 +85,10 @@ struct Ctx {
     ctx->loadAllAvailableDialects();
   }
 };
-} // namespace
 
-// createTaskOp builds the op of each kind, which reports that kind.
-TEST(TaskOps, EveryKindIsItsOwnOp) {
-  Ctx c;
+/// Calls fn(kind, op) with a task op of each kind (createTaskOp, no
+/// arguments), built in a module of `c`.
+template <class Fn> void forEachKindOp(Ctx &c, Fn fn) {
   mlir::OpBuilder b(c.ctx.get());
   mlir::OwningOpRef<mlir::ModuleOp> m = mlir::ModuleOp::create(b.getUnknownLoc());
   b.setInsertionPointToEnd(m->getBody());
@@ -98,12 +97,21 @@ TEST(TaskOps, EveryKindIsItsOwnOp) {
     TaskOpInterface t = createTaskOp(b, b.getUnknownLoc(), kind, "t", "", "",
                                      mlir::DictionaryAttr::get(c.ctx.get()));
     ASSERT_TRUE(t) << taskKindName(kind).str();
+    fn(kind, t);
+  }
+}
+} // namespace
+
+// createTaskOp builds the op of each kind, which reports that kind.
+TEST(TaskOps, EveryKindIsItsOwnOp) {
+  Ctx c;
+  forEachKindOp(c, [](TaskKind kind, TaskOpInterface t) {
     EXPECT_EQ(t.getKind(), kind);
     EXPECT_EQ(t->getName().getStringRef(), ("schedule." + taskKindName(kind)).str());
     EXPECT_EQ(t.getName(), "t");
     EXPECT_EQ(t.getCount(), 1);
     EXPECT_EQ(t.getTaskKind().has_value(), kind != TaskKind::Opaque);
-  }
+  });
 }
 
 // The emitter asks each task op for its CUDA through TaskCudaLowering: every
@@ -112,18 +120,11 @@ TEST(TaskOps, EveryKindIsItsOwnOp) {
 // none.
 TEST(TaskOps, EveryLoweredKindHasACudaLowering) {
   Ctx c;
-  mlir::OpBuilder b(c.ctx.get());
-  mlir::OwningOpRef<mlir::ModuleOp> m = mlir::ModuleOp::create(b.getUnknownLoc());
-  b.setInsertionPointToEnd(m->getBody());
-  for (uint32_t i = 0; i <= getMaxEnumValForTaskKind(); ++i) {
-    const TaskKind kind = *symbolizeTaskKind(i);
-    TaskOpInterface t = createTaskOp(b, b.getUnknownLoc(), kind, "t", "", "",
-                                     mlir::DictionaryAttr::get(c.ctx.get()));
-    ASSERT_TRUE(t) << taskKindName(kind).str();
+  forEachKindOp(c, [](TaskKind kind, TaskOpInterface t) {
     const bool lowered = kind != TaskKind::ResidualRmsnorm && kind != TaskKind::Opaque;
     EXPECT_EQ(mlir::isa<mk::emitter::TaskCudaLowering>(t.getOperation()), lowered)
         << taskKindName(kind).str();
-  }
+  });
 }
 
 // A GEMV's cuts: every tile width its template takes (16..128 columns, no

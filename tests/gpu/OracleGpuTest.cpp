@@ -418,6 +418,30 @@ std::string fullName() {
 }
 std::string tinyName() { return "tiny"; }
 
+/// Whether a kernel that is generated only on request (MK_DEEP_KERNELS=1
+/// scripts/make-gpu-kernels.sh) is under $MK_KERNELS_DIR.
+bool kernelGenerated(const std::string &kernelName) {
+  const char *root = std::getenv("MK_KERNELS_DIR");
+  struct stat st;
+  return root && stat((std::string(root) + "/" + kernelName).c_str(), &st) == 0;
+}
+
+/// One device step of a deep spec's fixture from a random state of `ctx`
+/// rows (seed 8) and token (seed 9): the state it started from, the token,
+/// the output and the state after.
+struct DeviceStep {
+  DecodeState before, after;
+  std::vector<BFloat16> hidden, out;
+};
+void deviceStepFromRandom(const std::shared_ptr<Device> &dev, Fixture &f, int64_t ctx,
+                          DeviceStep &s) {
+  s.before = makeRandomState(f.cfg, ctx, 8);
+  s.hidden = makeRandomHidden(f.cfg, 9);
+  MK_ASSERT_OK(writeState(*f.session, s.before));
+  MK_ASSERT_OK(gpuStep(dev, f, s.hidden, s.out));
+  MK_ASSERT_OK(readState(*f.session, s.after));
+}
+
 /// A deep spec's kernel (examples/specs/kimi_linear_27l.json: 27 layers of
 /// the unit's widths with 256 experts, the released model's depth and
 /// expert count), generated only on request (MK_DEEP_KERNELS=1
@@ -430,22 +454,19 @@ std::string tinyName() { return "tiny"; }
 /// one). Skipped when its kernel directory is absent.
 void deepSpecOneStep(const std::string &kernelName) {
   MK_REQUIRE_GPU(dev);
-  const char *root = std::getenv("MK_KERNELS_DIR");
-  struct stat st;
-  if (!root || stat((std::string(root) + "/" + kernelName).c_str(), &st) != 0)
+  if (!kernelGenerated(kernelName))
     GTEST_SKIP() << kernelName << " not generated (MK_DEEP_KERNELS=1 scripts/make-gpu-kernels.sh)";
   Fixture f;
   MK_ASSERT_OK(makeFixture(dev, kernelName, 1, 2048 + 8, f));
   const int64_t nLayers = int64_t(f.cfg.pattern.size());
   for (int64_t ctx : {0, 2048}) {
     const std::string label = kernelName + " seed 1 ctx " + std::to_string(ctx);
-    DecodeState state = makeRandomState(f.cfg, ctx, 8);
-    std::vector<BFloat16> hidden = makeRandomHidden(f.cfg, 9);
-    MK_ASSERT_OK(writeState(*f.session, state));
-    std::vector<BFloat16> gpuOut;
-    MK_ASSERT_OK(gpuStep(dev, f, hidden, gpuOut));
-    DecodeState gpuState;
-    MK_ASSERT_OK(readState(*f.session, gpuState));
+    DeviceStep ds;
+    deviceStepFromRandom(dev, f, ctx, ds);
+    if (::testing::Test::HasFatalFailure())
+      return;
+    DecodeState &state = ds.before, &gpuState = ds.after;
+    const std::vector<BFloat16> &hidden = ds.hidden, &gpuOut = ds.out;
     EXPECT_EQ(gpuState.ctxLen, ctx + 1) << label;
     EXPECT_TRUE(allFinite(bf16ToFloat(gpuOut))) << label << ": non-finite output";
     for (const auto &kv : gpuState.tensors)
@@ -483,9 +504,7 @@ void deepSpecOneStep(const std::string &kernelName) {
 /// for bit, and every capture is finite.
 void deepSpecLayerByLayer(const std::string &kernelName) {
   MK_REQUIRE_GPU(dev);
-  const char *root = std::getenv("MK_KERNELS_DIR");
-  struct stat st;
-  if (!root || stat((std::string(root) + "/" + kernelName).c_str(), &st) != 0)
+  if (!kernelGenerated(kernelName))
     GTEST_SKIP() << kernelName << " not generated (MK_DEEP_KERNELS=1 scripts/make-gpu-kernels.sh)";
   Fixture f;
   MK_ASSERT_OK(makeFixture(dev, kernelName, 1, 2048 + 8, f));
@@ -493,13 +512,13 @@ void deepSpecLayerByLayer(const std::string &kernelName) {
   const int64_t nLayers = int64_t(f.cfg.pattern.size());
   for (int64_t ctx : {0, 2048}) {
     const std::string label = kernelName + " seed 1 ctx " + std::to_string(ctx);
-    DecodeState oracleState = makeRandomState(f.cfg, ctx, 8);
-    std::vector<BFloat16> hidden = makeRandomHidden(f.cfg, 9);
-    MK_ASSERT_OK(writeState(*f.session, oracleState));
-    std::vector<BFloat16> gpuOut;
-    MK_ASSERT_OK(gpuStep(dev, f, hidden, gpuOut));
-    DecodeState gpuState;
-    MK_ASSERT_OK(readState(*f.session, gpuState));
+    DeviceStep ds;
+    deviceStepFromRandom(dev, f, ctx, ds);
+    if (::testing::Test::HasFatalFailure())
+      return;
+    DecodeState &oracleState = ds.before;
+    const DecodeState &gpuState = ds.after;
+    const std::vector<BFloat16> &hidden = ds.hidden, &gpuOut = ds.out;
     // Layer l's agreement: its output against the capture, its state
     // tensors against the device's (caches: the new row, at ctx).
     auto agreement = [&](int64_t l, const std::vector<BFloat16> &out,
