@@ -8,6 +8,8 @@
 //                 [--steps N] [--dump FILE] [--trace]
 //   mk-oracle dense-step CONFIG.json OUT.safetensors [--seed N] [--ctx L]
 //                        [--state-seed S] [--hidden-seed H]
+//   mk-oracle kimi48b-step CONFIG.json OUT.safetensors [--seed N] [--ctx L]
+//                          [--token T]
 //
 // docs/oracle.md describes every command and option.
 //
@@ -15,6 +17,7 @@
 
 #include "mk/BlockSpec.h"
 #include "mk/DenseGqaOracle.h"
+#include "mk/Kimi48bOracle.h"
 #include "mk/Oracle.h"
 #include "mk/Safetensors.h"
 #include "mk/TestData.h"
@@ -43,7 +46,9 @@ const char *kUsage =
     "                [--steps N] [--dump FILE] [--trace]\n"
     "  mk-oracle dense-step CONFIG.json OUT.safetensors [--seed N] [--ctx L]\n"
     "                [--state-seed S] [--hidden-seed H]\n"
-    "defaults: --seed 0 --ctx 0 --state-seed 1 --hidden-seed 2 --steps 1\n";
+    "  mk-oracle kimi48b-step CONFIG.json OUT.safetensors [--seed N] [--ctx L]\n"
+    "                [--token T]   (CONFIG.json: a Kimi-Linear-48B HF config)\n"
+    "defaults: --seed 0 --ctx 0 --state-seed 1 --hidden-seed 2 --steps 1 --token 1\n";
 
 int usageError(const std::string &msg) {
   std::fprintf(stderr, "mk-oracle: %s\n%s", msg.c_str(), kUsage);
@@ -384,6 +389,58 @@ static int denseStep(int argc, char **argv) {
   return 0;
 }
 
+/// One decode step of Kimi-Linear-48B-A3B (docs/semantics-kimi-linear-48b.md)
+/// from seeded weights (`--seed`, HF names) and a seeded state of `ctx` MLA
+/// rows (state seed = seed + 1), all written with the results into one file:
+/// the weights, `state.i.*` (before), `token` (i32 [1]), `state_out.i.*`
+/// (after), `logits` (bf16 [vocab]) and `next_token` (i32 [1]). What
+/// tests/python/reference_kimi48b.py recomputes independently.
+static int kimi48bStep(int argc, char **argv) {
+  Options o;
+  std::string err;
+  int64_t seed, ctx, token;
+  if (!parseArgs(argc, argv, {"--seed", "--ctx", "--token"}, o, err) || o.trace)
+    return usageError(err.empty() ? "--trace is only for 'run'" : err);
+  if (o.positional.size() != 2)
+    return usageError("kimi48b-step needs CONFIG.json and OUT.safetensors");
+  if (!getInt(o, "--seed", 0, 0, seed, err) || !getInt(o, "--ctx", 0, 0, ctx, err) ||
+      !getInt(o, "--token", 1, 0, token, err))
+    return usageError(err);
+  oracle::Kimi48bConfig c;
+  if (!oracle::parseKimi48bConfig(o.positional[0], c, err))
+    return fail(o.positional[0] + ": " + err);
+  if (token >= c.vocab)
+    return usageError("--token " + std::to_string(token) + " is not below vocab_size " +
+                      std::to_string(c.vocab));
+  const auto t0 = std::chrono::steady_clock::now();
+  TensorMap all = oracle::makeRandomKimi48bWeights(c, uint64_t(seed));
+  oracle::Kimi48bState st = oracle::makeRandomKimi48bState(c, ctx, uint64_t(seed) + 1);
+  for (const auto &kv : st.tensors)
+    all.emplace(kv.first, kv.second);
+  HostTensor tok(TensorDesc{"token", DType::I32, {1}});
+  tok.i32()[0] = int32_t(token);
+  all.emplace("token", std::move(tok));
+  const oracle::Kimi48bResult r = oracle::kimi48bStep(c, all, st, token);
+  for (auto &kv : st.tensors) {
+    const std::string name = "state_out." + kv.first.substr(6); // "state." -> "state_out."
+    HostTensor t = std::move(kv.second);
+    t.desc.name = name;
+    all.emplace(name, std::move(t));
+  }
+  all.emplace("logits", hiddenTensor("logits", r.logits));
+  HostTensor next(TensorDesc{"next_token", DType::I32, {1}});
+  next.i32()[0] = int32_t(r.next);
+  all.emplace("next_token", std::move(next));
+  if (!writeSafetensors(o.positional[1], all, err,
+                        {{"format", "mk-kimi48b-step-1"},
+                         {"ctx_len", std::to_string(ctx)},
+                         {"seed", std::to_string(seed)}}))
+    return fail(err);
+  printChecksum(0, ctx, r.logits, secondsSince(t0));
+  std::printf("next token %lld\n", static_cast<long long>(r.next));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2)
     return usageError("missing command");
@@ -396,6 +453,8 @@ int main(int argc, char **argv) {
     return run(argc, argv);
   if (cmd == "dense-step")
     return denseStep(argc, argv);
+  if (cmd == "kimi48b-step")
+    return kimi48bStep(argc, argv);
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     std::printf("%s", kUsage);
     return 0;
