@@ -395,6 +395,31 @@ __device__ __forceinline__ int opaque_int(int v) {
   asm volatile("mov.b32 %0, %1;" : "=r"(r) : "r"(v));
   return r;
 }
+/// The 32-bit shared-window address of `p` (a pointer into shared memory),
+/// through an opaque move: held in a register across a loop. Loads through
+/// it (lds128, lds_f2) are plain LDS: a generic pointer that came through
+/// the __noinline__ trampoline made ptxas rebuild the shared window's base
+/// (S2R SR_CgaCtaId, a LEA) and convert at every step.
+__device__ __forceinline__ uint32_t shared_addr(const void *p) {
+  uint32_t r;
+  asm volatile("mov.b32 %0, %1;" : "=r"(r) : "r"((uint32_t)__cvta_generic_to_shared(p)));
+  return r;
+}
+/// 16 bytes at shared address `a` (volatile: never moved above the
+/// cp.async waits and barriers that make them valid).
+__device__ __forceinline__ uint4 lds128(uint32_t a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(a));
+  return v;
+}
+/// Two floats at shared address `a` (8-byte aligned), as lds128.
+__device__ __forceinline__ float2 lds_f2(uint32_t a) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(a));
+  return v;
+}
 /// Byte J of w (v = w >> 4) dequantized exactly as the spec, as the bf16x2
 /// {w[2r, col], w[2r+1, col]}: the register an mma A fragment wants.
 /// `magic` is bf16x2_128().
@@ -809,6 +834,11 @@ MK_UNROLL_CODE
 #else
   constexpr bool kLaterScalesL1 = false;
 #endif
+#ifdef MK_GEMV_GENERIC_SMEM
+  constexpr bool kSharedAddr = false;
+#else
+  constexpr bool kSharedAddr = true;
+#endif
 #ifdef MK_GEMV_NO_AHEAD
   constexpr bool kAhead = false;
 #else
@@ -882,6 +912,9 @@ MK_UNROLL_CODE
   const bool loPart = FP32X && g >= KG;
   const int xoff = 2 * (pa + (g % KG) * 8 + t);
   const float *xlane = xs + (kAhead ? detail::opaque_int(xoff) : xoff);
+  // xs is in shared memory: its lane's 32-bit address (kSharedAddr, the
+  // default; -DMK_GEMV_GENERIC_SMEM: the generic pointer, the form before).
+  [[maybe_unused]] const uint32_t xaddr = kSharedAddr ? detail::shared_addr(xlane) : 0u;
   // One step: weights wa (row pair ra = rowA(st)) and wb (ra + 4) of this
   // lane's 16 columns, the x of those row pairs, 8 mma.
   auto step = [&](int st, uint4 wa, uint4 wb) {
@@ -905,8 +938,10 @@ MK_UNROLL_CODE
     // sums fp32), for free while KG <= 4.
     uint32_t b0 = 0, b1 = 0;
     if (xWhole) {
-      const float2 x0 = *reinterpret_cast<const float2 *>(xlane + 2 * st * STEP);
-      const float2 x1 = *reinterpret_cast<const float2 *>(xlane + 2 * st * STEP + 8);
+      const float2 x0 = kSharedAddr ? detail::lds_f2(xaddr + 8 * st * STEP)
+                                    : *reinterpret_cast<const float2 *>(xlane + 2 * st * STEP);
+      const float2 x1 = kSharedAddr ? detail::lds_f2(xaddr + 8 * st * STEP + 32)
+                                    : *reinterpret_cast<const float2 *>(xlane + 2 * st * STEP + 8);
       b0 = detail::bf2_part(x0, loPart);
       b1 = detail::bf2_part(x1, loPart);
     } else if (g < NB) {
@@ -952,13 +987,19 @@ MK_UNROLL_CODE
         clk.lap(kStageTileFirstData);
       }
       const uint4 *slot = stage + (c % STAGES) * 2 * S * THREADS + threadIdx.x;
+      [[maybe_unused]] const uint32_t slotAddr = kSharedAddr ? detail::shared_addr(slot) : 0u;
       // Rolled: the stage's S steps unrolled ran 3.4 us slower (perf notes
       // #67; 3x the step's code).
 MK_UNROLL_CODE
       for (int i = 0; i < S; ++i) {
         const int st = sbeg + c * S + i;
-        if (st < send) // warp-uniform
-          step(st, slot[(2 * i) * THREADS], slot[(2 * i + 1) * THREADS]);
+        if (st < send) { // warp-uniform
+          if constexpr (kSharedAddr)
+            step(st, detail::lds128(slotAddr + (2 * i) * THREADS * 16),
+                 detail::lds128(slotAddr + (2 * i + 1) * THREADS * 16));
+          else
+            step(st, slot[(2 * i) * THREADS], slot[(2 * i + 1) * THREADS]);
+        }
       }
       detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c + STAGES);
     }
