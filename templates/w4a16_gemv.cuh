@@ -732,7 +732,15 @@ __device__ __forceinline__ void packed_cp_async_stage(const uint8_t *wq, int ste
     uint4 *slot = ring + (c % kW4A16Stages) * 2 * S * THREADS + threadIdx.x;
     const uint8_t *src =
         wq + (size_t)(step0 + sbeg + c * S) * kPackedStepBytes + (threadIdx.x & 31) * 16;
+    // -DMK_GEMV_COPY_UNROLLED (opt-in until measured): the S steps' copies
+    // unrolled, so that the shared window's base, the cache policy's move
+    // to uniform registers and the addresses are formed once per chunk, not
+    // once per step (~20 instructions of a step's ~22 for its two copies).
+#ifdef MK_GEMV_COPY_UNROLLED
+#pragma unroll
+#else
 MK_UNROLL_CODE
+#endif
     for (int i = 0; i < S; ++i) {
       if (sbeg + c * S + i < send) {
         cp_async16_weights(slot + (2 * i) * THREADS, src + i * kPackedStepBytes);
