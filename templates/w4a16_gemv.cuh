@@ -801,7 +801,12 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
   auto issue = [&](int c) {
     if (c < nchunks && colActive) {
       uint4 *slot = stage + (c % STAGES) * 2 * S * THREADS + threadIdx.x;
+      // Unrolled under -DMK_GEMV_COPY_UNROLLED as packed_cp_async_stage's.
+#ifdef MK_GEMV_COPY_UNROLLED
+#pragma unroll
+#else
 MK_UNROLL_CODE
+#endif
       for (int i = 0; i < S; ++i) {
         const int st = sbeg + c * S + i;
         if (st < send) {
