@@ -162,7 +162,7 @@ Divergence firstDivergence(const BlockConfig &cfg, const std::vector<BFloat16> &
   for (const auto &kv : oracleState.tensors) {
     auto it = gpuState.tensors.find(kv.first);
     const int64_t layer = stateLayer(kv.first);
-    if (it == gpuState.tensors.end() || layer < 0 || (d.layer >= 0 && layer >= d.layer))
+    if (it == gpuState.tensors.end() || layer < 0 || (d.layer >= 0 && layer > d.layer))
       continue;
     const bool cache = kv.first.find("c_kv") != std::string::npos ||
                        kv.first.find("k_rope") != std::string::npos;
@@ -173,6 +173,7 @@ Divergence firstDivergence(const BlockConfig &cfg, const std::vector<BFloat16> &
     } else {
       c = cosine(it->second.toFloat(), kv.second.toFloat());
     }
+    // The lowest layer; at that layer, its worst tensor.
     if (!(c >= minCos) && (d.layer < 0 || layer < d.layer || c < d.cos)) {
       d.layer = layer;
       d.cos = c;
