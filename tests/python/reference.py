@@ -268,6 +268,25 @@ def check_spec(args, spec_path):
     return ok
 
 
+def check_configs(check):
+    """The command line of the other families' references
+    (reference_dense.py, reference_kimi48b.py): --mk-oracle, --workdir and
+    config files; check(args, config) returns a list of failures. Prints
+    them and exits 1 if there are any."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mk-oracle", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("configs", nargs="+")
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    failures = []
+    for c in args.configs:
+        failures += check(args, c)
+    for f in failures:
+        print("FAILED: " + f)
+    sys.exit(1 if failures else 0)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawTextHelpFormatter)

@@ -14,14 +14,13 @@ included).
 Exits non-zero on any mismatch, and loudly if NumPy is missing.
 """
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference import F32, bf16, cosine, np, read_safetensors, rmsnorm, silu, w4a16  # noqa: E402
+from reference import check_configs, F32, bf16, cosine, np, read_safetensors, rmsnorm, silu, w4a16  # noqa: E402
 
 
 def rope_rotate_half(x, pos, theta):
@@ -105,20 +104,5 @@ def check(args, config_path):
     return failures
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mk-oracle", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("configs", nargs="+")
-    args = ap.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
-    failures = []
-    for c in args.configs:
-        failures += check(args, c)
-    for f in failures:
-        print("FAILED: " + f)
-    sys.exit(1 if failures else 0)
-
-
 if __name__ == "__main__":
-    main()
+    check_configs(check)

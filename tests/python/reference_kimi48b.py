@@ -22,14 +22,13 @@ fail the same comparison, so that the check is known to be sensitive to them.
 Exits non-zero on any mismatch, and loudly if NumPy is missing.
 """
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference import F32, bf16, cosine, np, read_safetensors  # noqa: E402
+from reference import check_configs, F32, bf16, cosine, np, read_safetensors  # noqa: E402
 
 TOL = 0.99999
 MUTATIONS = ("decay_sign", "router_bias_ignored", "silu_output_gate", "biased_route_weights")
@@ -244,20 +243,5 @@ def check(args, config_path):
     return failures
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mk-oracle", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("configs", nargs="+")
-    args = ap.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
-    failures = []
-    for c in args.configs:
-        failures += check(args, c)
-    for f in failures:
-        print("FAILED: " + f)
-    sys.exit(1 if failures else 0)
-
-
 if __name__ == "__main__":
-    main()
+    check_configs(check)
