@@ -325,7 +325,7 @@ LogicalResult Emitter::lowerTask(MlaCombineWvOp op, int64_t G, llvm::raw_ostream
 
 LogicalResult Emitter::lowerMoe(TaskOpInterface t, bool down, int64_t G, llvm::raw_ostream &o) {
   TaskArgs args{t};
-      bool routed = !args.str("logits").empty();
+  bool routed = !args.str("logits").empty();
   int64_t d = args.i64("hidden"), m = args.i64("inter"), tn = args.i64("tn"),
           ks = args.i64("ksplit"), tiles = args.i64("tiles");
   int64_t per = (down ? 1 : 2) * tiles * ks; // gate_up: gate and up tiles

@@ -288,9 +288,6 @@ void checkInputs(const BlockConfig &cfg, const TensorMap &weights,
   fatal(msg);
 }
 
-} // namespace
-
-namespace {
 /// Layer `layer` of the step on x (in place), state at position
 /// state.ctxLen; records into `rec` (already set to the layer).
 void layerStep(const BlockConfig &cfg, const TensorMap &weights, DecodeState &state,
