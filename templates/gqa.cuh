@@ -197,15 +197,20 @@ __device__ void gqa_combine(int task, int heads_per_task, int hq, int chunks,
   const int h0 = task * heads_per_task, h1 = min(hq, h0 + heads_per_task);
   for (int h = h0; h < h1; ++h) {
     float *w = smem, *ls = smem + chunks;
-    float M = -INFINITY;
-    for (int c = 0; c < chunks; ++c)
-      M = fmaxf(M, __ldcg(part_m + (size_t)h * chunks + c));
-    // Every thread found M; the weights once per chunk.
+    // The chunks' maxima and sums, each read from L2 once (into w and ls);
+    // every thread then finds M in shared memory, and the weights replace
+    // the maxima once all have read them.
     for (int c = threadIdx.x; c < chunks; c += THREADS) {
-      const float mc = __ldcg(part_m + (size_t)h * chunks + c);
-      w[c] = mc == -INFINITY ? 0.f : expf(mc - M);
+      w[c] = __ldcg(part_m + (size_t)h * chunks + c);
       ls[c] = __ldcg(part_l + (size_t)h * chunks + c);
     }
+    __syncthreads();
+    float M = -INFINITY;
+    for (int c = 0; c < chunks; ++c)
+      M = fmaxf(M, w[c]);
+    __syncthreads();
+    for (int c = threadIdx.x; c < chunks; c += THREADS)
+      w[c] = w[c] == -INFINITY ? 0.f : expf(w[c] - M);
     __syncthreads();
     float L = 0.f;
     for (int c = 0; c < chunks; ++c)
