@@ -517,6 +517,64 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
       // free when PACK): two HMMA chains of ~5 instead of one of 9 (perf
       // notes session 13: 0 at 2048, -1 to -2.7 us at 16384 in three runs).
       // -DMK_MLA_SCORE_CHAIN: one rolled chain (the form before).
+#if defined(MK_MLA_SCORE_SPECIALIZED) && !defined(MK_MLA_SCORE_CHAIN)
+      // -DMK_MLA_SCORE_SPECIALIZED (opt-in until measured on a GPU): the
+      // form below with every step's kind known at compile time. In it kq
+      // (the warp's k-group) is a run-time value, so each step tests ks
+      // against KS and LS and ptxas emits both ldmatrix forms under
+      // predicates with a WARPSYNC before each; here the k-groups before
+      // the last (all latent steps) run without tests and the last one's
+      // steps are known from the unrolled i.
+      constexpr bool SPLIT = PACK;
+      static_assert((KQ - 1) * KPW <= LS, "the k-groups before the last are latent steps");
+      auto latentStep = [&](int i, int ks) {
+        const int kb = ks * 16, k0 = kb + lk;
+        uint32_t a0, a1 = 0u, a2, a3 = 0u, b0, b1;
+        if constexpr (M16 || PACK)
+          detail::ldmatrix_x4(a0, a1, a2, a3, qhi + la16 * ROW + kb + lk16);
+        else
+          detail::ldmatrix_x2(a0, a2, qhi + la * ROW + k0);
+        detail::ldmatrix_x2(b0, b1, cur + (nt * 8 + la) * ROW + k0);
+        if (SPLIT && (i & 1))
+          detail::mma_bf16_16816(sl, a0, a1, a2, a3, b0, b1);
+        else
+          detail::mma_bf16_16816(sh, a0, a1, a2, a3, b0, b1);
+        if constexpr (!PACK) {
+          if constexpr (M16)
+            detail::ldmatrix_x4(a0, a1, a2, a3, qlo + la16 * ROW + kb + lk16);
+          else
+            detail::ldmatrix_x2(a0, a2, qlo + la * ROW + k0);
+          detail::mma_bf16_16816(sl, a0, a1, a2, a3, b0, b1);
+        }
+      };
+      auto ropeStep = [&](int i, int ks) {
+        const int k0 = LORA + (ks - LS) * 16 + lk;
+        uint32_t a0, a1 = 0u, a2, a3 = 0u, b0, b1;
+        if constexpr (M16)
+          detail::ldmatrix_x4(a0, a1, a2, a3, qhi + la16 * ROW + LORA + (ks - LS) * 16 + lk16);
+        else
+          detail::ldmatrix_x2(a0, a2, qhi + la * ROW + k0);
+        detail::ldmatrix_x2(b0, b1, cur + (nt * 8 + la) * ROW + k0);
+        if (SPLIT && (i & 1))
+          detail::mma_bf16_16816(sl, a0, a1, a2, a3, b0, b1);
+        else
+          detail::mma_bf16_16816(sh, a0, a1, a2, a3, b0, b1);
+      };
+      if (kq < KQ - 1) {
+#pragma unroll
+        for (int i = 0; i < KPW; ++i)
+          latentStep(i, kq * KPW + i);
+      } else {
+#pragma unroll
+        for (int i = 0; i < KPW; ++i) {
+          const int ks = (KQ - 1) * KPW + i;
+          if (ks < LS)
+            latentStep(i, ks);
+          else if (ks < KS)
+            ropeStep(i, ks);
+        }
+      }
+#else
 #ifndef MK_MLA_SCORE_CHAIN
       constexpr bool SPLIT = PACK;
 #pragma unroll
@@ -548,6 +606,7 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
           }
         }
       }
+#endif
       // Lane (g, t) holds S[g][2t, 2t+1] in c0, c1 and S[g + 8][...] in c2,
       // c3 (zero rows below 16 query rows).
       if constexpr (SPLIT)

@@ -206,20 +206,26 @@ TEST(EmitterNvrtc, KimiLinearSixteenHeadAttention) {
 
 // The timing build mk-bench --phase-timing makes (-DMK_PHASE_TIMING: phase
 // stamps, and the stage clocks inside the MLA attention and the packed
-// GEMV tile) and the attention's earlier form -DMK_MLA_SCORE_CHAIN compile for
+// GEMV tile), the attention's earlier form -DMK_MLA_SCORE_CHAIN and session
+// 15's opt-ins to measure (the attention's specialized score steps, the
+// exact tile's shared addressing and unrolled copies, together) compile for
 // both targets without a template spill. The timing build's module holds the
 // globals mk-bench looks up by name, unmangled (a symbol of the cubin's
 // string table between two NULs; one declared inside namespace mk would be
 // _ZN2mk...E, which cuModuleGetGlobal does not find under the plain name).
 TEST(EmitterNvrtc, KimiLinearTimingAndOptInBuilds) {
   Emitted k = emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16");
-  for (const std::string option : {"-DMK_PHASE_TIMING", "-DMK_MLA_SCORE_CHAIN"})
+  const std::vector<std::vector<std::string>> builds = {
+      {"-DMK_PHASE_TIMING"},
+      {"-DMK_MLA_SCORE_CHAIN"},
+      {"-DMK_MLA_SCORE_SPECIALIZED", "-DMK_GEMV_SHARED_ADDR", "-DMK_GEMV_COPY_UNROLLED"}};
+  for (const std::vector<std::string> &options : builds)
     for (const char *arch : {"sm_90", "sm_120"}) {
-      SCOPED_TRACE(option);
+      SCOPED_TRACE(options.front());
       std::string cubin;
       mk::test::compileAndCheck(k.source, "mk_kimi_linear_w4a16", arch,
-                                mk::test::SpillRule::TemplatesOnly, {option}, &cubin);
-      if (option != "-DMK_PHASE_TIMING")
+                                mk::test::SpillRule::TemplatesOnly, options, &cubin);
+      if (options.front() != "-DMK_PHASE_TIMING")
         continue;
       for (const char *global : {"mk_phase_ns", "mk_phase_wait_ns", "mk_phase_done_ns",
                                  "mk_stage_cycles", "mk_stage_laps"}) {
