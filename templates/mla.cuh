@@ -330,6 +330,11 @@ __device__ void mla_attention_chunk_task_simt(int task, int nchunks, int rows, f
 }
 
 namespace detail {
+/// An MLA score k-step's kind as a type (-DMK_MLA_SCORE_SPECIALIZED):
+/// latent (true) or rope.
+template <bool LATENT> struct ScoreStepKind {
+  static constexpr bool value = LATENT;
+};
 /// Two 8x8 bf16 matrices from shared memory, transposed: lanes 0-15 give the
 /// addresses of rows 0-15 (16 bytes each); lane (g, t) receives
 /// {M[2t][g], M[2t+1][g]} of rows 0-7 in r0 and of rows 8-15 in r1, the B
@@ -527,10 +532,13 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
       // steps are known from the unrolled i.
       constexpr bool SPLIT = PACK;
       static_assert((KQ - 1) * KPW <= LS, "the k-groups before the last are latent steps");
-      auto latentStep = [&](int i, int ks) {
-        const int kb = ks * 16, k0 = kb + lk;
+      // One k-step, its kind (LATENT: a latent step, else a rope one) a
+      // compile-time fact.
+      auto scoreStep = [&](int i, int ks, auto latentTag) {
+        constexpr bool LATENT = decltype(latentTag)::value;
+        const int kb = LATENT ? ks * 16 : LORA + (ks - LS) * 16, k0 = kb + lk;
         uint32_t a0, a1 = 0u, a2, a3 = 0u, b0, b1;
-        if constexpr (M16 || PACK)
+        if constexpr (M16 || (PACK && LATENT)) // PACK: rows 8-15 are qlo's
           detail::ldmatrix_x4(a0, a1, a2, a3, qhi + la16 * ROW + kb + lk16);
         else
           detail::ldmatrix_x2(a0, a2, qhi + la * ROW + k0);
@@ -539,7 +547,7 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
           detail::mma_bf16_16816(sl, a0, a1, a2, a3, b0, b1);
         else
           detail::mma_bf16_16816(sh, a0, a1, a2, a3, b0, b1);
-        if constexpr (!PACK) {
+        if constexpr (!PACK && LATENT) {
           if constexpr (M16)
             detail::ldmatrix_x4(a0, a1, a2, a3, qlo + la16 * ROW + kb + lk16);
           else
@@ -547,31 +555,18 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
           detail::mma_bf16_16816(sl, a0, a1, a2, a3, b0, b1);
         }
       };
-      auto ropeStep = [&](int i, int ks) {
-        const int k0 = LORA + (ks - LS) * 16 + lk;
-        uint32_t a0, a1 = 0u, a2, a3 = 0u, b0, b1;
-        if constexpr (M16)
-          detail::ldmatrix_x4(a0, a1, a2, a3, qhi + la16 * ROW + LORA + (ks - LS) * 16 + lk16);
-        else
-          detail::ldmatrix_x2(a0, a2, qhi + la * ROW + k0);
-        detail::ldmatrix_x2(b0, b1, cur + (nt * 8 + la) * ROW + k0);
-        if (SPLIT && (i & 1))
-          detail::mma_bf16_16816(sl, a0, a1, a2, a3, b0, b1);
-        else
-          detail::mma_bf16_16816(sh, a0, a1, a2, a3, b0, b1);
-      };
       if (kq < KQ - 1) {
 #pragma unroll
         for (int i = 0; i < KPW; ++i)
-          latentStep(i, kq * KPW + i);
+          scoreStep(i, kq * KPW + i, detail::ScoreStepKind<true>{});
       } else {
 #pragma unroll
         for (int i = 0; i < KPW; ++i) {
           const int ks = (KQ - 1) * KPW + i;
           if (ks < LS)
-            latentStep(i, ks);
+            scoreStep(i, ks, detail::ScoreStepKind<true>{});
           else if (ks < KS)
-            ropeStep(i, ks);
+            scoreStep(i, ks, detail::ScoreStepKind<false>{});
         }
       }
 #else
