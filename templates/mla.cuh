@@ -330,7 +330,7 @@ __device__ void mla_attention_chunk_task_simt(int task, int nchunks, int rows, f
 }
 
 namespace detail {
-/// An MLA score k-step's kind as a type (-DMK_MLA_SCORE_SPECIALIZED):
+/// An MLA score k-step's kind as a type:
 /// latent (true) or rope.
 template <bool LATENT> struct ScoreStepKind {
   static constexpr bool value = LATENT;
@@ -521,17 +521,20 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
       // The k-steps unrolled, odd ones into a second accumulator (`sl`,
       // free when PACK): two HMMA chains of ~5 instead of one of 9 (perf
       // notes session 13: 0 at 2048, -1 to -2.7 us at 16384 in three runs).
-      // -DMK_MLA_SCORE_CHAIN: one rolled chain (the form before).
-#if defined(MK_MLA_SCORE_SPECIALIZED) && !defined(MK_MLA_SCORE_CHAIN)
-      // -DMK_MLA_SCORE_SPECIALIZED (opt-in until measured on a GPU): the
-      // form below with every step's kind known at compile time. In it kq
-      // (the warp's k-group) is a run-time value, so each step tests ks
-      // against KS and LS and ptxas emits both ldmatrix forms under
-      // predicates with a WARPSYNC before each; here the k-groups before
-      // the last (all latent steps) run without tests and the last one's
-      // steps are known from the unrolled i.
+      // Every step's kind is known at compile time: kq (the warp's k-group)
+      // is a run-time value, so a step that tested ks against KS and LS
+      // carried both ldmatrix forms under predicates with a WARPSYNC before
+      // each (the sub-chunk loop 455 SASS instructions, 352 now); here the
+      // k-groups before the last (all latent steps) run without tests and
+      // the last one's steps are known from the unrolled i (perf notes #95:
+      // -4 us at 16384). -DMK_MLA_SCORE_CHAIN: one rolled chain of tested
+      // steps (the form of session 12).
+#ifndef MK_MLA_SCORE_CHAIN
       constexpr bool SPLIT = PACK;
-      static_assert((KQ - 1) * KPW <= LS, "the k-groups before the last are latent steps");
+      // Whether the k-groups before the last hold only latent steps (the
+      // unit's and every wide spec's shapes); otherwise (a small latent
+      // dim, as the tiny spec's 128 + 16) each step is tested at run time.
+      constexpr bool kFrontLatent = (KQ - 1) * KPW <= LS;
       // One k-step, its kind (LATENT: a latent step, else a rope one) a
       // compile-time fact.
       auto scoreStep = [&](int i, int ks, auto latentTag) {
@@ -555,14 +558,15 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
           detail::mma_bf16_16816(sl, a0, a1, a2, a3, b0, b1);
         }
       };
-      if (kq < KQ - 1) {
+      if (kFrontLatent && kq < KQ - 1) {
 #pragma unroll
         for (int i = 0; i < KPW; ++i)
           scoreStep(i, kq * KPW + i, detail::ScoreStepKind<true>{});
       } else {
+        const int kq0 = kFrontLatent ? KQ - 1 : kq; // compile-time when kFrontLatent
 #pragma unroll
         for (int i = 0; i < KPW; ++i) {
-          const int ks = (KQ - 1) * KPW + i;
+          const int ks = kq0 * KPW + i;
           if (ks < LS)
             scoreStep(i, ks, detail::ScoreStepKind<true>{});
           else if (ks < KS)
@@ -570,13 +574,8 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
         }
       }
 #else
-#ifndef MK_MLA_SCORE_CHAIN
-      constexpr bool SPLIT = PACK;
-#pragma unroll
-#else
       constexpr bool SPLIT = false;
       MK_UNROLL_CODE
-#endif
       for (int i = 0; i < KPW; ++i) {
         const int ks = kq * KPW + i;
         if (ks < KS) {

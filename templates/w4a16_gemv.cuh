@@ -395,31 +395,6 @@ __device__ __forceinline__ int opaque_int(int v) {
   asm volatile("mov.b32 %0, %1;" : "=r"(r) : "r"(v));
   return r;
 }
-/// The 32-bit shared-window address of `p` (a pointer into shared memory),
-/// through an opaque move: held in a register across a loop. Loads through
-/// it (lds128, lds_f2) are plain LDS: a generic pointer that came through
-/// the __noinline__ trampoline made ptxas rebuild the shared window's base
-/// (S2R SR_CgaCtaId, a LEA) and convert at every step.
-__device__ __forceinline__ uint32_t shared_addr(const void *p) {
-  uint32_t r;
-  asm volatile("mov.b32 %0, %1;" : "=r"(r) : "r"((uint32_t)__cvta_generic_to_shared(p)));
-  return r;
-}
-/// 16 bytes at shared address `a` (volatile: never moved above the
-/// cp.async waits and barriers that make them valid).
-__device__ __forceinline__ uint4 lds128(uint32_t a) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(a));
-  return v;
-}
-/// Two floats at shared address `a` (8-byte aligned), as lds128.
-__device__ __forceinline__ float2 lds_f2(uint32_t a) {
-  float2 v;
-  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(a));
-  return v;
-}
 /// Byte J of w (v = w >> 4) dequantized exactly as the spec, as the bf16x2
 /// {w[2r, col], w[2r+1, col]}: the register an mma A fragment wants.
 /// `magic` is bf16x2_128().
@@ -732,15 +707,11 @@ __device__ __forceinline__ void packed_cp_async_stage(const uint8_t *wq, int ste
     uint4 *slot = ring + (c % kW4A16Stages) * 2 * S * THREADS + threadIdx.x;
     const uint8_t *src =
         wq + (size_t)(step0 + sbeg + c * S) * kPackedStepBytes + (threadIdx.x & 31) * 16;
-    // -DMK_GEMV_COPY_UNROLLED (opt-in until measured): the S steps' copies
-    // unrolled, so that the shared window's base, the cache policy's move
-    // to uniform registers and the addresses are formed once per chunk, not
-    // once per step (~20 instructions of a step's ~22 for its two copies).
-#ifdef MK_GEMV_COPY_UNROLLED
+    // The S steps' copies unrolled, so that the shared window's base, the
+    // cache policy's move to uniform registers and the addresses are formed
+    // once per chunk, not once per step (~20 instructions of a step's ~22
+    // for its two copies; rolled, the unit ran 4.4 us slower, perf notes #95).
 #pragma unroll
-#else
-MK_UNROLL_CODE
-#endif
     for (int i = 0; i < S; ++i) {
       if (sbeg + c * S + i < send) {
         cp_async16_weights(slot + (2 * i) * THREADS, src + i * kPackedStepBytes);
@@ -801,12 +772,8 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
   auto issue = [&](int c) {
     if (c < nchunks && colActive) {
       uint4 *slot = stage + (c % STAGES) * 2 * S * THREADS + threadIdx.x;
-      // Unrolled under -DMK_GEMV_COPY_UNROLLED as packed_cp_async_stage's.
-#ifdef MK_GEMV_COPY_UNROLLED
+      // Unrolled as packed_cp_async_stage's.
 #pragma unroll
-#else
-MK_UNROLL_CODE
-#endif
       for (int i = 0; i < S; ++i) {
         const int st = sbeg + c * S + i;
         if (st < send) {
@@ -846,11 +813,6 @@ MK_UNROLL_CODE
   constexpr bool kLaterScalesL1 = true;
 #else
   constexpr bool kLaterScalesL1 = false;
-#endif
-#ifdef MK_GEMV_SHARED_ADDR
-  constexpr bool kSharedAddr = true;
-#else
-  constexpr bool kSharedAddr = false;
 #endif
 #ifdef MK_GEMV_NO_AHEAD
   constexpr bool kAhead = false;
@@ -925,11 +887,6 @@ MK_UNROLL_CODE
   const bool loPart = FP32X && g >= KG;
   const int xoff = 2 * (pa + (g % KG) * 8 + t);
   const float *xlane = xs + (kAhead ? detail::opaque_int(xoff) : xoff);
-  // xs is in shared memory: with -DMK_GEMV_SHARED_ADDR (kSharedAddr; opt-in
-  // until measured on the GPU) the step reads it and the staged weights
-  // through 32-bit shared addresses held in registers, 6-7 fewer
-  // instructions per step than the generic pointers (the default).
-  [[maybe_unused]] const uint32_t xaddr = kSharedAddr ? detail::shared_addr(xlane) : 0u;
   // One step: weights wa (row pair ra = rowA(st)) and wb (ra + 4) of this
   // lane's 16 columns, the x of those row pairs, 8 mma.
   auto step = [&](int st, uint4 wa, uint4 wb) {
@@ -953,10 +910,8 @@ MK_UNROLL_CODE
     // sums fp32), for free while KG <= 4.
     uint32_t b0 = 0, b1 = 0;
     if (xWhole) {
-      const float2 x0 = kSharedAddr ? detail::lds_f2(xaddr + 8 * st * STEP)
-                                    : *reinterpret_cast<const float2 *>(xlane + 2 * st * STEP);
-      const float2 x1 = kSharedAddr ? detail::lds_f2(xaddr + 8 * st * STEP + 32)
-                                    : *reinterpret_cast<const float2 *>(xlane + 2 * st * STEP + 8);
+      const float2 x0 = *reinterpret_cast<const float2 *>(xlane + 2 * st * STEP);
+      const float2 x1 = *reinterpret_cast<const float2 *>(xlane + 2 * st * STEP + 8);
       b0 = detail::bf2_part(x0, loPart);
       b1 = detail::bf2_part(x1, loPart);
     } else if (g < NB) {
@@ -1002,18 +957,13 @@ MK_UNROLL_CODE
         clk.lap(kStageTileFirstData);
       }
       const uint4 *slot = stage + (c % STAGES) * 2 * S * THREADS + threadIdx.x;
-      [[maybe_unused]] const uint32_t slotAddr = kSharedAddr ? detail::shared_addr(slot) : 0u;
       // Rolled: the stage's S steps unrolled ran 3.4 us slower (perf notes
       // #67; 3x the step's code).
 MK_UNROLL_CODE
       for (int i = 0; i < S; ++i) {
         const int st = sbeg + c * S + i;
         if (st < send) { // warp-uniform
-          if constexpr (kSharedAddr)
-            step(st, detail::lds128(slotAddr + (2 * i) * THREADS * 16),
-                 detail::lds128(slotAddr + (2 * i + 1) * THREADS * 16));
-          else
-            step(st, slot[(2 * i) * THREADS], slot[(2 * i + 1) * THREADS]);
+          step(st, slot[(2 * i) * THREADS], slot[(2 * i + 1) * THREADS]);
         }
       }
       detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c + STAGES);

@@ -206,10 +206,8 @@ TEST(EmitterNvrtc, KimiLinearSixteenHeadAttention) {
 
 // The timing build mk-bench --phase-timing makes (-DMK_PHASE_TIMING: phase
 // stamps, and the stage clocks inside the MLA attention and the packed
-// GEMV tile), the attention's earlier form -DMK_MLA_SCORE_CHAIN and session
-// 15's opt-ins to measure (the attention's specialized score steps, the
-// exact tile's shared addressing and unrolled copies, together) compile for
-// both targets without a template spill. The timing build's module holds the
+// GEMV tile) and the attention's earlier form -DMK_MLA_SCORE_CHAIN compile
+// for both targets without a template spill. The timing build's module holds the
 // globals mk-bench looks up by name, unmangled (a symbol of the cubin's
 // string table between two NULs; one declared inside namespace mk would be
 // _ZN2mk...E, which cuModuleGetGlobal does not find under the plain name).
@@ -217,8 +215,7 @@ TEST(EmitterNvrtc, KimiLinearTimingAndOptInBuilds) {
   Emitted k = emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16");
   const std::vector<std::vector<std::string>> builds = {
       {"-DMK_PHASE_TIMING"},
-      {"-DMK_MLA_SCORE_CHAIN"},
-      {"-DMK_MLA_SCORE_SPECIALIZED", "-DMK_GEMV_SHARED_ADDR", "-DMK_GEMV_COPY_UNROLLED"}};
+      {"-DMK_MLA_SCORE_CHAIN"}};
   for (const std::vector<std::string> &options : builds)
     for (const char *arch : {"sm_90", "sm_120"}) {
       SCOPED_TRACE(options.front());

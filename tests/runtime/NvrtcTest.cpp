@@ -151,7 +151,7 @@ TEST(Nvrtc, TemplateVariantsCompileUnderNvrtc) {
   // opt-in forms (docs/runtime.md lists them).
   const std::vector<std::vector<std::string>> variants = {
       {"-DMK_GEMV_SIMT", "-DMK_SPIN_NS=64", "-DMK_MLA_ATTENTION_SIMT"},
-      {"-DMK_GEMV_NO_AHEAD", "-DMK_GEMV_SHARED_ADDR", "-DMK_GEMV_COPY_UNROLLED", "-DMK_ROWS_ONE_WARP", "-DMK_WEIGHTS_EVICT_NORMAL",
+      {"-DMK_GEMV_NO_AHEAD", "-DMK_ROWS_ONE_WARP", "-DMK_WEIGHTS_EVICT_NORMAL",
        "-DMK_WEIGHT_LOADS_EVICT_NORMAL"}};
   for (const std::vector<std::string> &options : variants)
     for (const char *arch : {"sm_90", "sm_120"}) {
