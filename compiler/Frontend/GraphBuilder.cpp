@@ -59,6 +59,7 @@ private:
   Value buildKda(int64_t layer, Value u, LayerState &st);
   Value buildMla(int64_t layer, Value u, Value pos, LayerState &st);
   Value buildMoe(int64_t layer, Value u);
+  Value buildDenseFfn(int64_t layer, Value u);
   Value linear(Value x, const std::string &weight, int64_t out, StringRef capture = "") {
     auto op = b.create<LinearW4A16Op>(loc(weight), bvec(out), x, sym(weight));
     return captured(op, capture);
@@ -214,6 +215,15 @@ Value GraphBuilder::buildMoe(int64_t layer, Value u) {
   return b.create<MoeCombineOp>(loc(p + ".combine"), bvec(d), routed, shared);
 }
 
+Value GraphBuilder::buildDenseFfn(int64_t layer, Value u) {
+  // A dense SwiGLU FFN is a shared expert of its width (one-expert stacks,
+  // fp32 sums rounded once to bf16): the same graph ops and tasks.
+  const std::string p = layerPrefix(layer) + ".mlp";
+  Value f = b.create<SharedExpertsOp>(loc(p), vec(cfg.hidden, b.getF32Type()), u,
+                                      sym(p + ".gate"), sym(p + ".up"), sym(p + ".down"));
+  return b.create<MoeCombineOp>(loc(p + ".combine"), bvec(cfg.hidden), f, Value());
+}
+
 /// A JSON value as an attribute: objects as dictionaries, arrays as arrays,
 /// integers as i64, other numbers as f64, strings, booleans; null as unit.
 static Attribute jsonToAttribute(OpBuilder &b, const llvm::json::Value &v) {
@@ -309,10 +319,13 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
                      ? buildKda(i, n, layerStates[i])
                      : buildMla(i, n, pos, layerStates[i]);
     Value h = b.create<AddOp>(loc(p + ".attn_residual"), x.getType(), x, attn);
-    Value m = captured(b.create<RMSNormOp>(loc(p + ".moe_norm"), h.getType(), h,
-                                           sym(p + ".moe_norm"), eps),
+    // The FFN's input is captured as "moe_in" (and its output as
+    // "moe_out") in dense-FFN layers too: one trace vocabulary per layer.
+    const bool dense = cfg.denseFfn(int64_t(i));
+    const std::string norm = p + (dense ? ".mlp_norm" : ".moe_norm");
+    Value m = captured(b.create<RMSNormOp>(loc(norm), h.getType(), h, sym(norm), eps),
                        "moe_in");
-    Value moe = buildMoe(i, m);
+    Value moe = dense ? buildDenseFfn(i, m) : buildMoe(i, m);
     x = b.create<AddOp>(loc(p + ".moe_residual"), h.getType(), h, moe);
   }
 

@@ -730,17 +730,19 @@ LogicalResult Lowering::lowerExperts(Operation *op, bool routed) {
     if (!router)
       return op->emitOpError("weights must come from graph.moe_router");
   }
-  std::string layer = layerOf(gate);
+  // Names under the weights' prefix: "blocks.3.moe" (the MoE's experts)
+  // or "blocks.0.mlp" (a dense FFN, lowered as a one-expert shared expert).
+  std::string ffn = StringRef(gate).rsplit('.').first.str();
   std::string what = routed ? "experts" : "shared_experts";
   std::string &acc = combineAcc[combine];
   if (acc.empty())
-    acc = accumulator(layer + ".moe.acc", hidden);
+    acc = accumulator(ffn + ".acc", hidden);
   // Routed: one slot per chosen expert; shared: one per shared expert.
   int64_t slots = routed ? router.getTopK() : experts;
   // Per slot, the fp32 gate and up sums ([2][inter]), accumulated by
   // split-K tiles; the down tasks form silu(gate) * up from them.
   std::string sums =
-      accumulator(layer + ".moe." + what + ".gate_up_sums", 2 * slots * inter);
+      accumulator(ffn + "." + what + ".gate_up_sums", 2 * slots * inter);
   std::string logits;
   if (routed) {
     const ValueInfo *r = get(op, op->getOperand(1));
@@ -755,7 +757,7 @@ LogicalResult Lowering::lowerExperts(Operation *op, bool routed) {
     setArg(t, "inter", inter);
     setArg(t, "group", gateWeight.getGroup());
     setArg(t, "sums", sums);
-    setArg(t, "unit", layer + ".moe." + what + ".slot");
+    setArg(t, "unit", ffn + "." + what + ".slot");
     if (routed) {
       setArg(t, "logits", logits);
       setArg(t, "top_k", router.getTopK());
@@ -763,14 +765,14 @@ LogicalResult Lowering::lowerExperts(Operation *op, bool routed) {
       t.reads.push_back(logits);
     }
   };
-  TaskSpec &gu = task(layer + ".moe." + what + ".gate_up", schedule::TaskKind::MoeGateUp, op);
+  TaskSpec &gu = task(ffn + "." + what + ".gate_up", schedule::TaskKind::MoeGateUp, op);
   gu.reads.push_back(x->buffer);
   gu.accums.push_back(sums);
   setArg(gu, "gate", gate);
   setArg(gu, "up", up);
   setArg(gu, "input", x->buffer);
   common(gu);
-  TaskSpec &dn = task(layer + ".moe." + what + ".down", schedule::TaskKind::MoeDown, op);
+  TaskSpec &dn = task(ffn + "." + what + ".down", schedule::TaskKind::MoeDown, op);
   dn.reads.push_back(sums);
   dn.accums.push_back(acc);
   setArg(dn, "down", down);

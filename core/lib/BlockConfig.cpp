@@ -79,6 +79,14 @@ std::string BlockConfig::validate() const {
     return os.str();
   if (nShared < 0)
     return "'n_shared' must be >= 0, got " + std::to_string(nShared);
+  if (denseLayers < 0)
+    return "'dense_layers' must be >= 0, got " + std::to_string(denseLayers);
+  if (denseLayers > int64_t(pattern.size()))
+    return "'dense_layers' (" + std::to_string(denseLayers) + ") exceeds the " +
+           std::to_string(pattern.size()) + " layers of 'pattern'";
+  if (denseLayers > 0 && denseInter <= 0)
+    return "'dense_inter' must be positive where 'dense_layers' is set, got " +
+           std::to_string(denseInter);
   if (shortConv < 2)
     return "'short_conv' must be >= 2 (the window keeps short_conv-1 rows)";
   if (!(ropeTheta > 0))
@@ -121,10 +129,16 @@ std::vector<QuantLinearDesc> quantLinears(const BlockConfig &c) {
           {p + ".attn.kv_b", c.kvLora, c.mlaHeads * c.mlaKvBHeadDim(), 0});
       out.push_back({p + ".attn.o_proj", c.mlaHeads * c.vHead, c.hidden, 0});
     }
-    out.push_back({p + ".moe.gate", c.hidden, c.moeInter, c.nExperts});
-    out.push_back({p + ".moe.up", c.hidden, c.moeInter, c.nExperts});
-    out.push_back({p + ".moe.down", c.moeInter, c.hidden, c.nExperts});
-    if (c.nShared > 0) {
+    if (c.denseFfn(int64_t(i))) {
+      out.push_back({p + ".mlp.gate", c.hidden, c.denseInter, 1});
+      out.push_back({p + ".mlp.up", c.hidden, c.denseInter, 1});
+      out.push_back({p + ".mlp.down", c.denseInter, c.hidden, 1});
+    } else {
+      out.push_back({p + ".moe.gate", c.hidden, c.moeInter, c.nExperts});
+      out.push_back({p + ".moe.up", c.hidden, c.moeInter, c.nExperts});
+      out.push_back({p + ".moe.down", c.moeInter, c.hidden, c.nExperts});
+    }
+    if (c.nShared > 0 && !c.denseFfn(int64_t(i))) {
       out.push_back({p + ".moe.s_gate", c.hidden, c.moeInter, c.nShared});
       out.push_back({p + ".moe.s_up", c.hidden, c.moeInter, c.nShared});
       out.push_back({p + ".moe.s_down", c.moeInter, c.hidden, c.nShared});
@@ -174,11 +188,17 @@ std::vector<TensorDesc> parameterTensors(const BlockConfig &c) {
       for (const char *n : {"q_proj", "kv_a", "kv_b", "o_proj"})
         quant(p + ".attn." + n);
     }
-    out.push_back({p + ".moe_norm", DType::BF16, {c.hidden}});
-    out.push_back(
-        {p + ".moe.router.weight", DType::BF16, {c.nExperts, c.hidden}});
-    for (const char *n : {"gate", "up", "down", "s_gate", "s_up", "s_down"})
-      quant(p + ".moe." + n);
+    if (c.denseFfn(int64_t(i))) {
+      out.push_back({p + ".mlp_norm", DType::BF16, {c.hidden}});
+      for (const char *n : {"gate", "up", "down"})
+        quant(p + ".mlp." + n);
+    } else {
+      out.push_back({p + ".moe_norm", DType::BF16, {c.hidden}});
+      out.push_back(
+          {p + ".moe.router.weight", DType::BF16, {c.nExperts, c.hidden}});
+      for (const char *n : {"gate", "up", "down", "s_gate", "s_up", "s_down"})
+        quant(p + ".moe." + n);
+    }
     for (size_t j = first; j < out.size(); ++j)
       out[j].layer = int64_t(i);
   }

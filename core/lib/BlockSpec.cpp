@@ -17,6 +17,7 @@ constexpr int64_t kMaxDim = int64_t(1) << 24;
 struct IntKey {
   const char *name;
   int64_t BlockConfig::*field;
+  bool required = true;
 };
 struct RealKey {
   const char *name;
@@ -39,6 +40,9 @@ const IntKey kIntKeys[] = {
     {"n_shared", &BlockConfig::nShared},
     {"moe_inter", &BlockConfig::moeInter},
     {"group", &BlockConfig::group},
+    // Optional: leading layers with a dense SwiGLU FFN instead of the MoE.
+    {"dense_layers", &BlockConfig::denseLayers, false},
+    {"dense_inter", &BlockConfig::denseInter, false},
 };
 const RealKey kRealKeys[] = {
     {"rope_theta", &BlockConfig::ropeTheta, true},
@@ -51,7 +55,7 @@ const char *const kConfigOrder[] = {
     "hidden",   "kda_heads", "kda_head_dim",   "short_conv", "mla_heads",
     "kv_lora",  "qk_nope",   "qk_rope",        "v_head",     "rope_theta",
     "n_experts", "n_active", "n_shared",       "moe_inter",  "routed_scaling",
-    "group",    "eps"};
+    "dense_layers", "dense_inter", "group",    "eps"};
 
 std::string at(const json::Value &v) { return v.where() + ": "; }
 
@@ -110,7 +114,7 @@ bool parseConfig(const json::Value &obj, BlockConfig &cfg,
     }
   }
   for (const IntKey &k : kIntKeys)
-    if (!obj.find(k.name)) {
+    if (k.required && !obj.find(k.name)) {
       error = at(obj) + "config is missing required key '" + k.name + "'";
       return false;
     }
@@ -232,7 +236,9 @@ json::Value blockConfigToJsonValue(const BlockConfig &cfg) {
   json::Value conf = json::Value::makeObject();
   for (const char *key : kConfigOrder) {
     for (const IntKey &k : kIntKeys)
-      if (std::strcmp(key, k.name) == 0)
+      // The optional dense-FFN keys only where a layer has one (a spec
+      // without them reads and writes as before).
+      if (std::strcmp(key, k.name) == 0 && (k.required || cfg.denseLayers > 0))
         conf.set(key, json::Value::fromInt(cfg.*k.field));
     for (const RealKey &k : kRealKeys)
       if (std::strcmp(key, k.name) == 0)

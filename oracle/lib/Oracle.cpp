@@ -242,6 +242,23 @@ std::vector<BFloat16> moe(const BlockConfig &cfg, const TensorMap &w,
   return out;
 }
 
+/// A dense-FFN layer's FFN (`blocks.i.mlp`, layers below dense_layers): a
+/// shared expert of width dense_inter, the fp32 sum rounded once to bf16.
+std::vector<BFloat16> denseFfn(const BlockConfig &cfg, const TensorMap &w, int64_t layer,
+                               const std::vector<BFloat16> &u, Recorder &rec) {
+  const std::string p = layerPrefix(layer) + ".mlp.";
+  const int64_t d = cfg.hidden, m = cfg.denseInter;
+  std::vector<float> uf(static_cast<size_t>(d)), y(static_cast<size_t>(d));
+  for (int64_t i = 0; i < d; ++i)
+    uf[i] = u[i].toFloat();
+  oracle::expertFfn(uf.data(), oracle::quantWeight(w, p + "gate", d, m, cfg.group, 0),
+                    oracle::quantWeight(w, p + "up", d, m, cfg.group, 0),
+                    oracle::quantWeight(w, p + "down", m, d, cfg.group, 0), y.data());
+  std::vector<BFloat16> out = toBf16(y);
+  rec.bf16("moe_out", out);
+  return out;
+}
+
 std::vector<BFloat16> residual(const std::vector<BFloat16> &a,
                                const std::vector<BFloat16> &b) {
   std::vector<BFloat16> r(a.size());
@@ -305,9 +322,14 @@ void layerStep(const BlockConfig &cfg, const TensorMap &weights, DecodeState &st
   rec.bf16("attn_out", attn);
   std::vector<BFloat16> h = residual(x, attn);
   rec.bf16("h", h);
-  oracle::rmsNorm(h.data(), weight(weights, p + ".moe_norm").bf16(), d, eps, u.data());
+  // The FFN's input and output keep the names moe_in / moe_out in a
+  // dense-FFN layer too.
+  const bool dense = cfg.denseFfn(layer);
+  oracle::rmsNorm(h.data(), weight(weights, p + (dense ? ".mlp_norm" : ".moe_norm")).bf16(), d,
+                  eps, u.data());
   rec.bf16("moe_in", u);
-  x = residual(h, moe(cfg, weights, layer, u, rec, options));
+  x = residual(h, dense ? denseFfn(cfg, weights, layer, u, rec)
+                        : moe(cfg, weights, layer, u, rec, options));
   rec.bf16("out", x);
 }
 } // namespace

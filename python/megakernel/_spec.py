@@ -28,11 +28,15 @@ def _pattern(cfg: Any) -> List[str]:
 def spec_from_config(cfg: Any, name: Optional[str] = None) -> Dict[str, Any]:
     """The block spec of `cfg` (any object with the spec's configuration
     fields as attributes: `hidden`, `kda_heads`, ..., `pattern`, optionally
-    `eps` and `name`) as a dict."""
+    `eps`, `name` and the dense-FFN layers' `dense_layers` and `dense_inter`)
+    as a dict."""
     conf = {}
     for k in _CONFIG_KEYS:
         v = getattr(cfg, k)
         conf[k] = float(v) if k in ("rope_theta", "routed_scaling") else int(v)
+    if int(getattr(cfg, "dense_layers", 0) or 0) > 0:
+        conf["dense_layers"] = int(cfg.dense_layers)
+        conf["dense_inter"] = int(getattr(cfg, "dense_inter", 0) or 0)
     if hasattr(cfg, "eps"):
         conf["eps"] = float(cfg.eps)
     return {"name": name or getattr(cfg, "name", None) or "unit",

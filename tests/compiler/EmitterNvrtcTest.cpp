@@ -126,6 +126,12 @@ TEST(EmitterNvrtc, KimiLinear) {
 }
 
 TEST(EmitterNvrtc, Tiny) { check("examples/specs/tiny.json", "mk_tiny"); }
+// A dense SwiGLU FFN in front of the MoE layers (dense_layers), tiny and at
+// the unit's width with a 9216-wide FFN (the released model's layer 0).
+TEST(EmitterNvrtc, DenseFirstLayer) {
+  check("examples/specs/tiny_dense_first.json", "mk_tiny_dense_first");
+  check("examples/specs/kimi_linear_dense_first.json", "mk_kimi_linear_dense_first");
+}
 
 namespace {
 

@@ -132,7 +132,7 @@ TEST(Frontend, StepSignatureThreadsState) {
 TEST(Frontend, TinySpecsGiveValidIR) {
   for (const char *spec :
        {"examples/specs/tiny.json", "examples/specs/tiny_mla_first.json",
-        "examples/specs/tiny_no_shared.json"}) {
+        "examples/specs/tiny_no_shared.json", "examples/specs/tiny_dense_first.json"}) {
     SCOPED_TRACE(spec);
     mk::BlockConfig cfg = loadSpec(spec);
     Built b = build(cfg);
@@ -141,13 +141,16 @@ TEST(Frontend, TinySpecsGiveValidIR) {
     for (mk::LayerKind k : cfg.pattern)
       (k == mk::LayerKind::KDA ? kda : mla)++;
     int layers = kda + mla;
+    // A dense-FFN layer: one shared_experts op (its SwiGLU), no router.
+    const int dense = int(cfg.denseLayers), moe = layers - dense;
     EXPECT_EQ(b.counts["graph.kda_gated_delta"], kda);
     EXPECT_EQ(b.counts["graph.kda_short_conv"], 3 * kda);
     EXPECT_EQ(b.counts["graph.mla_attention"], mla);
     EXPECT_EQ(b.counts["graph.mla_cache_append"], 2 * mla);
-    EXPECT_EQ(b.counts["graph.moe_router"], layers);
-    EXPECT_EQ(b.counts["graph.moe_experts"], layers);
-    EXPECT_EQ(b.counts["graph.shared_experts"], cfg.nShared > 0 ? layers : 0);
+    EXPECT_EQ(b.counts["graph.moe_router"], moe);
+    EXPECT_EQ(b.counts["graph.moe_experts"], moe);
+    EXPECT_EQ(b.counts["graph.shared_experts"], (cfg.nShared > 0 ? moe : 0) + dense);
+    EXPECT_EQ(b.counts["graph.moe_combine"], layers);
     EXPECT_EQ(b.counts["graph.rmsnorm"], 2 * layers);
     EXPECT_EQ(b.counts["graph.add"], 2 * layers);
   }

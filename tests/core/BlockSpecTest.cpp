@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 
 using namespace mk;
 
@@ -201,6 +202,43 @@ TEST(BlockSpec, ContradictoryDims) {
             "invalid block spec: 'qk_rope' must be even (rotary pairs), got 15");
   EXPECT_EQ(specError(tinyWith("\"eps\": 1e-6", "\"eps\": -1")),
             "invalid block spec: 'eps' must be positive");
+  // The optional dense-FFN keys.
+  EXPECT_EQ(specError(tinyWith("\"group\": 32", "\"dense_layers\": 5, \"dense_inter\": 64, \"group\": 32")),
+            "invalid block spec: 'dense_layers' (5) exceeds the 4 layers of 'pattern'");
+  EXPECT_EQ(specError(tinyWith("\"group\": 32", "\"dense_layers\": 1, \"group\": 32")),
+            "invalid block spec: 'dense_inter' must be positive where 'dense_layers' is set, got 0");
+  EXPECT_EQ(specError(tinyWith("\"group\": 32", "\"dense_layers\": -1, \"group\": 32")),
+            "invalid block spec: 'dense_layers' must be >= 0, got -1");
+  EXPECT_EQ(specError(tinyWith("\"group\": 32", "\"dense_layers\": 1, \"dense_inter\": 80, \"group\": 32")),
+            "invalid block spec: input dim 80 of 'blocks.0.mlp.down' is not divisible by the "
+            "group size 32");
+}
+
+// Layers below dense_layers own a dense FFN (blocks.i.mlp, one-expert
+// stacks, and mlp_norm) instead of the MoE's router, experts and norm; the
+// keys round-trip, and a spec without them writes none.
+TEST(BlockSpec, DenseFfnLayers) {
+  BlockConfig cfg;
+  cfg.denseLayers = 1;
+  cfg.denseInter = 9216;
+  ASSERT_EQ(cfg.validate(), "");
+  BlockConfig back;
+  std::string err;
+  ASSERT_TRUE(parseBlockSpec(blockConfigToJson(cfg), back, err)) << err;
+  EXPECT_EQ(back.denseLayers, 1);
+  EXPECT_EQ(back.denseInter, 9216);
+  EXPECT_EQ(blockConfigToJson(BlockConfig{}).find("dense"), std::string::npos);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const TensorDesc &t : parameterTensors(cfg))
+    shapes[t.name] = t.shape;
+  EXPECT_EQ(shapes["blocks.0.mlp.gate.w_q"], (std::vector<int64_t>{1, 1152, 9216}));
+  EXPECT_EQ(shapes["blocks.0.mlp.down.scales"], (std::vector<int64_t>{1, 72, 2304}));
+  EXPECT_EQ(shapes["blocks.0.mlp_norm"], (std::vector<int64_t>{2304}));
+  EXPECT_EQ(shapes.count("blocks.0.moe.router.weight"), 0u);
+  EXPECT_EQ(shapes.count("blocks.0.moe_norm"), 0u);
+  EXPECT_EQ(shapes.count("blocks.0.moe.s_gate.w_q"), 0u);
+  EXPECT_EQ(shapes.count("blocks.1.moe.router.weight"), 1u);
+  EXPECT_EQ(shapes.count("blocks.1.mlp.gate.w_q"), 0u);
 }
 
 TEST(BlockSpec, UnreadableFile) {

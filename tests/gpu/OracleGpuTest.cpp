@@ -585,6 +585,10 @@ TEST(OracleGpu, FullUnitOneStep) { oneStepAgainstOracle(fullName()); }
 TEST(OracleGpu, DeepSpecOneStep) { deepSpecOneStep("kimi_linear_27l"); }
 TEST(OracleGpu, DeepSpecLayerByLayer) { deepSpecLayerByLayer("kimi_linear_27l_debug"); }
 TEST(OracleGpu, TinyOneStep) { oneStepAgainstOracle(tinyName()); }
+// Layer 0 with a dense SwiGLU FFN instead of the MoE (dense_layers = 1).
+TEST(OracleGpu, TinyDenseFirstOneStep) { oneStepAgainstOracle("tiny_dense_first"); }
+TEST(OracleGpu, TinyDenseFirstEightSteps) { eightSteps("tiny_dense_first"); }
+TEST(OracleGpu, DenseFirstOneStep) { oneStepAgainstOracle("kimi_linear_dense_first"); }
 TEST(OracleGpu, FullUnitFromContextZero) { fromContextZero(fullName()); }
 TEST(OracleGpu, TinyFromContextZero) { fromContextZero(tinyName()); }
 TEST(OracleGpu, TinyTiledWeights) { tiledWeights("tiny_tiled"); }

@@ -194,6 +194,14 @@ def moe(cfg, W, p, u):
     return bf16(acc)
 
 
+def dense_ffn(cfg, W, p, u):
+    """A dense-FFN layer's SwiGLU (layers below dense_layers), as a shared
+    expert: the one-expert stacks at blocks.i.mlp, fp32 sums, one rounding."""
+    g = cfg["group"]
+    h = silu(w4a16(u, W, p + "gate", g, 0, False)) * w4a16(u, W, p + "up", g, 0, False)
+    return bf16(w4a16(h, W, p + "down", g, 0, False))
+
+
 def step(spec, W, S, x):
     cfg = spec["config"]
     eps = cfg.get("eps", 1e-6)
@@ -209,7 +217,10 @@ def step(spec, W, S, x):
         else:
             a = mla(cfg, W, S, p + "attn.", sp, u, pos)
         h = bf16(x + a)
-        x = bf16(h + moe(cfg, W, p + "moe.", rmsnorm(h, W[p + "moe_norm"], eps)))
+        if i < cfg.get("dense_layers", 0):
+            x = bf16(h + dense_ffn(cfg, W, p + "mlp.", rmsnorm(h, W[p + "mlp_norm"], eps)))
+        else:
+            x = bf16(h + moe(cfg, W, p + "moe.", rmsnorm(h, W[p + "moe_norm"], eps)))
     return x
 
 

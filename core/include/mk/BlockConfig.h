@@ -36,6 +36,11 @@ struct BlockConfig {
   int64_t nShared = 1;
   int64_t moeInter = 1024;
   double routedScaling = 2.446;
+  /// Layers [0, denseLayers) have a dense SwiGLU FFN of width denseInter
+  /// (`blocks.i.mlp`, stored as a one-expert stack) in place of the MoE;
+  /// 0: every layer has the MoE (the spec's unit).
+  int64_t denseLayers = 0;
+  int64_t denseInter = 0;
   int64_t group = 128;
   double eps = 1e-6;
   std::vector<LayerKind> pattern = {LayerKind::KDA, LayerKind::KDA,
@@ -45,6 +50,8 @@ struct BlockConfig {
   int64_t mlaQHeadDim() const { return qkNope + qkRope; }
   int64_t mlaKvBHeadDim() const { return qkNope + vHead; }
   int64_t convWindowRows() const { return shortConv - 1; }
+  /// Whether layer `i`'s FFN is the dense one (else the MoE).
+  bool denseFfn(int64_t i) const { return i < denseLayers; }
 
   /// Returns an empty string if the configuration is consistent, otherwise a
   /// one-line description of the first problem found.
