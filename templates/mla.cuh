@@ -164,35 +164,37 @@ constexpr int kMlaSimtSub = 32;
 /// odd number of 16-byte units: the 8 rows an ldmatrix or a fragment load
 /// touches fall in distinct banks). Up to 8 heads: 3 slots (two in flight
 /// under the math); 16 query rows take the third slot's room (sm_120's 99
-/// KB), so one slot is in flight under the math.
+/// KB), so one slot is in flight under the math. SUB = 32 (the schedule's
+/// `attention-sub-rows`, up to 8 heads): two slots of 32 rows, half the
+/// barriers and softmax passes per row.
 constexpr int kMlaSub = 16;
-template <int HG> __host__ __device__ constexpr int mla_attention_stages() {
-  return HG > 8 ? 2 : 3;
+template <int HG, int SUB = kMlaSub> __host__ __device__ constexpr int mla_attention_stages() {
+  return HG > 8 || SUB > 16 ? 2 : 3;
 }
 template <int LORA, int ROPE> __host__ __device__ constexpr int mla_stage_row() {
   return LORA + (ROPE + 15) / 16 * 16 + 8;
 }
 /// Warps that split the K dimension of the scores (the rest split rows).
-template <int THREADS> __host__ __device__ constexpr int mla_score_ksplit() {
-  return THREADS / 32 / (kMlaSub / 8);
+template <int THREADS, int SUB = kMlaSub> __host__ __device__ constexpr int mla_score_ksplit() {
+  return THREADS / 32 / (SUB / 8);
 }
 /// Query rows the tensor-core attention stages per part (hi, lo): the mma's
 /// A rows in use, 8 for up to 8 heads (rows 8-15 are then zero registers),
 /// else 16.
 template <int HG> __host__ __device__ constexpr int mla_query_rows() { return HG > 8 ? 16 : 8; }
-template <int THREADS, int HG, int LORA, int ROPE>
+template <int THREADS, int HG, int LORA, int ROPE, int SUB = kMlaSub>
 __host__ __device__ constexpr int mla_attention_mma_smem_floats() {
-  return (mla_attention_stages<HG>() * kMlaSub + 2 * mla_query_rows<HG>()) *
+  return (mla_attention_stages<HG, SUB>() * SUB + 2 * mla_query_rows<HG>()) *
              mla_stage_row<LORA, ROPE>() / 2 +
-         mla_score_ksplit<THREADS>() * HG * kMlaSub + HG * kMlaSub + 3 * HG;
+         mla_score_ksplit<THREADS, SUB>() * HG * SUB + HG * SUB + 3 * HG;
 }
 /// Shared memory of mla_attention_chunk_task, in floats: enough for either
 /// form, so that -DMK_MLA_ATTENTION_SIMT needs no other kernel.
-template <int THREADS, int HG, int LORA, int ROPE>
+template <int THREADS, int HG, int LORA, int ROPE, int SUB = kMlaSub>
 __host__ __device__ constexpr int mla_attention_smem_floats() {
-  return mla_attention_mma_smem_floats<THREADS, HG, LORA, ROPE>() >
+  return mla_attention_mma_smem_floats<THREADS, HG, LORA, ROPE, SUB>() >
                  mla_attention_simt_smem_floats<HG, LORA, ROPE, kMlaSimtSub>()
-             ? mla_attention_mma_smem_floats<THREADS, HG, LORA, ROPE>()
+             ? mla_attention_mma_smem_floats<THREADS, HG, LORA, ROPE, SUB>()
              : mla_attention_simt_smem_floats<HG, LORA, ROPE, kMlaSimtSub>();
 }
 
@@ -383,7 +385,7 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t
 /// 99 KB). (Perf notes #77: 1-2 us at context 2048 and 7-9 us at 16384 faster
 /// than element-wise row copies and hi and lo in separate mma; the loop is
 /// bound by its instructions, not by the rows' memory latency.)
-template <int THREADS, int HM, int HG, int LORA, int ROPE>
+template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub>
 __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float scale,
                                          const float *q_abs, const bf16 *q_rope, const bf16 *ckv,
                                          const bf16 *kr, float *part_m, float *part_l,
@@ -403,10 +405,13 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
   constexpr bool PACK = !M16;
   constexpr int NG = HM / HG;
   constexpr int WARPS = THREADS / 32;
-  constexpr int SUB = kMlaSub, NST = mla_attention_stages<HG>(), ROW = mla_stage_row<LORA, ROPE>();
+  static_assert(SUB_ROWS == 16 || (SUB_ROWS == 32 && HG <= 8),
+                "16-row sub-chunks, or 32 with up to 8 heads");
+  constexpr int SUB = SUB_ROWS, NST = mla_attention_stages<HG, SUB>(),
+                ROW = mla_stage_row<LORA, ROPE>();
   constexpr int R16 = (ROPE + 15) / 16 * 16;
   constexpr int NTW = SUB / 8;                        // row tiles of a sub-chunk's scores
-  constexpr int KQ = mla_score_ksplit<THREADS>();     // warps per row tile (K split)
+  constexpr int KQ = mla_score_ksplit<THREADS, SUB>(); // warps per row tile (K split)
   static_assert(KQ >= 1 && WARPS == KQ * NTW, "the warps split a sub-chunk's scores evenly");
   constexpr int LS = LORA / 16, KS = LS + R16 / 16;   // k-steps: latent, then rope
   constexpr int KPW = (KS + KQ - 1) / KQ;             // k-steps per warp
@@ -642,48 +647,109 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
     clk.lap(kStageMlaSoftmax);
     // Weighted rows: acc[h][d] = alpha[h] acc[h][d] + sum_row P[h][row] C[row][d].
     {
-      static_assert(SUB == 16, "one k-step of rows per sub-chunk");
-      uint32_t ph0 = 0, ph1 = 0, ph2 = 0, ph3 = 0, pl0 = 0, pl1 = 0, pl2 = 0, pl3 = 0;
-      float al = 0.f, al8 = 0.f;
-      if (g < HG) {
-        const float2 a = *reinterpret_cast<const float2 *>(prob + g * SUB + 2 * t);
-        const float2 b = *reinterpret_cast<const float2 *>(prob + g * SUB + 2 * t + 8);
-        ph0 = detail::bf2_part(a, false);
-        pl0 = detail::bf2_part(a, true);
-        ph2 = detail::bf2_part(b, false);
-        pl2 = detail::bf2_part(b, true);
-        al = alpha[g];
-      }
-      if (M16 && g + 8 < HG) { // A rows 8-15: heads g + 8
-        const float2 a = *reinterpret_cast<const float2 *>(prob + (g + 8) * SUB + 2 * t);
-        const float2 b = *reinterpret_cast<const float2 *>(prob + (g + 8) * SUB + 2 * t + 8);
-        ph1 = detail::bf2_part(a, false);
-        pl1 = detail::bf2_part(a, true);
-        ph3 = detail::bf2_part(b, false);
-        pl3 = detail::bf2_part(b, true);
-        al8 = alpha[g + 8];
-      }
+      // 16-row sub-chunks: one k-step of rows (the default's code, kept
+      // as it was measured); 32-row ones: a k-step per 16 rows.
+      if constexpr (SUB == 16) {
+        uint32_t ph0 = 0, ph1 = 0, ph2 = 0, ph3 = 0, pl0 = 0, pl1 = 0, pl2 = 0, pl3 = 0;
+        float al = 0.f, al8 = 0.f;
+        if (g < HG) {
+          const float2 a = *reinterpret_cast<const float2 *>(prob + g * SUB + 2 * t);
+          const float2 b = *reinterpret_cast<const float2 *>(prob + g * SUB + 2 * t + 8);
+          ph0 = detail::bf2_part(a, false);
+          pl0 = detail::bf2_part(a, true);
+          ph2 = detail::bf2_part(b, false);
+          pl2 = detail::bf2_part(b, true);
+          al = alpha[g];
+        }
+        if (M16 && g + 8 < HG) { // A rows 8-15: heads g + 8
+          const float2 a = *reinterpret_cast<const float2 *>(prob + (g + 8) * SUB + 2 * t);
+          const float2 b = *reinterpret_cast<const float2 *>(prob + (g + 8) * SUB + 2 * t + 8);
+          ph1 = detail::bf2_part(a, false);
+          pl1 = detail::bf2_part(a, true);
+          ph3 = detail::bf2_part(b, false);
+          pl3 = detail::bf2_part(b, true);
+          al8 = alpha[g + 8];
+        }
 #pragma unroll
-      for (int i = 0; i < NTPW; ++i) {
-        const int ct = warp + i * WARPS;
-        if (ct < NT) {
-          acc[i][0] *= al;
-          acc[i][1] *= al;
-          if constexpr (M16) {
-            acc[i][2] *= al8;
-            acc[i][3] *= al8;
+        for (int i = 0; i < NTPW; ++i) {
+          const int ct = warp + i * WARPS;
+          if (ct < NT) {
+            acc[i][0] *= al;
+            acc[i][1] *= al;
+            if constexpr (M16) {
+              acc[i][2] *= al8;
+              acc[i][3] *= al8;
+            }
+            if constexpr (PACK) {
+              acc[i][2] *= al;
+              acc[i][3] *= al;
+            }
+            uint32_t b0, b1;
+            detail::ldmatrix_x2_trans(b0, b1, cur + (lane & 15) * ROW + ct * 8);
+            if constexpr (PACK) { // rows 8-15: head g's lo parts
+              detail::mma_bf16_16816(acc[i], ph0, pl0, ph2, pl2, b0, b1);
+            } else {
+              detail::mma_bf16_16816(acc[i], ph0, ph1, ph2, ph3, b0, b1);
+              detail::mma_bf16_16816(acc[i], pl0, pl1, pl2, pl3, b0, b1);
+            }
           }
-          if constexpr (PACK) {
-            acc[i][2] *= al;
-            acc[i][3] *= al;
+        }
+      } else {
+        // One k-step of 16 rows per 16 rows of the sub-chunk; alpha once.
+        float al = 0.f, al8 = 0.f;
+        if (g < HG)
+          al = alpha[g];
+        if (M16 && g + 8 < HG)
+          al8 = alpha[g + 8];
+#pragma unroll
+        for (int i = 0; i < NTPW; ++i) {
+          const int ct = warp + i * WARPS;
+          if (ct < NT) {
+            acc[i][0] *= al;
+            acc[i][1] *= al;
+            if constexpr (M16) {
+              acc[i][2] *= al8;
+              acc[i][3] *= al8;
+            }
+            if constexpr (PACK) {
+              acc[i][2] *= al;
+              acc[i][3] *= al;
+            }
           }
-          uint32_t b0, b1;
-          detail::ldmatrix_x2_trans(b0, b1, cur + (lane & 15) * ROW + ct * 8);
-          if constexpr (PACK) { // rows 8-15: head g's lo parts
-            detail::mma_bf16_16816(acc[i], ph0, pl0, ph2, pl2, b0, b1);
-          } else {
-            detail::mma_bf16_16816(acc[i], ph0, ph1, ph2, ph3, b0, b1);
-            detail::mma_bf16_16816(acc[i], pl0, pl1, pl2, pl3, b0, b1);
+        }
+#pragma unroll
+        for (int rk = 0; rk < SUB / 16; ++rk) {
+          const float *pr = prob + 16 * rk;
+          uint32_t ph0 = 0, ph1 = 0, ph2 = 0, ph3 = 0, pl0 = 0, pl1 = 0, pl2 = 0, pl3 = 0;
+          if (g < HG) {
+            const float2 a = *reinterpret_cast<const float2 *>(pr + g * SUB + 2 * t);
+            const float2 b = *reinterpret_cast<const float2 *>(pr + g * SUB + 2 * t + 8);
+            ph0 = detail::bf2_part(a, false);
+            pl0 = detail::bf2_part(a, true);
+            ph2 = detail::bf2_part(b, false);
+            pl2 = detail::bf2_part(b, true);
+          }
+          if (M16 && g + 8 < HG) { // A rows 8-15: heads g + 8
+            const float2 a = *reinterpret_cast<const float2 *>(pr + (g + 8) * SUB + 2 * t);
+            const float2 b = *reinterpret_cast<const float2 *>(pr + (g + 8) * SUB + 2 * t + 8);
+            ph1 = detail::bf2_part(a, false);
+            pl1 = detail::bf2_part(a, true);
+            ph3 = detail::bf2_part(b, false);
+            pl3 = detail::bf2_part(b, true);
+          }
+#pragma unroll
+          for (int i = 0; i < NTPW; ++i) {
+            const int ct = warp + i * WARPS;
+            if (ct < NT) {
+              uint32_t b0, b1;
+              detail::ldmatrix_x2_trans(b0, b1, cur + (16 * rk + (lane & 15)) * ROW + ct * 8);
+              if constexpr (PACK) { // rows 8-15: head g's lo parts
+                detail::mma_bf16_16816(acc[i], ph0, pl0, ph2, pl2, b0, b1);
+              } else {
+                detail::mma_bf16_16816(acc[i], ph0, ph1, ph2, ph3, b0, b1);
+                detail::mma_bf16_16816(acc[i], pl0, pl1, pl2, pl3, b0, b1);
+              }
+            }
           }
         }
       }

@@ -261,14 +261,17 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
   TaskOpInterface t = op;
   TaskArgs args{t};
   const int64_t hm = args.i64("heads"), rope = args.i64("rope"), lora = args.i64("lora");
-  // Shared memory: the larger of the tensor-core form's (a ring of 16
-  // padded rows per slot, hi and lo query rows: up to 8 heads 3 slots and
-  // 8 query rows each, else 2 and 16; partial scores, probabilities,
-  // softmax state) and the SIMT form's (-DMK_MLA_ATTENTION_SIMT: queries,
-  // scores, 32 rows).
+  // Shared memory: the larger of the tensor-core form's (a ring of `sub`
+  // (16, or with `sub_rows` 32) padded rows per slot, hi and lo query rows:
+  // up to 8 heads and 16-row sub-chunks 3 slots and 8 query rows each, else
+  // 2 slots and 8 or 16 query rows; partial scores, probabilities, softmax
+  // state) and the SIMT form's (-DMK_MLA_ATTENTION_SIMT: queries, scores,
+  // 32 rows).
   const int64_t hg = args.i64("head_group");
-  constexpr int64_t simtSub = 32, sub = 16;
-  const int64_t stages = hg > 8 ? 2 : 3;
+  const int64_t subRows = t.getIntArg("sub_rows", 16);
+  constexpr int64_t simtSub = 32;
+  const int64_t sub = subRows;
+  const int64_t stages = hg > 8 || sub > 16 ? 2 : 3;
   const int64_t row = lora + (rope + 15) / 16 * 16 + 8;
   const int64_t ksplit = T / 32 / (sub / 8);
   const int64_t queryRows = hg > 8 ? 16 : 8;
@@ -279,15 +282,17 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
       (simtSub * lora + simtSub * rope) / 2;
   const int64_t f = std::max(mmaF, simtF);
   needWork(f);
+  // The template's SUB argument only where it is not its default (16).
+  const std::string subArg = sub != 16 ? ", " + std::to_string(sub) : "";
   asserts.insert(
-      llvm::formatv("mk::mla_attention_smem_floats<{0}, {1}, {2}, {3}>() == {4}",
-                    T, hg, lora, rope, f)
+      llvm::formatv("mk::mla_attention_smem_floats<{0}, {1}, {2}, {3}{4}>() == {5}",
+                    T, hg, lora, rope, subArg, f)
           .str());
   o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, "
     << args.i64("max_chunks") << ");\n"
     << "      if (i < nch * " << hm / hg << ")\n"
     << "        mkgen::call<&mk::mla_attention_chunk_task<" << T << ", " << hm << ", " << hg
-    << ", " << lora << ", " << rope << ">>(i, nch, ctx_len + 1, "
+    << ", " << lora << ", " << rope << subArg << ">>(i, nch, ctx_len + 1, "
     << fmtFloat(t.getArgs().getAs<FloatAttr>("scale").getValueAsDouble())
     << ", " << ptr(args.str("q_abs")) << ", " << ptr(args.str("q_rope")) << ", "
     << ptr(args.str("c_kv"), true) << ", " << ptr(args.str("k_rope"), true) << ", "

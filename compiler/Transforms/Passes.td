@@ -110,6 +110,10 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
            "the heads up to this is taken): the tensor-core form's mma has 16 "
            "A rows, so 16 heads cost the mma of 8 and read each cache row "
            "half as often">,
+    Option<"attentionSubRows", "attention-sub-rows", "int64_t", "16",
+           "cache rows per sub-chunk of an MLA attention task: 16, or 32 "
+           "(up to 8 heads per task; two ring slots of 32 rows instead of "
+           "three of 16: half the block barriers and softmax passes per row)">,
     Option<"fullSegmentBytes", "full-segment-bytes", "int64_t", "0",
            "contiguous bytes per streamed row below which a tile's bytes "
            "cost twice as much (0: no penalty; 128 measured 2% slower on the "

@@ -82,6 +82,7 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOpInterface t, KernelOp k
   ctx.targetBlocks = targetSms;
   ctx.attentionChunks = attentionChunks;
   ctx.attentionHeadGroup = attentionHeadGroup;
+  ctx.attentionSubRows = attentionSubRows;
   auto producerOf = [&](StringRef buffer) { return producer.lookup(buffer); };
   ctx.producerOf = producerOf; // (a function_ref: the lambda outlives the call)
   FailureOr<std::vector<TaskCut>> cuts = t.getLegalCuts(ctx);
@@ -354,6 +355,8 @@ void SchedulePartitionWorkPass::runOnOperation() {
     return bad("task-overhead-bytes", ">= 0", overheadBytes);
   if (attentionHeadGroup < 1 || attentionHeadGroup > 16)
     return bad("attention-head-group", "in 1..16 (the mma's A rows)", attentionHeadGroup);
+  if (attentionSubRows != 16 && attentionSubRows != 32)
+    return bad("attention-sub-rows", "16 or 32", attentionSubRows);
   if (attentionChunks < 1 || attentionChunks > kMaxBlocks)
     return bad("attention-chunks",
                "in 1.." + Twine(kMaxBlocks) + " (at most one per block)",

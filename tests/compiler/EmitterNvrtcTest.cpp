@@ -210,6 +210,14 @@ TEST(EmitterNvrtc, KimiLinearSixteenHeadAttention) {
   EXPECT_LE(m.dynamicSharedBytes + 1024, 101376);
 }
 
+// 32-row attention sub-chunks (attention-sub-rows=32: two ring slots of 32
+// rows): the kernel fits sm_120's 99 KB and compiles for both targets with
+// no spill (its template test is Mla.ThirtyTwoRowSubChunks).
+TEST(EmitterNvrtc, KimiLinearThirtyTwoRowAttention) {
+  mk::rt::Manifest m = kimiLinearWith("schedule-partition-work=attention-sub-rows=32");
+  EXPECT_LE(m.dynamicSharedBytes + 1024, 101376);
+}
+
 // The timing build mk-bench --phase-timing makes (-DMK_PHASE_TIMING: phase
 // stamps, and the stage clocks inside the MLA attention and the packed
 // GEMV tile) and the attention's earlier form -DMK_MLA_SCORE_CHAIN compile

@@ -854,7 +854,7 @@ __global__ void __launch_bounds__(T, 1)
   for (int t = blockIdx.x; t < tasks; t += gridDim.x)
     mk::mla_q_absorb_task<T, HM, NOPE, ROPE, VH, LORA, 128>(t, q, wq, s, z, qabs, smem);
 }
-template <int HM, int HG>
+template <int HM, int HG, int SUB>
 __global__ void __launch_bounds__(T, 1)
     attnKernel(int rows, float scale, const float *qabs, const mk::bf16 *qr, const mk::bf16 *ckv,
                const mk::bf16 *kr, float *pm, float *pl, float *pa, int *nchOut) {
@@ -864,8 +864,8 @@ __global__ void __launch_bounds__(T, 1)
     *nchOut = nch;
   // Head groups of HG: HM / HG tasks per chunk.
   for (int t = blockIdx.x; t < nch * (HM / HG); t += gridDim.x)
-    mk::mla_attention_chunk_task<T, HM, HG, LORA, ROPE>(t, nch, rows, scale, qabs, qr, ckv, kr,
-                                                        pm, pl, pa, smem);
+    mk::mla_attention_chunk_task<T, HM, HG, LORA, ROPE, SUB>(t, nch, rows, scale, qabs, qr, ckv,
+                                                             kr, pm, pl, pa, smem);
 }
 // Latent-dim slices per head, as the partition cuts them (fp32 sums).
 constexpr int kCombineSlices = 4;
@@ -883,8 +883,8 @@ __global__ void __launch_bounds__(T, 1)
 }
 
 /// HM heads in attention tasks of HG heads (2: A rows 8-15 carry the lo
-/// parts; 16: they carry heads).
-template <int HM = 4, int HG = 2> void runMla(int ctx, bool adopt, uint64_t seed) {
+/// parts; 16: they carry heads), sub-chunks of SUB cache rows.
+template <int HM = 4, int HG = 2, int SUB = mk::kMlaSub> void runMla(int ctx, bool adopt, uint64_t seed) {
   Rng r(seed);
   const int rows = ctx + 1;
   auto q = randBf16(r, HM * QD, 1.f), kv = randBf16(r, LORA + ROPE, 1.f);
@@ -913,10 +913,11 @@ template <int HM = 4, int HG = 2> void runMla(int ctx, bool adopt, uint64_t seed
   absorbKernel<HM><<<9, T, NOPE * sizeof(float)>>>(dq.as<mk::bf16>(), dw.p, ds.as<mk::bf16>(),
                                                dz.as<mk::bf16>(), qabs.p);
   CK(cudaGetLastError());
-  const size_t asmem = mk::mla_attention_smem_floats<T, HG, LORA, ROPE>() * sizeof(float);
-  CK(cudaFuncSetAttribute(attnKernel<HM, HG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)asmem));
+  const size_t asmem = mk::mla_attention_smem_floats<T, HG, LORA, ROPE, SUB>() * sizeof(float);
+  CK(cudaFuncSetAttribute(attnKernel<HM, HG, SUB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          (int)asmem));
   const float scale = 1.f / std::sqrt(float(QD));
-  attnKernel<HM, HG><<<23, T, asmem>>>(rows, scale, qabs.p, dqr.as<mk::bf16>(), (mk::bf16 *)co,
+  attnKernel<HM, HG, SUB><<<23, T, asmem>>>(rows, scale, qabs.p, dqr.as<mk::bf16>(), (mk::bf16 *)co,
                                (mk::bf16 *)ko, pm.p, pl.p, pa.p, nch.p);
   CK(cudaGetLastError());
   const size_t csmem = mk::mla_combine_smem_floats<T, VH, LORA>() * sizeof(float);
@@ -1013,6 +1014,15 @@ TEST(Mla, SixteenHeadGroups) {
   REQUIRE_GPU();
   runMla<16, 16>(300, false, 24); // A rows 8-15 carry heads 8-15
   runMla<32, 16>(40, false, 25);  // two groups per chunk, a short last sub-chunk
+}
+// 32-row sub-chunks (attention-sub-rows=32): two ring slots, a k-step of
+// the weighted sum per 16 rows; short and single-row contexts included.
+TEST(Mla, ThirtyTwoRowSubChunks) {
+  REQUIRE_GPU();
+  runMla<4, 2, 32>(300, false, 26);
+  runMla<8, 8, 32>(1000, true, 27);
+  runMla<4, 2, 32>(0, false, 28);
+  runMla<32, 8, 32>(40, false, 29); // four groups per chunk, a short last sub-chunk
 }
 
 //===----------------------------------------------------------------------===//

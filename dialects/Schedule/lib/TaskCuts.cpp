@@ -217,6 +217,15 @@ Cuts MlaAttentionChunkOp::getLegalCuts(const TaskCutContext &ctx) {
     }
   TaskCut c = cut(chunks * (hm / headGroup), 0, "chunks");
   c.intArgs = {{"max_chunks", chunks}, {"head_group", headGroup}};
+  // 32-row sub-chunks (an option; 16, the template's default, is left
+  // unsaid, so the default kernel's IR and source do not change).
+  if (ctx.attentionSubRows != 16) {
+    if (headGroup > 8)
+      return t.emitOpError("attention-sub-rows=") << ctx.attentionSubRows
+                                                  << " needs at most 8 heads per task, got "
+                                                  << headGroup;
+    c.intArgs.push_back({"sub_rows", ctx.attentionSubRows});
+  }
   // The partials hold one row per chunk.
   c.bufferShapes = {{t.getStrArg("part_m").str(), {chunks * hm}},
                     {t.getStrArg("part_l").str(), {chunks * hm}},

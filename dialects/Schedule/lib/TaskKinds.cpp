@@ -77,7 +77,8 @@ const TaskArgSpec kMlaAttentionChunk[] = {
     in("q_abs"),         in("q_rope"),          in("c_kv"),
     in("k_rope"),        out("part_m"),         out("part_l"),
     out("part_acc"),     {"scale", T::Float},   {"heads", T::Pos},
-    {"lora", T::Pos},    {"head_group", T::Pos, P}, {"max_chunks", T::Pos, P}};
+    {"lora", T::Pos},    {"head_group", T::Pos, P}, {"max_chunks", T::Pos, P},
+    {"sub_rows", T::NonNeg, P}};
 const TaskArgSpec kMlaCombineWv[] = {
     in("part_m"),        in("part_l"),     in("part_acc"),  acc("o"),
     {"kv_b", T::Weight}, {"heads", T::Pos}, {"lora", T::Pos}, {"v_head", T::Pos},

@@ -6,6 +6,9 @@
 // RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-chunks=16" | FileCheck %s --check-prefix=CHUNKS
 // RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-head-group=16" | FileCheck %s --check-prefix=HG16
 // RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-head-group=12" | FileCheck %s --check-prefix=HG12
+// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-sub-rows=32" | FileCheck %s --check-prefix=SUB32
+// RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-sub-rows=24" 2>&1 | FileCheck %s --check-prefix=BAD-SUB24
+// RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-sub-rows=32 attention-head-group=16" 2>&1 | FileCheck %s --check-prefix=BAD-SUB32-HG16
 // RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-head-group=17" 2>&1 | FileCheck %s --check-prefix=BAD-HG17
 // RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-head-group=0" 2>&1 | FileCheck %s --check-prefix=BAD-HG0
 // RUN: not mk-opt %s -split-input-file "--schedule-partition-work=target-sms=0" 2>&1 | FileCheck %s --check-prefix=BAD-SMS0
@@ -33,6 +36,8 @@
 // BAD-SEGMENT: schedule-partition-work: full-segment-bytes must be >= 0 (0: no penalty), got -1
 // BAD-HG17: schedule-partition-work: attention-head-group must be in 1..16 (the mma's A rows), got 17
 // BAD-HG0: schedule-partition-work: attention-head-group must be in 1..16 (the mma's A rows), got 0
+// BAD-SUB24: schedule-partition-work: attention-sub-rows must be 16 or 32, got 24
+// BAD-SUB32-HG16: 'schedule.mla_attention_chunk' op attention-sub-rows=32 needs at most 8 heads per task, got 16
 
 // GEMV tile width: 1024 x 1024 in groups of 128 is 8 tiles of 128 columns
 // (68 KB each) or 64 tiles of 16 (8.5 KB). The more SMs, the more and
@@ -259,6 +264,10 @@ schedule.kernel @wide_down attributes {threads = 256 : i64} {
 // SMS32: schedule.{{[a-z0-9_]+}} "combine" {{.*}}grain_per = 2 : i64{{.*}}slices = 2 : i64{{.*}}count = 32 : i64
 // HG16: schedule.{{[a-z0-9_]+}} "attention" {args = {c_kv = @c_kv, head_group = 16 : i64{{.*}}max_chunks = 64 : i64{{.*}}count = 64 : i64, partition = "chunks"
 // HG12: schedule.{{[a-z0-9_]+}} "attention" {args = {c_kv = @c_kv, head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}count = 128 : i64, partition = "chunks"
+// 32-row sub-chunks: the attention task says so (sub_rows; 16, the
+// default, is not written).
+// CHECK-NOT: sub_rows
+// SUB32: schedule.{{[a-z0-9_]+}} "attention" {args = {c_kv = @c_kv, head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}sub_rows = 32 : i64{{.*}}count = 128 : i64, partition = "chunks"
 // CHUNKS: schedule.buffer @part_m {dtype = "f32", shape = array<i64: 256>}
 // CHUNKS: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 256>}
 // CHUNKS: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 16384>}

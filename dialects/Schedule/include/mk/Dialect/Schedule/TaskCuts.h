@@ -52,6 +52,9 @@ struct TaskCutContext {
   /// MLA attention: the most context chunks, the most heads per task.
   int64_t attentionChunks = 64;
   int64_t attentionHeadGroup = 8;
+  /// Cache rows per sub-chunk of an attention task (16, or 32 with up to 8
+  /// heads per task).
+  int64_t attentionSubRows = 16;
   /// The last task before this one that writes buffer `name` (null if none).
   llvm::function_ref<TaskOpInterface(llvm::StringRef name)> producerOf;
 };
