@@ -67,10 +67,9 @@ variant tfuse schedule-fuse-kda-o-proj=enabled=true
 # Phase balancing with its spread-only moves (the zeroing tasks leave phase
 # 0; off by default since perf notes #72): measured against the default.
 variant tspread schedule-partition-work=balance-spread=true
-# 32-row MLA attention sub-chunks (opt-in, session 16): measured against the
-# default at long contexts.
-variant tsub32 schedule-partition-work=attention-sub-rows=32
 if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
+  # 32-row MLA attention sub-chunks (opt-in; perf notes #98: slower).
+  variant tsub32 schedule-partition-work=attention-sub-rows=32
   variant trowmajor schedule-tile-weights=layout=row-major
   variant ttiled schedule-tile-weights=layout=tiled
   variant tseg128 schedule-partition-work=full-segment-bytes=128
