@@ -269,7 +269,8 @@ bool KimiLinearImport::run(HfImport &out, std::string &error) {
   differences.push_back(
       "model_type = \"kimi_linear\": the released model's KDA layer (L2-normalized q and k, a "
       "decay through f_a/f_b with A_log and dt_bias, a sigmoid-gated per-head RMSNorm on its "
-      "output), the RMSNorm on MLA's cached latent, bf16 rounding inside the experts and its "
+      "output), the RMSNorm on MLA's cached latent, bf16 rounding inside the experts and the "
+      "dense FFN, and its "
       "embedding and LM head are not the unit family's (docs/semantics-kimi-linear.md, "
       "section 12)");
   expect("q_lora_rank", [](const json::Value &v) { int64_t n; return v.isNull() || (v.getInt(n) && n == 0); },
@@ -278,8 +279,27 @@ bool KimiLinearImport::run(HfImport &out, std::string &error) {
          "no rotary embedding (the unit rotates the qk_rope dims)");
   expect("rope_scaling", [](const json::Value &v) { return v.isNull(); }, true,
          "scaled rotary frequencies (the unit: plain RoPE)");
-  expect("first_k_dense_replace", [](const json::Value &v) { int64_t n; return v.getInt(n) && n == 0; },
-         true, "the first layers have a dense SwiGLU FFN of intermediate_size (the unit: an MoE in every layer)");
+  {
+    // The first layers' dense SwiGLU FFN: the family's dense_layers and
+    // dense_inter (its arithmetic is the shared expert's, fp32 sums rounded
+    // once: the model's per-linear bf16 rounding is in the difference above).
+    const json::Value *fk = r.get("first_k_dense_replace");
+    const json::Value *is = r.get("intermediate_size");
+    int64_t k = 0, inter = 0;
+    if (fk && !(fk->getInt(k) && k >= 0))
+      problems.push_back(fk->where() + ": first_k_dense_replace must be an integer >= 0, got " +
+                         describe(*fk));
+    else if (!cfg.pattern.empty() && k > int64_t(cfg.pattern.size()))
+      problems.push_back(fk->where() + ": first_k_dense_replace = " + std::to_string(k) +
+                         " exceeds the " + std::to_string(cfg.pattern.size()) + " layers");
+    else if (k > 0 && !(is && is->getInt(inter) && inter > 0))
+      problems.push_back("first_k_dense_replace = " + std::to_string(k) +
+                         " needs intermediate_size, the dense FFN's width (a positive integer)");
+    else if (k > 0) {
+      cfg.denseLayers = k;
+      cfg.denseInter = inter;
+    }
+  }
   expect("moe_layer_freq", [](const json::Value &v) { int64_t n; return v.getInt(n) && n == 1; },
          true, "an MoE only every few layers (the unit: every layer)");
   expect("moe_router_activation_func",
@@ -306,7 +326,6 @@ bool KimiLinearImport::run(HfImport &out, std::string &error) {
                             (tg ? describe(*tg) : std::string("(absent)")) +
                             ": experts chosen within groups (the unit: plain top-k)");
   }
-  r.used.insert("intermediate_size"); // read by the dense FFN only: see first_k_dense_replace
   r.used.insert("model_type");
 
   for (const auto &[k, v] : r.root.object)

@@ -61,11 +61,11 @@ std::string importError(const std::string &text, const HfImportOptions &o = asUn
 TEST(HfConfig, ReleasedKimiLinearIsRefusedNamingEveryDifference) {
   std::string err = importError(released(), HfImportOptions());
   for (const char *key : {"model_type = \"kimi_linear\"", "mla_use_nope = true",
-                          "first_k_dense_replace = 1", "moe_router_activation_func = \"sigmoid\"",
-                          "--hf-as-unit"})
+                          "moe_router_activation_func = \"sigmoid\"", "--hf-as-unit"})
     EXPECT_NE(err.find(key), std::string::npos) << key << " in: " << err;
   // What the unit does represent is not listed.
-  for (const char *key : {"moe_renormalize", "use_grouped_topk", "q_lora_rank", "rope_scaling"})
+  for (const char *key : {"moe_renormalize", "use_grouped_topk", "q_lora_rank", "rope_scaling",
+                          "first_k_dense_replace"})
     EXPECT_EQ(err.find(key), std::string::npos) << key << " in: " << err;
 }
 
@@ -89,6 +89,9 @@ TEST(HfConfig, ReleasedKimiLinearAsUnitKeepsItsDimensions) {
   EXPECT_EQ(c.nActive, 8);
   EXPECT_EQ(c.nShared, 1);
   EXPECT_EQ(c.moeInter, 1024);
+  // Layer 0's dense SwiGLU FFN (first_k_dense_replace, intermediate_size).
+  EXPECT_EQ(c.denseLayers, 1);
+  EXPECT_EQ(c.denseInter, 9216);
   EXPECT_EQ(c.routedScaling, 2.446);
   EXPECT_EQ(c.group, 128);
   EXPECT_EQ(c.eps, 1e-5);
@@ -98,8 +101,9 @@ TEST(HfConfig, ReleasedKimiLinearAsUnitKeepsItsDimensions) {
     bool mla = i == 26 || (i < 24 && i % 4 == 3);
     EXPECT_EQ(c.pattern[i], mla ? LayerKind::MLA : LayerKind::KDA) << "layer " << i;
   }
-  // A note for the group and one per difference.
-  ASSERT_EQ(out.notes.size(), 5u);
+  // A note for the group and one per difference (model_type, mla_use_nope,
+  // the router's activation; the dense first layer is represented).
+  ASSERT_EQ(out.notes.size(), 4u);
   EXPECT_NE(out.notes[0].find("quantization group 128"), std::string::npos);
   EXPECT_NE(out.notes[2].find("mla_use_nope"), std::string::npos);
   // The spec it gives reads back the same.
@@ -121,7 +125,7 @@ TEST(HfConfig, AliasesAndOptions) {
   EXPECT_EQ(out.config.group, 64);
   EXPECT_EQ(out.config.nExperts, 256);
   EXPECT_EQ(out.config.nActive, 8);
-  EXPECT_EQ(out.notes.size(), 4u) << "no group note when the group is given";
+  EXPECT_EQ(out.notes.size(), 3u) << "no group note when the group is given";
 }
 
 TEST(HfConfig, QuantizationConfigGivesTheGroup) {
@@ -190,7 +194,27 @@ TEST(HfConfig, DifferencesTheUnitCannotExpress) {
     EXPECT_NE(err.find(key), std::string::npos) << key << " in: " << err;
   HfImport out;
   ASSERT_TRUE(importHfConfig(text, asUnit(), out, err)) << err;
-  EXPECT_EQ(out.notes.size(), 8u);
+  EXPECT_EQ(out.notes.size(), 7u);
+}
+
+// first_k_dense_replace needs the dense FFN's width and at most the model's
+// layers; 0 maps to no dense layer.
+TEST(HfConfig, DenseFirstLayers) {
+  EXPECT_NE(importError(releasedWith("\"intermediate_size\": 9216,", "")).find(
+                "first_k_dense_replace = 1 needs intermediate_size"),
+            std::string::npos);
+  EXPECT_NE(importError(releasedWith("\"first_k_dense_replace\": 1", "\"first_k_dense_replace\": 28"))
+                .find("first_k_dense_replace = 28 exceeds the 27 layers"),
+            std::string::npos);
+  EXPECT_NE(importError(releasedWith("\"first_k_dense_replace\": 1", "\"first_k_dense_replace\": -1"))
+                .find("first_k_dense_replace must be an integer >= 0"),
+            std::string::npos);
+  HfImport out;
+  std::string err;
+  ASSERT_TRUE(importHfConfig(releasedWith("\"first_k_dense_replace\": 1", "\"first_k_dense_replace\": 0"),
+                             asUnit(), out, err))
+      << err;
+  EXPECT_EQ(out.config.denseLayers, 0);
 }
 
 // Seeded mutants of the released config (bytes replaced, inserted or cut,
