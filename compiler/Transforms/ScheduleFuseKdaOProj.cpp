@@ -17,14 +17,17 @@
 // Opt-in (`enabled=true`): measured no faster on the H200
 // (docs/perf-notes.md, #60-#62).
 // Runs after schedule-partition-work (which sets `chunk`) and before
-// schedule-barriers-to-counters.
+// schedule-barriers-to-counters. The fold is a rewrite pattern on the GEMV
+// (FoldOProjIntoKdaTask), applied by the greedy driver: a task folded once
+// has `o_weight` and takes no second projection.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Transforms/Passes.h"
 #include "mk/PackedLayout.h"
 
-#include "llvm/ADT/StringMap.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mk::schedule {
 #define GEN_PASS_DEF_SCHEDULEFUSEKDAOPROJ
@@ -79,45 +82,68 @@ bool hasCounters(KernelOp kernel, StringRef t) {
   return found;
 }
 
-void ScheduleFuseKdaOProjPass::runOnOperation() {
-  if (!enabled)
-    return;
-  for (KernelOp kernel : getOperation().getOps<KernelOp>()) {
-    // The KDA tasks by the o buffer they write.
-    llvm::StringMap<TaskOpInterface> producers;
-    kernel.walk([&](TaskOpInterface t) {
-      if (isa<KdaHeadChunkOp>(t.getOperation()) && t.getStrArg("o_weight").empty())
-        producers[t.getStrArg("o")] = t;
-    });
-    SmallVector<std::pair<TaskOpInterface, TaskOpInterface>> fusions;
-    kernel.walk([&](TaskOpInterface g) {
-      if (!isa<W4A16GemvOp>(g.getOperation()))
-        return;
-      auto it = producers.find(g.getStrArg("input"));
-      if (it == producers.end() || !isFusable(kernel, it->second, g) || hasCounters(kernel, g.getName()))
-        return;
-      fusions.push_back({it->second, g});
-      producers.erase(it); // one projection per task
-    });
-    for (auto [kda, g] : fusions) {
-      Builder b(kda.getContext());
-      NamedAttrList args(kda.getArgs());
-      args.set("o_weight", b.getStringAttr(g.getStrArrayArg("weights")[0]));
-      args.set("o_acc", FlatSymbolRefAttr::get(b.getContext(), g.getStrArrayArg("outputs")[0]));
-      args.set("o_n", b.getI64IntegerAttr(g.getIntArrayArg("n")[0]));
+/// The KDA task of `kernel` that writes buffer `o` and has no projection
+/// folded in yet (null if none).
+TaskOpInterface unfoldedProducer(KernelOp kernel, StringRef o) {
+  TaskOpInterface found;
+  kernel.walk([&](KdaHeadChunkOp k) {
+    TaskOpInterface t = k;
+    if (!found && t.getStrArg("o") == o && t.getStrArg("o_weight").empty())
+      found = t;
+  });
+  return found;
+}
+
+/// schedule.w4a16_gemv (a KDA layer's output projection) -> `o_weight`,
+/// `o_acc` and `o_n` on the kda_head_chunk task producing its input; the
+/// GEMV goes, and a phase it leaves without tasks goes with the barrier in
+/// front of it.
+struct FoldOProjIntoKdaTask : OpRewritePattern<W4A16GemvOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(W4A16GemvOp op, PatternRewriter &rewriter) const override {
+    TaskOpInterface g = op;
+    auto kernel = op->getParentOfType<KernelOp>();
+    if (!kernel)
+      return rewriter.notifyMatchFailure(op, "not inside a schedule.kernel");
+    TaskOpInterface kda = unfoldedProducer(kernel, g.getStrArg("input"));
+    if (!kda)
+      return rewriter.notifyMatchFailure(op, "its input is no unfolded KDA task's o");
+    if (!isFusable(kernel, kda, g) || hasCounters(kernel, g.getName()))
+      return rewriter.notifyMatchFailure(op, "not a projection the row-slice product folds");
+    Builder &b = rewriter;
+    NamedAttrList args(kda.getArgs());
+    args.set("o_weight", b.getStringAttr(g.getStrArrayArg("weights")[0]));
+    args.set("o_acc", FlatSymbolRefAttr::get(b.getContext(), g.getStrArrayArg("outputs")[0]));
+    args.set("o_n", b.getI64IntegerAttr(g.getIntArrayArg("n")[0]));
+    rewriter.modifyOpInPlace(kda, [&] {
       kda.setArgsAttr(args.getDictionary(kda.getContext()));
       // `o_acc` says that the task now accumulates into the sums.
       kda.setBytes(kda.getBytes() + g.getBytes() / std::max<int64_t>(1, kda.getCount()));
-      auto phase = g->getParentOfType<PhaseOp>();
-      g.erase();
-      // A phase left without tasks goes, with the barrier before it.
-      if (phase && phase.getBody().front().getOps<TaskOpInterface>().empty()) {
-        if (auto barrier = dyn_cast_or_null<BarrierOp>(phase->getPrevNode()))
-          barrier.erase();
-        phase.erase();
-      }
+    });
+    auto phase = op->getParentOfType<PhaseOp>();
+    rewriter.eraseOp(op);
+    if (phase && phase.getBody().front().getOps<TaskOpInterface>().empty()) {
+      if (auto barrier = dyn_cast_or_null<BarrierOp>(phase->getPrevNode()))
+        rewriter.eraseOp(barrier);
+      rewriter.eraseOp(phase);
     }
+    return success();
   }
+};
+
+void ScheduleFuseKdaOProjPass::runOnOperation() {
+  if (!enabled)
+    return;
+  RewritePatternSet patterns(&getContext());
+  patterns.add<FoldOProjIntoKdaTask>(&getContext());
+  // Program order (a task's projection is the first GEMV reading its o) and
+  // no region simplification: the schedule's ops (which have no folders)
+  // are kept as they are but for the rewrites.
+  GreedyRewriteConfig config;
+  config.useTopDownTraversal = true;
+  config.enableRegionSimplification = GreedySimplifyRegionLevel::Disabled;
+  if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns), config)))
+    signalPassFailure();
 }
 
 } // namespace
