@@ -25,9 +25,9 @@ struct GraphAbsorbMlaPass
     : schedule::impl::GraphAbsorbMlaBase<GraphAbsorbMlaPass> {
   void runOnOperation() override {
     auto module = getOperation();
+    SymbolTableCollection symbols; // hashed once, not scanned per lookup
     WalkResult r = module.walk([&](graph::MlaAttentionOp op) {
-      auto w = SymbolTable::lookupNearestSymbolFrom<graph::QuantizedWeightOp>(
-          op, op.getKvBAttr());
+      auto w = symbols.lookupNearestSymbolFrom<graph::QuantizedWeightOp>(op, op.getKvBAttr());
       if (!w) {
         op.emitOpError("kv_b ") << op.getKvBAttr()
                                 << " is not a graph.quantized_weight";

@@ -28,9 +28,8 @@ struct GraphFuseProjectionsPass
 
 /// The quantization group of a W4A16 linear's weight (0 if unresolved: the
 /// graph verifier rejects that).
-int64_t groupOf(graph::LinearW4A16Op l) {
-  auto w = SymbolTable::lookupNearestSymbolFrom<graph::QuantizedWeightOp>(
-      l, l.getWeightAttr());
+int64_t groupOf(SymbolTableCollection &symbols, graph::LinearW4A16Op l) {
+  auto w = symbols.lookupNearestSymbolFrom<graph::QuantizedWeightOp>(l, l.getWeightAttr());
   return w ? w.getGroup() : 0;
 }
 
@@ -50,6 +49,7 @@ void GraphFuseProjectionsPass::runOnOperation() {
       byInput[l.getInput()].push_back(op);
   });
   llvm::StringSet<> names;
+  SymbolTableCollection symbols; // hashed once per table, not scanned per lookup
   for (auto &[input, ops] : byInput) {
     // One group per quantization group size of the W4A16 members (a GEMV
     // task reads weights of one group size); bf16 members join the first.
@@ -57,7 +57,7 @@ void GraphFuseProjectionsPass::runOnOperation() {
     SmallVector<Operation *> bf16;
     for (Operation *o : ops) {
       if (auto l = dyn_cast<graph::LinearW4A16Op>(o))
-        byGroup[groupOf(l)].push_back(o);
+        byGroup[groupOf(symbols, l)].push_back(o);
       else
         bf16.push_back(o);
     }

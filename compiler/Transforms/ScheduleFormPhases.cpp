@@ -86,7 +86,7 @@ static StringRef dtypeOf(Type t) {
 class Lowering {
 public:
   Lowering(ModuleOp module, func::FuncOp fn)
-      : module(module), fn(fn), b(module.getContext()),
+      : module(module), symbols(module), fn(fn), b(module.getContext()),
         hidden(cast<RankedTensorType>(fn.getArgument(0).getType()).getDimSize(0)) {}
 
   LogicalResult run();
@@ -96,6 +96,9 @@ public:
 
 private:
   ModuleOp module;
+  /// The module's symbols, hashed once (a lookup through the module scans
+  /// it: quadratic in the layer count).
+  SymbolTable symbols;
   func::FuncOp fn;
   OpBuilder b;
   /// The hidden size: the step's input.
@@ -103,7 +106,7 @@ private:
   /// The quantized weight `name` (a graph.quantized_weight symbol): the
   /// lowering reads shapes and quantization groups from it.
   graph::QuantizedWeightOp quantized(Operation *user, StringRef name) {
-    auto w = module.lookupSymbol<graph::QuantizedWeightOp>(name);
+    auto w = symbols.lookup<graph::QuantizedWeightOp>(name);
     if (!w)
       user->emitOpError("refers to '") << name << "', which is no graph.quantized_weight";
     return w;
@@ -309,7 +312,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       return r.emitOpError("expects the normalized input in shared memory");
     std::string name = r.getWeight().str();
     name = name.substr(0, name.size() - strlen(".weight"));
-    auto rw = module.lookupSymbol<graph::WeightOp>(r.getWeight());
+    auto rw = symbols.lookup<graph::WeightOp>(r.getWeight());
     if (!rw || rw.getTensorType().getRank() != 2)
       return r.emitOpError("router weight '") << r.getWeight()
                                                << "' must be a 2-D graph.weight";
@@ -990,10 +993,11 @@ void ScheduleFormPhasesPass::runOnOperation() {
                                    b.getStringAttr(""), w.getLayerAttr());
     }
   }
+  SymbolTable symbols(module);
   for (const BufferSpec &bs : lowering.buffers) {
     IntegerAttr layer;
     if (bs.space == "state")
-      if (auto st = module.lookupSymbol<graph::StateOp>(bs.name))
+      if (auto st = symbols.lookup<graph::StateOp>(bs.name))
         layer = st.getLayerAttr();
     b.create<schedule::BufferOp>(fn.getLoc(), b.getStringAttr(bs.name),
                                  b.getStringAttr(bs.dtype), b.getDenseI64ArrayAttr(bs.shape),
