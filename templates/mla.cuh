@@ -647,14 +647,16 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
     clk.lap(kStageMlaSoftmax);
     // Weighted rows: acc[h][d] = alpha[h] acc[h][d] + sum_row P[h][row] C[row][d].
     {
-      // 16-row sub-chunks: one k-step of rows (the default's code, kept
-      // as it was measured); 32-row ones: a k-step per 16 rows.
-      if constexpr (SUB == 16) {
+      // A k-step of the weighted sum per 16 rows of the sub-chunk (one for
+      // 16-row sub-chunks, two for 32); alpha scales the sums at the first.
+#pragma unroll
+      for (int rk = 0; rk < SUB / 16; ++rk) {
+        const float *pr = prob + 16 * rk;
         uint32_t ph0 = 0, ph1 = 0, ph2 = 0, ph3 = 0, pl0 = 0, pl1 = 0, pl2 = 0, pl3 = 0;
         float al = 0.f, al8 = 0.f;
         if (g < HG) {
-          const float2 a = *reinterpret_cast<const float2 *>(prob + g * SUB + 2 * t);
-          const float2 b = *reinterpret_cast<const float2 *>(prob + g * SUB + 2 * t + 8);
+          const float2 a = *reinterpret_cast<const float2 *>(pr + g * SUB + 2 * t);
+          const float2 b = *reinterpret_cast<const float2 *>(pr + g * SUB + 2 * t + 8);
           ph0 = detail::bf2_part(a, false);
           pl0 = detail::bf2_part(a, true);
           ph2 = detail::bf2_part(b, false);
@@ -662,8 +664,8 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
           al = alpha[g];
         }
         if (M16 && g + 8 < HG) { // A rows 8-15: heads g + 8
-          const float2 a = *reinterpret_cast<const float2 *>(prob + (g + 8) * SUB + 2 * t);
-          const float2 b = *reinterpret_cast<const float2 *>(prob + (g + 8) * SUB + 2 * t + 8);
+          const float2 a = *reinterpret_cast<const float2 *>(pr + (g + 8) * SUB + 2 * t);
+          const float2 b = *reinterpret_cast<const float2 *>(pr + (g + 8) * SUB + 2 * t + 8);
           ph1 = detail::bf2_part(a, false);
           pl1 = detail::bf2_part(a, true);
           ph3 = detail::bf2_part(b, false);
@@ -674,81 +676,25 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
         for (int i = 0; i < NTPW; ++i) {
           const int ct = warp + i * WARPS;
           if (ct < NT) {
-            acc[i][0] *= al;
-            acc[i][1] *= al;
-            if constexpr (M16) {
-              acc[i][2] *= al8;
-              acc[i][3] *= al8;
-            }
-            if constexpr (PACK) {
-              acc[i][2] *= al;
-              acc[i][3] *= al;
+            if (rk == 0) {
+              acc[i][0] *= al;
+              acc[i][1] *= al;
+              if constexpr (M16) {
+                acc[i][2] *= al8;
+                acc[i][3] *= al8;
+              }
+              if constexpr (PACK) {
+                acc[i][2] *= al;
+                acc[i][3] *= al;
+              }
             }
             uint32_t b0, b1;
-            detail::ldmatrix_x2_trans(b0, b1, cur + (lane & 15) * ROW + ct * 8);
+            detail::ldmatrix_x2_trans(b0, b1, cur + (16 * rk + (lane & 15)) * ROW + ct * 8);
             if constexpr (PACK) { // rows 8-15: head g's lo parts
               detail::mma_bf16_16816(acc[i], ph0, pl0, ph2, pl2, b0, b1);
             } else {
               detail::mma_bf16_16816(acc[i], ph0, ph1, ph2, ph3, b0, b1);
               detail::mma_bf16_16816(acc[i], pl0, pl1, pl2, pl3, b0, b1);
-            }
-          }
-        }
-      } else {
-        // One k-step of 16 rows per 16 rows of the sub-chunk; alpha once.
-        float al = 0.f, al8 = 0.f;
-        if (g < HG)
-          al = alpha[g];
-        if (M16 && g + 8 < HG)
-          al8 = alpha[g + 8];
-#pragma unroll
-        for (int i = 0; i < NTPW; ++i) {
-          const int ct = warp + i * WARPS;
-          if (ct < NT) {
-            acc[i][0] *= al;
-            acc[i][1] *= al;
-            if constexpr (M16) {
-              acc[i][2] *= al8;
-              acc[i][3] *= al8;
-            }
-            if constexpr (PACK) {
-              acc[i][2] *= al;
-              acc[i][3] *= al;
-            }
-          }
-        }
-#pragma unroll
-        for (int rk = 0; rk < SUB / 16; ++rk) {
-          const float *pr = prob + 16 * rk;
-          uint32_t ph0 = 0, ph1 = 0, ph2 = 0, ph3 = 0, pl0 = 0, pl1 = 0, pl2 = 0, pl3 = 0;
-          if (g < HG) {
-            const float2 a = *reinterpret_cast<const float2 *>(pr + g * SUB + 2 * t);
-            const float2 b = *reinterpret_cast<const float2 *>(pr + g * SUB + 2 * t + 8);
-            ph0 = detail::bf2_part(a, false);
-            pl0 = detail::bf2_part(a, true);
-            ph2 = detail::bf2_part(b, false);
-            pl2 = detail::bf2_part(b, true);
-          }
-          if (M16 && g + 8 < HG) { // A rows 8-15: heads g + 8
-            const float2 a = *reinterpret_cast<const float2 *>(pr + (g + 8) * SUB + 2 * t);
-            const float2 b = *reinterpret_cast<const float2 *>(pr + (g + 8) * SUB + 2 * t + 8);
-            ph1 = detail::bf2_part(a, false);
-            pl1 = detail::bf2_part(a, true);
-            ph3 = detail::bf2_part(b, false);
-            pl3 = detail::bf2_part(b, true);
-          }
-#pragma unroll
-          for (int i = 0; i < NTPW; ++i) {
-            const int ct = warp + i * WARPS;
-            if (ct < NT) {
-              uint32_t b0, b1;
-              detail::ldmatrix_x2_trans(b0, b1, cur + (16 * rk + (lane & 15)) * ROW + ct * 8);
-              if constexpr (PACK) { // rows 8-15: head g's lo parts
-                detail::mma_bf16_16816(acc[i], ph0, pl0, ph2, pl2, b0, b1);
-              } else {
-                detail::mma_bf16_16816(acc[i], ph0, ph1, ph2, ph3, b0, b1);
-                detail::mma_bf16_16816(acc[i], pl0, pl1, pl2, pl3, b0, b1);
-              }
             }
           }
         }
