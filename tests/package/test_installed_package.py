@@ -86,9 +86,11 @@ class SpecFromHuggingFace(unittest.TestCase):
         with self.assertRaises(megakernel.MegakernelError) as cm:
             megakernel.spec_from_hf(HF_CONFIG)
         msg = str(cm.exception)
-        for key in ("mla_use_nope = true", "first_k_dense_replace = 1",
+        for key in ("mla_use_nope = true",
                     'moe_router_activation_func = "sigmoid"', "as_unit=True"):
             self.assertIn(key, msg)
+        # Layer 0's dense FFN is represented (dense_layers), not a difference.
+        self.assertNotIn("first_k_dense_replace", msg)
 
     def test_as_unit_keeps_the_dimensions(self):
         notes = []
@@ -97,7 +99,9 @@ class SpecFromHuggingFace(unittest.TestCase):
         self.assertEqual(spec["config"]["n_experts"], 256)
         self.assertEqual(spec["config"]["eps"], 1e-05)
         self.assertEqual("".join(spec["pattern"]), "KKKM" * 6 + "KKM")
-        self.assertEqual(len(notes), 5)
+        self.assertEqual(spec["config"]["dense_layers"], 1)
+        self.assertEqual(spec["config"]["dense_inter"], 9216)
+        self.assertEqual(len(notes), 4)
         self.assertTrue(notes[0].startswith("quantization group 128"))
 
     def test_checkpoint_directory(self):
