@@ -28,12 +28,15 @@ for pair in kimi_linear_w4a16:examples/kimi_linear_w4a16.json tiny:examples/spec
   "$mkc" "$spec" --emit=cuda --debug-capture -o "$out/${name}_debug"
   echo "$out/$name, $out/${name}_debug: $(ls "$out/$name" | paste -sd' ')"
 done
-# Layer 0 with a dense SwiGLU FFN (OracleGpu.*DenseFirst*), tiny and full width.
+# Layer 0 with a dense SwiGLU FFN (OracleGpu.*DenseFirst*), tiny and full
+# width; the tiny one with captures too (mk-diff in gpu-tests.sh).
 for s in tiny_dense_first kimi_linear_dense_first; do
   rm -rf "${out:?}/$s"
   "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/$s"
   echo "$out/$s"
 done
+rm -rf "${out:?}/tiny_dense_first_debug"
+"$mkc" examples/specs/tiny_dense_first.json --emit=cuda --debug-capture -o "$out/tiny_dense_first_debug"
 # The tiny spec with tile-contiguous weights (OracleGpu.TinyTiledWeights).
 rm -rf "${out:?}/tiny_tiled"
 "$mkc" examples/specs/tiny.json --emit=cuda -o "$out/tiny_tiled" \

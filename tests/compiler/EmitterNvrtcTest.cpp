@@ -309,6 +309,9 @@ TEST(EmitterNvrtc, KimiLinearDebugCapture) {
 
 TEST(EmitterNvrtc, TinyDebugCapture) {
   check("examples/specs/tiny.json", "mk_tiny", true);
+  // A dense-FFN layer captures the FFN's input and output (moe_in, moe_out)
+  // and no router values.
+  check("examples/specs/tiny_dense_first.json", "mk_tiny_dense_first", true);
 }
 
 // mk-diff compares captures with the oracle's trace by name: the debug
