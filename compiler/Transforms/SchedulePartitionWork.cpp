@@ -264,33 +264,81 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
       g = {g.first - l.busiest, g.second - l.squares};
     return g;
   };
-  auto movable = [&](TaskOpInterface t, PhaseOp ph) {
-    // MLA attention chunks size their partial buffers as they are cut.
-    if (t.isEveryBlock() || isa<OpaqueTaskOp, MlaAttentionChunkOp>(t.getOperation()) ||
-        t.getCutBlocks())
-      return false; // (cut_blocks: balanced already)
-    const Accesses &acc = accesses(t);
-    for (const SmallVector<StringRef> *list : {&acc.reads, &acc.writes, &acc.accumulates})
-      for (StringRef n : *list)
-        if (shared.contains(n))
-          return false;
-    bool after = false, others = false;
-    for (TaskOpInterface o : ph.getBodyBlock().getOps<TaskOpInterface>()) {
-      if (o == t) {
-        after = true;
-        continue;
-      }
-      others |= !o.isEveryBlock();
-      if (after && mustFollow(accesses(t), accesses(o)))
-        return false;
-    }
-    return others; // a phase is never left without grid work
-  };
   for (int p = int(phases.size()) - 2; p >= 0; --p) {
     SmallVector<TaskOpInterface> tasks(phases[p].getBodyBlock().getOps<TaskOpInterface>());
+    // Phase p's grid tasks in block order, as (task, count, cost): its load
+    // without a task, or with one cut otherwise, comes from this list, and
+    // whether a later task of the phase must follow a task from counts of
+    // their accesses by buffer, not from a walk over the phase's ops per
+    // task (phase 0 holds every layer's zeroing tasks: those walks made the
+    // pass quadratic in the depth).
+    struct Entry {
+      Operation *op;
+      int64_t count, cost;
+    };
+    std::vector<Entry> entries;
+    int64_t used = 0; // instances of phase p's grid tasks
+    for (TaskOpInterface o : tasks)
+      if (!o.isEveryBlock()) {
+        entries.push_back({o.getOperation(), o.getCount(), costOf(o.getCount(), o.getBytes())});
+        used += o.getCount();
+      }
+    auto entryLoad = [&](Operation *out, const Entry *in) {
+      std::vector<std::pair<int64_t, int64_t>> v;
+      v.reserve(entries.size());
+      for (const Entry &e : entries) {
+        if (e.op != out)
+          v.push_back({e.count, e.cost});
+        else if (in)
+          v.push_back({in->count, in->cost});
+      }
+      return planning::phaseLoad(v, targetSms);
+    };
+    // The accesses of the phase's tasks after the one being decided (the
+    // walk is in reverse: the ones decided before it that stayed).
+    llvm::StringMap<int> laterReads, laterWrites, laterAccs;
+    auto addLater = [&](TaskOpInterface o) {
+      const Accesses &a = accesses(o);
+      for (StringRef x : a.reads)
+        ++laterReads[x];
+      for (StringRef x : a.writes)
+        ++laterWrites[x];
+      for (StringRef x : a.accumulates)
+        ++laterAccs[x];
+    };
+    auto anyIn = [](const llvm::StringMap<int> &m, ArrayRef<StringRef> xs) {
+      return llvm::any_of(xs, [&](StringRef x) {
+        auto it = m.find(x);
+        return it != m.end() && it->second > 0;
+      });
+    };
+    // mustFollow(t, o) for some later task o of the phase.
+    auto laterMustFollow = [&](TaskOpInterface t) {
+      const Accesses &a = accesses(t);
+      return anyIn(laterReads, a.writes) || anyIn(laterReads, a.accumulates) ||
+             anyIn(laterWrites, a.reads) || anyIn(laterWrites, a.writes) ||
+             anyIn(laterWrites, a.accumulates) || anyIn(laterAccs, a.reads) ||
+             anyIn(laterAccs, a.writes);
+    };
+    auto movable = [&](TaskOpInterface t) {
+      // MLA attention chunks size their partial buffers as they are cut.
+      if (t.isEveryBlock() || isa<OpaqueTaskOp, MlaAttentionChunkOp>(t.getOperation()) ||
+          t.getCutBlocks())
+        return false; // (cut_blocks: balanced already)
+      const Accesses &acc = accesses(t);
+      for (const SmallVector<StringRef> *list : {&acc.reads, &acc.writes, &acc.accumulates})
+        for (StringRef n : *list)
+          if (shared.contains(n))
+            return false;
+      // A phase is never left without grid work.
+      return !laterMustFollow(t) && entries.size() > 1;
+    };
+    std::optional<PhaseLoad> hereCache;
     for (TaskOpInterface t : llvm::reverse(tasks)) {
-      if (!movable(t, phases[p]))
+      if (!movable(t)) {
+        addLater(t);
         continue;
+      }
       int last = p;
       for (int q = p + 1; q < int(phases.size()) && q <= p + kBalanceWindow; ++q) {
         if (llvm::any_of(phases[q].getBodyBlock().getOps<TaskOpInterface>(), [&](TaskOpInterface o) {
@@ -299,30 +347,44 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
           break;
         last = q;
       }
-      PhaseLoad here = load(phases[p], {}, {}), without = load(phases[p], t, {});
+      if (!hereCache)
+        hereCache = entryLoad(nullptr, nullptr);
+      const PhaseLoad here = *hereCache;
+      std::optional<PhaseLoad> without; // computed when a later phase is tried
       Gain bestGain{0, 0.0};
       int best = -1;
       DictionaryAttr bestCut;
       // Phase p itself first (t cut again for the blocks its phase mates
       // leave idle, where they are more than the grid), then the later ones.
       for (int q = p; q <= last; ++q) {
-        int64_t used = 0, grid = 0;
-        for (TaskOpInterface o : phases[q].getBodyBlock().getOps<TaskOpInterface>())
-          grid += !o.isEveryBlock();
-        if (q != p && grid >= kMaxPhaseTasks)
-          continue;
-        for (TaskOpInterface o : phases[q].getBodyBlock().getOps<TaskOpInterface>())
-          if (!o.isEveryBlock() && o != t)
-            used += o.getCount();
-        int64_t idle = targetSms - used;
-        if (idle <= 0 || (q == p && used + t.getCount() <= targetSms))
+        int64_t usedQ = 0, grid = 0;
+        if (q == p) {
+          usedQ = used - t.getCount();
+        } else {
+          for (TaskOpInterface o : phases[q].getBodyBlock().getOps<TaskOpInterface>())
+            grid += !o.isEveryBlock();
+          if (grid >= kMaxPhaseTasks)
+            continue;
+          for (TaskOpInterface o : phases[q].getBodyBlock().getOps<TaskOpInterface>())
+            if (!o.isEveryBlock() && o != t)
+              usedQ += o.getCount();
+        }
+        int64_t idle = targetSms - usedQ;
+        if (idle <= 0 || (q == p && usedQ + t.getCount() <= targetSms))
           continue;
         FailureOr<DictionaryAttr> cut = recut(t, kernel, idle);
         if (failed(cut) || cut->getAs<IntegerAttr>("count").getInt() > idle)
           continue;
-        Gain gain = q == p ? saved({here}, {load(phases[p], t, *cut)})
-                           : saved({here, load(phases[q], {}, {})},
-                                   {without, load(phases[q], t, *cut)});
+        Gain gain;
+        if (q == p) {
+          const int64_t n = cut->getAs<IntegerAttr>("count").getInt();
+          const Entry in{t.getOperation(), n, costOf(n, cut->getAs<IntegerAttr>("bytes").getInt())};
+          gain = saved({here}, {entryLoad(t.getOperation(), &in)});
+        } else {
+          if (!without)
+            without = entryLoad(t.getOperation(), nullptr);
+          gain = saved({here, load(phases[q], {}, {})}, {*without, load(phases[q], t, *cut)});
+        }
         // Never a busier block; fewer busy bytes, or as many spread better.
         if (gain.first < 0 || (gain.first == 0 && (!balanceSpread || gain.second <= 0)))
           continue;
@@ -332,11 +394,24 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
           bestCut = *cut;
         }
       }
-      if (best < 0)
+      if (best < 0) {
+        addLater(t);
         continue;
+      }
+      const int64_t before = t.getCount();
       setAttrsExactly(t, bestCut);
-      if (best != p)
+      hereCache.reset();
+      auto entry = llvm::find_if(entries, [&](const Entry &e) { return e.op == t.getOperation(); });
+      if (best != p) {
         t->moveBefore(&phases[best].getBodyBlock(), phases[best].getBodyBlock().end());
+        used -= before;
+        entries.erase(entry);
+      } else {
+        used += t.getCount() - before;
+        entry->count = t.getCount();
+        entry->cost = costOf(t.getCount(), t.getBytes());
+        addLater(t);
+      }
     }
   }
 }
