@@ -535,11 +535,15 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
       // -4 us at 16384). -DMK_MLA_SCORE_CHAIN: one rolled chain of tested
       // steps (the form of session 12).
 #ifndef MK_MLA_SCORE_CHAIN
-      constexpr bool SPLIT = PACK;
+      constexpr bool kChain = false;
+#else
+      constexpr bool kChain = true;
+#endif
+      constexpr bool SPLIT = PACK && !kChain;
       // Whether the k-groups before the last hold only latent steps (the
       // unit's and every wide spec's shapes); otherwise (a small latent
       // dim, as the tiny spec's 128 + 16) each step is tested at run time.
-      constexpr bool kFrontLatent = (KQ - 1) * KPW <= LS;
+      constexpr bool kFrontLatent = !kChain && (KQ - 1) * KPW <= LS;
       // One k-step, its kind (LATENT: a latent step, else a rope one) a
       // compile-time fact.
       auto scoreStep = [&](int i, int ks, auto latentTag) {
@@ -563,49 +567,28 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
           detail::mma_bf16_16816(sl, a0, a1, a2, a3, b0, b1);
         }
       };
-      if (kFrontLatent && kq < KQ - 1) {
+      // Step i of k-group kq, its kind tested at run time.
+      auto testedStep = [&](int i, int kq0) {
+        const int ks = kq0 * KPW + i;
+        if (ks < LS)
+          scoreStep(i, ks, detail::ScoreStepKind<true>{});
+        else if (ks < KS)
+          scoreStep(i, ks, detail::ScoreStepKind<false>{});
+      };
+      if constexpr (kChain) {
+        MK_UNROLL_CODE
+        for (int i = 0; i < KPW; ++i)
+          testedStep(i, kq);
+      } else if (kFrontLatent && kq < KQ - 1) {
 #pragma unroll
         for (int i = 0; i < KPW; ++i)
           scoreStep(i, kq * KPW + i, detail::ScoreStepKind<true>{});
       } else {
         const int kq0 = kFrontLatent ? KQ - 1 : kq; // compile-time when kFrontLatent
 #pragma unroll
-        for (int i = 0; i < KPW; ++i) {
-          const int ks = kq0 * KPW + i;
-          if (ks < LS)
-            scoreStep(i, ks, detail::ScoreStepKind<true>{});
-          else if (ks < KS)
-            scoreStep(i, ks, detail::ScoreStepKind<false>{});
-        }
+        for (int i = 0; i < KPW; ++i)
+          testedStep(i, kq0);
       }
-#else
-      constexpr bool SPLIT = false;
-      MK_UNROLL_CODE
-      for (int i = 0; i < KPW; ++i) {
-        const int ks = kq * KPW + i;
-        if (ks < KS) {
-          const int kb = ks < LS ? ks * 16 : LORA + (ks - LS) * 16;
-          const int k0 = kb + lk;
-          uint32_t a0, a1 = 0u, a2, a3 = 0u, b0, b1;
-          if (M16 || (PACK && ks < LS)) // PACK: rows 8-15 are qlo's
-            detail::ldmatrix_x4(a0, a1, a2, a3, qhi + la16 * ROW + kb + lk16);
-          else
-            detail::ldmatrix_x2(a0, a2, qhi + la * ROW + k0);
-          detail::ldmatrix_x2(b0, b1, cur + (nt * 8 + la) * ROW + k0);
-          if (SPLIT && (i & 1))
-            detail::mma_bf16_16816(sl, a0, a1, a2, a3, b0, b1);
-          else
-            detail::mma_bf16_16816(sh, a0, a1, a2, a3, b0, b1);
-          if (!PACK && ks < LS) {
-            if constexpr (M16)
-              detail::ldmatrix_x4(a0, a1, a2, a3, qlo + la16 * ROW + kb + lk16);
-            else
-              detail::ldmatrix_x2(a0, a2, qlo + la * ROW + k0);
-            detail::mma_bf16_16816(sl, a0, a1, a2, a3, b0, b1);
-          }
-        }
-      }
-#endif
       // Lane (g, t) holds S[g][2t, 2t+1] in c0, c1 and S[g + 8][...] in c2,
       // c3 (zero rows below 16 query rows).
       if constexpr (SPLIT)

@@ -188,30 +188,31 @@ TEST(BlockSpec, BadPattern) {
 }
 
 TEST(BlockSpec, ContradictoryDims) {
-  EXPECT_EQ(specError(tinyWith("\"n_active\": 2", "\"n_active\": 9")),
-            "invalid block spec: 'n_active' (9) exceeds 'n_experts' (8)");
-  EXPECT_EQ(specError(tinyWith("\"group\": 32", "\"group\": 48")),
-            "invalid block spec: input dim 256 of 'blocks.0.attn.q_proj' is "
-            "not divisible by the group size 48");
-  EXPECT_EQ(specError(tinyWith("\"moe_inter\": 128", "\"moe_inter\": 80")),
-            "invalid block spec: input dim 80 of 'blocks.0.moe.down' is not "
-            "divisible by the group size 32");
-  EXPECT_EQ(specError(tinyWith("\"kda_heads\": 2", "\"kda_heads\": 0")),
-            "invalid block spec: 'kda_heads' must be positive, got 0");
-  EXPECT_EQ(specError(tinyWith("\"qk_rope\": 16", "\"qk_rope\": 15")),
-            "invalid block spec: 'qk_rope' must be even (rotary pairs), got 15");
-  EXPECT_EQ(specError(tinyWith("\"eps\": 1e-6", "\"eps\": -1")),
-            "invalid block spec: 'eps' must be positive");
-  // The optional dense-FFN keys.
-  EXPECT_EQ(specError(tinyWith("\"group\": 32", "\"dense_layers\": 5, \"dense_inter\": 64, \"group\": 32")),
-            "invalid block spec: 'dense_layers' (5) exceeds the 4 layers of 'pattern'");
-  EXPECT_EQ(specError(tinyWith("\"group\": 32", "\"dense_layers\": 1, \"group\": 32")),
-            "invalid block spec: 'dense_inter' must be positive where 'dense_layers' is set, got 0");
-  EXPECT_EQ(specError(tinyWith("\"group\": 32", "\"dense_layers\": -1, \"group\": 32")),
-            "invalid block spec: 'dense_layers' must be >= 0, got -1");
-  EXPECT_EQ(specError(tinyWith("\"group\": 32", "\"dense_layers\": 1, \"dense_inter\": 80, \"group\": 32")),
-            "invalid block spec: input dim 80 of 'blocks.0.mlp.down' is not divisible by the "
-            "group size 32");
+  struct Case {
+    const char *from, *to, *error;
+  };
+  const Case cases[] = {
+      {"\"n_active\": 2", "\"n_active\": 9", "'n_active' (9) exceeds 'n_experts' (8)"},
+      {"\"group\": 32", "\"group\": 48",
+       "input dim 256 of 'blocks.0.attn.q_proj' is not divisible by the group size 48"},
+      {"\"moe_inter\": 128", "\"moe_inter\": 80",
+       "input dim 80 of 'blocks.0.moe.down' is not divisible by the group size 32"},
+      {"\"kda_heads\": 2", "\"kda_heads\": 0", "'kda_heads' must be positive, got 0"},
+      {"\"qk_rope\": 16", "\"qk_rope\": 15", "'qk_rope' must be even (rotary pairs), got 15"},
+      {"\"eps\": 1e-6", "\"eps\": -1", "'eps' must be positive"},
+      // The optional dense-FFN keys.
+      {"\"group\": 32", "\"dense_layers\": 5, \"dense_inter\": 64, \"group\": 32",
+       "'dense_layers' (5) exceeds the 4 layers of 'pattern'"},
+      {"\"group\": 32", "\"dense_layers\": 1, \"group\": 32",
+       "'dense_inter' must be positive where 'dense_layers' is set, got 0"},
+      {"\"group\": 32", "\"dense_layers\": -1, \"group\": 32",
+       "'dense_layers' must be >= 0, got -1"},
+      {"\"group\": 32", "\"dense_layers\": 1, \"dense_inter\": 80, \"group\": 32",
+       "input dim 80 of 'blocks.0.mlp.down' is not divisible by the group size 32"},
+  };
+  for (const Case &c : cases)
+    EXPECT_EQ(specError(tinyWith(c.from, c.to)), std::string("invalid block spec: ") + c.error)
+        << c.to;
 }
 
 // Layers below dense_layers own a dense FFN (blocks.i.mlp, one-expert
