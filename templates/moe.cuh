@@ -161,10 +161,16 @@ __host__ __device__ constexpr int moe_down_smem_floats(int staged) { return stag
 /// the task's k-slice of hmid is staged, at smem[0, k1 - k0), so that the
 /// work area does not grow with the expert width; else hmid's rows sit at
 /// their own index in smem[0, inter) (the form the unit's kernel uses).
-template <int THREADS, int TN, int GROUP, int ORDER = kOrderRowMajor, bool SLICE = false>
-__device__ void moe_down_task(const float *gate_up, int inter, const uint8_t *wq, const bf16 *s,
-                              const bf16 *z, int N, int n0, int nvalid, int k0, int k1,
-                              float weight, float *acc, int acc_offset, float *smem) {
+/// moe_down_task_waiting: the same after `wait()`, which runs first in the
+/// tile's prologue, once the weight copies are issued: the task's wait for
+/// the gate and up sums (CounterWaits) then overlaps its stream's start
+/// instead of preceding it.
+template <int THREADS, int TN, int GROUP, int ORDER, bool SLICE, class Wait>
+__device__ __forceinline__ void moe_down_body(const float *gate_up, int inter, const uint8_t *wq,
+                                              const bf16 *s, const bf16 *z, int N, int n0,
+                                              int nvalid, int k0, int k1, float weight,
+                                              float *acc, int acc_offset, float *smem,
+                                              Wait wait) {
   // The tile indexes x by absolute row: with SLICE it gets smem - k0.
   float *xs = SLICE ? smem - k0 : smem, *red = smem + (SLICE ? k1 - k0 : inter);
   // hmid is fp32 (the spec does not round silu(g) * u). Its loads wait on
@@ -172,6 +178,7 @@ __device__ void moe_down_task(const float *gate_up, int inter, const uint8_t *wq
   // A batch's loads are all issued before its stores (block_stage_slice
   // says why); -DMK_SERIAL_STAGING: one element at a time (the form before).
   auto stage_hmid = [&] {
+    wait();
 #ifndef MK_SERIAL_STAGING
     for (int base = k0 + threadIdx.x; base < k1; base += kStageBatch * THREADS) {
       float g[kStageBatch], u[kStageBatch];
@@ -195,6 +202,21 @@ __device__ void moe_down_task(const float *gate_up, int inter, const uint8_t *wq
   w4a16_gemv_tile_with<THREADS, TN, GROUP, EpiAtomicAddF32, true, ORDER>(
       xs, wq, s, z, N, n0, nvalid, k0, k1, red, EpiAtomicAddF32{acc, weight, acc_offset}, false,
       stage_hmid);
+}
+template <int THREADS, int TN, int GROUP, int ORDER = kOrderRowMajor, bool SLICE = false>
+__device__ void moe_down_task(const float *gate_up, int inter, const uint8_t *wq, const bf16 *s,
+                              const bf16 *z, int N, int n0, int nvalid, int k0, int k1,
+                              float weight, float *acc, int acc_offset, float *smem) {
+  moe_down_body<THREADS, TN, GROUP, ORDER, SLICE>(gate_up, inter, wq, s, z, N, n0, nvalid, k0, k1,
+                                                  weight, acc, acc_offset, smem, NoPrologue{});
+}
+template <int THREADS, int TN, int GROUP, int ORDER, bool SLICE, class Wait>
+__device__ void moe_down_task_waiting(const float *gate_up, int inter, const uint8_t *wq,
+                                      const bf16 *s, const bf16 *z, int N, int n0, int nvalid,
+                                      int k0, int k1, float weight, float *acc, int acc_offset,
+                                      float *smem, Wait wait) {
+  moe_down_body<THREADS, TN, GROUP, ORDER, SLICE>(gate_up, inter, wq, s, z, N, n0, nvalid, k0, k1,
+                                                  weight, acc, acc_offset, smem, wait);
 }
 
 } // namespace mk

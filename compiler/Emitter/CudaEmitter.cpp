@@ -148,13 +148,20 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
       os << "      if (t < " << end << ") { // " << t.getName() << "\n"
          << "      const int i = t - " << begin << ";\n";
       bool waits = false;
+      prologueWait.clear();
       for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>()) {
         if (w.getTask() != t.getName())
           continue;
+        CounterOp c = counters.lookup(w.getCounter());
+        if (w.getInPrologue()) { // the task's lowering passes it on
+          prologueWait = llvm::formatv("mk::CounterWaits{{sync, {0} + (i / {1}) * {2}, {2}, {3}u}",
+                                       c.getBase(), w.getDivisor(), w.getSpan(), w.getTarget())
+                             .str();
+          continue;
+        }
         if (!waits)
           os << "      MK_WAIT_BEGIN();\n";
         waits = true;
-        CounterOp c = counters.lookup(w.getCounter());
         os << "      for (int q = 0; q < " << w.getSpan() << "; ++q)\n"
            << "        mk::counter_wait(sync, " << c.getBase() << " + (i / "
            << w.getDivisor() << ") * " << w.getSpan() << " + q, "
@@ -167,6 +174,8 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
       workTask = t;
       if (failed(emitInstance(t, is)))
         return failure();
+      if (!prologueWait.empty() && !isa<MoeDownOp>(t.getOperation()))
+        return t.emitOpError("has a prologue wait, which only moe_down tasks take");
       os << "      {\n" << inst << "      }\n";
       // The task's signals (two at a time share one release fence); their
       // block barrier frees its shared memory for the block's next task,

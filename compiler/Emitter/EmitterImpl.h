@@ -393,6 +393,9 @@ private:
   /// it is b's first of the phase) had its weight stream started at the
   /// phase's entry (emitGemvBegin).
   llvm::StringSet<> begunTasks;
+  /// The task being emitted's wait marked `in_prologue`, as the argument
+  /// its lowering passes on (mk::CounterWaits{...}); empty if none.
+  std::string prologueWait;
   /// Out-of-line helpers of the kernel body (namespace mkgen).
   std::string helpers;
   int beginCount = 0;

@@ -398,16 +398,22 @@ LogicalResult Emitter::lowerMoe(TaskOpInterface t, bool down, int64_t G, llvm::r
     asserts.insert(llvm::formatv("mk::moe_down_smem_floats<{0}, {1}>({2}) == {3}",
                                  T, tn, staged, staged + w4Red(tn))
                        .str());
+    // A wait in the prologue (schedule-prologue-waits) goes to the task,
+    // which runs it once its weight copies are requested.
+    const bool waiting = !prologueWait.empty();
     o << "      const int k0 = (r / " << tiles << ") * " << kslice
       << ", n0 = (r % " << tiles << ") * " << tn << ";\n"
-      << "      mkgen::call<&mk::moe_down_task<" << T << ", " << tn << ", " << G
-      << (slice ? ", " + orderName(w) + ", true" : orderArgs(w, false)) << ">>(" << sums
-      << " + slot * " << 2 * m
+      << "      mkgen::call<&mk::moe_down_task" << (waiting ? "_waiting<" : "<") << T << ", "
+      << tn << ", " << G
+      << (waiting ? ", " + orderName(w) + (slice ? ", true" : ", false") + ", mk::CounterWaits"
+                  : (slice ? ", " + orderName(w) + ", true" : orderArgs(w, false)))
+      << ">>(" << sums << " + slot * " << 2 * m
       << ", " << m << ", "
       << tileArgs(w, m, d, tn, "e", "n0") << ", min(" << tn << ", " << d
       << " - n0), k0, k0 + " << kslice << ", "
       << (routed ? "tk_w[slot]" : "1.f") << ", " << ptr(args.str("acc"), true)
-      << ", " << (tileOf(w) ? "n0" : "0") << ", work);\n";
+      << ", " << (tileOf(w) ? "n0" : "0") << ", work"
+      << (waiting ? ", " + prologueWait : std::string()) << ");\n";
   }
   return success();
 }

@@ -169,7 +169,8 @@ struct ScheduleBarriersToCountersPass
     b.setInsertionPointToEnd(&cPhase.getBodyBlock());
     b.create<WaitOp>(c.getLoc(), FlatSymbolRefAttr::get(counter),
                      b.getStringAttr(c.getName()), b.getI64IntegerAttr(cPer),
-                     b.getI64IntegerAttr(span), b.getI64IntegerAttr(pPer));
+                     b.getI64IntegerAttr(span), b.getI64IntegerAttr(pPer),
+                     /*in_prologue=*/UnitAttr());
     return success();
   }
 };

@@ -14,6 +14,7 @@ void mk::schedule::buildSchedulePipeline(OpPassManager &pm) {
   pm.addPass(createScheduleTileWeights());
   pm.addPass(createSchedulePrefetchWeights());
   pm.addPass(createScheduleBarriersToCounters());
+  pm.addPass(createSchedulePrologueWaits());
   pm.addPass(createScheduleDealTasks());
   pm.addPass(createSchedulePlanWorkspace());
 }

@@ -509,6 +509,32 @@ LogicalResult CounterOp::verify() {
   return success();
 }
 
+LogicalResult WaitOp::verify() {
+  if (!getInPrologue())
+    return success();
+  // A prologue wait belongs to a task of its phase that waits in its
+  // prologue (a moe_down: moe_down_task_waiting), and is its only one.
+  auto phase = (*this)->getParentOfType<PhaseOp>();
+  Operation *task = nullptr;
+  for (TaskOpInterface t : phase.getBodyBlock().getOps<TaskOpInterface>())
+    if (t.getName() == getTask())
+      task = t.getOperation();
+  if (!task) // the kernel's verifier names the missing task
+    return success();
+  if (!isa<MoeDownOp>(task))
+    return emitOpError("in_prologue: task '")
+           << getTask() << "' is a " << task->getName().getStringRef()
+           << ", which waits before it starts (only moe_down waits in its prologue)";
+  // The second of two is the one reported.
+  for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>()) {
+    if (w == *this)
+      break;
+    if (w.getInPrologue() && w.getTask() == getTask())
+      return emitOpError("in_prologue: task '") << getTask() << "' has a second prologue wait";
+  }
+  return success();
+}
+
 void PhaseOp::build(OpBuilder &b, OperationState &state, StringRef name) {
   state.addAttribute(getNameAttrName(state.name), b.getStringAttr(name));
   Region *body = state.addRegion();

@@ -364,3 +364,45 @@ schedule.kernel @k attributes {threads = 128 : i64} {
     schedule.zero_f32 "zero" {args = {buffer = @s, n = 64 : i64}}
   }
 }
+
+// -----
+
+// Only a moe_down task waits in its prologue (moe_down_task_waiting).
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
+  schedule.counter @c {size = 1 : i64}
+  schedule.phase "p" {
+    schedule.opaque "p" {writes = [@x]}
+    schedule.signal @c {task = "p"}
+  }
+  schedule.phase "q" {
+    schedule.opaque "q" {reads = [@x]}
+    // expected-error @+1 {{in_prologue: task 'q' is a schedule.opaque, which waits before it starts (only moe_down waits in its prologue)}}
+    schedule.wait @c {task = "q", target = 1 : i64, in_prologue}
+  }
+}
+
+// -----
+
+// One prologue wait per task.
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @sums {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.weight @down.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 1, 64, 256>}
+  schedule.weight @down.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 1, 4, 256>}
+  schedule.weight @down.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 1, 4, 256>}
+  schedule.counter @a {size = 1 : i64}
+  schedule.counter @b {size = 1 : i64}
+  schedule.phase "p" {
+    schedule.opaque "p1" {writes = [@sums]}
+    schedule.opaque "p2" {writes = [@acc]}
+    schedule.signal @a {task = "p1"}
+    schedule.signal @b {task = "p2"}
+  }
+  schedule.phase "down" {
+    schedule.moe_down "d" {args = {acc = @acc, down = "down", experts = 1 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 1 : i64, slots = 1 : i64, sums = @sums, tiles = 2 : i64, tn = 128 : i64}, bytes = 16384 : i64, count = 2 : i64, partition = "experts"}
+    schedule.wait @a {divisor = 2 : i64, task = "d", target = 1 : i64, in_prologue}
+    // expected-error @+1 {{in_prologue: task 'd' has a second prologue wait}}
+    schedule.wait @b {divisor = 2 : i64, task = "d", target = 1 : i64, in_prologue}
+  }
+}

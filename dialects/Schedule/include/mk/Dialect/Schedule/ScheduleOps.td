@@ -320,6 +320,10 @@ def Schedule_WaitOp : Schedule_Op<"wait", [HasParent<"PhaseOp">]> {
     `(j / divisor) * span` .. `(j / divisor) * span + span - 1` of `counter`
     reached `target`. Every task that signals the counter must come
     before `task` in program order (deadlock freedom on a co-resident grid).
+    With `in_prologue` the instance starts before that and waits in its
+    prologue, once its weight copies are requested, so that its weight
+    stream runs under the wait (schedule-prologue-waits): only a
+    `moe_down` task, and at most one such wait per task.
 
     ```mlir
     schedule.wait @l0.heads_ready {task = "l0.kda", divisor = 4 : i64, target = 9 : i64}
@@ -330,8 +334,10 @@ def Schedule_WaitOp : Schedule_Op<"wait", [HasParent<"PhaseOp">]> {
     StrAttr:$task,
     DefaultValuedAttr<I64Attr, "1">:$divisor,
     DefaultValuedAttr<I64Attr, "1">:$span,
-    I64Attr:$target);
+    I64Attr:$target,
+    UnitAttr:$in_prologue);
   let assemblyFormat = "$counter attr-dict";
+  let hasVerifier = 1;
 }
 
 def Schedule_BarrierOp : Schedule_Op<"barrier", [HasParent<"KernelOp">]> {

@@ -1,0 +1,90 @@
+//===- SchedulePrologueWaits.cpp - Waits after the weight copies start ----===//
+//
+// A task instance that waits for a counter before it starts also starts its
+// weight stream only after the wait, although its weights depend on nothing
+// the counter guards. An MoE down task waits for its expert's gate and up
+// sums (the slowest of the expert's gate/up tiles), which it needs only to
+// stage silu(gate) * up in its tile's prologue, after the tile has asked
+// for its weights. This pass marks such a wait `in_prologue`: the emitted
+// task requests its weight copies, then waits, then stages its input, so
+// that the stream's start (the scales' and the first chunk's round trips)
+// runs under the wait. A wait qualifies when its task is a `moe_down` and
+// every task that signals its counter writes, of what the down task reads,
+// only its `sums` (the router's counter, which decides the expert and so
+// the weights, stays before the task).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Transforms/Passes.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mk::schedule {
+#define GEN_PASS_DEF_SCHEDULEPROLOGUEWAITS
+#include "Transforms/Passes.h.inc"
+} // namespace mk::schedule
+
+using namespace mlir;
+using namespace mk::schedule;
+
+namespace {
+
+struct SchedulePrologueWaitsPass
+    : mk::schedule::impl::SchedulePrologueWaitsBase<SchedulePrologueWaitsPass> {
+  using Base::Base;
+  void runOnOperation() override;
+};
+
+/// Whether everything `producer` writes that `consumer` reads is `sums`
+/// (and it does write `sums`).
+bool writesOnlySums(TaskOpInterface producer, const TaskAccesses &consumer, StringRef sums) {
+  const TaskAccesses p = taskAccesses(producer);
+  bool wrote = false;
+  for (const SmallVector<StringRef> *set : {&p.writes, &p.accumulates})
+    for (StringRef b : *set) {
+      if (!llvm::is_contained(consumer.reads, b))
+        continue;
+      if (b != sums)
+        return false;
+      wrote = true;
+    }
+  return wrote;
+}
+
+void SchedulePrologueWaitsPass::runOnOperation() {
+  if (!enabled)
+    return;
+  for (KernelOp kernel : getOperation().getOps<KernelOp>()) {
+    llvm::StringMap<TaskOpInterface> tasks;
+    llvm::StringMap<SmallVector<StringRef>> signallers; // counter -> tasks
+    kernel.walk([&](Operation *op) {
+      if (auto t = dyn_cast<TaskOpInterface>(op))
+        tasks[t.getName()] = t;
+      else if (auto s = dyn_cast<SignalOp>(op))
+        signallers[s.getCounter()].push_back(s.getTask());
+    });
+    for (PhaseOp phase : kernel.getBodyBlock().getOps<PhaseOp>()) {
+      llvm::StringSet<> marked; // one prologue wait per task
+      for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>()) {
+        TaskOpInterface t = tasks.lookup(w.getTask());
+        if (!t || !isa<MoeDownOp>(t.getOperation()) || w.getInPrologue() ||
+            marked.contains(w.getTask()))
+          continue;
+        const TaskAccesses reads = taskAccesses(t);
+        const StringRef sums = t.getStrArg("sums");
+        auto it = signallers.find(w.getCounter());
+        if (sums.empty() || it == signallers.end() ||
+            !llvm::all_of(it->second, [&](StringRef p) {
+              TaskOpInterface producer = tasks.lookup(p);
+              return producer && writesOnlySums(producer, reads, sums);
+            }))
+          continue;
+        w.setInPrologue(true);
+        marked.insert(w.getTask());
+      }
+    }
+  }
+}
+
+} // namespace
