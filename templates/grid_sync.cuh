@@ -191,8 +191,9 @@ __device__ __forceinline__ void counter_wait(unsigned *sync, int i, unsigned tar
 }
 
 /// Counters [first, first + n) each waited for until they reach `target`,
-/// as a task's prologue calls it (moe_down_task: after its weight copies
-/// are issued, so that the stream runs under the wait).
+/// as a task's prologue calls it (moe_down_task_waiting: after its weight
+/// copies are issued, so that the stream runs under the wait). Every
+/// thread of the block calls it.
 struct CounterWaits {
   unsigned *sync;
   int first, n;
