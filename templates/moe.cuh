@@ -142,6 +142,51 @@ __device__ void moe_topk(const bf16 *logits, float scaling, float *w_out, int *i
 #endif
 }
 
+/// The released Kimi-Linear router (BlockConfig's RouterKind::Sigmoid):
+/// s = sigmoid(logits) (fp32 of the bf16 logits), the top-K of s + bias
+/// (the correction bias `bias`, bf16 [E], steers the choice only; ties: the
+/// lower index wins), w = s / (sum(s) + 1e-20) * scaling over the chosen,
+/// summed in rank order. Results as moe_topk's (w_out[K], idx_out[K], the
+/// highest selection score first); all threads call it; ends synchronized.
+template <int E, int K>
+__device__ void moe_topk_sigmoid(const bf16 *logits, const bf16 *bias, float scaling,
+                                 float *w_out, int *idx_out) {
+  static_assert(K <= E, "top-k larger than the expert count");
+  __shared__ float score[E], sel[E];
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    const float s = 1.f / (1.f + expf(-bf2f(__ldcg(logits + e))));
+    score[e] = s;
+    sel[e] = s + bf2f(bias[e]);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    const float p = sel[e];
+    int rank = 0;
+#pragma unroll 8
+    for (int j = 0; j < E; ++j) {
+      const float q = sel[j];
+      rank += (q > p) || (q == p && j < e);
+    }
+    if (rank < K) {
+      w_out[rank] = score[e];
+      idx_out[rank] = e;
+    }
+  }
+  __syncthreads();
+  float w = 0.f;
+  if (threadIdx.x < K) {
+    float wsum = 0.f;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      wsum += w_out[k];
+    w = w_out[threadIdx.x] / (wsum + 1e-20f) * scaling;
+  }
+  __syncthreads(); // every thread has read w_out before any writes
+  if (threadIdx.x < K)
+    w_out[threadIdx.x] = w;
+  __syncthreads();
+}
+
 /// Shared memory (floats) of a moe_down_task that stages `staged` rows of
 /// hmid (the expert's width, or with SLICE its k-slice), then the tile's
 /// reduction area.

@@ -337,10 +337,13 @@ LogicalResult Emitter::lowerMoe(TaskOpInterface t, bool down, int64_t G, llvm::r
   o << "      const int slot = i / " << per << ", r = i % " << per << ";\n";
   if (routed) {
     auto [it, fresh] = topkKey.try_emplace(args.str("logits"), topkKey.size());
+    // A sigmoid router (its correction bias set) or the unit's softmax.
+    StringRef bias = args.str("router_bias");
     o << "      if (tk_key != " << it->second << ") {\n"
       << "        MK_STAGE_BEGIN();\n"
-      << "        mkgen::call<&mk::moe_topk<" << args.i64("experts") << ", " << args.i64("top_k")
-      << ">>(" << ptr(args.str("logits")) << ", "
+      << "        mkgen::call<&mk::moe_topk" << (bias.empty() ? "" : "_sigmoid") << "<"
+      << args.i64("experts") << ", " << args.i64("top_k") << ">>(" << ptr(args.str("logits"))
+      << ", " << (bias.empty() ? std::string() : ident(bias) + ", ")
       << fmtFloat(t.getArgs().getAs<FloatAttr>("scaling").getValueAsDouble())
       << ", tk_w, tk_idx);\n        MK_STAGE_END(mk::kStageTopk);\n"
       << "        tk_key = " << it->second << ";\n";

@@ -198,6 +198,7 @@ Value GraphBuilder::buildMoe(int64_t layer, Value u) {
   auto router = b.create<MoeRouterOp>(
       loc(p + ".router"), vec(cfg.nActive, b.getF32Type()),
       vec(cfg.nActive, b.getI32Type()), u, sym(p + ".router.weight"),
+      cfg.router == RouterKind::Sigmoid ? sym(p + ".router.bias") : FlatSymbolRefAttr(),
       b.getI64IntegerAttr(cfg.nActive),
       b.getF64FloatAttr(cfg.routedScaling));
   // The router's captured value is its logits (before the top-k).

@@ -765,6 +765,9 @@ LogicalResult Lowering::lowerExperts(Operation *op, bool routed) {
       setArg(t, "logits", logits);
       setArg(t, "top_k", router.getTopK());
       setArg(t, "scaling", router.getScaling().convertToDouble());
+      // The released model's sigmoid router: its correction bias.
+      if (FlatSymbolRefAttr bias = router.getBiasAttr())
+        setArg(t, "router_bias", bias.getValue().str());
       t.reads.push_back(logits);
     }
   };

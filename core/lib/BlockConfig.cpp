@@ -196,6 +196,8 @@ std::vector<TensorDesc> parameterTensors(const BlockConfig &c) {
       out.push_back({p + ".moe_norm", DType::BF16, {c.hidden}});
       out.push_back(
           {p + ".moe.router.weight", DType::BF16, {c.nExperts, c.hidden}});
+      if (c.router == RouterKind::Sigmoid)
+        out.push_back({p + ".moe.router.bias", DType::BF16, {c.nExperts}});
       for (const char *n : {"gate", "up", "down", "s_gate", "s_up", "s_down"})
         quant(p + ".moe." + n);
     }

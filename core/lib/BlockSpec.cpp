@@ -108,6 +108,15 @@ bool parseConfig(const json::Value &obj, BlockConfig &cfg,
       }
       cfg.*k.field = v.number;
     }
+    if (key == "router") {
+      known = true;
+      if (!v.isString() || (v.string != "softmax" && v.string != "sigmoid")) {
+        error = at(v) + "config key 'router' must be \"softmax\" or \"sigmoid\", got " +
+                (v.isString() ? json::quote(v.string) : std::string(json::kindName(v.kind)));
+        return false;
+      }
+      cfg.router = v.string == "sigmoid" ? RouterKind::Sigmoid : RouterKind::Softmax;
+    }
     if (!known) {
       error = v.keyWhere() + ": unknown config key '" + key + "'";
       return false;
@@ -243,6 +252,9 @@ json::Value blockConfigToJsonValue(const BlockConfig &cfg) {
     for (const RealKey &k : kRealKeys)
       if (std::strcmp(key, k.name) == 0)
         conf.set(key, json::Value::fromNumber(cfg.*k.field));
+    // The router kind only where it is not the unit's softmax.
+    if (std::strcmp(key, "routed_scaling") == 0 && cfg.router == RouterKind::Sigmoid)
+      conf.set("router", json::Value::fromString("sigmoid"));
   }
   root.set("config", std::move(conf));
   json::Value pat = json::Value::makeArray();

@@ -302,10 +302,19 @@ bool KimiLinearImport::run(HfImport &out, std::string &error) {
   }
   expect("moe_layer_freq", [](const json::Value &v) { int64_t n; return v.getInt(n) && n == 1; },
          true, "an MoE only every few layers (the unit: every layer)");
-  expect("moe_router_activation_func",
-         [](const json::Value &v) { return v.isString() && v.string == "softmax"; }, true,
-         "the router scores experts this way, with a selection bias (e_score_correction_bias) "
-         "(the unit: softmax)");
+  {
+    // The router: the unit's softmax, or the released model's sigmoid
+    // scores with the correction bias choosing (the family's `router`;
+    // its logits are rounded to bf16, the model's are fp32: in the
+    // model_type difference's bf16 rounding above).
+    const json::Value *f = r.get("moe_router_activation_func");
+    if (f && f->isString() && f->string == "sigmoid")
+      cfg.router = RouterKind::Sigmoid;
+    else if (f && !(f->isString() && f->string == "softmax"))
+      differences.push_back("moe_router_activation_func = " + describe(*f) +
+                            ": the router scores experts this way (the family: \"softmax\" "
+                            "or \"sigmoid\" with a correction bias)");
+  }
   expect("moe_renormalize", [](const json::Value &v) { return v.isBool() && v.boolean; }, true,
          "the chosen experts' weights are not renormalized (the unit renormalizes them)");
   expect("hidden_act", [](const json::Value &v) { return v.isString() && v.string == "silu"; },

@@ -200,18 +200,33 @@ std::vector<BFloat16> moe(const BlockConfig &cfg, const TensorMap &w,
   std::vector<float> lf(static_cast<size_t>(E)), prob(static_cast<size_t>(E)), tw(static_cast<size_t>(K));
   for (int64_t e = 0; e < E; ++e)
     lf[e] = logits[e].toFloat();
-  oracle::softmax(lf.data(), E, prob.data());
+  // The scores that weigh (prob) and the ones that choose (sel): the
+  // unit's softmax, or the released model's sigmoid with its correction
+  // bias steering the choice only.
+  const bool sigmoid = cfg.router == RouterKind::Sigmoid;
+  std::vector<float> sel(static_cast<size_t>(E)), chosen(static_cast<size_t>(K));
+  if (sigmoid) {
+    const BFloat16 *bias = weight(w, p + "router.bias").bf16();
+    for (int64_t e = 0; e < E; ++e) {
+      prob[e] = oracle::sigmoid(lf[e]);
+      sel[e] = prob[e] + bias[e].toFloat();
+    }
+    rec.f32("router_select", sel);
+  } else {
+    oracle::softmax(lf.data(), E, prob.data());
+    sel = prob;
+  }
   std::vector<int32_t> idx(static_cast<size_t>(K));
-  oracle::topK(prob.data(), E, K, idx.data(), tw.data());
+  oracle::topK(sel.data(), E, K, idx.data(), chosen.data());
   if (options) {
     auto it = options->forcedExperts.find(layer);
     if (it != options->forcedExperts.end() && int64_t(it->second.size()) == K)
-      for (int64_t j = 0; j < K; ++j) {
+      for (int64_t j = 0; j < K; ++j)
         idx[j] = it->second[j];
-        tw[j] = prob[idx[j]];
-      }
   }
-  oracle::normalizeRouteWeights(tw.data(), K, float(cfg.routedScaling));
+  for (int64_t j = 0; j < K; ++j)
+    tw[j] = prob[idx[j]];
+  oracle::normalizeRouteWeights(tw.data(), K, float(cfg.routedScaling), sigmoid ? 1e-20f : 1e-9f);
   std::vector<float> idxf(idx.begin(), idx.end());
   rec.f32("topk_idx", idxf);
   rec.f32("topk_w", tw);
@@ -376,7 +391,10 @@ std::vector<OracleOptions> nearTieRoutings(const BlockConfig &cfg,
     auto ix = trace.values.find(pre + "topk_idx");
     if (lg == trace.values.end() || ix == trace.values.end())
       continue;
-    const std::vector<float> &l = lg->second;
+    // The values that rank the experts: the logits (a softmax router's
+    // order), or a sigmoid router's selection scores (sigmoid + bias).
+    auto sl = trace.values.find(pre + "router_select");
+    const std::vector<float> &l = sl != trace.values.end() ? sl->second : lg->second;
     std::vector<int32_t> chosen(ix->second.begin(), ix->second.end());
     // The strongest expert left out.
     int32_t out1 = -1;

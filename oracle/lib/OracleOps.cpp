@@ -256,12 +256,12 @@ void topK(const float *p, int64_t n, int64_t k, int32_t *idx, float *w) {
   }
 }
 
-void normalizeRouteWeights(float *w, int64_t k, float scaling) {
+void normalizeRouteWeights(float *w, int64_t k, float scaling, float eps) {
   float sum = 0.0f;
   for (int64_t j = 0; j < k; ++j)
     sum = sum + w[j];
   for (int64_t j = 0; j < k; ++j)
-    w[j] = w[j] / (sum + 1e-9f) * scaling;
+    w[j] = w[j] / (sum + eps) * scaling;
 }
 
 void expertFfn(const float *u, const QuantWeight &gate, const QuantWeight &up,

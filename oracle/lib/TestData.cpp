@@ -241,6 +241,9 @@ TensorMap makeRandomWeights(const BlockConfig &cfg, uint64_t seed) {
     } else if (endsWith(name, ".conv_w")) {
       queueFill(jobs, t, testdata::streamFor(seed, name),
                 testdata::kConvStddev);
+    } else if (endsWith(name, ".router.bias")) {
+      queueFill(jobs, t, testdata::streamFor(seed, name),
+                testdata::kRouterBiasStddev);
     }
   }
   // Quantized linears: one job per (expert, group of input rows), generating

@@ -28,8 +28,8 @@ def _pattern(cfg: Any) -> List[str]:
 def spec_from_config(cfg: Any, name: Optional[str] = None) -> Dict[str, Any]:
     """The block spec of `cfg` (any object with the spec's configuration
     fields as attributes: `hidden`, `kda_heads`, ..., `pattern`, optionally
-    `eps`, `name` and the dense-FFN layers' `dense_layers` and `dense_inter`)
-    as a dict."""
+    `eps`, `name`, the dense-FFN layers' `dense_layers` and `dense_inter`,
+    and `router`: "softmax" or the released model's "sigmoid") as a dict."""
     conf = {}
     for k in _CONFIG_KEYS:
         v = getattr(cfg, k)
@@ -37,6 +37,11 @@ def spec_from_config(cfg: Any, name: Optional[str] = None) -> Dict[str, Any]:
     if int(getattr(cfg, "dense_layers", 0) or 0) > 0:
         conf["dense_layers"] = int(cfg.dense_layers)
         conf["dense_inter"] = int(getattr(cfg, "dense_inter", 0) or 0)
+    router = str(getattr(cfg, "router", "softmax") or "softmax")
+    if router not in ("softmax", "sigmoid"):
+        raise ValueError("router %r is neither \"softmax\" nor \"sigmoid\"" % (router,))
+    if router == "sigmoid":
+        conf["router"] = router
     if hasattr(cfg, "eps"):
         conf["eps"] = float(cfg.eps)
     return {"name": name or getattr(cfg, "name", None) or "unit",

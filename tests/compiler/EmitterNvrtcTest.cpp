@@ -133,6 +133,11 @@ TEST(EmitterNvrtc, DenseFirstLayer) {
   check("examples/specs/kimi_linear_dense_first.json", "mk_kimi_linear_dense_first");
 }
 
+// The released model's sigmoid router (moe_topk_sigmoid).
+TEST(EmitterNvrtc, SigmoidRouter) {
+  check("examples/specs/tiny_sigmoid_router.json", "mk_tiny_sigmoid_router");
+}
+
 namespace {
 
 /// The Kimi-Linear kernel with one pass option: compiled like the others

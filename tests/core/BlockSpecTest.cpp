@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 
@@ -240,6 +241,36 @@ TEST(BlockSpec, DenseFfnLayers) {
   EXPECT_EQ(shapes.count("blocks.0.moe.s_gate.w_q"), 0u);
   EXPECT_EQ(shapes.count("blocks.1.moe.router.weight"), 1u);
   EXPECT_EQ(shapes.count("blocks.1.mlp.gate.w_q"), 0u);
+}
+
+TEST(BlockSpec, SigmoidRouter) {
+  BlockConfig cfg;
+  std::string err;
+  ASSERT_TRUE(parseBlockSpec(tinyWith("\"group\"", "\"router\": \"sigmoid\", \"group\""), cfg, err))
+      << err;
+  EXPECT_EQ(cfg.router, RouterKind::Sigmoid);
+  // Written back only where it is not the unit's softmax.
+  BlockConfig back;
+  ASSERT_TRUE(parseBlockSpec(blockConfigToJson(cfg), back, err)) << err;
+  EXPECT_EQ(back.router, RouterKind::Sigmoid);
+  EXPECT_EQ(blockConfigToJson(BlockConfig{}).find("router\""), std::string::npos);
+  ASSERT_TRUE(parseBlockSpec(tinyWith("\"group\"", "\"router\": \"softmax\", \"group\""), cfg, err))
+      << err;
+  EXPECT_EQ(cfg.router, RouterKind::Softmax);
+  // Its correction bias is a parameter of every MoE layer, after the router.
+  cfg.router = RouterKind::Sigmoid;
+  std::vector<std::string> names;
+  for (const TensorDesc &t : parameterTensors(cfg))
+    names.push_back(t.name);
+  auto at = std::find(names.begin(), names.end(), "blocks.1.moe.router.bias");
+  ASSERT_NE(at, names.end());
+  EXPECT_EQ(*(at - 1), "blocks.1.moe.router.weight");
+  EXPECT_NE(specError(tinyWith("\"group\"", "\"router\": \"relu\", \"group\""))
+                .find("config key 'router' must be \"softmax\" or \"sigmoid\", got \"relu\""),
+            std::string::npos);
+  EXPECT_NE(specError(tinyWith("\"group\"", "\"router\": 1, \"group\""))
+                .find("config key 'router' must be \"softmax\" or \"sigmoid\", got number"),
+            std::string::npos);
 }
 
 TEST(BlockSpec, UnreadableFile) {

@@ -60,12 +60,12 @@ std::string importError(const std::string &text, const HfImportOptions &o = asUn
 
 TEST(HfConfig, ReleasedKimiLinearIsRefusedNamingEveryDifference) {
   std::string err = importError(released(), HfImportOptions());
-  for (const char *key : {"model_type = \"kimi_linear\"", "mla_use_nope = true",
-                          "moe_router_activation_func = \"sigmoid\"", "--hf-as-unit"})
+  for (const char *key : {"model_type = \"kimi_linear\"", "mla_use_nope = true", "--hf-as-unit"})
     EXPECT_NE(err.find(key), std::string::npos) << key << " in: " << err;
-  // What the unit does represent is not listed.
+  // What the family does represent is not listed (the sigmoid router is
+  // its `router`).
   for (const char *key : {"moe_renormalize", "use_grouped_topk", "q_lora_rank", "rope_scaling",
-                          "first_k_dense_replace"})
+                          "first_k_dense_replace", "moe_router_activation_func"})
     EXPECT_EQ(err.find(key), std::string::npos) << key << " in: " << err;
 }
 
@@ -92,6 +92,7 @@ TEST(HfConfig, ReleasedKimiLinearAsUnitKeepsItsDimensions) {
   // Layer 0's dense SwiGLU FFN (first_k_dense_replace, intermediate_size).
   EXPECT_EQ(c.denseLayers, 1);
   EXPECT_EQ(c.denseInter, 9216);
+  EXPECT_EQ(c.router, RouterKind::Sigmoid);
   EXPECT_EQ(c.routedScaling, 2.446);
   EXPECT_EQ(c.group, 128);
   EXPECT_EQ(c.eps, 1e-5);
@@ -101,9 +102,9 @@ TEST(HfConfig, ReleasedKimiLinearAsUnitKeepsItsDimensions) {
     bool mla = i == 26 || (i < 24 && i % 4 == 3);
     EXPECT_EQ(c.pattern[i], mla ? LayerKind::MLA : LayerKind::KDA) << "layer " << i;
   }
-  // A note for the group and one per difference (model_type, mla_use_nope,
-  // the router's activation; the dense first layer is represented).
-  ASSERT_EQ(out.notes.size(), 4u);
+  // A note for the group and one per difference (model_type, mla_use_nope;
+  // the dense first layer and the sigmoid router are represented).
+  ASSERT_EQ(out.notes.size(), 3u);
   EXPECT_NE(out.notes[0].find("quantization group 128"), std::string::npos);
   EXPECT_NE(out.notes[2].find("mla_use_nope"), std::string::npos);
   // The spec it gives reads back the same.
@@ -125,7 +126,7 @@ TEST(HfConfig, AliasesAndOptions) {
   EXPECT_EQ(out.config.group, 64);
   EXPECT_EQ(out.config.nExperts, 256);
   EXPECT_EQ(out.config.nActive, 8);
-  EXPECT_EQ(out.notes.size(), 3u) << "no group note when the group is given";
+  EXPECT_EQ(out.notes.size(), 2u) << "no group note when the group is given";
 }
 
 TEST(HfConfig, QuantizationConfigGivesTheGroup) {
@@ -194,7 +195,12 @@ TEST(HfConfig, DifferencesTheUnitCannotExpress) {
     EXPECT_NE(err.find(key), std::string::npos) << key << " in: " << err;
   HfImport out;
   ASSERT_TRUE(importHfConfig(text, asUnit(), out, err)) << err;
-  EXPECT_EQ(out.notes.size(), 7u);
+  EXPECT_EQ(out.notes.size(), 6u);
+  // A router activation the family lacks is one too.
+  err = importError(releasedWith("\"moe_router_activation_func\": \"sigmoid\"",
+                                 "\"moe_router_activation_func\": \"relu\""),
+                    HfImportOptions());
+  EXPECT_NE(err.find("moe_router_activation_func = \"relu\""), std::string::npos) << err;
 }
 
 // first_k_dense_replace needs the dense FFN's width and at most the model's

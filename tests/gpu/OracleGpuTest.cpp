@@ -589,6 +589,9 @@ TEST(OracleGpu, TinyOneStep) { oneStepAgainstOracle(tinyName()); }
 TEST(OracleGpu, TinyDenseFirstOneStep) { oneStepAgainstOracle("tiny_dense_first"); }
 TEST(OracleGpu, TinyDenseFirstEightSteps) { eightSteps("tiny_dense_first"); }
 TEST(OracleGpu, DenseFirstOneStep) { oneStepAgainstOracle("kimi_linear_dense_first"); }
+// The released model's router: sigmoid scores, the correction bias choosing.
+TEST(OracleGpu, TinySigmoidRouterOneStep) { oneStepAgainstOracle("tiny_sigmoid_router"); }
+TEST(OracleGpu, TinySigmoidRouterEightSteps) { eightSteps("tiny_sigmoid_router"); }
 TEST(OracleGpu, FullUnitFromContextZero) { fromContextZero(fullName()); }
 TEST(OracleGpu, TinyFromContextZero) { fromContextZero(tinyName()); }
 TEST(OracleGpu, TinyTiledWeights) { tiledWeights("tiny_tiled"); }

@@ -86,11 +86,12 @@ class SpecFromHuggingFace(unittest.TestCase):
         with self.assertRaises(megakernel.MegakernelError) as cm:
             megakernel.spec_from_hf(HF_CONFIG)
         msg = str(cm.exception)
-        for key in ("mla_use_nope = true",
-                    'moe_router_activation_func = "sigmoid"', "as_unit=True"):
+        for key in ("mla_use_nope = true", "as_unit=True"):
             self.assertIn(key, msg)
-        # Layer 0's dense FFN is represented (dense_layers), not a difference.
+        # Layer 0's dense FFN (dense_layers) and the sigmoid router (router)
+        # are represented, not differences.
         self.assertNotIn("first_k_dense_replace", msg)
+        self.assertNotIn("moe_router_activation_func", msg)
 
     def test_as_unit_keeps_the_dimensions(self):
         notes = []
@@ -101,7 +102,8 @@ class SpecFromHuggingFace(unittest.TestCase):
         self.assertEqual("".join(spec["pattern"]), "KKKM" * 6 + "KKM")
         self.assertEqual(spec["config"]["dense_layers"], 1)
         self.assertEqual(spec["config"]["dense_inter"], 9216)
-        self.assertEqual(len(notes), 4)
+        self.assertEqual(spec["config"]["router"], "sigmoid")
+        self.assertEqual(len(notes), 3)
         self.assertTrue(notes[0].startswith("quantization group 128"))
 
     def test_checkpoint_directory(self):

@@ -175,11 +175,19 @@ def mla(cfg, W, S, p, sp, u, pos):
 def moe(cfg, W, p, u):
     g = cfg["group"]
     logits = bf16(W[p + "router.weight"] @ u)
-    prob = softmax(logits)
-    # Top-k, descending; equal probabilities: the lower index wins.
-    idx = sorted(range(len(prob)), key=lambda e: (-prob[e], e))[:cfg["n_active"]]
+    if cfg.get("router", "softmax") == "sigmoid":
+        # The released model's router: sigmoid scores weigh, the scores plus
+        # the correction bias choose.
+        prob = (F32(1) / (F32(1) + np.exp(-logits))).astype(F32)
+        choose = (prob + W[p + "router.bias"]).astype(F32)
+        eps = F32(1e-20)
+    else:
+        prob = softmax(logits)
+        choose, eps = prob, F32(1e-9)
+    # Top-k, descending; equal scores: the lower index wins.
+    idx = sorted(range(len(prob)), key=lambda e: (-choose[e], e))[:cfg["n_active"]]
     w = prob[idx]
-    w = w / (np.sum(w, dtype=F32) + F32(1e-9)) * F32(cfg["routed_scaling"])
+    w = w / (np.sum(w, dtype=F32) + eps) * F32(cfg["routed_scaling"])
 
     def expert(gn, un, dn, e):
         h = silu(w4a16(u, W, p + gn, g, e, False)) * w4a16(u, W, p + un, g, e,

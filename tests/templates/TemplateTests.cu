@@ -1147,6 +1147,76 @@ TEST(MoeTopk, PicksLargestLowerIndexOnTies) {
   runTopk<256, 8>(l256);
 }
 
+template <int E, int K>
+__global__ void topkSigmoidKernel(const mk::bf16 *logits, const mk::bf16 *bias, float scaling,
+                                  float *w, int *idx) {
+  __shared__ float ws[K];
+  __shared__ int is[K];
+  mk::moe_topk_sigmoid<E, K>(logits, bias, scaling, ws, is);
+  if (threadIdx.x < K) {
+    w[blockIdx.x * K + threadIdx.x] = ws[threadIdx.x];
+    idx[blockIdx.x * K + threadIdx.x] = is[threadIdx.x];
+  }
+}
+
+/// The sigmoid router against a double reference: the top-K of sigmoid +
+/// bias (ties: the lower index), weighted by the unbiased sigmoid,
+/// renormalized (+1e-20) and scaled. `moved`: how many chosen experts
+/// differ from what the scores alone would choose (so that a test can ask
+/// the bias to matter).
+template <int E, int K>
+void runTopkSigmoid(std::vector<HB> logits, std::vector<HB> bias, int *moved = nullptr) {
+  Dev<HB> dl(logits), db(bias);
+  Dev<float> dw(2 * K);
+  Dev<int> di(2 * K);
+  topkSigmoidKernel<E, K><<<2, 128>>>(dl.as<mk::bf16>(), db.as<mk::bf16>(), 2.446f, dw.p, di.p);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  std::vector<double> s(E), sel(E);
+  for (int e = 0; e < E; ++e) {
+    s[e] = 1.0 / (1.0 + std::exp(-(double)logits[e].toFloat()));
+    sel[e] = s[e] + bias[e].toFloat();
+  }
+  auto topOf = [&](const std::vector<double> &v) {
+    std::vector<int> order(E);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return v[a] > v[b]; });
+    order.resize(K);
+    return order;
+  };
+  const std::vector<int> order = topOf(sel), plain = topOf(s);
+  double ws = 0;
+  for (int k = 0; k < K; ++k)
+    ws += s[order[k]];
+  auto w = dw.get();
+  auto idx = di.get();
+  for (int b = 0; b < 2; ++b)
+    for (int k = 0; k < K; ++k) {
+      EXPECT_EQ(idx[b * K + k], order[k]) << "slot " << k;
+      EXPECT_NEAR(w[b * K + k], s[order[k]] / (ws + 1e-20) * 2.446, 1e-5);
+    }
+  if (moved) {
+    *moved = 0;
+    for (int e : order)
+      *moved += std::find(plain.begin(), plain.end(), e) == plain.end();
+  }
+}
+
+TEST(MoeTopk, SigmoidRouterChoosesWithTheBiasAndWeighsWithout) {
+  REQUIRE_GPU();
+  Rng r(37);
+  auto l = randBf16(r, 64, 1.f);
+  auto b = randBf16(r, 64, 0.2f);
+  int moved = 0;
+  runTopkSigmoid<64, 8>(l, b, &moved);
+  EXPECT_GT(moved, 0) << "the bias moved no choice: a weak test";
+  // Ties of s + bias at the top (equal logits and biases).
+  l[40] = l[7] = HB(2.f);
+  b[40] = b[7] = HB(0.f);
+  runTopkSigmoid<64, 8>(l, b);
+  runTopkSigmoid<256, 8>(randBf16(r, 256, 1.f), randBf16(r, 256, 0.2f));
+}
+
 //===----------------------------------------------------------------------===//
 // Grid barrier and counters under a cooperative launch
 //===----------------------------------------------------------------------===//

@@ -19,6 +19,16 @@ namespace mk {
 enum class LayerKind { KDA, MLA };
 
 /// Every dimension of the unit. Defaults are the spec's Kimi-Linear unit.
+/// How a MoE layer's router turns its logits into the chosen experts and
+/// their weights (docs/semantics-kimi-linear.md 6.2):
+/// - Softmax (the unit): p = softmax(logits); the top-k of p, weights
+///   p / (sum + 1e-9) * routed_scaling.
+/// - Sigmoid (the released Kimi-Linear-48B-A3B): s = sigmoid(logits); the
+///   top-k of s + bias (`blocks.i.moe.router.bias`, [n_experts], bf16: the
+///   correction bias steers the choice only), weights the unbiased s /
+///   (sum + 1e-20) * routed_scaling.
+enum class RouterKind { Softmax, Sigmoid };
+
 struct BlockConfig {
   std::string name = "kimi_linear_w4a16";
   int64_t hidden = 2304;
@@ -36,6 +46,7 @@ struct BlockConfig {
   int64_t nShared = 1;
   int64_t moeInter = 1024;
   double routedScaling = 2.446;
+  RouterKind router = RouterKind::Softmax;
   /// Layers [0, denseLayers) have a dense SwiGLU FFN of width denseInter
   /// (`blocks.i.mlp`, stored as a one-expert stack) in place of the MoE;
   /// 0: every layer has the MoE (the spec's unit).

@@ -455,6 +455,12 @@ MoeRouterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (getTopK() > experts)
     return emitOpError() << "top_k (" << getTopK() << ") exceeds the "
                          << experts << " experts of " << getWeightAttr();
+  if (FlatSymbolRefAttr bias = getBiasAttr()) {
+    auto bw = lookupSymbol<WeightOp>(*this, symbolTable, bias, "bias");
+    if (failed(bw) ||
+        failed(expectShape(*this, "bias", bias, bw->getTensorType(), {experts})))
+      return failure();
+  }
   return success();
 }
 

@@ -93,7 +93,10 @@ const TaskArgSpec kExpertArgs[] = {
     {"ksplit", T::Pos, P},    {"tiles", T::Pos, P},
     {"experts", T::Pos, TaskArgStage::Formed, true},
     {"top_k", T::Pos, TaskArgStage::Formed, true},
-    {"scaling", T::Float, TaskArgStage::Formed, true}};
+    {"scaling", T::Float, TaskArgStage::Formed, true},
+    // A sigmoid router's correction bias [experts] (moe_topk_sigmoid);
+    // absent: the softmax router.
+    {"router_bias", T::Weight, F}};
 
 const TaskKindInfo kKinds[] = {
     {TaskKind::ResidualRmsnorm, kResidualRmsnorm},

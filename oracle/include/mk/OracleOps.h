@@ -89,8 +89,9 @@ void softmax(const float *x, int64_t n, float *p);
 /// index wins (comes first and is preferred at the cut).
 void topK(const float *p, int64_t n, int64_t k, int32_t *idx, float *w);
 
-/// w[j] = w[j] / (sum_j w[j] + 1e-9) * scaling, sum sequential.
-void normalizeRouteWeights(float *w, int64_t k, float scaling);
+/// w[j] = w[j] / (sum_j w[j] + eps) * scaling, sum sequential (eps: 1e-9
+/// for the unit's softmax router, 1e-20 for the sigmoid router).
+void normalizeRouteWeights(float *w, int64_t k, float scaling, float eps = 1e-9f);
 
 /// One expert FFN, all fp32: y = (silu(u @ gate) * (u @ up)) @ down.
 void expertFfn(const float *u, const QuantWeight &gate, const QuantWeight &up,

@@ -46,6 +46,10 @@ void fillNormalBf16(uint64_t stream, uint64_t first, int64_t count,
 constexpr double kQuantStddev = 0.02;
 constexpr double kBf16LinearStddev = 0.02;
 constexpr double kConvStddev = 0.1;
+/// A sigmoid router's correction bias (`.router.bias`): wide enough to move
+/// some choices against the scores alone (the released model's trained
+/// biases are of this order; its spec's random stand-in is 0.01).
+constexpr double kRouterBiasStddev = 0.05;
 constexpr double kStateSStddev = 0.05;
 constexpr double kStateBf16Stddev = 0.1;
 constexpr double kHiddenStddev = 0.25;

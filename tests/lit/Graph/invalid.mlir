@@ -254,6 +254,16 @@ func.func @f(%u: tensor<16xbf16>) {
 // -----
 
 graph.weight @router : tensor<4x16xbf16>
+graph.weight @bias : tensor<5xbf16>
+func.func @f(%u: tensor<16xbf16>) {
+  // expected-error @+1 {{bias @bias has type 'tensor<5xbf16>', expected shape [4]}}
+  %w, %i = graph.moe_router %u, @router bias(@bias) top_k(2) scaling(2.446) : tensor<16xbf16> -> tensor<2xf32>, tensor<2xi32>
+  return
+}
+
+// -----
+
+graph.weight @router : tensor<4x16xbf16>
 func.func @f(%u: tensor<16xbf16>) {
   // expected-error @+1 {{weights and indices must have top_k (2) entries}}
   %w, %i = graph.moe_router %u, @router top_k(2) scaling(2.446) : tensor<16xbf16> -> tensor<3xf32>, tensor<3xi32>

@@ -19,6 +19,7 @@ module @roundtrip {
   graph.quantized_weight @kv_a {group = 8} : tensor<16x12xi4>
   graph.quantized_weight @kv_b {group = 8} : tensor<8x16xi4>
   graph.weight @router : tensor<4x16xbf16>
+  graph.weight @router_bias : tensor<4xbf16>
   // CHECK: graph.quantized_weight @gate {group = 8} : tensor<4x16x8xi4>
   graph.quantized_weight @gate {group = 8} : tensor<4x16x8xi4>
   graph.quantized_weight @up {group = 8} : tensor<4x16x8xi4>
@@ -82,6 +83,9 @@ module @roundtrip {
 
     // CHECK: %[[W:.*]], %[[IDX:.*]] = graph.moe_router %{{.*}}, @router top_k(2) scaling(2.446) : tensor<16xbf16> -> tensor<2xf32>, tensor<2xi32>
     %w, %idx = graph.moe_router %h2, @router top_k(2) scaling(2.446) : tensor<16xbf16> -> tensor<2xf32>, tensor<2xi32>
+    // The released model's sigmoid router: its correction bias.
+    // CHECK: graph.moe_router %{{.*}}, @router bias(@router_bias) top_k(2) scaling(2.446) : tensor<16xbf16> -> tensor<2xf32>, tensor<2xi32>
+    %ws, %idxs = graph.moe_router %h2, @router bias(@router_bias) top_k(2) scaling(2.446) : tensor<16xbf16> -> tensor<2xf32>, tensor<2xi32>
     // CHECK: %[[R:.*]] = graph.moe_experts %{{.*}}, %[[W]], %[[IDX]] gate(@gate) up(@up) down(@down) : tensor<16xbf16>, tensor<2xf32>, tensor<2xi32> -> tensor<16xf32>
     %r = graph.moe_experts %h2, %w, %idx gate(@gate) up(@up) down(@down) : tensor<16xbf16>, tensor<2xf32>, tensor<2xi32> -> tensor<16xf32>
     // CHECK: %[[SH:.*]] = graph.shared_experts %{{.*}} gate(@s_gate) up(@s_up) down(@s_down) : tensor<16xbf16> -> tensor<16xf32>

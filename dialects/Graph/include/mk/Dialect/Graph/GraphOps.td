@@ -378,21 +378,27 @@ def Graph_MlaAttentionOp : Graph_WeightUserOp<"mla_attention"> {
 }
 
 def Graph_MoeRouterOp : Graph_WeightUserOp<"moe_router"> {
-  let summary = "MoE router: bf16 logits, softmax, top-k, renormalize";
+  let summary = "MoE router: bf16 logits, softmax (or sigmoid + bias), top-k, renormalize";
   let description = [{
     `logits = bf16(u @ router^T)` (`router` a bf16 `graph.weight` `[E, d]`),
     `p = softmax(f32(logits))`, the `top_k` largest (`weights` f32, `indices`
     i32, in descending order), `weights = weights / (sum + 1e-9) * scaling`.
+    With `bias` (a bf16 `graph.weight` `[E]`: the released model's
+    correction bias) the scores are `s = sigmoid(f32(logits))`, the
+    `top_k` largest of `s + bias` are chosen (descending), and `weights`
+    are their unbiased `s / (sum + 1e-20) * scaling`.
 
     ```mlir
     %w, %idx = graph.moe_router %m, @"blocks.0.moe.router.weight" top_k(8) scaling(2.446) : tensor<2304xbf16> -> tensor<8xf32>, tensor<8xi32>
+    %w2, %idx2 = graph.moe_router %m, @"blocks.1.moe.router.weight" bias(@"blocks.1.moe.router.bias") top_k(8) scaling(2.446) : tensor<2304xbf16> -> tensor<8xf32>, tensor<8xi32>
     ```
   }];
   let arguments = (ins Graph_BF16Vector:$input, FlatSymbolRefAttr:$weight,
+                       OptionalAttr<FlatSymbolRefAttr>:$bias,
                        I64Attr:$top_k, F64Attr:$scaling);
   let results = (outs Graph_F32Vector:$weights, Graph_I32Vector:$indices);
   let assemblyFormat = [{
-    $input `,` $weight `top_k` `(` $top_k `)` `scaling` `(` custom<Real>($scaling) `)`
+    $input `,` $weight (`bias` `(` $bias^ `)`)? `top_k` `(` $top_k `)` `scaling` `(` custom<Real>($scaling) `)`
     attr-dict `:` type($input) `->` type($weights) `,` type($indices)
   }];
   let hasVerifier = 1;

@@ -54,7 +54,8 @@ enum class TaskArgType {
 /// When an argument is required: from the task's creation
 /// (schedule-form-phases) on, once schedule-partition-work has cut it, or
 /// never (`Fused`: set by an optional rewrite such as
-/// schedule-fuse-kda-o-proj; checked when present).
+/// schedule-fuse-kda-o-proj, or only where the model has it, such as a
+/// sigmoid router's bias; checked when present).
 enum class TaskArgStage { Formed, Partitioned, Fused };
 
 /// How a task accesses the buffer a buffer argument names. The task's
