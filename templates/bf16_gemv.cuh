@@ -2,7 +2,8 @@
 //
 // y[row] = bf16(sum_k x[k] * W[row, k]) for the tiny bf16 linears (KDA's
 // beta_proj, the MoE router): fp32 accumulation, rounded once, as the spec
-// requires for the router (top-k is fragile). A task of one row splits K
+// requires for the router (top-k is fragile); with an fp32 output (a
+// sigmoid router's logits) not rounded. A task of one row splits K
 // over all warps; a task of several rows has one warp per row.
 //
 //===----------------------------------------------------------------------===//
@@ -27,12 +28,16 @@ __device__ __forceinline__ float dot8_bf16(const bf16 *w8, const float *x, float
   acc = fmaf(xb.z, bf_lo(w.w), acc);
   return fmaf(xb.w, bf_hi(w.w), acc);
 }
+/// A row's fp32 sum as its output stores it: rounded to bf16, or as is.
+__device__ __forceinline__ void store_row(bf16 *y, float v) { *y = f2bf(v); }
+__device__ __forceinline__ void store_row(float *y, float v) { *y = v; }
 } // namespace detail
 
-/// Rows [row0, row0 + nrows) of W [rows, K]; K a multiple of 8.
-template <int THREADS>
+/// Rows [row0, row0 + nrows) of W [rows, K]; K a multiple of 8. Out: bf16
+/// (rounded once) or float.
+template <int THREADS, class Out = bf16>
 __device__ void bf16_rows_gemv(const float *xs, const bf16 *__restrict__ W, int K, int row0,
-                               int nrows, bf16 *y) {
+                               int nrows, Out *y) {
   constexpr int WARPS = THREADS / 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #ifndef MK_ROWS_ONE_WARP
@@ -57,7 +62,7 @@ __device__ void bf16_rows_gemv(const float *xs, const bf16 *__restrict__ W, int 
 #pragma unroll
       for (int w = 0; w < WARPS; ++w)
         sum += part[w];
-      y[row0] = f2bf(sum);
+      detail::store_row(y + row0, sum);
     }
     __syncthreads(); // `part` is free for the block's next task
     return;
@@ -71,7 +76,7 @@ __device__ void bf16_rows_gemv(const float *xs, const bf16 *__restrict__ W, int 
     }
     acc = warp_sum(acc);
     if (lane == 0)
-      y[row] = f2bf(acc);
+      detail::store_row(y + row, acc);
   }
 }
 

@@ -143,18 +143,18 @@ __device__ void moe_topk(const bf16 *logits, float scaling, float *w_out, int *i
 }
 
 /// The released Kimi-Linear router (BlockConfig's RouterKind::Sigmoid):
-/// s = sigmoid(logits) (fp32 of the bf16 logits), the top-K of s + bias
+/// s = sigmoid(logits) (the fp32 logits), the top-K of s + bias
 /// (the correction bias `bias`, bf16 [E], steers the choice only; ties: the
 /// lower index wins), w = s / (sum(s) + 1e-20) * scaling over the chosen,
 /// summed in rank order. Results as moe_topk's (w_out[K], idx_out[K], the
 /// highest selection score first); all threads call it; ends synchronized.
 template <int E, int K>
-__device__ void moe_topk_sigmoid(const bf16 *logits, const bf16 *bias, float scaling,
+__device__ void moe_topk_sigmoid(const float *logits, const bf16 *bias, float scaling,
                                  float *w_out, int *idx_out) {
   static_assert(K <= E, "top-k larger than the expert count");
   __shared__ float score[E], sel[E];
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    const float s = 1.f / (1.f + expf(-bf2f(__ldcg(logits + e))));
+    const float s = 1.f / (1.f + expf(-__ldcg(logits + e)));
     score[e] = s;
     sel[e] = s + bf2f(bias[e]);
   }

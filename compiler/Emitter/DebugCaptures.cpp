@@ -104,9 +104,10 @@ LogicalResult Emitter::planCaptures() {
     } else if (isa<Bf16RowsOp>(t.getOperation())) {
       StringRef w = str("weight"), out = str("output");
       const std::string what = captureNames(t, 1)[0];
+      // bf16 rows, or a sigmoid router's fp32 logits.
+      const StringRef dt = buffers.lookup(out).getDtype();
       if (!what.empty())
-        add(layerOf(w), what, "bf16", {numelOf(out)},
-            copy(ptr(out, true), numelOf(out), "bf16"));
+        add(layerOf(w), what, dt, {numelOf(out)}, copy(ptr(out, true), numelOf(out), dt));
     } else if (isa<KdaHeadChunkOp>(t.getOperation())) {
       int64_t L = layerOf(str("conv_w"));
       int64_t c = t.getIntArg("heads") * t.getIntArg("head_dim");

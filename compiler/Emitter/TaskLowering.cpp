@@ -119,7 +119,9 @@ LogicalResult Emitter::lowerTask(Bf16RowsOp op, int64_t /*group*/, llvm::raw_ost
   TaskArgs args{t};
   int64_t rpt = args.i64("rows_per_task"), rows = args.i64("rows");
   o << "      const int row0 = i * " << rpt << ";\n"
-    << "      mkgen::call<&mk::bf16_rows_gemv<" << T << ">>(xs, " << ident(args.str("weight"))
+    << "      mkgen::call<&mk::bf16_rows_gemv<" << T
+    << (buffers.lookup(args.str("output")).getDtype() == "f32" ? ", float" : "") << ">>(xs, "
+    << ident(args.str("weight"))
     << ", " << args.i64("k") << ", row0, min(" << rpt << ", " << rows
     << " - row0), " << ptr(args.str("output"), true) << ");\n";
   return success();

@@ -317,7 +317,9 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       return r.emitOpError("router weight '") << r.getWeight()
                                                << "' must be a 2-D graph.weight";
     const int64_t experts = rw.getTensorType().getDimSize(0);
-    std::string logits = buffer(name + ".logits", "bf16", {experts});
+    // The unit's logits are rounded to bf16; a sigmoid router's (its
+    // correction bias set: the released model's) stay fp32.
+    std::string logits = buffer(name + ".logits", r.getBiasAttr() ? "f32" : "bf16", {experts});
     TaskSpec &t = task(name, schedule::TaskKind::Bf16Rows, op);
     t.reads.push_back(x->buffer);
     t.writes.push_back(logits);

@@ -304,9 +304,8 @@ bool KimiLinearImport::run(HfImport &out, std::string &error) {
          true, "an MoE only every few layers (the unit: every layer)");
   {
     // The router: the unit's softmax, or the released model's sigmoid
-    // scores with the correction bias choosing (the family's `router`;
-    // its logits are rounded to bf16, the model's are fp32: in the
-    // model_type difference's bf16 rounding above).
+    // scores over fp32 logits with the correction bias choosing (the
+    // family's `router`).
     const json::Value *f = r.get("moe_router_activation_func");
     if (f && f->isString() && f->string == "sigmoid")
       cfg.router = RouterKind::Sigmoid;

@@ -193,17 +193,29 @@ std::vector<BFloat16> moe(const BlockConfig &cfg, const TensorMap &w,
                           Recorder &rec, const OracleOptions *options) {
   const std::string p = layerPrefix(layer) + ".moe.";
   const int64_t d = cfg.hidden, E = cfg.nExperts, K = cfg.nActive;
-  std::vector<BFloat16> logits(static_cast<size_t>(E));
-  oracle::bf16Linear(u.data(), weight(w, p + "router.weight").bf16(), E, d,
-                     logits.data());
-  rec.bf16("router_logits", logits);
+  // The logits: rounded to bf16 (the unit), or fp32 for the released
+  // model's sigmoid router (the same sums, not rounded).
+  const bool sigmoid = cfg.router == RouterKind::Sigmoid;
   std::vector<float> lf(static_cast<size_t>(E)), prob(static_cast<size_t>(E)), tw(static_cast<size_t>(K));
-  for (int64_t e = 0; e < E; ++e)
-    lf[e] = logits[e].toFloat();
+  const BFloat16 *rw = weight(w, p + "router.weight").bf16();
+  if (sigmoid) {
+    for (int64_t e = 0; e < E; ++e) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < d; ++k)
+        acc = acc + u[k].toFloat() * rw[e * d + k].toFloat();
+      lf[e] = acc;
+    }
+    rec.f32("router_logits", lf);
+  } else {
+    std::vector<BFloat16> logits(static_cast<size_t>(E));
+    oracle::bf16Linear(u.data(), rw, E, d, logits.data());
+    rec.bf16("router_logits", logits);
+    for (int64_t e = 0; e < E; ++e)
+      lf[e] = logits[e].toFloat();
+  }
   // The scores that weigh (prob) and the ones that choose (sel): the
   // unit's softmax, or the released model's sigmoid with its correction
   // bias steering the choice only.
-  const bool sigmoid = cfg.router == RouterKind::Sigmoid;
   std::vector<float> sel(static_cast<size_t>(E)), chosen(static_cast<size_t>(K));
   if (sigmoid) {
     const BFloat16 *bias = weight(w, p + "router.bias").bf16();

@@ -174,8 +174,12 @@ def mla(cfg, W, S, p, sp, u, pos):
 
 def moe(cfg, W, p, u):
     g = cfg["group"]
-    logits = bf16(W[p + "router.weight"] @ u)
-    if cfg.get("router", "softmax") == "sigmoid":
+    sigmoid = cfg.get("router", "softmax") == "sigmoid"
+    # fp32 sums; rounded to bf16 but for the sigmoid router.
+    logits = (W[p + "router.weight"] @ u).astype(F32)
+    if not sigmoid:
+        logits = bf16(logits)
+    if sigmoid:
         # The released model's router: sigmoid scores weigh, the scores plus
         # the correction bias choose.
         prob = (F32(1) / (F32(1) + np.exp(-logits))).astype(F32)

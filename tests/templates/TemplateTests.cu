@@ -1148,7 +1148,7 @@ TEST(MoeTopk, PicksLargestLowerIndexOnTies) {
 }
 
 template <int E, int K>
-__global__ void topkSigmoidKernel(const mk::bf16 *logits, const mk::bf16 *bias, float scaling,
+__global__ void topkSigmoidKernel(const float *logits, const mk::bf16 *bias, float scaling,
                                   float *w, int *idx) {
   __shared__ float ws[K];
   __shared__ int is[K];
@@ -1165,16 +1165,17 @@ __global__ void topkSigmoidKernel(const mk::bf16 *logits, const mk::bf16 *bias, 
 /// differ from what the scores alone would choose (so that a test can ask
 /// the bias to matter).
 template <int E, int K>
-void runTopkSigmoid(std::vector<HB> logits, std::vector<HB> bias, int *moved = nullptr) {
-  Dev<HB> dl(logits), db(bias);
+void runTopkSigmoid(std::vector<float> logits, std::vector<HB> bias, int *moved = nullptr) {
+  Dev<float> dl(logits);
+  Dev<HB> db(bias);
   Dev<float> dw(2 * K);
   Dev<int> di(2 * K);
-  topkSigmoidKernel<E, K><<<2, 128>>>(dl.as<mk::bf16>(), db.as<mk::bf16>(), 2.446f, dw.p, di.p);
+  topkSigmoidKernel<E, K><<<2, 128>>>(dl.p, db.as<mk::bf16>(), 2.446f, dw.p, di.p);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   std::vector<double> s(E), sel(E);
   for (int e = 0; e < E; ++e) {
-    s[e] = 1.0 / (1.0 + std::exp(-(double)logits[e].toFloat()));
+    s[e] = 1.0 / (1.0 + std::exp(-(double)logits[e]));
     sel[e] = s[e] + bias[e].toFloat();
   }
   auto topOf = [&](const std::vector<double> &v) {
@@ -1205,16 +1206,22 @@ void runTopkSigmoid(std::vector<HB> logits, std::vector<HB> bias, int *moved = n
 TEST(MoeTopk, SigmoidRouterChoosesWithTheBiasAndWeighsWithout) {
   REQUIRE_GPU();
   Rng r(37);
-  auto l = randBf16(r, 64, 1.f);
+  auto widen = [](const std::vector<HB> &v) {
+    std::vector<float> f;
+    for (HB x : v)
+      f.push_back(x.toFloat());
+    return f;
+  };
+  auto l = widen(randBf16(r, 64, 1.f));
   auto b = randBf16(r, 64, 0.2f);
   int moved = 0;
   runTopkSigmoid<64, 8>(l, b, &moved);
   EXPECT_GT(moved, 0) << "the bias moved no choice: a weak test";
   // Ties of s + bias at the top (equal logits and biases).
-  l[40] = l[7] = HB(2.f);
+  l[40] = l[7] = 2.f;
   b[40] = b[7] = HB(0.f);
   runTopkSigmoid<64, 8>(l, b);
-  runTopkSigmoid<256, 8>(randBf16(r, 256, 1.f), randBf16(r, 256, 0.2f));
+  runTopkSigmoid<256, 8>(widen(randBf16(r, 256, 1.f)), randBf16(r, 256, 0.2f));
 }
 
 //===----------------------------------------------------------------------===//

@@ -384,7 +384,8 @@ def Graph_MoeRouterOp : Graph_WeightUserOp<"moe_router"> {
     `p = softmax(f32(logits))`, the `top_k` largest (`weights` f32, `indices`
     i32, in descending order), `weights = weights / (sum + 1e-9) * scaling`.
     With `bias` (a bf16 `graph.weight` `[E]`: the released model's
-    correction bias) the scores are `s = sigmoid(f32(logits))`, the
+    correction bias) the logits stay fp32 (`u @ router^T`, not rounded),
+    the scores are `s = sigmoid(logits)`, the
     `top_k` largest of `s + bias` are chosen (descending), and `weights`
     are their unbiased `s / (sum + 1e-20) * scaling`.
 
