@@ -406,3 +406,46 @@ schedule.kernel @k attributes {threads = 256 : i64} {
     schedule.wait @b {divisor = 2 : i64, task = "d", target = 1 : i64, in_prologue}
   }
 }
+
+// -----
+
+// A prologue wait guards only the staged sums: the down task's weights are
+// chosen through the router's logits, whose wait stays before the task.
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @logits {dtype = "bf16", shape = array<i64: 8>}
+  schedule.buffer @sums {dtype = "f32", shape = array<i64: 512>}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.weight @router {dtype = "bf16", shape = array<i64: 8, 256>}
+  schedule.weight @gate.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 128, 128>}
+  schedule.weight @gate.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @gate.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @up.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 128, 128>}
+  schedule.weight @up.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @up.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @down.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 64, 256>}
+  schedule.weight @down.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 4, 256>}
+  schedule.weight @down.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 4, 256>}
+  schedule.counter @route.done {size = 1 : i64}
+  schedule.counter @gu.ready {size = 2 : i64}
+  schedule.phase "zero" {
+    schedule.zero_f32 "acc.zero" {args = {buffer = @acc, n = 256 : i64}, bytes = 1024 : i64, count = 1 : i64}
+    schedule.zero_f32 "sums.zero" {args = {buffer = @sums, n = 512 : i64}, bytes = 2048 : i64, count = 1 : i64}
+  }
+  schedule.barrier
+  schedule.phase "route" {
+    schedule.bf16_rows "route" {args = {input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router"}, bytes = 4096 : i64, count = 4 : i64, partition = "rows"}
+    schedule.signal @route.done {divisor = 4 : i64, task = "route"}
+  }
+  schedule.phase "gate_up" {
+    schedule.moe_gate_up "gu" {args = {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up"}, bytes = 81920 : i64, count = 64 : i64, partition = "experts"}
+    schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "gu"}
+    schedule.signal @gu.ready {divisor = 32 : i64, task = "gu"}
+  }
+  schedule.phase "down" {
+    schedule.moe_down "down" {args = {acc = @acc, down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 4 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 16 : i64, tn = 16 : i64, top_k = 2 : i64}, bytes = 49152 : i64, count = 64 : i64, partition = "experts"}
+    // expected-error @+1 {{in_prologue: task 'down' reads @logits, which its signaller 'route' writes: only its staged sums may be waited for in its prologue}}
+    schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "down", in_prologue}
+    schedule.wait @gu.ready {divisor = 32 : i64, target = 32 : i64, task = "down"}
+  }
+}
