@@ -129,6 +129,32 @@ class SpecFromHuggingFace(unittest.TestCase):
             megakernel.spec_from_hf(cfg, group=-1)
 
 
+class SpecFromConfig(unittest.TestCase):
+    """megakernel.spec_from_config: pure Python, no library needed."""
+
+    def _cfg(self, **extra):
+        import json
+        import types
+        with open(os.path.join(ROOT, "examples", "specs", "tiny.json")) as f:
+            spec = json.load(f)
+        conf = dict(spec["config"], **extra)
+        return spec, types.SimpleNamespace(name=spec["name"], pattern=spec["pattern"], **conf)
+
+    def test_router_written_only_when_sigmoid(self):
+        _, cfg = self._cfg()
+        self.assertNotIn("router", megakernel.spec_from_config(cfg)["config"])
+        _, cfg = self._cfg(router="softmax")
+        self.assertNotIn("router", megakernel.spec_from_config(cfg)["config"])
+        _, cfg = self._cfg(router="sigmoid")
+        self.assertEqual(megakernel.spec_from_config(cfg)["config"]["router"], "sigmoid")
+
+    def test_unknown_router_is_refused(self):
+        _, cfg = self._cfg(router="relu")
+        with self.assertRaises(ValueError) as cm:
+            megakernel.spec_from_config(cfg)
+        self.assertIn("'relu'", str(cm.exception))
+
+
 # The build tree scripts/test.sh just built (MK_TEST_BUILD_DIR): the compiler
 # (mkc) and the embedded JIT's C library, where the build has the compiler.
 BUILD = os.environ.get("MK_TEST_BUILD_DIR", "")
