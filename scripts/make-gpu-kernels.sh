@@ -30,8 +30,9 @@ for pair in kimi_linear_w4a16:examples/kimi_linear_w4a16.json tiny:examples/spec
 done
 # Layer 0 with a dense SwiGLU FFN (OracleGpu.*DenseFirst*), tiny and full
 # width, the tiny one with captures too (mk-diff in gpu-tests.sh); the
-# tiny spec with the released model's sigmoid router (OracleGpu.*Sigmoid*).
-for s in tiny_dense_first kimi_linear_dense_first tiny_sigmoid_router; do
+# tiny spec and the unit with the released model's sigmoid router
+# (OracleGpu.*SigmoidRouter*).
+for s in tiny_dense_first kimi_linear_dense_first tiny_sigmoid_router kimi_linear_sigmoid_router; do
   rm -rf "${out:?}/$s"
   "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/$s"
   echo "$out/$s"

@@ -136,6 +136,7 @@ TEST(EmitterNvrtc, DenseFirstLayer) {
 // The released model's sigmoid router (moe_topk_sigmoid).
 TEST(EmitterNvrtc, SigmoidRouter) {
   check("examples/specs/tiny_sigmoid_router.json", "mk_tiny_sigmoid_router");
+  check("examples/specs/kimi_linear_sigmoid_router.json", "mk_kimi_linear_sigmoid_router");
 }
 
 namespace {

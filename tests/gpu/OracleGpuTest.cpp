@@ -592,6 +592,7 @@ TEST(OracleGpu, DenseFirstOneStep) { oneStepAgainstOracle("kimi_linear_dense_fir
 // The released model's router: sigmoid scores, the correction bias choosing.
 TEST(OracleGpu, TinySigmoidRouterOneStep) { oneStepAgainstOracle("tiny_sigmoid_router"); }
 TEST(OracleGpu, TinySigmoidRouterEightSteps) { eightSteps("tiny_sigmoid_router"); }
+TEST(OracleGpu, SigmoidRouterOneStep) { oneStepAgainstOracle("kimi_linear_sigmoid_router"); }
 TEST(OracleGpu, FullUnitFromContextZero) { fromContextZero(fullName()); }
 TEST(OracleGpu, TinyFromContextZero) { fromContextZero(tinyName()); }
 TEST(OracleGpu, TinyTiledWeights) { tiledWeights("tiny_tiled"); }
