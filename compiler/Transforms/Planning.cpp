@@ -111,28 +111,67 @@ int64_t planWorkspace(const std::vector<WorkspaceBuffer> &buffers,
     return buffers[a].bytes > buffers[b].bytes;
   });
   auto roundUp = [&](int64_t x) { return (x + align - 1) / align * align; };
+  // Per segment, the memory its placed buffers take, as disjoint ranges
+  // (touching ones merged: lo -> hi). First fit depends only on the union
+  // of what the buffers live at the same time take, so a buffer's offset is
+  // the lowest `at` whose [at, at + size) meets no range of any segment it
+  // lives in. Kept per segment instead of re-sorting every placed buffer
+  // that overlaps the new one (the accumulators zeroed at the start live
+  // from segment 0 on: quadratic in a deep kernel's buffers).
+  int lo = 0, hi = -1;
+  for (const WorkspaceBuffer &b : buffers) {
+    lo = std::min(lo, b.first);
+    hi = std::max(hi, b.last);
+  }
+  std::vector<std::map<int64_t, int64_t>> taken(n ? size_t(hi - lo + 1) : 0);
+  // The range of `t` that meets [at, at + size), if any (end() if none).
+  auto meeting = [](const std::map<int64_t, int64_t> &t, int64_t at, int64_t size) {
+    auto it = t.upper_bound(at); // the first range starting after at
+    if (it != t.begin()) {
+      auto prev = std::prev(it);
+      if (prev->second > at)
+        return prev;
+    }
+    if (it != t.end() && it->first < at + size)
+      return it;
+    return t.end();
+  };
   int64_t arena = 0;
-  std::vector<size_t> placed;
   for (size_t i : order) {
     const WorkspaceBuffer &b = buffers[i];
-    // Intervals of memory taken by placed buffers live at the same time.
-    std::vector<std::pair<int64_t, int64_t>> taken;
-    for (size_t j : placed) {
-      const WorkspaceBuffer &o = buffers[j];
-      if (o.last < b.first || b.last < o.first)
-        continue;
-      taken.push_back({offsets[j], offsets[j] + roundUp(o.bytes)});
-    }
-    std::sort(taken.begin(), taken.end());
+    const int64_t size = roundUp(b.bytes);
     int64_t at = 0;
-    for (auto [lo, hi] : taken) {
-      if (at + roundUp(b.bytes) <= lo)
-        break;
-      at = std::max(at, hi);
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (int s = b.first; s <= b.last; ++s) {
+        const std::map<int64_t, int64_t> &t = taken[size_t(s - lo)];
+        for (auto it = meeting(t, at, size); it != t.end(); it = meeting(t, at, size)) {
+          at = it->second;
+          moved = true;
+        }
+      }
     }
     offsets[i] = at;
-    arena = std::max(arena, at + roundUp(b.bytes));
-    placed.push_back(i);
+    arena = std::max(arena, at + size);
+    if (size == 0)
+      continue;
+    for (int s = b.first; s <= b.last; ++s) {
+      std::map<int64_t, int64_t> &t = taken[size_t(s - lo)];
+      int64_t rlo = at, rhi = at + size;
+      // Merge with the ranges it touches (none overlap it: it was placed
+      // clear of them).
+      auto it = t.lower_bound(rlo);
+      if (it != t.begin() && std::prev(it)->second == rlo) {
+        --it;
+        rlo = it->first;
+        it = t.erase(it);
+      }
+      if (it != t.end() && it->first == rhi) {
+        rhi = it->second;
+        t.erase(it);
+      }
+      t[rlo] = rhi;
+    }
   }
   return arena;
 }
