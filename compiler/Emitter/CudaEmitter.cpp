@@ -174,8 +174,6 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
       workTask = t;
       if (failed(emitInstance(t, is)))
         return failure();
-      if (!prologueWait.empty() && !isa<MoeDownOp>(t.getOperation()))
-        return t.emitOpError("has a prologue wait, which only moe_down tasks take");
       os << "      {\n" << inst << "      }\n";
       // The task's signals (two at a time share one release fence); their
       // block barrier frees its shared memory for the block's next task,

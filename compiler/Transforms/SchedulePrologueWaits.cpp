@@ -36,20 +36,12 @@ struct SchedulePrologueWaitsPass
   void runOnOperation() override;
 };
 
-/// Whether everything `producer` writes that `consumer` reads is `sums`
-/// (and it does write `sums`).
-bool writesOnlySums(TaskOpInterface producer, const TaskAccesses &consumer, StringRef sums) {
+/// Whether `producer` writes or accumulates into `consumer`'s sums and
+/// nothing else it reads.
+bool writesOnlySums(TaskOpInterface producer, TaskOpInterface consumer, StringRef sums) {
   const TaskAccesses p = taskAccesses(producer);
-  bool wrote = false;
-  for (const SmallVector<StringRef> *set : {&p.writes, &p.accumulates})
-    for (StringRef b : *set) {
-      if (!llvm::is_contained(consumer.reads, b))
-        continue;
-      if (b != sums)
-        return false;
-      wrote = true;
-    }
-  return wrote;
+  return (llvm::is_contained(p.writes, sums) || llvm::is_contained(p.accumulates, sums)) &&
+         guardedBesides(producer, consumer, sums).empty();
 }
 
 void SchedulePrologueWaitsPass::runOnOperation() {
@@ -71,13 +63,12 @@ void SchedulePrologueWaitsPass::runOnOperation() {
         if (!t || !isa<MoeDownOp>(t.getOperation()) || w.getInPrologue() ||
             marked.contains(w.getTask()))
           continue;
-        const TaskAccesses reads = taskAccesses(t);
         const StringRef sums = t.getStrArg("sums");
         auto it = signallers.find(w.getCounter());
         if (sums.empty() || it == signallers.end() ||
             !llvm::all_of(it->second, [&](StringRef p) {
               TaskOpInterface producer = tasks.lookup(p);
-              return producer && writesOnlySums(producer, reads, sums);
+              return producer && writesOnlySums(producer, t, sums);
             }))
           continue;
         w.setInPrologue(true);

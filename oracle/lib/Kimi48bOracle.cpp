@@ -622,11 +622,9 @@ Vec moeLayer(const Kimi48bConfig &c, const TensorMap &w, int64_t layer, const Ve
   const BFloat16 *gw = bw(w, e + "gate.weight", {E, d});
   const BFloat16 *bias = bw(w, e + "gate.e_score_correction_bias", {E});
   std::vector<float> s(static_cast<size_t>(E)), sel(static_cast<size_t>(E));
+  f32Linear(u.data(), gw, E, d, s.data());
   for (int64_t x = 0; x < E; ++x) {
-    float acc = 0.0f;
-    for (int64_t i = 0; i < d; ++i)
-      acc = acc + u[size_t(i)].toFloat() * gw[x * d + i].toFloat();
-    s[size_t(x)] = sigmoid(acc);
+    s[size_t(x)] = sigmoid(s[size_t(x)]);
     sel[size_t(x)] = s[size_t(x)] + bias[x].toFloat();
   }
   // 2-3: the biased scores select, the unbiased ones weigh.

@@ -199,12 +199,7 @@ std::vector<BFloat16> moe(const BlockConfig &cfg, const TensorMap &w,
   std::vector<float> lf(static_cast<size_t>(E)), prob(static_cast<size_t>(E)), tw(static_cast<size_t>(K));
   const BFloat16 *rw = weight(w, p + "router.weight").bf16();
   if (sigmoid) {
-    for (int64_t e = 0; e < E; ++e) {
-      float acc = 0.0f;
-      for (int64_t k = 0; k < d; ++k)
-        acc = acc + u[k].toFloat() * rw[e * d + k].toFloat();
-      lf[e] = acc;
-    }
+    oracle::f32Linear(u.data(), rw, E, d, lf.data());
     rec.f32("router_logits", lf);
   } else {
     std::vector<BFloat16> logits(static_cast<size_t>(E));

@@ -151,14 +151,21 @@ std::vector<BFloat16> w4a16Linear(const std::vector<BFloat16> &x,
   return out;
 }
 
-void bf16Linear(const BFloat16 *x, const BFloat16 *W, int64_t out, int64_t in,
-                BFloat16 *y) {
+void f32Linear(const BFloat16 *x, const BFloat16 *W, int64_t out, int64_t in, float *y) {
   for (int64_t n = 0; n < out; ++n) {
     float acc = 0.0f;
     for (int64_t k = 0; k < in; ++k)
       acc = acc + x[k].toFloat() * W[n * in + k].toFloat();
-    y[n] = BFloat16(acc);
+    y[n] = acc;
   }
+}
+
+void bf16Linear(const BFloat16 *x, const BFloat16 *W, int64_t out, int64_t in,
+                BFloat16 *y) {
+  std::vector<float> acc(static_cast<size_t>(out));
+  f32Linear(x, W, out, in, acc.data());
+  for (int64_t n = 0; n < out; ++n)
+    y[n] = BFloat16(acc[size_t(n)]);
 }
 
 void rmsNorm(const BFloat16 *x, const BFloat16 *w, int64_t n, float eps,

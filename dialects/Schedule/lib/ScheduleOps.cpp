@@ -299,16 +299,13 @@ LogicalResult KernelOp::verifyRegions() {
         // moe_down's gate/up sums): its weights, chosen through what else
         // it reads (the router's logits), must not wait on it.
         if (w.getInPrologue()) {
-          const TaskAccesses c = taskAccesses(tasks[consumer].op),
-                             pr = taskAccesses(tasks[producer].op);
-          const StringRef sums = tasks[consumer].op.getStrArg("sums");
-          for (const SmallVector<StringRef> *set : {&pr.writes, &pr.accumulates})
-            for (StringRef b : *set)
-              if (b != sums && llvm::is_contained(c.reads, b))
-                return w.emitOpError("in_prologue: task '")
-                       << w.getTask() << "' reads @" << b << ", which its signaller '"
-                       << tasks[producer].op.getName()
-                       << "' writes: only its staged sums may be waited for in its prologue";
+          const StringRef b = guardedBesides(tasks[producer].op, tasks[consumer].op,
+                                             tasks[consumer].op.getStrArg("sums"));
+          if (!b.empty())
+            return w.emitOpError("in_prologue: task '")
+                   << w.getTask() << "' reads @" << b << ", which its signaller '"
+                   << tasks[producer].op.getName()
+                   << "' writes: only its staged sums may be waited for in its prologue";
         }
       }
       int64_t count = tasks[consumer].op.getCount();

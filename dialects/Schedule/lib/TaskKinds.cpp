@@ -264,6 +264,15 @@ TaskAccesses taskArgAccesses(TaskOpInterface t) {
   return out;
 }
 
+StringRef guardedBesides(TaskOpInterface producer, TaskOpInterface consumer, StringRef allowed) {
+  const TaskAccesses p = taskAccesses(producer), c = taskAccesses(consumer);
+  for (const SmallVector<StringRef> *set : {&p.writes, &p.accumulates})
+    for (StringRef b : *set)
+      if (b != allowed && llvm::is_contained(c.reads, b))
+        return b;
+  return "";
+}
+
 TaskAccesses taskAccesses(TaskOpInterface t) {
   TaskAccesses out = taskArgAccesses(t);
   auto addAll = [](SmallVector<StringRef> &list, ArrayAttr refs) {

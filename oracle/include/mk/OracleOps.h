@@ -50,6 +50,10 @@ void w4a16Gemv(const float *x, const QuantWeight &w, float *y);
 std::vector<BFloat16> w4a16Linear(const std::vector<BFloat16> &x,
                                   const QuantWeight &w);
 
+/// y = x @ W^T in fp32, W bf16 (out, in), sequential accumulation, not
+/// rounded (the sigmoid router's logits).
+void f32Linear(const BFloat16 *x, const BFloat16 *W, int64_t out, int64_t in, float *y);
+
 /// y = bf16(x @ W^T), W bf16 (out, in), fp32 sequential accumulation.
 void bf16Linear(const BFloat16 *x, const BFloat16 *W, int64_t out, int64_t in,
                 BFloat16 *y);

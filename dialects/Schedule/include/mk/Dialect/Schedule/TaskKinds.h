@@ -125,6 +125,13 @@ struct TaskAccesses {
 TaskAccesses taskAccesses(TaskOpInterface t);
 /// Only what `t`'s buffer arguments name (the first part of taskAccesses).
 TaskAccesses taskArgAccesses(TaskOpInterface t);
+/// The first buffer other than `allowed` that `producer` writes or
+/// accumulates into and `consumer` reads ("" if none): what a wait of
+/// `consumer` on `producer` guards besides `allowed` (a moe_down's prologue
+/// wait may guard only its staged sums: schedule-prologue-waits, the
+/// kernel verifier).
+llvm::StringRef guardedBesides(TaskOpInterface producer, TaskOpInterface consumer,
+                               llvm::StringRef allowed);
 
 /// `t`'s arguments with every buffer argument its kind declares given as a
 /// symbol reference (a builder names buffers by string; "" means none and
