@@ -57,11 +57,14 @@ void SchedulePrologueWaitsPass::runOnOperation() {
         signallers[s.getCounter()].push_back(s.getTask());
     });
     for (PhaseOp phase : kernel.getBodyBlock().getOps<PhaseOp>()) {
-      llvm::StringSet<> marked; // one prologue wait per task
+      // One prologue wait per task: those the input already has count.
+      llvm::StringSet<> marked;
+      for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>())
+        if (w.getInPrologue())
+          marked.insert(w.getTask());
       for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>()) {
         TaskOpInterface t = tasks.lookup(w.getTask());
-        if (!t || !isa<MoeDownOp>(t.getOperation()) || w.getInPrologue() ||
-            marked.contains(w.getTask()))
+        if (!t || !isa<MoeDownOp>(t.getOperation()) || marked.contains(w.getTask()))
           continue;
         const StringRef sums = t.getStrArg("sums");
         auto it = signallers.find(w.getCounter());

@@ -1,5 +1,7 @@
 // RUN: mk-opt %s --schedule-prologue-waits | FileCheck %s
 // RUN: mk-opt %s "--schedule-prologue-waits=enabled=false" | FileCheck %s --check-prefix=OFF
+// Run twice: the marked wait stays the task's only prologue wait.
+// RUN: mk-opt %s --schedule-prologue-waits --schedule-prologue-waits | FileCheck %s
 
 // The down task's wait for its expert's gate/up sums moves into its
 // prologue (its weights do not depend on them); its wait for the router,
@@ -11,6 +13,12 @@
 // CHECK-LABEL: schedule.phase "after"
 // CHECK: schedule.wait @gu.ready {divisor = 2 : i64, span = 2 : i64, target = 32 : i64, task = "proj"}
 // OFF-NOT: in_prologue
+// Two counters guard the sums (two gate/up tasks): the first wait moves, the
+// second stays, also when the pass runs again on its own output.
+// CHECK-LABEL: schedule.kernel @k2
+// CHECK: schedule.phase "down"
+// CHECK: schedule.wait @gu.ready {divisor = 32 : i64, in_prologue, target = 32 : i64, task = "down"}
+// CHECK-NEXT: schedule.wait @gu2.ready {divisor = 32 : i64, target = 32 : i64, task = "down"}
 schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
   schedule.buffer @logits {dtype = "bf16", shape = array<i64: 8>}
@@ -54,5 +62,54 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.phase "after" {
     schedule.w4a16_gemv "proj" {args = {epilogue = "store_bf16", group = 32 : i64, input = @sums, input_offset = 0 : i64, k = 256 : i64, ksplit = 1 : i64, n = [256], outputs = [@y], tiles = 2 : i64, tn = 128 : i64, weights = ["proj"]}, bytes = 40960 : i64, count = 2 : i64, partition = "tiles"}
     schedule.wait @gu.ready {divisor = 2 : i64, span = 2 : i64, target = 32 : i64, task = "proj"}
+  }
+}
+
+schedule.kernel @k2 attributes {threads = 256 : i64} {
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @logits {dtype = "bf16", shape = array<i64: 8>}
+  schedule.buffer @sums {dtype = "f32", shape = array<i64: 512>}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.weight @router {dtype = "bf16", shape = array<i64: 8, 256>}
+  schedule.weight @gate.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 128, 128>}
+  schedule.weight @gate.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @gate.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @up.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 128, 128>}
+  schedule.weight @up.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @up.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @down.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 64, 256>}
+  schedule.weight @down.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 4, 256>}
+  schedule.weight @down.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 4, 256>}
+  schedule.weight @proj.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 256, 256>}
+  schedule.weight @proj.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 16, 256>}
+  schedule.weight @proj.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 16, 256>}
+  schedule.counter @route.done {size = 1 : i64}
+  schedule.counter @gu.ready {size = 2 : i64}
+  schedule.counter @gu2.ready {size = 2 : i64}
+  schedule.phase "zero" {
+    schedule.zero_f32 "acc.zero" {args = {buffer = @acc, n = 256 : i64}, bytes = 1024 : i64, count = 1 : i64}
+    schedule.zero_f32 "sums.zero" {args = {buffer = @sums, n = 512 : i64}, bytes = 2048 : i64, count = 1 : i64}
+  }
+  schedule.barrier
+  schedule.phase "route" {
+    schedule.bf16_rows "route" {args = {input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router"}, bytes = 4096 : i64, count = 4 : i64, partition = "rows"}
+    schedule.signal @route.done {divisor = 4 : i64, task = "route"}
+  }
+  schedule.phase "gate_up" {
+    schedule.moe_gate_up "gu" {args = {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up"}, bytes = 81920 : i64, count = 64 : i64, partition = "experts"}
+    schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "gu"}
+    schedule.signal @gu.ready {divisor = 32 : i64, task = "gu"}
+  }
+  schedule.phase "gate_up2" {
+    schedule.moe_gate_up "gu2" {args = {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up"}, bytes = 81920 : i64, count = 64 : i64, partition = "experts"}
+    schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "gu2"}
+    schedule.signal @gu2.ready {divisor = 32 : i64, task = "gu2"}
+  }
+  schedule.phase "down" {
+    schedule.moe_down "down" {args = {acc = @acc, down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 4 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 16 : i64, tn = 16 : i64, top_k = 2 : i64}, bytes = 49152 : i64, count = 64 : i64, partition = "experts"}
+    schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "down"}
+    schedule.wait @gu.ready {divisor = 32 : i64, target = 32 : i64, task = "down"}
+    schedule.wait @gu2.ready {divisor = 32 : i64, target = 32 : i64, task = "down"}
   }
 }
