@@ -621,25 +621,22 @@ Vec moeLayer(const Kimi48bConfig &c, const TensorMap &w, int64_t layer, const Ve
   // 1: fp32 router logits over the bf16 input; sigmoid scores.
   const BFloat16 *gw = bw(w, e + "gate.weight", {E, d});
   const BFloat16 *bias = bw(w, e + "gate.e_score_correction_bias", {E});
-  std::vector<float> s(static_cast<size_t>(E)), sel(static_cast<size_t>(E));
-  f32Linear(u.data(), gw, E, d, s.data());
-  for (int64_t x = 0; x < E; ++x) {
-    s[size_t(x)] = sigmoid(s[size_t(x)]);
-    sel[size_t(x)] = s[size_t(x)] + bias[x].toFloat();
-  }
+  std::vector<float> logit(static_cast<size_t>(E)), s(static_cast<size_t>(E)),
+      sel(static_cast<size_t>(E));
+  f32Linear(u.data(), gw, E, d, logit.data());
+  sigmoidRouterScores(logit.data(), bias, E, s.data(), sel.data());
   // 2-3: the biased scores select, the unbiased ones weigh.
   std::vector<int32_t> idx(static_cast<size_t>(K));
   std::vector<float> wsel(static_cast<size_t>(K)), wt(static_cast<size_t>(K));
   topK(sel.data(), E, K, idx.data(), wsel.data());
-  float sum = 0.0f;
-  for (int64_t j = 0; j < K; ++j) {
-    wt[size_t(j)] = s[size_t(idx[size_t(j)])];
-    sum = sum + wt[size_t(j)];
-  }
-  const float scaling = float(c.routedScaling);
   for (int64_t j = 0; j < K; ++j)
-    wt[size_t(j)] = c.renormalize ? wt[size_t(j)] / (sum + 1e-20f) * scaling
-                                  : wt[size_t(j)] * scaling;
+    wt[size_t(j)] = s[size_t(idx[size_t(j)])];
+  const float scaling = float(c.routedScaling);
+  if (c.renormalize)
+    normalizeRouteWeights(wt.data(), K, scaling, 1e-20f);
+  else
+    for (int64_t j = 0; j < K; ++j)
+      wt[size_t(j)] = wt[size_t(j)] * scaling;
   // 4: routed = bf16(sum_j f32(y_j) * w_j), plus the unscaled shared expert.
   std::vector<float> routed(static_cast<size_t>(d), 0.0f);
   for (int64_t j = 0; j < K; ++j) {

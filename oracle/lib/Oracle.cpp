@@ -213,11 +213,8 @@ std::vector<BFloat16> moe(const BlockConfig &cfg, const TensorMap &w,
   // bias steering the choice only.
   std::vector<float> sel(static_cast<size_t>(E)), chosen(static_cast<size_t>(K));
   if (sigmoid) {
-    const BFloat16 *bias = weight(w, p + "router.bias").bf16();
-    for (int64_t e = 0; e < E; ++e) {
-      prob[e] = oracle::sigmoid(lf[e]);
-      sel[e] = prob[e] + bias[e].toFloat();
-    }
+    oracle::sigmoidRouterScores(lf.data(), weight(w, p + "router.bias").bf16(), E, prob.data(),
+                                sel.data());
     rec.f32("router_select", sel);
   } else {
     oracle::softmax(lf.data(), E, prob.data());

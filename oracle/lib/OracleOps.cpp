@@ -263,6 +263,14 @@ void topK(const float *p, int64_t n, int64_t k, int32_t *idx, float *w) {
   }
 }
 
+void sigmoidRouterScores(const float *logit, const BFloat16 *bias, int64_t n, float *score,
+                         float *select) {
+  for (int64_t e = 0; e < n; ++e) {
+    score[e] = sigmoid(logit[e]);
+    select[e] = score[e] + bias[e].toFloat();
+  }
+}
+
 void normalizeRouteWeights(float *w, int64_t k, float scaling, float eps) {
   float sum = 0.0f;
   for (int64_t j = 0; j < k; ++j)

@@ -93,6 +93,13 @@ void softmax(const float *x, int64_t n, float *p);
 /// index wins (comes first and is preferred at the cut).
 void topK(const float *p, int64_t n, int64_t k, int32_t *idx, float *w);
 
+/// The sigmoid router's two score vectors over n experts: score[e] =
+/// sigmoid(logit[e]) (what weighs a chosen expert) and select[e] =
+/// score[e] + bias[e] (what chooses: the correction bias steers the
+/// choice only). Both oracles' sigmoid routers call it.
+void sigmoidRouterScores(const float *logit, const BFloat16 *bias, int64_t n, float *score,
+                         float *select);
+
 /// w[j] = w[j] / (sum_j w[j] + eps) * scaling, sum sequential (eps: 1e-9
 /// for the unit's softmax router, 1e-20 for the sigmoid router).
 void normalizeRouteWeights(float *w, int64_t k, float scaling, float eps = 1e-9f);
