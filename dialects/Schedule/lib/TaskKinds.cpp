@@ -11,7 +11,7 @@ namespace mk::schedule {
 namespace {
 using T = TaskArgType;
 constexpr TaskArgStage P = TaskArgStage::Partitioned;
-constexpr TaskArgStage F = TaskArgStage::Fused;
+constexpr TaskArgStage O = TaskArgStage::Optional;
 
 using A = TaskAccess;
 constexpr TaskArgStage Formed = TaskArgStage::Formed;
@@ -61,7 +61,7 @@ const TaskArgSpec kKdaHeadChunk[] = {
     {"chunk", T::Pos, P},
     // The output projection folded in (schedule-fuse-kda-o-proj): its
     // weight [heads * head_dim, o_n] and the fp32 sums it adds to.
-    {"o_weight", T::Weight, F}, acc("o_acc", F), {"o_n", T::Pos, F}};
+    {"o_weight", T::Weight, O}, acc("o_acc", O), {"o_n", T::Pos, O}};
 const TaskArgSpec kConvCommit[] = {in("q"),    in("k"),    in("v"),
                                    inout("cq"), inout("ck"), inout("cv"),
                                    {"channels", T::Pos}, {"conv", T::Pos}};
@@ -96,7 +96,7 @@ const TaskArgSpec kExpertArgs[] = {
     {"scaling", T::Float, TaskArgStage::Formed, true},
     // A sigmoid router's correction bias [experts] (moe_topk_sigmoid);
     // absent: the softmax router.
-    {"router_bias", T::Weight, F}};
+    {"router_bias", T::Weight, O}};
 
 const TaskKindInfo kKinds[] = {
     {TaskKind::ResidualRmsnorm, kResidualRmsnorm},

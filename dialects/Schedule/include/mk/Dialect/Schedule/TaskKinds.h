@@ -53,10 +53,10 @@ enum class TaskArgType {
 
 /// When an argument is required: from the task's creation
 /// (schedule-form-phases) on, once schedule-partition-work has cut it, or
-/// never (`Fused`: set by an optional rewrite such as
+/// never (`Optional`: set by an optional rewrite such as
 /// schedule-fuse-kda-o-proj, or only where the model has it, such as a
 /// sigmoid router's bias; checked when present).
-enum class TaskArgStage { Formed, Partitioned, Fused };
+enum class TaskArgStage { Formed, Partitioned, Optional };
 
 /// How a task accesses the buffer a buffer argument names. The task's
 /// accesses are these (its `reads`, `writes` and `accumulates` attributes
