@@ -188,14 +188,58 @@ __host__ __device__ constexpr int mla_attention_mma_smem_floats() {
              mla_stage_row<LORA, ROPE>() / 2 +
          mla_score_ksplit<THREADS, SUB>() * HG * SUB + HG * SUB + 3 * HG;
 }
-/// Shared memory of mla_attention_chunk_task, in floats: enough for either
-/// form, so that -DMK_MLA_ATTENTION_SIMT needs no other kernel.
+/// The sliced attention form (mla_attention_chunk_task_sliced): each of
+/// the block's warps owns a slice of LORA / warps latent dims and every
+/// warps-th 16-wide rope k-step, and stages only its slice of a row
+/// (padded to an odd number of 16-byte units) in its own ring of 16-row
+/// slots: as many of 4, 3 or 2 as fit kMlaSlicedMaxBytes.
+/// The sliced form takes only shapes whose shared memory stays under this:
+/// sm_120 allows 99 KB per block, and the kernel's input vector, resident
+/// residual and static data come on top of the largest task's work area.
+constexpr int kMlaSlicedMaxBytes = 80 * 1024;
+template <int THREADS, int LORA, int ROPE> __host__ __device__ constexpr int mla_sliced_row() {
+  constexpr int W = THREADS / 32;
+  constexpr int RS = (ROPE + 15) / 16; // rope k-steps
+  return LORA / W + (RS + W - 1) / W * 16 + 8;
+}
+/// Rings of NST slots, then two buffers of partial scores (a float4 per
+/// lane and head of the lane: two past 8 heads).
+template <int THREADS, int HG, int LORA, int ROPE, int NST>
+__host__ __device__ constexpr int mla_sliced_floats() {
+  return THREADS / 32 * NST * 16 * mla_sliced_row<THREADS, LORA, ROPE>() / 2 +
+         2 * (HG > 8 ? 2 : 1) * (THREADS / 32) * 32 * 4;
+}
+template <int THREADS, int HG, int LORA, int ROPE>
+__host__ __device__ constexpr int mla_sliced_stages() {
+  return mla_sliced_floats<THREADS, HG, LORA, ROPE, 4>() * 4 <= kMlaSlicedMaxBytes   ? 4
+         : mla_sliced_floats<THREADS, HG, LORA, ROPE, 3>() * 4 <= kMlaSlicedMaxBytes ? 3
+                                                                                     : 2;
+}
+template <int THREADS, int HG, int LORA, int ROPE>
+__host__ __device__ constexpr int mla_attention_sliced_smem_floats() {
+  return mla_sliced_floats<THREADS, HG, LORA, ROPE,
+                           mla_sliced_stages<THREADS, HG, LORA, ROPE>()>();
+}
+/// Whether a shape takes the sliced form: up to 16 heads, 16-row
+/// sub-chunks, an even number of 8-dim column tiles per warp (LORA a
+/// multiple of 16 x warps), and the shared memory under kMlaSlicedMaxBytes.
+template <int THREADS, int HG, int LORA, int ROPE, int SUB = kMlaSub>
+__host__ __device__ constexpr bool mla_attention_sliced_fits() {
+  return HG <= 16 && SUB == 16 && THREADS % 32 == 0 && LORA % (16 * (THREADS / 32)) == 0 &&
+         mla_attention_sliced_smem_floats<THREADS, HG, LORA, ROPE>() * 4 <= kMlaSlicedMaxBytes;
+}
+/// Shared memory of mla_attention_chunk_task, in floats: enough for every
+/// form, so that -DMK_MLA_ATTENTION_SIMT and -DMK_MLA_ATTENTION_BLOCKWIDE
+/// need no other kernel.
 template <int THREADS, int HG, int LORA, int ROPE, int SUB = kMlaSub>
 __host__ __device__ constexpr int mla_attention_smem_floats() {
-  return mla_attention_mma_smem_floats<THREADS, HG, LORA, ROPE, SUB>() >
-                 mla_attention_simt_smem_floats<HG, LORA, ROPE, kMlaSimtSub>()
-             ? mla_attention_mma_smem_floats<THREADS, HG, LORA, ROPE, SUB>()
-             : mla_attention_simt_smem_floats<HG, LORA, ROPE, kMlaSimtSub>();
+  constexpr int mma = mla_attention_mma_smem_floats<THREADS, HG, LORA, ROPE, SUB>();
+  constexpr int simt = mla_attention_simt_smem_floats<HG, LORA, ROPE, kMlaSimtSub>();
+  constexpr int sliced = mla_attention_sliced_fits<THREADS, HG, LORA, ROPE, SUB>()
+                             ? mla_attention_sliced_smem_floats<THREADS, HG, LORA, ROPE>()
+                             : 0;
+  constexpr int two = mma > simt ? mma : simt;
+  return two > sliced ? two : sliced;
 }
 
 /// mla_attention_chunk_task on the CUDA cores (the form before the tensor
@@ -363,12 +407,9 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t
 }
 } // namespace detail
 
-/// Online-softmax attention of HG heads (head group task % (HM/HG)) over
-/// cache rows [c*rows/nchunks, (c+1)*rows/nchunks), c = task / (HM/HG).
-/// Writes the chunk's running max, sum and unnormalized latent accumulator
-/// for its heads. Tasks: nchunks * (HM/HG). Splitting heads as well as rows
-/// gives every block work at short contexts; the groups of one chunk read the
-/// same rows, so all but one of those reads hit L2.
+/// The block-wide tensor-core form of mla_attention_chunk_task, its
+/// default (every warp works on the same sub-chunk; three block barriers
+/// per sub-chunk).
 ///
 /// On the tensor cores (mma.m16n8k16): the rows stream through a ring of
 /// mla_attention_stages slots of kMlaSub rows by cp.async, NST - 1 slots
@@ -383,17 +424,12 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t
 /// 16 heads fill the 16 A rows with heads, hi and lo parts in two mma each:
 /// the rows are read half as often per head, with a 2-slot ring (sm_120's
 /// 99 KB). (Perf notes #77: 1-2 us at context 2048 and 7-9 us at 16384 faster
-/// than element-wise row copies and hi and lo in separate mma; the loop is
-/// bound by its instructions, not by the rows' memory latency.)
+/// than element-wise row copies and hi and lo in separate mma.)
 template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub>
-__device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float scale,
-                                         const float *q_abs, const bf16 *q_rope, const bf16 *ckv,
-                                         const bf16 *kr, float *part_m, float *part_l,
-                                         float *part_acc, float *smem) {
-#ifdef MK_MLA_ATTENTION_SIMT
-  mla_attention_chunk_task_simt<THREADS, HM, HG, LORA, ROPE, kMlaSimtSub>(
-      task, nchunks, rows, scale, q_abs, q_rope, ckv, kr, part_m, part_l, part_acc, smem);
-#else
+__device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int rows, float scale,
+                                                   const float *q_abs, const bf16 *q_rope,
+                                                   const bf16 *ckv, const bf16 *kr, float *part_m,
+                                                   float *part_l, float *part_acc, float *smem) {
   static_assert(LORA % 16 == 0, "LORA must be a multiple of 16");
   static_assert(ROPE % 8 == 0 && ROPE <= 64, "ROPE must be a multiple of 8 and <= 64");
   static_assert(HM % HG == 0 && HG <= 16, "the head group must divide the heads, <= 16");
@@ -704,6 +740,358 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
   }
   __syncthreads();
   clk.lap(kStageMlaEpilogue);
+}
+
+namespace detail {
+/// Four 8x8 bf16 matrices from shared memory, transposed (lanes 8i..8i+7
+/// address matrix i's rows).
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                                  uint32_t &r3, const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(smem_u32(p)));
+}
+} // namespace detail
+
+/// The sliced tensor-core form of mla_attention_chunk_task (up to 16 heads,
+/// 16-row sub-chunks): each warp owns a slice of LORA / W latent dims (W
+/// warps) and every W-th 16-wide rope k-step, and stages only its slice of
+/// each row, in its own ring (mla_sliced_stages slots, all but one in
+/// flight under the math), so a slot needs no barrier beyond __syncwarp.
+/// Per sub-chunk a warp forms the partial scores of its k-steps for both
+/// 8-row halves (its query fragments live in registers for the whole
+/// task); the block sums the W partials through shared memory at one
+/// barrier (in one fixed order, so every warp holds the same scores bit
+/// for bit), and every warp runs the online softmax on its own registers:
+/// the scores' accumulator layout is the weighted sum's A layout (lane
+/// (g, t) holds rows 2t, 2t + 1, 2t + 8, 2t + 9 of head g, and of head
+/// g + 8 past 8 heads), so the probabilities never go through shared
+/// memory. The weighted sum covers the warp's own latent slice
+/// (ldmatrix.trans, two column tiles per load). One block barrier per
+/// sub-chunk where the block-wide form has three. Numerics as the
+/// block-wide form: queries and probabilities as bf16 hi + lo parts, fp32
+/// sums; up to 8 heads A rows 0-7 are the heads' hi parts and rows 8-15
+/// their lo parts (one mma takes both), 9 to 16 heads fill the A rows with
+/// heads and take hi and lo parts in two mma.
+template <int THREADS, int HM, int HG, int LORA, int ROPE>
+__device__ void mla_attention_chunk_task_sliced(int task, int nchunks, int rows, float scale,
+                                                const float *q_abs, const bf16 *q_rope,
+                                                const bf16 *ckv, const bf16 *kr, float *part_m,
+                                                float *part_l, float *part_acc, float *smem) {
+  static_assert(mla_attention_sliced_fits<THREADS, HG, LORA, ROPE>(),
+                "a shape the sliced attention does not take");
+  static_assert(ROPE % 8 == 0 && ROPE <= 64, "ROPE must be a multiple of 8 and <= 64");
+  static_assert(HM % HG == 0, "the head group must divide the heads");
+  constexpr int W = THREADS / 32, NG = HM / HG, SUB = 16;
+  constexpr bool M16 = HG > 8;      // A rows 8-15 carry heads 8-15 (else lo parts)
+  constexpr int NH = M16 ? 2 : 1;   // heads per lane: g, and g + 8 past 8 heads
+  constexpr int NP = M16 ? 2 : 1;   // query A fragments per k-step: hi, lo
+  constexpr int NST = mla_sliced_stages<THREADS, HG, LORA, ROPE>();
+  constexpr int LS = LORA / 16, RS = (ROPE + 15) / 16; // latent and rope k-steps
+  constexpr int LSW = LS / W, RSW = (RS + W - 1) / W;  // per warp (rope: slots)
+  constexpr int LPW = LORA / W;                        // latent dims per warp
+  constexpr int ROWW = mla_sliced_row<THREADS, LORA, ROPE>();
+  constexpr int CT = LPW / 8;                          // column tiles per warp
+  constexpr int PL = LPW / 8, PPR = PL + 2 * RSW;      // 16-byte pieces per staged row
+  static_assert(CT % 2 == 0 && SUB * PPR % 32 == 0, "column tiles in pairs, whole pieces per lane");
+  StageClock clk; // -DMK_PHASE_TIMING: where the task's cycles go (warp 0's view)
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int chunk = task / NG, h0 = (task % NG) * HG;
+  bf16 *ring = reinterpret_cast<bf16 *>(smem) + warp * NST * SUB * ROWW;
+  float4 *spart = reinterpret_cast<float4 *>(smem + W * NST * SUB * ROWW / 2); // [2][NH][W][32]
+  const int r0 = (int)((long long)chunk * rows / nchunks);
+  const int r1 = (int)((long long)(chunk + 1) * rows / nchunks);
+  const int nsub = (r1 - r0 + SUB - 1) / SUB;
+  // Whether rope k-step slot i of this warp holds a k-step (always when W
+  // divides RS).
+  auto ropeStep = [&](int i) { return RS % W == 0 || warp + W * i < RS; };
+
+  // Rope pieces past ROPE (a partial or absent k-step) are never copied:
+  // zeros, as stale bytes could be NaN (0 * NaN is not 0).
+  if constexpr (RSW * W * 16 > ROPE)
+    for (int i = lane; i < NST * SUB * 2 * RSW; i += 32) {
+      const int q = i % (2 * RSW), r = i / (2 * RSW);
+      if (16 * (warp + W * (q / 2)) + 8 * (q % 2) >= ROPE)
+        *reinterpret_cast<uint4 *>(ring + r * ROWW + LPW + 8 * q) = make_uint4(0, 0, 0, 0);
+    }
+  // Sub-chunk j into ring slot j % NST (an empty commit group past the
+  // end); rows past the chunk are zeros (they meet zero probabilities;
+  // stale bytes could be NaN).
+  auto issue = [&](int j) {
+    if (j < nsub) {
+      bf16 *dst = ring + (j % NST) * SUB * ROWW;
+      const int s0 = r0 + j * SUB, n = min(SUB, r1 - s0);
+#pragma unroll
+      for (int k = 0; k < SUB * PPR / 32; ++k) {
+        const int i = lane + 32 * k, r = i / PPR, p = i % PPR;
+        bf16 *d = dst + r * ROWW + 8 * p;
+        if (r < n) {
+          if (p < PL) {
+            cp_async16(d, ckv + (size_t)(s0 + r) * LORA + warp * LPW + 8 * p);
+          } else {
+            const int q = p - PL, rd = 16 * (warp + W * (q / 2)) + 8 * (q % 2);
+            if (rd < ROPE)
+              cp_async16(d, kr + (size_t)(s0 + r) * ROPE + rd);
+          }
+        } else {
+          *reinterpret_cast<uint4 *>(d) = make_uint4(0, 0, 0, 0);
+        }
+      }
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int j = 0; j < NST - 1; ++j)
+    issue(j);
+  // The query fragments of this warp's k-steps, held for the whole task
+  // (heads past HG are zeros): up to 8 heads one per k-step, A rows 0-7 the
+  // heads' hi parts and rows 8-15 their lo parts; past 8 heads a hi and a
+  // lo fragment, A rows the 16 heads. The rope queries are exact in bf16:
+  // hi parts only.
+  uint32_t qa[LSW][NP][4], qr[RSW][4];
+  {
+    float2 x[LSW][NH][2];
+#pragma unroll
+    for (int i = 0; i < LSW; ++i)
+#pragma unroll
+      for (int e = 0; e < NH; ++e) {
+        const int h = g + 8 * e;
+        const float *src = q_abs + (size_t)(h0 + h) * LORA + (warp * LSW + i) * 16 + 2 * t;
+        x[i][e][0] = x[i][e][1] = make_float2(0.f, 0.f);
+        if (h < HG) {
+          x[i][e][0] = __ldcg(reinterpret_cast<const float2 *>(src));
+          x[i][e][1] = __ldcg(reinterpret_cast<const float2 *>(src + 8));
+        }
+      }
+#pragma unroll
+    for (int i = 0; i < RSW; ++i)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) { // a0..a3: (row half k & 1, k half k >> 1)
+        const int h = g + 8 * (k & 1), d = 16 * (warp + W * i) + 2 * t + 8 * (k >> 1);
+        qr[i][k] = (M16 || (k & 1) == 0) && h < HG && d < ROPE
+                       ? __ldcg(reinterpret_cast<const unsigned *>(q_rope + (h0 + h) * ROPE + d))
+                       : 0u;
+      }
+#pragma unroll
+    for (int i = 0; i < LSW; ++i) {
+      if constexpr (M16) {
+#pragma unroll
+        for (int p = 0; p < 2; ++p) {
+          qa[i][p][0] = detail::bf2_part(x[i][0][0], p == 1);
+          qa[i][p][1] = detail::bf2_part(x[i][1][0], p == 1);
+          qa[i][p][2] = detail::bf2_part(x[i][0][1], p == 1);
+          qa[i][p][3] = detail::bf2_part(x[i][1][1], p == 1);
+        }
+      } else {
+        qa[i][0][0] = detail::bf2_part(x[i][0][0], false);
+        qa[i][0][1] = detail::bf2_part(x[i][0][0], true);
+        qa[i][0][2] = detail::bf2_part(x[i][0][1], false);
+        qa[i][0][3] = detail::bf2_part(x[i][0][1], true);
+      }
+    }
+  }
+  // The running softmax state of head g (and g + 8), the same in the four
+  // lanes of g.
+  float mrun[NH], lrun[NH];
+#pragma unroll
+  for (int e = 0; e < NH; ++e) {
+    mrun[e] = -INFINITY;
+    lrun[e] = 0.f;
+  }
+  float acc[CT][4];
+#pragma unroll
+  for (int c = 0; c < CT; ++c)
+    acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.f;
+  // ldmatrix.x4 addresses: the scores' B (lane l: row (l & 7) + 8 (l / 16),
+  // k + 8 ((l / 8) & 1): r0, r1 the rows 0-7 fragment, r2, r3 rows 8-15's);
+  // the weighted sum's B, transposed (lane l: row l & 15, column tile
+  // c + l / 16: r0, r1 tile c's fragment, r2, r3 tile c + 1's).
+  const int sOff = ((lane & 7) + 8 * (lane >> 4)) * ROWW + 8 * ((lane >> 3) & 1);
+  const int wOff = (lane & 15) * ROWW + 8 * (lane >> 4);
+  clk.lap(kStageMlaPrologue);
+
+  for (int j = 0; j < nsub; ++j) {
+    cp_async_wait<NST - 2>(); // sub-chunk j has landed (this lane's copies)
+    __syncwarp();             // ...every lane's; slot (j - 1) % NST is free
+    issue(j + NST - 1);
+    clk.lap(kStageMlaRowWait);
+    const bf16 *cur = ring + (j % NST) * SUB * ROWW;
+    const int n = min(SUB, r1 - (r0 + j * SUB));
+    // Partial scores over this warp's k-steps, rows 0-7 (s0) and 8-15 (s1):
+    // four short mma chains, the second accumulators (b) taking the odd
+    // k-steps (up to 8 heads) or the lo parts (past 8).
+    float s0[4] = {0.f, 0.f, 0.f, 0.f}, s1[4] = {0.f, 0.f, 0.f, 0.f};
+    float s0b[4] = {0.f, 0.f, 0.f, 0.f}, s1b[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < LSW; ++i) {
+      uint32_t b0, b1, b2, b3;
+      detail::ldmatrix_x4(b0, b1, b2, b3, cur + sOff + 16 * i);
+      const uint32_t *a = qa[i][0];
+      const bool odd = !M16 && (i & 1);
+      detail::mma_bf16_16816(odd ? s0b : s0, a[0], a[1], a[2], a[3], b0, b1);
+      detail::mma_bf16_16816(odd ? s1b : s1, a[0], a[1], a[2], a[3], b2, b3);
+      if constexpr (M16) {
+        const uint32_t *l = qa[i][NP - 1];
+        detail::mma_bf16_16816(s0b, l[0], l[1], l[2], l[3], b0, b1);
+        detail::mma_bf16_16816(s1b, l[0], l[1], l[2], l[3], b2, b3);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < RSW; ++i)
+      if (ropeStep(i)) {
+        uint32_t b0, b1, b2, b3;
+        detail::ldmatrix_x4(b0, b1, b2, b3, cur + sOff + LPW + 16 * i);
+        const bool odd = M16 || ((LSW + i) & 1);
+        detail::mma_bf16_16816(odd ? s0b : s0, qr[i][0], qr[i][1], qr[i][2], qr[i][3], b0, b1);
+        detail::mma_bf16_16816(odd ? s1b : s1, qr[i][0], qr[i][1], qr[i][2], qr[i][3], b2, b3);
+      }
+    // Lane (g, t)'s rows 2t, 2t + 1, 2t + 8, 2t + 9 of head g (C rows g and
+    // g + 8 when these are its hi and lo parts) and of head g + 8.
+    float4 part[NH];
+    if constexpr (M16) {
+      part[0] = make_float4(s0[0] + s0b[0], s0[1] + s0b[1], s1[0] + s1b[0], s1[1] + s1b[1]);
+      part[NH - 1] = make_float4(s0[2] + s0b[2], s0[3] + s0b[3], s1[2] + s1b[2], s1[3] + s1b[3]);
+    } else {
+      part[0] = make_float4(s0[0] + s0b[0] + s0[2] + s0b[2], s0[1] + s0b[1] + s0[3] + s0b[3],
+                            s1[0] + s1b[0] + s1[2] + s1b[2], s1[1] + s1b[1] + s1[3] + s1b[3]);
+    }
+    float4 *buf = spart + (j & 1) * NH * W * 32;
+#pragma unroll
+    for (int e = 0; e < NH; ++e)
+      buf[(e * W + warp) * 32 + lane] = part[e];
+    clk.lap(kStageMlaScores);
+    // The partials summed in one order (the buffer of j & 1 is rewritten at
+    // j + 2, after every warp passed j + 1's barrier), then the online
+    // softmax of each of the lane's heads over the rows 2t, 2t + 1, 2t + 8,
+    // 2t + 9 (rows past n count for nothing), the maximum and the sum over
+    // the four lanes of g.
+    __syncthreads();
+    const int rr[4] = {2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9};
+    float x[NH][4], alpha[NH];
+#pragma unroll
+    for (int e = 0; e < NH; ++e) {
+      float4 sc = buf[e * W * 32 + lane];
+#pragma unroll
+      for (int w = 1; w < W; ++w) {
+        const float4 o = buf[(e * W + w) * 32 + lane];
+        sc.x += o.x;
+        sc.y += o.y;
+        sc.z += o.z;
+        sc.w += o.w;
+      }
+      x[e][0] = sc.x * scale;
+      x[e][1] = sc.y * scale;
+      x[e][2] = sc.z * scale;
+      x[e][3] = sc.w * scale;
+      float mx = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        if (rr[k] < n)
+          mx = fmaxf(mx, x[e][k]);
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float mnew = fmaxf(mrun[e], mx); // finite: every sub-chunk has a row
+      float sum = 0.f;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        x[e][k] = rr[k] < n ? expf(x[e][k] - mnew) : 0.f;
+        sum += x[e][k];
+      }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      alpha[e] = expf(mrun[e] - mnew);
+      lrun[e] = lrun[e] * alpha[e] + sum;
+      mrun[e] = mnew;
+    }
+    clk.lap(kStageMlaSoftmax);
+    // Weighted rows over this warp's latent slice; A = the probabilities,
+    // straight from the registers: up to 8 heads rows 0-7 their hi and rows
+    // 8-15 their lo parts, past 8 the 16 heads' hi, then lo parts.
+    uint32_t pa[NP][4];
+    if constexpr (M16) {
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {
+        pa[p][0] = detail::bf2_part(make_float2(x[0][0], x[0][1]), p == 1);
+        pa[p][1] = detail::bf2_part(make_float2(x[NH - 1][0], x[NH - 1][1]), p == 1);
+        pa[p][2] = detail::bf2_part(make_float2(x[0][2], x[0][3]), p == 1);
+        pa[p][3] = detail::bf2_part(make_float2(x[NH - 1][2], x[NH - 1][3]), p == 1);
+      }
+    } else {
+      pa[0][0] = detail::bf2_part(make_float2(x[0][0], x[0][1]), false);
+      pa[0][1] = detail::bf2_part(make_float2(x[0][0], x[0][1]), true);
+      pa[0][2] = detail::bf2_part(make_float2(x[0][2], x[0][3]), false);
+      pa[0][3] = detail::bf2_part(make_float2(x[0][2], x[0][3]), true);
+    }
+    const float aLo = alpha[NH - 1]; // C rows 8-15: head g's lo sums, or head g + 8
+#pragma unroll
+    for (int c = 0; c < CT; c += 2) {
+      uint32_t b0, b1, b2, b3;
+      detail::ldmatrix_x4_trans(b0, b1, b2, b3, cur + wOff + 8 * c);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        acc[c][k] *= k < 2 ? alpha[0] : aLo;
+        acc[c + 1][k] *= k < 2 ? alpha[0] : aLo;
+      }
+#pragma unroll
+      for (int p = 0; p < NP; ++p) {
+        detail::mma_bf16_16816(acc[c], pa[p][0], pa[p][1], pa[p][2], pa[p][3], b0, b1);
+        detail::mma_bf16_16816(acc[c + 1], pa[p][0], pa[p][1], pa[p][2], pa[p][3], b2, b3);
+      }
+    }
+    clk.lap(kStageMlaWeighted);
+  }
+  cp_async_wait<0>(); // the empty groups past the end
+#pragma unroll
+  for (int e = 0; e < NH; ++e) {
+    const int h = g + 8 * e;
+    if (h < HG) {
+      if (t == 0 && warp == 0) {
+        part_m[chunk * HM + h0 + h] = mrun[e];
+        part_l[chunk * HM + h0 + h] = lrun[e];
+      }
+#pragma unroll
+      for (int c = 0; c < CT; ++c)
+        *reinterpret_cast<float2 *>(part_acc + ((size_t)chunk * HM + h0 + h) * LORA +
+                                    warp * LPW + 8 * c + 2 * t) =
+            M16 ? make_float2(acc[c][2 * e], acc[c][2 * e + 1])
+                : make_float2(acc[c][0] + acc[c][2], acc[c][1] + acc[c][3]);
+    }
+  }
+  __syncthreads(); // the next task's copies reuse the rings
+  clk.lap(kStageMlaEpilogue);
+}
+
+/// Online-softmax attention of HG heads (head group task % (HM/HG)) over
+/// cache rows [c*rows/nchunks, (c+1)*rows/nchunks), c = task / (HM/HG).
+/// Writes the chunk's running max, sum and unnormalized latent accumulator
+/// for its heads. Tasks: nchunks * (HM/HG). Splitting heads as well as rows
+/// gives every block work at short contexts; the groups of one chunk read the
+/// same rows, so all but one of those reads hit L2. The form: the
+/// block-wide one; -DMK_MLA_ATTENTION_SLICED the sliced one where the shape
+/// fits it (mla_attention_sliced_fits; perf notes session 19: no faster, as
+/// the loop waits on the rows either way), -DMK_MLA_ATTENTION_SIMT the
+/// CUDA-core one.
+template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub>
+__device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float scale,
+                                         const float *q_abs, const bf16 *q_rope, const bf16 *ckv,
+                                         const bf16 *kr, float *part_m, float *part_l,
+                                         float *part_acc, float *smem) {
+#if defined(MK_MLA_ATTENTION_SIMT)
+  mla_attention_chunk_task_simt<THREADS, HM, HG, LORA, ROPE, kMlaSimtSub>(
+      task, nchunks, rows, scale, q_abs, q_rope, ckv, kr, part_m, part_l, part_acc, smem);
+#else
+#if defined(MK_MLA_ATTENTION_SLICED)
+  constexpr bool kSliced = mla_attention_sliced_fits<THREADS, HG, LORA, ROPE, SUB_ROWS>();
+#else
+  constexpr bool kSliced = false;
+#endif
+  if constexpr (kSliced)
+    mla_attention_chunk_task_sliced<THREADS, HM, HG, LORA, ROPE>(
+        task, nchunks, rows, scale, q_abs, q_rope, ckv, kr, part_m, part_l, part_acc, smem);
+  else
+    mla_attention_chunk_task_blockwide<THREADS, HM, HG, LORA, ROPE, SUB_ROWS>(
+        task, nchunks, rows, scale, q_abs, q_rope, ckv, kr, part_m, part_l, part_acc, smem);
 #endif
 }
 

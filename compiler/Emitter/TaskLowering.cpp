@@ -263,12 +263,16 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
   TaskOpInterface t = op;
   TaskArgs args{t};
   const int64_t hm = args.i64("heads"), rope = args.i64("rope"), lora = args.i64("lora");
-  // Shared memory: the larger of the tensor-core form's (a ring of `sub`
-  // (16, or with `sub_rows` 32) padded rows per slot, hi and lo query rows:
-  // up to 8 heads and 16-row sub-chunks 3 slots and 8 query rows each, else
-  // 2 slots and 8 or 16 query rows; partial scores, probabilities, softmax
-  // state) and the SIMT form's (-DMK_MLA_ATTENTION_SIMT: queries, scores,
-  // 32 rows).
+  // Shared memory: the largest of the block-wide tensor-core form's (a ring
+  // of `sub` (16, or with `sub_rows` 32) padded rows per slot, hi and lo
+  // query rows: up to 8 heads and 16-row sub-chunks 3 slots and 8 query rows
+  // each, else 2 slots and 8 or 16 query rows; partial scores,
+  // probabilities, softmax state), the SIMT form's (-DMK_MLA_ATTENTION_SIMT:
+  // queries, scores, 32 rows) and, where the shape takes it, the sliced
+  // form's (-DMK_MLA_ATTENTION_SLICED: a ring of 4, 3 or 2 slots (the most
+  // under 80 KB) of 16 rows per warp, each row the warp's latent slice and
+  // rope k-steps padded; two buffers of partial scores, a float4 per lane
+  // and head of the lane). The template's static_assert checks this mirror.
   const int64_t hg = args.i64("head_group");
   const int64_t subRows = t.getIntArg("sub_rows", 16);
   constexpr int64_t simtSub = 32;
@@ -282,7 +286,19 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
   const int64_t simtF =
       (hg * lora + hg * rope + hg * simtSub + 3 * hg + 3) / 4 * 4 +
       (simtSub * lora + simtSub * rope) / 2;
-  const int64_t f = std::max(mmaF, simtF);
+  // The sliced form (mla_attention_sliced_fits in templates/mla.cuh).
+  const int64_t warps = T / 32, ropeSteps = (rope + 15) / 16;
+  const int64_t slicedRow = lora / warps + (ropeSteps + warps - 1) / warps * 16 + 8;
+  auto slicedFloats = [&](int64_t slots) {
+    return warps * slots * 16 * slicedRow / 2 + 2 * (hg > 8 ? 2 : 1) * warps * 32 * 4;
+  };
+  constexpr int64_t slicedMaxBytes = 80 * 1024;
+  const int64_t slicedF = slicedFloats(slicedFloats(4) * 4 <= slicedMaxBytes   ? 4
+                                       : slicedFloats(3) * 4 <= slicedMaxBytes ? 3
+                                                                               : 2);
+  const bool sliced = hg <= 16 && sub == 16 && lora % (16 * warps) == 0 &&
+                      slicedF * 4 <= slicedMaxBytes;
+  const int64_t f = std::max({mmaF, simtF, sliced ? slicedF : int64_t(0)});
   needWork(f);
   // The template's SUB argument only where it is not its default (16).
   const std::string subArg = sub != 16 ? ", " + std::to_string(sub) : "";

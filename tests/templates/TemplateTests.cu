@@ -854,8 +854,11 @@ __global__ void __launch_bounds__(T, 1)
   for (int t = blockIdx.x; t < tasks; t += gridDim.x)
     mk::mla_q_absorb_task<T, HM, NOPE, ROPE, VH, LORA, 128>(t, q, wq, s, z, qabs, smem);
 }
-template <int HM, int HG, int SUB>
-__global__ void __launch_bounds__(T, 1)
+// AT threads; SLICED: the sliced form (else the form mla_attention_chunk_task
+// picks: the block-wide one, or with -DMK_MLA_ATTENTION_SLICED the sliced
+// one where it fits).
+template <int HM, int HG, int SUB, int AT, bool SLICED>
+__global__ void __launch_bounds__(AT, 1)
     attnKernel(int rows, float scale, const float *qabs, const mk::bf16 *qr, const mk::bf16 *ckv,
                const mk::bf16 *kr, float *pm, float *pl, float *pa, int *nchOut) {
   extern __shared__ float smem[];
@@ -864,8 +867,12 @@ __global__ void __launch_bounds__(T, 1)
     *nchOut = nch;
   // Head groups of HG: HM / HG tasks per chunk.
   for (int t = blockIdx.x; t < nch * (HM / HG); t += gridDim.x)
-    mk::mla_attention_chunk_task<T, HM, HG, LORA, ROPE, SUB>(t, nch, rows, scale, qabs, qr, ckv,
-                                                             kr, pm, pl, pa, smem);
+    if constexpr (SLICED)
+      mk::mla_attention_chunk_task_sliced<AT, HM, HG, LORA, ROPE>(t, nch, rows, scale, qabs, qr,
+                                                                  ckv, kr, pm, pl, pa, smem);
+    else
+      mk::mla_attention_chunk_task<AT, HM, HG, LORA, ROPE, SUB>(t, nch, rows, scale, qabs, qr,
+                                                                ckv, kr, pm, pl, pa, smem);
 }
 // Latent-dim slices per head, as the partition cuts them (fp32 sums).
 constexpr int kCombineSlices = 4;
@@ -883,8 +890,10 @@ __global__ void __launch_bounds__(T, 1)
 }
 
 /// HM heads in attention tasks of HG heads (2: A rows 8-15 carry the lo
-/// parts; 16: they carry heads), sub-chunks of SUB cache rows.
-template <int HM = 4, int HG = 2, int SUB = mk::kMlaSub> void runMla(int ctx, bool adopt, uint64_t seed) {
+/// parts; 16: they carry heads), sub-chunks of SUB cache rows, the
+/// attention in blocks of AT threads (SLICED: its sliced form).
+template <int HM = 4, int HG = 2, int SUB = mk::kMlaSub, int AT = T, bool SLICED = false>
+void runMla(int ctx, bool adopt, uint64_t seed) {
   Rng r(seed);
   const int rows = ctx + 1;
   auto q = randBf16(r, HM * QD, 1.f), kv = randBf16(r, LORA + ROPE, 1.f);
@@ -913,12 +922,12 @@ template <int HM = 4, int HG = 2, int SUB = mk::kMlaSub> void runMla(int ctx, bo
   absorbKernel<HM><<<9, T, NOPE * sizeof(float)>>>(dq.as<mk::bf16>(), dw.p, ds.as<mk::bf16>(),
                                                dz.as<mk::bf16>(), qabs.p);
   CK(cudaGetLastError());
-  const size_t asmem = mk::mla_attention_smem_floats<T, HG, LORA, ROPE, SUB>() * sizeof(float);
-  CK(cudaFuncSetAttribute(attnKernel<HM, HG, SUB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          (int)asmem));
+  const size_t asmem = mk::mla_attention_smem_floats<AT, HG, LORA, ROPE, SUB>() * sizeof(float);
+  auto attn = attnKernel<HM, HG, SUB, AT, SLICED>;
+  CK(cudaFuncSetAttribute(attn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)asmem));
   const float scale = 1.f / std::sqrt(float(QD));
-  attnKernel<HM, HG, SUB><<<23, T, asmem>>>(rows, scale, qabs.p, dqr.as<mk::bf16>(), (mk::bf16 *)co,
-                               (mk::bf16 *)ko, pm.p, pl.p, pa.p, nch.p);
+  attn<<<23, AT, asmem>>>(rows, scale, qabs.p, dqr.as<mk::bf16>(), (mk::bf16 *)co, (mk::bf16 *)ko,
+                          pm.p, pl.p, pa.p, nch.p);
   CK(cudaGetLastError());
   const size_t csmem = mk::mla_combine_smem_floats<T, VH, LORA>() * sizeof(float);
   CK(cudaFuncSetAttribute(combineKernel<HM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)csmem));
@@ -1014,6 +1023,26 @@ TEST(Mla, SixteenHeadGroups) {
   REQUIRE_GPU();
   runMla<16, 16>(300, false, 24); // A rows 8-15 carry heads 8-15
   runMla<32, 16>(40, false, 25);  // two groups per chunk, a short last sub-chunk
+}
+// The sliced form (-DMK_MLA_ATTENTION_SLICED; up to 16 heads, 16-row
+// sub-chunks): at the unit's 256 threads 8 warps of 64 latent dims, 3 ring
+// slots; at 512 threads 16 warps of 32 dims, 2 slots; 16 heads fill the A
+// rows with heads. (The forms build runs the tests above in it too.)
+static_assert(mk::mla_attention_sliced_fits<256, 8, LORA, ROPE>() &&
+                  mk::mla_sliced_stages<256, 8, LORA, ROPE>() == 3 &&
+                  mk::mla_attention_sliced_fits<256, 16, LORA, ROPE>() &&
+                  mk::mla_attention_sliced_fits<T, 2, LORA, ROPE>() &&
+                  mk::mla_sliced_stages<T, 2, LORA, ROPE>() == 2,
+              "the sliced form's shapes these tests mean to cover");
+TEST(Mla, SlicedForm) {
+  REQUIRE_GPU();
+  runMla<32, 8, 16, 256, true>(2000, false, 30); // the unit's heads and head group
+  runMla<4, 2, 16, 256, true>(300, true, 31);
+  runMla<4, 2, 16, 256, true>(0, false, 32);
+  runMla<32, 8, 16, 256, true>(40, false, 33); // a short last sub-chunk
+  runMla<32, 16, 16, 256, true>(2000, false, 34); // 16 heads: A rows 8-15 carry heads 8-15
+  runMla<16, 16, 16, 256, true>(40, true, 35);
+  runMla<4, 2, 16, T, true>(300, false, 36);
 }
 // 32-row sub-chunks (attention-sub-rows=32): two ring slots, a k-step of
 // the weighted sum per 16 rows; short and single-row contexts included.
