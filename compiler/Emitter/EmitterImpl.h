@@ -23,6 +23,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <optional>
 #include <functional>
 #include <set>
 
@@ -126,6 +127,10 @@ private:
   std::string body;
   llvm::raw_string_ostream os{body};
   std::set<std::string> asserts;
+  /// Each MLA attention's max_chunks by its part_m buffer (what its combine
+  /// sizes its loop by), gathered by one walk at the first combine: a walk
+  /// per combine made the emission quadratic in the depth.
+  std::optional<llvm::StringMap<int64_t>> attentionMaxChunks;
   int64_t workFloats = 0;
   /// The task being lowered, and the one whose work area is the largest.
   TaskOpInterface workTask, workOwner;

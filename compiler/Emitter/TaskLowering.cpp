@@ -323,12 +323,14 @@ LogicalResult Emitter::lowerTask(MlaCombineWvOp op, int64_t G, llvm::raw_ostream
   TaskOpInterface t = op;
   TaskArgs args{t};
   const int64_t hm = args.i64("heads"), nope = args.i64("nope"), vh = args.i64("v_head"), lora = args.i64("lora");
-  int64_t maxc = 0;
-  kernel.walk([&](TaskOpInterface a) {
-    if (isa<MlaAttentionChunkOp>(a.getOperation()) &&
-        a.getStrArg("part_m") == args.str("part_m"))
-      maxc = a.getIntArg("max_chunks");
-  });
+  if (!attentionMaxChunks) {
+    attentionMaxChunks.emplace();
+    kernel.walk([&](MlaAttentionChunkOp a) {
+      TaskOpInterface at = a;
+      (*attentionMaxChunks)[at.getStrArg("part_m")] = at.getIntArg("max_chunks");
+    });
+  }
+  const int64_t maxc = attentionMaxChunks->lookup(args.str("part_m"));
   needWork(lora + w4Red(vh));
   asserts.insert(w4RedCheck(vh));
   std::string w = args.str("kv_b").str();

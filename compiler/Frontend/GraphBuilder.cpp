@@ -279,13 +279,19 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
   auto fn = b.create<func::FuncOp>(loc(cfg.name + ".decode_step"),
                                    kDecodeStepFuncName,
                                    b.getFunctionType(argTypes, resultTypes));
+  // Every argument's and result's attributes set at once (one at a time
+  // rebuilds the whole list each time: quadratic in the depth).
   const unsigned firstState = 2;
+  SmallVector<DictionaryAttr> argAttrs(argTypes.size(), b.getDictionaryAttr({}));
+  SmallVector<DictionaryAttr> resultAttrs(resultTypes.size(), b.getDictionaryAttr({}));
   for (auto [i, s] : llvm::enumerate(stateOps)) {
-    auto tie = b.getNamedAttr(GraphDialect::getStateAttrName(),
-                              FlatSymbolRefAttr::get(s.getSymNameAttr()));
-    fn.setArgAttrs(firstState + i, b.getDictionaryAttr(tie));
-    fn.setResultAttrs(1 + i, b.getDictionaryAttr(tie));
+    auto tie = b.getDictionaryAttr(b.getNamedAttr(
+        GraphDialect::getStateAttrName(), FlatSymbolRefAttr::get(s.getSymNameAttr())));
+    argAttrs[firstState + i] = tie;
+    resultAttrs[1 + i] = tie;
   }
+  fn.setAllArgAttrs(argAttrs);
+  fn.setAllResultAttrs(resultAttrs);
   Block *entry = fn.addEntryBlock();
   b.setInsertionPointToStart(entry);
 

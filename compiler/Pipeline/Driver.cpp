@@ -185,7 +185,11 @@ int mk::runDriver(const DriverOptions &opt, llvm::raw_ostream &out,
   });
 
   std::string error;
+  mlir::TimingScope loadTiming;
+  if (opt.timing)
+    loadTiming = opt.timing->nest("load input");
   OwningOpRef<ModuleOp> module = loadInput(ctx, opt.inputPath, error);
+  loadTiming.stop();
   if (!module)
     return fail(error);
   if (opt.debugCapture)
@@ -233,6 +237,8 @@ int mk::runDriver(const DriverOptions &opt, llvm::raw_ostream &out,
         return fail(error);
       if (configure && failed(configure(pm)))
         return fail("cannot apply the pass manager options");
+      if (opt.timing)
+        pm.enableTiming(*opt.timing);
       // The passes' diagnostics say why; a stage failing without one is
       // still an error line.
       int before = errors;
@@ -252,6 +258,9 @@ int mk::runDriver(const DriverOptions &opt, llvm::raw_ostream &out,
     emitOptions.outputPath = opt.outputPath;
     emitOptions.stdoutStream = &out;
     int before = errors;
+    mlir::TimingScope emitTiming;
+    if (opt.timing)
+      emitTiming = opt.timing->nest("emit (" + target.name + ")");
     if (failed(target.emit(*module, emitOptions, error))) {
       if (!error.empty())
         return fail(error);

@@ -14,6 +14,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
@@ -41,6 +42,9 @@ struct DriverOptions {
   /// schedule-form-phases=threads=512). Naming a pass that the stages run do
   /// not contain is an error.
   PassOptionMap passOptions;
+  /// If set (mkc's --mlir-timing), the time of the input's loading, of every
+  /// stage's passes and of the emission is recorded under this scope.
+  mlir::TimingScope *timing = nullptr;
 };
 
 /// Called on each stage's pass manager before it runs (mkc applies MLIR's

@@ -67,6 +67,9 @@ struct SchedulePartitionWorkPass
   DenseMap<Operation *, SmallVector<std::pair<StringRef, TaskOpInterface>>> readProducers;
   /// recut()'s answers by (task, blocks).
   std::map<std::pair<Operation *, int64_t>, FailureOr<DictionaryAttr>> recuts;
+  /// The kernel's buffers by name (a walk per resized buffer made the pass
+  /// quadratic in the depth).
+  llvm::StringMap<BufferOp> buffers;
 };
 
 
@@ -104,10 +107,8 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOpInterface t, KernelOp k
     args.set(name, StringAttr::get(mctx, v));
   t.setArgsAttr(args.getDictionary(mctx));
   for (const auto &[name, shape] : c.bufferShapes)
-    kernel.walk([&](BufferOp b) {
-      if (b.getSymName() == name)
-        b.setShape(shape);
-    });
+    if (BufferOp b = buffers.lookup(name))
+      b.setShape(shape);
   finish(t, c.count, c.bytesPerTask, c.partition);
   return success();
 }
@@ -444,6 +445,8 @@ void SchedulePartitionWorkPass::runOnOperation() {
     uncut.clear();
     readProducers.clear();
     recuts.clear();
+    buffers.clear();
+    kernel.walk([&](BufferOp b) { buffers[b.getSymName()] = b; });
     // phase-budget: instances of each phase's tasks cut so far.
     DenseMap<Operation *, int64_t> phaseUsed;
     WalkResult r = kernel.walk([&](TaskOpInterface t) {

@@ -3,6 +3,7 @@
 #include "mk/BlockConfig.h"
 
 #include <sstream>
+#include <unordered_map>
 
 namespace mk {
 
@@ -169,10 +170,14 @@ std::vector<TensorDesc> parameterTensors(const BlockConfig &c) {
   std::vector<TensorDesc> out;
   const int64_t C = c.kdaChannels();
   std::vector<QuantLinearDesc> qls = quantLinears(c);
+  // By prefix: a scan per name made this quadratic in the depth.
+  std::unordered_map<std::string, const QuantLinearDesc *> byPrefix;
+  for (const QuantLinearDesc &q : qls)
+    byPrefix.emplace(q.prefix, &q);
   auto quant = [&](const std::string &prefix) {
-    for (const QuantLinearDesc &q : qls)
-      if (q.prefix == prefix)
-        appendQuant(out, q, c.group);
+    auto it = byPrefix.find(prefix);
+    if (it != byPrefix.end())
+      appendQuant(out, *it->second, c.group);
   };
   for (size_t i = 0; i < c.pattern.size(); ++i) {
     const size_t first = out.size();

@@ -21,6 +21,7 @@
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
@@ -102,6 +103,7 @@ int main(int argc, char **argv) {
   mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
   mlir::registerAsmPrinterCLOptions();
+  mlir::registerDefaultTimingManagerCLOptions();
   // libLLVM registers hundreds of backend options; --help shows mkc's own and
   // MLIR's (--mlir-*), the rest stay reachable through --help-hidden.
   for (auto &entry : cl::getRegisteredOptions()) {
@@ -180,6 +182,13 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
+  // --mlir-timing: the time of the input's loading, of each pass of every
+  // stage and of the emission, reported when the manager goes out of scope.
+  mlir::DefaultTimingManager timing;
+  mlir::applyDefaultTimingManagerCLOptions(timing);
+  mlir::TimingScope root = timing.getRootScope();
+  if (timing.isEnabled())
+    options.timing = &root;
   return mk::runDriver(options, outs(), errs(), [](mlir::PassManager &pm) {
     return mlir::applyPassManagerCLOptions(pm);
   });
