@@ -138,6 +138,16 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
   for (TaskOpInterface t : grid)
     total += t.getCount();
   if (total) {
+    // The phase's waits and signals by task, in their order (a scan of the
+    // phase per task was quadratic in phase 0's zeroing tasks).
+    llvm::StringMap<SmallVector<WaitOp, 2>> waitsOf;
+    llvm::StringMap<SmallVector<SignalOp, 2>> signalsOf;
+    for (Operation &op : phase.getBodyBlock()) {
+      if (auto w = dyn_cast<WaitOp>(op))
+        waitsOf[w.getTask()].push_back(w);
+      else if (auto s = dyn_cast<SignalOp>(op))
+        signalsOf[s.getTask()].push_back(s);
+    }
     // Instance t runs on block (t + deal_offset) % gridDim.x; t0 is the
     // block's first.
     os << "    const int t0 = mk::deal_first_task(" << phase.getDealOffset() << "u);\n"
@@ -149,9 +159,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
          << "      const int i = t - " << begin << ";\n";
       bool waits = false;
       prologueWait.clear();
-      for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>()) {
-        if (w.getTask() != t.getName())
-          continue;
+      for (WaitOp w : waitsOf.lookup(t.getName())) {
         CounterOp c = counters.lookup(w.getCounter());
         if (w.getInPrologue()) { // the task's lowering passes it on
           prologueWait = llvm::formatv("mk::CounterWaits{{sync, {0} + (i / {1}) * {2}, {2}, {3}u}",
@@ -180,9 +188,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
       // which a task without signals gets from a block barrier of its own.
       os << "      {\n      MK_STAGE_BEGIN();\n";
       SmallVector<std::string> sigs;
-      for (SignalOp s : phase.getBodyBlock().getOps<SignalOp>()) {
-        if (s.getTask() != t.getName())
-          continue;
+      for (SignalOp s : signalsOf.lookup(t.getName())) {
         CounterOp c = counters.lookup(s.getCounter());
         sigs.push_back(llvm::formatv("{0} + i / {1}", c.getBase(), s.getDivisor()).str());
       }

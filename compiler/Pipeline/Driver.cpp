@@ -239,6 +239,7 @@ int mk::runDriver(const DriverOptions &opt, llvm::raw_ostream &out,
         return fail("cannot apply the pass manager options");
       if (opt.timing)
         pm.enableTiming(*opt.timing);
+      pm.enableVerifier(opt.verifyEach);
       // The passes' diagnostics say why; a stage failing without one is
       // still an error line.
       int before = errors;

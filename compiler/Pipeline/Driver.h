@@ -42,6 +42,9 @@ struct DriverOptions {
   /// schedule-form-phases=threads=512). Naming a pass that the stages run do
   /// not contain is an error.
   PassOptionMap passOptions;
+  /// `--verify-each` (default on): verify the IR after every pass, as
+  /// mlir-opt does; the input is verified as it is loaded either way.
+  bool verifyEach = true;
   /// If set (mkc's --mlir-timing), the time of the input's loading, of every
   /// stage's passes and of the emission is recorded under this scope.
   mlir::TimingScope *timing = nullptr;

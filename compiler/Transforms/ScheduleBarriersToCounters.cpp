@@ -26,18 +26,27 @@ using namespace mk::schedule;
 
 namespace {
 
-/// True if `c` must be ordered after `p` (a conflicting access to a buffer
-/// that is not per-block shared memory; `sharedBufs` names those).
-bool conflicts(TaskOpInterface p, TaskOpInterface c, const llvm::StringSet<> &sharedBufs) {
-  auto names = [](ArrayRef<StringRef> a) {
-    llvm::StringSet<> s;
-    for (StringRef x : a)
-      s.insert(x);
-    return s;
-  };
-  const TaskAccesses pa_ = taskAccesses(p), ca_ = taskAccesses(c);
-  auto pr = names(pa_.reads), pw = names(pa_.writes), pa = names(pa_.accumulates);
-  auto cr = names(ca_.reads), cw = names(ca_.writes), ca = names(ca_.accumulates);
+/// A task's accesses as sets (computed once per task: the pass compares
+/// every task of a segment with every task after its barrier).
+struct AccessSets {
+  llvm::StringSet<> reads, writes, accumulates;
+};
+AccessSets accessSets(TaskOpInterface t) {
+  AccessSets s;
+  const TaskAccesses a = taskAccesses(t);
+  for (StringRef x : a.reads)
+    s.reads.insert(x);
+  for (StringRef x : a.writes)
+    s.writes.insert(x);
+  for (StringRef x : a.accumulates)
+    s.accumulates.insert(x);
+  return s;
+}
+
+/// True if a task with accesses `c` must be ordered after one with `p` (a
+/// conflicting access to a buffer that is not per-block shared memory;
+/// `sharedBufs` names those).
+bool conflicts(const AccessSets &p, const AccessSets &c, const llvm::StringSet<> &sharedBufs) {
   auto shared = [&](StringRef b) { return sharedBufs.contains(b); };
   auto any = [&](const llvm::StringSet<> &a, const llvm::StringSet<> &b) {
     for (auto &e : a)
@@ -45,8 +54,9 @@ bool conflicts(TaskOpInterface p, TaskOpInterface c, const llvm::StringSet<> &sh
         return true;
     return false;
   };
-  return any(pw, cr) || any(pw, cw) || any(pa, cr) || any(pa, cw) ||
-         any(pr, cw) || any(pr, ca) || any(pw, ca);
+  return any(p.writes, c.reads) || any(p.writes, c.writes) || any(p.accumulates, c.reads) ||
+         any(p.accumulates, c.writes) || any(p.reads, c.writes) || any(p.reads, c.accumulates) ||
+         any(p.writes, c.accumulates);
 }
 
 struct ScheduleBarriersToCountersPass
@@ -63,12 +73,30 @@ struct ScheduleBarriersToCountersPass
   llvm::StringSet<> symbols;             // every symbol the kernel has
   llvm::StringMap<CounterOp> counters;  // producer name + suffix -> ours
   Operation *firstPhase = nullptr;
+  /// Each task's accesses, as sets.
+  llvm::DenseMap<Operation *, AccessSets> accesses;
+  const AccessSets &accessesOf(TaskOpInterface t) {
+    auto it = accesses.find(t.getOperation());
+    if (it == accesses.end())
+      it = accesses.try_emplace(t.getOperation(), accessSets(t)).first;
+    return it->second;
+  }
+  /// (counter, consumer task) pairs that have their wait, keyed
+  /// "counter\0task" (a scan of the consumer's phase per edge was
+  /// quadratic in the depth).
+  llvm::StringSet<> waited;
+  static std::string waitKey(StringRef counter, StringRef task) {
+    return (counter + Twine('\0') + task).str();
+  }
 
   LogicalResult convert(KernelOp kernel) {
     Block &body = kernel.getBodyBlock();
     sharedBufs.clear();
     symbols.clear();
     counters.clear();
+    accesses.clear();
+    waited.clear();
+    kernel.walk([&](WaitOp w) { waited.insert(waitKey(w.getCounter(), w.getTask())); });
     firstPhase = nullptr;
     for (Operation &o : body) {
       if (auto sym = o.getAttrOfType<StringAttr>(SymbolTable::getSymbolAttrName()))
@@ -101,7 +129,7 @@ struct ScheduleBarriersToCountersPass
         for (TaskOpInterface c : np.getBodyBlock().getOps<TaskOpInterface>())
           for (PhaseOp pp : segment)
             for (TaskOpInterface p : pp.getBodyBlock().getOps<TaskOpInterface>())
-              if (conflicts(p, c, sharedBufs)) {
+              if (conflicts(accessesOf(p), accessesOf(c), sharedBufs)) {
                 if (c.isEveryBlock() || p.isEveryBlock())
                   keep = true;
                 deps.push_back({p, c});
@@ -163,9 +191,8 @@ struct ScheduleBarriersToCountersPass
                          b.getStringAttr(p.getName()), b.getI64IntegerAttr(pPer));
     }
     // One wait per (counter, consumer).
-    for (WaitOp w : cPhase.getBodyBlock().getOps<WaitOp>())
-      if (w.getCounter() == counter.getSymName() && w.getTask() == c.getName())
-        return success();
+    if (!waited.insert(waitKey(counter.getSymName(), c.getName())).second)
+      return success();
     b.setInsertionPointToEnd(&cPhase.getBodyBlock());
     b.create<WaitOp>(c.getLoc(), FlatSymbolRefAttr::get(counter),
                      b.getStringAttr(c.getName()), b.getI64IntegerAttr(cPer),

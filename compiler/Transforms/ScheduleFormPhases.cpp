@@ -1037,22 +1037,19 @@ void ScheduleFormPhasesPass::runOnOperation() {
       a.push_back(FlatSymbolRefAttr::get(b.getContext(), n));
     return b.getArrayAttr(a);
   };
+  // Each phase's tasks in task order (one pass: a scan of every task per
+  // phase was quadratic in the depth), and the segment of its last one.
+  std::vector<SmallVector<int>> phaseMembers(plan.numPhases);
+  std::vector<int> phaseSegment(plan.numPhases, -1);
+  for (int t = 0, e = tasks.size(); t < e; ++t) {
+    phaseMembers[plan.phase[t]].push_back(t);
+    phaseSegment[plan.phase[t]] = plan.segment[t];
+  }
   for (int p = 0; p < plan.numPhases; ++p) {
-    int segment = -1;
-    SmallVector<int> members;
-    for (int t = 0, e = tasks.size(); t < e; ++t)
-      if (plan.phase[t] == p) {
-        members.push_back(t);
-        segment = plan.segment[t];
-      }
-    if (p > 0) {
-      int prevSegment = -1;
-      for (int t = 0, e = tasks.size(); t < e; ++t)
-        if (plan.phase[t] == p - 1)
-          prevSegment = plan.segment[t];
-      if (prevSegment != segment)
-        b.create<schedule::BarrierOp>(fn.getLoc());
-    }
+    const int segment = phaseSegment[p];
+    SmallVector<int> members = std::move(phaseMembers[p]);
+    if (p > 0 && phaseSegment[p - 1] != segment)
+      b.create<schedule::BarrierOp>(fn.getLoc());
     // Every-block tasks run first in their phase.
     llvm::stable_sort(members, [&](int x, int y) {
       return tasks[x].partition == "every_block" &&

@@ -58,6 +58,11 @@ int main(int argc, char **argv) {
       "dump-dir",
       cl::desc("Write the IR after every stage to DIR/NN-<stage>.mlir"),
       cl::value_desc("dir"), cl::cat(category));
+  cl::opt<bool> verifyEach(
+      "verify-each",
+      cl::desc("Verify the IR after every pass (default; =false saves ~40% "
+               "of a very deep spec's compile time)"),
+      cl::init(true), cl::cat(category));
   cl::opt<bool> debugCapture(
       "debug-capture",
       cl::desc("Emit a kernel that also writes every phase's intermediates "
@@ -175,6 +180,7 @@ int main(int argc, char **argv) {
   options.outputPath = output;
   options.dumpDir = dumpDir;
   options.debugCapture = debugCapture;
+  options.verifyEach = verifyEach;
   for (const std::string &spec : passOptions) {
     std::string error;
     if (!mk::addPassOption(spec, options.passOptions, error)) {
