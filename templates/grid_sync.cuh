@@ -190,20 +190,6 @@ __device__ __forceinline__ void counter_wait(unsigned *sync, int i, unsigned tar
   __syncthreads();
 }
 
-/// Counters [first, first + n) each waited for until they reach `target`,
-/// as a task's prologue calls it (moe_down_task_waiting: after its weight
-/// copies are issued, so that the stream runs under the wait). Every
-/// thread of the block calls it.
-struct CounterWaits {
-  unsigned *sync;
-  int first, n;
-  unsigned target;
-  __device__ __forceinline__ void operator()() const {
-    for (int q = 0; q < n; ++q)
-      counter_wait(sync, first + q, target);
-  }
-};
-
 /// This block's first task of a phase whose tasks are dealt round-robin
 /// (task t to block (t + r) % gridDim.x), continuing where the kernel's
 /// earlier phases stopped: `dealt` tasks so far, r = dealt % gridDim.x. A

@@ -129,4 +129,33 @@ __device__ __forceinline__ void phase_add(unsigned long long *table, int i,
     table[(size_t)i * kMaxGrid + blockIdx.x] += ns;
 }
 
+/// Counters [first, first + n) each waited for until they reach `target`,
+/// as a task's prologue calls it (moe_down_task_waiting: after its weight
+/// copies are issued, so that the stream runs under the wait). Every
+/// thread of the block calls it. With -DMK_PHASE_TIMING the emitter also
+/// passes the kernel's wait table and the phase: thread 0 adds the time it
+/// waited there, so that mk-bench's phase profile (work = done - entry -
+/// waits) counts it as a wait, as it counts the waits before a task.
+/// Without it the struct is the four fields alone (the kernel unchanged).
+struct CounterWaits {
+  unsigned *sync;
+  int first, n;
+  unsigned target;
+#ifdef MK_PHASE_TIMING
+  unsigned long long *waits = nullptr;
+  int phase = 0;
+#endif
+  __device__ __forceinline__ void operator()() const {
+#ifdef MK_PHASE_TIMING
+    const unsigned long long t0 = global_timer_ns();
+#endif
+    for (int q = 0; q < n; ++q)
+      counter_wait(sync, first + q, target);
+#ifdef MK_PHASE_TIMING
+    if (waits)
+      phase_add(waits, phase, global_timer_ns() - t0);
+#endif
+  }
+};
+
 } // namespace mk

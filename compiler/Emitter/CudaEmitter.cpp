@@ -162,9 +162,12 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
       for (WaitOp w : waitsOf.lookup(t.getName())) {
         CounterOp c = counters.lookup(w.getCounter());
         if (w.getInPrologue()) { // the task's lowering passes it on
-          prologueWait = llvm::formatv("mk::CounterWaits{{sync, {0} + (i / {1}) * {2}, {2}, {3}u}",
-                                       c.getBase(), w.getDivisor(), w.getSpan(), w.getTarget())
-                             .str();
+          prologueWait =
+              llvm::formatv("mk::CounterWaits{{sync, {0} + (i / {1}) * {2}, {2}, {3}u "
+                            "MK_PROLOGUE_WAIT_TIMED({4})}",
+                            c.getBase(), w.getDivisor(), w.getSpan(), w.getTarget(),
+                            phaseIndex - 1)
+                  .str();
           continue;
         }
         if (!waits)
@@ -352,12 +355,14 @@ LogicalResult Emitter::run(EmittedKernel &out) {
        "mk::global_timer_ns()\n"
     << "#define MK_WAIT_END(i) mk::phase_add(mk_phase_wait_ns, i, "
        "mk::global_timer_ns() - mk_wait0)\n"
+    << "#define MK_PROLOGUE_WAIT_TIMED(i) , mk_phase_wait_ns, i\n"
     << "#define MK_STAGE_BEGIN() mk::StageClock mk_stage_clock\n"
     << "#define MK_STAGE_END(s) mk_stage_clock.lap(s)\n"
     << "#else\n#define MK_PHASE_MARK(i) ((void)0)\n"
     << "#define MK_PHASE_DONE(i) ((void)0)\n"
     << "#define MK_WAIT_BEGIN() ((void)0)\n"
     << "#define MK_WAIT_END(i) ((void)0)\n"
+    << "#define MK_PROLOGUE_WAIT_TIMED(i)\n"
     << "#define MK_STAGE_BEGIN() ((void)0)\n"
     << "#define MK_STAGE_END(s) ((void)0)\n#endif\n\n"
     << "namespace mkgen {\n"
