@@ -101,6 +101,37 @@ PhaseLoad phaseLoad(const std::vector<std::pair<int64_t, int64_t>> &tasks, int64
   return l;
 }
 
+namespace {
+/// Disjoint byte ranges lo -> hi, touching and overlapping ones merged.
+using Ranges = std::map<int64_t, int64_t>;
+
+/// Adds [lo, hi) to `t`, merging every range it overlaps or touches.
+void addRange(Ranges &t, int64_t lo, int64_t hi) {
+  auto it = t.upper_bound(lo);
+  if (it != t.begin() && std::prev(it)->second >= lo)
+    --it;
+  while (it != t.end() && it->first <= hi) {
+    lo = std::min(lo, it->first);
+    hi = std::max(hi, it->second);
+    it = t.erase(it);
+  }
+  t[lo] = hi;
+}
+
+/// The range of `t` that meets [at, at + size), if any (end() if none).
+Ranges::const_iterator meeting(const Ranges &t, int64_t at, int64_t size) {
+  auto it = t.upper_bound(at); // the first range starting after at
+  if (it != t.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second > at)
+      return prev;
+  }
+  if (it != t.end() && it->first < at + size)
+    return it;
+  return t.end();
+}
+} // namespace
+
 int64_t planWorkspace(const std::vector<WorkspaceBuffer> &buffers,
                       std::vector<int64_t> &offsets, int64_t align) {
   const size_t n = buffers.size();
@@ -111,66 +142,69 @@ int64_t planWorkspace(const std::vector<WorkspaceBuffer> &buffers,
     return buffers[a].bytes > buffers[b].bytes;
   });
   auto roundUp = [&](int64_t x) { return (x + align - 1) / align * align; };
-  // Per segment, the memory its placed buffers take, as disjoint ranges
-  // (touching ones merged: lo -> hi). First fit depends only on the union
-  // of what the buffers live at the same time take, so a buffer's offset is
-  // the lowest `at` whose [at, at + size) meets no range of any segment it
-  // lives in. Kept per segment instead of re-sorting every placed buffer
-  // that overlaps the new one (the accumulators zeroed at the start live
-  // from segment 0 on: quadratic in a deep kernel's buffers).
+  // First fit: a buffer's offset is the lowest `at` whose [at, at + size)
+  // meets no placed buffer live in any segment of its own range. The placed
+  // ones are kept in a segment tree over the segments: a buffer's bytes go
+  // to the O(log S) nodes that cover its range exactly (`own`) and to the
+  // union of each of those nodes' ancestors (`below`: what some segment
+  // under the node holds). The buffers live somewhere in a range [f, l] are
+  // then those in `below` of the nodes covering [f, l] and in `own` of
+  // their ancestors (two nodes that share a segment are one inside the
+  // other): O(log^2 S) range sets per query, where scanning every segment
+  // of the range was quadratic in the depth (an accumulator zeroed at the
+  // start lives in every segment up to its layer's).
   int lo = 0, hi = -1;
   for (const WorkspaceBuffer &b : buffers) {
     lo = std::min(lo, b.first);
     hi = std::max(hi, b.last);
   }
-  std::vector<std::map<int64_t, int64_t>> taken(n ? size_t(hi - lo + 1) : 0);
-  // The range of `t` that meets [at, at + size), if any (end() if none).
-  auto meeting = [](const std::map<int64_t, int64_t> &t, int64_t at, int64_t size) {
-    auto it = t.upper_bound(at); // the first range starting after at
-    if (it != t.begin()) {
-      auto prev = std::prev(it);
-      if (prev->second > at)
-        return prev;
+  const int segments = n ? hi - lo + 1 : 0;
+  int leaves = 1;
+  while (leaves < segments)
+    leaves *= 2;
+  std::vector<Ranges> own(2 * size_t(leaves)), below(2 * size_t(leaves));
+  // The nodes covering segments [f, l] exactly (bottom-up decomposition).
+  auto cover = [&](int f, int l) {
+    std::vector<int> nodes;
+    for (int a = f - lo + leaves, b = l - lo + leaves + 1; a < b; a /= 2, b /= 2) {
+      if (a & 1)
+        nodes.push_back(a++);
+      if (b & 1)
+        nodes.push_back(--b);
     }
-    if (it != t.end() && it->first < at + size)
-      return it;
-    return t.end();
+    return nodes;
   };
   int64_t arena = 0;
   for (size_t i : order) {
     const WorkspaceBuffer &b = buffers[i];
     const int64_t size = roundUp(b.bytes);
+    const std::vector<int> nodes = cover(b.first, b.last);
+    // The range sets to keep clear of: each covering node's `below` and the
+    // `own` of it and its ancestors (an ancestor shared by two covering
+    // nodes is listed twice: harmless).
+    std::vector<const Ranges *> sets;
+    for (int v : nodes) {
+      sets.push_back(&below[size_t(v)]);
+      for (int u = v; u >= 1; u /= 2)
+        sets.push_back(&own[size_t(u)]);
+    }
     int64_t at = 0;
     for (bool moved = true; moved;) {
       moved = false;
-      for (int s = b.first; s <= b.last; ++s) {
-        const std::map<int64_t, int64_t> &t = taken[size_t(s - lo)];
-        for (auto it = meeting(t, at, size); it != t.end(); it = meeting(t, at, size)) {
+      for (const Ranges *t : sets)
+        for (auto it = meeting(*t, at, size); it != t->end(); it = meeting(*t, at, size)) {
           at = it->second;
           moved = true;
         }
-      }
     }
     offsets[i] = at;
     arena = std::max(arena, at + size);
     if (size == 0)
       continue;
-    for (int s = b.first; s <= b.last; ++s) {
-      std::map<int64_t, int64_t> &t = taken[size_t(s - lo)];
-      int64_t rlo = at, rhi = at + size;
-      // Merge with the ranges it touches (none overlap it: it was placed
-      // clear of them).
-      auto it = t.lower_bound(rlo);
-      if (it != t.begin() && std::prev(it)->second == rlo) {
-        --it;
-        rlo = it->first;
-        it = t.erase(it);
-      }
-      if (it != t.end() && it->first == rhi) {
-        rhi = it->second;
-        t.erase(it);
-      }
-      t[rlo] = rhi;
+    for (int v : nodes) {
+      addRange(own[size_t(v)], at, at + size);
+      for (int u = v; u >= 1; u /= 2)
+        addRange(below[size_t(u)], at, at + size);
     }
   }
   return arena;
