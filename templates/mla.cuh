@@ -396,14 +396,21 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t &r0, uint32_t &r1, const vo
                : "=r"(r0), "=r"(r1)
                : "r"(smem_u32(p)));
 }
-/// Four 8x8 bf16 matrices, not transposed (lanes 8i..8i+7 address matrix
-/// i's rows): with lane l pointing at row l % 16, column k + 8 (l / 16) of a
-/// 16-row A operand, r0..r3 are the a0..a3 of an mma.m16n8k16.
+/// Four 8x8 bf16 matrices (lanes 8i..8i+7 address matrix i's rows), not
+/// transposed: with lane l pointing at row l % 16, column k + 8 (l / 16) of
+/// a 16-row A operand, r0..r3 are the a0..a3 of an mma.m16n8k16. TRANS:
+/// each matrix transposed, as ldmatrix_x2_trans.
+template <bool TRANS = false>
 __device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t &r2,
                                             uint32_t &r3, const void *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(smem_u32(p)));
+  if constexpr (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(smem_u32(p)));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(smem_u32(p)));
 }
 } // namespace detail
 
@@ -742,17 +749,6 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
   clk.lap(kStageMlaEpilogue);
 }
 
-namespace detail {
-/// Four 8x8 bf16 matrices from shared memory, transposed (lanes 8i..8i+7
-/// address matrix i's rows).
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t &r0, uint32_t &r1, uint32_t &r2,
-                                                  uint32_t &r3, const void *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(smem_u32(p)));
-}
-} // namespace detail
-
 /// The sliced tensor-core form of mla_attention_chunk_task (up to 16 heads,
 /// 16-row sub-chunks): each warp owns a slice of LORA / W latent dims (W
 /// warps) and every W-th 16-wide rope k-step, and stages only its slice of
@@ -1027,7 +1023,7 @@ __device__ void mla_attention_chunk_task_sliced(int task, int nchunks, int rows,
 #pragma unroll
     for (int c = 0; c < CT; c += 2) {
       uint32_t b0, b1, b2, b3;
-      detail::ldmatrix_x4_trans(b0, b1, b2, b3, cur + wOff + 8 * c);
+      detail::ldmatrix_x4<true>(b0, b1, b2, b3, cur + wOff + 8 * c);
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         acc[c][k] *= k < 2 ? alpha[0] : aLo;
