@@ -23,8 +23,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
-#include <optional>
 #include <functional>
+#include <optional>
 #include <set>
 
 namespace mk::emitter::detail {

@@ -145,9 +145,9 @@ int64_t planWorkspace(const std::vector<WorkspaceBuffer> &buffers,
   // First fit: a buffer's offset is the lowest `at` whose [at, at + size)
   // meets no placed buffer live in any segment of its own range. The placed
   // ones are kept in a segment tree over the segments: a buffer's bytes go
-  // to the O(log S) nodes that cover its range exactly (`own`) and to the
-  // union of each of those nodes' ancestors (`below`: what some segment
-  // under the node holds). The buffers live somewhere in a range [f, l] are
+  // to `own` of the O(log S) nodes that cover its range exactly and to
+  // `below` of those nodes and all their ancestors (`below`: what some
+  // segment under the node holds). The buffers live somewhere in a range [f, l] are
   // then those in `below` of the nodes covering [f, l] and in `own` of
   // their ancestors (two nodes that share a segment are one inside the
   // other): O(log^2 S) range sets per query, where scanning every segment
