@@ -118,8 +118,8 @@ TEST(WorkspacePlanner, OverlappingNeverCollide) {
 
 /// First fit by size, each buffer at the lowest offset clear of every placed
 /// buffer live at the same time: the plain form (every pair checked, the
-/// conflicts sorted), against which the planner's per-segment ranges are
-/// checked.
+/// conflicts sorted), against which the planner's segment tree of placed
+/// ranges is checked.
 static std::vector<int64_t> firstFitByPairs(const std::vector<WorkspaceBuffer> &b,
                                             int64_t align) {
   std::vector<size_t> order(b.size());
@@ -156,7 +156,8 @@ TEST(WorkspacePlanner, SameOffsetsAsPairwiseFirstFit) {
   };
   for (int trial = 0; trial < 200; ++trial) {
     std::vector<WorkspaceBuffer> b;
-    const int n = 1 + int(next(60)), segments = 1 + int(next(12));
+    // Up to 12 segments, and in every other trial up to 100 (a deeper tree).
+    const int n = 1 + int(next(60)), segments = 1 + int(next(trial % 2 ? 100 : 12));
     for (int i = 0; i < n; ++i) {
       const int first = int(next(segments));
       // Some buffers live from segment 0 on (zeroed at the start), some
