@@ -188,11 +188,12 @@ __host__ __device__ constexpr int mla_attention_mma_smem_floats() {
              mla_stage_row<LORA, ROPE>() / 2 +
          mla_score_ksplit<THREADS, SUB>() * HG * SUB + HG * SUB + 3 * HG;
 }
-/// The sliced attention form (mla_attention_chunk_task_sliced): each of
-/// the block's warps owns a slice of LORA / warps latent dims and every
-/// warps-th 16-wide rope k-step, and stages only its slice of a row
-/// (padded to an odd number of 16-byte units) in its own ring of 16-row
-/// slots: as many of 4, 3 or 2 as fit kMlaSlicedMaxBytes.
+// The sliced attention form (mla_attention_chunk_task_sliced): each of
+// the block's warps owns a slice of LORA / warps latent dims and every
+// warps-th 16-wide rope k-step, and stages only its slice of a row (padded
+// to an odd number of 16-byte units) in its own ring of 16-row slots: as
+// many of 4, 3 or 2 as fit kMlaSlicedMaxBytes.
+
 /// The sliced form takes only shapes whose shared memory stays under this:
 /// sm_120 allows 99 KB per block, and the kernel's input vector, resident
 /// residual and static data come on top of the largest task's work area.
@@ -229,8 +230,8 @@ __host__ __device__ constexpr bool mla_attention_sliced_fits() {
          mla_attention_sliced_smem_floats<THREADS, HG, LORA, ROPE>() * 4 <= kMlaSlicedMaxBytes;
 }
 /// Shared memory of mla_attention_chunk_task, in floats: enough for every
-/// form, so that -DMK_MLA_ATTENTION_SIMT and -DMK_MLA_ATTENTION_BLOCKWIDE
-/// need no other kernel.
+/// form, so that -DMK_MLA_ATTENTION_SIMT and -DMK_MLA_ATTENTION_SLICED need
+/// no other kernel.
 template <int THREADS, int HG, int LORA, int ROPE, int SUB = kMlaSub>
 __host__ __device__ constexpr int mla_attention_smem_floats() {
   constexpr int mma = mla_attention_mma_smem_floats<THREADS, HG, LORA, ROPE, SUB>();
