@@ -13,8 +13,8 @@
 // Arithmetic: the spec's roundings (the norm's and RoPE's outputs, the
 // attention output) at the spec's points, fp32 in between; RoPE's angles in
 // double as the spec states; only summation orders differ (the chunked
-// softmax, warp-tree dot products). Not yet called by an emitted kernel:
-// the dense family's lowering is to come (issue #12).
+// softmax, warp-tree dot products). Called by the gqa_rope_append,
+// gqa_attention_chunk and gqa_combine tasks (schedule-form-phases' GQA rule).
 //
 //===----------------------------------------------------------------------===//
 #pragma once

@@ -11,3 +11,4 @@
 #include "mk/kda.cuh"
 #include "mk/mla.cuh"
 #include "mk/moe.cuh"
+#include "mk/gqa.cuh"

@@ -382,6 +382,9 @@ public:
   LogicalResult lowerTask(MlaCombineWvOp op, int64_t G, llvm::raw_ostream &o);
   LogicalResult lowerTask(MoeGateUpOp op, int64_t G, llvm::raw_ostream &o);
   LogicalResult lowerTask(MoeDownOp op, int64_t G, llvm::raw_ostream &o);
+  LogicalResult lowerTask(GqaRopeAppendOp op, int64_t G, llvm::raw_ostream &o);
+  LogicalResult lowerTask(GqaAttentionChunkOp op, int64_t G, llvm::raw_ostream &o);
+  LogicalResult lowerTask(GqaCombineOp op, int64_t G, llvm::raw_ostream &o);
 
 private:
   /// The task's `args` hold what its kind's lowering reads, and the weights

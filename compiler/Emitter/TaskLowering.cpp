@@ -348,6 +348,61 @@ LogicalResult Emitter::lowerTask(MlaCombineWvOp op, int64_t G, llvm::raw_ostream
   return success();
 }
 
+LogicalResult Emitter::lowerTask(GqaRopeAppendOp op, int64_t /*group*/, llvm::raw_ostream &o) {
+  TaskOpInterface t = op;
+  TaskArgs args{t};
+  const int64_t hq = args.i64("heads"), hkv = args.i64("kv_heads"), hd = args.i64("head_dim");
+  o << "      mkgen::call<&mk::gqa_qk_norm_rope_append<" << T << ", " << hq << ", " << hkv
+    << ", " << hd << ">>(i, " << t.getCount() << ", ctx_len, "
+    // theta as a double literal: the template computes the angles in double.
+    << llvm::formatv("{0:e17}", t.getArgs().getAs<FloatAttr>("theta").getValueAsDouble())
+    << ", " << fmtFloat(t.getArgs().getAs<FloatAttr>("eps").getValueAsDouble()) << ", "
+    << ptr(args.str("q")) << ", " << ptr(args.str("k")) << ", " << ptr(args.str("v")) << ", "
+    << ident(args.str("q_norm")) << ", " << ident(args.str("k_norm")) << ", "
+    << ptr(args.str("q_out"), true) << ", " << ptr(args.str("k_cache")) << ", "
+    << ptr(args.str("v_cache")) << ", " << ptr(args.str("k_cache"), true) << ", "
+    << ptr(args.str("v_cache"), true) << ");\n";
+  return success();
+}
+
+LogicalResult Emitter::lowerTask(GqaAttentionChunkOp op, int64_t /*group*/,
+                                 llvm::raw_ostream &o) {
+  TaskOpInterface t = op;
+  TaskArgs args{t};
+  const int64_t hq = args.i64("heads"), hkv = args.i64("kv_heads"), hd = args.i64("head_dim");
+  const int64_t rep = hq / hkv;
+  // Every warp's running max, sum and weighted sum of the REP heads.
+  const int64_t f = (T / 32) * rep * (hd + 2);
+  needWork(f);
+  asserts.insert(
+      llvm::formatv("mk::gqa_attention_smem_floats<{0}, {1}, {2}>() == {3}", T, hd, rep, f).str());
+  // The chunk count follows the context as the MLA attention's does (the
+  // combine computes the same one).
+  o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, "
+    << args.i64("max_chunks") << ");\n"
+    << "      if (i < nch * " << hkv << ")\n"
+    << "        mkgen::call<&mk::gqa_attention_chunk<" << T << ", " << hd << ", " << rep
+    << ">>(i, nch, " << hkv << ", ctx_len + 1, " << ptr(args.str("q")) << ", "
+    << ptr(args.str("k_cache"), true) << ", " << ptr(args.str("v_cache"), true) << ", "
+    << ptr(args.str("part_m"), true) << ", " << ptr(args.str("part_l"), true) << ", "
+    << ptr(args.str("part_acc"), true) << ", work);\n";
+  return success();
+}
+
+LogicalResult Emitter::lowerTask(GqaCombineOp op, int64_t /*group*/, llvm::raw_ostream &o) {
+  TaskOpInterface t = op;
+  TaskArgs args{t};
+  const int64_t hq = args.i64("heads"), hd = args.i64("head_dim");
+  const int64_t maxc = args.i64("max_chunks");
+  needWork(2 * maxc);
+  o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, " << maxc << ");\n"
+    << "      mkgen::call<&mk::gqa_combine<" << T << ", " << hd << ">>(i, "
+    << args.i64("heads_per_task") << ", " << hq << ", nch, " << ptr(args.str("part_m"))
+    << ", " << ptr(args.str("part_l")) << ", " << ptr(args.str("part_acc")) << ", "
+    << ptr(args.str("o"), true) << ", work);\n";
+  return success();
+}
+
 LogicalResult Emitter::lowerMoe(TaskOpInterface t, bool down, int64_t G, llvm::raw_ostream &o) {
   TaskArgs args{t};
   bool routed = !args.str("logits").empty();
@@ -621,7 +676,8 @@ void mk::emitter::registerTaskLoweringModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, ScheduleDialect *) {
     attachCudaLowerings<W4A16GemvOp, Bf16RowsOp, KdaHeadChunkOp, ConvCommitOp, ZeroF32Op,
                         FinalResidualOp, MlaRopeAppendOp, MlaQAbsorbOp, MlaAttentionChunkOp,
-                        MlaCombineWvOp, MoeGateUpOp, MoeDownOp>(ctx);
+                        MlaCombineWvOp, MoeGateUpOp, MoeDownOp, GqaRopeAppendOp,
+                        GqaAttentionChunkOp, GqaCombineOp>(ctx);
   });
 }
 

@@ -29,6 +29,8 @@ struct LayerState {
   Value s, cq, ck, cv;
   // MLA
   Value cKv, kRope;
+  // GQA
+  Value kCache, vCache;
 };
 
 class GraphBuilder {
@@ -58,6 +60,7 @@ private:
   void declareSymbols(ModuleOp module);
   Value buildKda(int64_t layer, Value u, LayerState &st);
   Value buildMla(int64_t layer, Value u, Value pos, LayerState &st);
+  Value buildGqa(int64_t layer, Value u, Value pos, LayerState &st);
   Value buildMoe(int64_t layer, Value u);
   Value buildDenseFfn(int64_t layer, Value u);
   Value linear(Value x, const std::string &weight, int64_t out, StringRef capture = "") {
@@ -171,7 +174,7 @@ Value GraphBuilder::buildMla(int64_t layer, Value u, Value pos,
   Value qr = b.create<RopeOp>(loc(p + ".q_rope"), q2.getType(), q2, pos,
                               b.getF64FloatAttr(cfg.ropeTheta),
                               b.getI64IntegerAttr(cfg.qkNope),
-                              b.getI64IntegerAttr(cfg.qkRope));
+                              b.getI64IntegerAttr(cfg.qkRope), /*rotate_half=*/UnitAttr());
   Value kv = linear(u, p + ".kv_a", cfg.kvLora + cfg.qkRope);
   Value c = b.create<SliceOp>(loc(p + ".c"), bvec(cfg.kvLora), kv, 0);
   Value kr = b.create<SliceOp>(loc(p + ".kr"), bvec(cfg.qkRope), kv,
@@ -179,7 +182,7 @@ Value GraphBuilder::buildMla(int64_t layer, Value u, Value pos,
   Value krr = b.create<RopeOp>(loc(p + ".k_rope"), kr.getType(), kr, pos,
                                b.getF64FloatAttr(cfg.ropeTheta),
                                b.getI64IntegerAttr(0),
-                               b.getI64IntegerAttr(cfg.qkRope));
+                               b.getI64IntegerAttr(cfg.qkRope), /*rotate_half=*/UnitAttr());
   st.cKv = b.create<MlaCacheAppendOp>(loc(p + ".append_c_kv"),
                                       st.cKv.getType(), st.cKv, c);
   st.kRope = b.create<MlaCacheAppendOp>(loc(p + ".append_k_rope"),
@@ -189,6 +192,34 @@ Value GraphBuilder::buildMla(int64_t layer, Value u, Value pos,
       sym(p + ".kv_b"), b.getI64IntegerAttr(hm),
       b.getI64IntegerAttr(cfg.qkNope), b.getI64IntegerAttr(cfg.qkRope),
       b.getI64IntegerAttr(cfg.vHead));
+  return linear(o, p + ".o_proj", cfg.hidden);
+}
+
+Value GraphBuilder::buildGqa(int64_t layer, Value u, Value pos, LayerState &st) {
+  const std::string p = layerPrefix(layer) + ".attn";
+  const int64_t hq = cfg.gqaHeads, hkv = cfg.gqaKvHeads, hd = cfg.gqaHeadDim;
+  const auto eps = b.getF64FloatAttr(cfg.eps);
+  Value q = linear(u, p + ".q_proj", hq * hd, "q");
+  Value k = linear(u, p + ".k_proj", hkv * hd, "k");
+  Value v = linear(u, p + ".v_proj", hkv * hd, "v");
+  auto heads = [&](Value x, int64_t n, const char *what) {
+    return b.create<ReshapeOp>(loc(p + "." + what + "_heads"), tensor({n, hd}, bf16()), x);
+  };
+  auto normRotate = [&](Value x, const char *what) {
+    Value n = b.create<HeadRMSNormOp>(loc(p + "." + what + "_norm"), x.getType(), x,
+                                      sym(p + "." + what + "_norm"), eps);
+    return b.create<RopeOp>(loc(p + "." + what + "_rope"), x.getType(), n, pos,
+                            b.getF64FloatAttr(cfg.ropeTheta), b.getI64IntegerAttr(0),
+                            b.getI64IntegerAttr(hd), /*rotate_half=*/b.getUnitAttr())
+        .getOutput();
+  };
+  Value qr = normRotate(heads(q, hq, "q"), "q");
+  Value kr = normRotate(heads(k, hkv, "k"), "k");
+  st.kCache = b.create<KvCacheAppendOp>(loc(p + ".append_k"), st.kCache.getType(), st.kCache, kr);
+  st.vCache = b.create<KvCacheAppendOp>(loc(p + ".append_v"), st.vCache.getType(), st.vCache,
+                                        heads(v, hkv, "v"));
+  Value o = b.create<GqaAttentionOp>(loc(p + ".attention"), bvec(hq * hd), qr, st.kCache,
+                                     st.vCache);
   return linear(o, p + ".o_proj", cfg.hidden);
 }
 
@@ -217,8 +248,9 @@ Value GraphBuilder::buildMoe(int64_t layer, Value u) {
 }
 
 Value GraphBuilder::buildDenseFfn(int64_t layer, Value u) {
-  // A dense SwiGLU FFN is a shared expert of its width (one-expert stacks,
-  // fp32 sums rounded once to bf16): the same graph ops and tasks.
+  // A dense SwiGLU FFN is a shared expert of its width (plain [in, out]
+  // linears, taken as one expert; fp32 sums rounded once to bf16): the same
+  // graph ops and tasks.
   const std::string p = layerPrefix(layer) + ".mlp";
   Value f = b.create<SharedExpertsOp>(loc(p), vec(cfg.hidden, b.getF32Type()), u,
                                       sym(p + ".gate"), sym(p + ".up"), sym(p + ".down"));
@@ -308,6 +340,9 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
       st.cq = stateArg.lookup(sp + ".cq");
       st.ck = stateArg.lookup(sp + ".ck");
       st.cv = stateArg.lookup(sp + ".cv");
+    } else if (cfg.pattern[i] == LayerKind::GQA) {
+      st.kCache = stateArg.lookup(sp + ".k_cache");
+      st.vCache = stateArg.lookup(sp + ".v_cache");
     } else {
       st.cKv = stateArg.lookup(sp + ".c_kv");
       st.kRope = stateArg.lookup(sp + ".k_rope");
@@ -322,9 +357,9 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
     Value n = captured(b.create<RMSNormOp>(loc(p + ".attn_norm"), x.getType(), x,
                                            sym(p + ".attn_norm"), eps),
                        "attn_in");
-    Value attn = cfg.pattern[i] == LayerKind::KDA
-                     ? buildKda(i, n, layerStates[i])
-                     : buildMla(i, n, pos, layerStates[i]);
+    Value attn = cfg.pattern[i] == LayerKind::KDA   ? buildKda(i, n, layerStates[i])
+                 : cfg.pattern[i] == LayerKind::GQA ? buildGqa(i, n, pos, layerStates[i])
+                                                    : buildMla(i, n, pos, layerStates[i]);
     Value h = b.create<AddOp>(loc(p + ".attn_residual"), x.getType(), x, attn);
     // The FFN's input is captured as "moe_in" (and its output as
     // "moe_out") in dense-FFN layers too: one trace vocabulary per layer.
@@ -342,6 +377,8 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
     const LayerState &st = layerStates[i];
     if (cfg.pattern[i] == LayerKind::KDA)
       results.append({st.s, st.cq, st.ck, st.cv});
+    else if (cfg.pattern[i] == LayerKind::GQA)
+      results.append({st.kCache, st.vCache});
     else
       results.append({st.cKv, st.kRope});
   }

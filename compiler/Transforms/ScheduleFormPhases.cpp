@@ -60,6 +60,8 @@ struct ValueInfo {
     Conv,     // kda_short_conv output: raw projection `buffer`, window `aux`
     Window,   // kda_short_conv new window (state `buffer`)
     Rope,     // rotated value of `buffer` (q: heads; kr: vector)
+    HeadNorm, // graph.head_rmsnorm of `buffer` with weight `aux`
+    HeadNormRope, // the same, rotated (rotate-half, every element of a head)
     Append,   // cache `aux` after appending `buffer`
     Router,   // router results: logits `buffer`
     Scalar,   // ctx_len
@@ -202,6 +204,7 @@ private:
   LogicalResult lowerLinearGroup(Operation *first);
   LogicalResult lowerKda(graph::KdaGatedDeltaOp op);
   LogicalResult lowerMla(graph::MlaAttentionOp op);
+  LogicalResult lowerGqa(graph::GqaAttentionOp op);
   LogicalResult lowerExperts(Operation *op, bool routed);
   LogicalResult lowerReturn(func::ReturnOp op);
 };
@@ -286,15 +289,47 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     set(s.getOutput(), v);
     return success();
   }
+  if (auto n = dyn_cast<graph::HeadRMSNormOp>(op)) {
+    const ValueInfo *x = get(op, n.getInput());
+    if (!x)
+      return failure();
+    if (x->kind != ValueInfo::Buffer || x->offset != 0)
+      return n.emitOpError("expects a whole stored projection (its heads are normalized by "
+                           "the GQA append task)");
+    set(n.getOutput(), ValueInfo{ValueInfo::HeadNorm, x->buffer, n.getWeight().str()});
+    return success();
+  }
   if (auto r = dyn_cast<graph::RopeOp>(op)) {
     const ValueInfo *x = get(op, r.getInput());
     if (!x)
       return failure();
     ValueInfo v = *x;
-    v.kind = ValueInfo::Rope;
+    if (x->kind == ValueInfo::HeadNorm) {
+      // The GQA append task rotates whole heads, rotate-half.
+      const int64_t hd = cast<RankedTensorType>(r.getInput().getType()).getDimSize(1);
+      if (!r.getRotateHalf() || r.getOffset() != 0 || r.getRopeDim() != hd)
+        return r.emitOpError("a head-normalized input is rotated whole (offset 0, rope_dim ")
+               << hd << ") and rotate_half; no other form has a lowering";
+      v.kind = ValueInfo::HeadNormRope;
+    } else {
+      if (r.getRotateHalf())
+        return r.emitOpError("rotate_half has a lowering only on head-normalized GQA heads");
+      v.kind = ValueInfo::Rope;
+    }
     set(r.getOutput(), v);
     return success();
   }
+  if (auto a = dyn_cast<graph::KvCacheAppendOp>(op)) {
+    const ValueInfo *c = get(op, a.getCache());
+    if (!c)
+      return failure();
+    if (c->kind != ValueInfo::Buffer)
+      return a.emitOpError("the cache must be a state");
+    set(a.getOutput(), ValueInfo{ValueInfo::Append, c->buffer, ""});
+    return success();
+  }
+  if (auto g = dyn_cast<graph::GqaAttentionOp>(op))
+    return lowerGqa(g);
   if (auto a = dyn_cast<graph::MlaCacheAppendOp>(op)) {
     const ValueInfo *c = get(op, a.getCache());
     if (!c)
@@ -708,6 +743,90 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
   return success();
 }
 
+/// Grouped-query attention: one task normalizes and rotates the q and k
+/// heads and appends the new key and value rows, one per (chunk, kv head)
+/// computes partial softmax sums, one per query head merges them into o
+/// (bf16), the output projection's input.
+LogicalResult Lowering::lowerGqa(graph::GqaAttentionOp op) {
+  const ValueInfo *q = get(op, op.getQ()), *kc = get(op, op.getKCache()),
+                  *vc = get(op, op.getVCache());
+  if (!q || !kc || !vc)
+    return failure();
+  if (q->kind != ValueInfo::HeadNormRope || kc->kind != ValueInfo::Append ||
+      vc->kind != ValueInfo::Append)
+    return op.emitOpError("expects head-normalized, rotated queries and appended caches");
+  auto kAppend = op.getKCache().getDefiningOp<graph::KvCacheAppendOp>();
+  auto vAppend = op.getVCache().getDefiningOp<graph::KvCacheAppendOp>();
+  if (!kAppend || !vAppend)
+    return op.emitOpError("the caches must come directly from graph.kv_cache_append");
+  const ValueInfo *kRow = get(op, kAppend.getRow()), *vRow = get(op, vAppend.getRow());
+  if (!kRow || !vRow)
+    return failure();
+  if (kRow->kind != ValueInfo::HeadNormRope)
+    return op.emitOpError("the key row must be head-normalized and rotated as the queries are");
+  if (vRow->kind != ValueInfo::Buffer || vRow->offset != 0)
+    return op.emitOpError("the value row must be a whole stored projection");
+  auto qRope = op.getQ().getDefiningOp<graph::RopeOp>();
+  auto kRope = kAppend.getRow().getDefiningOp<graph::RopeOp>();
+  auto qNorm = qRope ? qRope.getInput().getDefiningOp<graph::HeadRMSNormOp>() : nullptr;
+  auto kNorm = kRope ? kRope.getInput().getDefiningOp<graph::HeadRMSNormOp>() : nullptr;
+  if (!qRope || !kRope || !qNorm || !kNorm)
+    return op.emitOpError("q and the key row must be graph.rope of graph.head_rmsnorm");
+  if (qRope.getTheta() != kRope.getTheta() || qNorm.getEps() != kNorm.getEps())
+    return op.emitOpError("q and k must be rotated with one theta and normalized with one eps");
+  auto qt = cast<RankedTensorType>(op.getQ().getType());
+  auto ct = cast<RankedTensorType>(op.getKCache().getType());
+  const int64_t hq = qt.getDimSize(0), hd = qt.getDimSize(1), hkv = ct.getDimSize(1);
+  std::string layer = layerOf(q->aux);
+  std::string qOut = buffer(layer + ".attn.q_rot", "bf16", {hq * hd});
+  std::string pm = buffer(layer + ".attn.part_m", "f32", {hq});
+  std::string pl = buffer(layer + ".attn.part_l", "f32", {hq});
+  std::string pa = buffer(layer + ".attn.part_acc", "f32", {hq * hd});
+  std::string o = buffer(layer + ".attn.gqa_o", "bf16", {hq * hd});
+  auto common = [&](TaskSpec &t) {
+    setArg(t, "heads", hq);
+    setArg(t, "head_dim", hd);
+  };
+  TaskSpec &a = task(layer + ".attn.rope_append", schedule::TaskKind::GqaRopeAppend, qRope);
+  a.reads = {q->buffer, kRow->buffer, vRow->buffer, kc->buffer, vc->buffer};
+  a.writes = {qOut, kc->buffer, vc->buffer};
+  setArg(a, "q", q->buffer);
+  setArg(a, "k", kRow->buffer);
+  setArg(a, "v", vRow->buffer);
+  setArg(a, "q_out", qOut);
+  setArg(a, "k_cache", kc->buffer);
+  setArg(a, "v_cache", vc->buffer);
+  setArg(a, "q_norm", q->aux);
+  setArg(a, "k_norm", kRow->aux);
+  setArg(a, "kv_heads", hkv);
+  setArg(a, "theta", qRope.getTheta().convertToDouble());
+  setArg(a, "eps", qNorm.getEps().convertToDouble());
+  common(a);
+
+  TaskSpec &at = task(layer + ".attn.attention", schedule::TaskKind::GqaAttentionChunk, op);
+  at.reads = {qOut, kc->buffer, vc->buffer};
+  at.writes = {pm, pl, pa};
+  setArg(at, "q", qOut);
+  setArg(at, "k_cache", kc->buffer);
+  setArg(at, "v_cache", vc->buffer);
+  setArg(at, "part_m", pm);
+  setArg(at, "part_l", pl);
+  setArg(at, "part_acc", pa);
+  setArg(at, "kv_heads", hkv);
+  common(at);
+
+  TaskSpec &cb = task(layer + ".attn.combine", schedule::TaskKind::GqaCombine, op);
+  cb.reads = {pm, pl, pa};
+  cb.writes = {o};
+  setArg(cb, "part_m", pm);
+  setArg(cb, "part_l", pl);
+  setArg(cb, "part_acc", pa);
+  setArg(cb, "o", o);
+  common(cb);
+  set(op.getOutput(), ValueInfo{ValueInfo::Buffer, o, ""});
+  return success();
+}
+
 /// Routed (top-k of the router) or shared experts: gate/up tiles into an fp32
 /// intermediate, down tiles accumulated into the MoE sum.
 LogicalResult Lowering::lowerExperts(Operation *op, bool routed) {
@@ -727,8 +846,10 @@ LogicalResult Lowering::lowerExperts(Operation *op, bool routed) {
   graph::QuantizedWeightOp gateWeight = quantized(op, gate);
   if (!gateWeight)
     return failure();
-  // [experts, hidden, inter]
-  const int64_t experts = gateWeight.getNumExperts(), inter = gateWeight.getOutDim();
+  // [experts, hidden, inter], or [hidden, inter] for a dense FFN (one
+  // expert).
+  const int64_t experts = std::max<int64_t>(1, gateWeight.getNumExperts()),
+                inter = gateWeight.getOutDim();
   graph::MoeRouterOp router;
   if (routed) {
     router = op->getOperand(1).getDefiningOp<graph::MoeRouterOp>();

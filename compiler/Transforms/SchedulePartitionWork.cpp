@@ -322,8 +322,9 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
              anyIn(laterAccs, a.writes);
     };
     auto movable = [&](TaskOpInterface t) {
-      // MLA attention chunks size their partial buffers as they are cut.
-      if (t.isEveryBlock() || isa<OpaqueTaskOp, MlaAttentionChunkOp>(t.getOperation()) ||
+      // Attention chunks size their partial buffers as they are cut.
+      if (t.isEveryBlock() ||
+          isa<OpaqueTaskOp, MlaAttentionChunkOp, GqaAttentionChunkOp>(t.getOperation()) ||
           t.getCutBlocks())
         return false; // (cut_blocks: balanced already)
       const Accesses &acc = accesses(t);

@@ -57,6 +57,13 @@ std::string statePrefix(int64_t layer) {
   return "state." + std::to_string(layer);
 }
 
+bool BlockConfig::hasLayer(LayerKind k) const {
+  for (LayerKind l : pattern)
+    if (l == k)
+      return true;
+  return false;
+}
+
 std::string BlockConfig::validate() const {
   std::ostringstream os;
   auto positive = [&](const char *n, int64_t v) {
@@ -76,8 +83,20 @@ std::string BlockConfig::validate() const {
   positive("n_active", nActive);
   positive("moe_inter", moeInter);
   positive("group", group);
+  if (hasLayer(LayerKind::GQA)) {
+    positive("heads", gqaHeads);
+    positive("kv_heads", gqaKvHeads);
+    positive("head_dim", gqaHeadDim);
+  }
   if (!os.str().empty())
     return os.str();
+  if (hasLayer(LayerKind::GQA)) {
+    if (gqaHeads % gqaKvHeads)
+      return "'heads' (" + std::to_string(gqaHeads) + ") must be a multiple of 'kv_heads' (" +
+             std::to_string(gqaKvHeads) + ")";
+    if (gqaHeadDim % 2)
+      return "'head_dim' must be even (rotate-half pairs), got " + std::to_string(gqaHeadDim);
+  }
   if (nShared < 0)
     return "'n_shared' must be >= 0, got " + std::to_string(nShared);
   if (denseLayers < 0)
@@ -122,6 +141,12 @@ std::vector<QuantLinearDesc> quantLinears(const BlockConfig &c) {
       for (const char *n : {"q_proj", "k_proj", "v_proj", "g_proj"})
         out.push_back({p + ".attn." + n, c.hidden, C, 0});
       out.push_back({p + ".attn.o_proj", C, c.hidden, 0});
+    } else if (c.pattern[i] == LayerKind::GQA) {
+      const int64_t qd = c.gqaHeads * c.gqaHeadDim, kvd = c.gqaKvHeads * c.gqaHeadDim;
+      out.push_back({p + ".attn.q_proj", c.hidden, qd, 0});
+      out.push_back({p + ".attn.k_proj", c.hidden, kvd, 0});
+      out.push_back({p + ".attn.v_proj", c.hidden, kvd, 0});
+      out.push_back({p + ".attn.o_proj", qd, c.hidden, 0});
     } else {
       out.push_back(
           {p + ".attn.q_proj", c.hidden, c.mlaHeads * c.mlaQHeadDim(), 0});
@@ -131,9 +156,9 @@ std::vector<QuantLinearDesc> quantLinears(const BlockConfig &c) {
       out.push_back({p + ".attn.o_proj", c.mlaHeads * c.vHead, c.hidden, 0});
     }
     if (c.denseFfn(int64_t(i))) {
-      out.push_back({p + ".mlp.gate", c.hidden, c.denseInter, 1});
-      out.push_back({p + ".mlp.up", c.hidden, c.denseInter, 1});
-      out.push_back({p + ".mlp.down", c.denseInter, c.hidden, 1});
+      out.push_back({p + ".mlp.gate", c.hidden, c.denseInter, 0});
+      out.push_back({p + ".mlp.up", c.hidden, c.denseInter, 0});
+      out.push_back({p + ".mlp.down", c.denseInter, c.hidden, 0});
     } else {
       out.push_back({p + ".moe.gate", c.hidden, c.moeInter, c.nExperts});
       out.push_back({p + ".moe.up", c.hidden, c.moeInter, c.nExperts});
@@ -189,6 +214,11 @@ std::vector<TensorDesc> parameterTensors(const BlockConfig &c) {
       out.push_back(
           {p + ".attn.beta_proj.weight", DType::BF16, {c.kdaHeads, c.hidden}});
       out.push_back({p + ".attn.conv_w", DType::BF16, {3, C, c.shortConv}});
+    } else if (c.pattern[i] == LayerKind::GQA) {
+      for (const char *n : {"q_proj", "k_proj", "v_proj", "o_proj"})
+        quant(p + ".attn." + n);
+      out.push_back({p + ".attn.q_norm", DType::BF16, {c.gqaHeadDim}});
+      out.push_back({p + ".attn.k_norm", DType::BF16, {c.gqaHeadDim}});
     } else {
       for (const char *n : {"q_proj", "kv_a", "kv_b", "o_proj"})
         quant(p + ".attn." + n);
@@ -223,6 +253,9 @@ std::vector<TensorDesc> stateTensors(const BlockConfig &c, int64_t rows) {
           {p + ".S", DType::F32, {c.kdaHeads, c.kdaHeadDim, c.kdaHeadDim}});
       for (const char *n : {"cq", "ck", "cv"})
         out.push_back({p + "." + n, DType::BF16, {c.convWindowRows(), C}});
+    } else if (c.pattern[i] == LayerKind::GQA) {
+      out.push_back({p + ".k_cache", DType::BF16, {rows, c.gqaKvHeads, c.gqaHeadDim}});
+      out.push_back({p + ".v_cache", DType::BF16, {rows, c.gqaKvHeads, c.gqaHeadDim}});
     } else {
       out.push_back({p + ".c_kv", DType::BF16, {rows, c.kvLora}});
       out.push_back({p + ".k_rope", DType::BF16, {rows, c.qkRope}});

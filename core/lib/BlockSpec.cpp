@@ -43,6 +43,10 @@ const IntKey kIntKeys[] = {
     // Optional: leading layers with a dense SwiGLU FFN instead of the MoE.
     {"dense_layers", &BlockConfig::denseLayers, false},
     {"dense_inter", &BlockConfig::denseInter, false},
+    // Optional: the sizes of GQA layers ("G" in the pattern).
+    {"gqa_heads", &BlockConfig::gqaHeads, false},
+    {"gqa_kv_heads", &BlockConfig::gqaKvHeads, false},
+    {"gqa_head_dim", &BlockConfig::gqaHeadDim, false},
 };
 const RealKey kRealKeys[] = {
     {"rope_theta", &BlockConfig::ropeTheta, true},
@@ -55,7 +59,24 @@ const char *const kConfigOrder[] = {
     "hidden",   "kda_heads", "kda_head_dim",   "short_conv", "mla_heads",
     "kv_lora",  "qk_nope",   "qk_rope",        "v_head",     "rope_theta",
     "n_experts", "n_active", "n_shared",       "moe_inter",  "routed_scaling",
-    "dense_layers", "dense_inter", "group",    "eps"};
+    "dense_layers", "dense_inter", "gqa_heads", "gqa_kv_heads", "gqa_head_dim", "group", "eps"};
+
+// The dense GQA family's config keys (docs/semantics-dense-gqa.md): every
+// layer is GQA attention + a dense SwiGLU FFN of width `inter`.
+const IntKey kDenseIntKeys[] = {
+    {"hidden", &BlockConfig::hidden},       {"heads", &BlockConfig::gqaHeads},
+    {"kv_heads", &BlockConfig::gqaKvHeads}, {"head_dim", &BlockConfig::gqaHeadDim},
+    {"inter", &BlockConfig::denseInter},    {"group", &BlockConfig::group},
+};
+const RealKey kDenseRealKeys[] = {
+    {"rope_theta", &BlockConfig::ropeTheta, true},
+    {"eps", &BlockConfig::eps, false},
+};
+const char *const kDenseConfigOrder[] = {"hidden", "heads",      "kv_heads", "head_dim", "inter",
+                                         "rope_theta", "eps",    "group",    "layers"};
+/// More layers than this is a typo, not a model (the tensor catalogue is
+/// built per layer).
+constexpr int64_t kMaxLayers = 4096;
 
 std::string at(const json::Value &v) { return v.where() + ": "; }
 
@@ -64,8 +85,17 @@ bool isNameChar(char c) {
          (c >= '0' && c <= '9') || c == '_';
 }
 
-bool parseConfig(const json::Value &obj, BlockConfig &cfg,
-                 std::string &error) {
+template <size_t NI, size_t NR>
+bool parseConfigKeys(const json::Value &obj, BlockConfig &cfg, const IntKey (&intKeys)[NI],
+                     const RealKey (&realKeys)[NR], bool dense, std::string &error);
+
+bool parseConfig(const json::Value &obj, BlockConfig &cfg, std::string &error) {
+  return parseConfigKeys(obj, cfg, kIntKeys, kRealKeys, false, error);
+}
+
+template <size_t NI, size_t NR>
+bool parseConfigKeys(const json::Value &obj, BlockConfig &cfg, const IntKey (&intKeys)[NI],
+                     const RealKey (&realKeys)[NR], bool dense, std::string &error) {
   if (!obj.isObject()) {
     error = at(obj) + "'config' must be an object, got " +
             json::kindName(obj.kind);
@@ -75,9 +105,15 @@ bool parseConfig(const json::Value &obj, BlockConfig &cfg,
     const std::string &key = kv.first;
     const json::Value &v = kv.second;
     bool known = false;
-    for (const IntKey &k : kIntKeys) {
-      if (key != k.name)
-        continue;
+    // The dense family's layer count: the pattern it stands for.
+    int64_t layers = 0;
+    int64_t *intField = nullptr;
+    if (dense && key == "layers")
+      intField = &layers;
+    for (const IntKey &k : intKeys)
+      if (key == k.name)
+        intField = &(cfg.*k.field);
+    if (intField) {
       known = true;
       int64_t i;
       if (!v.isNumber()) {
@@ -95,9 +131,18 @@ bool parseConfig(const json::Value &obj, BlockConfig &cfg,
                 std::to_string(i) + " > " + std::to_string(kMaxDim) + ")";
         return false;
       }
-      cfg.*k.field = i;
+      *intField = i;
+      if (dense && key == "layers") {
+        if (i < 1 || i > kMaxLayers) {
+          error = at(v) + "config key 'layers' must be in 1.." + std::to_string(kMaxLayers) +
+                  ", got " + std::to_string(i);
+          return false;
+        }
+        cfg.pattern.assign(size_t(i), LayerKind::GQA);
+        cfg.denseLayers = i;
+      }
     }
-    for (const RealKey &k : kRealKeys) {
+    for (const RealKey &k : realKeys) {
       if (key != k.name)
         continue;
       known = true;
@@ -108,7 +153,7 @@ bool parseConfig(const json::Value &obj, BlockConfig &cfg,
       }
       cfg.*k.field = v.number;
     }
-    if (key == "router") {
+    if (!dense && key == "router") {
       known = true;
       if (!v.isString() || (v.string != "softmax" && v.string != "sigmoid")) {
         error = at(v) + "config key 'router' must be \"softmax\" or \"sigmoid\", got " +
@@ -122,12 +167,16 @@ bool parseConfig(const json::Value &obj, BlockConfig &cfg,
       return false;
     }
   }
-  for (const IntKey &k : kIntKeys)
+  for (const IntKey &k : intKeys)
     if (k.required && !obj.find(k.name)) {
       error = at(obj) + "config is missing required key '" + k.name + "'";
       return false;
     }
-  for (const RealKey &k : kRealKeys)
+  if (dense && !obj.find("layers")) {
+    error = at(obj) + "config is missing required key 'layers'";
+    return false;
+  }
+  for (const RealKey &k : realKeys)
     if (k.required && !obj.find(k.name)) {
       error = at(obj) + "config is missing required key '" + k.name + "'";
       return false;
@@ -138,7 +187,7 @@ bool parseConfig(const json::Value &obj, BlockConfig &cfg,
 bool parsePattern(const json::Value &arr, BlockConfig &cfg,
                   std::string &error) {
   if (!arr.isArray()) {
-    error = at(arr) + "'pattern' must be an array of \"K\"/\"M\", got " +
+    error = at(arr) + "'pattern' must be an array of \"K\"/\"M\"/\"G\", got " +
             json::kindName(arr.kind);
     return false;
   }
@@ -146,17 +195,19 @@ bool parsePattern(const json::Value &arr, BlockConfig &cfg,
   for (const json::Value &e : arr.array) {
     if (!e.isString()) {
       error = at(e) + "pattern entries must be strings (\"K\", \"kda\", "
-                      "\"M\" or \"mla\"), got " +
+                      "\"M\", \"mla\", \"G\" or \"gqa\"), got " +
               json::kindName(e.kind);
       return false;
     }
     if (e.string == "K" || e.string == "kda") {
       cfg.pattern.push_back(LayerKind::KDA);
+    } else if (e.string == "G" || e.string == "gqa") {
+      cfg.pattern.push_back(LayerKind::GQA);
     } else if (e.string == "M" || e.string == "mla") {
       cfg.pattern.push_back(LayerKind::MLA);
     } else {
       error = at(e) + "unknown layer kind " + json::quote(e.string) +
-              " in 'pattern' (expected \"K\", \"kda\", \"M\" or \"mla\")";
+              " in 'pattern' (expected \"K\", \"kda\", \"M\", \"mla\", \"G\" or \"gqa\")";
       return false;
     }
   }
@@ -173,8 +224,24 @@ bool blockConfigFromJson(const json::Value &v, BlockConfig &out,
     return false;
   }
   BlockConfig cfg;
+  // The family decides how `config` reads, so it is read first.
+  if (const json::Value *f = v.find("family")) {
+    if (!f->isString() || (f->string != "kimi_linear" && f->string != "dense_gqa")) {
+      error = at(*f) + "'family' must be \"kimi_linear\" or \"dense_gqa\", got " +
+              (f->isString() ? json::quote(f->string) : std::string(json::kindName(f->kind)));
+      return false;
+    }
+    cfg.family = f->string == "dense_gqa" ? BlockFamily::DenseGqa : BlockFamily::KimiLinear;
+  }
+  const bool dense = cfg.family == BlockFamily::DenseGqa;
+  if (dense) {
+    cfg.name = "dense_gqa_w4a16";
+    cfg.ropeTheta = 1000000.0;
+  }
   for (const auto &kv : v.object) {
     const std::string &key = kv.first;
+    if (key == "family")
+      continue;
     if (key == "name") {
       const json::Value &n = kv.second;
       if (!n.isString()) {
@@ -193,19 +260,22 @@ bool blockConfigFromJson(const json::Value &v, BlockConfig &out,
       }
       cfg.name = n.string;
     } else if (key == "config") {
-      if (!parseConfig(kv.second, cfg, error))
+      if (dense ? !parseConfigKeys(kv.second, cfg, kDenseIntKeys, kDenseRealKeys, true, error)
+                : !parseConfig(kv.second, cfg, error))
         return false;
-    } else if (key == "pattern") {
+    } else if (key == "pattern" && !dense) {
       if (!parsePattern(kv.second, cfg, error))
         return false;
     } else {
-      error = kv.second.keyWhere() + ": unknown key '" + key +
-              "' (expected 'name', 'config', 'pattern')";
+      error = kv.second.keyWhere() + ": unknown key '" + key + "' (expected 'name', " +
+              (dense ? "'family', 'config'; a dense_gqa spec has no 'pattern', its config "
+                       "has 'layers')"
+                     : "'family', 'config', 'pattern')");
       return false;
     }
   }
   for (const char *k : {"name", "config", "pattern"})
-    if (!v.find(k)) {
+    if (!v.find(k) && !(dense && std::strcmp(k, "pattern") == 0)) {
       error = at(v) + "block spec is missing required key '" + k + "'";
       return false;
     }
@@ -242,12 +312,31 @@ bool loadBlockSpecFile(const std::string &path, BlockConfig &cfg,
 json::Value blockConfigToJsonValue(const BlockConfig &cfg) {
   json::Value root = json::Value::makeObject();
   root.set("name", json::Value::fromString(cfg.name));
+  if (cfg.family == BlockFamily::DenseGqa) {
+    root.set("family", json::Value::fromString("dense_gqa"));
+    json::Value conf = json::Value::makeObject();
+    for (const char *key : kDenseConfigOrder) {
+      for (const IntKey &k : kDenseIntKeys)
+        if (std::strcmp(key, k.name) == 0)
+          conf.set(key, json::Value::fromInt(cfg.*k.field));
+      for (const RealKey &k : kDenseRealKeys)
+        if (std::strcmp(key, k.name) == 0)
+          conf.set(key, json::Value::fromNumber(cfg.*k.field));
+      if (std::strcmp(key, "layers") == 0)
+        conf.set(key, json::Value::fromInt(int64_t(cfg.pattern.size())));
+    }
+    root.set("config", std::move(conf));
+    return root;
+  }
   json::Value conf = json::Value::makeObject();
   for (const char *key : kConfigOrder) {
     for (const IntKey &k : kIntKeys)
       // The optional dense-FFN keys only where a layer has one (a spec
       // without them reads and writes as before).
-      if (std::strcmp(key, k.name) == 0 && (k.required || cfg.denseLayers > 0))
+      if (std::strcmp(key, k.name) == 0 &&
+          (k.required ||
+           (std::strncmp(key, "gqa_", 4) == 0 ? cfg.hasLayer(LayerKind::GQA)
+                                              : cfg.denseLayers > 0)))
         conf.set(key, json::Value::fromInt(cfg.*k.field));
     for (const RealKey &k : kRealKeys)
       if (std::strcmp(key, k.name) == 0)
@@ -259,7 +348,7 @@ json::Value blockConfigToJsonValue(const BlockConfig &cfg) {
   root.set("config", std::move(conf));
   json::Value pat = json::Value::makeArray();
   for (LayerKind k : cfg.pattern)
-    pat.push(json::Value::fromString(k == LayerKind::KDA ? "K" : "M"));
+    pat.push(json::Value::fromString(k == LayerKind::KDA ? "K" : k == LayerKind::MLA ? "M" : "G"));
   root.set("pattern", std::move(pat));
   return root;
 }

@@ -1,6 +1,7 @@
 //===- Oracle.cpp - The CPU reference of one decode step ------------------===//
 
 #include "mk/Oracle.h"
+#include "mk/DenseGqaOracle.h"
 #include "mk/OracleOps.h"
 
 #include <algorithm>
@@ -188,6 +189,47 @@ std::vector<BFloat16> mlaAttention(const BlockConfig &cfg, const TensorMap &w,
   return oracle::w4a16Linear(toBf16(o), proj("o_proj", Hm * cfg.vHead, d));
 }
 
+/// A GQA layer's attention (docs/semantics-dense-gqa.md steps 2-7, without
+/// the residual): the dense family's functions on this config's sizes.
+std::vector<BFloat16> gqaAttentionLayer(const BlockConfig &cfg, const TensorMap &w,
+                                        DecodeState &st, int64_t layer,
+                                        const std::vector<BFloat16> &u, Recorder &rec) {
+  const std::string p = layerPrefix(layer) + ".attn.";
+  const std::string sp = statePrefix(layer) + ".";
+  const int64_t d = cfg.hidden, hq = cfg.gqaHeads, hkv = cfg.gqaKvHeads, hd = cfg.gqaHeadDim;
+  const int64_t pos = st.ctxLen;
+  const float eps = float(cfg.eps);
+  auto proj = [&](const char *n, int64_t in, int64_t out) {
+    return oracle::quantWeight(w, p + n, in, out, cfg.group);
+  };
+  std::vector<BFloat16> q = oracle::w4a16Linear(u, proj("q_proj", d, hq * hd));
+  std::vector<BFloat16> k = oracle::w4a16Linear(u, proj("k_proj", d, hkv * hd));
+  std::vector<BFloat16> v = oracle::w4a16Linear(u, proj("v_proj", d, hkv * hd));
+  rec.bf16("q", q);
+  rec.bf16("k", k);
+  rec.bf16("v", v);
+  std::vector<BFloat16> tmp(static_cast<size_t>(hd));
+  auto normRotate = [&](std::vector<BFloat16> &x, int64_t heads, const char *norm) {
+    const BFloat16 *nw = weight(w, p + norm).bf16();
+    for (int64_t h = 0; h < heads; ++h) {
+      oracle::rmsNorm(x.data() + h * hd, nw, hd, eps, tmp.data());
+      std::copy(tmp.begin(), tmp.end(), x.begin() + h * hd);
+      oracle::ropeRotateHalf(x.data() + h * hd, hd, pos, cfg.ropeTheta);
+    }
+  };
+  normRotate(q, hq, "q_norm");
+  normRotate(k, hkv, "k_norm");
+  rec.bf16("gqa_q", q);
+  HostTensor &kc = st.tensors.at(sp + "k_cache");
+  HostTensor &vc = st.tensors.at(sp + "v_cache");
+  appendRow(kc, k.data(), hkv * hd);
+  appendRow(vc, v.data(), hkv * hd);
+  std::vector<BFloat16> o(static_cast<size_t>(hq * hd));
+  oracle::gqaAttention(q.data(), kc.bf16(), vc.bf16(), pos + 1, hq, hkv, hd, o.data());
+  rec.bf16("gqa_o", o);
+  return oracle::w4a16Linear(o, proj("o_proj", hq * hd, d));
+}
+
 std::vector<BFloat16> moe(const BlockConfig &cfg, const TensorMap &w,
                           int64_t layer, const std::vector<BFloat16> &u,
                           Recorder &rec, const OracleOptions *options) {
@@ -262,7 +304,8 @@ std::vector<BFloat16> moe(const BlockConfig &cfg, const TensorMap &w,
 }
 
 /// A dense-FFN layer's FFN (`blocks.i.mlp`, layers below dense_layers): a
-/// shared expert of width dense_inter, the fp32 sum rounded once to bf16.
+/// shared expert of width dense_inter (unstacked [in, out] linears), the fp32
+/// sum rounded once to bf16.
 std::vector<BFloat16> denseFfn(const BlockConfig &cfg, const TensorMap &w, int64_t layer,
                                const std::vector<BFloat16> &u, Recorder &rec) {
   const std::string p = layerPrefix(layer) + ".mlp.";
@@ -270,9 +313,9 @@ std::vector<BFloat16> denseFfn(const BlockConfig &cfg, const TensorMap &w, int64
   std::vector<float> uf(static_cast<size_t>(d)), y(static_cast<size_t>(d));
   for (int64_t i = 0; i < d; ++i)
     uf[i] = u[i].toFloat();
-  oracle::expertFfn(uf.data(), oracle::quantWeight(w, p + "gate", d, m, cfg.group, 0),
-                    oracle::quantWeight(w, p + "up", d, m, cfg.group, 0),
-                    oracle::quantWeight(w, p + "down", m, d, cfg.group, 0), y.data());
+  oracle::expertFfn(uf.data(), oracle::quantWeight(w, p + "gate", d, m, cfg.group),
+                    oracle::quantWeight(w, p + "up", d, m, cfg.group),
+                    oracle::quantWeight(w, p + "down", m, d, cfg.group), y.data());
   std::vector<BFloat16> out = toBf16(y);
   rec.bf16("moe_out", out);
   return out;
@@ -335,9 +378,11 @@ void layerStep(const BlockConfig &cfg, const TensorMap &weights, DecodeState &st
   const std::string p = layerPrefix(layer);
   oracle::rmsNorm(x.data(), weight(weights, p + ".attn_norm").bf16(), d, eps, u.data());
   rec.bf16("attn_in", u);
-  std::vector<BFloat16> attn = cfg.pattern[size_t(layer)] == LayerKind::KDA
-                                   ? kdaAttention(cfg, weights, state, layer, u, rec)
-                                   : mlaAttention(cfg, weights, state, layer, u, rec);
+  const LayerKind kind = cfg.pattern[size_t(layer)];
+  std::vector<BFloat16> attn =
+      kind == LayerKind::KDA   ? kdaAttention(cfg, weights, state, layer, u, rec)
+      : kind == LayerKind::GQA ? gqaAttentionLayer(cfg, weights, state, layer, u, rec)
+                               : mlaAttention(cfg, weights, state, layer, u, rec);
   rec.bf16("attn_out", attn);
   std::vector<BFloat16> h = residual(x, attn);
   rec.bf16("h", h);

@@ -16,13 +16,15 @@ TokenBytes bytesPerToken(const BlockConfig &cfg, int64_t ctxLen) {
       bytes = bytes * double(cfg.nActive) / double(cfg.nExperts);
     b.weights += bytes;
   }
-  for (const TensorDesc &t : stateTensors(cfg, ctxLen)) {
-    bool cache = t.name.find("c_kv") != std::string::npos ||
-                 t.name.find("k_rope") != std::string::npos;
-    if (cache)
-      b.mlaCache += double(t.bytes()) + double(t.bytes()) / double(ctxLen ? ctxLen : 1);
+  // A cache is a state whose row count is the context (-1 in the catalogue).
+  const std::vector<TensorDesc> shapes = stateTensors(cfg, -1);
+  const std::vector<TensorDesc> sized = stateTensors(cfg, ctxLen);
+  for (size_t i = 0; i < sized.size(); ++i) {
+    const TensorDesc &t = sized[i];
+    if (!shapes[i].shape.empty() && shapes[i].shape[0] < 0)
+      b.caches += double(t.bytes()) + double(t.bytes()) / double(ctxLen ? ctxLen : 1);
     else
-      b.kdaState += 2.0 * double(t.bytes());
+      b.fixedState += 2.0 * double(t.bytes());
   }
   return b;
 }

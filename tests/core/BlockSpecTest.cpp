@@ -133,7 +133,7 @@ TEST(BlockSpec, UnknownKeys) {
             "line 7, column 61: unknown config key 'grop'");
   EXPECT_EQ(
       specError(tinyWith("\"name\": \"tiny\",", "\"name\": \"tiny\", \"x\": [],")),
-      "line 2, column 19: unknown key 'x' (expected 'name', 'config', "
+      "line 2, column 19: unknown key 'x' (expected 'name', 'family', 'config', "
       "'pattern')");
 }
 
@@ -177,12 +177,12 @@ TEST(BlockSpec, WrongTypes) {
 TEST(BlockSpec, BadPattern) {
   EXPECT_EQ(specError(tinyWith("\"M\"]", "\"X\"]")),
             "line 9, column 30: unknown layer kind \"X\" in 'pattern' "
-            "(expected \"K\", \"kda\", \"M\" or \"mla\")");
+            "(expected \"K\", \"kda\", \"M\", \"mla\", \"G\" or \"gqa\")");
   EXPECT_EQ(specError(tinyWith("\"M\"]", "7]")),
             "line 9, column 30: pattern entries must be strings (\"K\", "
-            "\"kda\", \"M\" or \"mla\"), got number");
+            "\"kda\", \"M\", \"mla\", \"G\" or \"gqa\"), got number");
   EXPECT_EQ(specError(tinyWith("[\"K\", \"K\", \"K\", \"M\"]", "\"KKKM\"")),
-            "line 9, column 14: 'pattern' must be an array of \"K\"/\"M\", got "
+            "line 9, column 14: 'pattern' must be an array of \"K\"/\"M\"/\"G\", got "
             "string");
   EXPECT_EQ(specError(tinyWith("[\"K\", \"K\", \"K\", \"M\"]", "[]")),
             "invalid block spec: 'pattern' must list at least one layer");
@@ -233,8 +233,8 @@ TEST(BlockSpec, DenseFfnLayers) {
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const TensorDesc &t : parameterTensors(cfg))
     shapes[t.name] = t.shape;
-  EXPECT_EQ(shapes["blocks.0.mlp.gate.w_q"], (std::vector<int64_t>{1, 1152, 9216}));
-  EXPECT_EQ(shapes["blocks.0.mlp.down.scales"], (std::vector<int64_t>{1, 72, 2304}));
+  EXPECT_EQ(shapes["blocks.0.mlp.gate.w_q"], (std::vector<int64_t>{1152, 9216}));
+  EXPECT_EQ(shapes["blocks.0.mlp.down.scales"], (std::vector<int64_t>{72, 2304}));
   EXPECT_EQ(shapes["blocks.0.mlp_norm"], (std::vector<int64_t>{2304}));
   EXPECT_EQ(shapes.count("blocks.0.moe.router.weight"), 0u);
   EXPECT_EQ(shapes.count("blocks.0.moe_norm"), 0u);

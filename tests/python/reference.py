@@ -208,10 +208,11 @@ def moe(cfg, W, p, u):
 
 def dense_ffn(cfg, W, p, u):
     """A dense-FFN layer's SwiGLU (layers below dense_layers), as a shared
-    expert: the one-expert stacks at blocks.i.mlp, fp32 sums, one rounding."""
+    expert: the plain [in, out] linears at blocks.i.mlp, fp32 sums, one
+    rounding."""
     g = cfg["group"]
-    h = silu(w4a16(u, W, p + "gate", g, 0, False)) * w4a16(u, W, p + "up", g, 0, False)
-    return bf16(w4a16(h, W, p + "down", g, 0, False))
+    h = silu(w4a16(u, W, p + "gate", g, None, False)) * w4a16(u, W, p + "up", g, None, False)
+    return bf16(w4a16(h, W, p + "down", g, None, False))
 
 
 def step(spec, W, S, x):

@@ -1,8 +1,9 @@
 //===- BlockConfig.h - Configuration of a decode block ----------*- C++ -*-===//
 //
-// The configuration of a Kimi-Linear-style hybrid decode unit, and the catalogue
-// of every tensor it owns (weights and decode state), named as the spec's
-// state-dict names. Plain C++17: shared by the compiler frontend, the CPU oracle
+// The configuration of a decode block (the Kimi-Linear-style hybrid unit, or
+// the dense GQA decoder family, whose layers are this config's GQA layers
+// with a dense FFN), and the catalogue of every tensor it owns (weights and
+// decode state), named as the spec's state-dict names. Plain C++17: shared by the compiler frontend, the CPU oracle
 // and the runtime (which must build without MLIR or LLVM).
 //
 //===----------------------------------------------------------------------===//
@@ -16,7 +17,14 @@
 
 namespace mk {
 
-enum class LayerKind { KDA, MLA };
+/// A layer's attention: Kimi delta attention, multi-head latent attention,
+/// or grouped-query attention (the dense family's, docs/semantics-dense-gqa.md).
+enum class LayerKind { KDA, MLA, GQA };
+
+/// Which spec format a config reads from and writes to: the Kimi hybrid
+/// unit's (`config` + `pattern`) or the dense GQA decoder's (`family:
+/// "dense_gqa"`, every layer GQA attention + a dense SwiGLU FFN).
+enum class BlockFamily { KimiLinear, DenseGqa };
 
 /// Every dimension of the unit. Defaults are the spec's Kimi-Linear unit.
 /// How a MoE layer's router turns its logits into the chosen experts and
@@ -31,6 +39,7 @@ enum class RouterKind { Softmax, Sigmoid };
 
 struct BlockConfig {
   std::string name = "kimi_linear_w4a16";
+  BlockFamily family = BlockFamily::KimiLinear;
   int64_t hidden = 2304;
   int64_t kdaHeads = 32;
   int64_t kdaHeadDim = 128;
@@ -48,10 +57,14 @@ struct BlockConfig {
   double routedScaling = 2.446;
   RouterKind router = RouterKind::Softmax;
   /// Layers [0, denseLayers) have a dense SwiGLU FFN of width denseInter
-  /// (`blocks.i.mlp`, stored as a one-expert stack) in place of the MoE;
+  /// (`blocks.i.mlp`, plain [in, out] linears) in place of the MoE;
   /// 0: every layer has the MoE (the spec's unit).
   int64_t denseLayers = 0;
   int64_t denseInter = 0;
+  /// GQA layers: query heads, kv heads (dividing the query heads), head dim.
+  int64_t gqaHeads = 32;
+  int64_t gqaKvHeads = 8;
+  int64_t gqaHeadDim = 128;
   int64_t group = 128;
   double eps = 1e-6;
   std::vector<LayerKind> pattern = {LayerKind::KDA, LayerKind::KDA,
@@ -63,6 +76,9 @@ struct BlockConfig {
   int64_t convWindowRows() const { return shortConv - 1; }
   /// Whether layer `i`'s FFN is the dense one (else the MoE).
   bool denseFfn(int64_t i) const { return i < denseLayers; }
+  /// Query heads per kv head of a GQA layer.
+  int64_t gqaRep() const { return gqaKvHeads > 0 ? gqaHeads / gqaKvHeads : 0; }
+  bool hasLayer(LayerKind k) const;
 
   /// Returns an empty string if the configuration is consistent, otherwise a
   /// one-line description of the first problem found.
@@ -108,7 +124,9 @@ std::vector<QuantLinearDesc> quantLinears(const BlockConfig &cfg);
 std::vector<TensorDesc> parameterTensors(const BlockConfig &cfg);
 /// Every decode-state tensor: per KDA layer `state.i.S` f32 [H, Dk, Dv] and
 /// `state.i.{cq,ck,cv}` bf16 [shortConv-1, C]; for MLA layers
-/// `state.i.c_kv` bf16 [rows, kvLora] and `state.i.k_rope` bf16 [rows, qkRope].
+/// `state.i.c_kv` bf16 [rows, kvLora] and `state.i.k_rope` bf16 [rows, qkRope];
+/// for GQA layers `state.i.k_cache` and `state.i.v_cache` bf16 [rows,
+/// gqaKvHeads, gqaHeadDim].
 std::vector<TensorDesc> stateTensors(const BlockConfig &cfg, int64_t cacheRows);
 
 } // namespace mk

@@ -156,6 +156,15 @@ void RopeOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
 void MlaCacheAppendOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
   setName(getOutput(), "cache");
 }
+void HeadRMSNormOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getOutput(), "headnorm");
+}
+void KvCacheAppendOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getOutput(), "cache");
+}
+void GqaAttentionOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getOutput(), "attn");
+}
 void MlaAttentionOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
   setName(getOutput(), "mla_o");
 }
@@ -427,6 +436,50 @@ MlaAttentionOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 //===----------------------------------------------------------------------===//
+// GQA
+//===----------------------------------------------------------------------===//
+
+LogicalResult HeadRMSNormOp::verify() {
+  if (!(getEps().convertToDouble() > 0))
+    return emitOpError() << "eps must be positive";
+  return success();
+}
+
+LogicalResult HeadRMSNormOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto w = lookupSymbol<WeightOp>(*this, symbolTable, getWeightAttr(), "weight");
+  if (failed(w))
+    return failure();
+  return expectShape(*this, "weight", getWeightAttr(), w->getTensorType(),
+                     {cast<RankedTensorType>(getInput().getType()).getDimSize(1)});
+}
+
+LogicalResult KvCacheAppendOp::verify() {
+  auto cache = cast<RankedTensorType>(getCache().getType());
+  auto row = cast<RankedTensorType>(getRow().getType());
+  if (!cache.isDynamicDim(0))
+    return emitOpError() << "cache " << cache << " must have a dynamic row dimension";
+  if (cache.getShape().drop_front() != row.getShape())
+    return emitOpError() << "row " << row << " does not match the cache's rows of " << cache;
+  return success();
+}
+
+LogicalResult GqaAttentionOp::verify() {
+  auto q = cast<RankedTensorType>(getQ().getType());
+  auto k = cast<RankedTensorType>(getKCache().getType());
+  const int64_t heads = q.getDimSize(0), hd = q.getDimSize(1), kvHeads = k.getDimSize(1);
+  if (k.getDimSize(2) != hd)
+    return emitOpError() << "q " << q << " and the caches " << k
+                         << " must have one head_dim";
+  if (kvHeads <= 0 || heads % kvHeads)
+    return emitOpError() << "q's " << heads << " heads must be a multiple of the caches' "
+                         << kvHeads << " kv heads";
+  if (dim(getOutput(), 0) != heads * hd)
+    return emitOpError() << "result " << getOutput().getType()
+                         << " must have heads * head_dim = " << heads * hd << " elements";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // MoE
 //===----------------------------------------------------------------------===//
 
@@ -471,7 +524,7 @@ static LogicalResult verifyExpertStack(Operation *op,
                                        FlatSymbolRefAttr gate,
                                        FlatSymbolRefAttr up,
                                        FlatSymbolRefAttr down, int64_t d,
-                                       int64_t &experts) {
+                                       int64_t &experts, bool allowPlain = false) {
   auto g = lookupSymbol<QuantizedWeightOp>(op, st, gate, "gate");
   if (failed(g))
     return failure();
@@ -482,10 +535,21 @@ static LogicalResult verifyExpertStack(Operation *op,
   if (failed(dn))
     return failure();
   RankedTensorType gt = g->getTensorType();
+  if (allowPlain && gt.getRank() == 2) {
+    // One expert as plain [d, m] / [m, d] linears (a dense FFN).
+    experts = 1;
+    int64_t m = gt.getDimSize(1);
+    if (failed(expectShape(op, "gate", gate, gt, {d, m})) ||
+        failed(expectShape(op, "up", up, u->getTensorType(), {d, m})) ||
+        failed(expectShape(op, "down", down, dn->getTensorType(), {m, d})))
+      return failure();
+    return success();
+  }
   if (gt.getRank() != 3)
     return op->emitOpError() << "gate " << gate << " has type " << gt
-                             << ", expected an expert stack [E, " << d
-                             << ", m]";
+                             << ", expected an expert stack [E, " << d << ", m]"
+                             << (allowPlain ? " or a plain linear [" + std::to_string(d) + ", m]"
+                                            : std::string());
   experts = gt.getDimSize(0);
   int64_t m = gt.getDimSize(2);
   if (failed(expectShape(op, "gate", gate, gt, {experts, d, m})) ||
@@ -534,7 +598,7 @@ LogicalResult
 SharedExpertsOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   int64_t experts = 0;
   return verifyExpertStack(*this, symbolTable, getGateAttr(), getUpAttr(),
-                           getDownAttr(), dim(getInput(), 0), experts);
+                           getDownAttr(), dim(getInput(), 0), experts, /*allowPlain=*/true);
 }
 
 LogicalResult MoeCombineOp::verify() {

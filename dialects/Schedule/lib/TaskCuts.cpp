@@ -256,3 +256,52 @@ Cuts MoeGateUpOp::getLegalCuts(const TaskCutContext &ctx) {
 Cuts MoeDownOp::getLegalCuts(const TaskCutContext &ctx) {
   return expertCuts(*this, ctx, /*down=*/true);
 }
+
+/// The GQA kinds (templates/gqa.cuh): one warp per q or kv head; one task
+/// per (chunk, kv head), its REP query heads reading the chunk's rows once;
+/// one combine task per query head. The lane layouts need head_dim a
+/// multiple of 64, at most 256.
+static LogicalResult checkGqaHeadDim(TaskOpInterface t) {
+  int64_t hd = t.getIntArg("head_dim");
+  if (hd % 64 || hd > 256)
+    return t.emitOpError("head_dim ") << hd
+                                      << " has no GQA template: it must be a multiple of 64, "
+                                         "at most 256 (a lane holds head_dim / 32 elements)";
+  return success();
+}
+
+Cuts GqaRopeAppendOp::getLegalCuts(const TaskCutContext &ctx) {
+  TaskOpInterface t = *this;
+  if (failed(checkGqaHeadDim(t)))
+    return failure();
+  int64_t hq = t.getIntArg("heads"), hkv = t.getIntArg("kv_heads"), hd = t.getIntArg("head_dim");
+  int64_t warps = ctx.threads / 32;
+  int64_t n = llvm::divideCeil(hq + hkv, warps);
+  return std::vector<TaskCut>{cut(n, warps * hd * 2 * 3, "heads")};
+}
+
+Cuts GqaAttentionChunkOp::getLegalCuts(const TaskCutContext &ctx) {
+  TaskOpInterface t = *this;
+  if (failed(checkGqaHeadDim(t)))
+    return failure();
+  int64_t hq = t.getIntArg("heads"), hkv = t.getIntArg("kv_heads"), hd = t.getIntArg("head_dim");
+  if (hkv <= 0 || hq % hkv)
+    return t.emitOpError("heads (") << hq << ") must be a multiple of kv_heads (" << hkv << ")";
+  int64_t chunks = ctx.attentionChunks;
+  // The rows a task reads depend on the context: no bytes for the cost model.
+  TaskCut c = cut(chunks * hkv, 0, "chunks");
+  c.intArgs = {{"max_chunks", chunks}};
+  c.bufferShapes = {{t.getStrArg("part_m").str(), {chunks * hq}},
+                    {t.getStrArg("part_l").str(), {chunks * hq}},
+                    {t.getStrArg("part_acc").str(), {chunks * hq * hd}}};
+  return std::vector<TaskCut>{std::move(c)};
+}
+
+Cuts GqaCombineOp::getLegalCuts(const TaskCutContext &ctx) {
+  TaskOpInterface t = *this;
+  int64_t hq = t.getIntArg("heads"), hd = t.getIntArg("head_dim");
+  int64_t chunks = ctx.attentionChunks;
+  TaskCut c = cut(hq, chunks * (hd + 2) * 4, "heads");
+  c.intArgs = {{"max_chunks", chunks}, {"heads_per_task", 1}};
+  return std::vector<TaskCut>{std::move(c)};
+}

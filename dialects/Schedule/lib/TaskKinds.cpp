@@ -83,6 +83,20 @@ const TaskArgSpec kMlaCombineWv[] = {
     in("part_m"),        in("part_l"),     in("part_acc"),  acc("o"),
     {"kv_b", T::Weight}, {"heads", T::Pos}, {"lora", T::Pos}, {"v_head", T::Pos},
     {"group", T::Pos},   {"slices", T::Pos, P}};
+const TaskArgSpec kGqaRopeAppend[] = {
+    in("q"),           in("k"),           in("v"),
+    out("q_out"),      inout("k_cache"),  inout("v_cache"),
+    {"q_norm", T::Weight}, {"k_norm", T::Weight}, {"heads", T::Pos},
+    {"kv_heads", T::Pos},  {"head_dim", T::Pos},  {"theta", T::Float},
+    {"eps", T::Float}};
+const TaskArgSpec kGqaAttentionChunk[] = {
+    in("q"),           in("k_cache"),     in("v_cache"),   out("part_m"),
+    out("part_l"),     out("part_acc"),   {"heads", T::Pos}, {"kv_heads", T::Pos},
+    {"head_dim", T::Pos}, {"max_chunks", T::Pos, P}};
+const TaskArgSpec kGqaCombine[] = {
+    in("part_m"),      in("part_l"),      in("part_acc"),  out("o"),
+    {"heads", T::Pos}, {"head_dim", T::Pos}, {"max_chunks", T::Pos, P},
+    {"heads_per_task", T::Pos, P}};
 const TaskArgSpec kMoeGateUp[] = {
     {"gate", T::Weight}, {"up", T::Weight}, optIn("input"), acc("sums")};
 const TaskArgSpec kMoeDown[] = {{"down", T::Weight}, in("sums"), acc("acc")};
@@ -112,6 +126,9 @@ const TaskKindInfo kKinds[] = {
     {TaskKind::MlaCombineWv, kMlaCombineWv},
     {TaskKind::MoeGateUp, kMoeGateUp, kExpertArgs},
     {TaskKind::MoeDown, kMoeDown, kExpertArgs},
+    {TaskKind::GqaRopeAppend, kGqaRopeAppend},
+    {TaskKind::GqaAttentionChunk, kGqaAttentionChunk},
+    {TaskKind::GqaCombine, kGqaCombine},
 };
 
 const char *describe(TaskArgType t) {

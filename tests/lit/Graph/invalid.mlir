@@ -283,11 +283,11 @@ func.func @f(%u: tensor<16xbf16>, %w: tensor<2xf32>, %i: tensor<2xi32>) {
 
 // -----
 
-graph.quantized_weight @gate {group = 8} : tensor<16x8xi4>
+graph.quantized_weight @gate {group = 8} : tensor<8x16x8xi4>
 graph.quantized_weight @up {group = 8} : tensor<4x16x8xi4>
 graph.quantized_weight @down {group = 8} : tensor<4x8x16xi4>
 func.func @f(%u: tensor<16xbf16>) {
-  // expected-error @+1 {{gate @gate has type 'tensor<16x8xi4>', expected an expert stack [E, 16, m]}}
+  // expected-error @+1 {{up @up has type 'tensor<4x16x8xi4>', expected shape [8, 16, 8]}}
   %s = graph.shared_experts %u gate(@gate) up(@up) down(@down) : tensor<16xbf16> -> tensor<16xf32>
   return
 }
@@ -338,5 +338,66 @@ func.func @f(%s: tensor<4xbf16>) -> (tensor<4xbf16> {graph.state = @w}) {
 
 // expected-error @+1 {{'graph.state' on argument #0 must be a flat symbol reference}}
 func.func @f(%s: tensor<4xbf16> {graph.state = 3 : i32}) {
+  return
+}
+
+// -----
+
+// A dense FFN: one expert as plain linears; they must agree.
+graph.quantized_weight @gate {group = 8} : tensor<16x8xi4>
+graph.quantized_weight @up {group = 8} : tensor<4x16x8xi4>
+graph.quantized_weight @down {group = 8} : tensor<8x16xi4>
+func.func @f(%u: tensor<16xbf16>) {
+  // expected-error @+1 {{up @up has type 'tensor<4x16x8xi4>', expected shape [16, 8]}}
+  %s = graph.shared_experts %u gate(@gate) up(@up) down(@down) : tensor<16xbf16> -> tensor<16xf32>
+  return
+}
+
+// -----
+
+graph.weight @qn : tensor<32xbf16>
+func.func @f(%q: tensor<4x64xbf16>) {
+  // expected-error @+1 {{weight @qn has type 'tensor<32xbf16>', expected shape [64]}}
+  %n = graph.head_rmsnorm %q, @qn eps(1.0e-06) : tensor<4x64xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%c: tensor<?x2x64xbf16>, %r: tensor<4x64xbf16>) {
+  // expected-error @+1 {{row 'tensor<4x64xbf16>' does not match the cache's rows of 'tensor<?x2x64xbf16>'}}
+  %c1 = graph.kv_cache_append %c, %r : tensor<?x2x64xbf16>, tensor<4x64xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%c: tensor<8x2x64xbf16>, %r: tensor<2x64xbf16>) {
+  // expected-error @+1 {{cache 'tensor<8x2x64xbf16>' must have a dynamic row dimension}}
+  %c1 = graph.kv_cache_append %c, %r : tensor<8x2x64xbf16>, tensor<2x64xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<5x64xbf16>, %k: tensor<?x2x64xbf16>, %v: tensor<?x2x64xbf16>) {
+  // expected-error @+1 {{q's 5 heads must be a multiple of the caches' 2 kv heads}}
+  %o = graph.gqa_attention %q, %k, %v : tensor<5x64xbf16>, tensor<?x2x64xbf16> -> tensor<320xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<4x64xbf16>, %k: tensor<?x2x32xbf16>, %v: tensor<?x2x32xbf16>) {
+  // expected-error @+1 {{q 'tensor<4x64xbf16>' and the caches 'tensor<?x2x32xbf16>' must have one head_dim}}
+  %o = graph.gqa_attention %q, %k, %v : tensor<4x64xbf16>, tensor<?x2x32xbf16> -> tensor<256xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<4x64xbf16>, %k: tensor<?x2x64xbf16>, %v: tensor<?x2x64xbf16>) {
+  // expected-error @+1 {{result 'tensor<128xbf16>' must have heads * head_dim = 256 elements}}
+  %o = graph.gqa_attention %q, %k, %v : tensor<4x64xbf16>, tensor<?x2x64xbf16> -> tensor<128xbf16>
   return
 }

@@ -2,7 +2,8 @@
 //
 // The bytes one decode step must move across HBM (spec, "Cost per token"):
 // every weight once, except routed experts, of which only n_active of
-// n_experts are read; the KDA state read and written; the MLA cache read.
+// n_experts are read; the KDA state read and written; the caches (MLA
+// latent, GQA keys and values) read.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,9 +17,10 @@ namespace rt {
 
 struct TokenBytes {
   double weights = 0;    ///< weights read (routed experts: n_active of them)
-  double kdaState = 0;   ///< S and conv windows, read + written
-  double mlaCache = 0;   ///< cache rows read at this context, new row written
-  double total() const { return weights + kdaState + mlaCache; }
+  double fixedState = 0; ///< state of fixed size (KDA S, conv windows), read + written
+  double caches = 0;     ///< cache rows (MLA latent, GQA keys and values) read at this
+                         ///< context, new row written
+  double total() const { return weights + fixedState + caches; }
 };
 
 TokenBytes bytesPerToken(const BlockConfig &cfg, int64_t ctxLen);

@@ -36,6 +36,7 @@ def Graph_AnyStaticTensor
                          "tensor of bf16, f32 or i32">;
 // A cache: rows (the context) by width; the row count is dynamic.
 def Graph_BF16Cache : TensorRankOf<[BF16], [2]>;
+def Graph_BF16HeadCache : TensorRankOf<[BF16], [3]>;
 
 //===----------------------------------------------------------------------===//
 // Module-level symbols: parameters and decode state
@@ -305,11 +306,13 @@ def Graph_KdaGatedDeltaOp : Graph_ComputeOp<"kda_gated_delta",
 }
 
 def Graph_RopeOp : Graph_ComputeOp<"rope", [AllTypesMatch<["input", "output"]>]> {
-  let summary = "Interleaved rotary embedding at a position";
+  let summary = "Rotary embedding at a position";
   let description = [{
     Rotates elements `[offset, offset + rope_dim)` of the last dimension of
     every row of `input` (a vector, or `[heads, head_dim]`), in interleaved
-    pairs: `inv[i] = theta^(-2i/rope_dim)`, `a = position * inv[i]`,
+    pairs (the Kimi unit's; element `2i` with `2i + 1`) or, with
+    `rotate_half`, element `i` with `i + rope_dim/2` (the dense GQA
+    family's): `inv[i] = theta^(-2i/rope_dim)`, `a = position * inv[i]`,
     `(x0, x1) -> (x0 cos a - x1 sin a, x1 cos a + x0 sin a)` in f32, rounded
     to bf16. Other elements pass through.
 
@@ -318,14 +321,17 @@ def Graph_RopeOp : Graph_ComputeOp<"rope", [AllTypesMatch<["input", "output"]>]>
     %qr = graph.rope %q2, %pos theta(10000.0) offset(128) rope_dim(64) : tensor<32x192xbf16>
     // the shared rotary key
     %kr1 = graph.rope %kr, %pos theta(10000.0) offset(0) rope_dim(64) : tensor<64xbf16>
+    // every GQA key head, rotate-half pairs
+    %kr2 = graph.rope %kn, %pos theta(1000000.0) offset(0) rope_dim(128) rotate_half : tensor<8x128xbf16>
     ```
   }];
   let arguments = (ins Graph_BF16VectorOrMatrix:$input, I32:$position,
-                       F64Attr:$theta, I64Attr:$offset, I64Attr:$rope_dim);
+                       F64Attr:$theta, I64Attr:$offset, I64Attr:$rope_dim,
+                       UnitAttr:$rotate_half);
   let results = (outs Graph_BF16VectorOrMatrix:$output);
   let assemblyFormat = [{
     $input `,` $position `theta` `(` custom<Real>($theta) `)` `offset` `(` $offset `)`
-    `rope_dim` `(` $rope_dim `)` attr-dict `:` type($input)
+    `rope_dim` `(` $rope_dim `)` (`rotate_half` $rotate_half^)? attr-dict `:` type($input)
   }];
   let hasVerifier = 1;
 }
@@ -344,6 +350,68 @@ def Graph_MlaCacheAppendOp : Graph_ComputeOp<"mla_cache_append",
   let results = (outs Graph_BF16Cache:$output);
   let assemblyFormat = [{
     $cache `,` $row attr-dict `:` type($cache) `,` type($row)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_HeadRMSNormOp : Graph_WeightUserOp<"head_rmsnorm",
+    [AllTypesMatch<["input", "output"]>]> {
+  let summary = "RMSNorm of every head (row) of a [heads, head_dim] tensor";
+  let description = [{
+    Row by row, `graph.rmsnorm`'s arithmetic over `head_dim` with one bf16
+    weight `[head_dim]` shared by all heads (the dense GQA family's q / k
+    norms).
+
+    ```mlir
+    %qn = graph.head_rmsnorm %q2, @"blocks.0.attn.q_norm" eps(1.0e-06) : tensor<32x128xbf16>
+    ```
+  }];
+  let arguments = (ins Graph_BF16Matrix:$input, FlatSymbolRefAttr:$weight, F64Attr:$eps);
+  let results = (outs Graph_BF16Matrix:$output);
+  let assemblyFormat = [{
+    $input `,` $weight `eps` `(` custom<Real>($eps) `)` attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_KvCacheAppendOp : Graph_ComputeOp<"kv_cache_append",
+    [AllTypesMatch<["cache", "output"]>]> {
+  let summary = "Appends one row of heads to a GQA key or value cache";
+  let description = [{
+    The result holds the `L` rows `[kv_heads, head_dim]` of `cache` followed
+    by `row`.
+
+    ```mlir
+    %kc1 = graph.kv_cache_append %kc, %kr : tensor<?x8x128xbf16>, tensor<8x128xbf16>
+    ```
+  }];
+  let arguments = (ins Graph_BF16HeadCache:$cache, Graph_BF16Matrix:$row);
+  let results = (outs Graph_BF16HeadCache:$output);
+  let assemblyFormat = [{
+    $cache `,` $row attr-dict `:` type($cache) `,` type($row)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_GqaAttentionOp : Graph_ComputeOp<"gqa_attention",
+    [AllTypesMatch<["k_cache", "v_cache"]>]> {
+  let summary = "Grouped-query attention over a key and a value cache";
+  let description = [{
+    `q` bf16 `[heads, head_dim]` (normalized and rotated), the caches
+    `[L+1, kv_heads, head_dim]` (new row included); query head `h` reads kv
+    head `h / (heads / kv_heads)`: scores `q . k / sqrt(head_dim)` in fp32,
+    a softmax over all rows, `o[h] = sum_l p[l] v[l]`, rounded to bf16. The
+    result is `o` flattened, `[heads * head_dim]`.
+
+    ```mlir
+    %o = graph.gqa_attention %qr, %kc1, %vc1 : tensor<32x128xbf16>, tensor<?x8x128xbf16> -> tensor<4096xbf16>
+    ```
+  }];
+  let arguments = (ins Graph_BF16Matrix:$q, Graph_BF16HeadCache:$k_cache,
+                       Graph_BF16HeadCache:$v_cache);
+  let results = (outs Graph_BF16Vector:$output);
+  let assemblyFormat = [{
+    $q `,` $k_cache `,` $v_cache attr-dict `:` type($q) `,` type($k_cache) `->` type($output)
   }];
   let hasVerifier = 1;
 }
@@ -434,7 +502,8 @@ def Graph_SharedExpertsOp : Graph_WeightUserOp<"shared_experts"> {
   let description = [{
     `sum_s (silu(f32(u) @ gate_s) * (f32(u) @ up_s)) @ down_s` over the
     `n_shared` experts stacked in `gate`/`up` (`[S, d, m]`) and `down`
-    (`[S, m, d]`).
+    (`[S, m, d]`), or of one expert given as plain linears (`[d, m]`,
+    `[m, d]`: a dense SwiGLU FFN).
 
     ```mlir
     %s = graph.shared_experts %m gate(@"blocks.0.moe.s_gate") up(@"blocks.0.moe.s_up") down(@"blocks.0.moe.s_down") : tensor<2304xbf16> -> tensor<2304xf32>

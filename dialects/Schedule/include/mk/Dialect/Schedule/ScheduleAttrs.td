@@ -31,7 +31,10 @@ def Schedule_TaskKind : I32EnumAttr<"TaskKind", "the device template of a task",
     I32EnumAttrCase<"MlaCombineWv", 10, "mla_combine_wv">,
     I32EnumAttrCase<"MoeGateUp", 11, "moe_gate_up">,
     I32EnumAttrCase<"MoeDown", 12, "moe_down">,
-    I32EnumAttrCase<"Opaque", 13, "opaque">]> {
+    I32EnumAttrCase<"Opaque", 13, "opaque">,
+    I32EnumAttrCase<"GqaRopeAppend", 14, "gqa_rope_append">,
+    I32EnumAttrCase<"GqaAttentionChunk", 15, "gqa_attention_chunk">,
+    I32EnumAttrCase<"GqaCombine", 16, "gqa_combine">]> {
   let cppNamespace = "::mk::schedule";
   let genSpecializedAttr = 0;
 }

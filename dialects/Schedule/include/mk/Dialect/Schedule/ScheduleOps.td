@@ -293,6 +293,12 @@ def Schedule_MoeGateUpOp : Schedule_TaskBase<"moe_gate_up", "MoeGateUp",
     "MoE expert gate and up projection tiles (fp32 sums)">;
 def Schedule_MoeDownOp : Schedule_TaskBase<"moe_down", "MoeDown",
     "MoE expert down projection tiles of silu(gate) * up, weighted by the router">;
+def Schedule_GqaRopeAppendOp : Schedule_TaskBase<"gqa_rope_append", "GqaRopeAppend",
+    "GQA q and k heads normalized and rotated, the new key and value rows appended">;
+def Schedule_GqaAttentionChunkOp : Schedule_TaskBase<"gqa_attention_chunk", "GqaAttentionChunk",
+    "GQA attention of one kv head's query heads over a chunk of cache rows (partial softmax sums)">;
+def Schedule_GqaCombineOp : Schedule_TaskBase<"gqa_combine", "GqaCombine",
+    "GQA partials of the chunks merged per query head, rounded to bf16">;
 def Schedule_OpaqueTaskOp : Schedule_TaskBase<"opaque", "Opaque",
     "a task the analysis passes see only through its accesses, counters and barriers">;
 
