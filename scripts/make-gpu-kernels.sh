@@ -32,7 +32,11 @@ done
 # width, the tiny one with captures too (mk-diff in gpu-tests.sh); the
 # tiny spec and the unit with the released model's sigmoid router
 # (OracleGpu.*SigmoidRouter*).
-for s in tiny_dense_first kimi_linear_dense_first tiny_sigmoid_router kimi_linear_sigmoid_router; do
+# The dense GQA family (OracleGpu.*DenseGqa*, OracleGpu.Qwen3Layer*, the
+# drop-in's dense tests, mk-bench): a tiny two-layer spec and a Qwen3-8B-sized
+# layer.
+for s in tiny_dense_first kimi_linear_dense_first tiny_sigmoid_router kimi_linear_sigmoid_router \
+  tiny_dense_gqa qwen3_8b_layer; do
   rm -rf "${out:?}/$s"
   "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/$s"
   echo "$out/$s"

@@ -138,13 +138,25 @@ inline double cosine(const std::vector<float> &a, const std::vector<float> &b) {
   return cosineSimilarity(a.data(), b.data(), a.size());
 }
 
-/// Floats of rows [row0, row1) of a cache tensor [rows, width].
+/// Floats of rows [row0, row1) of a cache tensor [rows, ...] (a row: every
+/// element after the leading dimension).
 inline std::vector<float> cacheRows(const HostTensor &t, int64_t row0,
                                     int64_t row1) {
   std::vector<float> all = t.toFloat();
-  int64_t width = t.desc.shape[1];
+  int64_t width = 1;
+  for (size_t i = 1; i < t.desc.shape.size(); ++i)
+    width *= t.desc.shape[i];
   return std::vector<float>(all.begin() + row0 * width,
                             all.begin() + row1 * width);
+}
+
+/// Whether state tensor `name` of `cfg` is a cache (its rows are the
+/// context: -1 in the catalogue).
+inline bool isCacheState(const BlockConfig &cfg, const std::string &name) {
+  for (const TensorDesc &t : stateTensors(cfg, -1))
+    if (t.name == name)
+      return !t.shape.empty() && t.shape[0] < 0;
+  return false;
 }
 
 /// A device buffer holding a bf16 vector.

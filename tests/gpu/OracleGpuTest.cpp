@@ -111,8 +111,7 @@ void compareStep(const BlockConfig &cfg, const std::vector<BFloat16> &gpuOut,
     auto it = gpuState.tensors.find(name);
     ASSERT_NE(it, gpuState.tensors.end()) << label << ": " << name;
     const HostTensor &gt = it->second, &ot = kv.second;
-    bool cache = name.find("c_kv") != std::string::npos ||
-                 name.find("k_rope") != std::string::npos;
+    const bool cache = isCacheState(cfg, name);
     std::vector<float> gv = gt.toFloat(), ov = ot.toFloat();
     EXPECT_TRUE(allFinite(gv)) << label << ": non-finite " << name;
     double cs = cosine(gv, ov);
@@ -125,7 +124,6 @@ void compareStep(const BlockConfig &cfg, const std::vector<BFloat16> &gpuOut,
       EXPECT_GE(cr, minCos) << label << ": " << name << " new row cosine " << cr;
     }
   }
-  (void)cfg;
 }
 
 /// Where one oracle step first parts from the device's: the lowest layer
@@ -164,8 +162,7 @@ Divergence firstDivergence(const BlockConfig &cfg, const std::vector<BFloat16> &
     const int64_t layer = stateLayer(kv.first);
     if (it == gpuState.tensors.end() || layer < 0 || (d.layer >= 0 && layer > d.layer))
       continue;
-    const bool cache = kv.first.find("c_kv") != std::string::npos ||
-                       kv.first.find("k_rope") != std::string::npos;
+    const bool cache = isCacheState(cfg, kv.first);
     double c;
     if (cache) {
       const int64_t r = oracleState.ctxLen - 1;
@@ -530,8 +527,7 @@ void deepSpecLayerByLayer(const std::string &kernelName) {
         if (kv.first.rfind(pre, 0) != 0)
           continue;
         const HostTensor &gt = gpuState.tensors.at(kv.first);
-        const bool cache = kv.first.find("c_kv") != std::string::npos ||
-                           kv.first.find("k_rope") != std::string::npos;
+        const bool cache = isCacheState(f.cfg, kv.first);
         const double c = cache ? cosine(cacheRows(gt, ctx, ctx + 1), cacheRows(kv.second, ctx, ctx + 1))
                                : cosine(gt.toFloat(), kv.second.toFloat());
         EXPECT_TRUE(allFinite(gt.toFloat())) << label << ": non-finite " << kv.first;
@@ -593,6 +589,16 @@ TEST(OracleGpu, DenseFirstOneStep) { oneStepAgainstOracle("kimi_linear_dense_fir
 TEST(OracleGpu, TinySigmoidRouterOneStep) { oneStepAgainstOracle("tiny_sigmoid_router"); }
 TEST(OracleGpu, TinySigmoidRouterEightSteps) { eightSteps("tiny_sigmoid_router"); }
 TEST(OracleGpu, SigmoidRouterOneStep) { oneStepAgainstOracle("kimi_linear_sigmoid_router"); }
+// The dense GQA family: a tiny two-layer spec and a Qwen3-8B-sized layer.
+TEST(OracleGpu, TinyDenseGqaOneStep) { oneStepAgainstOracle("tiny_dense_gqa"); }
+TEST(OracleGpu, TinyDenseGqaEightSteps) { eightSteps("tiny_dense_gqa"); }
+TEST(OracleGpu, TinyDenseGqaFromContextZero) { fromContextZero("tiny_dense_gqa"); }
+TEST(OracleGpu, TinyDenseGqaRecomputeOnLiveData) { recomputeOnLiveData("tiny_dense_gqa"); }
+TEST(OracleGpu, TinyDenseGqaOneLaunchPerStep) { launchCount("tiny_dense_gqa"); }
+TEST(OracleGpu, TinyDenseGqaBadInputs) { badInputs("tiny_dense_gqa"); }
+TEST(OracleGpu, Qwen3LayerOneStep) { oneStepAgainstOracle("qwen3_8b_layer"); }
+TEST(OracleGpu, Qwen3LayerEightSteps) { eightSteps("qwen3_8b_layer"); }
+TEST(OracleGpu, Qwen3LayerFromContextZero) { fromContextZero("qwen3_8b_layer"); }
 TEST(OracleGpu, FullUnitFromContextZero) { fromContextZero(fullName()); }
 TEST(OracleGpu, TinyFromContextZero) { fromContextZero(tinyName()); }
 TEST(OracleGpu, TinyTiledWeights) { tiledWeights("tiny_tiled"); }

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mk/BlockSpec.h"
 #include "mk/DenseGqaOracle.h"
 #include "mk/Oracle.h"
 #include "mk/TestData.h"
@@ -192,3 +193,51 @@ TEST(DenseGqaOracle, RandomLayerStepIsDeterministicAndNormsTheKeys) {
 }
 
 } // namespace
+
+// The block compiler's oracle (oracleStep over a BlockConfig, what the GPU
+// tests compare kernels with) on a `dense_gqa` spec against the dense
+// family's own oracle: the same weights and caches give the same bits.
+TEST(DenseGqaOracle, BlockOracleOnADenseSpecIsTheDenseOracle) {
+  BlockConfig cfg;
+  std::string err;
+  ASSERT_TRUE(parseBlockSpec(R"({"name": "t", "family": "dense_gqa", "config": {
+      "hidden": 128, "heads": 4, "kv_heads": 2, "head_dim": 64, "inter": 192,
+      "rope_theta": 1000000, "eps": 1e-6, "group": 32, "layers": 2}})",
+                             cfg, err))
+      << err;
+  DenseGqaConfig c;
+  c.hidden = 128;
+  c.heads = 4;
+  c.kvHeads = 2;
+  c.headDim = 64;
+  c.inter = 192;
+  c.group = 32;
+  c.layers = 2;
+  const TensorMap w = makeRandomWeights(cfg, 5);
+  const int64_t ctx = 9;
+  DecodeState state = makeRandomState(cfg, ctx, 6);
+  std::vector<std::vector<BFloat16>> kc(2), vc(2);
+  for (int64_t l = 0; l < 2; ++l) {
+    const HostTensor &k = state.tensors.at(statePrefix(l) + ".k_cache");
+    const HostTensor &v = state.tensors.at(statePrefix(l) + ".v_cache");
+    ASSERT_EQ(k.desc.shape, (std::vector<int64_t>{ctx, 2, 64}));
+    kc[l].assign(k.bf16(), k.bf16() + k.desc.numel());
+    vc[l].assign(v.bf16(), v.bf16() + v.desc.numel());
+  }
+  const std::vector<BFloat16> x = makeRandomHidden(cfg, 7);
+  const std::vector<BFloat16> dense = denseGqaStep(c, w, x, kc, vc, ctx);
+  const std::vector<BFloat16> block = oracleStep(cfg, w, state, x);
+  ASSERT_EQ(block.size(), dense.size());
+  for (size_t i = 0; i < dense.size(); ++i)
+    ASSERT_EQ(block[i].bits, dense[i].bits) << "hidden " << i;
+  EXPECT_EQ(state.ctxLen, ctx + 1);
+  for (int64_t l = 0; l < 2; ++l) {
+    const HostTensor &k = state.tensors.at(statePrefix(l) + ".k_cache");
+    const HostTensor &v = state.tensors.at(statePrefix(l) + ".v_cache");
+    ASSERT_EQ(k.desc.numel(), int64_t(kc[l].size()));
+    for (int64_t i = 0; i < k.desc.numel(); ++i) {
+      ASSERT_EQ(k.bf16()[i].bits, kc[l][i].bits) << "layer " << l << " key " << i;
+      ASSERT_EQ(v.bf16()[i].bits, vc[l][i].bits) << "layer " << l << " value " << i;
+    }
+  }
+}
