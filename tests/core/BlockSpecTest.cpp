@@ -243,6 +243,108 @@ TEST(BlockSpec, DenseFfnLayers) {
   EXPECT_EQ(shapes.count("blocks.1.mlp.gate.w_q"), 0u);
 }
 
+const char *kDense = R"({
+  "name": "d", "family": "dense_gqa",
+  "config": {"hidden": 256, "heads": 4, "kv_heads": 2, "head_dim": 64, "inter": 384,
+             "rope_theta": 1000000, "group": 32, "layers": 3}
+})";
+
+std::string denseWith(const std::string &from, const std::string &to) {
+  std::string s = kDense;
+  size_t p = s.find(from);
+  EXPECT_NE(p, std::string::npos) << from;
+  if (p != std::string::npos)
+    s.replace(p, from.size(), to);
+  return s;
+}
+
+// The dense GQA family: `layers` GQA layers, each with a dense FFN of width
+// `inter`, the spec's names and shapes (docs/semantics-dense-gqa.md).
+TEST(BlockSpec, DenseGqaFamily) {
+  BlockConfig cfg;
+  std::string err;
+  ASSERT_TRUE(parseBlockSpec(kDense, cfg, err)) << err;
+  EXPECT_EQ(cfg.family, BlockFamily::DenseGqa);
+  EXPECT_EQ(cfg.pattern, std::vector<LayerKind>(3, LayerKind::GQA));
+  EXPECT_EQ(cfg.denseLayers, 3);
+  EXPECT_EQ(cfg.denseInter, 384);
+  EXPECT_EQ(cfg.gqaHeads, 4);
+  EXPECT_EQ(cfg.gqaKvHeads, 2);
+  EXPECT_EQ(cfg.gqaHeadDim, 64);
+  EXPECT_EQ(cfg.ropeTheta, 1e6);
+  EXPECT_EQ(cfg.eps, 1e-6);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const TensorDesc &t : parameterTensors(cfg))
+    shapes[t.name] = t.shape;
+  EXPECT_EQ(shapes["blocks.2.attn.q_proj.w_q"], (std::vector<int64_t>{128, 256}));
+  EXPECT_EQ(shapes["blocks.2.attn.k_proj.scales"], (std::vector<int64_t>{8, 128}));
+  EXPECT_EQ(shapes["blocks.2.attn.o_proj.w_q"], (std::vector<int64_t>{128, 256}));
+  EXPECT_EQ(shapes["blocks.2.attn.q_norm"], (std::vector<int64_t>{64}));
+  EXPECT_EQ(shapes["blocks.2.attn.k_norm"], (std::vector<int64_t>{64}));
+  EXPECT_EQ(shapes["blocks.2.mlp.down.w_q"], (std::vector<int64_t>{192, 256}));
+  EXPECT_EQ(shapes.count("blocks.0.moe_norm"), 0u);
+  EXPECT_EQ(shapes.size(), 3u * 25u); // norm, 4 + 3 W4A16 triples, q / k / mlp norms
+  std::vector<TensorDesc> st = stateTensors(cfg, 5);
+  ASSERT_EQ(st.size(), 6u);
+  EXPECT_EQ(st[0].name, "state.0.k_cache");
+  EXPECT_EQ(st[1].name, "state.0.v_cache");
+  EXPECT_EQ(st[1].shape, (std::vector<int64_t>{5, 2, 64}));
+  // Written back in its own form, and read again to the same config.
+  const std::string text = blockConfigToJson(cfg);
+  EXPECT_NE(text.find("\"family\": \"dense_gqa\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("pattern"), std::string::npos) << text;
+  BlockConfig back;
+  ASSERT_TRUE(parseBlockSpec(text, back, err)) << err;
+  EXPECT_EQ(blockConfigToJson(back), text);
+  // The example specs read.
+  for (const char *f : {"tiny_dense_gqa", "qwen3_8b_layer"})
+    EXPECT_TRUE(loadBlockSpecFile(std::string(MK_SOURCE_DIR) + "/examples/specs/" + f + ".json",
+                                  back, err))
+        << err;
+}
+
+TEST(BlockSpec, DenseGqaErrors) {
+  EXPECT_EQ(specError(denseWith("\"layers\": 3", "\"layers\": 3, \"kda_heads\": 2")),
+            "line 4, column 63: unknown config key 'kda_heads'");
+  EXPECT_EQ(specError(denseWith(", \"layers\": 3", "")),
+            "line 3, column 13: config is missing required key 'layers'");
+  EXPECT_EQ(specError(denseWith("\"layers\": 3", "\"layers\": 0")),
+            "line 4, column 60: config key 'layers' must be in 1..4096, got 0");
+  EXPECT_EQ(specError(denseWith("\"kv_heads\": 2", "\"kv_heads\": 3")),
+            "invalid block spec: 'heads' (4) must be a multiple of 'kv_heads' (3)");
+  EXPECT_EQ(specError(denseWith("\"head_dim\": 64", "\"head_dim\": 63")),
+            "invalid block spec: 'head_dim' must be even (rotate-half pairs), got 63");
+  EXPECT_EQ(specError(denseWith("\"family\": \"dense_gqa\"", "\"family\": \"dense\"")),
+            "line 2, column 26: 'family' must be \"kimi_linear\" or \"dense_gqa\", got \"dense\"");
+  EXPECT_EQ(specError(denseWith("\"family\": \"dense_gqa\",",
+                                "\"family\": \"dense_gqa\", \"pattern\": [\"G\"],")),
+            "line 2, column 39: unknown key 'pattern' (expected 'name', 'family', 'config'; a "
+            "dense_gqa spec has no 'pattern', its config has 'layers')");
+}
+
+// "G" layers in the Kimi family's pattern, with the gqa_* sizes.
+TEST(BlockSpec, GqaLayersInTheHybridPattern) {
+  BlockConfig cfg;
+  std::string err;
+  const std::string text0 = tinyWith("\"group\": 32", "\"group\": 32, \"gqa_heads\": 4, "
+                                                     "\"gqa_kv_heads\": 1, \"gqa_head_dim\": 64");
+  const size_t m = text0.find("\"M\"]");
+  ASSERT_NE(m, std::string::npos);
+  ASSERT_TRUE(parseBlockSpec(std::string(text0).replace(m, 3, "\"G\""), cfg, err)) << err;
+  EXPECT_EQ(cfg.pattern.back(), LayerKind::GQA);
+  EXPECT_EQ(cfg.gqaHeads, 4);
+  cfg.pattern = {LayerKind::GQA, LayerKind::KDA};
+  ASSERT_EQ(cfg.validate(), "");
+  const std::string text = blockConfigToJson(cfg);
+  EXPECT_NE(text.find("\"gqa_kv_heads\": 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"G\""), std::string::npos) << text;
+  BlockConfig back;
+  ASSERT_TRUE(parseBlockSpec(text, back, err)) << err;
+  EXPECT_EQ(back.pattern, cfg.pattern);
+  EXPECT_EQ(back.gqaKvHeads, 1);
+  EXPECT_EQ(blockConfigToJson(BlockConfig{}).find("gqa_"), std::string::npos);
+}
+
 TEST(BlockSpec, SigmoidRouter) {
   BlockConfig cfg;
   std::string err;

@@ -193,3 +193,49 @@ schedule.kernel @k attributes {threads = 256 : i64} {
     schedule.w4a16_gemv "g" {args = {weights = ["w"], k = 256 : i64, group = 128 : i64, n = [256], input = @x, outputs = [@y], captures = [3]}}
   }
 }
+
+// -----
+
+// The GQA kinds: the append's theta is a number, its norms weights.
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.weight @qn {dtype = "bf16", shape = array<i64: 64>}
+  schedule.weight @kn {dtype = "bf16", shape = array<i64: 64>}
+  schedule.buffer @q {dtype = "bf16", shape = array<i64: 256>, space = "io"}
+  schedule.buffer @k {dtype = "bf16", shape = array<i64: 128>, space = "io"}
+  schedule.buffer @v {dtype = "bf16", shape = array<i64: 128>, space = "io"}
+  schedule.buffer @qr {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @kc {dtype = "bf16", shape = array<i64: -1, 2, 64>, space = "state"}
+  schedule.buffer @vc {dtype = "bf16", shape = array<i64: -1, 2, 64>, space = "state"}
+  schedule.phase "p" {
+    // expected-error @+1 {{argument 'theta' must be a floating-point number}}
+    schedule.gqa_rope_append "a" {args = {eps = 1.0e-06 : f64, head_dim = 64 : i64, heads = 4 : i64, k = @k, k_cache = @kc, k_norm = "kn", kv_heads = 2 : i64, q = @q, q_norm = "qn", q_out = @qr, theta = 10000 : i64, v = @v, v_cache = @vc}}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @q {dtype = "bf16", shape = array<i64: 256>, space = "io"}
+  schedule.buffer @kc {dtype = "bf16", shape = array<i64: -1, 2, 64>, space = "state"}
+  schedule.buffer @vc {dtype = "bf16", shape = array<i64: -1, 2, 64>, space = "state"}
+  schedule.buffer @pm {dtype = "f32", shape = array<i64: 4>}
+  schedule.buffer @pl {dtype = "f32", shape = array<i64: 4>}
+  schedule.buffer @pa {dtype = "f32", shape = array<i64: 256>}
+  schedule.phase "p" {
+    // expected-error @+1 {{argument 'kv_heads' is missing (an integer in 1..2147483647)}}
+    schedule.gqa_attention_chunk "a" {args = {head_dim = 64 : i64, heads = 4 : i64, k_cache = @kc, part_acc = @pa, part_l = @pl, part_m = @pm, q = @q, v_cache = @vc}}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @pm {dtype = "f32", shape = array<i64: 4>, space = "io"}
+  schedule.buffer @pl {dtype = "f32", shape = array<i64: 4>, space = "io"}
+  schedule.buffer @pa {dtype = "f32", shape = array<i64: 256>, space = "io"}
+  schedule.buffer @o {dtype = "bf16", shape = array<i64: 256>}
+  schedule.phase "p" {
+    // expected-error @+1 {{argument 'o' must be a buffer of the kernel, as a symbol (@name)}}
+    schedule.gqa_combine "c" {args = {head_dim = 64 : i64, heads = 4 : i64, o = "o", part_acc = @pa, part_l = @pl, part_m = @pm}}
+  }
+}

@@ -21,7 +21,7 @@
 // shared memory in its own phase, any other dependency crosses a barrier.
 // The cases: one KDA + MoE layer, two layers of norm + o_proj (the
 // residual folded into the next norm, zeroing hoisted to the first phase),
-// one MLA layer, a module already lowered, the options, and the lowering's
+// one MLA layer, one GQA layer, a module already lowered, the options, and the lowering's
 // errors.
 //
 // NONAME: error: schedule-form-phases: the graph module needs a C-identifier name (mk_<name> is the kernel's), or pass kernel-name
@@ -267,6 +267,67 @@ module @mla {
     %ckv1 = graph.mla_cache_append %ckv, %c : tensor<?x16xbf16>, tensor<16xbf16>
     %kr2 = graph.mla_cache_append %kr, %kr1 : tensor<?x4xbf16>, tensor<4xbf16>
     %o = graph.mla_attention %qr, %ckv1, %kr2, @blocks.0.attn.kv_b heads(2) qk_nope(8) qk_rope(4) v_head(8) {schedule.absorbed} : tensor<2x12xbf16>, tensor<?x16xbf16>, tensor<?x4xbf16> -> tensor<16xbf16>
+    %a = graph.linear_w4a16 %o, @blocks.0.attn.o_proj : tensor<16xbf16> -> tensor<64xbf16>
+    %h = graph.add %x, %a : tensor<64xbf16>
+    return %h : tensor<64xbf16>
+  }
+}
+
+// -----
+
+// One GQA layer: q, k and v one fused projection task; the heads' norms,
+// rotate-half RoPE and both cache appends one task (gqa_rope_append) that
+// writes the rotated queries (q_rot) and the caches' new rows; the
+// attention's partial sums per (chunk, kv head), then one merge per query
+// head into o (bf16), o_proj's input.
+// CHECK-LABEL: schedule.kernel @mk_gqa attributes {max_shared_bytes = 101376 : i64, num_layers = 1 : i64, threads = 256 : i64} {
+// CHECK: schedule.buffer @state.0.k_cache {dtype = "bf16", layer = 0 : i64, shape = array<i64: -1, 1, 8>, space = "state"}
+// CHECK-NEXT: schedule.buffer @state.0.v_cache {dtype = "bf16", layer = 0 : i64, shape = array<i64: -1, 1, 8>, space = "state"}
+// CHECK: schedule.buffer @blocks.0.attn.q_rot {dtype = "bf16", shape = array<i64: 16>}
+// CHECK: schedule.buffer @blocks.0.attn.gqa_o {dtype = "bf16", shape = array<i64: 16>}
+// CHECK: schedule.phase "blocks.0.attn_norm" {
+// CHECK-NEXT: schedule.residual_rmsnorm "blocks.0.attn_norm"
+// CHECK-NEXT: schedule.w4a16_gemv "blocks.0.attn.q_proj.group" {args = {{{.*}}n = [16, 8, 8], outputs = [@blocks.0.attn.q_proj.out, @blocks.0.attn.k_proj.out, @blocks.0.attn.v_proj.out]
+// CHECK: schedule.barrier
+// CHECK-NEXT: schedule.phase "blocks.0.attn.rope_append" {
+// CHECK-NEXT: schedule.gqa_rope_append "blocks.0.attn.rope_append" {args = {eps = 9.9999999999999995E-7 : f64, head_dim = 8 : i64, heads = 2 : i64, k = @blocks.0.attn.k_proj.out, k_cache = @state.0.k_cache, k_norm = "blocks.0.attn.k_norm", kv_heads = 1 : i64, q = @blocks.0.attn.q_proj.out, q_norm = "blocks.0.attn.q_norm", q_out = @blocks.0.attn.q_rot, theta = 1.000000e+06 : f64, v = @blocks.0.attn.v_proj.out, v_cache = @state.0.v_cache}, op = "graph.rope"}
+// CHECK-NEXT: {{^ +}$}}
+// CHECK-NEXT: schedule.barrier
+// CHECK-NEXT: schedule.phase "blocks.0.attn.attention" {
+// CHECK-NEXT: schedule.gqa_attention_chunk "blocks.0.attn.attention" {args = {head_dim = 8 : i64, heads = 2 : i64, k_cache = @state.0.k_cache, kv_heads = 1 : i64, part_acc = @blocks.0.attn.part_acc, part_l = @blocks.0.attn.part_l, part_m = @blocks.0.attn.part_m, q = @blocks.0.attn.q_rot, v_cache = @state.0.v_cache}, op = "graph.gqa_attention"}
+// CHECK-NEXT: {{^ +}$}}
+// CHECK-NEXT: schedule.barrier
+// CHECK-NEXT: schedule.phase "blocks.0.attn.combine" {
+// CHECK-NEXT: schedule.gqa_combine "blocks.0.attn.combine" {args = {head_dim = 8 : i64, heads = 2 : i64, o = @blocks.0.attn.gqa_o, part_acc = @blocks.0.attn.part_acc, part_l = @blocks.0.attn.part_l, part_m = @blocks.0.attn.part_m}, op = "graph.gqa_attention"}
+// CHECK-NEXT: {{^ +}$}}
+// CHECK-NEXT: schedule.barrier
+// CHECK-NEXT: schedule.phase "blocks.0.attn.o_proj" {
+// CHECK-NEXT: schedule.w4a16_gemv "blocks.0.attn.o_proj" {{.*}}input = @blocks.0.attn.gqa_o
+module @gqa {
+  graph.weight @blocks.0.attn_norm : tensor<64xbf16> layer 0
+  graph.quantized_weight @blocks.0.attn.q_proj {group = 16} : tensor<64x16xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.k_proj {group = 16} : tensor<64x8xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.v_proj {group = 16} : tensor<64x8xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.o_proj {group = 16} : tensor<16x64xi4> layer 0
+  graph.weight @blocks.0.attn.q_norm : tensor<8xbf16> layer 0
+  graph.weight @blocks.0.attn.k_norm : tensor<8xbf16> layer 0
+  graph.state @state.0.k_cache : tensor<?x1x8xbf16> layer 0
+  graph.state @state.0.v_cache : tensor<?x1x8xbf16> layer 0
+  func.func @decode_step(%x: tensor<64xbf16>, %pos: i32, %kc: tensor<?x1x8xbf16> {graph.state = @state.0.k_cache}, %vc: tensor<?x1x8xbf16> {graph.state = @state.0.v_cache}) -> tensor<64xbf16> {
+    %n = graph.rmsnorm %x, @blocks.0.attn_norm eps(1.0e-06) : tensor<64xbf16>
+    %q = graph.linear_w4a16 %n, @blocks.0.attn.q_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<16xbf16>
+    %k = graph.linear_w4a16 %n, @blocks.0.attn.k_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<8xbf16>
+    %v = graph.linear_w4a16 %n, @blocks.0.attn.v_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<8xbf16>
+    %q2 = graph.reshape %q : tensor<16xbf16> -> tensor<2x8xbf16>
+    %qn = graph.head_rmsnorm %q2, @blocks.0.attn.q_norm eps(1.0e-06) : tensor<2x8xbf16>
+    %qr = graph.rope %qn, %pos theta(1000000.0) offset(0) rope_dim(8) rotate_half : tensor<2x8xbf16>
+    %k2 = graph.reshape %k : tensor<8xbf16> -> tensor<1x8xbf16>
+    %kn = graph.head_rmsnorm %k2, @blocks.0.attn.k_norm eps(1.0e-06) : tensor<1x8xbf16>
+    %kr = graph.rope %kn, %pos theta(1000000.0) offset(0) rope_dim(8) rotate_half : tensor<1x8xbf16>
+    %v2 = graph.reshape %v : tensor<8xbf16> -> tensor<1x8xbf16>
+    %kc1 = graph.kv_cache_append %kc, %kr : tensor<?x1x8xbf16>, tensor<1x8xbf16>
+    %vc1 = graph.kv_cache_append %vc, %v2 : tensor<?x1x8xbf16>, tensor<1x8xbf16>
+    %o = graph.gqa_attention %qr, %kc1, %vc1 : tensor<2x8xbf16>, tensor<?x1x8xbf16> -> tensor<16xbf16>
     %a = graph.linear_w4a16 %o, @blocks.0.attn.o_proj : tensor<16xbf16> -> tensor<64xbf16>
     %h = graph.add %x, %a : tensor<64xbf16>
     return %h : tensor<64xbf16>

@@ -6,7 +6,9 @@
 // tied twice, KDA's q or MLA's q not coming straight from their producers,
 // KDA convs that are not slices 0, 1, 2 of one weight, MLA ropes that do
 // not match the attention's dims or each other's theta, one fusion group
-// over two inputs.
+// over two inputs, GQA heads rotated other than whole and rotate-half, q
+// and k with different thetas, a key row not normalized and rotated, a
+// head norm of what is not a stored projection.
 
 module @m {
   // expected-error @+1 {{argument 0 must be the hidden vector, a static 1-D bf16 tensor}}
@@ -281,5 +283,142 @@ module @unit attributes {mk.config = {config = {group = 16 : i64, hidden = 64 : 
     %c = graph.moe_combine %r, %s : tensor<64xf32>, tensor<64xf32> -> tensor<64xbf16>
     %h2 = graph.add %h, %c : tensor<64xbf16>
     return %h2, %S1, %cq1, %ck1, %cv1 : tensor<64xbf16>, tensor<2x8x8xf32>, tensor<3x16xbf16>, tensor<3x16xbf16>, tensor<3x16xbf16>
+  }
+}
+
+// -----
+
+module @m {
+  graph.weight @blocks.0.attn_norm : tensor<64xbf16> layer 0
+  graph.quantized_weight @blocks.0.attn.q_proj {group = 16} : tensor<64x16xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.k_proj {group = 16} : tensor<64x8xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.v_proj {group = 16} : tensor<64x8xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.o_proj {group = 16} : tensor<16x64xi4> layer 0
+  graph.weight @blocks.0.attn.q_norm : tensor<8xbf16> layer 0
+  graph.weight @blocks.0.attn.k_norm : tensor<8xbf16> layer 0
+  graph.state @state.0.k_cache : tensor<?x1x8xbf16> layer 0
+  graph.state @state.0.v_cache : tensor<?x1x8xbf16> layer 0
+  func.func @decode_step(%x: tensor<64xbf16>, %pos: i32, %kc: tensor<?x1x8xbf16> {graph.state = @state.0.k_cache}, %vc: tensor<?x1x8xbf16> {graph.state = @state.0.v_cache}) -> tensor<64xbf16> {
+    %n = graph.rmsnorm %x, @blocks.0.attn_norm eps(1.0e-06) : tensor<64xbf16>
+    %q = graph.linear_w4a16 %n, @blocks.0.attn.q_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<16xbf16>
+    %k = graph.linear_w4a16 %n, @blocks.0.attn.k_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<8xbf16>
+    %v = graph.linear_w4a16 %n, @blocks.0.attn.v_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<8xbf16>
+    %q2 = graph.reshape %q : tensor<16xbf16> -> tensor<2x8xbf16>
+    %qn = graph.head_rmsnorm %q2, @blocks.0.attn.q_norm eps(1.0e-06) : tensor<2x8xbf16>
+    // expected-error @+1 {{a head-normalized input is rotated whole (offset 0, rope_dim 8) and rotate_half; no other form has a lowering}}
+    %qr = graph.rope %qn, %pos theta(1000000.0) offset(0) rope_dim(8) : tensor<2x8xbf16>
+    %k2 = graph.reshape %k : tensor<8xbf16> -> tensor<1x8xbf16>
+    %kn = graph.head_rmsnorm %k2, @blocks.0.attn.k_norm eps(1.0e-06) : tensor<1x8xbf16>
+    %kr = graph.rope %kn, %pos theta(1000000.0) offset(0) rope_dim(8) rotate_half : tensor<1x8xbf16>
+    %v2 = graph.reshape %v : tensor<8xbf16> -> tensor<1x8xbf16>
+    %kc1 = graph.kv_cache_append %kc, %kr : tensor<?x1x8xbf16>, tensor<1x8xbf16>
+    %vc1 = graph.kv_cache_append %vc, %v2 : tensor<?x1x8xbf16>, tensor<1x8xbf16>
+    %o = graph.gqa_attention %qr, %kc1, %vc1 : tensor<2x8xbf16>, tensor<?x1x8xbf16> -> tensor<16xbf16>
+    %a = graph.linear_w4a16 %o, @blocks.0.attn.o_proj : tensor<16xbf16> -> tensor<64xbf16>
+    %h = graph.add %x, %a : tensor<64xbf16>
+    return %h : tensor<64xbf16>
+  }
+}
+
+// -----
+
+module @m {
+  graph.weight @blocks.0.attn_norm : tensor<64xbf16> layer 0
+  graph.quantized_weight @blocks.0.attn.q_proj {group = 16} : tensor<64x16xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.k_proj {group = 16} : tensor<64x8xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.v_proj {group = 16} : tensor<64x8xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.o_proj {group = 16} : tensor<16x64xi4> layer 0
+  graph.weight @blocks.0.attn.q_norm : tensor<8xbf16> layer 0
+  graph.weight @blocks.0.attn.k_norm : tensor<8xbf16> layer 0
+  graph.state @state.0.k_cache : tensor<?x1x8xbf16> layer 0
+  graph.state @state.0.v_cache : tensor<?x1x8xbf16> layer 0
+  func.func @decode_step(%x: tensor<64xbf16>, %pos: i32, %kc: tensor<?x1x8xbf16> {graph.state = @state.0.k_cache}, %vc: tensor<?x1x8xbf16> {graph.state = @state.0.v_cache}) -> tensor<64xbf16> {
+    %n = graph.rmsnorm %x, @blocks.0.attn_norm eps(1.0e-06) : tensor<64xbf16>
+    %q = graph.linear_w4a16 %n, @blocks.0.attn.q_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<16xbf16>
+    %k = graph.linear_w4a16 %n, @blocks.0.attn.k_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<8xbf16>
+    %v = graph.linear_w4a16 %n, @blocks.0.attn.v_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<8xbf16>
+    %q2 = graph.reshape %q : tensor<16xbf16> -> tensor<2x8xbf16>
+    %qn = graph.head_rmsnorm %q2, @blocks.0.attn.q_norm eps(1.0e-06) : tensor<2x8xbf16>
+    %qr = graph.rope %qn, %pos theta(1000000.0) offset(0) rope_dim(8) rotate_half : tensor<2x8xbf16>
+    %k2 = graph.reshape %k : tensor<8xbf16> -> tensor<1x8xbf16>
+    %kn = graph.head_rmsnorm %k2, @blocks.0.attn.k_norm eps(1.0e-06) : tensor<1x8xbf16>
+    %kr = graph.rope %kn, %pos theta(10000.0) offset(0) rope_dim(8) rotate_half : tensor<1x8xbf16>
+    %v2 = graph.reshape %v : tensor<8xbf16> -> tensor<1x8xbf16>
+    %kc1 = graph.kv_cache_append %kc, %kr : tensor<?x1x8xbf16>, tensor<1x8xbf16>
+    %vc1 = graph.kv_cache_append %vc, %v2 : tensor<?x1x8xbf16>, tensor<1x8xbf16>
+    // expected-error @+1 {{q and k must be rotated with one theta and normalized with one eps}}
+    %o = graph.gqa_attention %qr, %kc1, %vc1 : tensor<2x8xbf16>, tensor<?x1x8xbf16> -> tensor<16xbf16>
+    %a = graph.linear_w4a16 %o, @blocks.0.attn.o_proj : tensor<16xbf16> -> tensor<64xbf16>
+    %h = graph.add %x, %a : tensor<64xbf16>
+    return %h : tensor<64xbf16>
+  }
+}
+
+// -----
+
+module @m {
+  graph.weight @blocks.0.attn_norm : tensor<64xbf16> layer 0
+  graph.quantized_weight @blocks.0.attn.q_proj {group = 16} : tensor<64x16xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.k_proj {group = 16} : tensor<64x8xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.v_proj {group = 16} : tensor<64x8xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.o_proj {group = 16} : tensor<16x64xi4> layer 0
+  graph.weight @blocks.0.attn.q_norm : tensor<8xbf16> layer 0
+  graph.weight @blocks.0.attn.k_norm : tensor<8xbf16> layer 0
+  graph.state @state.0.k_cache : tensor<?x1x8xbf16> layer 0
+  graph.state @state.0.v_cache : tensor<?x1x8xbf16> layer 0
+  func.func @decode_step(%x: tensor<64xbf16>, %pos: i32, %kc: tensor<?x1x8xbf16> {graph.state = @state.0.k_cache}, %vc: tensor<?x1x8xbf16> {graph.state = @state.0.v_cache}) -> tensor<64xbf16> {
+    %n = graph.rmsnorm %x, @blocks.0.attn_norm eps(1.0e-06) : tensor<64xbf16>
+    %q = graph.linear_w4a16 %n, @blocks.0.attn.q_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<16xbf16>
+    %k = graph.linear_w4a16 %n, @blocks.0.attn.k_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<8xbf16>
+    %v = graph.linear_w4a16 %n, @blocks.0.attn.v_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<8xbf16>
+    %q2 = graph.reshape %q : tensor<16xbf16> -> tensor<2x8xbf16>
+    %qn = graph.head_rmsnorm %q2, @blocks.0.attn.q_norm eps(1.0e-06) : tensor<2x8xbf16>
+    %qr = graph.rope %qn, %pos theta(1000000.0) offset(0) rope_dim(8) rotate_half : tensor<2x8xbf16>
+    %k2 = graph.reshape %k : tensor<8xbf16> -> tensor<1x8xbf16>
+    %kn = graph.head_rmsnorm %k2, @blocks.0.attn.k_norm eps(1.0e-06) : tensor<1x8xbf16>
+    %kr = graph.rope %kn, %pos theta(1000000.0) offset(0) rope_dim(8) rotate_half : tensor<1x8xbf16>
+    %v2 = graph.reshape %v : tensor<8xbf16> -> tensor<1x8xbf16>
+    %kc1 = graph.kv_cache_append %kc, %k2 : tensor<?x1x8xbf16>, tensor<1x8xbf16>
+    %vc1 = graph.kv_cache_append %vc, %v2 : tensor<?x1x8xbf16>, tensor<1x8xbf16>
+    // expected-error @+1 {{the key row must be head-normalized and rotated as the queries are}}
+    %o = graph.gqa_attention %qr, %kc1, %vc1 : tensor<2x8xbf16>, tensor<?x1x8xbf16> -> tensor<16xbf16>
+    %a = graph.linear_w4a16 %o, @blocks.0.attn.o_proj : tensor<16xbf16> -> tensor<64xbf16>
+    %h = graph.add %x, %a : tensor<64xbf16>
+    return %h : tensor<64xbf16>
+  }
+}
+
+// -----
+
+module @m {
+  graph.weight @blocks.0.attn_norm : tensor<64xbf16> layer 0
+  graph.quantized_weight @blocks.0.attn.q_proj {group = 16} : tensor<64x16xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.k_proj {group = 16} : tensor<64x8xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.v_proj {group = 16} : tensor<64x8xi4> layer 0
+  graph.quantized_weight @blocks.0.attn.o_proj {group = 16} : tensor<16x64xi4> layer 0
+  graph.weight @blocks.0.attn.q_norm : tensor<8xbf16> layer 0
+  graph.weight @blocks.0.attn.k_norm : tensor<8xbf16> layer 0
+  graph.state @state.0.k_cache : tensor<?x1x8xbf16> layer 0
+  graph.state @state.0.v_cache : tensor<?x1x8xbf16> layer 0
+  func.func @decode_step(%x: tensor<64xbf16>, %pos: i32, %kc: tensor<?x1x8xbf16> {graph.state = @state.0.k_cache}, %vc: tensor<?x1x8xbf16> {graph.state = @state.0.v_cache}) -> tensor<64xbf16> {
+    %n = graph.rmsnorm %x, @blocks.0.attn_norm eps(1.0e-06) : tensor<64xbf16>
+    %q = graph.linear_w4a16 %n, @blocks.0.attn.q_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<16xbf16>
+    %k = graph.linear_w4a16 %n, @blocks.0.attn.k_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<8xbf16>
+    %v = graph.linear_w4a16 %n, @blocks.0.attn.v_proj {schedule.fusion_group = "blocks.0.attn.q_proj.group"} : tensor<64xbf16> -> tensor<8xbf16>
+    %q2 = graph.reshape %q : tensor<16xbf16> -> tensor<2x8xbf16>
+    %qx = graph.rope %q2, %pos theta(1000000.0) offset(0) rope_dim(8) : tensor<2x8xbf16>
+    // expected-error @+1 {{expects a whole stored projection (its heads are normalized by the GQA append task)}}
+    %qn = graph.head_rmsnorm %qx, @blocks.0.attn.q_norm eps(1.0e-06) : tensor<2x8xbf16>
+    %qr = graph.rope %qn, %pos theta(1000000.0) offset(0) rope_dim(8) rotate_half : tensor<2x8xbf16>
+    %k2 = graph.reshape %k : tensor<8xbf16> -> tensor<1x8xbf16>
+    %kn = graph.head_rmsnorm %k2, @blocks.0.attn.k_norm eps(1.0e-06) : tensor<1x8xbf16>
+    %kr = graph.rope %kn, %pos theta(1000000.0) offset(0) rope_dim(8) rotate_half : tensor<1x8xbf16>
+    %v2 = graph.reshape %v : tensor<8xbf16> -> tensor<1x8xbf16>
+    %kc1 = graph.kv_cache_append %kc, %kr : tensor<?x1x8xbf16>, tensor<1x8xbf16>
+    %vc1 = graph.kv_cache_append %vc, %v2 : tensor<?x1x8xbf16>, tensor<1x8xbf16>
+    %o = graph.gqa_attention %qr, %kc1, %vc1 : tensor<2x8xbf16>, tensor<?x1x8xbf16> -> tensor<16xbf16>
+    %a = graph.linear_w4a16 %o, @blocks.0.attn.o_proj : tensor<16xbf16> -> tensor<64xbf16>
+    %h = graph.add %x, %a : tensor<64xbf16>
+    return %h : tensor<64xbf16>
   }
 }

@@ -299,6 +299,66 @@ schedule.kernel @mla attributes {threads = 256 : i64} {
 
 // -----
 
+// GQA: the append is one warp per q or kv head (4 + 2 heads on 8 warps:
+// one task); the attention one task per (chunk, kv head), chunks from
+// attention-chunks, its partials resized to one row per chunk and query
+// head (part_m, part_l: 64 x 4; part_acc: 64 x 4 x 64); one combine per
+// query head, which knows the chunk count too.
+// CHECK-LABEL: schedule.kernel @gqa
+// CHECK: schedule.buffer @part_m {dtype = "f32", shape = array<i64: 256>}
+// CHECK: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 256>}
+// CHECK: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 16384>}
+// CHECK: schedule.gqa_rope_append "append" {{.*}}bytes = 3072 : i64, partition = "heads"}
+// CHECK: schedule.gqa_attention_chunk "attention" {args = {{{.*}}max_chunks = 64 : i64{{.*}}count = 128 : i64, partition = "chunks"
+// CHECK: schedule.gqa_combine "combine" {args = {{{.*}}heads_per_task = 1 : i64, max_chunks = 64 : i64{{.*}}count = 4 : i64, partition = "heads"
+// CHUNKS-LABEL: schedule.kernel @gqa
+// CHUNKS: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 4096>}
+// CHUNKS: schedule.{{[a-z0-9_]+}} "attention" {args = {{{.*}}max_chunks = 16 : i64{{.*}}count = 32 : i64
+// CHUNKS: schedule.{{[a-z0-9_]+}} "combine" {args = {{{.*}}max_chunks = 16 : i64
+schedule.kernel @gqa attributes {threads = 256 : i64} {
+  schedule.weight @q_norm {dtype = "bf16", shape = array<i64: 64>}
+  schedule.weight @k_norm {dtype = "bf16", shape = array<i64: 64>}
+  schedule.buffer @q {dtype = "bf16", shape = array<i64: 256>, space = "io"}
+  schedule.buffer @k {dtype = "bf16", shape = array<i64: 128>, space = "io"}
+  schedule.buffer @v {dtype = "bf16", shape = array<i64: 128>, space = "io"}
+  schedule.buffer @q_rot {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @k_cache {dtype = "bf16", shape = array<i64: -1, 2, 64>, space = "state"}
+  schedule.buffer @v_cache {dtype = "bf16", shape = array<i64: -1, 2, 64>, space = "state"}
+  schedule.buffer @part_m {dtype = "f32", shape = array<i64: 4>}
+  schedule.buffer @part_l {dtype = "f32", shape = array<i64: 4>}
+  schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @o {dtype = "bf16", shape = array<i64: 256>}
+  schedule.phase "append" {
+    schedule.gqa_rope_append "append" {args = {eps = 1.0e-06 : f64, head_dim = 64 : i64, heads = 4 : i64, k = @k, k_cache = @k_cache, k_norm = "k_norm", kv_heads = 2 : i64, q = @q, q_norm = "q_norm", q_out = @q_rot, theta = 1.0e+06 : f64, v = @v, v_cache = @v_cache}}
+  }
+  schedule.barrier
+  schedule.phase "attention" {
+    schedule.gqa_attention_chunk "attention" {args = {head_dim = 64 : i64, heads = 4 : i64, k_cache = @k_cache, kv_heads = 2 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, q = @q_rot, v_cache = @v_cache}}
+  }
+  schedule.barrier
+  schedule.phase "combine" {
+    schedule.gqa_combine "combine" {args = {head_dim = 64 : i64, heads = 4 : i64, o = @o, part_acc = @part_acc, part_l = @part_l, part_m = @part_m}}
+  }
+}
+
+// -----
+
+// A head_dim the GQA templates' lane layout cannot take.
+schedule.kernel @gqa_hd attributes {threads = 256 : i64} {
+  schedule.buffer @q_rot {dtype = "bf16", shape = array<i64: 384>, space = "io"}
+  schedule.buffer @k_cache {dtype = "bf16", shape = array<i64: -1, 2, 96>, space = "state"}
+  schedule.buffer @v_cache {dtype = "bf16", shape = array<i64: -1, 2, 96>, space = "state"}
+  schedule.buffer @part_m {dtype = "f32", shape = array<i64: 4>}
+  schedule.buffer @part_l {dtype = "f32", shape = array<i64: 4>}
+  schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 384>}
+  schedule.phase "attention" {
+    // expected-error @+1 {{head_dim 96 has no GQA template: it must be a multiple of 64, at most 256 (a lane holds head_dim / 32 elements)}}
+    schedule.gqa_attention_chunk "attention" {args = {head_dim = 96 : i64, heads = 4 : i64, k_cache = @k_cache, kv_heads = 2 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, q = @q_rot, v_cache = @v_cache}}
+  }
+}
+
+// -----
+
 // Fixed cuts, whatever target-sms: an every_block task stays one instance
 // (its bytes: dim bf16 values), a zeroing task one instance of n f32, a
 // short-conv commit one per 512 channels, RoPE append 16 row tasks, the
