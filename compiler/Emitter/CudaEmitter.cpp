@@ -410,13 +410,14 @@ LogicalResult Emitter::run(EmittedKernel &out) {
   else
     k << "  mk::bf16 *const resid = nullptr; // no norm reads a resident residual\n";
   k << "  float *const work = scratch + " << 32 + residFloats << ";     // per-task ["
-    << workFloats << "]\n"
-    << "  __shared__ float tk_w[" << std::max<int64_t>(topK, 1)
-    << "];\n"
-    << "  __shared__ int tk_idx[" << std::max<int64_t>(topK, 1)
-    << "];\n"
-    << "  int tk_key = -1; // which router's top-k tk_* hold\n"
-    << "  (void)cache_capacity; (void)tk_key; (void)work; (void)scratch; (void)resid;\n"
+    << workFloats << "]\n";
+  // The routers' top-k, where a routed MoE reads one.
+  if (topK > 0)
+    k << "  __shared__ float tk_w[" << topK << "];\n"
+      << "  __shared__ int tk_idx[" << topK << "];\n"
+      << "  int tk_key = -1; // which router's top-k tk_* hold\n";
+  k << "  (void)cache_capacity; " << (topK > 0 ? "(void)tk_key; " : "")
+    << "(void)work; (void)scratch; (void)resid;\n"
     << body << "}\n";
   out.name = kernel.getSymName().str();
   out.source = src;

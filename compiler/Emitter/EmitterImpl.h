@@ -339,20 +339,35 @@ private:
   /// matrix and n0; tile-contiguous (`tiled`), the tile's own [rows, tn]
   /// block and 0 (the epilogue then adds n0 back). `n0` is an expression;
   /// `g` the weight's quantization group.
-  std::string tileArgs(const std::string &q, const std::string &s, const std::string &z,
-                       bool tiled, int64_t k, int64_t n, int64_t tn,
-                       const std::string &expert, const std::string &n0, int64_t g) {
+  /// The five tile arguments apart: the weight's w_q, scales and zeros
+  /// pointers, its width N and the tile's first column n0.
+  struct TileArgParts {
+    std::string q, s, z, n, n0;
+    std::string joined() const { return q + ", " + s + ", " + z + ", " + n + ", " + n0; }
+  };
+  TileArgParts tileArgParts(const std::string &q, const std::string &s, const std::string &z,
+                            bool tiled, int64_t k, int64_t n, int64_t tn,
+                            const std::string &expert, const std::string &n0, int64_t g) {
     std::string ew = expert.empty() ? "" : " + (size_t)" + expert + " * " +
                                                std::to_string(k / 2 * n);
     std::string es = expert.empty() ? "" : " + (size_t)" + expert + " * " +
                                                std::to_string(k / g * n);
     if (!tiled)
-      return q + ew + ", " + s + es + ", " + z + es + ", " + std::to_string(n) + ", " + n0;
+      return {q + ew, s + es, z + es, std::to_string(n), n0};
     std::string t = "(size_t)((" + n0 + ") / " + std::to_string(tn) + ")";
     std::string tw = " + " + t + " * " + std::to_string(k / 2 * tn);
     std::string ts = " + " + t + " * " + std::to_string(k / g * tn);
-    return q + ew + tw + ", " + s + es + ts + ", " + z + es + ts + ", " +
-           std::to_string(tn) + ", 0";
+    return {q + ew + tw, s + es + ts, z + es + ts, std::to_string(tn), "0"};
+  }
+  std::string tileArgs(const std::string &q, const std::string &s, const std::string &z,
+                       bool tiled, int64_t k, int64_t n, int64_t tn,
+                       const std::string &expert, const std::string &n0, int64_t g) {
+    return tileArgParts(q, s, z, tiled, k, n, tn, expert, n0, g).joined();
+  }
+  TileArgParts tileArgParts(StringRef w, int64_t k, int64_t n, int64_t tn,
+                            const std::string &expert, const std::string &n0) {
+    return tileArgParts(wq(w), ws_(w), wz(w), tileOf(w) != 0, k, n, tn, expert, n0,
+                        weightGroup(w));
   }
   /// The same for weight `w` by name.
   std::string tileArgs(StringRef w, int64_t k, int64_t n, int64_t tn,

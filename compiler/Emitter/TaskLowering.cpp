@@ -89,28 +89,86 @@ LogicalResult Emitter::lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o
     o << "      float *red = work;\n";
   }
   asserts.insert(w4RedCheck(tn));
-  o << "      switch (seg) {\n";
+  const std::string epiType = atomic ? "mk::EpiAtomicAddF32" : "mk::EpiStoreBf16";
+  // Per segment (weight): the tile template called, its tile arguments, its
+  // epilogue's output and column offset (a tile-contiguous weight's tile
+  // gets local columns: the epilogue adds n0 back).
+  struct Segment {
+    std::string callee;
+    TileArgParts args;
+    std::string out, off;
+  };
+  SmallVector<Segment> segs;
   for (size_t s = 0; s < weights.size(); ++s) {
-    // A tile-contiguous weight's tile gets local columns: the epilogue
-    // adds n0 back.
-    std::string off = tileOf(weights[s]) ? "n0" : "0";
-    std::string epiType = atomic ? "mk::EpiAtomicAddF32" : "mk::EpiStoreBf16";
-    std::string epi =
-        atomic ? "mk::EpiAtomicAddF32{" + ptr(outputs[s]) + ", 1.f, " + off + "}"
-               : "mk::EpiStoreBf16{" + ptr(outputs[s], true) + ", " + off + "}";
+    Segment g;
     if (!staged.empty())
-      o << "      case " << s << ": mkgen::call<&mk::w4a16_gemv_tile_staged<" << T << ", "
-        << tn << ", " << G << ", " << epiType << ", false, " << orderName(weights[s]) << ", "
-        << (in.getDtype() == "f32" ? "float" : "mk::bf16") << ">>(" << staged << ", ";
+      g.callee = "mkgen::call<&mk::w4a16_gemv_tile_staged<" + std::to_string(T) + ", " +
+                 std::to_string(tn) + ", " + std::to_string(G) + ", " + epiType + ", false, " +
+                 orderName(weights[s]) + ", " +
+                 (in.getDtype() == "f32" ? "float" : "mk::bf16") + ">>(" + staged + ", ";
     else
-      o << "      case " << s << ": mkgen::call<&mk::w4a16_gemv_tile<" << T << ", " << tn
-        << ", " << G << ", " << epiType << orderArgs(weights[s], true) << ">>(xs, ";
-    o << tileArgs(weights[s], k, ns[s], tn, "", "n0")
-      << ", nvalid, k0, k1, red, " << epi << ", "
-      << (begunTasks.contains(t.getName()) ? "t == t0" : "false")
-      << "); break;\n";
+      g.callee = "mkgen::call<&mk::w4a16_gemv_tile<" + std::to_string(T) + ", " +
+                 std::to_string(tn) + ", " + std::to_string(G) + ", " + epiType +
+                 orderArgs(weights[s], true) + ">>(xs, ";
+    g.args = tileArgParts(weights[s], k, ns[s], tn, "", "n0");
+    g.out = atomic ? ptr(outputs[s]) : ptr(outputs[s], true);
+    g.off = tileOf(weights[s]) ? "n0" : "0";
+    segs.push_back(std::move(g));
   }
-  o << "      }\n";
+  auto epiOf = [&](const std::string &out, const std::string &off) {
+    return atomic ? "mk::EpiAtomicAddF32{" + out + ", 1.f, " + off + "}"
+                  : "mk::EpiStoreBf16{" + out + ", " + off + "}";
+  };
+  const std::string begun = begunTasks.contains(t.getName()) ? "t == t0" : "false";
+  const bool oneCallee = llvm::all_of(segs, [&](const Segment &g) {
+    return g.callee == segs.front().callee && g.args.n0 == segs.front().args.n0 &&
+           g.off == segs.front().off;
+  });
+  if (segs.size() == 1 || !oneCallee) {
+    o << "      switch (seg) {\n";
+    for (size_t s = 0; s < segs.size(); ++s)
+      o << "      case " << s << ": " << segs[s].callee << segs[s].args.joined()
+        << ", nvalid, k0, k1, red, " << epiOf(segs[s].out, segs[s].off) << ", " << begun
+        << "); break;\n";
+    o << "      }\n";
+    return success();
+  }
+  // One template for every segment: the segment picks the pointers and the
+  // width, and ONE call site serves them all (a call per segment kept each
+  // call's arguments live across the kernel body: the 36-layer dense spec
+  // spilled 764 B on sm_90 with the switch, none with this).
+  // A choice among the segments' values (the value itself where they agree).
+  auto pick = [&](auto field) {
+    std::string e = field(segs.back());
+    if (llvm::all_of(segs, [&](const Segment &g) { return field(g) == e; }))
+      return e;
+    for (size_t s = segs.size() - 1; s-- > 0;)
+      e = "seg == " + std::to_string(s) + " ? " + field(segs[s]) + " : " + e;
+    return e;
+  };
+  const char *outType = atomic ? "float" : "mk::bf16";
+  // Outputs in the workspace: one address from the chosen offset.
+  const bool wsOutputs = llvm::all_of(outputs, [&](const std::string &n) {
+    BufferOp b = buffers.lookup(n);
+    return b && b.getSpace() == "workspace" && b.getDtype() == (atomic ? "f32" : "bf16");
+  });
+  if (wsOutputs)
+    for (size_t s = 0; s < segs.size(); ++s)
+      segs[s].out = std::to_string(buffers.lookup(outputs[s]).getOffset());
+  o << "      const uint8_t *const sq = " << pick([](const Segment &g) { return g.args.q; })
+    << ";\n"
+    << "      const mk::bf16 *const ss = " << pick([](const Segment &g) { return g.args.s; })
+    << ";\n"
+    << "      const mk::bf16 *const sz = " << pick([](const Segment &g) { return g.args.z; })
+    << ";\n"
+    << "      const int sn = " << pick([](const Segment &g) { return g.args.n; }) << ";\n"
+    << "      " << outType << " *const so = "
+    << (wsOutputs ? std::string("reinterpret_cast<") + outType + " *>(wsp + (" +
+                        pick([](const Segment &g) { return g.out; }) + "))"
+                  : pick([](const Segment &g) { return g.out; }))
+    << ";\n"
+    << "      " << segs.front().callee << "sq, ss, sz, sn, " << segs.front().args.n0
+    << ", nvalid, k0, k1, red, " << epiOf("so", segs.front().off) << ", " << begun << ");\n";
   return success();
 }
 

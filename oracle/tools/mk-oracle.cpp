@@ -271,13 +271,17 @@ int run(int argc, char **argv) {
         std::fprintf(stderr, "mk-oracle: %s\n", p.c_str());
       return 1;
     }
-    // The cache row count is whatever the file holds.
+    // The cache row count is whatever the file holds (any cache: a state
+    // whose leading dim the catalogue leaves to the context).
     int64_t rows = 0;
-    for (const auto &kv : in)
-      if (kv.first.size() > 5 &&
-          kv.first.compare(kv.first.size() - 5, 5, ".c_kv") == 0 &&
-          !kv.second.desc.shape.empty())
-        rows = kv.second.desc.shape[0];
+    for (const TensorDesc &t : stateTensors(cfg, -1)) {
+      auto it = in.find(t.name);
+      if (!t.shape.empty() && t.shape[0] < 0 && it != in.end() &&
+          !it->second.desc.shape.empty()) {
+        rows = it->second.desc.shape[0];
+        break;
+      }
+    }
     std::vector<TensorDesc> want = stateTensors(cfg, rows);
     want.push_back({"hidden", DType::BF16, {cfg.hidden}});
     if (!checkTensors(in, want, problems)) {

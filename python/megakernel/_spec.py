@@ -4,32 +4,80 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 _CONFIG_KEYS = ["hidden", "kda_heads", "kda_head_dim", "short_conv",
                 "mla_heads", "kv_lora", "qk_nope", "qk_rope", "v_head",
                 "rope_theta", "n_experts", "n_active", "n_shared", "moe_inter",
                 "routed_scaling", "group"]
+# Optional: the sizes of the unit's GQA ("G") layers.
+_GQA_KEYS = ["gqa_heads", "gqa_kv_heads", "gqa_head_dim"]
+# The dense GQA family's config, in the spec's order ("eps" optional).
+_DENSE_KEYS = ["hidden", "heads", "kv_heads", "head_dim", "inter",
+               "rope_theta", "eps", "group", "layers"]
+_DENSE_FIELDS = ("heads", "kv_heads", "head_dim", "inter", "layers")
+
+
+def _kind(p: Any) -> str:
+    s = str(p).strip().upper()
+    if s in ("K", "KDA"):
+        return "K"
+    if s in ("M", "MLA"):
+        return "M"
+    if s in ("G", "GQA"):
+        return "G"
+    raise ValueError("pattern entry %r is neither KDA, MLA nor GQA" % (p,))
 
 
 def _pattern(cfg: Any) -> List[str]:
-    out = []
-    for p in cfg.pattern:
-        s = str(p).strip().upper()
-        if s in ("K", "KDA"):
-            out.append("K")
-        elif s in ("M", "MLA"):
-            out.append("M")
-        else:
-            raise ValueError("pattern entry %r is neither KDA nor MLA" % (p,))
-    return out
+    return [_kind(p) for p in cfg.pattern]
+
+
+def _is_dense(cfg: Any) -> bool:
+    """Whether `cfg` is a dense GQA config: its `family` says so, or it has
+    none, the dense fields and no `pattern`."""
+    family = getattr(cfg, "family", None)
+    if family is not None:
+        if family not in ("dense_gqa", "kimi_linear"):
+            raise ValueError("family %r is neither \"kimi_linear\" nor "
+                             "\"dense_gqa\"" % (family,))
+        return family == "dense_gqa"
+    return (not hasattr(cfg, "pattern")
+            and all(hasattr(cfg, k) for k in _DENSE_FIELDS))
+
+
+def _spec_kinds(spec: Mapping[str, Any]) -> List[str]:
+    """The per-layer kinds of a spec dict: its pattern, or "G" for each of a
+    dense GQA spec's `layers`."""
+    if spec.get("family") == "dense_gqa":
+        return ["G"] * int(spec["config"]["layers"])
+    return [_kind(p) for p in spec["pattern"]]
+
+
+def _dense_spec(cfg: Any, name: Optional[str]) -> Dict[str, Any]:
+    conf = {}
+    for k in _DENSE_KEYS:
+        if k == "eps" and not hasattr(cfg, "eps"):
+            continue
+        v = getattr(cfg, k)
+        conf[k] = float(v) if k in ("rope_theta", "eps") else int(v)
+    return {"name": name or getattr(cfg, "name", None) or "dense_gqa_w4a16",
+            "family": "dense_gqa", "config": conf}
 
 
 def spec_from_config(cfg: Any, name: Optional[str] = None) -> Dict[str, Any]:
     """The block spec of `cfg` (any object with the spec's configuration
-    fields as attributes: `hidden`, `kda_heads`, ..., `pattern`, optionally
-    `eps`, `name`, the dense-FFN layers' `dense_layers` and `dense_inter`,
-    and `router`: "softmax" or the released model's "sigmoid") as a dict."""
+    fields as attributes) as a dict. The unit's: `hidden`, `kda_heads`, ...,
+    `pattern` ("K", "M" and "G" layers), optionally `eps`, `name`, the
+    dense-FFN layers' `dense_layers` and `dense_inter`, the GQA layers'
+    `gqa_heads`, `gqa_kv_heads` and `gqa_head_dim`, and `router`: "softmax"
+    or the released model's "sigmoid". The dense GQA family's (`family`
+    "dense_gqa", or no `family`, no `pattern` and the fields `heads`,
+    `kv_heads`, `head_dim`, `inter`, `layers`): `hidden`, `heads`,
+    `kv_heads`, `head_dim`, `inter`, `rope_theta`, `group`, `layers`,
+    optionally `eps` and `name`."""
+    if _is_dense(cfg):
+        return _dense_spec(cfg, name)
     conf = {}
     for k in _CONFIG_KEYS:
         v = getattr(cfg, k)
@@ -37,6 +85,9 @@ def spec_from_config(cfg: Any, name: Optional[str] = None) -> Dict[str, Any]:
     if int(getattr(cfg, "dense_layers", 0) or 0) > 0:
         conf["dense_layers"] = int(cfg.dense_layers)
         conf["dense_inter"] = int(getattr(cfg, "dense_inter", 0) or 0)
+    for k in _GQA_KEYS:
+        if getattr(cfg, k, None) is not None:
+            conf[k] = int(getattr(cfg, k))
     router = str(getattr(cfg, "router", "softmax") or "softmax")
     if router not in ("softmax", "sigmoid"):
         raise ValueError("router %r is neither \"softmax\" nor \"sigmoid\"" % (router,))

@@ -4,13 +4,19 @@
     model.load_state_dict(reference.state_dict())
     hidden, state = model.step(hidden, state)
 
+`cfg` is a config object of either block family: the Kimi-Linear unit's
+(`pattern` of KDA, MLA and GQA layers) or the dense GQA decoder's (`family`
+"dense_gqa", `layers` GQA layers each with a dense SwiGLU FFN).
+
 `model.state_dict()` has exactly the spec's names and shapes (nested modules
 hold the buffers, so `blocks.0.attn.q_proj.w_q` is a real path). The kernel
 reads most buffers in place (zero copy); the weights it stores in its own
 tile layout are repacked into runtime memory when bound, and bound again
 when the buffer is replaced or changed in place. `state` is the spec's list of
 per-layer dicts: {"S", "cq", "ck", "cv"} for KDA layers, {"c_kv", "k_rope"}
-for MLA layers; caches hold ctx_len rows.
+for MLA layers, {"k_cache", "v_cache"} for GQA layers (every layer of a dense
+GQA spec); caches (the states whose leading dim is the context) hold ctx_len
+rows.
 
 Every step is ONE kernel launch on the current CUDA stream:
 - the state the model returned last is updated in place;
@@ -34,24 +40,33 @@ import torch
 
 from . import _capi, _jit
 from ._capi import MegakernelError, check
-from ._spec import _pattern, spec_from_config
+from ._spec import _spec_kinds, spec_from_config
 
 _DTYPES = {"u8": torch.uint8, "bf16": torch.bfloat16, "f32": torch.float32,
            "i32": torch.int32}
 
-_KDA_KEYS = ("S", "cq", "ck", "cv")
-_MLA_KEYS = ("c_kv", "k_rope")
+# Each layer kind's state, in the catalogue's order.
+_STATE_KEYS = {"K": ("S", "cq", "ck", "cv"), "M": ("c_kv", "k_rope"),
+               "G": ("k_cache", "v_cache")}
 
 
 def _manifest_config(manifest):
-    """The flat config dict and pattern of a manifest (any accepted form)."""
+    """The family, flat config dict and per-layer kinds ("K", "M", "G") of a
+    manifest (any accepted form). A dense GQA spec has no pattern: each of
+    its `layers` is "G"."""
     if "spec" in manifest:
         spec = manifest["spec"]
-        return spec["config"], spec["pattern"]
-    conf = manifest["config"]
-    if "config" in conf:
-        return conf["config"], conf["pattern"]
-    return conf, conf.get("pattern", manifest.get("pattern"))
+    elif "config" in manifest["config"]:
+        spec = manifest["config"]
+    else:
+        conf = manifest["config"]
+        spec = {"config": {k: v for k, v in conf.items()
+                           if k not in ("pattern", "name", "family")},
+                "pattern": conf.get("pattern", manifest.get("pattern"))}
+        if "family" in conf:
+            spec["family"] = conf["family"]
+    return (spec.get("family", "kimi_linear"), spec["config"],
+            _spec_kinds(spec))
 
 
 def _has_manifest(d):
@@ -127,7 +142,10 @@ class Model(torch.nn.Module):
         self._weight_slots = [self._slot(n) for n in self._weight_names]
         self._state_desc = [(p["name"], p["dtype"], p["shape"]) for p in params
                             if p["role"] == "state_in"]
-        self._layer_kinds = _pattern(cfg)
+        # The caches: every state whose leading dim is the context (-1).
+        self._cache_names = {n for n, _, shape in self._state_desc
+                             if shape and shape[0] < 0}
+        self._layer_kinds = _spec_kinds(spec_from_config(cfg))
         self._bound = None
         self._storage = {}
         self._capacity = 0
@@ -136,16 +154,26 @@ class Model(torch.nn.Module):
 
     # -- construction ------------------------------------------------------
     def _check_config(self):
-        conf, pattern = _manifest_config(self.manifest)
+        family, conf, got = _manifest_config(self.manifest)
         want = spec_from_config(self.cfg)
+        if family != want.get("family", "kimi_linear"):
+            raise ValueError("kernel in %s is of the %s family, cfg of %s"
+                             % (self.kernel_dir, family,
+                                want.get("family", "kimi_linear")))
         for k, v in want["config"].items():
-            if k in conf and float(conf[k]) != float(v):
+            if k in conf and not isinstance(v, str) and float(conf[k]) != float(v):
                 raise ValueError("kernel in %s was generated for %s=%s, cfg has %s"
                                  % (self.kernel_dir, k, conf[k], v))
-        got = [("K" if str(x).upper() in ("K", "KDA") else "M") for x in pattern]
-        if got != want["pattern"]:
+        if family == "kimi_linear":  # the router: written only when sigmoid
+            got_router = conf.get("router", "softmax")
+            want_router = want["config"].get("router", "softmax")
+            if got_router != want_router:
+                raise ValueError("kernel in %s was generated for router=%s, cfg has %s"
+                                 % (self.kernel_dir, got_router, want_router))
+        kinds = _spec_kinds(want)
+        if got != kinds:
             raise ValueError("kernel in %s has pattern %s, cfg has %s"
-                             % (self.kernel_dir, got, want["pattern"]))
+                             % (self.kernel_dir, got, kinds))
 
     def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
         """The spec's weights, in the spec's (the manifest's) order.
@@ -236,9 +264,8 @@ class Model(torch.nn.Module):
         """A zero state of `ctx_len` cached tokens (foreign to the model)."""
         state = []
         for i, kind in enumerate(self._layer_kinds):
-            keys = _KDA_KEYS if kind == "K" else _MLA_KEYS
             layer = {}
-            for k in keys:
+            for k in _STATE_KEYS[kind]:
                 name, dtype, shape = self._desc("state.%d.%s" % (i, k))
                 layer[k] = torch.zeros(self._state_shape(shape, ctx_len),
                                        dtype=_DTYPES[dtype], device=self._device)
@@ -257,7 +284,7 @@ class Model(torch.nn.Module):
                              % (len(state), len(self._layer_kinds)))
         flat = []
         for i, (layer, kind) in enumerate(zip(state, self._layer_kinds)):
-            for k in (_KDA_KEYS if kind == "K" else _MLA_KEYS):
+            for k in _STATE_KEYS[kind]:
                 if k not in layer:
                     raise KeyError("state[%d] lacks %r" % (i, k))
                 flat.append(("state.%d.%s" % (i, k), layer[k]))
@@ -267,9 +294,10 @@ class Model(torch.nn.Module):
         state = []
         for i, kind in enumerate(self._layer_kinds):
             layer = {}
-            for k in (_KDA_KEYS if kind == "K" else _MLA_KEYS):
-                t = self._storage["state.%d.%s" % (i, k)]
-                layer[k] = t[:rows] if k in _MLA_KEYS else t
+            for k in _STATE_KEYS[kind]:
+                name = "state.%d.%s" % (i, k)
+                t = self._storage[name]
+                layer[k] = t[:rows] if name in self._cache_names else t
             state.append(layer)
         return state
 
@@ -286,11 +314,11 @@ class Model(torch.nn.Module):
         if not h.is_contiguous():
             h = h.contiguous()
         flat = self._flatten(state)
-        caches = [t for n, t in flat if n.endswith(".c_kv") or n.endswith(".k_rope")]
+        caches = [t for n, t in flat if n in self._cache_names]
         ctx = int(caches[0].shape[0]) if caches else self._ctx
         for t in caches:
             if int(t.shape[0]) != ctx:
-                raise ValueError("MLA caches disagree on the context length")
+                raise ValueError("the caches disagree on the context length")
         self._bind_weights()
         check(self._lib.mk_session_set_stream(
             self._session, torch.cuda.current_stream(self._device).cuda_stream))

@@ -2,7 +2,8 @@
 
 Needs: torch with CUDA, the runtime built (libmk_runtime_c.so, named by
 MK_RUNTIME_LIB: the checkout's package has no copy of its own), mk-oracle
-built, and the tiny kernel in $MK_KERNELS_DIR/tiny. Skips where any is
+built, and the tiny kernels in $MK_KERNELS_DIR/tiny (the Kimi-Linear unit)
+and $MK_KERNELS_DIR/tiny_dense_gqa (the dense GQA family). Skips where any is
 missing, except that a GPU machine without the kernel or the library fails
 loudly when MK_REQUIRE_KERNELS=1 (scripts/gpu-tests.sh sets it).
 
@@ -37,12 +38,17 @@ except OSError as e:
     pytest.skip("no runtime library: %s" % e, allow_module_level=True)
 
 SPEC = os.path.join(ROOT, "examples", "specs", "tiny.json")
+DENSE_SPEC = os.path.join(ROOT, "examples", "specs", "tiny_dense_gqa.json")
+
+# Each layer kind's state.
+STATE_KEYS = {"K": ("S", "cq", "ck", "cv"), "M": ("c_kv", "k_rope"),
+              "G": ("k_cache", "v_cache")}
 
 
-def kernel_dir():
-    d = os.path.join(os.environ.get("MK_KERNELS_DIR", ""), "tiny")
+def kernel_dir(name="tiny"):
+    d = os.path.join(os.environ.get("MK_KERNELS_DIR", ""), name)
     if not glob.glob(os.path.join(d, "*.manifest.json")):
-        msg = "no tiny kernel in $MK_KERNELS_DIR/tiny (%s)" % d
+        msg = "no %s kernel in $MK_KERNELS_DIR/%s (%s)" % (name, name, d)
         if os.environ.get("MK_REQUIRE_KERNELS") == "1":
             pytest.fail(msg)
         pytest.skip(msg)
@@ -62,9 +68,16 @@ def mk_oracle():
 def cfg_from_spec(path):
     spec = json.load(open(path))
     cfg = types.SimpleNamespace(**spec["config"])
-    cfg.pattern = spec["pattern"]
+    if "family" in spec:  # the dense GQA family: no pattern
+        cfg.family = spec["family"]
+    else:
+        cfg.pattern = spec["pattern"]
     cfg.name = spec["name"]
     return cfg
+
+
+def dense_kinds(cfg):
+    return ["G"] * cfg.layers
 
 
 def load(path):
@@ -75,7 +88,7 @@ def load(path):
 def to_state(tensors, pattern):
     state = []
     for i, kind in enumerate(pattern):
-        keys = ("S", "cq", "ck", "cv") if kind in ("K", "kda") else ("c_kv", "k_rope")
+        keys = STATE_KEYS[str(kind).upper()[0]]
         state.append({k: tensors["state.%d.%s" % (i, k)].contiguous() for k in keys})
     return state
 
@@ -195,3 +208,138 @@ def test_one_kernel_launch_per_step(data):
     names = [e.name for e in device_events]
     assert len(device_events) == steps, names
     assert all(n == device_events[0].name for n in names), names
+
+
+# -- the dense GQA family (examples/specs/tiny_dense_gqa.json) ---------------
+
+def dense_catalogue(c):
+    """The dense family's weights (name, dtype, shape) in the C++
+    catalogue's order (parameterTensors), written out here rather than read
+    from the manifest."""
+    def linear(name, n_in, n_out):  # W4A16: packed int4, scales, zeros
+        return [(name + ".w_q", torch.uint8, [n_in // 2, n_out]),
+                (name + ".scales", torch.bfloat16, [n_in // c.group, n_out]),
+                (name + ".zeros", torch.bfloat16, [n_in // c.group, n_out])]
+    q, kv = c.heads * c.head_dim, c.kv_heads * c.head_dim
+    out = []
+    for i in range(c.layers):
+        p = "blocks.%d." % i
+        out.append((p + "attn_norm", torch.bfloat16, [c.hidden]))
+        out += linear(p + "attn.q_proj", c.hidden, q)
+        out += linear(p + "attn.k_proj", c.hidden, kv)
+        out += linear(p + "attn.v_proj", c.hidden, kv)
+        out += linear(p + "attn.o_proj", q, c.hidden)
+        out.append((p + "attn.q_norm", torch.bfloat16, [c.head_dim]))
+        out.append((p + "attn.k_norm", torch.bfloat16, [c.head_dim]))
+        out.append((p + "mlp_norm", torch.bfloat16, [c.hidden]))
+        out += linear(p + "mlp.gate", c.hidden, c.inter)
+        out += linear(p + "mlp.up", c.hidden, c.inter)
+        out += linear(p + "mlp.down", c.inter, c.hidden)
+    return out
+
+
+@pytest.fixture(scope="module")
+def dense_data(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("oracle_dense")
+    exe = mk_oracle()
+    w, x, y, y2, y0 = (str(tmp / n) for n in ("w.st", "in.st", "out.st", "out2.st",
+                                               "out0.st"))
+    subprocess.run([exe, "write-weights", DENSE_SPEC, w, "--seed", "5"], check=True)
+    subprocess.run([exe, "write-inputs", DENSE_SPEC, x, "--ctx", "100"], check=True)
+    # `run --inputs` takes a file's context from its MLA caches (.c_kv) alone
+    # and refuses a dense spec's inputs, so the steps start from the seeded
+    # state and hidden themselves: --ctx with write-inputs' default seeds is
+    # the same state and hidden (the test checks the cache rows).
+    for out, args in ((y, ["--ctx", "100"]), (y2, ["--ctx", "100", "--steps", "2"]),
+                      (y0, ["--ctx", "0", "--steps", "3"])):
+        subprocess.run([exe, "run", DENSE_SPEC, "--weights", w] + args + ["--dump", out],
+                       check=True, stdout=subprocess.DEVNULL)
+    return {"weights": load(w), "inputs": load(x), "out": load(y), "out2": load(y2),
+            "out0": load(y0)}
+
+
+def loaded_dense(data, capacity):
+    """A dense model with the oracle's weights, input state and hidden."""
+    cfg = cfg_from_spec(DENSE_SPEC)
+    model = megakernel.Model(cfg, kernel_dir=kernel_dir("tiny_dense_gqa"),
+                             capacity=capacity)
+    model.load_state_dict(data["weights"])
+    return model, to_state(data["inputs"], dense_kinds(cfg)), data["inputs"]["hidden"]
+
+
+def test_dense_state_dict_has_the_catalogue_names():
+    cfg = cfg_from_spec(DENSE_SPEC)
+    model = megakernel.Model(cfg, kernel_dir=kernel_dir("tiny_dense_gqa"))
+    want = dense_catalogue(cfg)
+    sd = model.state_dict()
+    assert list(sd.keys()) == [n for n, _, _ in want]
+    for n, dtype, shape in want:
+        assert list(sd[n].shape) == shape, n
+        assert sd[n].dtype == dtype, n
+    # The state: a {"k_cache", "v_cache"} dict per layer, [rows, kv_heads, head_dim].
+    state = model.new_state(5)
+    assert len(state) == cfg.layers
+    for layer in state:
+        assert sorted(layer) == ["k_cache", "v_cache"]
+        for t in layer.values():
+            assert list(t.shape) == [5, cfg.kv_heads, cfg.head_dim]
+            assert t.dtype == torch.bfloat16
+
+
+def test_dense_step_matches_the_oracle_and_grows(dense_data):
+    model, state, hidden = loaded_dense(dense_data, 16)
+    # The oracle's steps started from write-inputs' state: its first 100 rows.
+    for i, layer in enumerate(state):
+        for k, t in layer.items():
+            assert torch.equal(dense_data["out"]["state.%d.%s" % (i, k)][:100], t), (i, k)
+    out, new_state = model.step(hidden, state)  # adopts ctx 100 > capacity 16
+    torch.cuda.synchronize()
+    assert model.capacity >= 101
+    assert torch.isfinite(out.float()).all()
+    assert cosine(out, dense_data["out"]["hidden_out"]) >= 0.9999
+    for i, layer in enumerate(new_state):
+        assert sorted(layer) == ["k_cache", "v_cache"]
+        for k, t in layer.items():
+            ref = dense_data["out"]["state.%d.%s" % (i, k)]
+            assert t.shape == ref.shape, (i, k)
+            assert cosine(t, ref) >= 0.9999, (i, k)
+    # In place on the returned state: the oracle's second step.
+    out2, state2 = model.step(out, new_state)
+    torch.cuda.synchronize()
+    assert cosine(out2, dense_data["out2"]["hidden_out"]) >= 0.99
+    assert all(t.shape[0] == 102 for layer in state2 for t in layer.values())
+    # The inputs were not modified by adoption.
+    assert all(t.shape[0] == 100 for layer in state for t in layer.values())
+
+
+def test_dense_state_grows_by_one_row_per_step(dense_data):
+    # A fresh sequence: every step appends one row to each k_cache and
+    # v_cache and keeps the rows before it; capacity 2 makes the third step
+    # move the rows into larger storage (still one launch).
+    cfg = cfg_from_spec(DENSE_SPEC)
+    model = megakernel.Model(cfg, kernel_dir=kernel_dir("tiny_dense_gqa"), capacity=2)
+    model.load_state_dict(dense_data["weights"])
+    h, state = dense_data["inputs"]["hidden"], model.new_state(0)
+    before = None
+    for rows in (1, 2, 3):
+        h, state = model.step(h, state)
+        torch.cuda.synchronize()
+        assert len(state) == cfg.layers
+        for i, layer in enumerate(state):
+            assert sorted(layer) == ["k_cache", "v_cache"]
+            for k, t in layer.items():
+                assert list(t.shape) == [rows, cfg.kv_heads, cfg.head_dim], (rows, i, k)
+                if before is not None:
+                    assert torch.equal(t[:rows - 1], before[i][k]), (rows, i, k)
+        before = [{k: t.clone() for k, t in layer.items()} for layer in state]
+    assert model.capacity >= 3
+    # The oracle's three steps from context 0, each output fed back.
+    assert cosine(h, dense_data["out0"]["hidden_out"]) >= 0.99
+    for i, layer in enumerate(state):
+        for k, t in layer.items():
+            assert cosine(t, dense_data["out0"]["state.%d.%s" % (i, k)]) >= 0.99, (i, k)
+    # Another sequence, longer than the capacity.
+    out, _ = model.step(dense_data["inputs"]["hidden"],
+                        to_state(dense_data["inputs"], dense_kinds(cfg)))
+    torch.cuda.synchronize()
+    assert cosine(out, dense_data["out"]["hidden_out"]) >= 0.9999

@@ -133,6 +133,24 @@ TEST(EmitterNvrtc, DenseFirstLayer) {
   check("examples/specs/kimi_linear_dense_first.json", "mk_kimi_linear_dense_first");
 }
 
+// The dense GQA family: a tiny two-layer spec, a Qwen3-8B-sized layer (fits
+// sm_120's 99 KB) and its 36 layers (the body spills nothing at depth).
+TEST(EmitterNvrtc, DenseGqa) {
+  check("examples/specs/tiny_dense_gqa.json", "mk_tiny_dense_gqa");
+  check("examples/specs/qwen3_8b_layer.json", "mk_qwen3_8b_layer");
+  check("examples/specs/tiny_gqa_hybrid.json", "mk_tiny_gqa_hybrid");
+  // 36 layers: two grid barriers per layer (after o_proj and after the
+  // FFN's down), no spill in the body either.
+  Emitted deep = emit("examples/specs/qwen3_8b_36l.json", "mk_qwen3_8b_36l");
+  ASSERT_FALSE(deep.source.empty());
+  mk::rt::Manifest m;
+  ASSERT_TRUE(mk::rt::parseManifest(deep.manifest, m).isOk());
+  EXPECT_EQ(m.gridBarriers, 72);
+  EXPECT_LE(m.dynamicSharedBytes + 1024, 101376);
+  for (const char *arch : {"sm_90", "sm_120"})
+    mk::test::compileAndCheck(deep.source, "mk_qwen3_8b_36l", arch, mk::test::SpillRule::Strict);
+}
+
 // The released model's sigmoid router (moe_topk_sigmoid).
 TEST(EmitterNvrtc, SigmoidRouter) {
   check("examples/specs/tiny_sigmoid_router.json", "mk_tiny_sigmoid_router");

@@ -449,7 +449,9 @@ void deviceStepFromRandom(const std::shared_ptr<Device> &dev, Fixture &f, int64_
 /// ties, tieAwareOracleStep) on every layer up to the first router whose
 /// near tie it cannot tell apart, past which a random deep stack compounds
 /// rounding differences (deepSpecLayerByLayer checks those layers one by
-/// one). Skipped when its kernel directory is absent.
+/// one). A spec without routers (the dense 36-layer one) must then agree at
+/// every layer and in its output. Skipped when its kernel directory is
+/// absent.
 void deepSpecOneStep(const std::string &kernelName) {
   MK_REQUIRE_GPU(dev);
   if (!kernelGenerated(kernelName))
@@ -599,6 +601,11 @@ TEST(OracleGpu, TinyDenseGqaBadInputs) { badInputs("tiny_dense_gqa"); }
 TEST(OracleGpu, Qwen3LayerOneStep) { oneStepAgainstOracle("qwen3_8b_layer"); }
 TEST(OracleGpu, Qwen3LayerEightSteps) { eightSteps("qwen3_8b_layer"); }
 TEST(OracleGpu, Qwen3LayerFromContextZero) { fromContextZero("qwen3_8b_layer"); }
+// A GQA layer in the hybrid family's pattern (K, G, K, M with MoE FFNs).
+TEST(OracleGpu, TinyGqaHybridOneStep) { oneStepAgainstOracle("tiny_gqa_hybrid"); }
+TEST(OracleGpu, TinyGqaHybridEightSteps) { eightSteps("tiny_gqa_hybrid"); }
+// 36 Qwen3-8B-sized layers end to end (no router, so no near ties to follow).
+TEST(OracleGpu, Qwen3ThirtySixLayersOneStep) { deepSpecOneStep("qwen3_8b_36l"); }
 TEST(OracleGpu, FullUnitFromContextZero) { fromContextZero(fullName()); }
 TEST(OracleGpu, TinyFromContextZero) { fromContextZero(tinyName()); }
 TEST(OracleGpu, TinyTiledWeights) { tiledWeights("tiny_tiled"); }

@@ -154,6 +154,65 @@ class SpecFromConfig(unittest.TestCase):
             megakernel.spec_from_config(cfg)
         self.assertIn("'relu'", str(cm.exception))
 
+    def test_gqa_layers_in_the_pattern(self):
+        _, cfg = self._cfg()
+        cfg.pattern = ["K", "gqa", "G", "mla"]
+        spec = megakernel.spec_from_config(cfg)
+        self.assertEqual(spec["pattern"], ["K", "G", "G", "M"])
+        self.assertFalse([k for k in spec["config"] if k.startswith("gqa_")])
+        _, cfg = self._cfg(gqa_heads=4, gqa_kv_heads=2, gqa_head_dim=64)
+        cfg.pattern = ["K", "G", "K", "M"]
+        conf = megakernel.spec_from_config(cfg)["config"]
+        self.assertEqual((conf["gqa_heads"], conf["gqa_kv_heads"], conf["gqa_head_dim"]),
+                         (4, 2, 64))
+        cfg.pattern = ["K", "X"]
+        with self.assertRaises(ValueError) as cm:
+            megakernel.spec_from_config(cfg)
+        self.assertIn("'X'", str(cm.exception))
+
+    def _dense(self, path, **extra):
+        import json
+        import types
+        with open(os.path.join(ROOT, "examples", "specs", path)) as f:
+            spec = json.load(f)
+        conf = dict(spec["config"], **extra)
+        return spec, types.SimpleNamespace(name=spec["name"], **conf)
+
+    def test_dense_gqa_config(self):
+        # Recognized by its fields (no pattern) or by its family; the spec's
+        # keys in the spec's order.
+        for path in ("tiny_dense_gqa.json", "qwen3_8b_layer.json"):
+            spec, cfg = self._dense(path)
+            self.assertEqual(megakernel.spec_from_config(cfg), spec)
+            self.assertEqual(list(megakernel.spec_from_config(cfg)["config"]),
+                             list(spec["config"]))
+            cfg.family = "dense_gqa"
+            self.assertEqual(megakernel.spec_from_config(cfg), spec)
+
+    def test_dense_gqa_optional_keys_and_name(self):
+        spec, cfg = self._dense("tiny_dense_gqa.json")
+        del cfg.eps, cfg.name
+        got = megakernel.spec_from_config(cfg)
+        self.assertNotIn("eps", got["config"])
+        self.assertEqual(got["name"], "dense_gqa_w4a16")
+        self.assertEqual(megakernel.spec_from_config(cfg, "qd")["name"], "qd")
+        # A dense config needs every field but eps.
+        _, cfg = self._dense("tiny_dense_gqa.json")
+        del cfg.rope_theta
+        with self.assertRaises(AttributeError):
+            megakernel.spec_from_config(cfg)
+
+    def test_family_decides(self):
+        # The unit's family named explicitly stays the unit's; an unknown
+        # family is refused.
+        spec, cfg = self._cfg()
+        cfg.family = "kimi_linear"
+        self.assertEqual(megakernel.spec_from_config(cfg), spec)
+        cfg.family = "llama"
+        with self.assertRaises(ValueError) as cm:
+            megakernel.spec_from_config(cfg)
+        self.assertIn("'llama'", str(cm.exception))
+
 
 # The build tree scripts/test.sh just built (MK_TEST_BUILD_DIR): the compiler
 # (mkc) and the embedded JIT's C library, where the build has the compiler.
@@ -222,6 +281,29 @@ class CompileThroughTheJit(unittest.TestCase):
             self.assertIn("dir " + os.path.join(tmp, "k"), out)
             self.assertEqual(sorted(os.listdir(os.path.join(tmp, "k"))),
                              ["mk_tiny.cu", "mk_tiny.manifest.json"])
+
+    def test_dense_gqa_config_object(self):
+        # The dense GQA family's config object (no pattern) compiles to the
+        # kernel of its spec file.
+        import tempfile
+        spec_path = os.path.join(ROOT, "examples", "specs", "tiny_dense_gqa.json")
+        with tempfile.TemporaryDirectory() as tmp:
+            code = ("import json, types, megakernel\n"
+                    "spec = json.load(open(%r))\n"
+                    "cfg = types.SimpleNamespace(name=spec['name'], **spec['config'])\n"
+                    "assert megakernel.spec_from_config(cfg) == spec, megakernel.spec_from_config(cfg)\n"
+                    "print('dir', megakernel.compile(cfg, %r))\n"
+                    % (spec_path, os.path.join(tmp, "k")))
+            out = _run(code, MK_JIT_LIB=JIT_LIB)
+            self.assertIn("dir " + os.path.join(tmp, "k"), out)
+            with open(os.path.join(tmp, "k", "mk_tiny_dense_gqa.manifest.json")) as f:
+                import json
+                config = json.load(f)["config"]
+            self.assertEqual(config["family"], "dense_gqa")
+            self.assertNotIn("pattern", config)
+            mkc_dir = os.path.join(tmp, "mkc")
+            subprocess.run([MKC, spec_path, "--emit=cuda", "-o", mkc_dir], check=True)
+            self.assertEqual(_files(os.path.join(tmp, "k")), _files(mkc_dir))
 
     def test_refused_spec_is_a_named_error(self):
         code = ("import megakernel\n"
