@@ -99,6 +99,16 @@ def cosine(a, b):
     return float(torch.nn.functional.cosine_similarity(a, b, dim=0))
 
 
+def assert_state_matches(state, ref):
+    """Every tensor of the per-layer dicts `state` has the shape of the
+    oracle's `ref["state.<i>.<key>"]` and is within cosine 0.9999 of it."""
+    for i, layer in enumerate(state):
+        for k, t in layer.items():
+            r = ref["state.%d.%s" % (i, k)]
+            assert t.shape == r.shape, (i, k)
+            assert cosine(t, r) >= 0.9999, (i, k)
+
+
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("oracle")
@@ -144,11 +154,7 @@ def test_step_matches_the_oracle_and_grows(data):
     assert model.capacity >= 101
     assert torch.isfinite(out.float()).all()
     assert cosine(out, data["out"]["hidden_out"]) >= 0.9999
-    for i, layer in enumerate(new_state):
-        for k, t in layer.items():
-            ref = data["out"]["state.%d.%s" % (i, k)]
-            assert t.shape == ref.shape, (i, k)
-            assert cosine(t, ref) >= 0.9999, (i, k)
+    assert_state_matches(new_state, data["out"])
     # In place on the returned state: the oracle's second step.
     out2, state2 = model.step(out, new_state)
     torch.cuda.synchronize()
@@ -297,12 +303,8 @@ def test_dense_step_matches_the_oracle_and_grows(dense_data):
     assert model.capacity >= 101
     assert torch.isfinite(out.float()).all()
     assert cosine(out, dense_data["out"]["hidden_out"]) >= 0.9999
-    for i, layer in enumerate(new_state):
-        assert sorted(layer) == ["k_cache", "v_cache"]
-        for k, t in layer.items():
-            ref = dense_data["out"]["state.%d.%s" % (i, k)]
-            assert t.shape == ref.shape, (i, k)
-            assert cosine(t, ref) >= 0.9999, (i, k)
+    assert all(sorted(layer) == ["k_cache", "v_cache"] for layer in new_state)
+    assert_state_matches(new_state, dense_data["out"])
     # In place on the returned state: the oracle's second step.
     out2, state2 = model.step(out, new_state)
     torch.cuda.synchronize()

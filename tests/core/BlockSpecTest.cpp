@@ -23,14 +23,16 @@ const char *kTiny = R"({
   "pattern": ["K", "K", "K", "M"]
 })";
 
-/// kTiny with the first occurrence of `from` replaced by `to`.
-std::string tinyWith(const std::string &from, const std::string &to) {
-  std::string s = kTiny;
+/// `base` with the first occurrence of `from` replaced by `to`.
+std::string replaced(std::string s, const std::string &from, const std::string &to) {
   size_t p = s.find(from);
   EXPECT_NE(p, std::string::npos) << from;
   if (p != std::string::npos)
     s.replace(p, from.size(), to);
   return s;
+}
+std::string tinyWith(const std::string &from, const std::string &to) {
+  return replaced(kTiny, from, to);
 }
 
 std::string specError(const std::string &text) {
@@ -250,12 +252,7 @@ const char *kDense = R"({
 })";
 
 std::string denseWith(const std::string &from, const std::string &to) {
-  std::string s = kDense;
-  size_t p = s.find(from);
-  EXPECT_NE(p, std::string::npos) << from;
-  if (p != std::string::npos)
-    s.replace(p, from.size(), to);
-  return s;
+  return replaced(kDense, from, to);
 }
 
 // The dense GQA family: `layers` GQA layers, each with a dense FFN of width
