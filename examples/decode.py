@@ -37,8 +37,12 @@ def main():
     args = ap.parse_args()
 
     spec = json.load(open(args.spec))
-    cfg = types.SimpleNamespace(**spec["config"], pattern=spec["pattern"],
-                                name=spec["name"])
+    if spec.get("family") == "dense_gqa":  # no pattern: `layers` GQA layers
+        cfg = types.SimpleNamespace(**spec["config"], family="dense_gqa",
+                                    name=spec["name"])
+    else:
+        cfg = types.SimpleNamespace(**spec["config"], pattern=spec["pattern"],
+                                    name=spec["name"])
     model = megakernel.Model(cfg, kernel_dir=args.kernel_dir,
                              capacity=args.ctx + args.tokens + 16)
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -57,16 +61,17 @@ def main():
             else:
                 t.normal_(0, 0.02, generator=gen)
             routed = any(s in name for s in (".moe.gate.", ".moe.up.", ".moe.down."))
-            frac = cfg.n_active / cfg.n_experts if routed else 1.0
+            frac = cfg.n_active / cfg.n_experts if routed else 1.0  # dense: never routed
             bytes_per_token += t.numel() * t.element_size() * frac
 
     state = model.new_state(args.ctx)
     for layer in state:
         for k, t in layer.items():
             t.normal_(0, 0.05 if k == "S" else 0.1, generator=gen)
+    caches = ("c_kv", "k_rope", "k_cache", "v_cache")  # read once; the rest read and written
     for layer in state:
         for k, t in layer.items():
-            bytes_per_token += t.numel() * t.element_size() * (1 if k in ("c_kv", "k_rope") else 2)
+            bytes_per_token += t.numel() * t.element_size() * (1 if k in caches else 2)
     hidden = (torch.randn(cfg.hidden, device="cuda", generator=gen) * 0.25).bfloat16()
 
     for _ in range(8):  # warm-up (the first step adopts the fresh state)
@@ -80,9 +85,9 @@ def main():
     ms = sorted(events[i].elapsed_time(events[i + 1]) for i in range(args.tokens))
     med = ms[len(ms) // 2]
     floor = bytes_per_token / args.bandwidth * 1e3
+    rows = [t.shape[0] for layer in state for k, t in layer.items() if k in caches]
     print("%s: %d tokens from context %d, context now %d" %
-          (spec["name"], args.tokens, args.ctx, state[-1][list(state[-1])[0]].shape[0]
-           if "c_kv" in state[-1] else -1))
+          (spec["name"], args.tokens, args.ctx, rows[0] if rows else -1))
     print("median %.4f ms/token (min %.4f), %.1f GB/s" %
           (med, ms[0], bytes_per_token / (med * 1e-3) / 1e9))
     print("roofline: %.1f MB/token at %.2f TB/s -> %.4f ms floor (%.1f%%)" %

@@ -131,6 +131,12 @@ if [ -z "$bench_only" ] && [ -d "$MK_KERNELS_DIR/kimi_linear_w4a16" ]; then
   MK_KERNEL_DIR="$MK_KERNELS_DIR/kimi_linear_w4a16" python3 examples/decode.py --tokens 16 \
     2>&1 | tee "$LOGS/decode-py.log" | tail -3
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  # The dense GQA family through the same example (a Qwen3-8B-sized layer).
+  if [ -d "$MK_KERNELS_DIR/qwen3_8b_layer" ]; then
+    MK_KERNEL_DIR="$MK_KERNELS_DIR/qwen3_8b_layer" python3 examples/decode.py \
+      --spec examples/specs/qwen3_8b_layer.json --tokens 16 2>&1 | tee "$LOGS/decode-py-dense.log" | tail -3
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  fi
 fi
 
 step "mk-diff (debug-capture kernels against the oracle's trace)"
