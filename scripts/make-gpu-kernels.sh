@@ -42,8 +42,10 @@ for s in tiny_dense_first kimi_linear_dense_first tiny_sigmoid_router kimi_linea
   "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/$s"
   echo "$out/$s"
 done
-rm -rf "${out:?}/tiny_dense_first_debug"
+rm -rf "${out:?}/tiny_dense_first_debug" "${out:?}/qwen3_8b_36l_debug"
 "$mkc" examples/specs/tiny_dense_first.json --emit=cuda --debug-capture -o "$out/tiny_dense_first_debug"
+# The 36 dense layers with captures (OracleGpu.Qwen3ThirtySixLayersLayerByLayer).
+"$mkc" examples/specs/qwen3_8b_36l.json --emit=cuda --debug-capture -o "$out/qwen3_8b_36l_debug"
 # The tiny spec with tile-contiguous weights (OracleGpu.TinyTiledWeights).
 rm -rf "${out:?}/tiny_tiled"
 "$mkc" examples/specs/tiny.json --emit=cuda -o "$out/tiny_tiled" \
