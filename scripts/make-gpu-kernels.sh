@@ -64,10 +64,17 @@ variant() {
 # With captures too (OracleGpu.DeepSpecLayerByLayer: every layer against the
 # oracle from the kernel's own input to it).
 rm -rf "${out:?}/kimi_linear_27l" "${out:?}/kimi_linear_27l_debug"
+# The wide specs too (OracleGpu.Wide*: DeepSeek-V3's and Mixtral's widths in
+# the unit's family, ~6 GB and ~1.6 GB of random weights).
+rm -rf "${out:?}/kimi_wide_dsv3" "${out:?}/kimi_wide_mixtral"
 if [ -n "${MK_DEEP_KERNELS:-}" ]; then
   "$mkc" examples/specs/kimi_linear_27l.json --emit=cuda -o "$out/kimi_linear_27l"
   "$mkc" examples/specs/kimi_linear_27l.json --emit=cuda --debug-capture -o "$out/kimi_linear_27l_debug"
   echo "$out/kimi_linear_27l, $out/kimi_linear_27l_debug"
+  for s in kimi_wide_dsv3 kimi_wide_mixtral; do
+    "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/$s"
+    echo "$out/$s"
+  done
 fi
 rm -rf "$out"/kimi_linear_w4a16_t*/
 # The opt-in integer arithmetic, always: gpu-tests.sh runs the oracle test

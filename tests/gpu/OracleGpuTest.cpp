@@ -497,6 +497,24 @@ void deepSpecOneStep(const std::string &kernelName) {
   }
 }
 
+/// A wide spec's kernel (examples/specs/kimi_wide_dsv3.json: one MLA + MoE
+/// layer at DeepSeek-V3's width, hidden 7168, 128 MLA heads, 256 experts
+/// 2048 wide, 90240 B of shared memory with the input vector lent;
+/// kimi_wide_mixtral.json: K, M at Mixtral's width, hidden 4096, 8 experts
+/// 14336 wide, 93920 B with the 2-stage ring and the down tasks' staged
+/// slices), generated only on request (MK_DEEP_KERNELS=1
+/// scripts/make-gpu-kernels.sh; the DeepSeek-width weights are ~6 GB): one
+/// seed, one step from context 2048 against the oracle. Skipped when its
+/// kernel directory is absent.
+void wideSpecOneStep(const std::string &kernelName) {
+  MK_REQUIRE_GPU(dev);
+  if (!kernelGenerated(kernelName))
+    GTEST_SKIP() << kernelName << " not generated (MK_DEEP_KERNELS=1 scripts/make-gpu-kernels.sh)";
+  Fixture f;
+  MK_ASSERT_OK(makeFixture(dev, kernelName, 1, 2048 + 8, f));
+  oneStepFrom(dev, f, 2048, 2, kernelName + " seed 1 ctx 2048");
+}
+
 /// Every layer of a deep spec's step checked on its own: the oracle runs
 /// layer l (oracleLayerStep) on the device's input to it (the step's input,
 /// then the debug-capture kernel's `layer<l-1>.out`), and its output and
@@ -589,6 +607,8 @@ void deepSpecLayerByLayer(const std::string &kernelName) {
 TEST(OracleGpu, FullUnitOneStep) { oneStepAgainstOracle(fullName()); }
 TEST(OracleGpu, DeepSpecOneStep) { deepSpecOneStep("kimi_linear_27l"); }
 TEST(OracleGpu, DeepSpecLayerByLayer) { deepSpecLayerByLayer("kimi_linear_27l_debug"); }
+TEST(OracleGpu, WideDeepSeekOneStep) { wideSpecOneStep("kimi_wide_dsv3"); }
+TEST(OracleGpu, WideMixtralOneStep) { wideSpecOneStep("kimi_wide_mixtral"); }
 TEST(OracleGpu, TinyOneStep) { oneStepAgainstOracle(tinyName()); }
 // Layer 0 with a dense SwiGLU FFN instead of the MoE (dense_layers = 1).
 TEST(OracleGpu, TinyDenseFirstOneStep) { oneStepAgainstOracle("tiny_dense_first"); }
