@@ -10,6 +10,7 @@
 #include <cmath>
 #include <functional>
 #include <set>
+#include <utility>
 #include <sys/stat.h>
 
 namespace mk {
@@ -78,6 +79,35 @@ bool isName(const std::string &s) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
            c == '_';
   });
+}
+
+/// The W4A16 quantization group: the families' projections are int4 with a
+/// bf16 scale and zero point per group of input rows; the option's group,
+/// else quantization_config.group_size (4 bits), else 128 (noted).
+int64_t importGroup(Reader &r, const HfImportOptions &options,
+                    std::vector<std::string> &problems, std::vector<std::string> &notes) {
+  int64_t group = 0;
+  if (const json::Value *q = r.get("quantization_config")) {
+    int64_t bits = 0;
+    const json::Value *b = q->isObject() ? q->find("bits") : nullptr;
+    if (!q->isObject())
+      problems.push_back(q->where() + ": quantization_config must be an object");
+    else if (b && (!b->getInt(bits) || bits != 4))
+      problems.push_back(b->where() + ": quantization_config.bits = " + describe(*b) +
+                         ": the family's projections are 4-bit (W4A16)");
+    else if (const json::Value *g = q->find("group_size"); g && !(g->getInt(group) && group > 0))
+      problems.push_back(g->where() + ": quantization_config.group_size must be a positive "
+                                      "integer, got " +
+                         describe(*g));
+  }
+  if (options.group > 0 && group > 0 && options.group != group)
+    problems.push_back("the group asked for (" + std::to_string(options.group) +
+                       ") differs from quantization_config.group_size (" +
+                       std::to_string(group) + ")");
+  if (options.group == 0 && group == 0)
+    notes.push_back("quantization group 128 (the config names none; the family's "
+                    "projections are int4 in groups of input rows)");
+  return options.group > 0 ? options.group : group > 0 ? group : 128;
 }
 
 class KimiLinearImport {
@@ -240,30 +270,7 @@ bool KimiLinearImport::run(HfImport &out, std::string &error) {
   topReal("routed_scaling_factor", cfg.routedScaling);
   topReal("rms_norm_eps", cfg.eps);
 
-  // Quantization: the unit's projections are int4 with a bf16 scale and
-  // zero point per group of input rows.
-  int64_t group = 0;
-  if (const json::Value *q = r.get("quantization_config")) {
-    int64_t bits = 0;
-    const json::Value *b = q->isObject() ? q->find("bits") : nullptr;
-    if (!q->isObject())
-      problems.push_back(q->where() + ": quantization_config must be an object");
-    else if (b && (!b->getInt(bits) || bits != 4))
-      problems.push_back(b->where() + ": quantization_config.bits = " + describe(*b) +
-                         ": the family's projections are 4-bit (W4A16)");
-    else if (const json::Value *g = q->find("group_size"); g && !(g->getInt(group) && group > 0))
-      problems.push_back(g->where() + ": quantization_config.group_size must be a positive "
-                                      "integer, got " +
-                         describe(*g));
-  }
-  if (options.group > 0 && group > 0 && options.group != group)
-    problems.push_back("the group asked for (" + std::to_string(options.group) +
-                       ") differs from quantization_config.group_size (" +
-                       std::to_string(group) + ")");
-  cfg.group = options.group > 0 ? options.group : group > 0 ? group : 128;
-  if (options.group == 0 && group == 0)
-    out.notes.push_back("quantization group 128 (the config names none; the family's "
-                        "projections are int4 in groups of input rows)");
+  cfg.group = importGroup(r, options, problems, out.notes);
 
   // What the released model computes that the unit family does not.
   differences.push_back(
@@ -379,6 +386,115 @@ bool KimiLinearImport::run(HfImport &out, std::string &error) {
   return true;
 }
 
+/// A Qwen3 dense decoder config (model_type "qwen3") onto the dense GQA
+/// family: every layer GQA attention with per-head q / k norms and a dense
+/// SwiGLU FFN (docs/semantics-dense-gqa.md).
+class Qwen3Import {
+public:
+  Qwen3Import(const json::Value &root, const HfImportOptions &o) : r(root), options(o) {}
+
+  bool run(HfImport &out, std::string &error) {
+    BlockConfig cfg;
+    cfg.family = BlockFamily::DenseGqa;
+    int64_t layers = 0;
+    positive("hidden_size", cfg.hidden);
+    positive("num_hidden_layers", layers);
+    positive("num_attention_heads", cfg.gqaHeads);
+    positive("num_key_value_heads", cfg.gqaKvHeads);
+    positive("head_dim", cfg.gqaHeadDim);
+    positive("intermediate_size", cfg.denseInter);
+    real("rope_theta", cfg.ropeTheta);
+    real("rms_norm_eps", cfg.eps);
+    // What the family computes only with these values.
+    expect("hidden_act", [](const json::Value &v) { return v.isString() && v.string == "silu"; },
+           true, "the FFN's activation (the family: SwiGLU with silu)");
+    expect("attention_bias", [](const json::Value &v) { return v.isBool() && !v.boolean; }, true,
+           "biases on the q / k / v / o projections (the family has none)");
+    expect("rope_scaling", [](const json::Value &v) { return v.isNull(); }, true,
+           "scaled RoPE (the family: plain rotate-half RoPE)");
+    expect("use_sliding_window", [](const json::Value &v) { return v.isBool() && !v.boolean; },
+           true, "sliding-window attention (the family attends to every cached row)");
+    r.get("sliding_window");     // read only with use_sliding_window
+    r.get("max_window_layers");  // idem
+    cfg.group = importGroup(r, options, problems, notes);
+    r.used.insert("model_type");
+    for (const auto &[k, v] : r.root.object)
+      if (!r.isUsed(k) && !isIgnored(k))
+        problems.push_back(r.root.find(k)->keyWhere() + ": unknown key " + json::quote(k) +
+                           " (not a Qwen3 config key this importer knows; it might change the "
+                           "model)");
+    std::string sep;
+    if (!problems.empty()) {
+      for (const std::string &p : problems)
+        error += std::exchange(sep, "; ") + p;
+      return false;
+    }
+    if (!differences.empty() && !options.asUnit) {
+      error = "cannot map to the dense GQA family without changing what the model computes: ";
+      for (const std::string &d : differences)
+        error += std::exchange(sep, "; ") + d;
+      error += ". The family with this model's dimensions: import with --hf-as-unit "
+               "(Python: as_unit=True)";
+      return false;
+    }
+    out.notes = notes;
+    for (const std::string &d : differences)
+      out.notes.push_back("not represented: " + d);
+    if (layers > 0) {
+      cfg.pattern.assign(size_t(layers), LayerKind::GQA);
+      cfg.denseLayers = layers;
+    }
+    cfg.name = options.name.empty() ? "qwen3_" + std::to_string(layers) + "l" : options.name;
+    if (!isName(cfg.name)) {
+      error = "spec name " + json::quote(cfg.name) + " must be letters, digits and _";
+      return false;
+    }
+    BlockConfig checked;
+    std::string why;
+    if (!parseBlockSpec(blockConfigToJson(cfg), checked, why)) {
+      error = "the mapped spec is not valid: " + why;
+      return false;
+    }
+    out.config = checked;
+    return true;
+  }
+
+private:
+  void positive(const char *key, int64_t &out) {
+    const json::Value *v = r.get(key);
+    int64_t n = 0;
+    if (!v)
+      problems.push_back(std::string("missing ") + key);
+    else if (!v->getInt(n) || n < 1)
+      problems.push_back(v->where() + ": " + key + " must be a positive integer, got " +
+                         describe(*v));
+    else
+      out = n;
+  }
+  void real(const char *key, double &out) {
+    const json::Value *v = r.get(key);
+    if (!v)
+      problems.push_back(std::string("missing ") + key);
+    else if (!v->isNumber() || !std::isfinite(v->number) || v->number <= 0)
+      problems.push_back(v->where() + ": " + key + " must be a positive number, got " +
+                         describe(*v));
+    else
+      out = v->number;
+  }
+  void expect(const char *key, const std::function<bool(const json::Value &)> &ok,
+              bool absentOk, const std::string &what) {
+    const json::Value *v = r.get(key);
+    if (!v ? absentOk : ok(*v))
+      return;
+    differences.push_back(std::string(key) + " = " + (v ? describe(*v) : "(absent)") + ": " +
+                          what);
+  }
+
+  Reader r;
+  const HfImportOptions &options;
+  std::vector<std::string> problems, differences, notes;
+};
+
 } // namespace
 
 bool importHfConfig(const std::string &text, const HfImportOptions &options, HfImport &out,
@@ -403,14 +519,19 @@ bool importHfConfig(const std::string &text, const HfImportOptions &options, HfI
     out = std::move(result);
     return true;
   }
-  if (type->string == "qwen3" || type->string == "qwen2" || type->string == "llama" ||
-      type->string == "mistral")
+  if (type->string == "qwen3") {
+    if (!Qwen3Import(root, options).run(result, error))
+      return false;
+    out = std::move(result);
+    return true;
+  }
+  if (type->string == "qwen2" || type->string == "llama" || type->string == "mistral")
     error = type->where() + ": model_type " + json::quote(type->string) +
-            " is a dense GQA decoder: that family's semantics and CPU oracle exist "
-            "(docs/semantics-dense-gqa.md) but the compiler does not compile it yet";
+            " is a dense GQA decoder without the per-head q / k norms of this compiler's "
+            "dense family (docs/semantics-dense-gqa.md); known: kimi_linear, qwen3";
   else
     error = type->where() + ": model_type " + json::quote(type->string) +
-            " is not a family this compiler knows (known: kimi_linear)";
+            " is not a family this compiler knows (known: kimi_linear, qwen3)";
   return false;
 }
 

@@ -153,7 +153,8 @@ TEST(HfConfig, MalformedConfigsAreNamed) {
       {"{", "line 1"},
       {"[1]", "a config.json is an object"},
       {"{\"hidden_size\": 2304}", "missing model_type"},
-      {releasedWith("\"kimi_linear\"", "\"qwen3\""), "dense GQA decoder"},
+      {releasedWith("\"kimi_linear\"", "\"llama\""),
+       "dense GQA decoder without the per-head q / k norms"},
       {releasedWith("\"kimi_linear\"", "\"gpt2\""), "not a family this compiler knows"},
       {releasedWith("\"hidden_size\": 2304", "\"hidden_size\": 2304.5"),
        "hidden_size must be a positive integer, got 2304.5"},
@@ -283,6 +284,76 @@ TEST(HfConfig, FileErrorsNameThePath) {
   std::system(("rm -f '" + dir + "/config.json'").c_str());
   EXPECT_FALSE(importHfConfigFile(dir, asUnit(), fromDir, err));
   EXPECT_NE(err.find("hf-checkpoint/config.json: cannot open"), std::string::npos) << err;
+}
+
+
+// A Qwen3 config.json (examples/hf/qwen3_8b.config.json: Qwen3-8B's
+// dimensions in the Hugging Face layout) maps onto the dense GQA family:
+// the same config as examples/specs/qwen3_8b_36l.json.
+const std::string kQwen3 = std::string(MK_SOURCE_DIR) + "/examples/hf/qwen3_8b.config.json";
+std::string qwen3With(const std::string &from, const std::string &to) {
+  std::ifstream in(kQwen3);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  EXPECT_FALSE(s.empty()) << kQwen3;
+  size_t p = s.find(from);
+  EXPECT_NE(p, std::string::npos) << from;
+  if (p != std::string::npos)
+    s.replace(p, from.size(), to);
+  return s;
+}
+
+TEST(HfConfig, Qwen3IsTheDenseGqaFamily) {
+  HfImport got;
+  std::string err;
+  ASSERT_TRUE(importHfConfigFile(kQwen3, HfImportOptions{}, got, err)) << err;
+  BlockConfig want;
+  ASSERT_TRUE(loadBlockSpecFile(std::string(MK_SOURCE_DIR) + "/examples/specs/qwen3_8b_36l.json",
+                                want, err))
+      << err;
+  EXPECT_EQ(got.config.family, BlockFamily::DenseGqa);
+  EXPECT_EQ(got.config.name, "qwen3_36l");
+  want.name = got.config.name;
+  EXPECT_EQ(blockConfigToJson(got.config), blockConfigToJson(want));
+  ASSERT_EQ(got.notes.size(), 1u);
+  EXPECT_NE(got.notes[0].find("quantization group 128"), std::string::npos);
+  // A quantized checkpoint's group.
+  ASSERT_TRUE(importHfConfig(qwen3With("\"use_cache\": true",
+                                       "\"use_cache\": true, \"quantization_config\": "
+                                       "{\"bits\": 4, \"group_size\": 64}"),
+                             HfImportOptions{}, got, err))
+      << err;
+  EXPECT_EQ(got.config.group, 64);
+}
+
+TEST(HfConfig, Qwen3DifferencesAndErrors) {
+  // What the family does not compute: refused naming each, or noted as-unit.
+  std::string both = qwen3With("\"attention_bias\": false", "\"attention_bias\": true");
+  const std::string rope = "\"rope_scaling\": null";
+  ASSERT_NE(both.find(rope), std::string::npos);
+  both.replace(both.find(rope), rope.size(),
+               "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0}");
+  std::string err = importError(both, HfImportOptions{});
+  EXPECT_NE(err.find("attention_bias = true: biases"), std::string::npos) << err;
+  EXPECT_NE(err.find("rope_scaling = object: scaled RoPE"), std::string::npos) << err;
+  EXPECT_NE(err.find("--hf-as-unit"), std::string::npos) << err;
+  HfImport got;
+  ASSERT_TRUE(importHfConfig(both, asUnit(), got, err)) << err;
+  EXPECT_EQ(got.notes.size(), 3u);
+  EXPECT_EQ(got.config.gqaKvHeads, 8);
+  // Malformed or unknown: an error even as-unit.
+  EXPECT_NE(importError(qwen3With("\"num_key_value_heads\": 8", "\"num_key_value_heads\": 0"))
+                .find("num_key_value_heads must be a positive integer, got 0"),
+            std::string::npos);
+  EXPECT_NE(importError(qwen3With("\"num_key_value_heads\": 8", "\"num_key_value_heads\": 5"))
+                .find("'heads' (32) must be a multiple of 'kv_heads' (5)"),
+            std::string::npos);
+  EXPECT_NE(importError(qwen3With("\"head_dim\": 128,", "")).find("missing head_dim"),
+            std::string::npos);
+  EXPECT_NE(importError(qwen3With("\"use_cache\": true", "\"use_cache\": true, \"mlp_bias\": 1"))
+                .find("unknown key \"mlp_bias\""),
+            std::string::npos);
 }
 
 } // namespace

@@ -1,8 +1,8 @@
 //===- HfConfig.h - Block specs from Hugging Face config.json ----*- C++ -*-===//
 //
 // Users start from a model's Hugging Face `config.json`. importHfConfig maps
-// one onto a block family's BlockConfig (today the Kimi-Linear unit family,
-// `model_type` "kimi_linear"), key by key:
+// one onto a block family's BlockConfig (the Kimi-Linear unit family,
+// `model_type` "kimi_linear"; the dense GQA family, "qwen3"), key by key:
 //
 // - keys that name a dimension of the family are mapped (hidden_size ->
 //   hidden, linear_attn_config.kda_layers / full_attn_layers -> pattern, ...);
