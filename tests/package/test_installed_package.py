@@ -106,6 +106,17 @@ class SpecFromHuggingFace(unittest.TestCase):
         self.assertEqual(len(notes), 3)
         self.assertTrue(notes[0].startswith("quantization group 128"))
 
+    def test_qwen3_is_the_dense_gqa_family(self):
+        # The same importer maps a Qwen3 config.json onto the dense family:
+        # Qwen3-8B's dimensions give the repository's 36-layer spec.
+        import json
+        qwen3 = os.path.join(os.path.dirname(HF_CONFIG), "qwen3_8b.config.json")
+        spec = megakernel.spec_from_hf(qwen3)
+        self.assertEqual(spec["family"], "dense_gqa")
+        with open(os.path.join(os.path.dirname(os.path.dirname(HF_CONFIG)),
+                               "specs", "qwen3_8b_36l.json")) as f:
+            self.assertEqual(spec["config"], json.load(f)["config"])
+
     def test_checkpoint_directory(self):
         import shutil
         import tempfile
