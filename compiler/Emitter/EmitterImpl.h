@@ -127,10 +127,24 @@ private:
   std::string body;
   llvm::raw_string_ostream os{body};
   std::set<std::string> asserts;
-  /// Each MLA attention's max_chunks by its part_m buffer (what its combine
+  /// Each attention's (MLA or GQA) max_chunks by its part_m buffer (what its combine
   /// sizes its loop by), gathered by one walk at the first combine: a walk
   /// per combine made the emission quadratic in the depth.
   std::optional<llvm::StringMap<int64_t>> attentionMaxChunks;
+  /// The max_chunks of the attention task (MLA or GQA) writing partials
+  /// `partM`, 0 if none does (the kernel walked once, on first use).
+  int64_t attentionChunksOf(StringRef partM) {
+    if (!attentionMaxChunks) {
+      attentionMaxChunks.emplace();
+      kernel.walk([&](Operation *op) {
+        if (isa<MlaAttentionChunkOp, GqaAttentionChunkOp>(op)) {
+          TaskOpInterface at = cast<TaskOpInterface>(op);
+          (*attentionMaxChunks)[at.getStrArg("part_m")] = at.getIntArg("max_chunks");
+        }
+      });
+    }
+    return attentionMaxChunks->lookup(partM);
+  }
   int64_t workFloats = 0;
   /// The task being lowered, and the one whose work area is the largest.
   TaskOpInterface workTask, workOwner;

@@ -381,14 +381,7 @@ LogicalResult Emitter::lowerTask(MlaCombineWvOp op, int64_t G, llvm::raw_ostream
   TaskOpInterface t = op;
   TaskArgs args{t};
   const int64_t hm = args.i64("heads"), nope = args.i64("nope"), vh = args.i64("v_head"), lora = args.i64("lora");
-  if (!attentionMaxChunks) {
-    attentionMaxChunks.emplace();
-    kernel.walk([&](MlaAttentionChunkOp a) {
-      TaskOpInterface at = a;
-      (*attentionMaxChunks)[at.getStrArg("part_m")] = at.getIntArg("max_chunks");
-    });
-  }
-  const int64_t maxc = attentionMaxChunks->lookup(args.str("part_m"));
+  const int64_t maxc = attentionChunksOf(args.str("part_m"));
   needWork(lora + w4Red(vh));
   asserts.insert(w4RedCheck(vh));
   std::string w = args.str("kv_b").str();
@@ -451,7 +444,12 @@ LogicalResult Emitter::lowerTask(GqaCombineOp op, int64_t /*group*/, llvm::raw_o
   TaskOpInterface t = op;
   TaskArgs args{t};
   const int64_t hq = args.i64("heads"), hd = args.i64("head_dim");
-  const int64_t maxc = args.i64("max_chunks");
+  // The chunk count is the attention's that wrote the partials (both compute
+  // it from the context and its max_chunks).
+  const int64_t maxc = attentionChunksOf(args.str("part_m"));
+  if (!maxc)
+    return t.emitOpError("no gqa_attention_chunk task writes its partials @")
+           << args.str("part_m");
   needWork(2 * maxc);
   o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, " << maxc << ");\n"
     << "      mkgen::call<&mk::gqa_combine<" << T << ", " << hd << ">>(i, "

@@ -259,7 +259,8 @@ Cuts MoeDownOp::getLegalCuts(const TaskCutContext &ctx) {
 
 /// The GQA kinds (templates/gqa.cuh): one warp per q or kv head; one task
 /// per (chunk, kv head), its REP query heads reading the chunk's rows once;
-/// one combine task per query head. The lane layouts need head_dim a
+/// one combine task per query head, merging as many chunks as its
+/// attention task has. The lane layouts need head_dim a
 /// multiple of 64, at most 256.
 static LogicalResult checkGqaHeadDim(TaskOpInterface t) {
   int64_t hd = t.getIntArg("head_dim");
@@ -301,7 +302,8 @@ Cuts GqaCombineOp::getLegalCuts(const TaskCutContext &ctx) {
   TaskOpInterface t = *this;
   int64_t hq = t.getIntArg("heads"), hd = t.getIntArg("head_dim");
   int64_t chunks = ctx.attentionChunks;
+  // Its chunk count is the attention task's (the emitter reads it there).
   TaskCut c = cut(hq, chunks * (hd + 2) * 4, "heads");
-  c.intArgs = {{"max_chunks", chunks}, {"heads_per_task", 1}};
+  c.intArgs = {{"heads_per_task", 1}};
   return std::vector<TaskCut>{std::move(c)};
 }

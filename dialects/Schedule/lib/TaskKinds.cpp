@@ -95,8 +95,7 @@ const TaskArgSpec kGqaAttentionChunk[] = {
     {"head_dim", T::Pos}, {"max_chunks", T::Pos, P}};
 const TaskArgSpec kGqaCombine[] = {
     in("part_m"),      in("part_l"),      in("part_acc"),  out("o"),
-    {"heads", T::Pos}, {"head_dim", T::Pos}, {"max_chunks", T::Pos, P},
-    {"heads_per_task", T::Pos, P}};
+    {"heads", T::Pos}, {"head_dim", T::Pos}, {"heads_per_task", T::Pos, P}};
 const TaskArgSpec kMoeGateUp[] = {
     {"gate", T::Weight}, {"up", T::Weight}, optIn("input"), acc("sums")};
 const TaskArgSpec kMoeDown[] = {{"down", T::Weight}, in("sums"), acc("acc")};

@@ -303,18 +303,17 @@ schedule.kernel @mla attributes {threads = 256 : i64} {
 // one task); the attention one task per (chunk, kv head), chunks from
 // attention-chunks, its partials resized to one row per chunk and query
 // head (part_m, part_l: 64 x 4; part_acc: 64 x 4 x 64); one combine per
-// query head, which knows the chunk count too.
+// query head (it merges as many chunks as the attention task has).
 // CHECK-LABEL: schedule.kernel @gqa
 // CHECK: schedule.buffer @part_m {dtype = "f32", shape = array<i64: 256>}
 // CHECK: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 256>}
 // CHECK: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 16384>}
 // CHECK: schedule.gqa_rope_append "append" {{.*}}bytes = 3072 : i64, partition = "heads"}
 // CHECK: schedule.gqa_attention_chunk "attention" {args = {{{.*}}max_chunks = 64 : i64{{.*}}count = 128 : i64, partition = "chunks"
-// CHECK: schedule.gqa_combine "combine" {args = {{{.*}}heads_per_task = 1 : i64, max_chunks = 64 : i64{{.*}}count = 4 : i64, partition = "heads"
+// CHECK: schedule.gqa_combine "combine" {args = {{{.*}}heads_per_task = 1 : i64{{.*}}count = 4 : i64, partition = "heads"
 // CHUNKS-LABEL: schedule.kernel @gqa
 // CHUNKS: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 4096>}
 // CHUNKS: schedule.{{[a-z0-9_]+}} "attention" {args = {{{.*}}max_chunks = 16 : i64{{.*}}count = 32 : i64
-// CHUNKS: schedule.{{[a-z0-9_]+}} "combine" {args = {{{.*}}max_chunks = 16 : i64
 schedule.kernel @gqa attributes {threads = 256 : i64} {
   schedule.weight @q_norm {dtype = "bf16", shape = array<i64: 64>}
   schedule.weight @k_norm {dtype = "bf16", shape = array<i64: 64>}
