@@ -110,6 +110,26 @@ int64_t importGroup(Reader &r, const HfImportOptions &options,
   return options.group > 0 ? options.group : group > 0 ? group : 128;
 }
 
+/// Names the mapped config (the option's name, else `defaultName`) and
+/// checks it as a spec file is (dimension bounds, divisibility) into
+/// `out.config`.
+bool finishImport(BlockConfig cfg, const std::string &defaultName, const HfImportOptions &options,
+                  HfImport &out, std::string &error) {
+  cfg.name = options.name.empty() ? defaultName : options.name;
+  if (!isName(cfg.name)) {
+    error = "spec name " + json::quote(cfg.name) + " must be letters, digits and _";
+    return false;
+  }
+  BlockConfig checked;
+  std::string why;
+  if (!parseBlockSpec(blockConfigToJson(cfg), checked, why)) {
+    error = "the mapped spec is not valid: " + why;
+    return false;
+  }
+  out.config = checked;
+  return true;
+}
+
 class KimiLinearImport {
 public:
   KimiLinearImport(const json::Value &root, const HfImportOptions &o) : r(root), options(o) {}
@@ -370,20 +390,7 @@ bool KimiLinearImport::run(HfImport &out, std::string &error) {
   for (const std::string &d : differences)
     out.notes.push_back("not represented: " + d);
 
-  cfg.name = options.name.empty() ? "kimi_linear_" + std::to_string(layers) + "l" : options.name;
-  if (!isName(cfg.name)) {
-    error = "spec name " + json::quote(cfg.name) + " must be letters, digits and _";
-    return false;
-  }
-  // The same checks as a spec file's (dimension bounds, divisibility).
-  BlockConfig checked;
-  std::string why;
-  if (!parseBlockSpec(blockConfigToJson(cfg), checked, why)) {
-    error = "the mapped spec is not valid: " + why;
-    return false;
-  }
-  out.config = checked;
-  return true;
+  return finishImport(cfg, "kimi_linear_" + std::to_string(layers) + "l", options, out, error);
 }
 
 /// A Qwen3 dense decoder config (model_type "qwen3") onto the dense GQA
@@ -444,19 +451,7 @@ public:
       cfg.pattern.assign(size_t(layers), LayerKind::GQA);
       cfg.denseLayers = layers;
     }
-    cfg.name = options.name.empty() ? "qwen3_" + std::to_string(layers) + "l" : options.name;
-    if (!isName(cfg.name)) {
-      error = "spec name " + json::quote(cfg.name) + " must be letters, digits and _";
-      return false;
-    }
-    BlockConfig checked;
-    std::string why;
-    if (!parseBlockSpec(blockConfigToJson(cfg), checked, why)) {
-      error = "the mapped spec is not valid: " + why;
-      return false;
-    }
-    out.config = checked;
-    return true;
+    return finishImport(cfg, "qwen3_" + std::to_string(layers) + "l", options, out, error);
   }
 
 private:
