@@ -3,7 +3,8 @@
 // Lowers `@decode_step` to one schedule.kernel. Each graph op becomes the
 // tasks of its template (some ops are folded into their consumer: a short
 // conv into the KDA task that recomputes it, RoPE and the cache appends into
-// the MLA append task, a residual add into the RMSNorm after it), each SSA
+// the MLA append task, the GQA heads' norms, RoPE and cache appends into the
+// GQA append task, a residual add into the RMSNorm after it), each SSA
 // value a buffer. Placement is planPhases (Planning.h) on the task DAG:
 // every-block RMSNorms feed their consumers through shared memory without a
 // barrier; any other cross-block edge needs one, and the ASAP placement uses
