@@ -130,13 +130,13 @@ bool finishImport(BlockConfig cfg, const std::string &defaultName, const HfImpor
   return true;
 }
 
-class KimiLinearImport {
-public:
-  KimiLinearImport(const json::Value &root, const HfImportOptions &o) : r(root), options(o) {}
+/// What every family's importer reads with: the config's members (which
+/// were used), the options, and the problems (malformed or inconsistent)
+/// and differences (well-formed, not the family's semantics) found.
+class ImportBase {
+protected:
+  ImportBase(const json::Value &root, const HfImportOptions &o) : r(root), options(o) {}
 
-  bool run(HfImport &out, std::string &error);
-
-private:
   /// A required positive integer member.
   bool intKey(const json::Value &obj, const char *key, int64_t &out, const char *where) {
     const json::Value *v = obj.find(key);
@@ -197,12 +197,20 @@ private:
                           what);
   }
 
-  bool pattern(const json::Value &lac, int64_t layers, std::vector<LayerKind> &out);
-
   Reader r;
   const HfImportOptions &options;
   std::vector<std::string> problems;    // malformed or inconsistent
-  std::vector<std::string> differences; // well-formed, not the unit's semantics
+  std::vector<std::string> differences; // well-formed, not the family's semantics
+};
+
+class KimiLinearImport : ImportBase {
+public:
+  KimiLinearImport(const json::Value &root, const HfImportOptions &o) : ImportBase(root, o) {}
+
+  bool run(HfImport &out, std::string &error);
+
+private:
+  bool pattern(const json::Value &lac, int64_t layers, std::vector<LayerKind> &out);
 };
 
 bool KimiLinearImport::pattern(const json::Value &lac, int64_t layers,
@@ -396,22 +404,22 @@ bool KimiLinearImport::run(HfImport &out, std::string &error) {
 /// A Qwen3 dense decoder config (model_type "qwen3") onto the dense GQA
 /// family: every layer GQA attention with per-head q / k norms and a dense
 /// SwiGLU FFN (docs/semantics-dense-gqa.md).
-class Qwen3Import {
+class Qwen3Import : ImportBase {
 public:
-  Qwen3Import(const json::Value &root, const HfImportOptions &o) : r(root), options(o) {}
+  Qwen3Import(const json::Value &root, const HfImportOptions &o) : ImportBase(root, o) {}
 
   bool run(HfImport &out, std::string &error) {
     BlockConfig cfg;
     cfg.family = BlockFamily::DenseGqa;
     int64_t layers = 0;
-    positive("hidden_size", cfg.hidden);
-    positive("num_hidden_layers", layers);
-    positive("num_attention_heads", cfg.gqaHeads);
-    positive("num_key_value_heads", cfg.gqaKvHeads);
-    positive("head_dim", cfg.gqaHeadDim);
-    positive("intermediate_size", cfg.denseInter);
-    real("rope_theta", cfg.ropeTheta);
-    real("rms_norm_eps", cfg.eps);
+    topInt("hidden_size", cfg.hidden);
+    topInt("num_hidden_layers", layers);
+    topInt("num_attention_heads", cfg.gqaHeads);
+    topInt("num_key_value_heads", cfg.gqaKvHeads);
+    topInt("head_dim", cfg.gqaHeadDim);
+    topInt("intermediate_size", cfg.denseInter);
+    topReal("rope_theta", cfg.ropeTheta);
+    topReal("rms_norm_eps", cfg.eps);
     // What the family computes only with these values.
     expect("hidden_act", [](const json::Value &v) { return v.isString() && v.string == "silu"; },
            true, "the FFN's activation (the family: SwiGLU with silu)");
@@ -455,39 +463,7 @@ public:
   }
 
 private:
-  void positive(const char *key, int64_t &out) {
-    const json::Value *v = r.get(key);
-    int64_t n = 0;
-    if (!v)
-      problems.push_back(std::string("missing ") + key);
-    else if (!v->getInt(n) || n < 1)
-      problems.push_back(v->where() + ": " + key + " must be a positive integer, got " +
-                         describe(*v));
-    else
-      out = n;
-  }
-  void real(const char *key, double &out) {
-    const json::Value *v = r.get(key);
-    if (!v)
-      problems.push_back(std::string("missing ") + key);
-    else if (!v->isNumber() || !std::isfinite(v->number) || v->number <= 0)
-      problems.push_back(v->where() + ": " + key + " must be a positive number, got " +
-                         describe(*v));
-    else
-      out = v->number;
-  }
-  void expect(const char *key, const std::function<bool(const json::Value &)> &ok,
-              bool absentOk, const std::string &what) {
-    const json::Value *v = r.get(key);
-    if (!v ? absentOk : ok(*v))
-      return;
-    differences.push_back(std::string(key) + " = " + (v ? describe(*v) : "(absent)") + ": " +
-                          what);
-  }
-
-  Reader r;
-  const HfImportOptions &options;
-  std::vector<std::string> problems, differences, notes;
+  std::vector<std::string> notes;
 };
 
 } // namespace
