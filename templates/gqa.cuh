@@ -87,6 +87,35 @@ __device__ void gqa_qk_norm_rope_append(int task, int ntasks, int pos, double th
       v_out[i] = __ldcg(v_in + i);
 }
 
+/// Cache rows a warp of gqa_attention_chunk asks for at once
+/// (-DMK_GQA_ROW_BATCH=1: one row per round trip, the form before).
+#ifndef MK_GQA_ROW_BATCH
+#define MK_GQA_ROW_BATCH 8
+#endif
+constexpr int kGqaRowBatch = MK_GQA_ROW_BATCH;
+static_assert(kGqaRowBatch >= 1, "MK_GQA_ROW_BATCH: at least one row");
+
+namespace detail {
+/// W bf16 pairs from p (4-byte aligned) into w, as 8-byte loads where p's
+/// alignment allows (W even: p is E = 2 W elements into a row whose
+/// elements are a multiple of 64, so 8-byte aligned), L2 only.
+template <int W>
+__device__ __forceinline__ void load_bf16_words(const bf16 *p, uint32_t (&w)[W]) {
+  if constexpr (W % 2 == 0) {
+#pragma unroll
+    for (int j = 0; j < W / 2; ++j) {
+      const uint2 u = __ldcg(reinterpret_cast<const uint2 *>(p) + j);
+      w[2 * j] = u.x;
+      w[2 * j + 1] = u.y;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < W; ++j)
+      w[j] = __ldcg(reinterpret_cast<const unsigned *>(p) + j);
+  }
+}
+} // namespace detail
+
 /// Shared memory of gqa_attention_chunk, in floats: every warp's running
 /// max, sum and weighted sum of each of the REP heads.
 template <int THREADS, int HD, int REP>
@@ -125,29 +154,47 @@ __device__ void gqa_attention_chunk(int task, int chunks, int hkv, int rows, con
       acc[h][e] = 0.f;
     }
   }
-  for (int r = r0 + warp; r < r1; r += WARPS) {
-    const bf16 *kr = k_cache + ((size_t)r * hkv + g) * HD + E * lane;
-    const bf16 *vr = v_cache + ((size_t)r * hkv + g) * HD + E * lane;
-    float kf[E], vf[E];
+  // A warp's rows in batches of GQA_ROW_BATCH: every row's k and v words
+  // are asked for before the first is used, so a batch pays one memory
+  // round trip instead of one per row (the rows and their order per warp
+  // are as one at a time: the same sums, bit for bit).
+  constexpr int B = kGqaRowBatch, W = E / 2; // bf16 pairs per lane and row
+  for (int rb = r0 + warp; rb < r1; rb += WARPS * B) {
+    uint32_t kw[B][W], vw[B][W];
 #pragma unroll
-    for (int e = 0; e < E; ++e) {
-      kf[e] = bf2f(__ldcg(kr + e));
-      vf[e] = bf2f(__ldcg(vr + e));
+    for (int b = 0; b < B; ++b) {
+      const int r = rb + b * WARPS;
+      const size_t at = ((size_t)(r < r1 ? r : rb) * hkv + g) * HD + E * lane;
+      detail::load_bf16_words<W>(k_cache + at, kw[b]);
+      detail::load_bf16_words<W>(v_cache + at, vw[b]);
     }
 #pragma unroll
-    for (int h = 0; h < REP; ++h) {
-      float d = 0.f;
+    for (int b = 0; b < B; ++b) {
+      if (rb + b * WARPS >= r1)
+        break;
+      float kf[E], vf[E];
 #pragma unroll
-      for (int e = 0; e < E; ++e)
-        d += qf[h][e] * kf[e];
-      const float s = warp_sum(d) * scale;
-      const float mn = fmaxf(m[h], s);
-      const float alpha = expf(m[h] - mn), p = expf(s - mn);
-      m[h] = mn;
-      l[h] = l[h] * alpha + p;
+      for (int j = 0; j < W; ++j) {
+        kf[2 * j] = bf_lo(kw[b][j]);
+        kf[2 * j + 1] = bf_hi(kw[b][j]);
+        vf[2 * j] = bf_lo(vw[b][j]);
+        vf[2 * j + 1] = bf_hi(vw[b][j]);
+      }
 #pragma unroll
-      for (int e = 0; e < E; ++e)
-        acc[h][e] = acc[h][e] * alpha + p * vf[e];
+      for (int h = 0; h < REP; ++h) {
+        float d = 0.f;
+#pragma unroll
+        for (int e = 0; e < E; ++e)
+          d += qf[h][e] * kf[e];
+        const float s = warp_sum(d) * scale;
+        const float mn = fmaxf(m[h], s);
+        const float alpha = expf(m[h] - mn), p = expf(s - mn);
+        m[h] = mn;
+        l[h] = l[h] * alpha + p;
+#pragma unroll
+        for (int e = 0; e < E; ++e)
+          acc[h][e] = acc[h][e] * alpha + p * vf[e];
+      }
     }
   }
   // The warps' partials: smem [WARPS][REP] maxima, [WARPS][REP] sums, then

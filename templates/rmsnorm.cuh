@@ -94,13 +94,16 @@ constexpr int kNormWeightQuads = 4;
 /// resid free but for resid's base); y_smem is ready for every thread on
 /// return.
 ///
-/// Shapes or pointers that do not allow 16-byte copies (D % 8 != 0,
-/// unaligned buffers) or no `resid` take the element-wise functions; so
+/// With BASE_IN_STAGE and no `resid` the base lands in `stage` (2 D bytes
+/// of it, 16-byte aligned: the phase's work area, which no early stream
+/// fills then; what kernels without a resident residual use). Shapes or
+/// pointers that do not allow 16-byte copies (D % 8 != 0, unaligned
+/// buffers) or no place for the base take the element-wise functions; so
 /// does -DMK_NORM_SCALAR (to measure against). -DMK_NORM_STAGED with a
 /// `stage` (residual_rmsnorm_stage_bytes(D) of shared memory) stages base
 /// (unless resident), weight and sums there instead (session 13's form);
 /// -DMK_NORM_NO_RESIDENT ignores `resid` (the base from global memory).
-template <int THREADS>
+template <int THREADS, bool BASE_IN_STAGE = false>
 __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const float *acc,
                                                        const bf16 *w, int D, float eps,
                                                        float *y_smem, bf16 *out, float *scratch,
@@ -119,10 +122,14 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
   const bool staged = false;
   (void)stage;
 #endif
+  // BASE_IN_STAGE, without a resident residual: the base lands in `stage`
+  // (2 D bytes of it) where the caller passes one.
+  const bool baseInStage =
+      BASE_IN_STAGE && !resid && !staged && stage && detail::aligned16(stage);
 #ifndef MK_NORM_SCALAR
   const bool vec = D % 8 == 0 && detail::aligned16(base) && (!acc || detail::aligned16(acc)) &&
                    detail::aligned16(w) && (!out || detail::aligned16(out)) &&
-                   detail::aligned16(y_smem) && (resid || staged);
+                   detail::aligned16(y_smem) && (resid || staged || baseInStage);
 #else
   const bool vec = false;
 #endif
@@ -137,7 +144,7 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
   const int nq = D / 4;
   // Where the base (bf16, in order), the sums (fp32) and, staged, the
   // weight land.
-  uint8_t *sb = reinterpret_cast<uint8_t *>(resid);
+  uint8_t *sb = baseInStage ? static_cast<uint8_t *>(stage) : reinterpret_cast<uint8_t *>(resid);
   uint8_t *sa = reinterpret_cast<uint8_t *>(y_smem);
   uint8_t *sw = nullptr;
   if (staged) {
@@ -229,13 +236,13 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
 #else
 #define MK_NORM_OUTLINED_ATTR __noinline__
 #endif
-template <int THREADS>
+template <int THREADS, bool BASE_IN_STAGE = false>
 __device__ MK_NORM_OUTLINED_ATTR void
 block_residual_rmsnorm_outlined(const bf16 *base, const float *acc, const bf16 *w, int D,
                                 float eps, float *y_smem, bf16 *out, float *scratch,
                                 void *stage, bf16 *resid, bool residBase) {
-  block_residual_rmsnorm<THREADS>(base, acc, w, D, eps, y_smem, out, scratch, stage, resid,
-                                  residBase);
+  block_residual_rmsnorm<THREADS, BASE_IN_STAGE>(base, acc, w, D, eps, y_smem, out, scratch,
+                                                 stage, resid, residBase);
 }
 
 } // namespace mk

@@ -108,20 +108,23 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
     // The norm's loads land in xs and `resid` (the resident residual:
     // with it, the base is what the block's previous norm left there when
     // it is that norm's residual, and x stays there for the next one).
-    // `work` is passed only for the staged form (-DMK_NORM_STAGED), when
-    // no early weight stream fills it.
+    // `work` is passed, when no early weight stream fills it, for the
+    // staged form (-DMK_NORM_STAGED) and, without the resident residual,
+    // as where the base lands (the template's BASE_IN_STAGE).
     StringRef base = t.getStrArg("base");
     const bool resident = residentResidual && dim == hidden;
     const bool residBase = resident && base == residHolds;
     residRead |= residBase;
-    if (begunTasks.empty()) {
+    const bool passWork = begunTasks.empty();
+    if (passWork) {
       workTask = t;
       needWork(2 * dim); // residual_rmsnorm_stage_bytes(dim) / 4
     }
     os << "    {\n    MK_STAGE_BEGIN();\n"
-       << "    mk::block_residual_rmsnorm_outlined<" << T << ">(" << ptr(base) << ", " << accArg
+       << "    mk::block_residual_rmsnorm_outlined<" << T << (!resident && passWork ? ", true" : "")
+       << ">(" << ptr(base) << ", " << accArg
        << ", " << ident(t.getStrArg("weight")) << ", " << dim << ", " << eps << ", xs, "
-       << outArg << ", scratch, " << (begunTasks.empty() ? "work" : "nullptr") << ", "
+       << outArg << ", scratch, " << (passWork ? "work" : "nullptr") << ", "
        << (resident ? "resid" : "nullptr") << ", " << (residBase ? "true" : "false") << ");\n"
        << "    MK_STAGE_END(mk::kStageNorm);\n    }\n";
     // A norm without an accumulator leaves its base as the residual.
@@ -288,15 +291,22 @@ LogicalResult Emitter::run(EmittedKernel &out) {
   int64_t smemFloats = std::max(d4 + 32 + residFloats + (workFloats + 3) / 4 * 4,
                                 (lentWorkFloats + 3) / 4 * 4);
   int64_t dynSmem = smemFloats * 4;
-  // Static shared memory of the kernel body and templates (top-k, barrier
-  // generation, block reductions) on top: a generous bound.
-  constexpr int64_t kStaticSharedBound = 1024;
+  // Static shared memory of the kernel body and templates on top, bounded
+  // from what the kernel calls: the grid barrier's generation word and
+  // alignment (128 B), the timing builds' stage sums (192: the same source
+  // with -DMK_PHASE_TIMING must fit too), the packed tiles' mbarriers (8 per
+  // warp) and each router top-k and bf16-rows instantiation's arrays
+  // (needStaticShared). Past the device's limit the session refuses the
+  // kernel at load time (its shared memory attribute or occupancy fails).
+  int64_t staticSharedBound = 128 + 192 + 64 * (T / 32);
+  for (const auto &entry : staticShared)
+    staticSharedBound += entry.getValue();
   if (int64_t limit = kernel.getMaxSharedBytes();
-      limit > 0 && dynSmem + kStaticSharedBound > limit) {
+      limit > 0 && dynSmem + staticSharedBound > limit) {
     overShared = true;
     auto diag = mlir::emitError(kernel.getLoc(), "kernel @")
                 << kernel.getSymName() << " needs " << dynSmem
-                << " B of dynamic shared memory per block (+ up to " << kStaticSharedBound
+                << " B of dynamic shared memory per block (+ up to " << staticSharedBound
                 << " B static), more than the target's " << limit
                 << " B (schedule-form-phases max-shared-bytes: sm_120 allows 101376, sm_90 "
                    "232448): the input vector takes "

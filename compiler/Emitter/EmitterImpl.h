@@ -179,6 +179,15 @@ private:
         .str();
   }
 
+  /// Static shared memory a template the kernel calls declares, by a key
+  /// naming the instantiation (a template's arrays exist once per
+  /// instantiation however often it is called); staticSharedBound() sums
+  /// them.
+  void needStaticShared(std::string key, int64_t bytes) {
+    staticShared.try_emplace(std::move(key), bytes);
+  }
+  llvm::StringMap<int64_t> staticShared;
+
   /// Grows the per-task work area to `floats`, remembering the task that
   /// needs the most (named when the kernel does not fit the target).
   void needWork(int64_t floats) {

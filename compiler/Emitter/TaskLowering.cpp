@@ -176,6 +176,7 @@ LogicalResult Emitter::lowerTask(Bf16RowsOp op, int64_t /*group*/, llvm::raw_ost
   TaskOpInterface t = op;
   TaskArgs args{t};
   int64_t rpt = args.i64("rows_per_task"), rows = args.i64("rows");
+  needStaticShared("bf16_rows_gemv", 4 * (T / 32)); // its warps' partial sums
   o << "      const int row0 = i * " << rpt << ";\n"
     << "      mkgen::call<&mk::bf16_rows_gemv<" << T
     << (buffers.lookup(args.str("output")).getDtype() == "f32" ? ", float" : "") << ">>(xs, "
@@ -470,6 +471,10 @@ LogicalResult Emitter::lowerMoe(TaskOpInterface t, bool down, int64_t G, llvm::r
     auto [it, fresh] = topkKey.try_emplace(args.str("logits"), topkKey.size());
     // A sigmoid router (its correction bias set) or the unit's softmax.
     StringRef bias = args.str("router_bias");
+    // moe_topk's prob[E], moe_topk_sigmoid's score[E] and sel[E] (floats).
+    const int64_t experts = args.i64("experts");
+    needStaticShared(((bias.empty() ? "moe_topk<" : "moe_topk_sigmoid<") + Twine(experts) + ">").str(),
+                     (bias.empty() ? 4 : 8) * experts);
     o << "      if (tk_key != " << it->second << ") {\n"
       << "        MK_STAGE_BEGIN();\n"
       << "        mkgen::call<&mk::moe_topk" << (bias.empty() ? "" : "_sigmoid") << "<"

@@ -115,8 +115,8 @@ void check(const std::string &spec, const std::string &kernel,
   // Debug-capture kernels, and the opt-in variants, may spill (printed).
   const auto rule = debugCapture || !passOption.empty() ? mk::test::SpillRule::PrintOnly
                                                         : mk::test::SpillRule::Strict;
-  mk::test::compileAndCheck(k.source, kernel, "sm_90", rule);
-  mk::test::compileAndCheck(k.source, kernel, "sm_120", rule);
+  for (const char *arch : {"sm_90", "sm_120"})
+    mk::test::compileAndCheck(k.source, kernel, arch, rule, {}, nullptr, m.dynamicSharedBytes);
 }
 
 } // namespace
@@ -146,9 +146,9 @@ TEST(EmitterNvrtc, DenseGqa) {
   mk::rt::Manifest m;
   ASSERT_TRUE(mk::rt::parseManifest(deep.manifest, m).isOk());
   EXPECT_EQ(m.gridBarriers, 72);
-  EXPECT_LE(m.dynamicSharedBytes + 1024, 101376);
   for (const char *arch : {"sm_90", "sm_120"})
-    mk::test::compileAndCheck(deep.source, "mk_qwen3_8b_36l", arch, mk::test::SpillRule::Strict);
+    mk::test::compileAndCheck(deep.source, "mk_qwen3_8b_36l", arch, mk::test::SpillRule::Strict,
+                              {}, nullptr, m.dynamicSharedBytes);
 }
 
 // The released model's sigmoid router (moe_topk_sigmoid).
@@ -231,7 +231,7 @@ TEST(EmitterNvrtc, KimiLinearEarlyRequests) {
 TEST(EmitterNvrtc, KimiLinearSixteenHeadAttention) {
   mk::rt::Manifest m =
       kimiLinearWith("schedule-partition-work=attention-head-group=16 attention-chunks=128");
-  EXPECT_LE(m.dynamicSharedBytes + 1024, 101376);
+  EXPECT_GT(m.dynamicSharedBytes, 0); // within sm_120's limit with its statics: check()
 }
 
 // 32-row attention sub-chunks (attention-sub-rows=32: two ring slots of 32
@@ -239,7 +239,7 @@ TEST(EmitterNvrtc, KimiLinearSixteenHeadAttention) {
 // no spill (its template test is Mla.ThirtyTwoRowSubChunks).
 TEST(EmitterNvrtc, KimiLinearThirtyTwoRowAttention) {
   mk::rt::Manifest m = kimiLinearWith("schedule-partition-work=attention-sub-rows=32");
-  EXPECT_LE(m.dynamicSharedBytes + 1024, 101376);
+  EXPECT_GT(m.dynamicSharedBytes, 0); // within sm_120's limit with its statics: check()
 }
 
 // The timing build mk-bench --phase-timing makes (-DMK_PHASE_TIMING: phase
@@ -288,7 +288,6 @@ TEST(EmitterNvrtc, DeepSeekWidthLendsTheInputVector) {
   EXPECT_NE(k.source.find("#define MK_W4A16_STAGES 2"), std::string::npos);
   mk::rt::Manifest m;
   ASSERT_TRUE(mk::rt::parseManifest(k.manifest, m).isOk());
-  EXPECT_LE(m.dynamicSharedBytes + 1024, 101376);
   // Which phases lend it: a phase's code starts after its "---- phase" line.
   auto lends = [&](const std::string &phase) {
     const size_t at = k.source.find("// ---- phase \"" + phase + "\"");
@@ -304,7 +303,8 @@ TEST(EmitterNvrtc, DeepSeekWidthLendsTheInputVector) {
   EXPECT_FALSE(lends("blocks.0.moe_norm"));
   EXPECT_FALSE(lends("blocks.0.moe.experts.gate_up"));
   for (const char *arch : {"sm_90", "sm_120"})
-    mk::test::compileAndCheck(k.source, "mk_dsv3_width", arch, mk::test::SpillRule::TemplatesOnly);
+    mk::test::compileAndCheck(k.source, "mk_dsv3_width", arch, mk::test::SpillRule::TemplatesOnly,
+                              {}, nullptr, m.dynamicSharedBytes);
   Emitted unit = emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16");
   EXPECT_EQ(unit.source.find("float *const work = xs;"), std::string::npos);
 }
@@ -320,9 +320,9 @@ TEST(EmitterNvrtc, WideSpecTakesTheShallowRing) {
   EXPECT_NE(k.source.find("#define MK_W4A16_STAGES 2"), std::string::npos);
   mk::rt::Manifest m;
   ASSERT_TRUE(mk::rt::parseManifest(k.manifest, m).isOk());
-  EXPECT_LE(m.dynamicSharedBytes + 1024, 101376);
   for (const char *arch : {"sm_90", "sm_120"})
-    mk::test::compileAndCheck(k.source, "mk_wide", arch, mk::test::SpillRule::TemplatesOnly);
+    mk::test::compileAndCheck(k.source, "mk_wide", arch, mk::test::SpillRule::TemplatesOnly, {},
+                              nullptr, m.dynamicSharedBytes);
   Emitted unit = emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16");
   EXPECT_EQ(unit.source.find("MK_W4A16_STAGES"), std::string::npos);
 }

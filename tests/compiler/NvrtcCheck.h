@@ -43,10 +43,20 @@ enum class SpillRule {
   PrintOnly,       ///< nothing enforced (debug and opt-in variants)
 };
 
+/// Shared memory per block an architecture allows a kernel (dynamic and
+/// static together, the opt-in maximum).
+inline long long maxSharedBytes(const std::string &arch) {
+  return arch == "sm_90" ? 232448 : 101376;
+}
+
+/// With `dynamicSharedBytes` (the manifest's) also expects it plus the
+/// kernel's static shared memory (ptxas' report) within the architecture's
+/// limit: what the emitter's bound on the static part promised.
 inline void compileAndCheck(const std::string &source, const std::string &kernel,
                             const std::string &arch, SpillRule rule = SpillRule::Strict,
                             const std::vector<std::string> &options = {},
-                            std::string *cubinOut = nullptr) {
+                            std::string *cubinOut = nullptr,
+                            long long dynamicSharedBytes = -1) {
   mk::rt::CompileOptions co;
   co.arch = arch;
   co.extraOptions = {"--ptxas-options=-v"};
@@ -96,9 +106,24 @@ inline void compileAndCheck(const std::string &source, const std::string &kernel
     }
   }
   EXPECT_GT(functions, 0) << "no ptxas report in the NVRTC log:\n" << log;
+  // The entry's own "Used" line (its static shared memory counts every
+  // function it calls).
   std::smatch r;
-  if (std::regex_search(log, r, std::regex("Used (\\d+) registers[^\\n]*")))
+  const size_t entry = log.find("Compiling entry function '" + kernel + "'");
+  const std::string tail = entry == std::string::npos ? log : log.substr(entry);
+  if (std::regex_search(tail, r, std::regex("Used (\\d+) registers[^\\n]*")))
     std::printf("[%s] %s: %s\n", arch.c_str(), kernel.c_str(), r[0].str().c_str());
+  if (dynamicSharedBytes >= 0) {
+    ASSERT_FALSE(r.empty()) << "no register report for " << kernel << " (" << arch << ")";
+    std::smatch sm;
+    const std::string used = r[0].str();
+    const long long statics = std::regex_search(used, sm, std::regex("(\\d+) bytes smem"))
+                                  ? std::stoll(sm[1].str())
+                                  : 0;
+    EXPECT_LE(dynamicSharedBytes + statics, maxSharedBytes(arch))
+        << kernel << " (" << arch << "): " << dynamicSharedBytes << " B dynamic + " << statics
+        << " B static shared memory";
+  }
 }
 
 } // namespace mk::test
