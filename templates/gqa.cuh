@@ -87,6 +87,27 @@ __device__ void gqa_qk_norm_rope_append(int task, int ntasks, int pos, double th
       v_out[i] = __ldcg(v_in + i);
 }
 
+/// How many chunks of cache rows gqa_attention_chunk splits the context
+/// into (the same on every block; gqa_combine merges as many): at least 16
+/// rows per chunk, at most `max_chunks` (the partials' size) and at most
+/// the grid, as the MLA attention's. -DMK_GQA_TASK_PER_BLOCK (opt-in, not
+/// yet measured) also keeps chunks x `hkv` tasks within the grid: at most
+/// one task per block, where the default leaves most of a Qwen3-8B layer's
+/// 264 blocks two tasks in a row at 2048 and beyond (512 tasks; perf notes,
+/// session 21).
+__device__ __forceinline__ int gqa_num_chunks(int rows, int grid, int hkv, int max_chunks) {
+  int n = (rows + 15) / 16;
+#ifdef MK_GQA_TASK_PER_BLOCK
+  const int cap = grid / hkv > 0 ? grid / hkv : 1;
+#else
+  const int cap = grid;
+  (void)hkv;
+#endif
+  n = n < cap ? n : cap;
+  n = n < max_chunks ? n : max_chunks;
+  return n > 0 ? n : 1;
+}
+
 /// Cache rows a warp of gqa_attention_chunk asks for at once
 /// (-DMK_GQA_ROW_BATCH=1: one row per round trip, the form before).
 #ifndef MK_GQA_ROW_BATCH

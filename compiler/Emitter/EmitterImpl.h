@@ -127,23 +127,38 @@ private:
   std::string body;
   llvm::raw_string_ostream os{body};
   std::set<std::string> asserts;
-  /// Each attention's (MLA or GQA) max_chunks by its part_m buffer (what its combine
-  /// sizes its loop by), gathered by one walk at the first combine: a walk
-  /// per combine made the emission quadratic in the depth.
-  std::optional<llvm::StringMap<int64_t>> attentionMaxChunks;
-  /// The max_chunks of the attention task (MLA or GQA) writing partials
-  /// `partM`, 0 if none does (the kernel walked once, on first use).
-  int64_t attentionChunksOf(StringRef partM) {
-    if (!attentionMaxChunks) {
-      attentionMaxChunks.emplace();
+  /// How an attention task splits the context: its `max_chunks` (the
+  /// partials' size) and the chunk count's C++ expression at run time,
+  /// which its combine evaluates too (both from the context and the grid).
+  struct AttentionChunks {
+    int64_t maxChunks = 0;
+    std::string count;
+  };
+  static AttentionChunks attentionChunks(TaskOpInterface at) {
+    const int64_t maxc = at.getIntArg("max_chunks");
+    if (isa<GqaAttentionChunkOp>(at.getOperation()))
+      return {maxc, llvm::formatv("mk::gqa_num_chunks(ctx_len + 1, gridDim.x, {0}, {1})",
+                                  at.getIntArg("kv_heads"), maxc)
+                        .str()};
+    return {maxc, llvm::formatv("mk::mla_num_chunks(ctx_len + 1, gridDim.x, {0})", maxc).str()};
+  }
+  /// Each attention's (MLA or GQA) chunks by its part_m buffer, gathered by
+  /// one walk at the first combine: a walk per combine made the emission
+  /// quadratic in the depth.
+  std::optional<llvm::StringMap<AttentionChunks>> attentionByPartials;
+  /// The chunks of the attention task that writes the partials `partM`
+  /// (maxChunks 0 if none does).
+  AttentionChunks attentionChunksOf(StringRef partM) {
+    if (!attentionByPartials) {
+      attentionByPartials.emplace();
       kernel.walk([&](Operation *op) {
         if (isa<MlaAttentionChunkOp, GqaAttentionChunkOp>(op)) {
           TaskOpInterface at = cast<TaskOpInterface>(op);
-          (*attentionMaxChunks)[at.getStrArg("part_m")] = at.getIntArg("max_chunks");
+          (*attentionByPartials)[at.getStrArg("part_m")] = attentionChunks(at);
         }
       });
     }
-    return attentionMaxChunks->lookup(partM);
+    return attentionByPartials->lookup(partM);
   }
   int64_t workFloats = 0;
   /// The task being lowered, and the one whose work area is the largest.

@@ -365,8 +365,7 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
       llvm::formatv("mk::mla_attention_smem_floats<{0}, {1}, {2}, {3}{4}>() == {5}",
                     T, hg, lora, rope, subArg, f)
           .str());
-  o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, "
-    << args.i64("max_chunks") << ");\n"
+  o << "      const int nch = " << attentionChunks(t).count << ";\n"
     << "      if (i < nch * " << hm / hg << ")\n"
     << "        mkgen::call<&mk::mla_attention_chunk_task<" << T << ", " << hm << ", " << hg
     << ", " << lora << ", " << rope << subArg << ">>(i, nch, ctx_len + 1, "
@@ -382,13 +381,12 @@ LogicalResult Emitter::lowerTask(MlaCombineWvOp op, int64_t G, llvm::raw_ostream
   TaskOpInterface t = op;
   TaskArgs args{t};
   const int64_t hm = args.i64("heads"), nope = args.i64("nope"), vh = args.i64("v_head"), lora = args.i64("lora");
-  const int64_t maxc = attentionChunksOf(args.str("part_m"));
+  const AttentionChunks chunks = attentionChunksOf(args.str("part_m"));
   needWork(lora + w4Red(vh));
   asserts.insert(w4RedCheck(vh));
   std::string w = args.str("kv_b").str();
   int64_t slices = args.i64("slices"), span = lora / slices;
-  o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, "
-    << maxc << ");\n"
+  o << "      const int nch = " << chunks.count << ";\n"
     << "      const int h = i / " << slices << ", d0 = (i % " << slices
     << ") * " << span << ";\n"
     << "      mkgen::call<&mk::mla_combine_wv_task<" << T << ", " << hm << ", " << nope
@@ -428,10 +426,9 @@ LogicalResult Emitter::lowerTask(GqaAttentionChunkOp op, int64_t /*group*/,
   needWork(f);
   asserts.insert(
       llvm::formatv("mk::gqa_attention_smem_floats<{0}, {1}, {2}>() == {3}", T, hd, rep, f).str());
-  // The chunk count follows the context as the MLA attention's does (the
-  // combine computes the same one).
-  o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, "
-    << args.i64("max_chunks") << ");\n"
+  // The chunk count follows the context and the grid (the combine computes
+  // the same one; -DMK_GQA_TASK_PER_BLOCK caps it at one task per block).
+  o << "      const int nch = " << attentionChunks(t).count << ";\n"
     << "      if (i < nch * " << hkv << ")\n"
     << "        mkgen::call<&mk::gqa_attention_chunk<" << T << ", " << hd << ", " << rep
     << ">>(i, nch, " << hkv << ", ctx_len + 1, " << ptr(args.str("q")) << ", "
@@ -447,12 +444,12 @@ LogicalResult Emitter::lowerTask(GqaCombineOp op, int64_t /*group*/, llvm::raw_o
   const int64_t hq = args.i64("heads"), hd = args.i64("head_dim");
   // The chunk count is the attention's that wrote the partials (both compute
   // it from the context and its max_chunks).
-  const int64_t maxc = attentionChunksOf(args.str("part_m"));
-  if (!maxc)
+  const AttentionChunks chunks = attentionChunksOf(args.str("part_m"));
+  if (!chunks.maxChunks)
     return t.emitOpError("no gqa_attention_chunk task writes its partials @")
            << args.str("part_m");
-  needWork(2 * maxc);
-  o << "      const int nch = mk::mla_num_chunks(ctx_len + 1, gridDim.x, " << maxc << ");\n"
+  needWork(2 * chunks.maxChunks);
+  o << "      const int nch = " << chunks.count << ";\n"
     << "      mkgen::call<&mk::gqa_combine<" << T << ", " << hd << ">>(i, "
     << args.i64("heads_per_task") << ", " << hq << ", nch, " << ptr(args.str("part_m"))
     << ", " << ptr(args.str("part_l")) << ", " << ptr(args.str("part_acc")) << ", "
