@@ -109,7 +109,9 @@ __device__ __forceinline__ int gqa_num_chunks(int rows, int grid, int hkv, int m
 }
 
 /// Cache rows a warp of gqa_attention_chunk asks for at once
-/// (-DMK_GQA_ROW_BATCH=1: one row per round trip, the form before).
+/// (-DMK_GQA_ROW_BATCH=1: one row at a time, the form before; the same
+/// speed within the rounds' spread, perf notes #119: 8 is what the oracle
+/// tests ran).
 #ifndef MK_GQA_ROW_BATCH
 #define MK_GQA_ROW_BATCH 8
 #endif
@@ -175,10 +177,11 @@ __device__ void gqa_attention_chunk(int task, int chunks, int hkv, int rows, con
       acc[h][e] = 0.f;
     }
   }
-  // A warp's rows in batches of GQA_ROW_BATCH: every row's k and v words
-  // are asked for before the first is used, so a batch pays one memory
-  // round trip instead of one per row (the rows and their order per warp
-  // are as one at a time: the same sums, bit for bit).
+  // A warp's rows in batches of kGqaRowBatch: every row's k and v words
+  // are asked for before the first is used (the rows and their order per
+  // warp are as one at a time: the same sums, bit for bit). Measured no
+  // faster than one row at a time on a Qwen3-8B layer (perf notes #119):
+  // the attention's time is not one load latency per row.
   constexpr int B = kGqaRowBatch, W = E / 2; // bf16 pairs per lane and row
   for (int rb = r0 + warp; rb < r1; rb += WARPS * B) {
     uint32_t kw[B][W], vw[B][W];

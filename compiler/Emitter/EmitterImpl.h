@@ -196,8 +196,8 @@ private:
 
   /// Static shared memory a template the kernel calls declares, by a key
   /// naming the instantiation (a template's arrays exist once per
-  /// instantiation however often it is called); staticSharedBound() sums
-  /// them.
+  /// instantiation however often it is called); run() adds them to the
+  /// static bound it checks the target's limit with.
   void needStaticShared(std::string key, int64_t bytes) {
     staticShared.try_emplace(std::move(key), bytes);
   }
