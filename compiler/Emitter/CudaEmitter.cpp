@@ -102,7 +102,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
     const std::string accArg = acc.empty() ? "nullptr" : ptr(acc);
     const std::string outArg = out.empty() ? "nullptr" : ptr(out, true);
     const std::string eps =
-        fmtFloat(t.getArgs().getAs<FloatAttr>("eps").getValueAsDouble());
+        fmtFloat(t.getFloatArg("eps"));
     os << "    // " << t.getName() << " (every block)\n"
        << "    __syncthreads();\n";
     // The norm's loads land in xs and `resid` (the resident residual:

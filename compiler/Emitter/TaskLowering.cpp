@@ -23,6 +23,7 @@ namespace {
 struct TaskArgs {
   TaskOpInterface t;
   int64_t i64(StringRef n) { return t.getIntArg(n); }
+  double f64(StringRef n) { return t.getFloatArg(n); }
   StringRef str(StringRef n) { return t.getStrArg(n); }
   SmallVector<std::string> strs(StringRef n) { return t.getStrArrayArg(n); }
   SmallVector<int64_t> ints(StringRef n) { return t.getIntArrayArg(n); }
@@ -297,7 +298,7 @@ LogicalResult Emitter::lowerTask(MlaRopeAppendOp op, int64_t /*group*/, llvm::ra
   const int64_t hm = args.i64("heads"), nope = args.i64("nope"), rope = args.i64("rope"), lora = args.i64("lora");
   o << "      mkgen::call<&mk::mla_rope_append<" << T << ", " << hm << ", " << nope << ", "
     << rope << ", " << lora << ">>(i, " << t.getCount() << ", ctx_len, "
-    << fmtFloat(t.getArgs().getAs<FloatAttr>("theta").getValueAsDouble())
+    << fmtFloat(args.f64("theta"))
     << ", " << ptr(args.str("q")) << ", " << ptr(args.str("kv")) << ", "
     << ptr(args.str("q_rope"), true) << ", " << ptr(args.str("c_kv")) << ", "
     << ptr(args.str("k_rope")) << ", " << ptr(args.str("c_kv"), true) << ", "
@@ -369,7 +370,7 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
     << "      if (i < nch * " << hm / hg << ")\n"
     << "        mkgen::call<&mk::mla_attention_chunk_task<" << T << ", " << hm << ", " << hg
     << ", " << lora << ", " << rope << subArg << ">>(i, nch, ctx_len + 1, "
-    << fmtFloat(t.getArgs().getAs<FloatAttr>("scale").getValueAsDouble())
+    << fmtFloat(args.f64("scale"))
     << ", " << ptr(args.str("q_abs")) << ", " << ptr(args.str("q_rope")) << ", "
     << ptr(args.str("c_kv"), true) << ", " << ptr(args.str("k_rope"), true) << ", "
     << ptr(args.str("part_m"), true) << ", " << ptr(args.str("part_l"), true) << ", "
@@ -405,8 +406,8 @@ LogicalResult Emitter::lowerTask(GqaRopeAppendOp op, int64_t /*group*/, llvm::ra
   o << "      mkgen::call<&mk::gqa_qk_norm_rope_append<" << T << ", " << hq << ", " << hkv
     << ", " << hd << ">>(i, " << t.getCount() << ", ctx_len, "
     // theta as a double literal: the template computes the angles in double.
-    << llvm::formatv("{0:e17}", t.getArgs().getAs<FloatAttr>("theta").getValueAsDouble())
-    << ", " << fmtFloat(t.getArgs().getAs<FloatAttr>("eps").getValueAsDouble()) << ", "
+    << llvm::formatv("{0:e17}", args.f64("theta"))
+    << ", " << fmtFloat(args.f64("eps")) << ", "
     << ptr(args.str("q")) << ", " << ptr(args.str("k")) << ", " << ptr(args.str("v")) << ", "
     << ident(args.str("q_norm")) << ", " << ident(args.str("k_norm")) << ", "
     << ptr(args.str("q_out"), true) << ", " << ptr(args.str("k_cache")) << ", "
@@ -477,7 +478,7 @@ LogicalResult Emitter::lowerMoe(TaskOpInterface t, bool down, int64_t G, llvm::r
       << "        mkgen::call<&mk::moe_topk" << (bias.empty() ? "" : "_sigmoid") << "<"
       << args.i64("experts") << ", " << args.i64("top_k") << ">>(" << ptr(args.str("logits"))
       << ", " << (bias.empty() ? std::string() : ident(bias) + ", ")
-      << fmtFloat(t.getArgs().getAs<FloatAttr>("scaling").getValueAsDouble())
+      << fmtFloat(args.f64("scaling"))
       << ", tk_w, tk_idx);\n        MK_STAGE_END(mk::kStageTopk);\n"
       << "        tk_key = " << it->second << ";\n";
     auto cap = topkCapture.find(args.str("logits"));

@@ -597,6 +597,11 @@ int64_t TaskOpInterface::getIntArg(StringRef name, int64_t dflt) {
     return a.getInt();
   return dflt;
 }
+double TaskOpInterface::getFloatArg(StringRef name, double dflt) {
+  if (auto a = dyn_cast_or_null<FloatAttr>(getArgs().get(name)))
+    return a.getValueAsDouble();
+  return dflt;
+}
 StringRef TaskOpInterface::getStrArg(StringRef name) {
   Attribute v = getArgs().get(name);
   if (auto a = dyn_cast_or_null<StringAttr>(v))

@@ -84,6 +84,8 @@ def Schedule_TaskOpInterface : OpInterface<"TaskOpInterface"> {
     std::optional<::mk::schedule::TaskKind> getTaskKind();
     /// Integer argument `name` of `args`, or `dflt` when absent.
     int64_t getIntArg(::llvm::StringRef name, int64_t dflt = 0);
+    /// Floating-point argument `name`, or `dflt` when absent.
+    double getFloatArg(::llvm::StringRef name, double dflt = 0.0);
     /// String argument `name`, or the name a symbol argument (a buffer)
     /// refers to; "" when absent.
     ::llvm::StringRef getStrArg(::llvm::StringRef name);
