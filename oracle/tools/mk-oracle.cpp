@@ -17,6 +17,7 @@
 
 #include "mk/BlockSpec.h"
 #include "mk/DenseGqaOracle.h"
+#include "mk/HfCheckpoint.h"
 #include "mk/Kimi48bOracle.h"
 #include "mk/Oracle.h"
 #include "mk/Safetensors.h"
@@ -48,6 +49,8 @@ const char *kUsage =
     "                [--state-seed S] [--hidden-seed H]\n"
     "  mk-oracle kimi48b-step CONFIG.json OUT.safetensors [--seed N] [--ctx L]\n"
     "                [--token T]   (CONFIG.json: a Kimi-Linear-48B HF config)\n"
+    "  mk-oracle convert-hf SPEC.json CHECKPOINT_DIR OUT.safetensors\n"
+    "                (a dense GQA spec's weights from a Hugging Face checkpoint)\n"
     "defaults: --seed 0 --ctx 0 --state-seed 1 --hidden-seed 2 --steps 1 --token 1\n";
 
 int usageError(const std::string &msg) {
@@ -445,6 +448,41 @@ static int kimi48bStep(int argc, char **argv) {
   return 0;
 }
 
+/// convert-hf: a dense GQA spec's weights from a Hugging Face checkpoint
+/// (HfCheckpoint.h), written as the spec's safetensors.
+int convertHf(int argc, char **argv) {
+  Options o;
+  std::string err;
+  if (!parseArgs(argc, argv, {}, o, err) || o.trace)
+    return usageError(err.empty() ? "--trace is only for 'run'" : err);
+  if (o.positional.size() != 3)
+    return usageError("convert-hf needs SPEC.json, CHECKPOINT_DIR and OUT.safetensors");
+  BlockConfig cfg;
+  if (!loadSpec(o.positional[0], cfg))
+    return 1;
+  auto t0 = std::chrono::steady_clock::now();
+  TensorMap w;
+  std::vector<std::string> problems;
+  HfConversion info;
+  if (!convertHfCheckpoint(cfg, o.positional[1], w, problems, &info)) {
+    for (const std::string &p : problems)
+      std::fprintf(stderr, "mk-oracle: %s\n", p.c_str());
+    return 1;
+  }
+  if (!writeSafetensors(o.positional[2], w, err,
+                        {{"format", "mk-weights-1"},
+                         {"spec", blockConfigToJson(cfg)},
+                         {"source", o.positional[1]}}))
+    return fail(err);
+  std::printf("wrote %zu tensors of '%s' from %zu checkpoint file(s) to %s in %.1f s; "
+              "%zu checkpoint tensors unused\n",
+              w.size(), cfg.name.c_str(), info.files.size(), o.positional[2].c_str(),
+              secondsSince(t0), info.unused.size());
+  for (const std::string &u : info.unused)
+    std::printf("  unused: %s\n", u.c_str());
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2)
     return usageError("missing command");
@@ -459,6 +497,8 @@ int main(int argc, char **argv) {
     return denseStep(argc, argv);
   if (cmd == "kimi48b-step")
     return kimi48bStep(argc, argv);
+  if (cmd == "convert-hf")
+    return convertHf(argc, argv);
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     std::printf("%s", kUsage);
     return 0;
