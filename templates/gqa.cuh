@@ -166,7 +166,117 @@ __device__ void gqa_attention_chunk(int task, int chunks, int hkv, int rows, con
   const int per = (rows + chunks - 1) / chunks;
   const int r0 = chunk * per, r1 = min(rows, r0 + per);
   const float scale = 1.f / sqrtf(float(HD));
-  float qf[REP][E], acc[REP][E], m[REP], l[REP];
+  float acc[REP][E], m[REP], l[REP];
+  constexpr int W = E / 2; // bf16 pairs per lane and row
+#ifdef MK_GQA_LANE_ROWS
+#pragma unroll
+  for (int h = 0; h < REP; ++h) {
+    m[h] = -INFINITY;
+    l[h] = 0.f;
+#pragma unroll
+    for (int e = 0; e < E; ++e)
+      acc[h][e] = 0.f;
+  }
+  // Lanes own rows for the scores, dims for the weighted sum: each warp
+  // takes 32 consecutive rows at a time (every WARPS-th such sub-chunk);
+  // lane l computes its row's REP scores alone (the dot sequential over
+  // hd, the queries broadcast from shared memory), the sub-chunk's softmax
+  // takes one warp max per head, and the probabilities go through shared
+  // memory to the weighted sum, in which lane l owns elements [E l, E l +
+  // E) of every row, as in the default form. No warp sum per row and head
+  // (the default form's ~250 instructions per row and warp, mostly the
+  // shuffles of 4 warp sums, are what its time is; perf notes session 21):
+  // ~50 per row. Shared memory: the queries [REP][HD], then each warp's
+  // probabilities [32][REP], inside gqa_attention_smem_floats (the merge
+  // below reuses it after a barrier).
+  static_assert(REP * HD + WARPS * 32 * REP <= WARPS * REP * (HD + 2),
+                "the lane-rows form's queries and probabilities fit the merge area");
+  float *qs = smem, *ps = smem + REP * HD + warp * 32 * REP;
+  for (int i = threadIdx.x; i < REP * HD; i += THREADS)
+    qs[i] = bf2f(__ldcg(q + (size_t)g * REP * HD + i));
+  __syncthreads();
+  float lpart[REP]; // this lane's share of each head's sum (its rows' p)
+#pragma unroll
+  for (int h = 0; h < REP; ++h)
+    lpart[h] = 0.f;
+  for (int base = r0 + warp * 32; base < r1; base += WARPS * 32) {
+    const int r = base + lane;
+    const bool ok = r < r1;
+    float s[REP];
+#pragma unroll
+    for (int h = 0; h < REP; ++h)
+      s[h] = 0.f;
+    // The lane's own row, 16 bytes at a time (plain loads: the other half
+    // of each 32-byte sector comes from L1; the rows are read after the
+    // counter wait that orders the append before them).
+    const uint4 *kr = reinterpret_cast<const uint4 *>(k_cache + ((size_t)(ok ? r : base) * hkv + g) * HD);
+#pragma unroll 4
+    for (int c = 0; c < HD / 8; ++c) {
+      const uint4 u = kr[c];
+      const float kf[8] = {bf_lo(u.x), bf_hi(u.x), bf_lo(u.y), bf_hi(u.y),
+                           bf_lo(u.z), bf_hi(u.z), bf_lo(u.w), bf_hi(u.w)};
+#pragma unroll
+      for (int h = 0; h < REP; ++h) {
+        const float4 qa = *reinterpret_cast<const float4 *>(qs + h * HD + 8 * c);
+        const float4 qb = *reinterpret_cast<const float4 *>(qs + h * HD + 8 * c + 4);
+        s[h] += qa.x * kf[0];
+        s[h] += qa.y * kf[1];
+        s[h] += qa.z * kf[2];
+        s[h] += qa.w * kf[3];
+        s[h] += qb.x * kf[4];
+        s[h] += qb.y * kf[5];
+        s[h] += qb.z * kf[6];
+        s[h] += qb.w * kf[7];
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < REP; ++h) {
+      const float sh = ok ? s[h] * scale : -INFINITY;
+      const float mn = fmaxf(m[h], warp_max(sh)); // lane 0's row exists: finite
+      const float alpha = expf(m[h] - mn), p = ok ? expf(sh - mn) : 0.f;
+      m[h] = mn;
+      lpart[h] = lpart[h] * alpha + p;
+#pragma unroll
+      for (int e = 0; e < E; ++e)
+        acc[h][e] *= alpha;
+      ps[lane * REP + h] = p;
+    }
+    __syncwarp();
+    const int nrows = min(32, r1 - base);
+    for (int j0 = 0; j0 < nrows; j0 += 8) {
+      uint32_t vw[8][W];
+#pragma unroll
+      for (int b = 0; b < 8; ++b) {
+        const int j = min(j0 + b, nrows - 1);
+        detail::load_bf16_words<W>(v_cache + ((size_t)(base + j) * hkv + g) * HD + E * lane, vw[b]);
+      }
+#pragma unroll
+      for (int b = 0; b < 8; ++b) {
+        if (j0 + b >= nrows)
+          break;
+        float vf[E];
+#pragma unroll
+        for (int jj = 0; jj < W; ++jj) {
+          vf[2 * jj] = bf_lo(vw[b][jj]);
+          vf[2 * jj + 1] = bf_hi(vw[b][jj]);
+        }
+#pragma unroll
+        for (int h = 0; h < REP; ++h) {
+          const float p = ps[(j0 + b) * REP + h];
+#pragma unroll
+          for (int e = 0; e < E; ++e)
+            acc[h][e] += p * vf[e];
+        }
+      }
+    }
+    __syncwarp(); // ps is read before the next sub-chunk writes it
+  }
+#pragma unroll
+  for (int h = 0; h < REP; ++h)
+    l[h] = warp_sum(lpart[h]);
+  __syncthreads(); // every warp is done with qs and ps before the merge writes
+#else
+  float qf[REP][E];
 #pragma unroll
   for (int h = 0; h < REP; ++h) {
     m[h] = -INFINITY;
@@ -182,7 +292,7 @@ __device__ void gqa_attention_chunk(int task, int chunks, int hkv, int rows, con
   // warp are as one at a time: the same sums, bit for bit). Measured no
   // faster than one row at a time on a Qwen3-8B layer (perf notes #119):
   // the attention's time is not one load latency per row.
-  constexpr int B = kGqaRowBatch, W = E / 2; // bf16 pairs per lane and row
+  constexpr int B = kGqaRowBatch;
   for (int rb = r0 + warp; rb < r1; rb += WARPS * B) {
     uint32_t kw[B][W], vw[B][W];
 #pragma unroll
@@ -221,6 +331,7 @@ __device__ void gqa_attention_chunk(int task, int chunks, int hkv, int rows, con
       }
     }
   }
+#endif
   // The warps' partials: smem [WARPS][REP] maxima, [WARPS][REP] sums, then
   // [WARPS][REP][HD] weighted sums.
   float *sm = smem, *sl = smem + WARPS * REP, *sa = smem + 2 * WARPS * REP;
