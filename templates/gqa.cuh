@@ -183,10 +183,11 @@ __device__ void gqa_attention_chunk(int task, int chunks, int hkv, int rows, con
   // hd, the queries broadcast from shared memory), the sub-chunk's softmax
   // takes one warp max per head, and the probabilities go through shared
   // memory to the weighted sum, in which lane l owns elements [E l, E l +
-  // E) of every row, as in the default form. No warp sum per row and head
-  // (the default form's ~250 instructions per row and warp, mostly the
-  // shuffles of 4 warp sums, are what its time is; perf notes session 21):
-  // ~50 per row. Shared memory: the queries [REP][HD], then each warp's
+  // E) of every row, as in the default form. No warp sum per row and head:
+  // ~50 instructions per row and warp where the default form's PTX has
+  // ~250, mostly the shuffles of its 4 warp sums, which by that count
+  // would make its long contexts issue-bound (perf notes session 21; not
+  // yet measured). Shared memory: the queries [REP][HD], then each warp's
   // probabilities [32][REP], inside gqa_attention_smem_floats (the merge
   // below reuses it after a barrier).
   static_assert(REP * HD + WARPS * 32 * REP <= WARPS * REP * (HD + 2),
