@@ -13,7 +13,10 @@
 # variant such as kimi_linear_w4a16_thg16), optionally with NVRTC options
 # after a colon: kimi_linear_w4a16:-DMK_GEMV_SIMT. Default: the unit's kernel.
 # MK_MEASURE_ROUNDS (2), MK_MEASURE_CTX (2048,8192,16384) and
-# MK_PROFILE_CTX (2048,16384) set the rounds and contexts. Logs go to
+# MK_PROFILE_CTX (2048,16384) set the rounds and contexts; MK_MEASURE_TEST
+# the oracle test each variant must pass (default OracleGpu.FullUnitOneStep,
+# which takes the variant's directory; for the dense layer's NVRTC variants,
+# e.g. qwen3_8b_layer:-DMK_GQA_LANE_ROWS, OracleGpu.Qwen3LayerOneStep). Logs go to
 # $OUT (the device tool) or $MK_BUILD_DIR/measure. Exit status: non-zero if
 # a build, an oracle test or a bench failed.
 set -uo pipefail
@@ -22,6 +25,7 @@ cd "$(dirname "$0")/.."
 : "${MK_MEASURE_ROUNDS:=2}"
 : "${MK_MEASURE_CTX:=2048,8192,16384}"
 : "${MK_PROFILE_CTX:=2048,16384}"
+: "${MK_MEASURE_TEST:=OracleGpu.FullUnitOneStep}"
 export MK_KERNELS_DIR MK_REQUIRE_KERNELS=1
 case "$MK_BUILD_DIR" in /*) build=$MK_BUILD_DIR ;; *) build=$ROOT/$MK_BUILD_DIR ;; esac
 DEST=${OUT:-$build/measure}
@@ -41,13 +45,13 @@ tests="$build/tests/gpu/mk-gpu-tests"
 dir_of() { echo "${1%%:*}"; }
 opts_of() { case "$1" in *:*) echo "${1#*:}" ;; *) echo "" ;; esac; }
 
-echo "== oracle: OracleGpu.FullUnitOneStep on each variant"
+echo "== oracle: $MK_MEASURE_TEST on each variant"
 for v in "${variants[@]}"; do
   d=$(dir_of "$v")
   [ -d "$MK_KERNELS_DIR/$d" ] || { echo "no $MK_KERNELS_DIR/$d"; status=1; continue; }
   log="$DEST/oracle-$(echo "$v" | tr -c 'A-Za-z0-9_\n' _).log"
   (cd "$(dirname "$tests")" && MK_FULL_KERNEL="$d" MK_NVRTC_OPTIONS="$(opts_of "$v")" "$tests" \
-    --gtest_filter='OracleGpu.FullUnitOneStep') >"$log" 2>&1
+    --gtest_filter="$MK_MEASURE_TEST") >"$log" 2>&1
   rc=$?
   verdict=$([ $rc = 0 ] && echo pass || echo FAIL)
   grep -q "SKIPPED" "$log" && verdict="skipped (no GPU?)" && status=1
