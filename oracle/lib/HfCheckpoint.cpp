@@ -129,10 +129,72 @@ bool convertHfCheckpoint(const BlockConfig &cfg, const std::string &dir, TensorM
                        "compiled yet");
     return false;
   }
+  // What each checkpoint tensor becomes: a W4A16 linear's three tensors,
+  // or one bf16 parameter.
+  struct Want {
+    const QuantLinearDesc *linear = nullptr;
+    const TensorDesc *vector = nullptr;
+  };
+  const std::vector<QuantLinearDesc> linears = quantLinears(cfg);
+  const std::vector<TensorDesc> params = parameterTensors(cfg);
+  std::set<std::string> linearParts;
+  std::map<std::string, Want> wanted;
+  for (const QuantLinearDesc &q : linears) {
+    for (const char *part : {".w_q", ".scales", ".zeros"})
+      linearParts.insert(q.prefix + part);
+    const std::string name = hfTensorName(cfg, q.prefix);
+    if (name.empty())
+      problems.push_back(q.prefix + ": no Hugging Face name for it");
+    else
+      wanted[name].linear = &q;
+  }
+  for (const TensorDesc &d : params) {
+    if (linearParts.count(d.name))
+      continue;
+    const std::string name = hfTensorName(cfg, d.name);
+    if (name.empty())
+      problems.push_back(d.name + ": no Hugging Face name for it");
+    else if (d.dtype != DType::BF16)
+      problems.push_back(d.name + ": a " + std::string(dtypeName(d.dtype)) +
+                         " parameter (only bf16 ones convert)");
+    else
+      wanted[name].vector = &d;
+  }
   std::vector<std::string> files;
-  if (!checkpointFiles(dir, files, problems))
+  if (problems.size() != problemsBefore || !checkpointFiles(dir, files, problems))
     return false;
-  TensorMap hf;
+
+  // One file at a time (a checkpoint's shards together can outgrow the
+  // host's memory): each tensor converted as its file is read.
+  std::set<std::string> seen;
+  std::vector<std::string> unused;
+  TensorMap result;
+  auto convert = [&](const std::string &name, const Want &want, const HostTensor &t) {
+    std::vector<float> w;
+    if (const QuantLinearDesc *q = want.linear) {
+      if (!floatsOf(t, name, {q->out, q->in}, w, problems))
+        return;
+      std::vector<float> wt(w.size()); // [out, in] -> [in, out]
+      for (int64_t o = 0; o < q->out; ++o)
+        for (int64_t i = 0; i < q->in; ++i)
+          wt[size_t(i * q->out + o)] = w[size_t(o * q->in + i)];
+      HostTensor wq({q->prefix + ".w_q", DType::U8, {q->in / 2, q->out}, q->layer});
+      HostTensor scales(
+          {q->prefix + ".scales", DType::BF16, {q->in / cfg.group, q->out}, q->layer});
+      HostTensor zeros({q->prefix + ".zeros", DType::BF16, {q->in / cfg.group, q->out}, q->layer});
+      quantizeW4A16(wt.data(), q->in, q->out, cfg.group, wq.u8(), scales.bf16(), zeros.bf16());
+      for (HostTensor *part : {&wq, &scales, &zeros})
+        result.emplace(part->desc.name, std::move(*part));
+      return;
+    }
+    const TensorDesc &d = *want.vector;
+    if (!floatsOf(t, name, d.shape, w, problems))
+      return;
+    HostTensor v(d);
+    for (size_t i = 0; i < w.size(); ++i)
+      v.bf16()[i] = BFloat16(w[i]);
+    result.emplace(d.name, std::move(v));
+  };
   for (const std::string &f : files) {
     TensorMap part;
     std::vector<std::string> fileProblems;
@@ -141,82 +203,28 @@ bool convertHfCheckpoint(const BlockConfig &cfg, const std::string &dir, TensorM
         problems.push_back(f + ": " + p);
       continue;
     }
-    for (auto &[name, t] : part)
-      if (!hf.emplace(name, std::move(t)).second)
+    for (const auto &[name, t] : part) {
+      if (!seen.insert(name).second) {
         problems.push_back(name + ": in more than one file (again in " + f + ")");
+        continue;
+      }
+      auto it = wanted.find(name);
+      if (it == wanted.end())
+        unused.push_back(name);
+      else
+        convert(name, it->second, t);
+    }
   }
-  if (problems.size() != problemsBefore)
-    return false;
-
-  // Every parameter of the spec: a W4A16 linear's three tensors from one
-  // checkpoint weight, every other from its own.
-  std::set<std::string> used;
-  TensorMap result;
-  std::map<std::string, const QuantLinearDesc *> linearOf;
-  const std::vector<QuantLinearDesc> linears = quantLinears(cfg);
-  for (const QuantLinearDesc &q : linears)
-    for (const char *part : {".w_q", ".scales", ".zeros"})
-      linearOf[q.prefix + part] = &q;
-  for (const QuantLinearDesc &q : linears) {
-    const std::string name = hfTensorName(cfg, q.prefix);
-    if (name.empty()) {
-      problems.push_back(q.prefix + ": no Hugging Face name for it");
-      continue;
-    }
-    auto it = hf.find(name);
-    if (it == hf.end()) {
-      problems.push_back(name + ": missing (the weight of " + q.prefix + ")");
-      continue;
-    }
-    used.insert(name);
-    std::vector<float> w;
-    if (!floatsOf(it->second, name, {q.out, q.in}, w, problems))
-      continue;
-    std::vector<float> wt(w.size()); // [out, in] -> [in, out]
-    for (int64_t o = 0; o < q.out; ++o)
-      for (int64_t i = 0; i < q.in; ++i)
-        wt[size_t(i * q.out + o)] = w[size_t(o * q.in + i)];
-    HostTensor wq({q.prefix + ".w_q", DType::U8, {q.in / 2, q.out}, q.layer});
-    HostTensor scales({q.prefix + ".scales", DType::BF16, {q.in / cfg.group, q.out}, q.layer});
-    HostTensor zeros({q.prefix + ".zeros", DType::BF16, {q.in / cfg.group, q.out}, q.layer});
-    quantizeW4A16(wt.data(), q.in, q.out, cfg.group, wq.u8(), scales.bf16(), zeros.bf16());
-    for (HostTensor *t : {&wq, &scales, &zeros})
-      result.emplace(t->desc.name, std::move(*t));
-  }
-  for (const TensorDesc &d : parameterTensors(cfg)) {
-    if (linearOf.count(d.name))
-      continue;
-    const std::string name = hfTensorName(cfg, d.name);
-    if (name.empty()) {
-      problems.push_back(d.name + ": no Hugging Face name for it");
-      continue;
-    }
-    auto it = hf.find(name);
-    if (it == hf.end()) {
-      problems.push_back(name + ": missing (" + d.name + ")");
-      continue;
-    }
-    used.insert(name);
-    std::vector<float> v;
-    if (!floatsOf(it->second, name, d.shape, v, problems))
-      continue;
-    HostTensor t(d);
-    if (d.dtype != DType::BF16) {
-      problems.push_back(d.name + ": a " + dtypeName(d.dtype) + " parameter (only bf16 ones convert)");
-      continue;
-    }
-    for (size_t i = 0; i < v.size(); ++i)
-      t.bf16()[i] = BFloat16(v[i]);
-    result.emplace(d.name, std::move(t));
-  }
+  for (const auto &[name, want] : wanted)
+    if (!seen.count(name))
+      problems.push_back(name + ": missing (the weight of " +
+                         (want.linear ? want.linear->prefix : want.vector->name) + ")");
   if (problems.size() != problemsBefore)
     return false;
   if (info) {
     info->files = files;
-    info->unused.clear();
-    for (const auto &kv : hf)
-      if (!used.count(kv.first))
-        info->unused.push_back(kv.first);
+    std::sort(unused.begin(), unused.end());
+    info->unused = unused;
   }
   out = std::move(result);
   return true;

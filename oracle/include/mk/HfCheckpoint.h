@@ -40,10 +40,12 @@ struct HfConversion {
 /// `model.safetensors.index.json` names, or every `*.safetensors` file in
 /// the directory without an index) and builds parameterTensors(cfg) from
 /// it into `out`: W4A16 linears quantized (group `cfg.group`) from the
-  /// transposed bf16 or f32 weight, bf16 vectors converted. Every
-/// problem (a family without a mapping, a missing tensor, a wrong shape or
-/// dtype, an unreadable file) goes to `problems`, by tensor name; returns
-/// false if there is any, `out` then unchanged.
+/// transposed bf16 or f32 weight, bf16 vectors converted, one file at a
+/// time (peak host memory: the largest file and the converted weights).
+/// Every problem (a family without a mapping, a missing tensor, a wrong
+/// shape or dtype, an unreadable file, a tensor in two files) goes to
+/// `problems`, by tensor name; returns false if there is any, `out` then
+/// unchanged.
 bool convertHfCheckpoint(const BlockConfig &cfg, const std::string &dir, TensorMap &out,
                          std::vector<std::string> &problems, HfConversion *info = nullptr);
 
