@@ -4,7 +4,8 @@
 // (bf16, [out, in], sharded with an index, plus an embedding and lm_head
 // the spec does not read) converts into exactly the spec's parameters: each
 // W4A16 linear is quantizeW4A16 of its transposed weight, each norm's
-// vector copied; missing tensors, wrong shapes and dtypes and a Kimi spec
+// vector copied; missing tensors, wrong shapes and dtypes, a tensor in two
+// files and a Kimi spec
 // are refused by name, the output untouched.
 //
 //===----------------------------------------------------------------------===//
@@ -181,6 +182,19 @@ TEST(HfCheckpoint, RefusesByNameAndLeavesTheOutputUntouched) {
   EXPECT_TRUE(mentions(problems, "model.layers.0.self_attn.k_proj.weight: shape [256, 128]"));
   EXPECT_TRUE(mentions(problems, "model.layers.0.input_layernorm.weight: dtype I32"));
   fs::remove_all(bad.dir);
+
+  // Without an index every *.safetensors file is read; a tensor in two of
+  // them is refused.
+  FakeCheckpoint twice = writeCheckpoint(cfg, tempDir("twice"));
+  fs::remove(twice.dir + "/model.safetensors.index.json");
+  TensorMap extra;
+  const std::string dup = "model.layers.1.mlp.down_proj.weight";
+  extra.emplace(dup, twice.tensors.at(dup));
+  ASSERT_TRUE(writeSafetensors(twice.dir + "/extra.safetensors", extra, error)) << error;
+  problems.clear();
+  EXPECT_FALSE(convertHfCheckpoint(cfg, twice.dir, w, problems));
+  EXPECT_TRUE(mentions(problems, dup + ": in more than one file"));
+  fs::remove_all(twice.dir);
 
   problems.clear();
   EXPECT_FALSE(convertHfCheckpoint(cfg, tempDir("nowhere"), w, problems));
