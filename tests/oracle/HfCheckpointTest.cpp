@@ -5,8 +5,7 @@
 // the spec does not read) converts into exactly the spec's parameters: each
 // W4A16 linear is quantizeW4A16 of its transposed weight, each norm's
 // vector copied; missing tensors, wrong shapes and dtypes, a tensor in two
-// files and a Kimi spec
-// are refused by name, the output untouched.
+// files and a Kimi spec are refused by name, the output untouched.
 //
 //===----------------------------------------------------------------------===//
 
