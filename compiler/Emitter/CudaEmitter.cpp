@@ -297,7 +297,7 @@ LogicalResult Emitter::run(EmittedKernel &out) {
   // with -DMK_PHASE_TIMING must fit too), the packed tiles' mbarriers (8 per
   // warp) and each router top-k and bf16-rows instantiation's arrays
   // (needStaticShared). Past the device's limit the session refuses the
-  // kernel at load time (its shared memory attribute or occupancy fails).
+  // kernel at load, naming its dynamic and static bytes (Session::create).
   int64_t staticSharedBound = 128 + 192 + 64 * (T / 32);
   for (const auto &entry : staticShared)
     staticSharedBound += entry.getValue();

@@ -55,14 +55,21 @@ Status Session::create(std::shared_ptr<Device> dev,
   lc.threadsPerBlock = int(m.threadsPerBlock);
   lc.dynamicSharedBytes = int(m.dynamicSharedBytes);
   lc.multiprocessors = dev->multiprocessors();
+  // The kernel's static shared memory (its templates' arrays) counts
+  // against the same per-block limit as the manifest's dynamic bytes.
+  int staticShared = 0;
+  MK_RETURN_IF_ERROR(cuCheck(drv.cuFuncGetAttribute(&staticShared,
+                                                    CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                                                    s->func_),
+                             "cuFuncGetAttribute(SHARED_SIZE_BYTES)"));
+  if (m.dynamicSharedBytes + int64_t(staticShared) > dev->maxSharedPerBlockOptin())
+    return makeError(ErrorCode::Cuda,
+                     "the kernel asks for " + std::to_string(m.dynamicSharedBytes) +
+                         " bytes of dynamic and " + std::to_string(staticShared) +
+                         " of static shared memory per block; " + dev->name() +
+                         " allows " + std::to_string(dev->maxSharedPerBlockOptin()) +
+                         " (compile it for this GPU: schedule-form-phases max-shared-bytes)");
   if (m.dynamicSharedBytes > 48 * 1024) {
-    if (m.dynamicSharedBytes > dev->maxSharedPerBlockOptin())
-      return makeError(ErrorCode::Cuda,
-                       "the kernel asks for " +
-                           std::to_string(m.dynamicSharedBytes) +
-                           " bytes of dynamic shared memory; " + dev->name() +
-                           " allows " +
-                           std::to_string(dev->maxSharedPerBlockOptin()));
     MK_RETURN_IF_ERROR(cuCheck(
         drv.cuFuncSetAttribute(s->func_,
                                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

@@ -261,6 +261,22 @@ TEST(SessionGpu, LargeDynamicSharedMemoryAndMaxBlocks) {
   EXPECT_EQ(in, out);
 }
 
+// A manifest asking for more shared memory per block than the device
+// allows (dynamic + the kernel's static) is refused at load, naming both
+// and the limit, instead of a failing driver call.
+TEST(SessionGpu, TooMuchSharedMemoryIsRefusedByName) {
+  MK_REQUIRE_GPU(dev);
+  StubSession s;
+  TestManifestOptions o;
+  o.dynamicShared = dev->maxSharedPerBlockOptin() + 16;
+  Status st = makeStub(dev, s, 8, o);
+  ASSERT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("bytes of dynamic and"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("allows " + std::to_string(dev->maxSharedPerBlockOptin())),
+            std::string::npos)
+      << st.message();
+}
+
 TEST(SessionGpu, TimingHelperKeepsTheContext) {
   MK_REQUIRE_GPU(dev);
   StubSession s;
