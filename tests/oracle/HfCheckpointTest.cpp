@@ -4,8 +4,9 @@
 // (bf16, [out, in], sharded with an index, plus an embedding and lm_head
 // the spec does not read) converts into exactly the spec's parameters: each
 // W4A16 linear is quantizeW4A16 of its transposed weight, each norm's
-// vector copied; missing tensors, wrong shapes and dtypes, a tensor in two
-// files and a Kimi spec are refused by name, the output untouched.
+// vector copied; missing tensors and files, wrong shapes and dtypes, a
+// malformed index, a tensor in two files and a Kimi spec are refused by
+// name, the output untouched.
 //
 //===----------------------------------------------------------------------===//
 
@@ -181,6 +182,18 @@ TEST(HfCheckpoint, RefusesByNameAndLeavesTheOutputUntouched) {
   EXPECT_TRUE(mentions(problems, "model.layers.0.self_attn.k_proj.weight: shape [256, 128]"));
   EXPECT_TRUE(mentions(problems, "model.layers.0.input_layernorm.weight: dtype I32"));
   fs::remove_all(bad.dir);
+
+  // An index naming a file that is not there, and a malformed index.
+  FakeCheckpoint gone = writeCheckpoint(cfg, tempDir("gone"));
+  fs::remove(gone.dir + "/model-00002-of-00002.safetensors");
+  problems.clear();
+  EXPECT_FALSE(convertHfCheckpoint(cfg, gone.dir, w, problems));
+  EXPECT_TRUE(mentions(problems, "model-00002-of-00002.safetensors: "));
+  std::ofstream(gone.dir + "/model.safetensors.index.json") << "{\"weight_map\": [1, 2]}";
+  problems.clear();
+  EXPECT_FALSE(convertHfCheckpoint(cfg, gone.dir, w, problems));
+  EXPECT_TRUE(mentions(problems, "no \"weight_map\" object"));
+  fs::remove_all(gone.dir);
 
   // Without an index every *.safetensors file is read; a tensor in two of
   // them is refused.
