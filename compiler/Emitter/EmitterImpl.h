@@ -13,6 +13,7 @@
 #include "Emitter/CudaEmitter.h"
 #include "Emitter/TaskLoweringInterface.h"
 
+#include "mk/Dialect/Schedule/TaskKinds.h"
 #include "mk/PackedLayout.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -272,8 +273,8 @@ private:
     WeightOp q = weightByName.lookup((w + ".w_q").str());
     return q ? q.getGroup() : 0;
   }
-  /// The one quantization group of the W4A16 weights task `t` reads (named
-  /// by any of its string arguments), 0 if it reads none; a located error
+  /// The one quantization group of the W4A16 weights task `t` reads (its
+  /// weight arguments, taskWeights), 0 if it reads none; a located error
   /// if they differ (its tiles take one group).
   FailureOr<int64_t> taskGroup(TaskOpInterface t) {
     int64_t g = 0;
@@ -290,17 +291,9 @@ private:
       g = wg;
       return success();
     };
-    for (NamedAttribute a : t.getArgs()) {
-      if (auto sa = dyn_cast<StringAttr>(a.getValue())) {
-        if (failed(visit(sa.getValue())))
-          return failure();
-      } else if (auto arr = dyn_cast<ArrayAttr>(a.getValue())) {
-        for (Attribute e : arr)
-          if (auto se = dyn_cast<StringAttr>(e))
-            if (failed(visit(se.getValue())))
-              return failure();
-      }
-    }
+    for (const std::string &w : mk::schedule::taskWeights(t))
+      if (failed(visit(w)))
+        return failure();
     return g;
   }
   std::string wq(StringRef w) { return ident(w) + "_w_q"; }
