@@ -47,11 +47,13 @@ step "kernels in $MK_KERNELS_DIR"
 ls -d "$MK_KERNELS_DIR"/*/ 2>&1 | tee "$LOGS/kernels.txt"
 nvidia-smi -L 2>&1 | tee -a "$LOGS/kernels.txt"
 
-[ -n "$run_tests" ] && step "template unit tests (default and opt-in variants)"
-[ -n "$run_tests" ] && for t in mk_template_tests mk_template_tests_variants mk_template_tests_forms; do
-  "$MK_BUILD_DIR/tests/templates/$t" 2>&1 | tee "$LOGS/$t.log" | tail -3
-  [ "${PIPESTATUS[0]}" = 0 ] || status=1
-done
+if [ -n "$run_tests" ]; then
+  step "template unit tests (default and opt-in variants)"
+  for t in mk_template_tests mk_template_tests_variants mk_template_tests_forms; do
+    "$MK_BUILD_DIR/tests/templates/$t" 2>&1 | tee "$LOGS/$t.log" | tail -3
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  done
+fi
 
 # MK_BENCH_ONLY=1: only the template tests, mk-bench and the schedule
 # variants (for a quick measuring run on a kernel already validated).
