@@ -80,7 +80,10 @@ struct EpiAtomicAddF32 {
 /// Orders of a GEMV tile's int4 payload (the manifest's `tile`/`order`):
 /// the spec's row-major storage (or tile-contiguous), the exact tensor-core
 /// tile's lane order (`mma`), or the integer tile's order (`int8`).
-enum WeightOrder : int { kOrderRowMajor = 0, kOrderMma = 1, kOrderInt8 = 2 };
+/// kOrderMmaScaled: the `mma` storage, the tile with the scales applied per
+/// group (w4a16_gemv_tile_grouped, `arithmetic=scaled`): a choice of math,
+/// not of storage (the manifest says `mma`).
+enum WeightOrder : int { kOrderRowMajor = 0, kOrderMma = 1, kOrderInt8 = 2, kOrderMmaScaled = 3 };
 
 /// Stores into shared memory at n - n0 (caller synchronizes).
 struct EpiStoreSmem {
@@ -1028,6 +1031,254 @@ MK_UNROLL_CODE
     MK_TILE_STAMP(9);
 }
 
+namespace detail {
+/// Column J of a packed word as the bf16x2 {128 + q[2r], 128 + q[2r+1]}
+/// (exact integers): a shift and one LOP3, no zero point, no scale.
+template <int J> __device__ __forceinline__ uint32_t nibbles_128(uint32_t w, uint32_t magic) {
+  const uint32_t t = J ? w >> (4 * J) : w;
+  uint32_t q2;
+  asm("lop3.b32 %0, %1, 0x000f000f, %2, 0xEA;" : "=r"(q2) : "r"(t), "r"(magic));
+  return q2;
+}
+/// bf16 element h (0: low half) of word u, widened.
+__device__ __forceinline__ float bf16_half(uint32_t u, int h) {
+  return __uint_as_float(h ? u & 0xffff0000u : u << 16);
+}
+} // namespace detail
+
+/// The packed tile (kOrderMma storage, 128 or 64 wide, whole steps) with
+/// the quantization scales applied per group to fp32 sums instead of per
+/// weight (`arithmetic=scaled`, kOrderMmaScaled): sum_k x_k (q_k - z) s =
+/// s (sum_k x_k (q_k - z)). A weight pair is {q - z}, exact in bf16 (a
+/// shift for three of a word's four columns, one LOP3, one HSUB2: no HMUL2,
+/// 3 of the exact tile's 4 instructions per pair; ~125 instead of ~157
+/// instructions on a step's hot path in sm_90 SASS), and each group's scale
+/// multiplies the tensor cores' fp32 sum of its rows once per column. The
+/// dequantized weight is not rounded to bf16 as the spec rounds it (the
+/// exact tile does): the sums differ from the spec's by that rounding
+/// (~2^-9 per weight, random), the budget docs/pipeline.md states.
+///
+/// Group sums live in the mma's spare B columns: even B column 2r carries
+/// x of k-subslice r % KG for the group in slot r / KG (zero while another
+/// group fills the other slots; a group's rows go to slot (g - first
+/// group) % SLOTS), odd B columns are zero. Lane (g, t) then holds in its
+/// even D column the group sums of slot t / KG and in its odd one (which
+/// the mma leaves as it is) its running totals: every SLOTS groups (and at
+/// the end) each lane scales its slot's sums into its totals and clears
+/// them, with no cross-lane work in the loop; the quad's totals are added
+/// once at the end. An fp32 x (FP32X) takes a second mma per step for its
+/// bf16 remainder (same A, same D). SLOTS = 4 / KG: 4 for 128-wide tiles
+/// (a flush every 32 steps), 2 for 64-wide (every 8). Registers: the exact
+/// tile's (32 sums, 16 words of scales and zero points).
+template <int THREADS, int TN, int GROUP, bool FP32X, class Epi, class Pro>
+__device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restrict__ wq,
+                                        const bf16 *__restrict__ scales,
+                                        const bf16 *__restrict__ zeros, int N, int n0, int nvalid,
+                                        int k0, int k1, float *red, Epi epi, Pro pro,
+                                        bool started) {
+  static_assert(TN == 128 || TN == 64, "packed tiles are 128 or 64 wide");
+  constexpr int WARPS = THREADS / 32;
+  constexpr int GPER = TN / 16; // column groups per warp
+  constexpr int KG = 8 / GPER;  // k-subslices per step
+  constexpr int STEP = 8 * KG;  // row pairs per step
+  constexpr int SLOTS = 4 / KG;
+  static_assert(GROUP % (2 * STEP) == 0, "a step lies inside one quantization group");
+  constexpr int S = kW4A16StageRows / 2, STAGES = kW4A16Stages;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int cg = g % GPER, sub = g / GPER;
+  const int col = n0 + cg * 16;
+  const bool colActive = cg * 16 < nvalid;
+  // B column g: zero if odd, else slot (g / 2) / KG's x of subslice
+  // (g / 2) % KG. D column 2t: slot t / KG's sums of subslice t % KG.
+  const bool evenB = (g & 1) == 0;
+  const int slotB = (g >> 1) / KG, subB = (g >> 1) % KG;
+  const int slotD = t / KG;
+  const bool mineD = t % KG == sub; // D rows and columns of one subslice
+  [[maybe_unused]] StageClock clk;
+  MK_TILE_STAMP(0);
+  // Whole steps (k0, k1 multiples of 2 * STEP rows), so a step's
+  // subslices share one group and every lane's x lies inside the task.
+  const int pa = k0 / 2;
+  const int nsteps = (k1 / 2 - pa) / STEP;
+  const detail::WarpSteps ws_ = detail::warp_steps<WARPS>(nsteps, warp);
+  const int sbeg = ws_.sbeg, send = ws_.send;
+  const int nmine = send > sbeg ? send - sbeg : 0;
+  const int nchunks = (nmine + S - 1) / S;
+  uint4 *stage = reinterpret_cast<uint4 *>(red + WARPS * TN);
+  auto groupOf = [&](int st) { return 2 * (pa + st * STEP) / GROUP; };
+  const int gFirst = groupOf(sbeg), gLast = nmine > 0 ? groupOf(send - 1) : gFirst - 1;
+  // The scales of the group in this lane's slot, loaded when the group
+  // starts and used when it is flushed (zeroed: a slot never filled
+  // flushes zeros), and the current group's {128 + z} pairs (the HSUB2's).
+  uint4 slotS0 = make_uint4(0, 0, 0, 0), slotS1 = slotS0;
+  detail::ColumnScales cur;
+  if (colActive && nmine > 0) {
+    const detail::GroupScalesRaw raw = detail::load_group_scales_raw(scales, zeros, N, gFirst, col);
+    if (slotD == 0)
+      slotS0 = raw.sa, slotS1 = raw.sb;
+    cur.set(raw);
+    MK_UNROLL_RUNTIME
+    for (int gi = gFirst + 1; gi <= gLast; ++gi)
+      detail::prefetch_group_scales<false>(scales, zeros, N, gi, col);
+  }
+  if (!started) {
+MK_UNROLL_CODE
+    for (int c = 0; c < STAGES; ++c)
+      detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c);
+  }
+  pro();
+
+  // acc[m][0] / [2]: the slot's sums of columns 2m / 2m + 1 (D rows g /
+  // g + 8); acc[m][1] / [3]: their totals.
+  float acc[8][4];
+#pragma unroll
+  for (int m = 0; m < 8; ++m)
+    acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.f;
+  // Adds the lane's slot's sums times their group's scales to its totals
+  // and clears them.
+  auto flush = [&] {
+    const uint32_t sw[8] = {slotS0.x, slotS0.y, slotS0.z, slotS0.w,
+                            slotS1.x, slotS1.y, slotS1.z, slotS1.w};
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) { // column 2m + h
+        acc[m][2 * h + 1] = fmaf(detail::bf16_half(sw[m], h), acc[m][2 * h], acc[m][2 * h + 1]);
+        acc[m][2 * h] = 0.f;
+      }
+    }
+  };
+  int nextGrpSt = sbeg, curSlot = 0, gCur = gFirst;
+  // The lane's B column is x (all ones) while its slot fills, else zero
+  // (no branch before the mma: x is loaded by every lane).
+  const int slotBx = detail::opaque_int(evenB ? slotB : -1);
+  uint32_t bmask = slotBx == 0 ? ~0u : 0u;
+  const uint32_t magic = detail::bf16x2_128();
+  const int xoff = 2 * (pa + subB * 8 + t);
+  const float *xlane = xs + detail::opaque_int(xoff);
+  auto step = [&](int st, uint4 wa, uint4 wb) {
+    if (st == nextGrpSt) { // warp-uniform: a step lies in one group
+      const int gi = groupOf(st);
+      if (gi != gCur) {
+        const int rel = gi - gFirst;
+        if (rel % SLOTS == 0)
+          flush();
+        curSlot = rel % SLOTS;
+        bmask = slotBx == curSlot ? ~0u : 0u;
+        gCur = gi;
+        if (colActive) {
+          const detail::GroupScalesRaw raw =
+              detail::load_group_scales_raw(scales, zeros, N, gi, col);
+          if (slotD == curSlot)
+            slotS0 = raw.sa, slotS1 = raw.sb;
+          cur.set(raw);
+          if (gi + 1 <= gLast)
+            detail::prefetch_group_scales<true>(scales, zeros, N, gi + 1, col);
+        }
+      }
+      nextGrpSt = max(st + 1, ((gi + 1) * (GROUP / 2) - pa) / STEP);
+    }
+    const float2 x0 = *reinterpret_cast<const float2 *>(xlane + 2 * st * STEP);
+    const float2 x1 = *reinterpret_cast<const float2 *>(xlane + 2 * st * STEP + 8);
+    const uint32_t b0 = detail::bf2_part(x0, false) & bmask;
+    const uint32_t b1 = detail::bf2_part(x1, false) & bmask;
+    uint32_t l0 = 0, l1 = 0;
+    if constexpr (FP32X) {
+      l0 = detail::bf2_part(x0, true) & bmask;
+      l1 = detail::bf2_part(x1, true) & bmask;
+    }
+    const uint32_t wav[4] = {wa.x, wa.y, wa.z, wa.w};
+    const uint32_t wbv[4] = {wb.x, wb.y, wb.z, wb.w};
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+      const int j0 = 2 * m, j1 = 2 * m + 1;
+      uint32_t a[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int j = i & 1 ? j1 : j0;
+        const uint32_t w = (i & 2 ? wbv : wav)[j / 4];
+        uint32_t q2;
+        switch (j % 4) {
+        case 0:
+          q2 = detail::nibbles_128<0>(w, magic);
+          break;
+        case 1:
+          q2 = detail::nibbles_128<1>(w, magic);
+          break;
+        case 2:
+          q2 = detail::nibbles_128<2>(w, magic);
+          break;
+        default:
+          q2 = detail::nibbles_128<3>(w, magic);
+          break;
+        }
+        a[i] = detail::as_u32(__hsub2(detail::as_bf2(q2), detail::as_bf2(cur.zc(j))));
+      }
+      detail::mma_bf16_16816(acc[m], a[0], a[1], a[2], a[3], b0, b1);
+      if constexpr (FP32X)
+        detail::mma_bf16_16816(acc[m], a[0], a[1], a[2], a[3], l0, l1);
+    }
+  };
+  MK_TILE_STAMP(3);
+  clk.lap(kStageTileIssue);
+  for (int c = 0; c < nchunks; ++c) {
+    cp_async_wait<STAGES - 1>();
+    if (c == 0) {
+      MK_TILE_STAMP(4);
+      clk.lap(kStageTileFirstData);
+    }
+    const uint4 *slot = stage + (c % STAGES) * 2 * S * THREADS + threadIdx.x;
+MK_UNROLL_CODE
+    for (int i = 0; i < S; ++i) {
+      const int st = sbeg + c * S + i;
+      if (st < send) // warp-uniform
+        step(st, slot[(2 * i) * THREADS], slot[(2 * i + 1) * THREADS]);
+    }
+    detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c + STAGES);
+  }
+  flush();
+  MK_TILE_STAMP(5);
+  clk.lap(kStageTileSteps);
+  cp_async_wait<0>();
+  __syncthreads(); // the ring is free: reuse it for the cross-warp sums
+  clk.lap(kStageTileWarps);
+  MK_TILE_STAMP(6);
+  // The quad's lanes of one subslice (t and t ^ 2; with one subslice all
+  // four) add their totals; lane t = sub writes them.
+  float *sums = reinterpret_cast<float *>(stage); // [WARPS * KG][TN]
+#pragma unroll
+  for (int m = 0; m < 8; ++m)
+#pragma unroll
+    for (int h = 1; h < 4; h += 2) {
+      float v = mineD ? acc[m][h] : 0.f;
+      if constexpr (KG == 1)
+        v += __shfl_xor_sync(0xffffffffu, v, 1);
+      v += __shfl_xor_sync(0xffffffffu, v, 2);
+      acc[m][h] = v;
+    }
+  if (t == sub && colActive) {
+    float *row = sums + (warp * KG + sub) * TN + cg * 16;
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+      row[2 * m] = acc[m][1];
+      row[2 * m + 1] = acc[m][3];
+    }
+  }
+  __syncthreads();
+  MK_TILE_STAMP(7);
+  for (int cidx = threadIdx.x; cidx < nvalid; cidx += THREADS) {
+    float v = 0.f;
+#pragma unroll 4
+    for (int w = 0; w < WARPS * KG; ++w)
+      v += sums[w * TN + cidx];
+    epi(n0 + cidx, v);
+  }
+  __syncthreads();
+  clk.lap(kStageTileReduce);
+  MK_TILE_STAMP(9);
+}
+
 /// Shared memory of a row-slice product (w4a16_row_slice_stage /
 /// w4a16_row_slice_atomic) of KS rows of an N-column weight, in bytes: per
 /// 128-wide tile and 16-row step, the step's weights (1 KB) and its group's
@@ -1393,7 +1644,8 @@ struct NoPrologue {
 /// lane-order packed layout (wq at the tile, N = TN, n0 = 0; k0 and k1
 /// multiples of 16 rows for TN = 128, of 32 for TN = 64: whole 1 KB steps),
 /// streamed with per-lane cp.async (-DMK_PACKED_BULK: bulk copies); always
-/// the exact tensor-core path. kOrderInt8:
+/// the exact tensor-core path; kOrderMmaScaled: the same storage, the
+/// scales applied per group (w4a16_gemv_tile_grouped). kOrderInt8:
 /// the same tile in the integer order (w4a16_gemv_tile_int8).
 ///
 /// `pro()` runs (every thread, once) after the tile's first scale and weight
@@ -1415,6 +1667,11 @@ __device__ void w4a16_gemv_tile_with(const float *xs, const uint8_t *__restrict_
     static_assert(TN == 128 || TN == 64, "packed weights are 128- or 64-wide tiles");
     w4a16_gemv_tile_mma<THREADS, TN, GROUP, FP32X, true>(xs, wq, scales, zeros, N, n0, nvalid,
                                                          k0, k1, red, epi, pro, prefetched);
+    return;
+  } else if constexpr (ORDER == kOrderMmaScaled) {
+    static_assert(TN == 128 || TN == 64, "packed weights are 128- or 64-wide tiles");
+    w4a16_gemv_tile_grouped<THREADS, TN, GROUP, FP32X>(xs, wq, scales, zeros, N, n0, nvalid, k0,
+                                                       k1, red, epi, pro, prefetched);
     return;
   } else {
     static_assert(ORDER == kOrderRowMajor, "unknown weight order");
@@ -1506,8 +1763,8 @@ __device__ void w4a16_gemv_tile_staged(const In *src, float *stage, const uint8_
 #endif
 }
 
-/// Starts the weight stream of a packed tile (ORDER kOrderMma or
-/// kOrderInt8; same wq, k0, k1 and red as its w4a16_gemv_tile call, which
+/// Starts the weight stream of a packed tile (ORDER kOrderMma,
+/// kOrderMmaScaled or kOrderInt8; same wq, k0, k1 and red as its w4a16_gemv_tile call, which
 /// then passes prefetched = true): its first chunks are requested into the
 /// tile's ring now. Weights depend on no phase, so a block calls this for
 /// its first task of a phase BEFORE the norm, counter waits or staging that
@@ -1518,21 +1775,24 @@ __device__ void w4a16_gemv_begin(const uint8_t *__restrict__ wq, int k0, int k1,
   constexpr int WARPS = THREADS / 32;
   uint8_t *ring = reinterpret_cast<uint8_t *>(red + WARPS * TN);
   const int warp = threadIdx.x >> 5;
-  if constexpr (ORDER == kOrderMma) {
+  if constexpr (ORDER == kOrderMma || ORDER == kOrderMmaScaled) {
     constexpr int STEP = 8 * (8 / (TN / 16)); // row pairs per step, as w4a16_gemv_tile_mma
     const int p0 = k0 / 2, pa = p0 & ~7, nsteps = (k1 / 2 - pa + STEP - 1) / STEP;
     const detail::WarpSteps w = detail::warp_steps<WARPS>(nsteps, warp);
 #ifdef MK_PACKED_BULK
-    detail::w4a16_stream_start<THREADS, detail::kPackedStepBytes, detail::kPackedChunkSteps,
-                               detail::kExactSlice<THREADS>>(wq, pa / STEP, w.sbeg, w.send, ring);
-#else
+    if constexpr (ORDER == kOrderMma) { // the scaled tile streams with cp.async only
+      detail::w4a16_stream_start<THREADS, detail::kPackedStepBytes, detail::kPackedChunkSteps,
+                                 detail::kExactSlice<THREADS>>(wq, pa / STEP, w.sbeg, w.send,
+                                                               ring);
+      return;
+    }
+#endif
     // The ring's earlier readers (a previous tile's sums) are done.
     __syncthreads();
 MK_UNROLL_CODE
     for (int c = 0; c < kW4A16Stages; ++c)
       detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, w.sbeg, w.send,
                                              reinterpret_cast<uint4 *>(ring), c);
-#endif
   } else {
     static_assert(ORDER == kOrderInt8, "only packed tiles stream from a begun ring");
     constexpr int STEP_BYTES = int8_step_bytes<TN>();

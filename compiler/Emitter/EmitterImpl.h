@@ -317,10 +317,9 @@ private:
       return mk::PackedOrder::None;
     return q.getOrder() == "int8" ? mk::PackedOrder::Int8 : mk::PackedOrder::Mma;
   }
-  /// The template arguments after a tile's epilogue type that select `w`'s
-  /// order (templates/w4a16_gemv.cuh, WeightOrder); `fp32x` first, "false",
-  /// where the template takes it.
-  /// The template's WeightOrder of weight `w`'s storage.
+  /// The template's WeightOrder of weight `w`: its storage, and for the
+  /// `mma` order the kernel's `packed_arithmetic` (kOrderMmaScaled: the
+  /// scales applied per group).
   std::string orderName(StringRef w) {
     switch (orderOf(w)) {
     case mk::PackedOrder::None:
@@ -328,15 +327,16 @@ private:
     case mk::PackedOrder::Int8:
       return "mk::kOrderInt8";
     default:
-      return "mk::kOrderMma";
+      return kernel.getPackedArithmetic() == "scaled" ? "mk::kOrderMmaScaled" : "mk::kOrderMma";
     }
   }
+  /// The template arguments after a tile's epilogue type that select `w`'s
+  /// WeightOrder (none for the row-major default); `fp32x` first, "false",
+  /// where the template takes it.
   std::string orderArgs(StringRef w, bool fp32x) {
-    const mk::PackedOrder o = orderOf(w);
-    if (o == mk::PackedOrder::None)
+    if (orderOf(w) == mk::PackedOrder::None)
       return "";
-    return std::string(fp32x ? ", false" : "") +
-           (o == mk::PackedOrder::Int8 ? ", mk::kOrderInt8" : ", mk::kOrderMma");
+    return std::string(fp32x ? ", false" : "") + ", " + orderName(w);
   }
   /// A packed weight must be read by `tn`-wide tiles of its own width in
   /// k-slices of whole steps of its order (mma: 1 KB, 16 rows at 128 wide, 32

@@ -177,25 +177,29 @@ def ScheduleTileWeights : Pass<"schedule-tile-weights", "::mlir::ModuleOp"> {
     scales and zeros of a tile together) without the lane order.
     `layout=row-major` keeps the spec's storage everywhere. With
     `layout=packed`, `arithmetic` picks the packed tiles' math and order
-    (the w_q's `order`): `exact` (the default) dequantizes every
-    weight to bf16 as the spec does (1 KB steps); `int8` quantizes x per
+    (the w_q's `order`, the kernel's `packed_arithmetic`): `scaled` (the
+    default; order `mma`, 1 KB steps) takes each weight as the exact
+    integer q - z and applies the group's scale once per column to the fp32
+    sum of its rows; `exact` (same storage) dequantizes every weight to bf16
+    as the spec does, its rounding included; `int8` quantizes x per
     group into two int8 halves (~16 significant bits) and runs exact integer
     dot products on raw nibbles (32-row steps: 2 KB at 128 wide, 1 KB at 64;
     only weights whose k-slices are at most 3584 rows of groups of at most
-    128 rows, multiples of 32, are packed). int8 is faster but does not
-    round each weight to bf16: docs/pipeline.md has its error budget and why
-    it is not the default. The emitter
+    128 rows, multiples of 32, are packed). `scaled` and `int8` do not
+    round each weight to bf16 as the spec does: docs/pipeline.md has their
+    error budgets. The emitter
     addresses moved weights per tile, the manifest marks them (`tile`,
     `order`), and the runtime repacks them when they are bound.
   }];
   let options = [
     Option<"layout", "layout", "std::string", "\"packed\"",
            "weight storage: packed (default), tiled or row-major (the spec's)">,
-    Option<"arithmetic", "arithmetic", "std::string", "\"exact\"",
-           "packed tiles' arithmetic: exact (default; the spec's bf16 "
-           "dequantization per weight) or int8 (x quantized per group to ~16 "
-           "bits, integer dot products, scales per group: faster, but the "
-           "weights are not rounded to bf16 as the spec does)">,
+    Option<"arithmetic", "arithmetic", "std::string", "\"scaled\"",
+           "packed tiles' arithmetic: scaled (default; exact q - z, each "
+           "group's scale applied once per column to fp32 sums), exact (the "
+           "spec's bf16 dequantization per weight) or int8 (x quantized per "
+           "group to ~16 bits, integer dot products, scales per group); only "
+           "exact rounds each weight to bf16 as the spec does">,
   ];
 }
 

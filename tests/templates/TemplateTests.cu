@@ -305,8 +305,39 @@ void runPackedGemv(int K, int N, int ksplit, uint64_t seed) {
         << "int8 TN=" << TN << " K=" << K << " N=" << N << " ks=" << ksplit;
     return;
   }
+  if (ORDER == mk::kOrderMmaScaled) {
+    // Scales applied per group to exact sums of x (q - z): against the
+    // unrounded weights only the fp32 sums (and an fp32 x carried to 16
+    // bits) differ; against the spec's bf16-rounded weights, that rounding
+    // (~2^-9 per weight), which this tile does not do.
+    EXPECT_LT(relErr(y, exact), FP32X ? 2e-5 : 4e-6)
+        << "scaled TN=" << TN << " K=" << K << " N=" << N << " ks=" << ksplit;
+    EXPECT_LT(relErr(y, rounded), 5e-3)
+        << "scaled TN=" << TN << " K=" << K << " N=" << N << " ks=" << ksplit;
+    EXPECT_GT(relErr(y, rounded), 1e-5) << "the scaled tile rounds as the spec";
+    return;
+  }
   EXPECT_LT(relErr(y, rounded), 2e-6)
       << "packed TN=" << TN << " K=" << K << " N=" << N << " ks=" << ksplit;
+}
+
+// The packed tile with the scales applied per group (arithmetic=scaled):
+// one group per warp and several, slots wrapping (4096 rows: 32 groups),
+// split-K slices, fp32 inputs with a group of small values and one of
+// zeros, and a stream begun ahead.
+TEST(W4A16Gemv, PackedScalesPerGroup) {
+  REQUIRE_GPU();
+  constexpr int O = mk::kOrderMmaScaled;
+  runPackedGemv<128, O>(2304, 512, 1, 51);
+  runPackedGemv<128, O>(4096, 256, 1, 52);
+  runPackedGemv<128, O>(4096, 256, 8, 53);
+  runPackedGemv<128, O, true>(1024, 2304, 1, 54);
+  runPackedGemv<128, O, true>(3584, 256, 2, 55);
+  runPackedGemv<64, O>(2304, 512, 1, 56);
+  runPackedGemv<64, O>(4096, 256, 2, 57);
+  runPackedGemv<64, O, true>(1024, 512, 1, 58);
+  runPackedGemv<128, O, false, true>(2304, 1024, 2, 59);
+  runPackedGemv<64, O, true, true>(1024, 256, 1, 60);
 }
 
 // The integer tile needs the 3-stage weight ring (its quantized x lives

@@ -62,6 +62,9 @@ LogicalResult KernelOp::verify() {
            << t;
   if (getTargetSms() <= 0)
     return emitOpError("target_sms must be positive");
+  if (getPackedArithmetic() != "exact" && getPackedArithmetic() != "scaled")
+    return emitOpError("packed_arithmetic must be \"exact\" or \"scaled\", got \"")
+           << getPackedArithmetic() << "\"";
   // A W4A16 weight's parts are stored alike.
   llvm::StringMap<std::pair<WeightOp, int64_t>> tiles; // prefix -> first part, tile
   for (WeightOp w : getBodyBlock().getOps<WeightOp>()) {

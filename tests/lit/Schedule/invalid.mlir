@@ -449,3 +449,9 @@ schedule.kernel @k attributes {threads = 256 : i64} {
     schedule.wait @gu.ready {divisor = 32 : i64, target = 32 : i64, task = "down"}
   }
 }
+
+// -----
+
+// expected-error @+1 {{'schedule.kernel' op packed_arithmetic must be "exact" or "scaled", got "int4"}}
+schedule.kernel @k attributes {threads = 128 : i64, packed_arithmetic = "int4"} {
+}

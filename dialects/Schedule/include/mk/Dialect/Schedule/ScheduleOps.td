@@ -34,6 +34,10 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     weight stream at the phase's entry, before the norm and counter waits.
     `max_shared_bytes` (0: no limit) is the shared memory one block may use
     on the target; the CUDA emitter refuses a kernel that needs more.
+    `packed_arithmetic` (set by `schedule-tile-weights`) is the math of the
+    tiles that stream `order = "mma"` weights: `"scaled"` (each group's
+    scale applied once per column to fp32 sums of x (q - z)) or `"exact"`
+    (every weight dequantized to bf16 as the spec rounds it).
 
     ```mlir
     schedule.kernel @mk_tiny attributes {threads = 256 : i64} {
@@ -57,7 +61,8 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     DefaultValuedAttr<I64Attr, "0">:$num_layers,
     UnitAttr:$debug_capture,
     UnitAttr:$early_weight_streams,
-    DefaultValuedAttr<I64Attr, "0">:$max_shared_bytes);
+    DefaultValuedAttr<I64Attr, "0">:$max_shared_bytes,
+    DefaultValuedStrAttr<StrAttr, "exact">:$packed_arithmetic);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;
