@@ -16,7 +16,7 @@
 # MK_PROFILE_CTX (2048,16384) set the rounds and contexts; MK_MEASURE_TEST
 # the oracle test each variant must pass (default OracleGpu.FullUnitOneStep,
 # which takes the variant's directory; for the dense layer's NVRTC variants,
-# e.g. qwen3_8b_layer:-DMK_GQA_WARP_SUMS, OracleGpu.Qwen3LayerOneStep). Logs go to
+# e.g. qwen3_8b_layer:-DMK_GQA_LANE_ROWS, OracleGpu.Qwen3LayerOneStep). Logs go to
 # $OUT (the device tool) or $MK_BUILD_DIR/measure. Exit status: non-zero if
 # a build, an oracle test or a bench failed.
 set -uo pipefail

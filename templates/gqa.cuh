@@ -90,13 +90,16 @@ __device__ void gqa_qk_norm_rope_append(int task, int ntasks, int pos, double th
 /// How many chunks of cache rows gqa_attention_chunk splits the context
 /// into (the same on every block; gqa_combine merges as many): at least 16
 /// rows per chunk, at most `max_chunks` (the partials' size) and at most
-/// the grid, as the MLA attention's, and chunks x `hkv` tasks at most one
-/// per block: a Qwen3-8B layer's 264 blocks ran 512 tasks, most blocks two
-/// in a row, before (-DMK_GQA_CHUNKS_PER_GRID, the chunks capped at the
-/// grid only: 5.5 us slower at 2048 and 16384, perf notes #121).
+/// the grid, as the MLA attention's. -DMK_GQA_TASK_PER_BLOCK (opt-in) also
+/// keeps chunks x `hkv` tasks within the grid: at most one task per block,
+/// where the default leaves most of a Qwen3-8B layer's 264 blocks two tasks
+/// in a row at 2048 and beyond (512 tasks). Measured (perf notes #121,
+/// #124): the one-layer kernel 5.5 us faster at 2048 and 16384; with
+/// -DMK_GQA_LANE_ROWS the 36-layer kernel 140 us slower at 2048 (alone
+/// there: not measured).
 __device__ __forceinline__ int gqa_num_chunks(int rows, int grid, int hkv, int max_chunks) {
   int n = (rows + 15) / 16;
-#ifndef MK_GQA_CHUNKS_PER_GRID
+#ifdef MK_GQA_TASK_PER_BLOCK
   const int cap = grid / hkv > 0 ? grid / hkv : 1;
 #else
   const int cap = grid;
@@ -147,12 +150,10 @@ __host__ __device__ constexpr int gqa_attention_smem_floats() {
 
 /// Task `task` = chunk * HKV + g: the REP query heads g*REP .. g*REP+REP-1
 /// over cache rows [chunk * per, min(rows, (chunk + 1) * per)), per =
-/// ceil(rows / chunks). Each warp takes every WARPS-th sub-chunk of 32
-/// rows, lanes owning rows for the scores (below); with -DMK_GQA_WARP_SUMS
-/// each warp takes every WARPS-th row and lane l holds head_dim elements
-/// [E l, E l + E) of q (in registers) and of each row. score = (q . k) /
-/// sqrt(HD), an online softmax and the weighted v rows per warp, then the
-/// warps' partials merged into the chunk's: part_m and
+/// ceil(rows / chunks). Each warp takes every WARPS-th row: lane l holds
+/// head_dim elements [E l, E l + E) of q (in registers) and of each row;
+/// score = (q . k) / sqrt(HD), an online softmax and the weighted v rows per
+/// warp, then the warps' partials merged into the chunk's: part_m and
 /// part_l [HQ][chunks], part_acc [HQ][chunks][HD] (a chunk without rows:
 /// max -inf, sums 0). q: [HQ, HD] (normalized and rotated); caches [rows,
 /// HKV, HD]. smem: gqa_attention_smem_floats().
@@ -169,7 +170,7 @@ __device__ void gqa_attention_chunk(int task, int chunks, int hkv, int rows, con
   const float scale = 1.f / sqrtf(float(HD));
   float acc[REP][E], m[REP], l[REP];
   constexpr int W = E / 2; // bf16 pairs per lane and row
-#ifndef MK_GQA_WARP_SUMS
+#ifdef MK_GQA_LANE_ROWS
 #pragma unroll
   for (int h = 0; h < REP; ++h) {
     m[h] = -INFINITY;
@@ -184,11 +185,12 @@ __device__ void gqa_attention_chunk(int task, int chunks, int hkv, int rows, con
   // hd, the queries broadcast from shared memory), the sub-chunk's softmax
   // takes one warp max per head, and the probabilities go through shared
   // memory to the weighted sum, in which lane l owns elements [E l, E l +
-  // E) of every row, as in the warp-sum form below. No warp sum per row and
-  // head: ~50 instructions per row and warp where the warp-sum form's PTX
-  // has ~250, mostly the shuffles of its 4 warp sums. With one task per
-  // block, 6 us faster at 16384 and as fast at 2048 as the warp-sum form
-  // (-DMK_GQA_WARP_SUMS, the form before; perf notes #121). Shared memory: the queries [REP][HD], then each warp's
+  // E) of every row, as in the default form. No warp sum per row and head:
+  // ~50 instructions per row and warp where the default form's PTX has
+  // ~250, mostly the shuffles of its 4 warp sums. Measured on the Qwen3-8B
+  // layer (perf notes #121): alone +5 us at 2048 and -1.7 at 16384, with
+  // -DMK_GQA_TASK_PER_BLOCK -5 / -11 us against the default, but the two
+  // together make the 36-layer kernel 140 us slower at 2048 (#124): opt-in. Shared memory: the queries [REP][HD], then each warp's
   // probabilities [32][REP], inside gqa_attention_smem_floats (the merge
   // below reuses it after a barrier).
   static_assert(REP * HD + WARPS * 32 * REP <= WARPS * REP * (HD + 2),

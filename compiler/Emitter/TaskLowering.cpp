@@ -428,7 +428,7 @@ LogicalResult Emitter::lowerTask(GqaAttentionChunkOp op, int64_t /*group*/,
   asserts.insert(
       llvm::formatv("mk::gqa_attention_smem_floats<{0}, {1}, {2}>() == {3}", T, hd, rep, f).str());
   // The chunk count follows the context and the grid (the combine computes
-  // the same one: at most one task per block).
+  // the same one; -DMK_GQA_TASK_PER_BLOCK caps it at one task per block).
   o << "      const int nch = " << attentionChunks(t).count << ";\n"
     << "      if (i < nch * " << hkv << ")\n"
     << "        mkgen::call<&mk::gqa_attention_chunk<" << T << ", " << hd << ", " << rep

@@ -149,13 +149,13 @@ TEST(EmitterNvrtc, DenseGqa) {
   for (const char *arch : {"sm_90", "sm_120"})
     mk::test::compileAndCheck(deep.source, "mk_qwen3_8b_36l", arch, mk::test::SpillRule::Strict,
                               {}, nullptr, m.dynamicSharedBytes);
-  // The GQA attention's forms before (gqa.cuh: a warp sum per row and
-  // head, the chunks capped at the grid only), kept to measure against.
+  // The GQA attention's opt-in forms (gqa.cuh: lanes owning rows for the
+  // scores, at most one attention task per block; perf notes #121, #124).
   Emitted layer = emit("examples/specs/qwen3_8b_layer.json", "mk_qwen3_8b_layer");
   for (const char *arch : {"sm_90", "sm_120"})
     mk::test::compileAndCheck(layer.source, "mk_qwen3_8b_layer", arch,
                               mk::test::SpillRule::TemplatesOnly,
-                              {"-DMK_GQA_WARP_SUMS", "-DMK_GQA_CHUNKS_PER_GRID"});
+                              {"-DMK_GQA_LANE_ROWS", "-DMK_GQA_TASK_PER_BLOCK"});
 }
 
 // The released model's sigmoid router (moe_topk_sigmoid).
