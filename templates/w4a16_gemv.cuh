@@ -80,10 +80,17 @@ struct EpiAtomicAddF32 {
 /// Orders of a GEMV tile's int4 payload (the manifest's `tile`/`order`):
 /// the spec's row-major storage (or tile-contiguous), the exact tensor-core
 /// tile's lane order (`mma`), or the integer tile's order (`int8`).
-/// kOrderMmaScaled: the `mma` storage, the tile with the scales applied per
-/// group (w4a16_gemv_tile_grouped, `arithmetic=scaled`): a choice of math,
+/// kOrderMmaScaled / kOrderMmaFolded: the `mma` storage, the tile with the
+/// scales applied per group (w4a16_gemv_tile_grouped, `arithmetic=scaled`;
+/// with the zero points folded too, `arithmetic=folded`): a choice of math,
 /// not of storage (the manifest says `mma`).
-enum WeightOrder : int { kOrderRowMajor = 0, kOrderMma = 1, kOrderInt8 = 2, kOrderMmaScaled = 3 };
+enum WeightOrder : int {
+  kOrderRowMajor = 0,
+  kOrderMma = 1,
+  kOrderInt8 = 2,
+  kOrderMmaScaled = 3,
+  kOrderMmaFolded = 4
+};
 
 /// Stores into shared memory at n - n0 (caller synchronizes).
 struct EpiStoreSmem {
@@ -1058,6 +1065,17 @@ __device__ __forceinline__ float bf16_half(uint32_t u, int h) {
 /// exact tile does): the sums differ from the spec's by that rounding
 /// (~2^-9 per weight, random), the budget docs/pipeline.md states.
 ///
+/// ZFOLD (`arithmetic=folded`, kOrderMmaFolded, opt-in): a weight pair is
+/// {128 + q} (a shift and one LOP3, no HSUB2: ~94 instructions on a step's
+/// hot path), and (128 + z) times the sum of x over the same rows is
+/// subtracted from each group sum before its scale: one more mma per step
+/// (A all ones, the same B) leaves in every lane's even D column the sum of
+/// x its slot's column has seen, so the correction needs no cross-lane work
+/// either. The cancellation of (128 + z) sum x against sum (128 + q) x
+/// costs ~2^-19 of a sum in fp32. (Session 22's first form summed x per
+/// group in each tile's prologue: 6 us slower than the exact tile, perf
+/// notes #121.)
+///
 /// Group sums live in the mma's spare B columns: even B column 2r carries
 /// x of k-subslice r % KG for the group in slot r / KG (zero while another
 /// group fills the other slots; a group's rows go to slot (g - first
@@ -1070,7 +1088,7 @@ __device__ __forceinline__ float bf16_half(uint32_t u, int h) {
 /// bf16 remainder (same A, same D). SLOTS = 4 / KG: 4 for 128-wide tiles
 /// (a flush every 32 steps), 2 for 64-wide (every 8). Registers: the exact
 /// tile's (32 sums, 16 words of scales and zero points).
-template <int THREADS, int TN, int GROUP, bool FP32X, class Epi, class Pro>
+template <int THREADS, int TN, int GROUP, bool FP32X, bool ZFOLD, class Epi, class Pro>
 __device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restrict__ wq,
                                         const bf16 *__restrict__ scales,
                                         const bf16 *__restrict__ zeros, int N, int n0, int nvalid,
@@ -1111,13 +1129,19 @@ __device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restri
   // The scales of the group in this lane's slot, loaded when the group
   // starts and used when it is flushed (zeroed: a slot never filled
   // flushes zeros), and the current group's {128 + z} pairs (the HSUB2's).
+  // With ZFOLD also the slot's group's zero points.
   uint4 slotS0 = make_uint4(0, 0, 0, 0), slotS1 = slotS0;
+  [[maybe_unused]] uint4 slotZ0 = slotS0, slotZ1 = slotS0;
   detail::ColumnScales cur;
   if (colActive && nmine > 0) {
     const detail::GroupScalesRaw raw = detail::load_group_scales_raw(scales, zeros, N, gFirst, col);
-    if (slotD == 0)
+    if (slotD == 0) {
       slotS0 = raw.sa, slotS1 = raw.sb;
-    cur.set(raw);
+      if constexpr (ZFOLD)
+        slotZ0 = raw.za, slotZ1 = raw.zb;
+    }
+    if constexpr (!ZFOLD)
+      cur.set(raw);
     MK_UNROLL_RUNTIME
     for (int gi = gFirst + 1; gi <= gLast; ++gi)
       detail::prefetch_group_scales<false>(scales, zeros, N, gi, col);
@@ -1137,17 +1161,27 @@ MK_UNROLL_CODE
     acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.f;
   // Adds the lane's slot's sums times their group's scales to its totals
   // and clears them.
+  // ZFOLD: the sums of x (as the B columns carry it) of the lane's slot:
+  // sx[0] (and sx[2]) for its even column, sx[1], sx[3] zero.
+  [[maybe_unused]] float sx[4] = {0.f, 0.f, 0.f, 0.f};
   auto flush = [&] {
     const uint32_t sw[8] = {slotS0.x, slotS0.y, slotS0.z, slotS0.w,
                             slotS1.x, slotS1.y, slotS1.z, slotS1.w};
+    [[maybe_unused]] const uint32_t zw[8] = {slotZ0.x, slotZ0.y, slotZ0.z, slotZ0.w,
+                                             slotZ1.x, slotZ1.y, slotZ1.z, slotZ1.w};
 #pragma unroll
     for (int m = 0; m < 8; ++m) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) { // column 2m + h
-        acc[m][2 * h + 1] = fmaf(detail::bf16_half(sw[m], h), acc[m][2 * h], acc[m][2 * h + 1]);
+        float v = acc[m][2 * h];
+        if constexpr (ZFOLD)
+          v = fmaf(-(128.f + detail::bf16_half(zw[m], h)), sx[0], v);
+        acc[m][2 * h + 1] = fmaf(detail::bf16_half(sw[m], h), v, acc[m][2 * h + 1]);
         acc[m][2 * h] = 0.f;
       }
     }
+    if constexpr (ZFOLD)
+      sx[0] = sx[1] = sx[2] = sx[3] = 0.f;
   };
   int nextGrpSt = sbeg, curSlot = 0, gCur = gFirst;
   // The lane's B column is x (all ones) while its slot fills, else zero
@@ -1167,14 +1201,19 @@ MK_UNROLL_CODE
         curSlot = rel % SLOTS;
         bmask = slotBx == curSlot ? ~0u : 0u;
         gCur = gi;
-        if (colActive) {
+        if (colActive && (!ZFOLD || slotD == curSlot)) {
           const detail::GroupScalesRaw raw =
               detail::load_group_scales_raw(scales, zeros, N, gi, col);
-          if (slotD == curSlot)
+          if (slotD == curSlot) {
             slotS0 = raw.sa, slotS1 = raw.sb;
-          cur.set(raw);
-          if (gi + 1 <= gLast)
-            detail::prefetch_group_scales<true>(scales, zeros, N, gi + 1, col);
+            if constexpr (ZFOLD)
+              slotZ0 = raw.za, slotZ1 = raw.zb;
+          }
+          if constexpr (!ZFOLD) {
+            cur.set(raw);
+            if (gi + 1 <= gLast)
+              detail::prefetch_group_scales<true>(scales, zeros, N, gi + 1, col);
+          }
         }
       }
       nextGrpSt = max(st + 1, ((gi + 1) * (GROUP / 2) - pa) / STEP);
@@ -1213,11 +1252,20 @@ MK_UNROLL_CODE
           q2 = detail::nibbles_128<3>(w, magic);
           break;
         }
-        a[i] = detail::as_u32(__hsub2(detail::as_bf2(q2), detail::as_bf2(cur.zc(j))));
+        if constexpr (ZFOLD)
+          a[i] = q2;
+        else
+          a[i] = detail::as_u32(__hsub2(detail::as_bf2(q2), detail::as_bf2(cur.zc(j))));
       }
       detail::mma_bf16_16816(acc[m], a[0], a[1], a[2], a[3], b0, b1);
       if constexpr (FP32X)
         detail::mma_bf16_16816(acc[m], a[0], a[1], a[2], a[3], l0, l1);
+    }
+    if constexpr (ZFOLD) {
+      const uint32_t ones = 0x3f803f80u; // bf16x2 {1, 1}
+      detail::mma_bf16_16816(sx, ones, ones, ones, ones, b0, b1);
+      if constexpr (FP32X)
+        detail::mma_bf16_16816(sx, ones, ones, ones, ones, l0, l1);
     }
   };
   MK_TILE_STAMP(3);
@@ -1644,8 +1692,9 @@ struct NoPrologue {
 /// lane-order packed layout (wq at the tile, N = TN, n0 = 0; k0 and k1
 /// multiples of 16 rows for TN = 128, of 32 for TN = 64: whole 1 KB steps),
 /// streamed with per-lane cp.async (-DMK_PACKED_BULK: bulk copies); always
-/// the exact tensor-core path; kOrderMmaScaled: the same storage, the
-/// scales applied per group (w4a16_gemv_tile_grouped). kOrderInt8:
+/// the exact tensor-core path; kOrderMmaScaled / kOrderMmaFolded: the same
+/// storage, the scales (and zero points) applied per group
+/// (w4a16_gemv_tile_grouped). kOrderInt8:
 /// the same tile in the integer order (w4a16_gemv_tile_int8).
 ///
 /// `pro()` runs (every thread, once) after the tile's first scale and weight
@@ -1668,10 +1717,10 @@ __device__ void w4a16_gemv_tile_with(const float *xs, const uint8_t *__restrict_
     w4a16_gemv_tile_mma<THREADS, TN, GROUP, FP32X, true>(xs, wq, scales, zeros, N, n0, nvalid,
                                                          k0, k1, red, epi, pro, prefetched);
     return;
-  } else if constexpr (ORDER == kOrderMmaScaled) {
+  } else if constexpr (ORDER == kOrderMmaScaled || ORDER == kOrderMmaFolded) {
     static_assert(TN == 128 || TN == 64, "packed weights are 128- or 64-wide tiles");
-    w4a16_gemv_tile_grouped<THREADS, TN, GROUP, FP32X>(xs, wq, scales, zeros, N, n0, nvalid, k0,
-                                                       k1, red, epi, pro, prefetched);
+    w4a16_gemv_tile_grouped<THREADS, TN, GROUP, FP32X, ORDER == kOrderMmaFolded>(
+        xs, wq, scales, zeros, N, n0, nvalid, k0, k1, red, epi, pro, prefetched);
     return;
   } else {
     static_assert(ORDER == kOrderRowMajor, "unknown weight order");
@@ -1764,7 +1813,7 @@ __device__ void w4a16_gemv_tile_staged(const In *src, float *stage, const uint8_
 }
 
 /// Starts the weight stream of a packed tile (ORDER kOrderMma,
-/// kOrderMmaScaled or kOrderInt8; same wq, k0, k1 and red as its w4a16_gemv_tile call, which
+/// kOrderMmaScaled, kOrderMmaFolded or kOrderInt8; same wq, k0, k1 and red as its w4a16_gemv_tile call, which
 /// then passes prefetched = true): its first chunks are requested into the
 /// tile's ring now. Weights depend on no phase, so a block calls this for
 /// its first task of a phase BEFORE the norm, counter waits or staging that
@@ -1775,7 +1824,7 @@ __device__ void w4a16_gemv_begin(const uint8_t *__restrict__ wq, int k0, int k1,
   constexpr int WARPS = THREADS / 32;
   uint8_t *ring = reinterpret_cast<uint8_t *>(red + WARPS * TN);
   const int warp = threadIdx.x >> 5;
-  if constexpr (ORDER == kOrderMma || ORDER == kOrderMmaScaled) {
+  if constexpr (ORDER == kOrderMma || ORDER == kOrderMmaScaled || ORDER == kOrderMmaFolded) {
     constexpr int STEP = 8 * (8 / (TN / 16)); // row pairs per step, as w4a16_gemv_tile_mma
     const int p0 = k0 / 2, pa = p0 & ~7, nsteps = (k1 / 2 - pa + STEP - 1) / STEP;
     const detail::WarpSteps w = detail::warp_steps<WARPS>(nsteps, warp);

@@ -318,8 +318,8 @@ private:
     return q.getOrder() == "int8" ? mk::PackedOrder::Int8 : mk::PackedOrder::Mma;
   }
   /// The template's WeightOrder of weight `w`: its storage, and for the
-  /// `mma` order the kernel's `packed_arithmetic` (kOrderMmaScaled: the
-  /// scales applied per group).
+  /// `mma` order the kernel's `packed_arithmetic` (kOrderMmaScaled /
+  /// kOrderMmaFolded: the scales / also the zero points applied per group).
   std::string orderName(StringRef w) {
     switch (orderOf(w)) {
     case mk::PackedOrder::None:
@@ -327,7 +327,11 @@ private:
     case mk::PackedOrder::Int8:
       return "mk::kOrderInt8";
     default:
-      return kernel.getPackedArithmetic() == "scaled" ? "mk::kOrderMmaScaled" : "mk::kOrderMma";
+      if (kernel.getPackedArithmetic() == "scaled")
+        return "mk::kOrderMmaScaled";
+      if (kernel.getPackedArithmetic() == "folded")
+        return "mk::kOrderMmaFolded";
+      return "mk::kOrderMma";
     }
   }
   /// The template arguments after a tile's epilogue type that select `w`'s

@@ -180,12 +180,14 @@ def ScheduleTileWeights : Pass<"schedule-tile-weights", "::mlir::ModuleOp"> {
     (the w_q's `order`, the kernel's `packed_arithmetic`): `scaled` (the
     default; order `mma`, 1 KB steps) takes each weight as the exact
     integer q - z and applies the group's scale once per column to the fp32
-    sum of its rows; `exact` (same storage) dequantizes every weight to bf16
+    sum of its rows; `folded` (opt-in, same storage) takes {128 + q} and
+    subtracts (128 + z) times the group's sum of x per group and column;
+    `exact` (same storage) dequantizes every weight to bf16
     as the spec does, its rounding included; `int8` quantizes x per
     group into two int8 halves (~16 significant bits) and runs exact integer
     dot products on raw nibbles (32-row steps: 2 KB at 128 wide, 1 KB at 64;
     only weights whose k-slices are at most 3584 rows of groups of at most
-    128 rows, multiples of 32, are packed). `scaled` and `int8` do not
+    128 rows, multiples of 32, are packed). `scaled`, `folded` and `int8` do not
     round each weight to bf16 as the spec does: docs/pipeline.md has their
     error budgets. The emitter
     addresses moved weights per tile, the manifest marks them (`tile`,
@@ -196,7 +198,8 @@ def ScheduleTileWeights : Pass<"schedule-tile-weights", "::mlir::ModuleOp"> {
            "weight storage: packed (default), tiled or row-major (the spec's)">,
     Option<"arithmetic", "arithmetic", "std::string", "\"scaled\"",
            "packed tiles' arithmetic: scaled (default; exact q - z, each "
-           "group's scale applied once per column to fp32 sums), exact (the "
+           "group's scale applied once per column to fp32 sums), folded (the "
+           "zero points also applied per group), exact (the "
            "spec's bf16 dequantization per weight) or int8 (x quantized per "
            "group to ~16 bits, integer dot products, scales per group); only "
            "exact rounds each weight to bf16 as the spec does">,

@@ -76,9 +76,9 @@ void ScheduleTileWeightsPass::runOnOperation() {
         << layout << "'";
     return signalPassFailure();
   }
-  if (arithmetic != "scaled" && arithmetic != "exact" && arithmetic != "int8") {
+  if (!llvm::is_contained({"scaled", "folded", "exact", "int8"}, arithmetic)) {
     mlir::emitError(getOperation().getLoc(), "schedule-tile-weights: arithmetic "
-                                             "must be scaled, exact or int8, got '")
+                                             "must be scaled, folded, exact or int8, got '")
         << arithmetic << "'";
     return signalPassFailure();
   }
@@ -86,7 +86,7 @@ void ScheduleTileWeightsPass::runOnOperation() {
     return;
   const PackedOrder packOrder = arithmetic == "int8" ? PackedOrder::Int8 : PackedOrder::Mma;
   for (KernelOp kernel : getOperation().getOps<KernelOp>()) {
-    kernel.setPackedArithmetic(arithmetic == "scaled" ? "scaled" : "exact");
+    kernel.setPackedArithmetic(arithmetic == "int8" ? std::string("exact") : arithmetic.getValue());
     llvm::StringMap<WeightUse> uses;
     std::vector<std::string> order;
     auto use = [&](StringRef w) -> WeightUse & {

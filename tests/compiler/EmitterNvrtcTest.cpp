@@ -198,12 +198,15 @@ TEST(EmitterNvrtc, KimiLinearTiledWeights) {
       << "kv_b is also read by the absorbed attention";
 }
 
-// Packed 128- and 64-wide tiles streamed with bulk copies (layout=packed,
-// the default): with the default exact arithmetic their w_q are marked
-// order "mma", with arithmetic=int8 "int8"; both kernels compile.
+// Packed 128- and 64-wide tiles (layout=packed, the default): with the
+// tensor-core tile's arithmetics (scaled, the default; exact; folded) their
+// w_q are marked order "mma", with arithmetic=int8 "int8"; every kernel
+// compiles for sm_90 and sm_120.
 TEST(EmitterNvrtc, KimiLinearPackedWeights) {
   for (auto [opt, order] :
        {std::pair{"schedule-tile-weights=layout=packed", mk::PackedOrder::Mma},
+        std::pair{"schedule-tile-weights=arithmetic=exact", mk::PackedOrder::Mma},
+        std::pair{"schedule-tile-weights=arithmetic=folded", mk::PackedOrder::Mma},
         std::pair{"schedule-tile-weights=arithmetic=int8", mk::PackedOrder::Int8}}) {
     SCOPED_TRACE(opt);
     mk::rt::Manifest m = kimiLinearWith(opt);

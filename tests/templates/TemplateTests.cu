@@ -305,13 +305,17 @@ void runPackedGemv(int K, int N, int ksplit, uint64_t seed) {
         << "int8 TN=" << TN << " K=" << K << " N=" << N << " ks=" << ksplit;
     return;
   }
-  if (ORDER == mk::kOrderMmaScaled) {
+  if (ORDER == mk::kOrderMmaScaled || ORDER == mk::kOrderMmaFolded) {
     // Scales applied per group to exact sums of x (q - z): against the
     // unrounded weights only the fp32 sums (and an fp32 x carried to 16
     // bits) differ; against the spec's bf16-rounded weights, that rounding
     // (~2^-9 per weight), which this tile does not do.
-    EXPECT_LT(relErr(y, exact), FP32X ? 2e-5 : 4e-6)
-        << "scaled TN=" << TN << " K=" << K << " N=" << N << " ks=" << ksplit;
+    // Folded zero points: also (128 + z) sum x cancelled against
+    // sum (128 + q) x in fp32.
+    const bool folded = ORDER == mk::kOrderMmaFolded;
+    EXPECT_LT(relErr(y, exact), FP32X ? (folded ? 4e-5 : 2e-5) : (folded ? 1e-5 : 4e-6))
+        << "scaled TN=" << TN << " K=" << K << " N=" << N << " ks=" << ksplit
+        << (folded ? " folded" : "");
     EXPECT_LT(relErr(y, rounded), 5e-3)
         << "scaled TN=" << TN << " K=" << K << " N=" << N << " ks=" << ksplit;
     EXPECT_GT(relErr(y, rounded), 1e-5) << "the scaled tile rounds as the spec";
@@ -325,9 +329,7 @@ void runPackedGemv(int K, int N, int ksplit, uint64_t seed) {
 // one group per warp and several, slots wrapping (4096 rows: 32 groups),
 // split-K slices, fp32 inputs with a group of small values and one of
 // zeros, and a stream begun ahead.
-TEST(W4A16Gemv, PackedScalesPerGroup) {
-  REQUIRE_GPU();
-  constexpr int O = mk::kOrderMmaScaled;
+template <int O> void runGroupedShapes() {
   runPackedGemv<128, O>(2304, 512, 1, 51);
   runPackedGemv<128, O>(4096, 256, 1, 52);
   runPackedGemv<128, O>(4096, 256, 8, 53);
@@ -338,6 +340,15 @@ TEST(W4A16Gemv, PackedScalesPerGroup) {
   runPackedGemv<64, O, true>(1024, 512, 1, 58);
   runPackedGemv<128, O, false, true>(2304, 1024, 2, 59);
   runPackedGemv<64, O, true, true>(1024, 256, 1, 60);
+}
+TEST(W4A16Gemv, PackedScalesPerGroup) {
+  REQUIRE_GPU();
+  runGroupedShapes<mk::kOrderMmaScaled>();
+}
+// The same with the zero points folded (arithmetic=folded, opt-in).
+TEST(W4A16Gemv, PackedZeroPointsFolded) {
+  REQUIRE_GPU();
+  runGroupedShapes<mk::kOrderMmaFolded>();
 }
 
 // The integer tile needs the 3-stage weight ring (its quantized x lives

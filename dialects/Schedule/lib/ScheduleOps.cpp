@@ -62,8 +62,8 @@ LogicalResult KernelOp::verify() {
            << t;
   if (getTargetSms() <= 0)
     return emitOpError("target_sms must be positive");
-  if (getPackedArithmetic() != "exact" && getPackedArithmetic() != "scaled")
-    return emitOpError("packed_arithmetic must be \"exact\" or \"scaled\", got \"")
+  if (!llvm::is_contained({"exact", "scaled", "folded"}, getPackedArithmetic()))
+    return emitOpError("packed_arithmetic must be \"exact\", \"scaled\" or \"folded\", got \"")
            << getPackedArithmetic() << "\"";
   // A W4A16 weight's parts are stored alike.
   llvm::StringMap<std::pair<WeightOp, int64_t>> tiles; // prefix -> first part, tile

@@ -452,6 +452,6 @@ schedule.kernel @k attributes {threads = 256 : i64} {
 
 // -----
 
-// expected-error @+1 {{'schedule.kernel' op packed_arithmetic must be "exact" or "scaled", got "int4"}}
+// expected-error @+1 {{'schedule.kernel' op packed_arithmetic must be "exact", "scaled" or "folded", got "int4"}}
 schedule.kernel @k attributes {threads = 128 : i64, packed_arithmetic = "int4"} {
 }

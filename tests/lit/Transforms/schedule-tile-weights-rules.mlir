@@ -1,6 +1,7 @@
 // RUN: mk-opt %s "--schedule-tile-weights=arithmetic=int8" | FileCheck %s
 // RUN: mk-opt %s --schedule-tile-weights | FileCheck %s --check-prefixes=EXACT,SCALED
 // RUN: mk-opt %s "--schedule-tile-weights=arithmetic=exact" | FileCheck %s --check-prefixes=EXACT,SPEC
+// RUN: mk-opt %s "--schedule-tile-weights=arithmetic=folded" | FileCheck %s --check-prefixes=EXACT,FOLDED
 // RUN: mk-opt %s "--schedule-tile-weights=layout=tiled" | FileCheck %s --check-prefix=TILED
 // RUN: mk-opt %s "--schedule-tile-weights=layout=row-major" | FileCheck %s --check-prefix=ROWMAJOR
 // RUN: not mk-opt %s "--schedule-tile-weights=arithmetic=fp8" 2>&1 | FileCheck %s --check-prefix=BADARITH
@@ -17,6 +18,7 @@
 // tiles' math (`packed_arithmetic`, printed where not the default "exact").
 // SCALED: schedule.kernel @k attributes {packed_arithmetic = "scaled", threads = 256 : i64}
 // SPEC: schedule.kernel @k attributes {threads = 256 : i64}
+// FOLDED: schedule.kernel @k attributes {packed_arithmetic = "folded", threads = 256 : i64}
 // CHECK: schedule.weight @w128.w_q {dtype = "u8", group = {{[0-9]+}} : i64, order = "int8", shape = array<i64: {{[0-9, ]+}}>, tile = 128 : i64}{{$}}
 // CHECK-NEXT: schedule.weight @w64.w_q {dtype = "u8", group = {{[0-9]+}} : i64, order = "int8", shape = array<i64: {{[0-9, ]+}}>, tile = 64 : i64}{{$}}
 // CHECK-NEXT: schedule.weight @w64s16.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
@@ -53,7 +55,7 @@
 // ROWMAJOR-NEXT: schedule.weight @w128long.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
 // ROWMAJOR-NEXT: schedule.weight @w32.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
 // ROWMAJOR-NEXT: schedule.weight @shared.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
-// BADARITH: schedule-tile-weights: arithmetic must be scaled, exact or int8, got 'fp8'
+// BADARITH: schedule-tile-weights: arithmetic must be scaled, folded, exact or int8, got 'fp8'
 schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 4096>, space = "io"}
   schedule.buffer @ya {dtype = "bf16", shape = array<i64: 256>}

@@ -36,8 +36,10 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     on the target; the CUDA emitter refuses a kernel that needs more.
     `packed_arithmetic` (set by `schedule-tile-weights`) is the math of the
     tiles that stream `order = "mma"` weights: `"scaled"` (each group's
-    scale applied once per column to fp32 sums of x (q - z)) or `"exact"`
-    (every weight dequantized to bf16 as the spec rounds it).
+    scale applied once per column to fp32 sums of x (q - z)), `"folded"`
+    (the same with the zero points subtracted per group: sums of x (128 +
+    q) less (128 + z) times the sum of x) or `"exact"` (every weight
+    dequantized to bf16 as the spec rounds it).
 
     ```mlir
     schedule.kernel @mk_tiny attributes {threads = 256 : i64} {
