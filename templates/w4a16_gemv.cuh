@@ -1058,7 +1058,7 @@ __device__ __forceinline__ float bf16_half(uint32_t u, int h) {
 /// weight (`arithmetic=scaled`, kOrderMmaScaled): sum_k x_k (q_k - z) s =
 /// s (sum_k x_k (q_k - z)). A weight pair is {q - z}, exact in bf16 (a
 /// shift for three of a word's four columns, one LOP3, one HSUB2: no HMUL2,
-/// 3 of the exact tile's 4 instructions per pair; ~125 instead of ~157
+/// 3 of the exact tile's 4 instructions per pair; ~128 instead of ~157
 /// instructions on a step's hot path in sm_90 SASS), and each group's scale
 /// multiplies the tensor cores' fp32 sum of its rows once per column. The
 /// dequantized weight is not rounded to bf16 as the spec rounds it (the
@@ -1066,8 +1066,9 @@ __device__ __forceinline__ float bf16_half(uint32_t u, int h) {
 /// (~2^-9 per weight, random), the budget docs/pipeline.md states.
 ///
 /// ZFOLD (`arithmetic=folded`, kOrderMmaFolded, opt-in): a weight pair is
-/// {128 + q} (a shift and one LOP3, no HSUB2: ~94 instructions on a step's
-/// hot path), and (128 + z) times the sum of x over the same rows is
+/// {128 + q} (a shift and one LOP3, no HSUB2; with the mma below ~99
+/// instructions on a step's hot path), and (128 + z) times the sum of x
+/// over the same rows is
 /// subtracted from each group sum before its scale: one more mma per step
 /// (A all ones, the same B) leaves in every lane's even D column the sum of
 /// x its slot's column has seen, so the correction needs no cross-lane work
