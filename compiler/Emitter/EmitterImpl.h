@@ -319,19 +319,25 @@ private:
   }
   /// The template's WeightOrder of weight `w`: its storage, and for the
   /// `mma` order the kernel's `packed_arithmetic` (kOrderMmaScaled /
-  /// kOrderMmaFolded: the scales / also the zero points applied per group).
+  /// kOrderMmaFolded: the scales / also the zero points applied per group),
+  /// where `w`'s groups hold whole steps (a multiple of 16 rows at 128
+  /// wide, 32 at 64: the grouped tile's steps lie in one group); else the
+  /// exact tile, which takes groups of 16k rows.
   std::string orderName(StringRef w) {
     switch (orderOf(w)) {
     case mk::PackedOrder::None:
       return "mk::kOrderRowMajor";
     case mk::PackedOrder::Int8:
       return "mk::kOrderInt8";
-    default:
-      if (kernel.getPackedArithmetic() == "scaled")
+    default: {
+      const int64_t rows = mk::stepRows(mk::PackedOrder::Mma, tileOf(w));
+      const bool whole = rows > 0 && weightGroup(w) % rows == 0;
+      if (whole && kernel.getPackedArithmetic() == "scaled")
         return "mk::kOrderMmaScaled";
-      if (kernel.getPackedArithmetic() == "folded")
+      if (whole && kernel.getPackedArithmetic() == "folded")
         return "mk::kOrderMmaFolded";
       return "mk::kOrderMma";
+    }
     }
   }
   /// The template arguments after a tile's epilogue type that select `w`'s

@@ -84,7 +84,10 @@ Emitted emit(const std::string &spec, const std::string &kernel,
   std::string opt;
   for (char ch : passOption)
     opt += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-  o.outputPath = std::string(MK_TEST_TMPDIR) + "/nvrtc-" + kernel +
+  // Specs of one kernel name (mk_tiny) get their own directories too.
+  std::string stem = spec.substr(spec.find_last_of('/') + 1);
+  stem = stem.substr(0, stem.find('.'));
+  o.outputPath = std::string(MK_TEST_TMPDIR) + "/nvrtc-" + stem + "-" + kernel +
                  (debugCapture ? "-debug" : "") + (opt.empty() ? "" : "-" + opt);
   std::string optErr;
   if (!passOption.empty())
@@ -126,6 +129,9 @@ TEST(EmitterNvrtc, KimiLinear) {
 }
 
 TEST(EmitterNvrtc, Tiny) { check("examples/specs/tiny.json", "mk_tiny"); }
+// Groups of 16 rows: the 64-wide packed expert tiles (32-row steps) keep
+// the exact tile under the default scaled arithmetic; both widths compile.
+TEST(EmitterNvrtc, SixteenRowGroups) { check("tests/lit/mkc/Inputs/tiny-group16.json", "mk_tiny"); }
 // A dense SwiGLU FFN in front of the MoE layers (dense_layers), tiny and at
 // the unit's width with a 9216-wide FFN (the released model's layer 0).
 TEST(EmitterNvrtc, DenseFirstLayer) {

@@ -39,7 +39,9 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     scale applied once per column to fp32 sums of x (q - z)), `"folded"`
     (the same with the zero points subtracted per group: sums of x (128 +
     q) less (128 + z) times the sum of x) or `"exact"` (every weight
-    dequantized to bf16 as the spec rounds it).
+    dequantized to bf16 as the spec rounds it). `scaled` and `folded` take
+    weights whose quantization groups hold whole 1 KB steps (a multiple of
+    16 rows at 128 wide, 32 at 64); the others dequantize as `exact`.
 
     ```mlir
     schedule.kernel @mk_tiny attributes {threads = 256 : i64} {
