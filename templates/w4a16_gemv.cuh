@@ -1168,15 +1168,17 @@ MK_UNROLL_CODE
   auto flush = [&] {
     const uint32_t sw[8] = {slotS0.x, slotS0.y, slotS0.z, slotS0.w,
                             slotS1.x, slotS1.y, slotS1.z, slotS1.w};
-    [[maybe_unused]] const uint32_t zw[8] = {slotZ0.x, slotZ0.y, slotZ0.z, slotZ0.w,
-                                             slotZ1.x, slotZ1.y, slotZ1.z, slotZ1.w};
 #pragma unroll
     for (int m = 0; m < 8; ++m) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) { // column 2m + h
         float v = acc[m][2 * h];
-        if constexpr (ZFOLD)
-          v = fmaf(-(128.f + detail::bf16_half(zw[m], h)), sx[0], v);
+        if constexpr (ZFOLD) {
+          const uint4 &zq = m < 4 ? slotZ0 : slotZ1;
+          const int k = m % 4;
+          const uint32_t zw = k == 0 ? zq.x : k == 1 ? zq.y : k == 2 ? zq.z : zq.w;
+          v = fmaf(-(128.f + detail::bf16_half(zw, h)), sx[0], v);
+        }
         acc[m][2 * h + 1] = fmaf(detail::bf16_half(sw[m], h), v, acc[m][2 * h + 1]);
         acc[m][2 * h] = 0.f;
       }
