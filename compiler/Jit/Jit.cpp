@@ -109,6 +109,8 @@ mk::PassOptionMap passOptionsFor(const mk::jit::JitOptions &o) {
     add("schedule-form-phases", "debug-capture=true");
   if (o.targetSms > 0)
     add("schedule-partition-work", "target-sms=" + std::to_string(o.targetSms));
+  if (!o.arithmetic.empty())
+    add("schedule-tile-weights", "arithmetic=" + o.arithmetic);
   return options;
 }
 
@@ -129,6 +131,11 @@ Status mk::jit::compileSpecToSource(const BlockConfig &cfg,
     return rt::makeError(ErrorCode::InvalidArgument,
                          "targetSms must be >= 0, got " +
                              std::to_string(opts.targetSms));
+  if (!opts.arithmetic.empty() &&
+      !llvm::is_contained({"scaled", "folded", "exact", "int8"}, opts.arithmetic))
+    return rt::makeError(ErrorCode::InvalidArgument,
+                         "arithmetic must be scaled, folded, exact or int8, got '" +
+                             opts.arithmetic + "'");
 
   registerOnce();
   int last = getPipelineStageIndex(kCudaStage);

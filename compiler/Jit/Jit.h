@@ -49,6 +49,10 @@ struct JitOptions {
   /// compileSpecFile; in createSession, the device's SM count x
   /// kBlocksPerSm.
   int64_t targetSms = 0;
+  /// The packed tiles' arithmetic (schedule-tile-weights arithmetic):
+  /// "scaled", "folded", "exact" (the spec's per-weight bf16 rounding) or
+  /// "int8"; empty: the pass default (scaled).
+  std::string arithmetic;
 
   //===--- NVRTC and the cache (rt::KernelBuildOptions) ------------------===//
   /// Use the on-disk CUBIN cache; `cacheDir` empty is its default directory

@@ -38,6 +38,11 @@ extern "C" {
 
 int mk_jit_compile_spec(const char *spec_json, const char *out_dir, const char *kernel_name,
                         long long target_sms) {
+  return mk_jit_compile_spec_with(spec_json, out_dir, kernel_name, target_sms, nullptr);
+}
+
+int mk_jit_compile_spec_with(const char *spec_json, const char *out_dir, const char *kernel_name,
+                             long long target_sms, const char *arithmetic) {
   using mk::rt::ErrorCode;
   lastError.clear();
   if (!spec_json)
@@ -56,6 +61,8 @@ int mk_jit_compile_spec(const char *spec_json, const char *out_dir, const char *
   if (kernel_name)
     opts.kernelName = kernel_name;
   opts.targetSms = target_sms;
+  if (arithmetic)
+    opts.arithmetic = arithmetic;
   mk::rt::KernelSource src;
   mk::rt::Status st = mk::jit::compileSpecToSource(cfg, opts, src);
   if (!st.isOk())

@@ -49,6 +49,11 @@ def load_jit() -> Optional[ctypes.CDLL]:
         lib.mk_jit_compile_spec.restype = ctypes.c_int
         lib.mk_jit_compile_spec.argtypes = [ctypes.c_char_p, ctypes.c_char_p,
                                             ctypes.c_char_p, ctypes.c_longlong]
+        if hasattr(lib, "mk_jit_compile_spec_with"):
+            lib.mk_jit_compile_spec_with.restype = ctypes.c_int
+            lib.mk_jit_compile_spec_with.argtypes = [
+                ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_longlong,
+                ctypes.c_char_p]
         lib.mk_jit_last_error.restype = ctypes.c_char_p
         lib.mk_jit_last_error.argtypes = []
         lib.mk_jit_version.restype = ctypes.c_char_p
@@ -74,13 +79,23 @@ def _has_manifest(d: str) -> bool:
                                     for f in os.listdir(d))
 
 
+ARITHMETICS = ("scaled", "folded", "exact", "int8")
+
+
 def _compile_into(text: str, out_dir: str, kernel_name: Optional[str],
-                  target_sms: int) -> None:
+                  target_sms: int, arithmetic: Optional[str]) -> None:
     lib = load_jit()
     if lib is not None:
-        rc = lib.mk_jit_compile_spec(text.encode(), out_dir.encode(),
-                                     kernel_name.encode() if kernel_name else None,
-                                     int(target_sms))
+        name = kernel_name.encode() if kernel_name else None
+        if arithmetic:
+            if not hasattr(lib, "mk_jit_compile_spec_with"):
+                raise RuntimeError("this libmk_jit_c has no arithmetic option "
+                                   "(mk_jit_compile_spec_with): rebuild it")
+            rc = lib.mk_jit_compile_spec_with(text.encode(), out_dir.encode(), name,
+                                              int(target_sms), arithmetic.encode())
+        else:
+            rc = lib.mk_jit_compile_spec(text.encode(), out_dir.encode(), name,
+                                         int(target_sms))
         if rc != 0:
             from ._capi import MegakernelError
             raise MegakernelError(rc, lib.mk_jit_last_error().decode())
@@ -102,6 +117,8 @@ def _compile_into(text: str, out_dir: str, kernel_name: Optional[str],
         if target_sms:
             cmd.append("--pass-option=schedule-partition-work=target-sms=%d"
                        % target_sms)
+        if arithmetic:
+            cmd.append("--pass-option=schedule-tile-weights=arithmetic=" + arithmetic)
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError("mkc failed (%d):\n%s%s" % (r.returncode,
@@ -110,20 +127,28 @@ def _compile_into(text: str, out_dir: str, kernel_name: Optional[str],
 
 def compile(spec: Union[str, "os.PathLike[str]", Mapping[str, Any], Any],
             out_dir: Optional[str] = None, kernel_name: Optional[str] = None,
-            target_sms: int = 0) -> str:
+            target_sms: int = 0, arithmetic: Optional[str] = None) -> str:
     """Compiles a block spec (a mapping, a spec file's path, or a config
     object with the spec's fields as attributes, as `Model` takes) and
     returns the kernel directory. `out_dir` None: a directory in the cache
     ($MK_CACHE_DIR, else ~/.cache/megakernel) keyed by the spec's text and
     the options, reused when it exists. `target_sms` 0: the compiler's
-    default. Raises MegakernelError (the compiler's message) for a spec it
-    refuses."""
+    default. `arithmetic` None: the compiler's default ("scaled"); "exact"
+    keeps the spec's per-weight bf16 rounding ("folded", "int8": the opt-in
+    forms; the repository's docs/pipeline.md states each one's error
+    budget). Raises ValueError for an unknown arithmetic, MegakernelError
+    (the compiler's message) for a spec it refuses."""
+    if arithmetic is not None and arithmetic not in ARITHMETICS:
+        raise ValueError("arithmetic must be one of %s, got %r"
+                         % (", ".join(ARITHMETICS), arithmetic))
     text = _spec_text(spec)
     if out_dir is not None:
-        _compile_into(text, out_dir, kernel_name, target_sms)
+        _compile_into(text, out_dir, kernel_name, target_sms, arithmetic)
         return out_dir
-    key = hashlib.sha256(("%s\n%s\n%d\n" % (text, kernel_name or "",
-                                             target_sms)).encode()).hexdigest()[:24]
+    # (arithmetic None keeps the key of the options before it existed)
+    key = hashlib.sha256(("%s\n%s\n%d\n%s" % (text, kernel_name or "", target_sms,
+                                              arithmetic + "\n" if arithmetic else "")
+                          ).encode()).hexdigest()[:24]
     root = os.environ.get("MK_CACHE_DIR") or os.path.join(
         os.path.expanduser("~"), ".cache", "megakernel")
     out = os.path.join(root, "kernels", key)
@@ -133,7 +158,7 @@ def compile(spec: Union[str, "os.PathLike[str]", Mapping[str, Any], Any],
     tmp = tempfile.mkdtemp(prefix=key + ".", dir=os.path.dirname(out))
     try:
         gen = os.path.join(tmp, "kernel")
-        _compile_into(text, gen, kernel_name, target_sms)
+        _compile_into(text, gen, kernel_name, target_sms, arithmetic)
         try:
             os.rename(gen, out)  # atomic: another process may have won the race
         except OSError:

@@ -65,6 +65,29 @@ TEST(JitCApi, BadArgumentsAreStatuses) {
   EXPECT_FALSE(fs::exists(dir)) << "a refused spec must leave nothing behind";
 }
 
+// The packed tiles' arithmetic: the unit's kernel with the spec's exact
+// rounding (kOrderMma) and by default the scaled form (kOrderMmaScaled);
+// an unknown one is refused by name and writes nothing.
+TEST(JitCApi, ArithmeticReachesTheEmitter) {
+  const std::string unit = readText(fs::path(MK_SOURCE_DIR) / "examples/kimi_linear_w4a16.json");
+  fs::path exact = scratch("exact"), dflt = scratch("default"), bad = scratch("fp8");
+  ASSERT_EQ(mk_jit_compile_spec_with(unit.c_str(), exact.c_str(), nullptr, 0, "exact"), 0)
+      << mk_jit_last_error();
+  ASSERT_EQ(mk_jit_compile_spec_with(unit.c_str(), dflt.c_str(), nullptr, 0, nullptr), 0)
+      << mk_jit_last_error();
+  const std::string e = readText(exact / "mk_kimi_linear_w4a16.cu");
+  const std::string d = readText(dflt / "mk_kimi_linear_w4a16.cu");
+  EXPECT_NE(e.find("mk::kOrderMma>"), std::string::npos);
+  EXPECT_EQ(e.find("mk::kOrderMmaScaled"), std::string::npos);
+  EXPECT_NE(d.find("mk::kOrderMmaScaled>"), std::string::npos);
+  EXPECT_EQ(mk_jit_compile_spec_with(unit.c_str(), bad.c_str(), nullptr, 0, "fp8"), 1);
+  EXPECT_NE(std::string(mk_jit_last_error()).find("arithmetic must be scaled, folded, exact or "
+                                                  "int8, got 'fp8'"),
+            std::string::npos)
+      << mk_jit_last_error();
+  EXPECT_FALSE(fs::exists(bad));
+}
+
 TEST(JitCApi, UnwritableDirectoryIsAnIoError) {
   EXPECT_EQ(mk_jit_compile_spec(kTiny.c_str(), "/proc/mk-jit-capi-test/out", nullptr, 0), 9);
   EXPECT_NE(std::string(mk_jit_last_error()).find("cannot create directory"), std::string::npos)

@@ -316,6 +316,29 @@ class CompileThroughTheJit(unittest.TestCase):
             subprocess.run([MKC, spec_path, "--emit=cuda", "-o", mkc_dir], check=True)
             self.assertEqual(_files(os.path.join(tmp, "k")), _files(mkc_dir))
 
+    def test_arithmetic_is_mkc_option(self):
+        # arithmetic="exact" is mkc's schedule-tile-weights arithmetic=exact,
+        # byte for byte; an unknown one is a ValueError before any work.
+        import tempfile
+        unit = os.path.join(ROOT, "examples", "kimi_linear_w4a16.json")
+        with tempfile.TemporaryDirectory() as tmp:
+            jit_dir, mkc_dir = os.path.join(tmp, "jit"), os.path.join(tmp, "mkc")
+            code = ("import megakernel\n"
+                    "print(megakernel.compile(%r, %r, arithmetic='exact'))\n"
+                    "try:\n"
+                    "    megakernel.compile(%r, %r, arithmetic='fp8')\n"
+                    "except ValueError as e:\n"
+                    "    print('ValueError', e)\n"
+                    % (unit, jit_dir, unit, os.path.join(tmp, "bad")))
+            out = _run(code, MK_JIT_LIB=JIT_LIB)
+            self.assertIn("ValueError arithmetic must be one of scaled, folded, exact, int8, "
+                          "got 'fp8'", out)
+            self.assertFalse(os.path.exists(os.path.join(tmp, "bad")))
+            subprocess.run([MKC, unit, "--emit=cuda", "-o", mkc_dir,
+                            "--pass-option=schedule-tile-weights=arithmetic=exact"], check=True)
+            self.assertEqual(_files(jit_dir), _files(mkc_dir))
+            self.assertIn(b"mk::kOrderMma>", _files(jit_dir)["mk_kimi_linear_w4a16.cu"])
+
     def test_refused_spec_is_a_named_error(self):
         code = ("import megakernel\n"
                 "try:\n"
