@@ -44,6 +44,7 @@ const TaskArgSpec kW4A16Gemv[] = {
     in("input"),
     {"input_offset", T::NonNeg},
     {"unit_cols", T::NonNeg},
+    {"epilogue", T::Epilogue, O},
     {"tn", T::Pos, P},
     {"ksplit", T::Pos, P},
     {"tiles", T::Pos, P},
@@ -152,6 +153,8 @@ const char *describe(TaskArgType t) {
     return "a non-empty array of buffers of the kernel, as symbols (@name)";
   case T::Captures:
     return "an array of debug-capture names (strings), where present";
+  case T::Epilogue:
+    return "\"bf16\" or \"atomic_f32\", where present";
   }
   return "";
 }
@@ -309,7 +312,7 @@ LogicalResult verifyTaskArgs(TaskOpInterface t, TaskArgStage upTo) {
   for (const TaskArgSpec &a : taskArgSpecs(t)) {
     Attribute v = args.get(a.name);
     const bool required = a.type != T::NonNeg && a.type != T::OptBuffer &&
-                          a.type != T::Captures &&
+                          a.type != T::Captures && a.type != T::Epilogue &&
                           (a.stage == TaskArgStage::Formed ||
                            (a.stage == TaskArgStage::Partitioned &&
                             upTo == TaskArgStage::Partitioned));
@@ -340,6 +343,11 @@ LogicalResult verifyTaskArgs(TaskOpInterface t, TaskArgStage upTo) {
     case T::Weight:
       ok = isName(v, /*allowEmpty=*/false);
       break;
+    case T::Epilogue: {
+      auto e = dyn_cast<StringAttr>(v);
+      ok = e && (e.getValue() == "bf16" || e.getValue() == "atomic_f32");
+      break;
+    }
     case T::Captures: {
       auto arr = dyn_cast<ArrayAttr>(v);
       ok = arr && llvm::all_of(arr, [](Attribute e) { return isName(e, /*allowEmpty=*/true); });

@@ -239,3 +239,20 @@ schedule.kernel @k attributes {threads = 256 : i64} {
     schedule.gqa_combine "c" {args = {head_dim = 64 : i64, heads = 4 : i64, o = "o", part_acc = @pa, part_l = @pl, part_m = @pm}}
   }
 }
+
+// -----
+
+// A GEMV's epilogue is "bf16" (also when absent) or "atomic_f32": a typo
+// would have stored bf16 where fp32 sums were meant.
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 128, 256>, group = 128 : i64}
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @y {dtype = "f32", shape = array<i64: 256>}
+  schedule.phase "z" {
+    schedule.zero_f32 "z" {args = {buffer = @y, n = 256 : i64}}
+  }
+  schedule.phase "p" {
+    // expected-error @+1 {{argument 'epilogue' must be "bf16" or "atomic_f32", where present}}
+    schedule.w4a16_gemv "g" {args = {weights = ["w"], k = 256 : i64, group = 128 : i64, n = [256], input = @x, outputs = [@y], epilogue = "atomic_32"}}
+  }
+}

@@ -60,7 +60,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
     schedule.wait @gu.ready {divisor = 32 : i64, target = 32 : i64, task = "down"}
   }
   schedule.phase "after" {
-    schedule.w4a16_gemv "proj" {args = {epilogue = "store_bf16", group = 32 : i64, input = @sums, input_offset = 0 : i64, k = 256 : i64, ksplit = 1 : i64, n = [256], outputs = [@y], tiles = 2 : i64, tn = 128 : i64, weights = ["proj"]}, bytes = 40960 : i64, count = 2 : i64, partition = "tiles"}
+    schedule.w4a16_gemv "proj" {args = {epilogue = "bf16", group = 32 : i64, input = @sums, input_offset = 0 : i64, k = 256 : i64, ksplit = 1 : i64, n = [256], outputs = [@y], tiles = 2 : i64, tn = 128 : i64, weights = ["proj"]}, bytes = 40960 : i64, count = 2 : i64, partition = "tiles"}
     schedule.wait @gu.ready {divisor = 2 : i64, span = 2 : i64, target = 32 : i64, task = "proj"}
   }
 }

@@ -49,6 +49,9 @@ enum class TaskArgType {
   Captures,  ///< where present, an array of debug-capture names of the
              ///< values the task computes (its outputs, in order; "" for
              ///< none): what the frontend named them (graph.capture)
+  Epilogue,  ///< where present, how a GEMV's sums leave the tile: "bf16"
+             ///< (rounded and stored; also when absent) or "atomic_f32"
+             ///< (added to fp32 sums: split-K)
 };
 
 /// When an argument is required: from the task's creation
