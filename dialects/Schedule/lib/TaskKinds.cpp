@@ -68,22 +68,23 @@ const TaskArgSpec kConvCommit[] = {in("q"),    in("k"),    in("v"),
                                    {"channels", T::Pos}, {"conv", T::Pos}};
 const TaskArgSpec kZeroF32[] = {out("buffer"), {"n", T::Pos}};
 const TaskArgSpec kFinalResidual[] = {in("base"), in("acc"), out("out"), {"dim", T::Pos}};
-const TaskArgSpec kMlaRopeAppend[] = {in("q"),         in("kv"),           out("q_rope"),
-                                      inout("c_kv"),   inout("k_rope"),    {"theta", T::Float},
-                                      {"lora", T::Pos}};
+const TaskArgSpec kMlaRopeAppend[] = {in("q"),           in("kv"),           out("q_rope"),
+                                      inout("c_kv"),     inout("k_rope"),    {"theta", T::Float},
+                                      {"lora", T::Pos},  {"heads", T::Pos},  {"nope", T::Pos},
+                                      {"rope", T::Pos}};
 const TaskArgSpec kMlaQAbsorb[] = {in("q"),          out("q_abs"),     {"kv_b", T::Weight},
                                    {"nope", T::Pos}, {"lora", T::Pos}, {"heads", T::Pos},
-                                   {"v_head", T::Pos}};
+                                   {"v_head", T::Pos}, {"rope", T::Pos}};
 const TaskArgSpec kMlaAttentionChunk[] = {
     in("q_abs"),         in("q_rope"),          in("c_kv"),
     in("k_rope"),        out("part_m"),         out("part_l"),
     out("part_acc"),     {"scale", T::Float},   {"heads", T::Pos},
-    {"lora", T::Pos},    {"head_group", T::Pos, P}, {"max_chunks", T::Pos, P},
-    {"sub_rows", T::NonNeg, P}};
+    {"lora", T::Pos},    {"rope", T::Pos},      {"head_group", T::Pos, P},
+    {"max_chunks", T::Pos, P}, {"sub_rows", T::NonNeg, P}};
 const TaskArgSpec kMlaCombineWv[] = {
     in("part_m"),        in("part_l"),     in("part_acc"),  acc("o"),
     {"kv_b", T::Weight}, {"heads", T::Pos}, {"lora", T::Pos}, {"v_head", T::Pos},
-    {"group", T::Pos},   {"slices", T::Pos, P}};
+    {"nope", T::Pos},    {"group", T::Pos},  {"slices", T::Pos, P}};
 const TaskArgSpec kGqaRopeAppend[] = {
     in("q"),           in("k"),           in("v"),
     out("q_out"),      inout("k_cache"),  inout("v_cache"),

@@ -256,3 +256,17 @@ schedule.kernel @k attributes {threads = 256 : i64} {
     schedule.w4a16_gemv "g" {args = {weights = ["w"], k = 256 : i64, group = 128 : i64, n = [256], input = @x, outputs = [@y], epilogue = "atomic_32"}}
   }
 }
+
+// -----
+
+// Every argument a kind's lowering reads is declared: the MLA tasks' rope
+// width (a task without it once reached the emitter as 0).
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.weight @kv_b.w_q {dtype = "u8", shape = array<i64: 256, 512>, group = 128 : i64}
+  schedule.buffer @q {dtype = "bf16", shape = array<i64: 384>}
+  schedule.buffer @qa {dtype = "f32", shape = array<i64: 1024>}
+  schedule.phase "p" {
+    // expected-error @+1 {{argument 'rope' is missing (an integer in 1..2147483647)}}
+    schedule.mla_q_absorb "a" {writes = [@q, @qa], args = {q = @q, q_abs = @qa, kv_b = "kv_b", nope = 128 : i64, lora = 512 : i64, heads = 2 : i64, v_head = 128 : i64}}
+  }
+}

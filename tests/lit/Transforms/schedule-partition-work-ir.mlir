@@ -285,15 +285,15 @@ schedule.kernel @mla attributes {threads = 256 : i64} {
   schedule.buffer @o {dtype = "f32", shape = array<i64: 512>}
   schedule.phase "absorb" {
     schedule.zero_f32 "o.zero" {writes = [@o], args = {buffer = @o, n = 512 : i64}}
-    schedule.mla_q_absorb "absorb" {reads = [@q], writes = [@q_abs], args = {heads = 16 : i64, kv_b = "kv_b", lora = 64 : i64, nope = 32 : i64, q = @q, q_abs = @q_abs, v_head = 32 : i64}}
+    schedule.mla_q_absorb "absorb" {reads = [@q], writes = [@q_abs], args = {rope = 16 : i64, heads = 16 : i64, kv_b = "kv_b", lora = 64 : i64, nope = 32 : i64, q = @q, q_abs = @q_abs, v_head = 32 : i64}}
   }
   schedule.barrier
   schedule.phase "attention" {
-    schedule.mla_attention_chunk "attention" {reads = [@q_abs, @q_rope, @c_kv, @k_rope], writes = [@part_m, @part_l, @part_acc], args = {c_kv = @c_kv, heads = 16 : i64, k_rope = @k_rope, lora = 64 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, q_abs = @q_abs, q_rope = @q_rope, scale = 1.250000e-01 : f64}}
+    schedule.mla_attention_chunk "attention" {reads = [@q_abs, @q_rope, @c_kv, @k_rope], writes = [@part_m, @part_l, @part_acc], args = {rope = 16 : i64, c_kv = @c_kv, heads = 16 : i64, k_rope = @k_rope, lora = 64 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, q_abs = @q_abs, q_rope = @q_rope, scale = 1.250000e-01 : f64}}
   }
   schedule.barrier
   schedule.phase "combine" {
-    schedule.mla_combine_wv "combine" {reads = [@part_m, @part_l, @part_acc], accumulates = [@o], args = {group = 32 : i64, heads = 16 : i64, kv_b = "kv_b", lora = 64 : i64, o = @o, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, unit = "mla_head", v_head = 32 : i64}}
+    schedule.mla_combine_wv "combine" {reads = [@part_m, @part_l, @part_acc], accumulates = [@o], args = {nope = 32 : i64, group = 32 : i64, heads = 16 : i64, kv_b = "kv_b", lora = 64 : i64, o = @o, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, unit = "mla_head", v_head = 32 : i64}}
   }
 }
 
@@ -391,7 +391,7 @@ schedule.kernel @fixed attributes {threads = 256 : i64} {
     schedule.residual_rmsnorm "norm" {partition = "every_block", reads = [@h], writes = [@x], args = {base = @h, dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = @x}}
     schedule.zero_f32 "acc.zero" {writes = [@acc], args = {buffer = @acc, n = 256 : i64}}
     schedule.conv_commit "commit" {reads = [@q, @k, @v], writes = [@cq, @ck, @cv], args = {channels = 4096 : i64, ck = @ck, conv = 4 : i64, cq = @cq, cv = @cv, k = @k, q = @q, v = @v}}
-    schedule.mla_rope_append "rope" {reads = [@mq, @kv], writes = [@q_rope, @c_kv, @k_rope], args = {c_kv = @c_kv, k_rope = @k_rope, kv = @kv, lora = 128 : i64, q = @mq, q_rope = @q_rope, theta = 1.0e+04 : f64}}
+    schedule.mla_rope_append "rope" {reads = [@mq, @kv], writes = [@q_rope, @c_kv, @k_rope], args = {heads = 2 : i64, nope = 32 : i64, rope = 16 : i64, c_kv = @c_kv, k_rope = @k_rope, kv = @kv, lora = 128 : i64, q = @mq, q_rope = @q_rope, theta = 1.0e+04 : f64}}
   }
   schedule.barrier
   schedule.phase "final" {
@@ -441,7 +441,7 @@ schedule.kernel @bad_nope attributes {threads = 256 : i64} {
   schedule.buffer @q_abs {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "p" {
     // expected-error @+1 {{qk_nope/16 must divide 32}}
-    schedule.mla_q_absorb "absorb" {reads = [@q], writes = [@q_abs], args = {heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 48 : i64, q = @q, q_abs = @q_abs, v_head = 32 : i64}}
+    schedule.mla_q_absorb "absorb" {reads = [@q], writes = [@q_abs], args = {rope = 16 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 48 : i64, q = @q, q_abs = @q_abs, v_head = 32 : i64}}
   }
 }
 
@@ -454,7 +454,7 @@ schedule.kernel @bad_lora attributes {threads = 256 : i64} {
   schedule.buffer @q_abs {dtype = "f32", shape = array<i64: 768>}
   schedule.phase "p" {
     // expected-error @+1 {{kv_lora must be a multiple of 256}}
-    schedule.mla_q_absorb "absorb" {reads = [@q], writes = [@q_abs], args = {heads = 2 : i64, kv_b = "kv_b", lora = 384 : i64, nope = 32 : i64, q = @q, q_abs = @q_abs, v_head = 32 : i64}}
+    schedule.mla_q_absorb "absorb" {reads = [@q], writes = [@q_abs], args = {rope = 16 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 384 : i64, nope = 32 : i64, q = @q, q_abs = @q_abs, v_head = 32 : i64}}
   }
 }
 

@@ -95,6 +95,6 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.phase "p3" {
     schedule.mla_q_absorb "absorb" {count = 4 : i64, reads = [@q], writes = [@qa],
                             args = {kv_b = "kvb", q = @q, q_abs = @qa, nope = 128 : i64, lora = 512 : i64,
-                                    heads = 2 : i64, v_head = 128 : i64}}
+                                    heads = 2 : i64, v_head = 128 : i64, rope = 64 : i64}}
   }
 }
