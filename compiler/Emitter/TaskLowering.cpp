@@ -18,15 +18,27 @@
 using namespace mk::emitter::detail;
 
 namespace {
+/// The arguments a lowering read that its kind's registry entry does not
+/// declare (emitInstance refuses the task: the verifier never checked
+/// them, so a task without one would reach the template as 0).
+thread_local llvm::SmallVector<std::string> undeclaredReads;
+
 /// What a lowering reads of its task's `args` (by the registry's names;
 /// checkTaskArgs has checked them).
 struct TaskArgs {
   TaskOpInterface t;
-  int64_t i64(StringRef n) { return t.getIntArg(n); }
-  double f64(StringRef n) { return t.getFloatArg(n); }
-  StringRef str(StringRef n) { return t.getStrArg(n); }
-  SmallVector<std::string> strs(StringRef n) { return t.getStrArrayArg(n); }
-  SmallVector<int64_t> ints(StringRef n) { return t.getIntArrayArg(n); }
+  int64_t i64(StringRef n) { return check(n), t.getIntArg(n); }
+  double f64(StringRef n) { return check(n), t.getFloatArg(n); }
+  StringRef str(StringRef n) { return check(n), t.getStrArg(n); }
+  SmallVector<std::string> strs(StringRef n) { return check(n), t.getStrArrayArg(n); }
+  SmallVector<int64_t> ints(StringRef n) { return check(n), t.getIntArrayArg(n); }
+
+private:
+  void check(StringRef n) {
+    if (llvm::none_of(mk::schedule::taskArgSpecs(t),
+                      [&](const mk::schedule::TaskArgSpec &a) { return a.name == n; }))
+      undeclaredReads.push_back(n.str());
+  }
 };
 } // namespace
 
@@ -44,8 +56,15 @@ LogicalResult Emitter::emitInstance(TaskOpInterface t, llvm::raw_ostream &o) {
   FailureOr<int64_t> group = taskGroup(t);
   if (failed(group))
     return failure();
-  if (auto lowering = dyn_cast<TaskCudaLowering>(t.getOperation()))
-    return lowering.emitInstance(*this, *group, o);
+  if (auto lowering = dyn_cast<TaskCudaLowering>(t.getOperation())) {
+    undeclaredReads.clear();
+    LogicalResult r = lowering.emitInstance(*this, *group, o);
+    if (!undeclaredReads.empty())
+      return t.emitOpError("internal error: the CUDA lowering of kind '")
+             << taskKindName(t.getKind()) << "' reads argument '" << undeclaredReads.front()
+             << "', which its registry entry (TaskKinds.cpp) does not declare";
+    return r;
+  }
   if (isa<ResidualRmsnormOp>(t.getOperation()))
     return t.emitOpError("kind '") << taskKindName(t.getKind())
                                    << "' is lowered only as an every_block task";
