@@ -417,14 +417,33 @@ __device__ __forceinline__ uint32_t dequant_pair_bf2(uint32_t w, uint32_t v, uin
   return as_u32(__hmul2(__hsub2(as_bf2(q2), as_bf2(zc2)), as_bf2(s2)));
 }
 /// Column J of a packed word (mk::rt::packMmaWordNibbles: its row pair at
-/// bits 4J and 16 + 4J) dequantized as dequant_pair_bf2: a shift and one LOP3
-/// instead of a byte permute and one LOP3.
+/// bits 4J and 16 + 4J) as the bf16x2 {128 + q[2r], 128 + q[2r+1]} (exact
+/// integers): a shift and one LOP3.
+template <int J> __device__ __forceinline__ uint32_t nibbles_128(uint32_t w, uint32_t magic) {
+  const uint32_t t = J ? w >> (4 * J) : w;
+  uint32_t q2;
+  asm("lop3.b32 %0, %1, 0x000f000f, %2, 0xEA;" : "=r"(q2) : "r"(t), "r"(magic));
+  return q2;
+}
+/// nibbles_128 of column `col` (0..3; a constant where the caller unrolls).
+__device__ __forceinline__ uint32_t nibbles_col_128(uint32_t w, int col, uint32_t magic) {
+  switch (col) {
+  case 0:
+    return nibbles_128<0>(w, magic);
+  case 1:
+    return nibbles_128<1>(w, magic);
+  case 2:
+    return nibbles_128<2>(w, magic);
+  default:
+    return nibbles_128<3>(w, magic);
+  }
+}
+/// Column J of a packed word dequantized as dequant_pair_bf2: a shift and
+/// one LOP3 instead of a byte permute and one LOP3.
 template <int J>
 __device__ __forceinline__ uint32_t dequant_nibbles_bf2(uint32_t w, uint32_t zc2, uint32_t s2,
                                                         uint32_t magic) {
-  const uint32_t t = J ? w >> (4 * J) : w;
-  uint32_t q2; // {128 + q_lo, 128 + q_hi}
-  asm("lop3.b32 %0, %1, 0x000f000f, %2, 0xEA;" : "=r"(q2) : "r"(t), "r"(magic));
+  const uint32_t q2 = nibbles_128<J>(w, magic); // {128 + q_lo, 128 + q_hi}
   return as_u32(__hmul2(__hsub2(as_bf2(q2), as_bf2(zc2)), as_bf2(s2)));
 }
 __device__ __forceinline__ uint32_t dequant_byte_bf2(uint32_t w, int byte, uint32_t zc2,
@@ -1039,14 +1058,6 @@ MK_UNROLL_CODE
 }
 
 namespace detail {
-/// Column J of a packed word as the bf16x2 {128 + q[2r], 128 + q[2r+1]}
-/// (exact integers): a shift and one LOP3, no zero point, no scale.
-template <int J> __device__ __forceinline__ uint32_t nibbles_128(uint32_t w, uint32_t magic) {
-  const uint32_t t = J ? w >> (4 * J) : w;
-  uint32_t q2;
-  asm("lop3.b32 %0, %1, 0x000f000f, %2, 0xEA;" : "=r"(q2) : "r"(t), "r"(magic));
-  return q2;
-}
 /// bf16 element h (0: low half) of word u, widened.
 __device__ __forceinline__ float bf16_half(uint32_t u, int h) {
   return __uint_as_float(h ? u & 0xffff0000u : u << 16);
@@ -1240,21 +1251,7 @@ MK_UNROLL_CODE
       for (int i = 0; i < 4; ++i) {
         const int j = i & 1 ? j1 : j0;
         const uint32_t w = (i & 2 ? wbv : wav)[j / 4];
-        uint32_t q2;
-        switch (j % 4) {
-        case 0:
-          q2 = detail::nibbles_128<0>(w, magic);
-          break;
-        case 1:
-          q2 = detail::nibbles_128<1>(w, magic);
-          break;
-        case 2:
-          q2 = detail::nibbles_128<2>(w, magic);
-          break;
-        default:
-          q2 = detail::nibbles_128<3>(w, magic);
-          break;
-        }
+        const uint32_t q2 = detail::nibbles_col_128(w, j % 4, magic);
         if constexpr (ZFOLD)
           a[i] = q2;
         else
