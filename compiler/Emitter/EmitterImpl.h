@@ -443,7 +443,7 @@ public:
   LogicalResult lowerTask(GqaCombineOp op, int64_t G, llvm::raw_ostream &o);
 
 private:
-  /// The task's `args` hold what its kind's lowering reads, and the weights
+  /// The task's arguments hold what its kind's lowering reads, and the weights
   /// they name are the kernel's (TaskLowering.cpp).
   LogicalResult checkTaskArgs(TaskOpInterface t);
   void emitGemvSlice(TaskOpInterface t, llvm::raw_ostream &o);

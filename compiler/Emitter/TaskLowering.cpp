@@ -23,7 +23,7 @@ namespace {
 /// them, so a task without one would reach the template as 0).
 thread_local llvm::SmallVector<std::string> undeclaredReads;
 
-/// What a lowering reads of its task's `args` (by the registry's names;
+/// What a lowering reads of its task's arguments (by the registry's names;
 /// checkTaskArgs has checked them).
 struct TaskArgs {
   TaskOpInterface t;
@@ -43,7 +43,7 @@ private:
 } // namespace
 
 /// The dialect's registry (mk/Dialect/Schedule/TaskKinds.h) says what each
-/// kind's `args` hold; the task and kernel verifiers have checked their
+/// kind's arguments hold; the task and kernel verifiers have checked their
 /// types and the names they resolve to. A lowering also reads the
 /// partition's (tile sizes, slices), which only schedule-partition-work
 /// adds: a task without them is refused by name instead of crashing the

@@ -82,7 +82,7 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
     tiles) and picks the one with the lowest estimated time on `target-sms`
     SMs (waves times bytes per task plus a fixed per-task overhead; bytes
     read in row pieces shorter than `full-segment-bytes` cost more). Sets
-    `count`, `bytes` and the tile sizes in `args`; records each task's grain
+    `count`, `bytes` and the tile-size arguments; records each task's grain
     (`grain` unit name, `grain_per` instances per unit) for counter placement.
 
     Then (`balance-phases`, on by default) it balances across phases: the

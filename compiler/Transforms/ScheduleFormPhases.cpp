@@ -690,13 +690,14 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
   // The attention output o: fp32 sums of the combine's latent-dim slices,
   // rounded to bf16 (the spec's o) by the o_proj tiles that stage it.
   std::string o = accumulator(layer + ".attn.mla_o", hm * vh);
-  auto common = [&](TaskSpec &t) {
-    setArg(t, "heads", hm);
-    setArg(t, "nope", nope);
-    setArg(t, "rope", rd);
-    setArg(t, "v_head", vh);
-    setArg(t, "lora", lora);
-    setArg(t, "group", kvbWeight.getGroup());
+  // The layer's dimensions, each task given those its kind declares.
+  const std::pair<const char *, int64_t> dimensions[] = {
+      {"heads", hm}, {"nope", nope}, {"rope", rd}, {"v_head", vh},
+      {"lora", lora}, {"group", kvbWeight.getGroup()}};
+  auto common = [&](TaskSpec &t, std::initializer_list<StringRef> names) {
+    for (const auto &[name, value] : dimensions)
+      if (llvm::is_contained(names, name))
+        setArg(t, name, value);
   };
   TaskSpec &a = task(layer + ".attn.rope_append", schedule::TaskKind::MlaRopeAppend, rope);
   a.reads = {q->buffer, row->buffer, ckv->buffer, kr->buffer};
@@ -707,7 +708,7 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
   setArg(a, "c_kv", ckv->buffer);
   setArg(a, "k_rope", kr->buffer);
   setArg(a, "theta", rope.getTheta().convertToDouble());
-  common(a);
+  common(a, {"heads", "nope", "rope", "lora"});
 
   TaskSpec &qa = task(layer + ".attn.q_absorb", schedule::TaskKind::MlaQAbsorb, op);
   qa.reads = {q->buffer};
@@ -715,7 +716,7 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
   setArg(qa, "q", q->buffer);
   setArg(qa, "q_abs", qAbs);
   setArg(qa, "kv_b", kvb);
-  common(qa);
+  common(qa, {"heads", "nope", "rope", "v_head", "lora"});
 
   TaskSpec &at = task(layer + ".attn.attention", schedule::TaskKind::MlaAttentionChunk, op);
   at.reads = {qAbs, qRope, ckv->buffer, kr->buffer};
@@ -728,7 +729,7 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
   setArg(at, "part_l", pl);
   setArg(at, "part_acc", pa);
   setArg(at, "scale", 1.0 / std::sqrt(double(nope + rd)));
-  common(at);
+  common(at, {"heads", "rope", "lora"});
 
   TaskSpec &cw = task(layer + ".attn.combine_wv", schedule::TaskKind::MlaCombineWv, op);
   cw.reads = {pm, pl, pa};
@@ -739,7 +740,7 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
   setArg(cw, "o", o);
   setArg(cw, "kv_b", kvb);
   setArg(cw, "unit", layer + ".mla_head");
-  common(cw);
+  common(cw, {"heads", "nope", "v_head", "lora", "group"});
   set(op.getOutput(), ValueInfo{ValueInfo::Buffer, o, ""});
   return success();
 }
@@ -1186,7 +1187,6 @@ void ScheduleFormPhasesPass::runOnOperation() {
       schedule::TaskOpInterface op =
           schedule::createTaskOp(b, fn.getLoc(), ts.kind, ts.name, ts.op, ts.partition,
                                  ts.args.getDictionary(b.getContext()));
-      op.setArgsAttr(schedule::withBufferSymbols(op));
       // A buffer is named once: the access lists keep only what the task's
       // buffer arguments do not already say (TaskKinds.h, TaskAccess).
       const schedule::TaskAccesses byArgs = schedule::taskArgAccesses(op);

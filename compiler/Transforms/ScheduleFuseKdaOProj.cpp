@@ -111,12 +111,11 @@ struct FoldOProjIntoKdaTask : OpRewritePattern<W4A16GemvOp> {
     if (!isFusable(kernel, kda, g) || hasCounters(kernel, g.getName()))
       return rewriter.notifyMatchFailure(op, "not a projection the row-slice product folds");
     Builder &b = rewriter;
-    NamedAttrList args(kda.getArgs());
-    args.set("o_weight", b.getStringAttr(g.getStrArrayArg("weights")[0]));
-    args.set("o_acc", FlatSymbolRefAttr::get(b.getContext(), g.getStrArrayArg("outputs")[0]));
-    args.set("o_n", b.getI64IntegerAttr(g.getIntArrayArg("n")[0]));
+    auto kdaOp = cast<KdaHeadChunkOp>(kda.getOperation());
     rewriter.modifyOpInPlace(kda, [&] {
-      kda.setArgsAttr(args.getDictionary(kda.getContext()));
+      kdaOp.setOWeightAttr(b.getStringAttr(g.getStrArrayArg("weights")[0]));
+      kdaOp.setOAccAttr(FlatSymbolRefAttr::get(b.getContext(), g.getStrArrayArg("outputs")[0]));
+      kdaOp.setONAttr(b.getI64IntegerAttr(g.getIntArrayArg("n")[0]));
       // `o_acc` says that the task now accumulates into the sums.
       kda.setBytes(kda.getBytes() + g.getBytes() / std::max<int64_t>(1, kda.getCount()));
     });

@@ -100,12 +100,10 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOpInterface t, KernelOp k
   }
   const TaskCut &c = (*cuts)[i];
   MLIRContext *mctx = t.getContext();
-  NamedAttrList args(t.getArgs());
   for (const auto &[name, v] : c.intArgs)
-    args.set(name, IntegerAttr::get(IntegerType::get(mctx, 64), v));
+    t.setArg(name, IntegerAttr::get(IntegerType::get(mctx, 64), v));
   for (const auto &[name, v] : c.strArgs)
-    args.set(name, StringAttr::get(mctx, v));
-  t.setArgsAttr(args.getDictionary(mctx));
+    t.setArg(name, StringAttr::get(mctx, v));
   for (const auto &[name, shape] : c.bufferShapes)
     if (BufferOp b = buffers.lookup(name))
       b.setShape(shape);
@@ -139,20 +137,13 @@ static bool mustFollow(const Accesses &t, const Accesses &later) {
 }
 
 /// Sets `t`'s attributes to `d` exactly: setAttrs leaves an inherent
-/// attribute (a property) that `d` lacks as it was, so the ones this pass
-/// writes go back to their defaults by hand.
+/// attribute (a property: the cut's arguments, `count`, ...) that `d` lacks
+/// as it was, so those are removed (back to absent or their default) first.
 static void setAttrsExactly(TaskOpInterface t, DictionaryAttr d) {
+  for (StringAttr name : t->getName().getAttributeNames())
+    if (!d.get(name))
+      t->removeAttr(name);
   t->setAttrs(d);
-  if (!d.get("cut_blocks"))
-    t.removeCutBlocks();
-  if (!d.get("partition"))
-    t.setPartition("");
-  if (!d.get("count"))
-    t.setCount(1);
-  if (!d.get("bytes"))
-    t.setBytes(0);
-  if (!d.get("args"))
-    t.setArgsAttr(DictionaryAttr::get(t.getContext()));
 }
 
 FailureOr<DictionaryAttr> SchedulePartitionWorkPass::recut(TaskOpInterface t, KernelOp kernel,

@@ -122,7 +122,7 @@ void ScheduleTileWeightsPass::runOnOperation() {
     kernel.walk([&](TaskOpInterface t) {
       if (isa<W4A16GemvOp, MoeGateUpOp, MoeDownOp>(t.getOperation()))
         return;
-      for (NamedAttribute a : t.getArgs())
+      for (NamedAttribute a : t.getArgDictionary())
         if (auto s = dyn_cast<StringAttr>(a.getValue())) {
           if (isa<KdaHeadChunkOp>(t.getOperation()) && a.getName() == "o_weight")
             continue;

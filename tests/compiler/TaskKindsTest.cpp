@@ -2,7 +2,8 @@
 //
 // Every kind but `opaque` has one registry entry, its keyword maps back to
 // it, argument names do not repeat, and docs/schedule.md names it. Every
-// kind is its own op implementing TaskOpInterface, and the ops' legal cuts
+// kind is its own op implementing TaskOpInterface, declaring as attributes
+// the arguments its registry entry lists, and the ops' legal cuts
 // (getLegalCuts) are the ones their templates accept.
 //
 //===----------------------------------------------------------------------===//
@@ -127,6 +128,30 @@ TEST(TaskOps, EveryLoweredKindHasACudaLowering) {
   });
 }
 
+// Each kind's op declares (ODS attributes) exactly the arguments its registry
+// entry lists, beside the attributes every task has; opaque declares only
+// its free-form `args`.
+TEST(TaskOps, EveryKindDeclaresItsRegistryArguments) {
+  Ctx c;
+  const std::set<std::string> common = {
+      "name",     "count",    "op",         "partition", "bytes", "reads",    "writes",
+      "accumulates", "cut_blocks", "unit", "grain",     "grain_per", "grain_span"};
+  forEachKindOp(c, [&](TaskKind kind, TaskOpInterface t) {
+    std::set<std::string> declared, listed;
+    for (mlir::StringAttr n : t->getName().getAttributeNames())
+      if (!common.count(n.str()))
+        declared.insert(n.str());
+    if (const TaskKindInfo *info = lookupTaskKind(kind)) {
+      for (auto list : {info->args, info->familyArgs})
+        for (const TaskArgSpec &a : list)
+          listed.insert(a.name.str());
+    } else {
+      listed = {"args"};
+    }
+    EXPECT_EQ(declared, listed) << taskKindName(kind).str();
+  });
+}
+
 // A GEMV's cuts: every tile width its template takes (16..128 columns, no
 // wider than an output), split-K only where the sums are accumulated, in
 // slices of whole quantization groups; each cut's arguments and bytes.
@@ -139,12 +164,12 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "z" {
-    schedule.zero_f32 "zero" {args = {buffer = @acc, n = 256 : i64}}
+    schedule.zero_f32 "zero" {buffer = @acc, n = 256 : i64}
   }
   schedule.barrier
   schedule.phase "p" {
-    schedule.w4a16_gemv "sum" {args = {epilogue = "atomic_f32", group = 128 : i64, input = @x, k = 1024 : i64, n = [256], outputs = [@acc], weights = ["w"]}}
-    schedule.w4a16_gemv "store" {args = {epilogue = "bf16", group = 128 : i64, input = @x, k = 1024 : i64, n = [256], outputs = [@y], weights = ["w"]}}
+    schedule.w4a16_gemv "sum" {epilogue = "atomic_f32", group = 128 : i64, input = @x, k = 1024 : i64, n = [256], outputs = [@acc], weights = ["w"]}
+    schedule.w4a16_gemv "store" {epilogue = "bf16", group = 128 : i64, input = @x, k = 1024 : i64, n = [256], outputs = [@y], weights = ["w"]}
   }
 }
 )mlir";
@@ -196,7 +221,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.weight @n {dtype = "bf16", shape = array<i64: 256>}
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 256>, space = "io"}
   schedule.phase "p" {
-    schedule.residual_rmsnorm "norm" {partition = "every_block", args = {base = @x, weight = "n", dim = 256 : i64, eps = 1.0e-06 : f64}}
+    schedule.residual_rmsnorm "norm" {partition = "every_block", base = @x, weight = "n", dim = 256 : i64, eps = 1.0e-06 : f64}
     schedule.opaque "other" {count = 2 : i64}
   }
 }

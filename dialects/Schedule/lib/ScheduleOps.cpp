@@ -109,7 +109,7 @@ LogicalResult KernelOp::verifyRegions() {
   // the prefix of its parts (`w` for `w.w_q`, `w.scales`, `w.zeros`).
   auto checkArgNames = [&](TaskOpInterface t) -> LogicalResult {
     for (const TaskArgSpec &a : taskArgSpecs(t)) {
-      Attribute v = t.getArgs().get(a.name);
+      Attribute v = t.getArg(a.name);
       if (!v)
         continue;
       SmallVector<Attribute> names;
@@ -225,7 +225,7 @@ LogicalResult KernelOp::verifyRegions() {
       // An argument the registry does not know (an opaque task's, or one a
       // kind does not declare) names a buffer only through the access lists,
       // which must then list it.
-      for (NamedAttribute arg : t.getArgs()) {
+      for (NamedAttribute arg : t.getArgDictionary()) {
         auto check = [&](Attribute v) -> LogicalResult {
           StringRef name;
           if (auto s = dyn_cast<StringAttr>(v))
@@ -573,6 +573,13 @@ LogicalResult mk::schedule::verifyTaskOp(TaskOpInterface t) {
   // emitter refuse it.
   if (!lookupTaskKind(t.getKind()))
     return success();
+  // The kind's op declares its arguments: any other attribute without a
+  // dialect prefix is a misspelt or misplaced one.
+  for (NamedAttribute a : t->getDiscardableAttrs())
+    if (!a.getName().getValue().contains('.'))
+      return t.emitOpError("has no argument '")
+             << a.getName().getValue() << "' (a " << taskKindName(t.getKind())
+             << " task's arguments: " << describeTaskArgs(t.getKind()) << ")";
   return verifyTaskArgs(t, TaskArgStage::Formed);
 }
 
@@ -585,7 +592,8 @@ TaskOpInterface mk::schedule::createTaskOp(OpBuilder &b, Location loc, TaskKind 
     state.addAttribute("op", b.getStringAttr(op));
   if (!partition.empty())
     state.addAttribute("partition", b.getStringAttr(partition));
-  state.addAttribute("args", args);
+  for (NamedAttribute a : withBufferSymbols(b.getContext(), kind, args))
+    state.addAttribute(a.getName(), a.getValue());
   return cast<TaskOpInterface>(b.create(state));
 }
 
@@ -595,18 +603,47 @@ std::optional<TaskKind> TaskOpInterface::getTaskKind() {
   return getKind();
 }
 
+Attribute TaskOpInterface::getArg(StringRef name) { return getOperation()->getAttr(name); }
+
+void TaskOpInterface::setArg(StringRef name, Attribute value) {
+  if (value)
+    getOperation()->setAttr(name, value);
+  else
+    getOperation()->removeAttr(name);
+}
+
+DictionaryAttr TaskOpInterface::getArgDictionary() {
+  if (getKind() == TaskKind::Opaque) {
+    if (auto args = getOperation()->getAttrOfType<DictionaryAttr>("args"))
+      return args;
+    return DictionaryAttr::get(getContext());
+  }
+  NamedAttrList args;
+  if (const TaskKindInfo *info = lookupTaskKind(getKind()))
+    for (ArrayRef<TaskArgSpec> list : {info->args, info->familyArgs})
+      for (const TaskArgSpec &a : list)
+        if (Attribute v = getArg(a.name))
+          args.set(a.name, v);
+  return args.getDictionary(getContext());
+}
+
+void TaskOpInterface::setArgs(DictionaryAttr args) {
+  for (NamedAttribute a : args)
+    setArg(a.getName(), a.getValue());
+}
+
 int64_t TaskOpInterface::getIntArg(StringRef name, int64_t dflt) {
-  if (auto a = dyn_cast_or_null<IntegerAttr>(getArgs().get(name)))
+  if (auto a = dyn_cast_or_null<IntegerAttr>(getArg(name)))
     return a.getInt();
   return dflt;
 }
 double TaskOpInterface::getFloatArg(StringRef name, double dflt) {
-  if (auto a = dyn_cast_or_null<FloatAttr>(getArgs().get(name)))
+  if (auto a = dyn_cast_or_null<FloatAttr>(getArg(name)))
     return a.getValueAsDouble();
   return dflt;
 }
 StringRef TaskOpInterface::getStrArg(StringRef name) {
-  Attribute v = getArgs().get(name);
+  Attribute v = getArg(name);
   if (auto a = dyn_cast_or_null<StringAttr>(v))
     return a.getValue();
   if (auto r = dyn_cast_or_null<FlatSymbolRefAttr>(v))
@@ -615,7 +652,7 @@ StringRef TaskOpInterface::getStrArg(StringRef name) {
 }
 SmallVector<int64_t> TaskOpInterface::getIntArrayArg(StringRef name) {
   SmallVector<int64_t> v;
-  if (auto a = dyn_cast_or_null<ArrayAttr>(getArgs().get(name)))
+  if (auto a = dyn_cast_or_null<ArrayAttr>(getArg(name)))
     for (Attribute x : a)
       if (auto i = dyn_cast<IntegerAttr>(x))
         v.push_back(i.getInt());
@@ -623,7 +660,7 @@ SmallVector<int64_t> TaskOpInterface::getIntArrayArg(StringRef name) {
 }
 SmallVector<std::string> TaskOpInterface::getStrArrayArg(StringRef name) {
   SmallVector<std::string> v;
-  if (auto a = dyn_cast_or_null<ArrayAttr>(getArgs().get(name)))
+  if (auto a = dyn_cast_or_null<ArrayAttr>(getArg(name)))
     for (Attribute x : a)
       if (auto s = dyn_cast<StringAttr>(x))
         v.push_back(s.getValue().str());

@@ -196,7 +196,7 @@ SmallVector<TaskArgSpec> taskArgSpecs(TaskOpInterface t) {
 /// (empty when absent).
 static SmallVector<Attribute> argValues(TaskOpInterface t, StringRef name) {
   SmallVector<Attribute> out;
-  Attribute v = t.getArgs().get(name);
+  Attribute v = t.getArg(name);
   if (auto arr = dyn_cast_or_null<ArrayAttr>(v))
     out.append(arr.begin(), arr.end());
   else if (v)
@@ -220,29 +220,41 @@ bool readsRoutedWeights(TaskOpInterface t) {
   return llvm::any_of(taskArgSpecs(t), [](const TaskArgSpec &a) { return a.routedOnly; });
 }
 
-DictionaryAttr withBufferSymbols(TaskOpInterface t) {
-  MLIRContext *ctx = t.getContext();
-  NamedAttrList args(t.getArgs());
-  for (const TaskArgSpec &a : taskArgSpecs(t)) {
-    if (a.type != T::Buffer && a.type != T::OptBuffer && a.type != T::Buffers)
-      continue;
-    Attribute v = args.get(a.name);
-    if (auto s = dyn_cast_or_null<StringAttr>(v)) {
-      if (s.empty())
-        args.erase(a.name);
-      else
-        args.set(a.name, FlatSymbolRefAttr::get(ctx, s.getValue()));
-    } else if (auto arr = dyn_cast_or_null<ArrayAttr>(v)) {
-      SmallVector<Attribute> refs;
-      for (Attribute e : arr)
-        if (auto s = dyn_cast<StringAttr>(e))
-          refs.push_back(FlatSymbolRefAttr::get(ctx, s.getValue()));
+DictionaryAttr withBufferSymbols(MLIRContext *ctx, TaskKind kind, DictionaryAttr given) {
+  NamedAttrList args(given);
+  const TaskKindInfo *info = lookupTaskKind(kind);
+  if (!info)
+    return given;
+  for (ArrayRef<TaskArgSpec> list : {info->args, info->familyArgs})
+    for (const TaskArgSpec &a : list) {
+      if (a.type != T::Buffer && a.type != T::OptBuffer && a.type != T::Buffers)
+        continue;
+      Attribute v = args.get(a.name);
+      if (auto s = dyn_cast_or_null<StringAttr>(v)) {
+        if (s.empty())
+          args.erase(a.name);
         else
-          refs.push_back(e);
-      args.set(a.name, ArrayAttr::get(ctx, refs));
+          args.set(a.name, FlatSymbolRefAttr::get(ctx, s.getValue()));
+      } else if (auto arr = dyn_cast_or_null<ArrayAttr>(v)) {
+        SmallVector<Attribute> refs;
+        for (Attribute e : arr)
+          if (auto s = dyn_cast<StringAttr>(e))
+            refs.push_back(FlatSymbolRefAttr::get(ctx, s.getValue()));
+          else
+            refs.push_back(e);
+        args.set(a.name, ArrayAttr::get(ctx, refs));
+      }
     }
-  }
   return args.getDictionary(ctx);
+}
+
+std::string describeTaskArgs(TaskKind kind) {
+  std::string out;
+  if (const TaskKindInfo *info = lookupTaskKind(kind))
+    for (ArrayRef<TaskArgSpec> list : {info->args, info->familyArgs})
+      for (const TaskArgSpec &a : list)
+        out += (out.empty() ? "" : ", ") + a.name.str();
+  return out;
 }
 
 TaskAccesses taskArgAccesses(TaskOpInterface t) {
@@ -309,9 +321,8 @@ TaskAccesses taskAccesses(TaskOpInterface t) {
 }
 
 LogicalResult verifyTaskArgs(TaskOpInterface t, TaskArgStage upTo) {
-  DictionaryAttr args = t.getArgs();
   for (const TaskArgSpec &a : taskArgSpecs(t)) {
-    Attribute v = args.get(a.name);
+    Attribute v = t.getArg(a.name);
     const bool required = a.type != T::NonNeg && a.type != T::OptBuffer &&
                           a.type != T::Captures && a.type != T::Epilogue &&
                           (a.stage == TaskArgStage::Formed ||

@@ -189,7 +189,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
     // A registered kind's buffer arguments say its accesses; a list that
     // repeats one must say the same.
     // expected-error @+1 {{lists @x in writes, but its w4a16_gemv arguments do not write it}}
-    schedule.w4a16_gemv "t" {writes = [@x], args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32}}
+    schedule.w4a16_gemv "t" {writes = [@x], input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32}
   }
 }
 
@@ -206,7 +206,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.phase "q" {
     // An atomic_f32 GEMV accumulates into its outputs: it does not write them.
     // expected-error @+1 {{lists @y in writes, but its w4a16_gemv arguments do not write it}}
-    schedule.w4a16_gemv "t" {writes = [@y], args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32, epilogue = "atomic_f32"}}
+    schedule.w4a16_gemv "t" {writes = [@y], input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32, epilogue = "atomic_f32"}
   }
 }
 
@@ -299,7 +299,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.phase "p" {
     schedule.opaque "w" {writes = [@x]}
     // expected-error @+1 {{accesses @x after task 'w' without a barrier or counter between them}}
-    schedule.w4a16_gemv "t" {args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32}}
+    schedule.w4a16_gemv "t" {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32}
   }
 }
 
@@ -313,7 +313,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @z {dtype = "bf16", shape = array<i64: 64>, space = "io"}
   schedule.phase "q" {
     // expected-error @+1 {{accumulates into @s, a bf16 buffer: the sums it adds are fp32 (an f32 buffer)}}
-    schedule.moe_down "d" {args = {down = "w", sums = @z, acc = @s, hidden = 64 : i64, inter = 32 : i64, slots = 1 : i64, group = 32 : i64}}
+    schedule.moe_down "d" {down = "w", sums = @z, acc = @s, hidden = 64 : i64, inter = 32 : i64, slots = 1 : i64, group = 32 : i64}
   }
 }
 
@@ -327,7 +327,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 32>}
   schedule.phase "p" {
     // expected-error @+1 {{output @y holds 32 elements, but its width in 'n' is 64}}
-    schedule.w4a16_gemv "t" {args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32, epilogue = "bf16"}}
+    schedule.w4a16_gemv "t" {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32, epilogue = "bf16"}
   }
 }
 
@@ -339,7 +339,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @y {dtype = "f32", shape = array<i64: 64>}
   schedule.phase "p" {
     // expected-error @+1 {{writes output @y in bf16 (epilogue 'bf16'), but the buffer is f32}}
-    schedule.w4a16_gemv "t" {args = {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32, epilogue = "bf16"}}
+    schedule.w4a16_gemv "t" {input = @x, outputs = [@y], weights = ["w"], n = [64], k = 64, group = 32, epilogue = "bf16"}
   }
 }
 
@@ -351,7 +351,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "p" {
     // expected-error @+1 {{has 1 outputs but 2 widths in 'n' (one per output)}}
-    schedule.w4a16_gemv "t" {args = {input = @x, outputs = [@y], weights = ["w"], n = [32, 32], k = 64, group = 32, epilogue = "bf16"}}
+    schedule.w4a16_gemv "t" {input = @x, outputs = [@y], weights = ["w"], n = [32, 32], k = 64, group = 32, epilogue = "bf16"}
   }
 }
 
@@ -361,7 +361,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @s {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "p" {
     // expected-error @+1 {{zeroes 64 floats of @s, which holds 64 bf16 elements}}
-    schedule.zero_f32 "zero" {args = {buffer = @s, n = 64 : i64}}
+    schedule.zero_f32 "zero" {buffer = @s, n = 64 : i64}
   }
 }
 
@@ -400,7 +400,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
     schedule.signal @b {task = "p2"}
   }
   schedule.phase "down" {
-    schedule.moe_down "d" {args = {acc = @acc, down = "down", experts = 1 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 1 : i64, slots = 1 : i64, sums = @sums, tiles = 2 : i64, tn = 128 : i64}, bytes = 16384 : i64, count = 2 : i64, partition = "experts"}
+    schedule.moe_down "d" {acc = @acc, down = "down", experts = 1 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 1 : i64, slots = 1 : i64, sums = @sums, tiles = 2 : i64, tn = 128 : i64, bytes = 16384 : i64, count = 2 : i64, partition = "experts"}
     schedule.wait @a {divisor = 2 : i64, task = "d", target = 1 : i64, in_prologue}
     // expected-error @+1 {{in_prologue: task 'd' has a second prologue wait}}
     schedule.wait @b {divisor = 2 : i64, task = "d", target = 1 : i64, in_prologue}
@@ -429,21 +429,21 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.counter @route.done {size = 1 : i64}
   schedule.counter @gu.ready {size = 2 : i64}
   schedule.phase "zero" {
-    schedule.zero_f32 "acc.zero" {args = {buffer = @acc, n = 256 : i64}, bytes = 1024 : i64, count = 1 : i64}
-    schedule.zero_f32 "sums.zero" {args = {buffer = @sums, n = 512 : i64}, bytes = 2048 : i64, count = 1 : i64}
+    schedule.zero_f32 "acc.zero" {buffer = @acc, n = 256 : i64, bytes = 1024 : i64, count = 1 : i64}
+    schedule.zero_f32 "sums.zero" {buffer = @sums, n = 512 : i64, bytes = 2048 : i64, count = 1 : i64}
   }
   schedule.barrier
   schedule.phase "route" {
-    schedule.bf16_rows "route" {args = {input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router"}, bytes = 4096 : i64, count = 4 : i64, partition = "rows"}
+    schedule.bf16_rows "route" {input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router", bytes = 4096 : i64, count = 4 : i64, partition = "rows"}
     schedule.signal @route.done {divisor = 4 : i64, task = "route"}
   }
   schedule.phase "gate_up" {
-    schedule.moe_gate_up "gu" {args = {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up"}, bytes = 81920 : i64, count = 64 : i64, partition = "experts"}
+    schedule.moe_gate_up "gu" {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = "experts"}
     schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "gu"}
     schedule.signal @gu.ready {divisor = 32 : i64, task = "gu"}
   }
   schedule.phase "down" {
-    schedule.moe_down "down" {args = {acc = @acc, down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 4 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 16 : i64, tn = 16 : i64, top_k = 2 : i64}, bytes = 49152 : i64, count = 64 : i64, partition = "experts"}
+    schedule.moe_down "down" {acc = @acc, down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 4 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 16 : i64, tn = 16 : i64, top_k = 2 : i64, bytes = 49152 : i64, count = 64 : i64, partition = "experts"}
     // expected-error @+1 {{in_prologue: task 'down' reads @logits, which its signaller 'route' writes: only its staged sums may be waited for in its prologue}}
     schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "down", in_prologue}
     schedule.wait @gu.ready {divisor = 32 : i64, target = 32 : i64, task = "down"}

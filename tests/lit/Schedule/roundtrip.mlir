@@ -12,9 +12,10 @@ schedule.kernel @k attributes {threads = 128 : i64, config = {hidden = 64 : i64,
   schedule.counter @ready {size = 4 : i64}
   // CHECK: schedule.phase "produce"
   schedule.phase "produce" {
-    // CHECK: schedule.{{[a-z0-9_]+}} "p" {args = {group = 32 : i64, input = @in, k = 64 : i64, n = [64], outputs = [@x], weights = ["l0.proj"]}
+    // A task's arguments are its op's attributes, printed with the others.
+    // CHECK: schedule.w4a16_gemv "p" {count = 8 : i64, group = 32 : i64, input = @in, k = 64 : i64, n = [64], outputs = [@x], reads = [@in], weights = ["l0.proj"], writes = [@x]}
     schedule.w4a16_gemv "p" {count = 8 : i64, reads = [@in], writes = [@x],
-                       args = {weights = ["l0.proj"], outputs = [@x], n = [64], k = 64, group = 32, input = @in}}
+                       weights = ["l0.proj"], outputs = [@x], n = [64], k = 64, group = 32, input = @in}
     // CHECK: schedule.signal @ready {divisor = 2 : i64, task = "p"}
     schedule.signal @ready {task = "p", divisor = 2 : i64}
   }

@@ -1,7 +1,8 @@
 // RUN: mk-opt %s -split-input-file -verify-diagnostics
 
-// A task of a registered kind carries its kind's arguments
-// (mk/Dialect/Schedule/TaskKinds.h): missing, mistyped, zero or out of range
+// A task of a registered kind carries its kind's arguments, the attributes
+// its op declares (ScheduleOps.td; when each is required:
+// mk/Dialect/Schedule/TaskKinds.h): missing, mistyped, zero or out of range
 // is a located error when the IR is read, before any pass (these once
 // divided by zero in the partitioner or indexed past an empty list of cuts),
 // and the buffers and weights they name must be the kernel's.
@@ -11,8 +12,8 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
-    // expected-error @+1 {{argument 'group' must be an integer in 1..2147483647, got 0}}
-    schedule.w4a16_gemv "g" {reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, group = 0 : i64, n = [256], input = @x, outputs = [@y]}}
+    // expected-error @+1 {{op attribute 'group' failed to satisfy constraint}}
+    schedule.w4a16_gemv "g" {reads = [@x], writes = [@y], weights = ["w"], k = 256 : i64, group = 0 : i64, n = [256], input = @x, outputs = [@y]}
   }
 }
 
@@ -23,8 +24,8 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
-    // expected-error @+1 {{argument 'group' is missing (an integer in 1..2147483647)}}
-    schedule.w4a16_gemv "g" {reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, n = [256], input = @x, outputs = [@y]}}
+    // expected-error @+1 {{op requires attribute 'group'}}
+    schedule.w4a16_gemv "g" {reads = [@x], writes = [@y], weights = ["w"], k = 256 : i64, n = [256], input = @x, outputs = [@y]}
   }
 }
 
@@ -35,8 +36,8 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
-    // expected-error @+1 {{argument 'rows' must be an integer in 1..2147483647, got -3}}
-    schedule.bf16_rows "r" {reads = [@x], writes = [@y], args = {weight = "r", output = @y, rows = -3 : i64, k = 256 : i64}}
+    // expected-error @+1 {{op attribute 'rows' failed to satisfy constraint}}
+    schedule.bf16_rows "r" {reads = [@x], writes = [@y], weight = "r", output = @y, rows = -3 : i64, k = 256 : i64}
   }
 }
 
@@ -47,8 +48,8 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @q {dtype = "bf16", shape = array<i64: 512>}
   schedule.buffer @qa {dtype = "f32", shape = array<i64: 1024>}
   schedule.phase "p" {
-    // expected-error @+1 {{argument 'nope' must be an integer in 1..2147483647, got 0}}
-    schedule.mla_q_absorb "a" {writes = [@q, @qa], args = {q = @q, q_abs = @qa, kv_b = "kv_b", nope = 0 : i64, lora = 512 : i64, heads = 2 : i64, v_head = 128 : i64}}
+    // expected-error @+1 {{op attribute 'nope' failed to satisfy constraint}}
+    schedule.mla_q_absorb "a" {writes = [@q, @qa], q = @q, q_abs = @qa, kv_b = "kv_b", nope = 0 : i64, lora = 512 : i64, heads = 2 : i64, v_head = 128 : i64}
   }
 }
 
@@ -56,8 +57,8 @@ schedule.kernel @k attributes {threads = 256 : i64} {
 
 schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.phase "p" {
-    // expected-error @+1 {{argument 'q_abs' is missing (a buffer of the kernel, as a symbol (@name))}}
-    schedule.mla_attention_chunk "a" {args = {lora = 512 : i64}}
+    // expected-error @+1 {{op requires attribute 'c_kv'}}
+    schedule.mla_attention_chunk "a" {lora = 512 : i64}
   }
 }
 
@@ -68,8 +69,8 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
-    // expected-error @+1 {{argument 'n' must be a non-empty array of integers in 1..2147483647}}
-    schedule.w4a16_gemv "g" {reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, group = 32 : i64, n = [-256], input = @x, outputs = [@y]}}
+    // expected-error @+1 {{op attribute 'n' failed to satisfy constraint}}
+    schedule.w4a16_gemv "g" {reads = [@x], writes = [@y], weights = ["w"], k = 256 : i64, group = 32 : i64, n = [-256], input = @x, outputs = [@y]}
   }
 }
 
@@ -79,8 +80,8 @@ schedule.kernel @k attributes {threads = 256 : i64} {
 schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "p" {
-    // expected-error @+1 {{argument 'n' must be an integer in 1..2147483647, got 4294967296}}
-    schedule.zero_f32 "z" {writes = [@y], args = {buffer = @y, n = 4294967296 : i64}}
+    // expected-error @+1 {{op attribute 'n' failed to satisfy constraint}}
+    schedule.zero_f32 "z" {writes = [@y], buffer = @y, n = 4294967296 : i64}
   }
 }
 
@@ -93,8 +94,8 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
-    // expected-error @+1 {{argument 'tn' must be an integer in 1..2147483647}}
-    schedule.w4a16_gemv "g" {reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, group = 32 : i64, n = [256], input = @x, outputs = [@y], tn = "wide"}}
+    // expected-error @+1 {{op attribute 'tn' failed to satisfy constraint}}
+    schedule.w4a16_gemv "g" {reads = [@x], writes = [@y], weights = ["w"], k = 256 : i64, group = 32 : i64, n = [256], input = @x, outputs = [@y], tn = "wide"}
   }
 }
 
@@ -108,13 +109,13 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.buffer @l {dtype = "bf16", shape = array<i64: 4>}
   schedule.phase "p" {
-    schedule.zero_f32 "z" {writes = [@s, @acc], args = {buffer = @s, n = 2048 : i64}}
+    schedule.zero_f32 "z" {writes = [@s, @acc], buffer = @s, n = 2048 : i64}
     schedule.opaque "l" {writes = [@l]}
   }
   schedule.barrier
   schedule.phase "q" {
     // expected-error @+1 {{argument 'experts' is missing (an integer in 1..2147483647)}}
-    schedule.moe_down "d" {reads = [@s, @l], accumulates = [@acc], args = {down = "d", sums = @s, acc = @acc, logits = @l, hidden = 256 : i64, inter = 128 : i64, slots = 2 : i64, group = 128 : i64}}
+    schedule.moe_down "d" {reads = [@s, @l], accumulates = [@acc], down = "d", sums = @s, acc = @acc, logits = @l, hidden = 256 : i64, inter = 128 : i64, slots = 2 : i64, group = 128 : i64}
   }
 }
 
@@ -127,7 +128,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
     // expected-error @+1 {{argument 'input' must be a buffer of the kernel; there is no buffer @nowhere}}
-    schedule.w4a16_gemv "g" {reads = [@x], writes = [@y], args = {weights = ["w"], k = 256 : i64, group = 32 : i64, n = [256], input = @nowhere, outputs = [@y]}}
+    schedule.w4a16_gemv "g" {reads = [@x], writes = [@y], weights = ["w"], k = 256 : i64, group = 32 : i64, n = [256], input = @nowhere, outputs = [@y]}
   }
 }
 
@@ -139,18 +140,41 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
     // expected-error @+1 {{argument 'weights' names weight 'v', which is no schedule.weight of the kernel}}
-    schedule.w4a16_gemv "g" {reads = [@x], writes = [@y], args = {weights = ["v"], k = 256 : i64, group = 32 : i64, n = [256], input = @x, outputs = [@y]}}
+    schedule.w4a16_gemv "g" {reads = [@x], writes = [@y], weights = ["v"], k = 256 : i64, group = 32 : i64, n = [256], input = @x, outputs = [@y]}
   }
 }
 
 // -----
 
 // A task of kind `opaque` has no argument specs (the analysis
-// passes' tests use such tasks; the partitioner and the emitter refuse them).
+// passes' tests use such tasks; the partitioner and the emitter refuse them):
+// its `args` say what the test means and are not read.
 schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
     schedule.opaque "o" {writes = [@y], args = {anything = "goes"}}
+  }
+}
+
+// -----
+
+// A registered kind's arguments are the attributes its op declares: any
+// other (without a dialect prefix) is refused, naming those there are.
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @y {dtype = "f32", shape = array<i64: 256>}
+  schedule.phase "p" {
+    // expected-error @+1 {{'schedule.zero_f32' op has no argument 'size' (a zero_f32 task's arguments: buffer, n)}}
+    schedule.zero_f32 "z" {buffer = @y, n = 256 : i64, size = 256 : i64}
+  }
+}
+
+// -----
+
+// An attribute with a dialect prefix (another tool's annotation) stays.
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @y {dtype = "f32", shape = array<i64: 256>}
+  schedule.phase "p" {
+    schedule.zero_f32 "z" {buffer = @y, n = 256 : i64, tool.note = "kept"}
   }
 }
 
@@ -163,8 +187,8 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
-    // expected-error @+1 {{argument 'input' must be a buffer of the kernel, as a symbol (@name)}}
-    schedule.w4a16_gemv "g" {args = {weights = ["w"], k = 256 : i64, group = 128 : i64, n = [256], input = "x", outputs = [@y]}}
+    // expected-error @+1 {{op attribute 'input' failed to satisfy constraint}}
+    schedule.w4a16_gemv "g" {weights = ["w"], k = 256 : i64, group = 128 : i64, n = [256], input = "x", outputs = [@y]}
   }
 }
 
@@ -175,8 +199,8 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
-    // expected-error @+1 {{argument 'outputs' must be a non-empty array of buffers of the kernel, as symbols (@name)}}
-    schedule.w4a16_gemv "g" {args = {weights = ["w"], k = 256 : i64, group = 128 : i64, n = [256], input = @x, outputs = ["y"]}}
+    // expected-error @+1 {{op attribute 'outputs' failed to satisfy constraint}}
+    schedule.w4a16_gemv "g" {weights = ["w"], k = 256 : i64, group = 128 : i64, n = [256], input = @x, outputs = ["y"]}
   }
 }
 
@@ -189,8 +213,8 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
-    // expected-error @+1 {{argument 'captures' must be an array of debug-capture names (strings), where present}}
-    schedule.w4a16_gemv "g" {args = {weights = ["w"], k = 256 : i64, group = 128 : i64, n = [256], input = @x, outputs = [@y], captures = [3]}}
+    // expected-error @+1 {{op attribute 'captures' failed to satisfy constraint}}
+    schedule.w4a16_gemv "g" {weights = ["w"], k = 256 : i64, group = 128 : i64, n = [256], input = @x, outputs = [@y], captures = [3]}
   }
 }
 
@@ -207,8 +231,8 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @kc {dtype = "bf16", shape = array<i64: -1, 2, 64>, space = "state"}
   schedule.buffer @vc {dtype = "bf16", shape = array<i64: -1, 2, 64>, space = "state"}
   schedule.phase "p" {
-    // expected-error @+1 {{argument 'theta' must be a floating-point number}}
-    schedule.gqa_rope_append "a" {args = {eps = 1.0e-06 : f64, head_dim = 64 : i64, heads = 4 : i64, k = @k, k_cache = @kc, k_norm = "kn", kv_heads = 2 : i64, q = @q, q_norm = "qn", q_out = @qr, theta = 10000 : i64, v = @v, v_cache = @vc}}
+    // expected-error @+1 {{op attribute 'theta' failed to satisfy constraint}}
+    schedule.gqa_rope_append "a" {eps = 1.0e-06 : f64, head_dim = 64 : i64, heads = 4 : i64, k = @k, k_cache = @kc, k_norm = "kn", kv_heads = 2 : i64, q = @q, q_norm = "qn", q_out = @qr, theta = 10000 : i64, v = @v, v_cache = @vc}
   }
 }
 
@@ -222,8 +246,8 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @pl {dtype = "f32", shape = array<i64: 4>}
   schedule.buffer @pa {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "p" {
-    // expected-error @+1 {{argument 'kv_heads' is missing (an integer in 1..2147483647)}}
-    schedule.gqa_attention_chunk "a" {args = {head_dim = 64 : i64, heads = 4 : i64, k_cache = @kc, part_acc = @pa, part_l = @pl, part_m = @pm, q = @q, v_cache = @vc}}
+    // expected-error @+1 {{op requires attribute 'kv_heads'}}
+    schedule.gqa_attention_chunk "a" {head_dim = 64 : i64, heads = 4 : i64, k_cache = @kc, part_acc = @pa, part_l = @pl, part_m = @pm, q = @q, v_cache = @vc}
   }
 }
 
@@ -235,8 +259,8 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @pa {dtype = "f32", shape = array<i64: 256>, space = "io"}
   schedule.buffer @o {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "p" {
-    // expected-error @+1 {{argument 'o' must be a buffer of the kernel, as a symbol (@name)}}
-    schedule.gqa_combine "c" {args = {head_dim = 64 : i64, heads = 4 : i64, o = "o", part_acc = @pa, part_l = @pl, part_m = @pm}}
+    // expected-error @+1 {{op attribute 'o' failed to satisfy constraint}}
+    schedule.gqa_combine "c" {head_dim = 64 : i64, heads = 4 : i64, o = "o", part_acc = @pa, part_l = @pl, part_m = @pm}
   }
 }
 
@@ -249,11 +273,11 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
   schedule.buffer @y {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "z" {
-    schedule.zero_f32 "z" {args = {buffer = @y, n = 256 : i64}}
+    schedule.zero_f32 "z" {buffer = @y, n = 256 : i64}
   }
   schedule.phase "p" {
-    // expected-error @+1 {{argument 'epilogue' must be "bf16" or "atomic_f32", where present}}
-    schedule.w4a16_gemv "g" {args = {weights = ["w"], k = 256 : i64, group = 128 : i64, n = [256], input = @x, outputs = [@y], epilogue = "atomic_32"}}
+    // expected-error @+1 {{op attribute 'epilogue' failed to satisfy constraint}}
+    schedule.w4a16_gemv "g" {weights = ["w"], k = 256 : i64, group = 128 : i64, n = [256], input = @x, outputs = [@y], epilogue = "atomic_32"}
   }
 }
 
@@ -266,7 +290,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @q {dtype = "bf16", shape = array<i64: 384>}
   schedule.buffer @qa {dtype = "f32", shape = array<i64: 1024>}
   schedule.phase "p" {
-    // expected-error @+1 {{argument 'rope' is missing (an integer in 1..2147483647)}}
-    schedule.mla_q_absorb "a" {writes = [@q, @qa], args = {q = @q, q_abs = @qa, kv_b = "kv_b", nope = 128 : i64, lora = 512 : i64, heads = 2 : i64, v_head = 128 : i64}}
+    // expected-error @+1 {{op requires attribute 'rope'}}
+    schedule.mla_q_absorb "a" {writes = [@q, @qa], q = @q, q_abs = @qa, kv_b = "kv_b", nope = 128 : i64, lora = 512 : i64, heads = 2 : i64, v_head = 128 : i64}
   }
 }

@@ -40,12 +40,12 @@ schedule.kernel @per_unit attributes {threads = 256 : i64} {
   schedule.buffer @beta {dtype = "bf16", shape = array<i64: 4>}
   schedule.buffer @o {dtype = "bf16", shape = array<i64: 128>}
   schedule.phase "proj" {
-    schedule.opaque "q_proj" {count = 8 : i64, reads = [@x], writes = [@q, @k], args = {grain = "head", grain_per = 2 : i64, input = "x", outputs = ["q", "k"]}}
-    schedule.opaque "beta" {count = 4 : i64, reads = [@x], writes = [@beta], args = {grain = "head", grain_per = 1 : i64, input = "x", output = "beta"}}
+    schedule.opaque "q_proj" {count = 8 : i64, reads = [@x], writes = [@q, @k], grain = "head", grain_per = 2 : i64, args = {input = "x", outputs = ["q", "k"]}}
+    schedule.opaque "beta" {count = 4 : i64, reads = [@x], writes = [@beta], grain = "head", grain_per = 1 : i64, args = {input = "x", output = "beta"}}
   }
   schedule.barrier
   schedule.phase "attn" {
-    schedule.opaque "kda" {count = 8 : i64, reads = [@q, @k, @beta], writes = [@o], args = {beta = "beta", grain = "head", grain_per = 2 : i64, k = "k", o = "o", q = "q"}}
+    schedule.opaque "kda" {count = 8 : i64, reads = [@q, @k, @beta], writes = [@o], grain = "head", grain_per = 2 : i64, args = {beta = "beta", k = "k", o = "o", q = "q"}}
   }
 }
 
@@ -72,7 +72,7 @@ schedule.kernel @whole attributes {threads = 256 : i64} {
   }
   schedule.barrier
   schedule.phase "experts" {
-    schedule.opaque "gate_up" {count = 16 : i64, reads = [@x, @logits], accumulates = [@sums], args = {grain = "slot", grain_per = 8 : i64, logits = "logits", sums = "sums"}}
+    schedule.opaque "gate_up" {count = 16 : i64, reads = [@x, @logits], accumulates = [@sums], grain = "slot", grain_per = 8 : i64, args = {logits = "logits", sums = "sums"}}
   }
 }
 
@@ -98,16 +98,16 @@ schedule.kernel @two_consumers attributes {threads = 256 : i64} {
   schedule.buffer @o {dtype = "bf16", shape = array<i64: 128>}
   schedule.buffer @out {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "proj" {
-    schedule.opaque "q_proj" {count = 8 : i64, reads = [@x], writes = [@q], args = {grain = "head", grain_per = 2 : i64, input = "x", outputs = ["q"]}}
+    schedule.opaque "q_proj" {count = 8 : i64, reads = [@x], writes = [@q], grain = "head", grain_per = 2 : i64, args = {input = "x", outputs = ["q"]}}
   }
   schedule.barrier
   schedule.phase "attn" {
-    schedule.opaque "kda" {count = 4 : i64, reads = [@q], writes = [@o], args = {grain = "head", grain_per = 1 : i64, o = "o", q = "q"}}
+    schedule.opaque "kda" {count = 4 : i64, reads = [@q], writes = [@o], grain = "head", grain_per = 1 : i64, args = {o = "o", q = "q"}}
     schedule.opaque "commit" {count = 2 : i64, reads = [@q], writes = [@conv], args = {cq = "conv", q = "q"}}
   }
   schedule.barrier
   schedule.phase "out" {
-    schedule.opaque "o_proj" {count = 8 : i64, reads = [@o], writes = [@out], args = {grain = "head", grain_per = 4 : i64, grain_span = 2 : i64, input = "o", outputs = ["out"]}}
+    schedule.opaque "o_proj" {count = 8 : i64, reads = [@o], writes = [@out], grain = "head", grain_per = 4 : i64, grain_span = 2 : i64, args = {input = "o", outputs = ["out"]}}
   }
 }
 
@@ -264,7 +264,7 @@ schedule.kernel @write_after_read attributes {threads = 256 : i64} {
   schedule.buffer @conv {dtype = "bf16", shape = array<i64: 3, 64>, space = "state"}
   schedule.buffer @o {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "attn" {
-    schedule.opaque "kda" {count = 4 : i64, reads = [@conv], writes = [@o], args = {cq = "conv", grain = "head", grain_per = 2 : i64, o = "o"}}
+    schedule.opaque "kda" {count = 4 : i64, reads = [@conv], writes = [@o], grain = "head", grain_per = 2 : i64, args = {cq = "conv", o = "o"}}
   }
   schedule.barrier
   schedule.phase "commit" {

@@ -70,44 +70,44 @@
 // The norm and the fused projections that read it from shared memory
 // share a phase; the fp32 sums are zeroed in the first phase.
 // CHECK-NEXT: schedule.phase "blocks.0.attn_norm" {
-// CHECK-NEXT: schedule.residual_rmsnorm "blocks.0.attn_norm" {args = {base = @hidden_in, dim = 64 : i64, eps = 9.9999999999999995E-7 : f64, weight = "blocks.0.attn_norm", xs = @blocks.0.attn_norm.out}, op = "graph.rmsnorm", partition = "every_block"}
-// CHECK-NEXT: schedule.w4a16_gemv "blocks.0.attn.q_proj.group" {args = {epilogue = "bf16", group = 16 : i64, input = @blocks.0.attn_norm.out, input_offset = 0 : i64, k = 64 : i64, n = [16, 16, 16, 16], outputs = [@blocks.0.attn.q_proj.out, @blocks.0.attn.k_proj.out, @blocks.0.attn.v_proj.out, @blocks.0.attn.g_proj.out], unit = "blocks.0.kda_head", unit_cols = 8 : i64, weights = ["blocks.0.attn.q_proj", "blocks.0.attn.k_proj", "blocks.0.attn.v_proj", "blocks.0.attn.g_proj"]}, op = "graph.linear_w4a16"}
-// CHECK-NEXT: schedule.bf16_rows "blocks.0.attn.beta_proj.weight" {args = {input = @blocks.0.attn_norm.out, k = 64 : i64, output = @blocks.0.attn.beta_proj.weight.out, rows = 2 : i64, unit = "blocks.0.kda_head", weight = "blocks.0.attn.beta_proj.weight"}
-// CHECK-NEXT: schedule.zero_f32 "blocks.0.attn.o_proj.acc.zero" {args = {buffer = @blocks.0.attn.o_proj.acc, n = 64 : i64}, partition = "slices"}
+// CHECK-NEXT: schedule.residual_rmsnorm "blocks.0.attn_norm" {base = @hidden_in, dim = 64 : i64, eps = 9.9999999999999995E-7 : f64, op = "graph.rmsnorm", partition = "every_block", weight = "blocks.0.attn_norm", xs = @blocks.0.attn_norm.out}
+// CHECK-NEXT: schedule.w4a16_gemv "blocks.0.attn.q_proj.group" {epilogue = "bf16", group = 16 : i64, input = @blocks.0.attn_norm.out, input_offset = 0 : i64, k = 64 : i64, n = [16, 16, 16, 16], op = "graph.linear_w4a16", outputs = [@blocks.0.attn.q_proj.out, @blocks.0.attn.k_proj.out, @blocks.0.attn.v_proj.out, @blocks.0.attn.g_proj.out], unit = "blocks.0.kda_head", unit_cols = 8 : i64, weights = ["blocks.0.attn.q_proj", "blocks.0.attn.k_proj", "blocks.0.attn.v_proj", "blocks.0.attn.g_proj"]}
+// CHECK-NEXT: schedule.bf16_rows "blocks.0.attn.beta_proj.weight" {{{.*}}input = @blocks.0.attn_norm.out{{.*}}k = 64 : i64{{.*}}output = @blocks.0.attn.beta_proj.weight.out{{.*}}rows = 2 : i64{{.*}}unit = "blocks.0.kda_head"{{.*}}weight = "blocks.0.attn.beta_proj.weight"
+// CHECK-NEXT: schedule.zero_f32 "blocks.0.attn.o_proj.acc.zero" {buffer = @blocks.0.attn.o_proj.acc, n = 64 : i64, partition = "slices"}
 // CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.0.moe.acc.zero"
-// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.0.moe.experts.gate_up_sums.zero" {args = {buffer = @blocks.0.moe.experts.gate_up_sums, n = 128 : i64}
+// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.0.moe.experts.gate_up_sums.zero" {{{.*}}buffer = @blocks.0.moe.experts.gate_up_sums{{.*}}n = 128 : i64
 // CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.0.moe.shared_experts.gate_up_sums.zero"
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.0.attn.gated_delta" {
-// CHECK-NEXT: schedule.kda_head_chunk "blocks.0.attn.gated_delta" {args = {S = @state.0.S, beta = @blocks.0.attn.beta_proj.weight.out, ck = @state.0.ck, conv = 4 : i64, conv_w = "blocks.0.attn.conv_w", cq = @state.0.cq, cv = @state.0.cv, g = @blocks.0.attn.g_proj.out, head_dim = 8 : i64, heads = 2 : i64, k = @blocks.0.attn.k_proj.out, o = @blocks.0.attn.kda_o, q = @blocks.0.attn.q_proj.out, unit = "blocks.0.kda_head", v = @blocks.0.attn.v_proj.out}, op = "graph.kda_gated_delta"}
+// CHECK-NEXT: schedule.kda_head_chunk "blocks.0.attn.gated_delta" {S = @state.0.S, beta = @blocks.0.attn.beta_proj.weight.out, ck = @state.0.ck, conv = 4 : i64, conv_w = "blocks.0.attn.conv_w", cq = @state.0.cq, cv = @state.0.cv, g = @blocks.0.attn.g_proj.out, head_dim = 8 : i64, heads = 2 : i64, k = @blocks.0.attn.k_proj.out, o = @blocks.0.attn.kda_o, op = "graph.kda_gated_delta", q = @blocks.0.attn.q_proj.out, unit = "blocks.0.kda_head", v = @blocks.0.attn.v_proj.out}
 // CHECK-NEXT: {{^ +}$}}
 // The windows shift once the KDA task has read them (a barrier after it);
 // o_proj, also after the KDA output, runs in the same phase.
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.0.attn.conv_commit" {
-// CHECK-NEXT: schedule.conv_commit "blocks.0.attn.conv_commit" {args = {channels = 16 : i64, ck = @state.0.ck, conv = 4 : i64, cq = @state.0.cq, cv = @state.0.cv, {{.*}}op = "graph.kda_short_conv"}
-// CHECK-NEXT: schedule.w4a16_gemv "blocks.0.attn.o_proj" {args = {epilogue = "atomic_f32", group = 16 : i64, input = @blocks.0.attn.kda_o, input_offset = 0 : i64, k = 16 : i64, n = [64]
+// CHECK-NEXT: schedule.conv_commit "blocks.0.attn.conv_commit" {{{.*}}channels = 16 : i64{{.*}}ck = @state.0.ck{{.*}}conv = 4 : i64{{.*}}cq = @state.0.cq{{.*}}cv = @state.0.cv{{.*}}op = "graph.kda_short_conv"
+// CHECK-NEXT: schedule.w4a16_gemv "blocks.0.attn.o_proj" {{{.*}}epilogue = "atomic_f32"{{.*}}group = 16 : i64{{.*}}input = @blocks.0.attn.kda_o{{.*}}input_offset = 0 : i64{{.*}}k = 16 : i64{{.*}}n = [64]
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // The residual add is folded into the MoE norm, which stores the sum.
 // CHECK-NEXT: schedule.phase "blocks.0.moe_norm" {
-// CHECK-NEXT: schedule.residual_rmsnorm "blocks.0.moe_norm" {args = {acc = @blocks.0.attn.o_proj.acc, base = @hidden_in, dim = 64 : i64, eps = 1.000000e-05 : f64, out = @blocks.0.moe_norm.residual, weight = "blocks.0.moe_norm", xs = @blocks.0.moe_norm.out}, op = "graph.rmsnorm", partition = "every_block"}
-// CHECK-NEXT: schedule.bf16_rows "blocks.0.moe.router" {args = {input = @blocks.0.moe_norm.out, k = 64 : i64, output = @blocks.0.moe.router.logits, rows = 4 : i64, weight = "blocks.0.moe.router.weight"}, op = "graph.moe_router"
-// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.0.moe.shared_experts.gate_up" {args = {experts = 1 : i64, gate = "blocks.0.moe.s_gate", group = 32 : i64, hidden = 64 : i64, input = @blocks.0.moe_norm.out, inter = 32 : i64, slots = 1 : i64,
+// CHECK-NEXT: schedule.residual_rmsnorm "blocks.0.moe_norm" {acc = @blocks.0.attn.o_proj.acc, base = @hidden_in, dim = 64 : i64, eps = 1.000000e-05 : f64, op = "graph.rmsnorm", out = @blocks.0.moe_norm.residual, partition = "every_block", weight = "blocks.0.moe_norm", xs = @blocks.0.moe_norm.out}
+// CHECK-NEXT: schedule.bf16_rows "blocks.0.moe.router" {{{.*}}input = @blocks.0.moe_norm.out{{.*}}k = 64 : i64{{.*}}op = "graph.moe_router"{{.*}}output = @blocks.0.moe.router.logits{{.*}}rows = 4 : i64{{.*}}weight = "blocks.0.moe.router.weight"
+// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.0.moe.shared_experts.gate_up" {{{.*}}experts = 1 : i64{{.*}}gate = "blocks.0.moe.s_gate"{{.*}}group = 32 : i64{{.*}}hidden = 64 : i64{{.*}}input = @blocks.0.moe_norm.out{{.*}}inter = 32 : i64{{.*}}slots = 1 : i64
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.0.moe.experts.gate_up" {
-// CHECK-NEXT: schedule.moe_gate_up "blocks.0.moe.experts.gate_up" {args = {experts = 4 : i64, gate = "blocks.0.moe.gate", group = 32 : i64, hidden = 64 : i64, input = @blocks.0.moe_norm.out, inter = 32 : i64, logits = @blocks.0.moe.router.logits, scaling = 2.500000e+00 : f64, slots = 2 : i64, sums = @blocks.0.moe.experts.gate_up_sums, top_k = 2 : i64, unit = "blocks.0.moe.experts.slot", up = "blocks.0.moe.up"}, op = "graph.moe_experts"}
+// CHECK-NEXT: schedule.moe_gate_up "blocks.0.moe.experts.gate_up" {experts = 4 : i64, gate = "blocks.0.moe.gate", group = 32 : i64, hidden = 64 : i64, input = @blocks.0.moe_norm.out, inter = 32 : i64, logits = @blocks.0.moe.router.logits, op = "graph.moe_experts", scaling = 2.500000e+00 : f64, slots = 2 : i64, sums = @blocks.0.moe.experts.gate_up_sums, top_k = 2 : i64, unit = "blocks.0.moe.experts.slot", up = "blocks.0.moe.up"}
 // CHECK-NEXT: schedule.moe_down "blocks.0.moe.shared_experts.down" {{{.*}}op = "graph.shared_experts"
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.0.moe.experts.down" {
-// CHECK-NEXT: schedule.moe_down "blocks.0.moe.experts.down" {{{.*}}op = "graph.moe_experts"}
+// CHECK-NEXT: schedule.moe_down "blocks.0.moe.experts.down" {{{.*}}op = "graph.moe_experts"
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "final_residual" {
-// CHECK-NEXT: schedule.final_residual "final_residual" {args = {acc = @blocks.0.moe.acc, base = @blocks.0.moe_norm.residual, dim = 64 : i64, out = @hidden_out}, op = "func.return"}
+// CHECK-NEXT: schedule.final_residual "final_residual" {acc = @blocks.0.moe.acc, base = @blocks.0.moe_norm.residual, dim = 64 : i64, op = "func.return", out = @hidden_out}
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: {{^}$}}
@@ -181,16 +181,16 @@ module @unit attributes {mk.config = {config = {group = 16 : i64, hidden = 64 : 
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.0.attn.o_proj" {
-// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.0.attn.o_proj" {args = {epilogue = "atomic_f32", {{.*}}input = @blocks.0.attn_norm.out, {{.*}}outputs = [@blocks.0.attn.o_proj.acc]
+// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.0.attn.o_proj" {{{.*}}epilogue = "atomic_f32"{{.*}}input = @blocks.0.attn_norm.out{{.*}}outputs = [@blocks.0.attn.o_proj.acc]
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.1.attn_norm" {
-// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.1.attn_norm" {args = {acc = @blocks.0.attn.o_proj.acc, base = @hidden_in, dim = 64 : i64, {{.*}}out = @blocks.1.attn_norm.residual, {{.*}}partition = "every_block"}
-// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.1.attn.o_proj" {args = {epilogue = "atomic_f32", {{.*}}input = @blocks.1.attn_norm.out, {{.*}}outputs = [@blocks.1.attn.o_proj.acc]
+// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.1.attn_norm" {{{.*}}acc = @blocks.0.attn.o_proj.acc{{.*}}base = @hidden_in{{.*}}dim = 64 : i64{{.*}}out = @blocks.1.attn_norm.residual{{.*}}partition = "every_block"
+// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.1.attn.o_proj" {{{.*}}epilogue = "atomic_f32"{{.*}}input = @blocks.1.attn_norm.out{{.*}}outputs = [@blocks.1.attn.o_proj.acc]
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "final_residual" {
-// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "final_residual" {args = {acc = @blocks.1.attn.o_proj.acc, base = @blocks.1.attn_norm.residual, dim = 64 : i64, out = @hidden_out}
+// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "final_residual" {{{.*}}acc = @blocks.1.attn.o_proj.acc{{.*}}base = @blocks.1.attn_norm.residual{{.*}}dim = 64 : i64{{.*}}out = @hidden_out
 // OPTS-LABEL: schedule.kernel @mk_two attributes {debug_capture, num_layers = 2 : i64, threads = 1024 : i64} {
 module @two attributes {mk.debug_capture} {
   graph.weight @blocks.0.attn_norm : tensor<64xbf16> layer 0
@@ -224,13 +224,13 @@ module @two attributes {mk.debug_capture} {
 // CHECK: schedule.buffer @blocks.0.attn.mla_o {dtype = "f32", shape = array<i64: 16>}
 // CHECK: schedule.phase "blocks.0.attn_norm" {
 // CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.0.attn_norm"
-// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.0.attn.q_proj.group" {args = {{{.*}}n = [24, 20], outputs = [@blocks.0.attn.q_proj.out, @blocks.0.attn.kv_a.out], weights = ["blocks.0.attn.q_proj", "blocks.0.attn.kv_a"]}
+// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.0.attn.q_proj.group" {{{.*}}n = [24, 20]{{.*}}outputs = [@blocks.0.attn.q_proj.out, @blocks.0.attn.kv_a.out]{{.*}}weights = ["blocks.0.attn.q_proj", "blocks.0.attn.kv_a"]
 // CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.0.attn.mla_o.zero"
 // CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.0.attn.o_proj.acc.zero"
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.0.attn.rope_append" {
-// CHECK-NEXT: schedule.mla_rope_append "blocks.0.attn.rope_append" {args = {c_kv = @state.0.c_kv, group = 16 : i64, heads = 2 : i64, k_rope = @state.0.k_rope, kv = @blocks.0.attn.kv_a.out, lora = 16 : i64, nope = 8 : i64, q = @blocks.0.attn.q_proj.out, q_rope = @blocks.0.attn.q_rope, rope = 4 : i64, theta = 1.000000e+04 : f64, v_head = 8 : i64}, op = "graph.rope"
+// CHECK-NEXT: schedule.mla_rope_append "blocks.0.attn.rope_append" {c_kv = @state.0.c_kv, heads = 2 : i64, k_rope = @state.0.k_rope, kv = @blocks.0.attn.kv_a.out, lora = 16 : i64, nope = 8 : i64, op = "graph.rope", q = @blocks.0.attn.q_proj.out, q_rope = @blocks.0.attn.q_rope, rope = 4 : i64, theta = 1.000000e+04 : f64}
 // CHECK-NEXT: schedule.mla_q_absorb "blocks.0.attn.q_absorb" 
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
@@ -287,18 +287,18 @@ module @mla {
 // CHECK: schedule.buffer @blocks.0.attn.gqa_o {dtype = "bf16", shape = array<i64: 16>}
 // CHECK: schedule.phase "blocks.0.attn_norm" {
 // CHECK-NEXT: schedule.residual_rmsnorm "blocks.0.attn_norm"
-// CHECK-NEXT: schedule.w4a16_gemv "blocks.0.attn.q_proj.group" {args = {{{.*}}n = [16, 8, 8], outputs = [@blocks.0.attn.q_proj.out, @blocks.0.attn.k_proj.out, @blocks.0.attn.v_proj.out]
+// CHECK-NEXT: schedule.w4a16_gemv "blocks.0.attn.q_proj.group" {{{.*}}n = [16, 8, 8]{{.*}}outputs = [@blocks.0.attn.q_proj.out, @blocks.0.attn.k_proj.out, @blocks.0.attn.v_proj.out]
 // CHECK: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.0.attn.rope_append" {
-// CHECK-NEXT: schedule.gqa_rope_append "blocks.0.attn.rope_append" {args = {eps = 9.9999999999999995E-7 : f64, head_dim = 8 : i64, heads = 2 : i64, k = @blocks.0.attn.k_proj.out, k_cache = @state.0.k_cache, k_norm = "blocks.0.attn.k_norm", kv_heads = 1 : i64, q = @blocks.0.attn.q_proj.out, q_norm = "blocks.0.attn.q_norm", q_out = @blocks.0.attn.q_rot, theta = 1.000000e+06 : f64, v = @blocks.0.attn.v_proj.out, v_cache = @state.0.v_cache}, op = "graph.rope"}
+// CHECK-NEXT: schedule.gqa_rope_append "blocks.0.attn.rope_append" {eps = 9.9999999999999995E-7 : f64, head_dim = 8 : i64, heads = 2 : i64, k = @blocks.0.attn.k_proj.out, k_cache = @state.0.k_cache, k_norm = "blocks.0.attn.k_norm", kv_heads = 1 : i64, op = "graph.rope", q = @blocks.0.attn.q_proj.out, q_norm = "blocks.0.attn.q_norm", q_out = @blocks.0.attn.q_rot, theta = 1.000000e+06 : f64, v = @blocks.0.attn.v_proj.out, v_cache = @state.0.v_cache}
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.0.attn.attention" {
-// CHECK-NEXT: schedule.gqa_attention_chunk "blocks.0.attn.attention" {args = {head_dim = 8 : i64, heads = 2 : i64, k_cache = @state.0.k_cache, kv_heads = 1 : i64, part_acc = @blocks.0.attn.part_acc, part_l = @blocks.0.attn.part_l, part_m = @blocks.0.attn.part_m, q = @blocks.0.attn.q_rot, v_cache = @state.0.v_cache}, op = "graph.gqa_attention"}
+// CHECK-NEXT: schedule.gqa_attention_chunk "blocks.0.attn.attention" {head_dim = 8 : i64, heads = 2 : i64, k_cache = @state.0.k_cache, kv_heads = 1 : i64, op = "graph.gqa_attention", part_acc = @blocks.0.attn.part_acc, part_l = @blocks.0.attn.part_l, part_m = @blocks.0.attn.part_m, q = @blocks.0.attn.q_rot, v_cache = @state.0.v_cache}
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.0.attn.combine" {
-// CHECK-NEXT: schedule.gqa_combine "blocks.0.attn.combine" {args = {head_dim = 8 : i64, heads = 2 : i64, o = @blocks.0.attn.gqa_o, part_acc = @blocks.0.attn.part_acc, part_l = @blocks.0.attn.part_l, part_m = @blocks.0.attn.part_m}, op = "graph.gqa_attention"}
+// CHECK-NEXT: schedule.gqa_combine "blocks.0.attn.combine" {head_dim = 8 : i64, heads = 2 : i64, o = @blocks.0.attn.gqa_o, op = "graph.gqa_attention", part_acc = @blocks.0.attn.part_acc, part_l = @blocks.0.attn.part_l, part_m = @blocks.0.attn.part_m}
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.0.attn.o_proj" {

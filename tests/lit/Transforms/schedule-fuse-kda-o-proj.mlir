@@ -11,7 +11,7 @@
 // leaves empty and that phase's barrier.
 // CHECK-LABEL: schedule.kernel @k
 // CHECK: schedule.phase "a.delta"
-// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "a.delta" {args = {{{.*}}o_acc = @a.acc, o_n = 256 : i64, o_weight = "a.o_proj"
+// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "a.delta" {{{.*}}o_acc = @a.acc{{.*}}o_n = 256 : i64{{.*}}o_weight = "a.o_proj"
 // CHECK-NOT: schedule.{{[a-z0-9_]+}} "a.o_proj"
 // CHECK-NOT: schedule.phase "a.o_proj"
 // Layer b: chunks of 8 rows are no whole step: the GEMV stays.
@@ -55,35 +55,35 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.weight @c.o_proj.scales {dtype = "bf16", shape = array<i64: 2, 256>, group = 128 : i64}
   schedule.weight @c.o_proj.zeros {dtype = "bf16", shape = array<i64: 2, 256>, group = 128 : i64}
   schedule.phase "zero" {
-    schedule.zero_f32 "a.acc.zero" {count = 1 : i64, writes = [@a.acc], args = {buffer = @a.acc, n = 256 : i64}}
-    schedule.zero_f32 "b.acc.zero" {count = 1 : i64, writes = [@b.acc], args = {buffer = @b.acc, n = 256 : i64}}
+    schedule.zero_f32 "a.acc.zero" {count = 1 : i64, writes = [@a.acc], buffer = @a.acc, n = 256 : i64}
+    schedule.zero_f32 "b.acc.zero" {count = 1 : i64, writes = [@b.acc], buffer = @b.acc, n = 256 : i64}
   }
   schedule.barrier
   schedule.phase "a.delta" {
-    schedule.kda_head_chunk "a.delta" {count = 16 : i64, reads = [@q, @g, @beta, @cq, @S], writes = [@S, @a.o], args = {q = @q, k = @q, v = @q, g = @g, beta = @beta, o = @a.o, S = @S, cq = @cq, ck = @cq, cv = @cq, conv_w = "conv_w", conv = 4 : i64, head_dim = 128 : i64, heads = 2 : i64, chunk = 16 : i64}}
+    schedule.kda_head_chunk "a.delta" {count = 16 : i64, reads = [@q, @g, @beta, @cq, @S], writes = [@S, @a.o], q = @q, k = @q, v = @q, g = @g, beta = @beta, o = @a.o, S = @S, cq = @cq, ck = @cq, cv = @cq, conv_w = "conv_w", conv = 4 : i64, head_dim = 128 : i64, heads = 2 : i64, chunk = 16 : i64}
   }
   schedule.barrier
   schedule.phase "a.o_proj" {
-    schedule.w4a16_gemv "a.o_proj" {count = 4 : i64, reads = [@a.o], accumulates = [@a.acc], args = {epilogue = "atomic_f32", input = @a.o, input_offset = 0 : i64, outputs = [@a.acc], group = 128 : i64, k = 256 : i64, ksplit = 2 : i64, n = [256], tn = 128 : i64, weights = ["a.o_proj"]}}
+    schedule.w4a16_gemv "a.o_proj" {count = 4 : i64, reads = [@a.o], accumulates = [@a.acc], epilogue = "atomic_f32", input = @a.o, input_offset = 0 : i64, outputs = [@a.acc], group = 128 : i64, k = 256 : i64, ksplit = 2 : i64, n = [256], tn = 128 : i64, weights = ["a.o_proj"]}
   }
   schedule.barrier
   schedule.phase "b.delta" {
-    schedule.kda_head_chunk "b.delta" {count = 32 : i64, reads = [@q, @g, @beta, @cq, @S], writes = [@S, @b.o], args = {q = @q, k = @q, v = @q, g = @g, beta = @beta, o = @b.o, S = @S, cq = @cq, ck = @cq, cv = @cq, conv_w = "conv_w", conv = 4 : i64, head_dim = 128 : i64, heads = 2 : i64, chunk = 8 : i64}}
+    schedule.kda_head_chunk "b.delta" {count = 32 : i64, reads = [@q, @g, @beta, @cq, @S], writes = [@S, @b.o], q = @q, k = @q, v = @q, g = @g, beta = @beta, o = @b.o, S = @S, cq = @cq, ck = @cq, cv = @cq, conv_w = "conv_w", conv = 4 : i64, head_dim = 128 : i64, heads = 2 : i64, chunk = 8 : i64}
   }
   schedule.barrier
   schedule.phase "b.o_proj" {
-    schedule.w4a16_gemv "b.o_proj" {count = 4 : i64, reads = [@b.o], accumulates = [@b.acc], args = {epilogue = "atomic_f32", input = @b.o, input_offset = 0 : i64, outputs = [@b.acc], group = 128 : i64, k = 256 : i64, ksplit = 2 : i64, n = [256], tn = 128 : i64, weights = ["b.o_proj"]}}
+    schedule.w4a16_gemv "b.o_proj" {count = 4 : i64, reads = [@b.o], accumulates = [@b.acc], epilogue = "atomic_f32", input = @b.o, input_offset = 0 : i64, outputs = [@b.acc], group = 128 : i64, k = 256 : i64, ksplit = 2 : i64, n = [256], tn = 128 : i64, weights = ["b.o_proj"]}
   }
   schedule.barrier
   schedule.phase "c.delta" {
-    schedule.kda_head_chunk "c.delta" {count = 16 : i64, reads = [@q, @g, @beta, @cq, @S], writes = [@S, @c.o], args = {q = @q, k = @q, v = @q, g = @g, beta = @beta, o = @c.o, S = @S, cq = @cq, ck = @cq, cv = @cq, conv_w = "conv_w", conv = 4 : i64, head_dim = 128 : i64, heads = 2 : i64, chunk = 16 : i64}}
+    schedule.kda_head_chunk "c.delta" {count = 16 : i64, reads = [@q, @g, @beta, @cq, @S], writes = [@S, @c.o], q = @q, k = @q, v = @q, g = @g, beta = @beta, o = @c.o, S = @S, cq = @cq, ck = @cq, cv = @cq, conv_w = "conv_w", conv = 4 : i64, head_dim = 128 : i64, heads = 2 : i64, chunk = 16 : i64}
   }
   schedule.barrier
   schedule.phase "c.o_proj" {
-    schedule.w4a16_gemv "c.o_proj" {count = 2 : i64, reads = [@c.o], writes = [@c.y], args = {epilogue = "bf16", input = @c.o, input_offset = 0 : i64, outputs = [@c.y], group = 128 : i64, k = 256 : i64, ksplit = 1 : i64, n = [256], tn = 128 : i64, weights = ["c.o_proj"]}}
+    schedule.w4a16_gemv "c.o_proj" {count = 2 : i64, reads = [@c.o], writes = [@c.y], epilogue = "bf16", input = @c.o, input_offset = 0 : i64, outputs = [@c.y], group = 128 : i64, k = 256 : i64, ksplit = 1 : i64, n = [256], tn = 128 : i64, weights = ["c.o_proj"]}
   }
   schedule.barrier
   schedule.phase "after" {
-    schedule.zero_f32 "after" {count = 1 : i64, writes = [@b.acc], args = {buffer = @b.acc, n = 256 : i64}}
+    schedule.zero_f32 "after" {count = 1 : i64, writes = [@b.acc], buffer = @b.acc, n = 256 : i64}
   }
 }

@@ -13,23 +13,23 @@
 // "b", cut again for its 7 idle blocks (split-K 2: 4 instances).
 // CHECK-LABEL: schedule.kernel @slack
 // CHECK: schedule.phase "a" {
-// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "big" {{.*}}count = 8 : i64
+// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "big" {{{.*}}count = 8 : i64
 // CHECK-NEXT: {{^ *}}}{{$}}
 // CHECK: schedule.phase "b" {
 // CHECK-NEXT: schedule.{{[a-z0-9_]+}} "other.zero"
-// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "slack" {{.*}}ksplit = 2 : i64, n = [256], outputs = [@acc], tiles = 2 : i64, tn = 128 : i64{{.*}}count = 4 : i64
+// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "slack" {{{.*}}count = 4 : i64{{.*}}ksplit = 2 : i64{{.*}}n = [256]{{.*}}outputs = [@acc]{{.*}}tiles = 2 : i64{{.*}}tn = 128 : i64
 // CHECK-NEXT: {{^ *}}}{{$}}
 // OFF-LABEL: schedule.kernel @slack
 // OFF: schedule.phase "a" {
-// OFF-NEXT: schedule.{{[a-z0-9_]+}} "big" {{.*}}count = 8 : i64
-// OFF-NEXT: schedule.{{[a-z0-9_]+}} "slack" {{.*}}ksplit = 4 : i64{{.*}}count = 8 : i64
+// OFF-NEXT: schedule.{{[a-z0-9_]+}} "big" {{{.*}}count = 8 : i64
+// OFF-NEXT: schedule.{{[a-z0-9_]+}} "slack" {{{.*}}count = 8 : i64{{.*}}ksplit = 4 : i64
 // OFF-NEXT: {{^ *}}}{{$}}
 // AGAIN: schedule.phase "a" {
-// AGAIN-NEXT: schedule.{{[a-z0-9_]+}} "big" {{.*}}count = 8 : i64
+// AGAIN-NEXT: schedule.{{[a-z0-9_]+}} "big" {{{.*}}count = 8 : i64
 // AGAIN-NEXT: {{^ *}}}{{$}}
 // AGAIN: schedule.phase "b" {
 // AGAIN-NEXT: schedule.{{[a-z0-9_]+}} "other.zero"
-// AGAIN-NEXT: schedule.{{[a-z0-9_]+}} "slack" {{.*}}ksplit = 2 : i64{{.*}}count = 4 : i64
+// AGAIN-NEXT: schedule.{{[a-z0-9_]+}} "slack" {{{.*}}count = 4 : i64{{.*}}ksplit = 2 : i64
 // AGAIN-NEXT: {{^ *}}}{{$}}
 schedule.kernel @slack attributes {threads = 256 : i64} {
   schedule.weight @wb.w_q {dtype = "u8", shape = array<i64: 512, 1024>, group = 128 : i64}
@@ -40,20 +40,20 @@ schedule.kernel @slack attributes {threads = 256 : i64} {
   schedule.buffer @other {dtype = "f32", shape = array<i64: 256>}
   schedule.buffer @u {dtype = "f32", shape = array<i64: 1024>}
   schedule.phase "zero" {
-    schedule.zero_f32 "acc.zero" {writes = [@acc], args = {buffer = @acc, n = 256 : i64}}
+    schedule.zero_f32 "acc.zero" {writes = [@acc], buffer = @acc, n = 256 : i64}
   }
   schedule.barrier
   schedule.phase "a" {
-    schedule.w4a16_gemv "big" {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = @x, k = 1024 : i64, n = [1024], outputs = [@y], weights = ["wb"]}}
-    schedule.w4a16_gemv "slack" {reads = [@x], accumulates = [@acc], args = {epilogue = "atomic_f32", group = 128 : i64, input = @x, k = 1024 : i64, n = [256], outputs = [@acc], weights = ["ws"]}}
+    schedule.w4a16_gemv "big" {reads = [@x], writes = [@y], epilogue = "bf16", group = 128 : i64, input = @x, k = 1024 : i64, n = [1024], outputs = [@y], weights = ["wb"]}
+    schedule.w4a16_gemv "slack" {reads = [@x], accumulates = [@acc], epilogue = "atomic_f32", group = 128 : i64, input = @x, k = 1024 : i64, n = [256], outputs = [@acc], weights = ["ws"]}
   }
   schedule.barrier
   schedule.phase "b" {
-    schedule.zero_f32 "other.zero" {reads = [@y], writes = [@other], args = {buffer = @other, n = 256 : i64}}
+    schedule.zero_f32 "other.zero" {reads = [@y], writes = [@other], buffer = @other, n = 256 : i64}
   }
   schedule.barrier
   schedule.phase "c" {
-    schedule.zero_f32 "use" {reads = [@acc, @other], args = {buffer = @u, n = 1024 : i64}}
+    schedule.zero_f32 "use" {reads = [@acc, @other], buffer = @u, n = 1024 : i64}
   }
 }
 
@@ -90,21 +90,21 @@ schedule.kernel @stays attributes {threads = 256 : i64} {
   schedule.buffer @z {dtype = "f32", shape = array<i64: 256>, space = "io"}
   schedule.buffer @y2 {dtype = "f32", shape = array<i64: 1024>}
   schedule.phase "zero" {
-    schedule.zero_f32 "acc.zero" {args = {buffer = @acc, n = 256 : i64}}
-    schedule.zero_f32 "acc2.zero" {args = {buffer = @acc2, n = 256 : i64}}
+    schedule.zero_f32 "acc.zero" {buffer = @acc, n = 256 : i64}
+    schedule.zero_f32 "acc2.zero" {buffer = @acc2, n = 256 : i64}
   }
   schedule.barrier
   schedule.phase "a" {
-    schedule.residual_rmsnorm "norm" {partition = "every_block", reads = [@x], writes = [@res, @xs], args = {base = @x, dim = 1024 : i64, eps = 1.0e-06 : f64, out = @res, weight = "nw", xs = @xs}}
-    schedule.w4a16_gemv "big" {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = @x, k = 1024 : i64, n = [1024], outputs = [@y], weights = ["wb"]}}
-    schedule.w4a16_gemv "slack" {args = {epilogue = "atomic_f32", group = 128 : i64, input = @x, k = 1024 : i64, n = [256], outputs = [@acc], weights = ["ws"]}}
-    schedule.zero_f32 "early" {reads = [@z], writes = [@e], args = {buffer = @e, n = 256 : i64}}
-    schedule.w4a16_gemv "norm_user" {args = {epilogue = "atomic_f32", group = 128 : i64, input = @xs, k = 1024 : i64, n = [256], outputs = [@acc2], weights = ["wn"]}}
+    schedule.residual_rmsnorm "norm" {partition = "every_block", reads = [@x], writes = [@res, @xs], base = @x, dim = 1024 : i64, eps = 1.0e-06 : f64, out = @res, weight = "nw", xs = @xs}
+    schedule.w4a16_gemv "big" {reads = [@x], writes = [@y], epilogue = "bf16", group = 128 : i64, input = @x, k = 1024 : i64, n = [1024], outputs = [@y], weights = ["wb"]}
+    schedule.w4a16_gemv "slack" {epilogue = "atomic_f32", group = 128 : i64, input = @x, k = 1024 : i64, n = [256], outputs = [@acc], weights = ["ws"]}
+    schedule.zero_f32 "early" {reads = [@z], writes = [@e], buffer = @e, n = 256 : i64}
+    schedule.w4a16_gemv "norm_user" {epilogue = "atomic_f32", group = 128 : i64, input = @xs, k = 1024 : i64, n = [256], outputs = [@acc2], weights = ["wn"]}
   }
   schedule.barrier
   schedule.phase "b" {
-    schedule.zero_f32 "reader" {reads = [@acc], writes = [@z], args = {buffer = @z, n = 256 : i64}}
-    schedule.zero_f32 "late" {args = {buffer = @y2, n = 1024 : i64}}
+    schedule.zero_f32 "reader" {reads = [@acc], writes = [@z], buffer = @z, n = 256 : i64}
+    schedule.zero_f32 "late" {buffer = @y2, n = 1024 : i64}
   }
 }
 
@@ -162,26 +162,26 @@ schedule.kernel @cap attributes {threads = 256 : i64} {
   schedule.buffer @z10 {dtype = "f32", shape = array<i64: 64>}
   schedule.buffer @z11 {dtype = "f32", shape = array<i64: 64>}
   schedule.phase "a" {
-    schedule.w4a16_gemv "big" {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = @x, k = 1024 : i64, n = [1024], outputs = [@y], weights = ["wb"]}}
-    schedule.zero_f32 "z0" {writes = [@z0], args = {buffer = @z0, n = 64 : i64}}
-    schedule.zero_f32 "z1" {writes = [@z1], args = {buffer = @z1, n = 64 : i64}}
-    schedule.zero_f32 "z2" {writes = [@z2], args = {buffer = @z2, n = 64 : i64}}
-    schedule.zero_f32 "z3" {writes = [@z3], args = {buffer = @z3, n = 64 : i64}}
-    schedule.zero_f32 "z4" {writes = [@z4], args = {buffer = @z4, n = 64 : i64}}
-    schedule.zero_f32 "z5" {writes = [@z5], args = {buffer = @z5, n = 64 : i64}}
-    schedule.zero_f32 "z6" {writes = [@z6], args = {buffer = @z6, n = 64 : i64}}
-    schedule.zero_f32 "z7" {writes = [@z7], args = {buffer = @z7, n = 64 : i64}}
-    schedule.zero_f32 "z8" {writes = [@z8], args = {buffer = @z8, n = 64 : i64}}
-    schedule.zero_f32 "z9" {writes = [@z9], args = {buffer = @z9, n = 64 : i64}}
-    schedule.zero_f32 "z10" {writes = [@z10], args = {buffer = @z10, n = 64 : i64}}
-    schedule.zero_f32 "z11" {writes = [@z11], args = {buffer = @z11, n = 64 : i64}}
+    schedule.w4a16_gemv "big" {reads = [@x], writes = [@y], epilogue = "bf16", group = 128 : i64, input = @x, k = 1024 : i64, n = [1024], outputs = [@y], weights = ["wb"]}
+    schedule.zero_f32 "z0" {writes = [@z0], buffer = @z0, n = 64 : i64}
+    schedule.zero_f32 "z1" {writes = [@z1], buffer = @z1, n = 64 : i64}
+    schedule.zero_f32 "z2" {writes = [@z2], buffer = @z2, n = 64 : i64}
+    schedule.zero_f32 "z3" {writes = [@z3], buffer = @z3, n = 64 : i64}
+    schedule.zero_f32 "z4" {writes = [@z4], buffer = @z4, n = 64 : i64}
+    schedule.zero_f32 "z5" {writes = [@z5], buffer = @z5, n = 64 : i64}
+    schedule.zero_f32 "z6" {writes = [@z6], buffer = @z6, n = 64 : i64}
+    schedule.zero_f32 "z7" {writes = [@z7], buffer = @z7, n = 64 : i64}
+    schedule.zero_f32 "z8" {writes = [@z8], buffer = @z8, n = 64 : i64}
+    schedule.zero_f32 "z9" {writes = [@z9], buffer = @z9, n = 64 : i64}
+    schedule.zero_f32 "z10" {writes = [@z10], buffer = @z10, n = 64 : i64}
+    schedule.zero_f32 "z11" {writes = [@z11], buffer = @z11, n = 64 : i64}
   }
   schedule.barrier
   schedule.phase "b" {
-    schedule.zero_f32 "one" {reads = [@y], writes = [@o], args = {buffer = @o, n = 64 : i64}}
+    schedule.zero_f32 "one" {reads = [@y], writes = [@o], buffer = @o, n = 64 : i64}
   }
   schedule.barrier
   schedule.phase "c" {
-    schedule.zero_f32 "use" {reads = [@o, @z0, @z1, @z2, @z3, @z4, @z5, @z6, @z7, @z8, @z9, @z10, @z11], writes = [@u], args = {buffer = @u, n = 64 : i64}}
+    schedule.zero_f32 "use" {reads = [@o, @z0, @z1, @z2, @z3, @z4, @z5, @z6, @z7, @z8, @z9, @z10, @z11], writes = [@u], buffer = @u, n = 64 : i64}
   }
 }

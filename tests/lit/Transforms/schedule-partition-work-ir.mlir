@@ -47,18 +47,18 @@
 // tile then costs what a 128-wide one does, and on equal estimates the
 // wider tile wins.
 // CHECK-LABEL: schedule.kernel @width attributes {target_sms = 264 : i64
-// CHECK: schedule.w4a16_gemv "proj" {args = {{{.*}}ksplit = 1 : i64{{.*}}tiles = 64 : i64, tn = 16 : i64{{.*}}}, bytes = 557056 : i64, count = 64 : i64, partition = "cols"
+// CHECK: schedule.w4a16_gemv "proj" {{{.*}}bytes = 557056 : i64{{.*}}count = 64 : i64{{.*}}ksplit = 1 : i64{{.*}}partition = "cols"{{.*}}tiles = 64 : i64{{.*}}tn = 16 : i64
 // SMS4: schedule.kernel @width attributes {target_sms = 4 : i64
-// SMS4: schedule.{{[a-z0-9_]+}} "proj" {args = {{{.*}}tiles = 8 : i64, tn = 128 : i64{{.*}}}, bytes = 557056 : i64, count = 8 : i64
-// SMS16: schedule.{{[a-z0-9_]+}} "proj" {args = {{{.*}}tiles = 16 : i64, tn = 64 : i64{{.*}}}, bytes = 557056 : i64, count = 16 : i64
-// SMS32: schedule.{{[a-z0-9_]+}} "proj" {args = {{{.*}}tiles = 32 : i64, tn = 32 : i64{{.*}}}, bytes = 557056 : i64, count = 32 : i64
-// FSB: schedule.{{[a-z0-9_]+}} "proj" {args = {{{.*}}tiles = 8 : i64, tn = 128 : i64{{.*}}}, bytes = 557056 : i64, count = 8 : i64
+// SMS4: schedule.{{[a-z0-9_]+}} "proj" {{{.*}}bytes = 557056 : i64{{.*}}count = 8 : i64{{.*}}tiles = 8 : i64{{.*}}tn = 128 : i64
+// SMS16: schedule.{{[a-z0-9_]+}} "proj" {{{.*}}bytes = 557056 : i64{{.*}}count = 16 : i64{{.*}}tiles = 16 : i64{{.*}}tn = 64 : i64
+// SMS32: schedule.{{[a-z0-9_]+}} "proj" {{{.*}}bytes = 557056 : i64{{.*}}count = 32 : i64{{.*}}tiles = 32 : i64{{.*}}tn = 32 : i64
+// FSB: schedule.{{[a-z0-9_]+}} "proj" {{{.*}}bytes = 557056 : i64{{.*}}count = 8 : i64{{.*}}tiles = 8 : i64{{.*}}tn = 128 : i64
 schedule.kernel @width attributes {threads = 256 : i64} {
   schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 512, 1024>, group = 128 : i64}
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 1024>, space = "io"}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 1024>}
   schedule.phase "p" {
-    schedule.w4a16_gemv "proj" {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = @x, k = 1024 : i64, n = [1024], outputs = [@y], weights = ["w"]}}
+    schedule.w4a16_gemv "proj" {reads = [@x], writes = [@y], epilogue = "bf16", group = 128 : i64, input = @x, k = 1024 : i64, n = [1024], outputs = [@y], weights = ["w"]}
   }
 }
 
@@ -68,12 +68,12 @@ schedule.kernel @width attributes {threads = 256 : i64} {
 // K, in slices of whole groups (at most 4096 / 128 = 32), more of them the
 // more SMs there are; the same shape stored as bf16 is only cut by columns.
 // CHECK-LABEL: schedule.kernel @splitk
-// CHECK: schedule.w4a16_gemv "sum" {{.*}}ksplit = 32 : i64{{.*}}tiles = 8 : i64, tn = 32 : i64{{.*}}count = 256 : i64, partition = "split_k"
-// CHECK: schedule.w4a16_gemv "store" {{.*}}ksplit = 1 : i64{{.*}}tiles = 16 : i64, tn = 16 : i64{{.*}}count = 16 : i64, partition = "cols"
-// SMS4: schedule.w4a16_gemv "sum" {{.*}}ksplit = 2 : i64{{.*}}tiles = 2 : i64, tn = 128 : i64{{.*}}count = 4 : i64, partition = "split_k"
-// SMS4: schedule.w4a16_gemv "store" {{.*}}ksplit = 1 : i64{{.*}}tiles = 4 : i64, tn = 64 : i64{{.*}}count = 4 : i64, partition = "cols"
-// SMS16: schedule.{{[a-z0-9_]+}} "sum" {{.*}}ksplit = 8 : i64{{.*}}tiles = 2 : i64, tn = 128 : i64{{.*}}count = 16 : i64
-// SMS32: schedule.{{[a-z0-9_]+}} "sum" {{.*}}ksplit = 16 : i64{{.*}}tiles = 2 : i64, tn = 128 : i64{{.*}}count = 32 : i64
+// CHECK: schedule.w4a16_gemv "sum" {{{.*}}count = 256 : i64{{.*}}ksplit = 32 : i64{{.*}}partition = "split_k"{{.*}}tiles = 8 : i64{{.*}}tn = 32 : i64
+// CHECK: schedule.w4a16_gemv "store" {{{.*}}count = 16 : i64{{.*}}ksplit = 1 : i64{{.*}}partition = "cols"{{.*}}tiles = 16 : i64{{.*}}tn = 16 : i64
+// SMS4: schedule.w4a16_gemv "sum" {{{.*}}count = 4 : i64{{.*}}ksplit = 2 : i64{{.*}}partition = "split_k"{{.*}}tiles = 2 : i64{{.*}}tn = 128 : i64
+// SMS4: schedule.w4a16_gemv "store" {{{.*}}count = 4 : i64{{.*}}ksplit = 1 : i64{{.*}}partition = "cols"{{.*}}tiles = 4 : i64{{.*}}tn = 64 : i64
+// SMS16: schedule.{{[a-z0-9_]+}} "sum" {{{.*}}count = 16 : i64{{.*}}ksplit = 8 : i64{{.*}}tiles = 2 : i64{{.*}}tn = 128 : i64
+// SMS32: schedule.{{[a-z0-9_]+}} "sum" {{{.*}}count = 32 : i64{{.*}}ksplit = 16 : i64{{.*}}tiles = 2 : i64{{.*}}tn = 128 : i64
 schedule.kernel @splitk attributes {threads = 256 : i64} {
   schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 2048, 256>, group = 128 : i64}
   schedule.weight @v.w_q {dtype = "u8", shape = array<i64: 2048, 256>, group = 128 : i64}
@@ -81,12 +81,12 @@ schedule.kernel @splitk attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "zero" {
-    schedule.zero_f32 "acc.zero" {writes = [@acc], args = {buffer = @acc, n = 256 : i64}}
+    schedule.zero_f32 "acc.zero" {writes = [@acc], buffer = @acc, n = 256 : i64}
   }
   schedule.barrier
   schedule.phase "proj" {
-    schedule.w4a16_gemv "sum" {reads = [@x], accumulates = [@acc], args = {epilogue = "atomic_f32", group = 128 : i64, input = @x, k = 4096 : i64, n = [256], outputs = [@acc], weights = ["w"]}}
-    schedule.w4a16_gemv "store" {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 128 : i64, input = @x, k = 4096 : i64, n = [256], outputs = [@y], weights = ["v"]}}
+    schedule.w4a16_gemv "sum" {reads = [@x], accumulates = [@acc], epilogue = "atomic_f32", group = 128 : i64, input = @x, k = 4096 : i64, n = [256], outputs = [@acc], weights = ["w"]}
+    schedule.w4a16_gemv "store" {reads = [@x], writes = [@y], epilogue = "bf16", group = 128 : i64, input = @x, k = 4096 : i64, n = [256], outputs = [@y], weights = ["v"]}
   }
 }
 
@@ -100,12 +100,12 @@ schedule.kernel @splitk attributes {threads = 256 : i64} {
 // o_proj reading an input no task of its kernel produces has no grain, and
 // its slices only follow the groups of 16 rows (ksplit 8 on 264 SMs).
 // CHECK-LABEL: schedule.kernel @heads
-// CHECK: schedule.kda_head_chunk "kda" {args = {S = @S, beta = @beta, chunk = 16 : i64, ck = @ck, conv = 4 : i64, conv_w = "conv_w", cq = @cq, cv = @cv, g = @g, grain = "head", grain_per = 2 : i64{{.*}}count = 8 : i64, partition = "heads"
-// CHECK: schedule.{{[a-z0-9_]+}} "o_proj" {accumulates = [@acc], args = {epilogue = "atomic_f32", grain = "head", grain_per = 16 : i64, grain_span = 1 : i64{{.*}}ksplit = 4 : i64{{.*}}tiles = 16 : i64, tn = 16 : i64{{.*}}count = 64 : i64{{.*}}partition = "split_k"
+// CHECK: schedule.kda_head_chunk "kda" {{{.*}}S = @S{{.*}}beta = @beta{{.*}}chunk = 16 : i64{{.*}}ck = @ck{{.*}}conv = 4 : i64{{.*}}conv_w = "conv_w"{{.*}}count = 8 : i64{{.*}}cq = @cq{{.*}}cv = @cv{{.*}}g = @g{{.*}}grain = "head"{{.*}}grain_per = 2 : i64{{.*}}partition = "heads"
+// CHECK: schedule.{{[a-z0-9_]+}} "o_proj" {{{.*}}accumulates = [@acc]{{.*}}count = 64 : i64{{.*}}epilogue = "atomic_f32"{{.*}}grain = "head"{{.*}}grain_per = 16 : i64{{.*}}grain_span = 1 : i64{{.*}}ksplit = 4 : i64{{.*}}partition = "split_k"{{.*}}tiles = 16 : i64{{.*}}tn = 16 : i64
 // CHECK-LABEL: schedule.kernel @no_unit
-// CHECK: schedule.{{[a-z0-9_]+}} "o_proj" {accumulates = [@acc], args = {epilogue = "atomic_f32", group = 16 : i64{{.*}}ksplit = 8 : i64{{.*}}tiles = 16 : i64, tn = 16 : i64{{.*}}count = 128 : i64
-// SMS4: schedule.{{[a-z0-9_]+}} "kda" {args = {S = @S, beta = @beta, chunk = 32 : i64, ck = @ck, conv = 4 : i64, conv_w = "conv_w", cq = @cq, cv = @cv, g = @g, grain = "head", grain_per = 1 : i64{{.*}}count = 4 : i64
-// SMS4: schedule.{{[a-z0-9_]+}} "o_proj" {accumulates = [@acc], args = {epilogue = "atomic_f32", grain = "head", grain_per = 2 : i64, grain_span = 2 : i64{{.*}}ksplit = 2 : i64{{.*}}tiles = 2 : i64, tn = 128 : i64{{.*}}count = 4 : i64
+// CHECK: schedule.{{[a-z0-9_]+}} "o_proj" {{{.*}}accumulates = [@acc]{{.*}}count = 128 : i64{{.*}}epilogue = "atomic_f32"{{.*}}group = 16 : i64{{.*}}ksplit = 8 : i64{{.*}}tiles = 16 : i64{{.*}}tn = 16 : i64
+// SMS4: schedule.{{[a-z0-9_]+}} "kda" {{{.*}}S = @S{{.*}}beta = @beta{{.*}}chunk = 32 : i64{{.*}}ck = @ck{{.*}}conv = 4 : i64{{.*}}conv_w = "conv_w"{{.*}}count = 4 : i64{{.*}}cq = @cq{{.*}}cv = @cv{{.*}}g = @g{{.*}}grain = "head"{{.*}}grain_per = 1 : i64
+// SMS4: schedule.{{[a-z0-9_]+}} "o_proj" {{{.*}}accumulates = [@acc]{{.*}}count = 4 : i64{{.*}}epilogue = "atomic_f32"{{.*}}grain = "head"{{.*}}grain_per = 2 : i64{{.*}}grain_span = 2 : i64{{.*}}ksplit = 2 : i64{{.*}}tiles = 2 : i64{{.*}}tn = 128 : i64
 schedule.kernel @heads attributes {threads = 256 : i64} {
   schedule.weight @conv_w {dtype = "bf16", shape = array<i64: 384, 4>}
   schedule.weight @wo.w_q {dtype = "u8", shape = array<i64: 64, 256>, group = 16 : i64}
@@ -121,12 +121,12 @@ schedule.kernel @heads attributes {threads = 256 : i64} {
   schedule.buffer @o {dtype = "bf16", shape = array<i64: 128>}
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "attn" {
-    schedule.zero_f32 "acc.zero" {writes = [@acc], args = {buffer = @acc, n = 256 : i64}}
-    schedule.kda_head_chunk "kda" {reads = [@q, @k, @v, @g, @beta, @cq, @ck, @cv, @S], writes = [@S, @o], args = {S = @S, beta = @beta, ck = @ck, conv = 4 : i64, conv_w = "conv_w", cq = @cq, cv = @cv, g = @g, head_dim = 32 : i64, heads = 4 : i64, k = @k, o = @o, q = @q, unit = "head", v = @v}}
+    schedule.zero_f32 "acc.zero" {writes = [@acc], buffer = @acc, n = 256 : i64}
+    schedule.kda_head_chunk "kda" {reads = [@q, @k, @v, @g, @beta, @cq, @ck, @cv, @S], writes = [@S, @o], S = @S, beta = @beta, ck = @ck, conv = 4 : i64, conv_w = "conv_w", cq = @cq, cv = @cv, g = @g, head_dim = 32 : i64, heads = 4 : i64, k = @k, o = @o, q = @q, unit = "head", v = @v}
   }
   schedule.barrier
   schedule.phase "out" {
-    schedule.w4a16_gemv "o_proj" {reads = [@o], accumulates = [@acc], args = {epilogue = "atomic_f32", group = 16 : i64, input = @o, k = 128 : i64, n = [256], outputs = [@acc], weights = ["wo"]}}
+    schedule.w4a16_gemv "o_proj" {reads = [@o], accumulates = [@acc], epilogue = "atomic_f32", group = 16 : i64, input = @o, k = 128 : i64, n = [256], outputs = [@acc], weights = ["wo"]}
   }
 }
 schedule.kernel @no_unit attributes {threads = 256 : i64} {
@@ -134,11 +134,11 @@ schedule.kernel @no_unit attributes {threads = 256 : i64} {
   schedule.buffer @o {dtype = "bf16", shape = array<i64: 128>, space = "io"}
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "zero" {
-    schedule.zero_f32 "acc.zero" {writes = [@acc], args = {buffer = @acc, n = 256 : i64}}
+    schedule.zero_f32 "acc.zero" {writes = [@acc], buffer = @acc, n = 256 : i64}
   }
   schedule.barrier
   schedule.phase "out" {
-    schedule.w4a16_gemv "o_proj" {reads = [@o], accumulates = [@acc], args = {epilogue = "atomic_f32", group = 16 : i64, input = @o, k = 128 : i64, n = [256], outputs = [@acc], weights = ["wo"]}}
+    schedule.w4a16_gemv "o_proj" {reads = [@o], accumulates = [@acc], epilogue = "atomic_f32", group = 16 : i64, input = @o, k = 128 : i64, n = [256], outputs = [@acc], weights = ["wo"]}
   }
 }
 
@@ -148,8 +148,8 @@ schedule.kernel @no_unit attributes {threads = 256 : i64} {
 // outputs per head): tiles are at most 32 wide, and grain_per is the tiles
 // of one head over both outputs (2 x 32 / tn).
 // CHECK-LABEL: schedule.kernel @grouped
-// CHECK: schedule.{{[a-z0-9_]+}} "qk" {args = {epilogue = "bf16", grain = "head", grain_per = 4 : i64{{.*}}tiles = 8 : i64, tn = 16 : i64{{.*}}count = 8 : i64
-// SMS4: schedule.{{[a-z0-9_]+}} "qk" {args = {epilogue = "bf16", grain = "head", grain_per = 2 : i64{{.*}}tiles = 4 : i64, tn = 32 : i64{{.*}}count = 4 : i64
+// CHECK: schedule.{{[a-z0-9_]+}} "qk" {{{.*}}count = 8 : i64{{.*}}epilogue = "bf16"{{.*}}grain = "head"{{.*}}grain_per = 4 : i64{{.*}}tiles = 8 : i64{{.*}}tn = 16 : i64
+// SMS4: schedule.{{[a-z0-9_]+}} "qk" {{{.*}}count = 4 : i64{{.*}}epilogue = "bf16"{{.*}}grain = "head"{{.*}}grain_per = 2 : i64{{.*}}tiles = 4 : i64{{.*}}tn = 32 : i64
 schedule.kernel @grouped attributes {threads = 256 : i64} {
   schedule.weight @norm_w {dtype = "bf16", shape = array<i64: 256>}
   schedule.weight @wq.w_q {dtype = "u8", shape = array<i64: 128, 64>, group = 32 : i64}
@@ -159,8 +159,8 @@ schedule.kernel @grouped attributes {threads = 256 : i64} {
   schedule.buffer @q {dtype = "bf16", shape = array<i64: 64>}
   schedule.buffer @k {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "p" {
-    schedule.residual_rmsnorm "norm" {partition = "every_block", reads = [@h], writes = [@x], args = {base = @h, dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = @x}}
-    schedule.w4a16_gemv "qk" {reads = [@x], writes = [@q, @k], args = {epilogue = "bf16", group = 32 : i64, input = @x, k = 256 : i64, n = [64, 64], outputs = [@q, @k], unit = "head", unit_cols = 32 : i64, weights = ["wq", "wk"]}}
+    schedule.residual_rmsnorm "norm" {partition = "every_block", reads = [@h], writes = [@x], base = @h, dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = @x}
+    schedule.w4a16_gemv "qk" {reads = [@x], writes = [@q, @k], epilogue = "bf16", group = 32 : i64, input = @x, k = 256 : i64, n = [64, 64], outputs = [@q, @k], unit = "head", unit_cols = 32 : i64, weights = ["wq", "wk"]}
   }
 }
 
@@ -169,10 +169,10 @@ schedule.kernel @grouped attributes {threads = 256 : i64} {
 // bf16 rows: rows_per_task is the power of two that balances best (one row
 // per task on 264 SMs, two on 4); with a unit, one row per task and unit.
 // CHECK-LABEL: schedule.kernel @rows
-// CHECK: schedule.bf16_rows "router" {args = {{{.*}}rows_per_task = 1 : i64{{.*}}}, bytes = 4096 : i64, count = 8 : i64, partition = "rows"
-// CHECK: schedule.{{[a-z0-9_]+}} "beta" {args = {grain = "head", grain_per = 1 : i64{{.*}}rows_per_task = 1 : i64{{.*}}count = 8 : i64
-// SMS4: schedule.{{[a-z0-9_]+}} "router" {args = {{{.*}}rows_per_task = 2 : i64{{.*}}}, bytes = 4096 : i64, count = 4 : i64
-// SMS4: schedule.{{[a-z0-9_]+}} "beta" {args = {grain = "head", grain_per = 1 : i64{{.*}}rows_per_task = 1 : i64{{.*}}count = 8 : i64
+// CHECK: schedule.bf16_rows "router" {{{.*}}bytes = 4096 : i64{{.*}}count = 8 : i64{{.*}}partition = "rows"{{.*}}rows_per_task = 1 : i64
+// CHECK: schedule.{{[a-z0-9_]+}} "beta" {{{.*}}count = 8 : i64{{.*}}grain = "head"{{.*}}grain_per = 1 : i64{{.*}}rows_per_task = 1 : i64
+// SMS4: schedule.{{[a-z0-9_]+}} "router" {{{.*}}bytes = 4096 : i64{{.*}}count = 4 : i64{{.*}}rows_per_task = 2 : i64
+// SMS4: schedule.{{[a-z0-9_]+}} "beta" {{{.*}}count = 8 : i64{{.*}}grain = "head"{{.*}}grain_per = 1 : i64{{.*}}rows_per_task = 1 : i64
 schedule.kernel @rows attributes {threads = 256 : i64} {
   schedule.weight @wr {dtype = "bf16", shape = array<i64: 8, 256>}
   schedule.weight @wb {dtype = "bf16", shape = array<i64: 8, 256>}
@@ -180,8 +180,8 @@ schedule.kernel @rows attributes {threads = 256 : i64} {
   schedule.buffer @logits {dtype = "bf16", shape = array<i64: 8>}
   schedule.buffer @beta {dtype = "bf16", shape = array<i64: 8>}
   schedule.phase "p" {
-    schedule.bf16_rows "router" {reads = [@x], writes = [@logits], args = {input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, weight = "wr"}}
-    schedule.bf16_rows "beta" {reads = [@x], writes = [@beta], args = {input = @x, k = 256 : i64, output = @beta, rows = 8 : i64, unit = "head", weight = "wb"}}
+    schedule.bf16_rows "router" {reads = [@x], writes = [@logits], input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, weight = "wr"}
+    schedule.bf16_rows "beta" {reads = [@x], writes = [@beta], input = @x, k = 256 : i64, output = @beta, rows = 8 : i64, unit = "head", weight = "wb"}
   }
 }
 
@@ -191,10 +191,10 @@ schedule.kernel @rows attributes {threads = 256 : i64} {
 // (tiles x ksplit), split-K in slices of whole 16-row steps; grain_per is a
 // slot's instances.
 // CHECK-LABEL: schedule.kernel @moe
-// CHECK: schedule.moe_gate_up "gate_up" {{.*}}grain = "slot", grain_per = 128 : i64{{.*}}ksplit = 8 : i64{{.*}}tiles = 8 : i64, tn = 16 : i64{{.*}}count = 256 : i64, partition = "experts"
-// CHECK: schedule.moe_down "down" {{.*}}grain = "slot", grain_per = 128 : i64{{.*}}ksplit = 8 : i64{{.*}}tiles = 16 : i64, tn = 16 : i64{{.*}}count = 256 : i64, partition = "experts"
-// SMS4: schedule.{{[a-z0-9_]+}} "gate_up" {{.*}}grain = "slot", grain_per = 2 : i64{{.*}}ksplit = 1 : i64{{.*}}tiles = 1 : i64, tn = 128 : i64{{.*}}count = 4 : i64
-// SMS4: schedule.{{[a-z0-9_]+}} "down" {{.*}}grain = "slot", grain_per = 2 : i64{{.*}}ksplit = 1 : i64{{.*}}tiles = 2 : i64, tn = 128 : i64{{.*}}count = 4 : i64
+// CHECK: schedule.moe_gate_up "gate_up" {{{.*}}count = 256 : i64{{.*}}grain = "slot"{{.*}}grain_per = 128 : i64{{.*}}ksplit = 8 : i64{{.*}}partition = "experts"{{.*}}tiles = 8 : i64{{.*}}tn = 16 : i64
+// CHECK: schedule.moe_down "down" {{{.*}}count = 256 : i64{{.*}}grain = "slot"{{.*}}grain_per = 128 : i64{{.*}}ksplit = 8 : i64{{.*}}partition = "experts"{{.*}}tiles = 16 : i64{{.*}}tn = 16 : i64
+// SMS4: schedule.{{[a-z0-9_]+}} "gate_up" {{{.*}}count = 4 : i64{{.*}}grain = "slot"{{.*}}grain_per = 2 : i64{{.*}}ksplit = 1 : i64{{.*}}tiles = 1 : i64{{.*}}tn = 128 : i64
+// SMS4: schedule.{{[a-z0-9_]+}} "down" {{{.*}}count = 4 : i64{{.*}}grain = "slot"{{.*}}grain_per = 2 : i64{{.*}}ksplit = 1 : i64{{.*}}tiles = 2 : i64{{.*}}tn = 128 : i64
 schedule.kernel @moe attributes {threads = 256 : i64} {
   schedule.weight @norm_w {dtype = "bf16", shape = array<i64: 256>}
   schedule.weight @gate.w_q {dtype = "u8", shape = array<i64: 8, 128, 128>, group = 32 : i64}
@@ -206,17 +206,17 @@ schedule.kernel @moe attributes {threads = 256 : i64} {
   schedule.buffer @sums {dtype = "f32", shape = array<i64: 512>}
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "zero" {
-    schedule.zero_f32 "sums.zero" {writes = [@sums], args = {buffer = @sums, n = 512 : i64}}
-    schedule.zero_f32 "acc.zero" {writes = [@acc], args = {buffer = @acc, n = 256 : i64}}
+    schedule.zero_f32 "sums.zero" {writes = [@sums], buffer = @sums, n = 512 : i64}
+    schedule.zero_f32 "acc.zero" {writes = [@acc], buffer = @acc, n = 256 : i64}
   }
   schedule.barrier
   schedule.phase "gate_up" {
-    schedule.residual_rmsnorm "norm" {partition = "every_block", reads = [@h], writes = [@x], args = {base = @h, dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = @x}}
-    schedule.moe_gate_up "gate_up" {reads = [@x, @logits], accumulates = [@sums], args = {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, top_k = 2 : i64, unit = "slot", up = "up"}}
+    schedule.residual_rmsnorm "norm" {partition = "every_block", reads = [@h], writes = [@x], base = @h, dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = @x}
+    schedule.moe_gate_up "gate_up" {reads = [@x, @logits], accumulates = [@sums], experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, top_k = 2 : i64, unit = "slot", up = "up"}
   }
   schedule.barrier
   schedule.phase "down" {
-    schedule.moe_down "down" {reads = [@sums, @logits], accumulates = [@acc], args = {acc = @acc, down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, top_k = 2 : i64, unit = "slot"}}
+    schedule.moe_down "down" {reads = [@sums, @logits], accumulates = [@acc], acc = @acc, down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, top_k = 2 : i64, unit = "slot"}
   }
 }
 
@@ -226,20 +226,20 @@ schedule.kernel @moe attributes {threads = 256 : i64} {
 // an expert 8192 wide is cut into split-K slices even where one slice per
 // tile would fill the blocks (4 SMs: 4 tiles x 2 slices, not 4 x 1).
 // CHECK-LABEL: schedule.kernel @wide_down
-// CHECK: schedule.moe_down "down" {{.*}}ksplit = {{[2-9]|1[0-9]}} : i64
+// CHECK: schedule.moe_down "down" {{{.*}}ksplit = {{[2-9]|1[0-9]}} : i64
 // SMS4-LABEL: schedule.kernel @wide_down
-// SMS4: schedule.{{[a-z0-9_]+}} "down" {{.*}}ksplit = 2 : i64{{.*}}tiles = 4 : i64, tn = 128 : i64{{.*}}count = 8 : i64
+// SMS4: schedule.{{[a-z0-9_]+}} "down" {{{.*}}count = 8 : i64{{.*}}ksplit = 2 : i64{{.*}}tiles = 4 : i64{{.*}}tn = 128 : i64
 schedule.kernel @wide_down attributes {threads = 256 : i64} {
   schedule.weight @down.w_q {dtype = "u8", shape = array<i64: 1, 4096, 512>, group = 32 : i64}
   schedule.buffer @sums {dtype = "f32", shape = array<i64: 16384>}
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 512>}
   schedule.phase "zero" {
-    schedule.zero_f32 "sums.zero" {writes = [@sums], args = {buffer = @sums, n = 16384 : i64}}
-    schedule.zero_f32 "acc.zero" {writes = [@acc], args = {buffer = @acc, n = 512 : i64}}
+    schedule.zero_f32 "sums.zero" {writes = [@sums], buffer = @sums, n = 16384 : i64}
+    schedule.zero_f32 "acc.zero" {writes = [@acc], buffer = @acc, n = 512 : i64}
   }
   schedule.barrier
   schedule.phase "down" {
-    schedule.moe_down "down" {reads = [@sums], accumulates = [@acc], args = {acc = @acc, down = "down", experts = 1 : i64, group = 32 : i64, hidden = 512 : i64, inter = 8192 : i64, slots = 1 : i64, sums = @sums, unit = "slot"}}
+    schedule.moe_down "down" {reads = [@sums], accumulates = [@acc], acc = @acc, down = "down", experts = 1 : i64, group = 32 : i64, hidden = 512 : i64, inter = 8192 : i64, slots = 1 : i64, sums = @sums, unit = "slot"}
   }
 }
 
@@ -257,21 +257,21 @@ schedule.kernel @wide_down attributes {threads = 256 : i64} {
 // CHECK: schedule.buffer @part_m {dtype = "f32", shape = array<i64: 1024>}
 // CHECK: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 1024>}
 // CHECK: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 65536>}
-// CHECK: schedule.mla_q_absorb "absorb" {{.*}}bytes = 16384 : i64, count = 16 : i64, partition = "heads"
-// CHECK: schedule.mla_attention_chunk "attention" {args = {c_kv = @c_kv, head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}count = 128 : i64, partition = "chunks"
-// CHECK: schedule.mla_combine_wv "combine" {{.*}}grain = "mla_head", grain_per = 4 : i64{{.*}}slices = 4 : i64{{.*}}count = 64 : i64, partition = "heads"
-// SMS16: schedule.{{[a-z0-9_]+}} "combine" {{.*}}grain_per = 1 : i64{{.*}}slices = 1 : i64{{.*}}count = 16 : i64
-// SMS32: schedule.{{[a-z0-9_]+}} "combine" {{.*}}grain_per = 2 : i64{{.*}}slices = 2 : i64{{.*}}count = 32 : i64
-// HG16: schedule.{{[a-z0-9_]+}} "attention" {args = {c_kv = @c_kv, head_group = 16 : i64{{.*}}max_chunks = 64 : i64{{.*}}count = 64 : i64, partition = "chunks"
-// HG12: schedule.{{[a-z0-9_]+}} "attention" {args = {c_kv = @c_kv, head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}count = 128 : i64, partition = "chunks"
+// CHECK: schedule.mla_q_absorb "absorb" {{{.*}}bytes = 16384 : i64{{.*}}count = 16 : i64{{.*}}partition = "heads"
+// CHECK: schedule.mla_attention_chunk "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 128 : i64{{.*}}head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = "chunks"
+// CHECK: schedule.mla_combine_wv "combine" {{{.*}}count = 64 : i64{{.*}}grain = "mla_head"{{.*}}grain_per = 4 : i64{{.*}}partition = "heads"{{.*}}slices = 4 : i64
+// SMS16: schedule.{{[a-z0-9_]+}} "combine" {{{.*}}count = 16 : i64{{.*}}grain_per = 1 : i64{{.*}}slices = 1 : i64
+// SMS32: schedule.{{[a-z0-9_]+}} "combine" {{{.*}}count = 32 : i64{{.*}}grain_per = 2 : i64{{.*}}slices = 2 : i64
+// HG16: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 64 : i64{{.*}}head_group = 16 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = "chunks"
+// HG12: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 128 : i64{{.*}}head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = "chunks"
 // 32-row sub-chunks: the attention task says so (sub_rows; 16, the
 // default, is not written).
 // CHECK-NOT: sub_rows
-// SUB32: schedule.{{[a-z0-9_]+}} "attention" {args = {c_kv = @c_kv, head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}sub_rows = 32 : i64{{.*}}count = 128 : i64, partition = "chunks"
+// SUB32: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 128 : i64{{.*}}head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = "chunks"{{.*}}sub_rows = 32 : i64
 // CHUNKS: schedule.buffer @part_m {dtype = "f32", shape = array<i64: 256>}
 // CHUNKS: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 256>}
 // CHUNKS: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 16384>}
-// CHUNKS: schedule.{{[a-z0-9_]+}} "attention" {args = {c_kv = @c_kv, head_group = 8 : i64{{.*}}max_chunks = 16 : i64{{.*}}count = 32 : i64
+// CHUNKS: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 32 : i64{{.*}}head_group = 8 : i64{{.*}}max_chunks = 16 : i64
 schedule.kernel @mla attributes {threads = 256 : i64} {
   schedule.weight @kv_b.w_q {dtype = "u8", shape = array<i64: 32, 1024>, group = 32 : i64}
   schedule.buffer @q {dtype = "bf16", shape = array<i64: 512>, space = "io"}
@@ -284,16 +284,16 @@ schedule.kernel @mla attributes {threads = 256 : i64} {
   schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 1024>}
   schedule.buffer @o {dtype = "f32", shape = array<i64: 512>}
   schedule.phase "absorb" {
-    schedule.zero_f32 "o.zero" {writes = [@o], args = {buffer = @o, n = 512 : i64}}
-    schedule.mla_q_absorb "absorb" {reads = [@q], writes = [@q_abs], args = {rope = 16 : i64, heads = 16 : i64, kv_b = "kv_b", lora = 64 : i64, nope = 32 : i64, q = @q, q_abs = @q_abs, v_head = 32 : i64}}
+    schedule.zero_f32 "o.zero" {writes = [@o], buffer = @o, n = 512 : i64}
+    schedule.mla_q_absorb "absorb" {reads = [@q], writes = [@q_abs], rope = 16 : i64, heads = 16 : i64, kv_b = "kv_b", lora = 64 : i64, nope = 32 : i64, q = @q, q_abs = @q_abs, v_head = 32 : i64}
   }
   schedule.barrier
   schedule.phase "attention" {
-    schedule.mla_attention_chunk "attention" {reads = [@q_abs, @q_rope, @c_kv, @k_rope], writes = [@part_m, @part_l, @part_acc], args = {rope = 16 : i64, c_kv = @c_kv, heads = 16 : i64, k_rope = @k_rope, lora = 64 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, q_abs = @q_abs, q_rope = @q_rope, scale = 1.250000e-01 : f64}}
+    schedule.mla_attention_chunk "attention" {reads = [@q_abs, @q_rope, @c_kv, @k_rope], writes = [@part_m, @part_l, @part_acc], rope = 16 : i64, c_kv = @c_kv, heads = 16 : i64, k_rope = @k_rope, lora = 64 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, q_abs = @q_abs, q_rope = @q_rope, scale = 1.250000e-01 : f64}
   }
   schedule.barrier
   schedule.phase "combine" {
-    schedule.mla_combine_wv "combine" {reads = [@part_m, @part_l, @part_acc], accumulates = [@o], args = {nope = 32 : i64, group = 32 : i64, heads = 16 : i64, kv_b = "kv_b", lora = 64 : i64, o = @o, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, unit = "mla_head", v_head = 32 : i64}}
+    schedule.mla_combine_wv "combine" {reads = [@part_m, @part_l, @part_acc], accumulates = [@o], nope = 32 : i64, group = 32 : i64, heads = 16 : i64, kv_b = "kv_b", lora = 64 : i64, o = @o, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, unit = "mla_head", v_head = 32 : i64}
   }
 }
 
@@ -308,12 +308,12 @@ schedule.kernel @mla attributes {threads = 256 : i64} {
 // CHECK: schedule.buffer @part_m {dtype = "f32", shape = array<i64: 256>}
 // CHECK: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 256>}
 // CHECK: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 16384>}
-// CHECK: schedule.gqa_rope_append "append" {{.*}}bytes = 3072 : i64, partition = "heads"}
-// CHECK: schedule.gqa_attention_chunk "attention" {args = {{{.*}}max_chunks = 64 : i64{{.*}}count = 128 : i64, partition = "chunks"
-// CHECK: schedule.gqa_combine "combine" {args = {{{.*}}heads_per_task = 1 : i64{{.*}}count = 4 : i64, partition = "heads"
+// CHECK: schedule.gqa_rope_append "append" {{{.*}}bytes = 3072 : i64{{.*}}partition = "heads"
+// CHECK: schedule.gqa_attention_chunk "attention" {{{.*}}count = 128 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = "chunks"
+// CHECK: schedule.gqa_combine "combine" {{{.*}}count = 4 : i64{{.*}}heads_per_task = 1 : i64{{.*}}partition = "heads"
 // CHUNKS-LABEL: schedule.kernel @gqa
 // CHUNKS: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 4096>}
-// CHUNKS: schedule.{{[a-z0-9_]+}} "attention" {args = {{{.*}}max_chunks = 16 : i64{{.*}}count = 32 : i64
+// CHUNKS: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}count = 32 : i64{{.*}}max_chunks = 16 : i64
 schedule.kernel @gqa attributes {threads = 256 : i64} {
   schedule.weight @q_norm {dtype = "bf16", shape = array<i64: 64>}
   schedule.weight @k_norm {dtype = "bf16", shape = array<i64: 64>}
@@ -328,15 +328,15 @@ schedule.kernel @gqa attributes {threads = 256 : i64} {
   schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 256>}
   schedule.buffer @o {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "append" {
-    schedule.gqa_rope_append "append" {args = {eps = 1.0e-06 : f64, head_dim = 64 : i64, heads = 4 : i64, k = @k, k_cache = @k_cache, k_norm = "k_norm", kv_heads = 2 : i64, q = @q, q_norm = "q_norm", q_out = @q_rot, theta = 1.0e+06 : f64, v = @v, v_cache = @v_cache}}
+    schedule.gqa_rope_append "append" {eps = 1.0e-06 : f64, head_dim = 64 : i64, heads = 4 : i64, k = @k, k_cache = @k_cache, k_norm = "k_norm", kv_heads = 2 : i64, q = @q, q_norm = "q_norm", q_out = @q_rot, theta = 1.0e+06 : f64, v = @v, v_cache = @v_cache}
   }
   schedule.barrier
   schedule.phase "attention" {
-    schedule.gqa_attention_chunk "attention" {args = {head_dim = 64 : i64, heads = 4 : i64, k_cache = @k_cache, kv_heads = 2 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, q = @q_rot, v_cache = @v_cache}}
+    schedule.gqa_attention_chunk "attention" {head_dim = 64 : i64, heads = 4 : i64, k_cache = @k_cache, kv_heads = 2 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, q = @q_rot, v_cache = @v_cache}
   }
   schedule.barrier
   schedule.phase "combine" {
-    schedule.gqa_combine "combine" {args = {head_dim = 64 : i64, heads = 4 : i64, o = @o, part_acc = @part_acc, part_l = @part_l, part_m = @part_m}}
+    schedule.gqa_combine "combine" {head_dim = 64 : i64, heads = 4 : i64, o = @o, part_acc = @part_acc, part_l = @part_l, part_m = @part_m}
   }
 }
 
@@ -352,7 +352,7 @@ schedule.kernel @gqa_hd attributes {threads = 256 : i64} {
   schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 384>}
   schedule.phase "attention" {
     // expected-error @+1 {{head_dim 96 has no GQA template: it must be a multiple of 64, at most 256 (a lane holds head_dim / 32 elements)}}
-    schedule.gqa_attention_chunk "attention" {args = {head_dim = 96 : i64, heads = 4 : i64, k_cache = @k_cache, kv_heads = 2 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, q = @q_rot, v_cache = @v_cache}}
+    schedule.gqa_attention_chunk "attention" {head_dim = 96 : i64, heads = 4 : i64, k_cache = @k_cache, kv_heads = 2 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, q = @q_rot, v_cache = @v_cache}
   }
 }
 
@@ -363,13 +363,13 @@ schedule.kernel @gqa_hd attributes {threads = 256 : i64} {
 // short-conv commit one per 512 channels, RoPE append 16 row tasks, the
 // final residual 4 slices.
 // CHECK-LABEL: schedule.kernel @fixed
-// CHECK: schedule.residual_rmsnorm "norm" {args = {{{.*}}}, bytes = 512 : i64, partition = "every_block"
-// CHECK: schedule.zero_f32 "acc.zero" {args = {{{.*}}}, bytes = 1024 : i64, partition = "slices"
-// CHECK: schedule.conv_commit "commit" {args = {{{.*}}}, bytes = 196608 : i64, count = 8 : i64, partition = "channels"
-// CHECK: schedule.mla_rope_append "rope" {args = {{{.*}}}, bytes = 512 : i64, count = 16 : i64, partition = "rows"
-// CHECK: schedule.final_residual "final" {args = {{{.*}}}, bytes = 2048 : i64, count = 4 : i64, partition = "slices"
-// SMS4: schedule.{{[a-z0-9_]+}} "commit" {args = {{{.*}}}, bytes = 196608 : i64, count = 8 : i64
-// SMS4: schedule.{{[a-z0-9_]+}} "final" {args = {{{.*}}}, bytes = 2048 : i64, count = 4 : i64
+// CHECK: schedule.residual_rmsnorm "norm" {{{.*}}bytes = 512 : i64{{.*}}partition = "every_block"
+// CHECK: schedule.zero_f32 "acc.zero" {{{.*}}bytes = 1024 : i64{{.*}}partition = "slices"
+// CHECK: schedule.conv_commit "commit" {{{.*}}bytes = 196608 : i64{{.*}}count = 8 : i64{{.*}}partition = "channels"
+// CHECK: schedule.mla_rope_append "rope" {{{.*}}bytes = 512 : i64{{.*}}count = 16 : i64{{.*}}partition = "rows"
+// CHECK: schedule.final_residual "final" {{{.*}}bytes = 2048 : i64{{.*}}count = 4 : i64{{.*}}partition = "slices"
+// SMS4: schedule.{{[a-z0-9_]+}} "commit" {{{.*}}bytes = 196608 : i64{{.*}}count = 8 : i64
+// SMS4: schedule.{{[a-z0-9_]+}} "final" {{{.*}}bytes = 2048 : i64{{.*}}count = 4 : i64
 schedule.kernel @fixed attributes {threads = 256 : i64} {
   schedule.weight @norm_w {dtype = "bf16", shape = array<i64: 256>}
   schedule.buffer @h {dtype = "bf16", shape = array<i64: 256>, space = "io"}
@@ -388,14 +388,14 @@ schedule.kernel @fixed attributes {threads = 256 : i64} {
   schedule.buffer @c_kv {dtype = "bf16", shape = array<i64: 4096>, space = "state"}
   schedule.buffer @k_rope {dtype = "bf16", shape = array<i64: 2048>, space = "state"}
   schedule.phase "p" {
-    schedule.residual_rmsnorm "norm" {partition = "every_block", reads = [@h], writes = [@x], args = {base = @h, dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = @x}}
-    schedule.zero_f32 "acc.zero" {writes = [@acc], args = {buffer = @acc, n = 256 : i64}}
-    schedule.conv_commit "commit" {reads = [@q, @k, @v], writes = [@cq, @ck, @cv], args = {channels = 4096 : i64, ck = @ck, conv = 4 : i64, cq = @cq, cv = @cv, k = @k, q = @q, v = @v}}
-    schedule.mla_rope_append "rope" {reads = [@mq, @kv], writes = [@q_rope, @c_kv, @k_rope], args = {heads = 2 : i64, nope = 32 : i64, rope = 16 : i64, c_kv = @c_kv, k_rope = @k_rope, kv = @kv, lora = 128 : i64, q = @mq, q_rope = @q_rope, theta = 1.0e+04 : f64}}
+    schedule.residual_rmsnorm "norm" {partition = "every_block", reads = [@h], writes = [@x], base = @h, dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = @x}
+    schedule.zero_f32 "acc.zero" {writes = [@acc], buffer = @acc, n = 256 : i64}
+    schedule.conv_commit "commit" {reads = [@q, @k, @v], writes = [@cq, @ck, @cv], channels = 4096 : i64, ck = @ck, conv = 4 : i64, cq = @cq, cv = @cv, k = @k, q = @q, v = @v}
+    schedule.mla_rope_append "rope" {reads = [@mq, @kv], writes = [@q_rope, @c_kv, @k_rope], heads = 2 : i64, nope = 32 : i64, rope = 16 : i64, c_kv = @c_kv, k_rope = @k_rope, kv = @kv, lora = 128 : i64, q = @mq, q_rope = @q_rope, theta = 1.0e+04 : f64}
   }
   schedule.barrier
   schedule.phase "final" {
-    schedule.final_residual "final" {reads = [@h, @acc], writes = [@out], args = {acc = @acc, base = @h, dim = 256 : i64, out = @out}}
+    schedule.final_residual "final" {reads = [@h, @acc], writes = [@out], acc = @acc, base = @h, dim = 256 : i64, out = @out}
   }
 }
 
@@ -408,7 +408,7 @@ schedule.kernel @bad_unit attributes {threads = 256 : i64} {
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "p" {
     // expected-error @+1 {{no legal GEMV tiling for these shapes}}
-    schedule.w4a16_gemv "proj" {reads = [@x], writes = [@y], args = {epilogue = "bf16", group = 32 : i64, input = @x, k = 256 : i64, n = [64], outputs = [@y], unit = "head", unit_cols = 8 : i64, weights = ["w"]}}
+    schedule.w4a16_gemv "proj" {reads = [@x], writes = [@y], epilogue = "bf16", group = 32 : i64, input = @x, k = 256 : i64, n = [64], outputs = [@y], unit = "head", unit_cols = 8 : i64, weights = ["w"]}
   }
 }
 
@@ -429,7 +429,7 @@ schedule.kernel @bad_head_dim attributes {threads = 256 : i64} {
   schedule.buffer @o {dtype = "bf16", shape = array<i64: 48>}
   schedule.phase "p" {
     // expected-error @+1 {{no state chunking fits 256 threads and head_dim 24}}
-    schedule.kda_head_chunk "kda" {reads = [@q, @k, @v, @g, @beta, @cq, @ck, @cv, @S], writes = [@S, @o], args = {S = @S, beta = @beta, ck = @ck, conv = 4 : i64, conv_w = "conv_w", cq = @cq, cv = @cv, g = @g, head_dim = 24 : i64, heads = 2 : i64, k = @k, o = @o, q = @q, unit = "head", v = @v}}
+    schedule.kda_head_chunk "kda" {reads = [@q, @k, @v, @g, @beta, @cq, @ck, @cv, @S], writes = [@S, @o], S = @S, beta = @beta, ck = @ck, conv = 4 : i64, conv_w = "conv_w", cq = @cq, cv = @cv, g = @g, head_dim = 24 : i64, heads = 2 : i64, k = @k, o = @o, q = @q, unit = "head", v = @v}
   }
 }
 
@@ -441,7 +441,7 @@ schedule.kernel @bad_nope attributes {threads = 256 : i64} {
   schedule.buffer @q_abs {dtype = "f32", shape = array<i64: 256>}
   schedule.phase "p" {
     // expected-error @+1 {{qk_nope/16 must divide 32}}
-    schedule.mla_q_absorb "absorb" {reads = [@q], writes = [@q_abs], args = {rope = 16 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 48 : i64, q = @q, q_abs = @q_abs, v_head = 32 : i64}}
+    schedule.mla_q_absorb "absorb" {reads = [@q], writes = [@q_abs], rope = 16 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 48 : i64, q = @q, q_abs = @q_abs, v_head = 32 : i64}
   }
 }
 
@@ -454,7 +454,7 @@ schedule.kernel @bad_lora attributes {threads = 256 : i64} {
   schedule.buffer @q_abs {dtype = "f32", shape = array<i64: 768>}
   schedule.phase "p" {
     // expected-error @+1 {{kv_lora must be a multiple of 256}}
-    schedule.mla_q_absorb "absorb" {reads = [@q], writes = [@q_abs], args = {rope = 16 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 384 : i64, nope = 32 : i64, q = @q, q_abs = @q_abs, v_head = 32 : i64}}
+    schedule.mla_q_absorb "absorb" {reads = [@q], writes = [@q_abs], rope = 16 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 384 : i64, nope = 32 : i64, q = @q, q_abs = @q_abs, v_head = 32 : i64}
   }
 }
 
@@ -467,12 +467,12 @@ schedule.kernel @bad_expert attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 256>, space = "io"}
   schedule.buffer @sums {dtype = "f32", shape = array<i64: 16>}
   schedule.phase "zero" {
-    schedule.zero_f32 "sums.zero" {writes = [@sums], args = {buffer = @sums, n = 16 : i64}}
+    schedule.zero_f32 "sums.zero" {writes = [@sums], buffer = @sums, n = 16 : i64}
   }
   schedule.barrier
   schedule.phase "p" {
     // expected-error @+1 {{no legal expert tiling}}
-    schedule.moe_gate_up "gate_up" {reads = [@x], accumulates = [@sums], args = {gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 8 : i64, slots = 1 : i64, sums = @sums, unit = "slot", up = "up"}}
+    schedule.moe_gate_up "gate_up" {reads = [@x], accumulates = [@sums], gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 8 : i64, slots = 1 : i64, sums = @sums, unit = "slot", up = "up"}
   }
 }
 

@@ -11,11 +11,11 @@
 // phase's tasks), where without the budget it also takes 8 and every block
 // runs two.
 // CHECK-LABEL: schedule.kernel @budget
-// CHECK: schedule.w4a16_gemv "first" {{.*}}ksplit = 8 : i64{{.*}}count = 8 : i64
-// CHECK: schedule.w4a16_gemv "second" {{.*}}ksplit = 2 : i64{{.*}}count = 2 : i64
+// CHECK: schedule.w4a16_gemv "first" {{{.*}}count = 8 : i64{{.*}}ksplit = 8 : i64
+// CHECK: schedule.w4a16_gemv "second" {{{.*}}count = 2 : i64{{.*}}ksplit = 2 : i64
 // OFF-LABEL: schedule.kernel @budget
-// OFF: schedule.w4a16_gemv "first" {{.*}}ksplit = 8 : i64{{.*}}count = 8 : i64
-// OFF: schedule.w4a16_gemv "second" {{.*}}ksplit = 8 : i64{{.*}}count = 8 : i64
+// OFF: schedule.w4a16_gemv "first" {{{.*}}count = 8 : i64{{.*}}ksplit = 8 : i64
+// OFF: schedule.w4a16_gemv "second" {{{.*}}count = 8 : i64{{.*}}ksplit = 8 : i64
 schedule.kernel @budget attributes {threads = 256 : i64} {
   schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 2048, 128>, group = 128 : i64}
   schedule.weight @v.w_q {dtype = "u8", shape = array<i64: 2048, 128>, group = 128 : i64}
@@ -23,12 +23,12 @@ schedule.kernel @budget attributes {threads = 256 : i64} {
   schedule.buffer @acc {dtype = "f32", shape = array<i64: 128>}
   schedule.buffer @acc2 {dtype = "f32", shape = array<i64: 128>}
   schedule.phase "zero" {
-    schedule.zero_f32 "acc.zero" {args = {buffer = @acc, n = 128 : i64}}
-    schedule.zero_f32 "acc2.zero" {args = {buffer = @acc2, n = 128 : i64}}
+    schedule.zero_f32 "acc.zero" {buffer = @acc, n = 128 : i64}
+    schedule.zero_f32 "acc2.zero" {buffer = @acc2, n = 128 : i64}
   }
   schedule.barrier
   schedule.phase "proj" {
-    schedule.w4a16_gemv "first" {args = {epilogue = "atomic_f32", group = 128 : i64, input = @x, k = 4096 : i64, n = [128], outputs = [@acc], weights = ["w"]}}
-    schedule.w4a16_gemv "second" {args = {epilogue = "atomic_f32", group = 128 : i64, input = @x, k = 4096 : i64, n = [128], outputs = [@acc2], weights = ["v"]}}
+    schedule.w4a16_gemv "first" {epilogue = "atomic_f32", group = 128 : i64, input = @x, k = 4096 : i64, n = [128], outputs = [@acc], weights = ["w"]}
+    schedule.w4a16_gemv "second" {epilogue = "atomic_f32", group = 128 : i64, input = @x, k = 4096 : i64, n = [128], outputs = [@acc2], weights = ["v"]}
   }
 }

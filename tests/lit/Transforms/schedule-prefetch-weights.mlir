@@ -62,39 +62,39 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @xs {dtype = "f32", shape = array<i64: 256>, space = "shared"}
   schedule.phase "p0" {
     schedule.w4a16_gemv "q" {count = 4 : i64, reads = [@x], writes = [@q],
-                       args = {weights = ["wq"], outputs = [@q], n = [256], k = 256 : i64, group = 128 : i64, input = @x}}
+                       weights = ["wq"], outputs = [@q], n = [256], k = 256 : i64, group = 128 : i64, input = @x}
     schedule.bf16_rows "beta" {count = 4 : i64, reads = [@x], writes = [@beta],
-                          args = {weight = "wbeta", output = @beta, k = 256 : i64, rows = 4 : i64}}
-    schedule.zero_f32 "sums.zero" {writes = [@sums], args = {buffer = @sums, n = 512 : i64}}
-    schedule.zero_f32 "ssums.zero" {writes = [@ssums], args = {buffer = @ssums, n = 256 : i64}}
-    schedule.zero_f32 "acc.zero" {writes = [@acc], args = {buffer = @acc, n = 256 : i64}}
+                          weight = "wbeta", output = @beta, k = 256 : i64, rows = 4 : i64}
+    schedule.zero_f32 "sums.zero" {writes = [@sums], buffer = @sums, n = 512 : i64}
+    schedule.zero_f32 "ssums.zero" {writes = [@ssums], buffer = @ssums, n = 256 : i64}
+    schedule.zero_f32 "acc.zero" {writes = [@acc], buffer = @acc, n = 256 : i64}
   }
   schedule.barrier
   schedule.phase "p1" {
     schedule.residual_rmsnorm "norm" {partition = "every_block", reads = [@x], writes = [@xs],
-                          args = {base = @x, weight = "n1", dim = 256 : i64, eps = 1.0e-06 : f64, xs = @xs}}
+                          base = @x, weight = "n1", dim = 256 : i64, eps = 1.0e-06 : f64, xs = @xs}
     schedule.w4a16_gemv "o" {count = 4 : i64, reads = [@q], writes = [@o],
-                       args = {weights = ["wo"], outputs = [@o], n = [256], k = 256 : i64, group = 128 : i64, input = @q}}
+                       weights = ["wo"], outputs = [@o], n = [256], k = 256 : i64, group = 128 : i64, input = @q}
     // Routed experts: chosen at run time, not prefetched.
     schedule.moe_gate_up "moe" {count = 4 : i64, reads = [@x, @logits], accumulates = [@sums],
-                         args = {experts = 64 : i64, gate = "rgate", up = "rup", sums = @sums, logits = @logits,
-                                 hidden = 256 : i64, inter = 128 : i64, slots = 2 : i64, group = 128 : i64,
-                                 top_k = 2 : i64, scaling = 1.0 : f64}}
+                         experts = 64 : i64, gate = "rgate", up = "rup", sums = @sums, logits = @logits,
+                         hidden = 256 : i64, inter = 128 : i64, slots = 2 : i64, group = 128 : i64,
+                         top_k = 2 : i64, scaling = 1.0 : f64}
   }
   schedule.barrier
   schedule.phase "p2" {
     schedule.moe_gate_up "shared" {count = 4 : i64, reads = [@x], accumulates = [@ssums],
-                            args = {experts = 1 : i64, gate = "sgate", up = "sup", sums = @ssums,
-                                    hidden = 256 : i64, inter = 128 : i64, slots = 1 : i64, group = 128 : i64}}
+                            experts = 1 : i64, gate = "sgate", up = "sup", sums = @ssums,
+                            hidden = 256 : i64, inter = 128 : i64, slots = 1 : i64, group = 128 : i64}
     schedule.moe_down "down" {count = 4 : i64, reads = [@sums, @logits], accumulates = [@acc],
-                          args = {experts = 64 : i64, down = "rdown", sums = @sums, acc = @acc, logits = @logits,
-                                  hidden = 256 : i64, inter = 128 : i64, slots = 2 : i64, group = 128 : i64,
-                                  top_k = 2 : i64, scaling = 1.0 : f64}}
+                          experts = 64 : i64, down = "rdown", sums = @sums, acc = @acc, logits = @logits,
+                          hidden = 256 : i64, inter = 128 : i64, slots = 2 : i64, group = 128 : i64,
+                          top_k = 2 : i64, scaling = 1.0 : f64}
   }
   schedule.barrier
   schedule.phase "p3" {
     schedule.mla_q_absorb "absorb" {count = 4 : i64, reads = [@q], writes = [@qa],
-                            args = {kv_b = "kvb", q = @q, q_abs = @qa, nope = 128 : i64, lora = 512 : i64,
-                                    heads = 2 : i64, v_head = 128 : i64, rope = 64 : i64}}
+                            kv_b = "kvb", q = @q, q_abs = @qa, nope = 128 : i64, lora = 512 : i64,
+                            heads = 2 : i64, v_head = 128 : i64, rope = 64 : i64}
   }
 }

@@ -49,25 +49,25 @@ schedule.kernel @mk_sum attributes {threads = 128 : i64, target_sms = 4 : i64, w
   schedule.counter @acc.done {size = 1 : i64, base = 4 : i64}
   schedule.phase "zero" {
     schedule.zero_f32 "acc.zero" {partition = "slices", count = 2 : i64, bytes = 512 : i64, writes = [@acc],
-                            args = {buffer = @acc, n = 64 : i64}}
+                            buffer = @acc, n = 64 : i64}
   }
   schedule.barrier
   schedule.phase "norm" {
     schedule.residual_rmsnorm "norm" {partition = "every_block", count = 1 : i64, bytes = 4096 : i64, reads = [@x], writes = [@xs],
-                        args = {base = @x, weight = "nw", dim = 64 : i64, eps = 1.0e-06 : f64, xs = @xs}}
+                        base = @x, weight = "nw", dim = 64 : i64, eps = 1.0e-06 : f64, xs = @xs}
     schedule.w4a16_gemv "proj" {partition = "cols", count = 8 : i64, bytes = 1500000 : i64, reads = [@xs], writes = [@y],
-                        args = {weights = ["pw"], outputs = [@y], n = [64], k = 64 : i64, group = 32 : i64, input = @xs}}
+                        weights = ["pw"], outputs = [@y], n = [64], k = 64 : i64, group = 32 : i64, input = @xs}
     schedule.signal @y.ready {task = "proj", divisor = 2 : i64}
   }
   schedule.phase "down" {
     schedule.w4a16_gemv "down" {partition = "split_k", count = 4 : i64, bytes = 2048 : i64, reads = [@y], accumulates = [@acc],
-                        args = {weights = ["dw"], outputs = [@acc], n = [64], k = 64 : i64, group = 32 : i64, input = @y, epilogue = "atomic_f32"}}
+                        weights = ["dw"], outputs = [@acc], n = [64], k = 64 : i64, group = 32 : i64, input = @y, epilogue = "atomic_f32"}
     schedule.signal @acc.done {task = "down", divisor = 4 : i64}
     schedule.wait @y.ready {task = "down", target = 2 : i64}
   }
   schedule.phase "final" {
     schedule.final_residual "final" {count = 1 : i64, reads = [@x, @acc], writes = [@out],
-                         args = {base = @x, acc = @acc, out = @out, dim = 64 : i64}}
+                         base = @x, acc = @acc, out = @out, dim = 64 : i64}
     schedule.wait @acc.done {task = "final", target = 4 : i64}
   }
 }
@@ -101,7 +101,7 @@ schedule.kernel @first attributes {threads = 64 : i64, workspace_bytes = 0 : i64
   schedule.buffer @r {dtype = "bf16", shape = array<i64: 12>, offset = 0 : i64}
   schedule.phase "a" {
     schedule.bf16_rows "rows" {count = 12 : i64, bytes = 3000000 : i64, writes = [@r],
-                        args = {weight = "rw", output = @r, k = 64 : i64, rows = 12 : i64}}
+                        weight = "rw", output = @r, k = 64 : i64, rows = 12 : i64}
   }
   schedule.barrier
   schedule.phase "b" {

@@ -41,26 +41,26 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.counter @route.done {size = 1 : i64}
   schedule.counter @gu.ready {size = 2 : i64}
   schedule.phase "zero" {
-    schedule.zero_f32 "acc.zero" {args = {buffer = @acc, n = 256 : i64}, bytes = 1024 : i64, count = 1 : i64}
-    schedule.zero_f32 "sums.zero" {args = {buffer = @sums, n = 512 : i64}, bytes = 2048 : i64, count = 1 : i64}
+    schedule.zero_f32 "acc.zero" {buffer = @acc, n = 256 : i64, bytes = 1024 : i64, count = 1 : i64}
+    schedule.zero_f32 "sums.zero" {buffer = @sums, n = 512 : i64, bytes = 2048 : i64, count = 1 : i64}
   }
   schedule.barrier
   schedule.phase "route" {
-    schedule.bf16_rows "route" {args = {input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router"}, bytes = 4096 : i64, count = 4 : i64, partition = "rows"}
+    schedule.bf16_rows "route" {input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router", bytes = 4096 : i64, count = 4 : i64, partition = "rows"}
     schedule.signal @route.done {divisor = 4 : i64, task = "route"}
   }
   schedule.phase "gate_up" {
-    schedule.moe_gate_up "gu" {args = {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up"}, bytes = 81920 : i64, count = 64 : i64, partition = "experts"}
+    schedule.moe_gate_up "gu" {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = "experts"}
     schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "gu"}
     schedule.signal @gu.ready {divisor = 32 : i64, task = "gu"}
   }
   schedule.phase "down" {
-    schedule.moe_down "down" {args = {acc = @acc, down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 4 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 16 : i64, tn = 16 : i64, top_k = 2 : i64}, bytes = 49152 : i64, count = 64 : i64, partition = "experts"}
+    schedule.moe_down "down" {acc = @acc, down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 4 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 16 : i64, tn = 16 : i64, top_k = 2 : i64, bytes = 49152 : i64, count = 64 : i64, partition = "experts"}
     schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "down"}
     schedule.wait @gu.ready {divisor = 32 : i64, target = 32 : i64, task = "down"}
   }
   schedule.phase "after" {
-    schedule.w4a16_gemv "proj" {args = {epilogue = "bf16", group = 32 : i64, input = @sums, input_offset = 0 : i64, k = 256 : i64, ksplit = 1 : i64, n = [256], outputs = [@y], tiles = 2 : i64, tn = 128 : i64, weights = ["proj"]}, bytes = 40960 : i64, count = 2 : i64, partition = "tiles"}
+    schedule.w4a16_gemv "proj" {epilogue = "bf16", group = 32 : i64, input = @sums, input_offset = 0 : i64, k = 256 : i64, ksplit = 1 : i64, n = [256], outputs = [@y], tiles = 2 : i64, tn = 128 : i64, weights = ["proj"], bytes = 40960 : i64, count = 2 : i64, partition = "tiles"}
     schedule.wait @gu.ready {divisor = 2 : i64, span = 2 : i64, target = 32 : i64, task = "proj"}
   }
 }
@@ -88,26 +88,26 @@ schedule.kernel @k2 attributes {threads = 256 : i64} {
   schedule.counter @gu.ready {size = 2 : i64}
   schedule.counter @gu2.ready {size = 2 : i64}
   schedule.phase "zero" {
-    schedule.zero_f32 "acc.zero" {args = {buffer = @acc, n = 256 : i64}, bytes = 1024 : i64, count = 1 : i64}
-    schedule.zero_f32 "sums.zero" {args = {buffer = @sums, n = 512 : i64}, bytes = 2048 : i64, count = 1 : i64}
+    schedule.zero_f32 "acc.zero" {buffer = @acc, n = 256 : i64, bytes = 1024 : i64, count = 1 : i64}
+    schedule.zero_f32 "sums.zero" {buffer = @sums, n = 512 : i64, bytes = 2048 : i64, count = 1 : i64}
   }
   schedule.barrier
   schedule.phase "route" {
-    schedule.bf16_rows "route" {args = {input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router"}, bytes = 4096 : i64, count = 4 : i64, partition = "rows"}
+    schedule.bf16_rows "route" {input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router", bytes = 4096 : i64, count = 4 : i64, partition = "rows"}
     schedule.signal @route.done {divisor = 4 : i64, task = "route"}
   }
   schedule.phase "gate_up" {
-    schedule.moe_gate_up "gu" {args = {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up"}, bytes = 81920 : i64, count = 64 : i64, partition = "experts"}
+    schedule.moe_gate_up "gu" {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = "experts"}
     schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "gu"}
     schedule.signal @gu.ready {divisor = 32 : i64, task = "gu"}
   }
   schedule.phase "gate_up2" {
-    schedule.moe_gate_up "gu2" {args = {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up"}, bytes = 81920 : i64, count = 64 : i64, partition = "experts"}
+    schedule.moe_gate_up "gu2" {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = "experts"}
     schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "gu2"}
     schedule.signal @gu2.ready {divisor = 32 : i64, task = "gu2"}
   }
   schedule.phase "down" {
-    schedule.moe_down "down" {args = {acc = @acc, down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 4 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 16 : i64, tn = 16 : i64, top_k = 2 : i64}, bytes = 49152 : i64, count = 64 : i64, partition = "experts"}
+    schedule.moe_down "down" {acc = @acc, down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 4 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 16 : i64, tn = 16 : i64, top_k = 2 : i64, bytes = 49152 : i64, count = 64 : i64, partition = "experts"}
     schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "down"}
     schedule.wait @gu.ready {divisor = 32 : i64, target = 32 : i64, task = "down"}
     schedule.wait @gu2.ready {divisor = 32 : i64, target = 32 : i64, task = "down"}

@@ -78,23 +78,23 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.weight @shared.w_q {dtype = "u8", shape = array<i64: 128, 128>, group = 128 : i64}
   schedule.phase "p" {
     // 128 wide, k-slices of 2304 / 2 = 1152 rows: packed.
-    schedule.w4a16_gemv "a" {count = 4 : i64, reads = [@x], writes = [@ya], args = {input = @x, outputs = [@ya], group = 128 : i64, k = 2304 : i64, ksplit = 2 : i64, n = [256], tn = 128 : i64, weights = ["w128"]}}
+    schedule.w4a16_gemv "a" {count = 4 : i64, reads = [@x], writes = [@ya], input = @x, outputs = [@ya], group = 128 : i64, k = 2304 : i64, ksplit = 2 : i64, n = [256], tn = 128 : i64, weights = ["w128"]}
     // 64 wide, full K of 2304 rows: packed.
-    schedule.w4a16_gemv "b" {count = 4 : i64, reads = [@x], writes = [@yb], args = {input = @x, outputs = [@yb], group = 128 : i64, k = 2304 : i64, ksplit = 1 : i64, n = [256], tn = 64 : i64, weights = ["w64"]}}
+    schedule.w4a16_gemv "b" {count = 4 : i64, reads = [@x], writes = [@yb], input = @x, outputs = [@yb], group = 128 : i64, k = 2304 : i64, ksplit = 1 : i64, n = [256], tn = 64 : i64, weights = ["w64"]}
     // 64 wide, k-slices of 48 rows (not whole 32-row steps): spec storage.
-    schedule.w4a16_gemv "c" {count = 4 : i64, reads = [@x], writes = [@yc], args = {input = @x, outputs = [@yc], group = 32 : i64, k = 96 : i64, ksplit = 2 : i64, n = [128], tn = 64 : i64, weights = ["w64s16"]}}
+    schedule.w4a16_gemv "c" {count = 4 : i64, reads = [@x], writes = [@yc], input = @x, outputs = [@yc], group = 32 : i64, k = 96 : i64, ksplit = 2 : i64, n = [128], tn = 64 : i64, weights = ["w64s16"]}
     // 128 wide, k-slices of 8 rows (not whole 16-row steps): spec storage.
-    schedule.w4a16_gemv "d" {count = 4 : i64, reads = [@x], writes = [@yd], args = {input = @x, outputs = [@yd], group = 32 : i64, k = 64 : i64, ksplit = 8 : i64, n = [128], tn = 128 : i64, weights = ["w128s8"]}}
+    schedule.w4a16_gemv "d" {count = 4 : i64, reads = [@x], writes = [@yd], input = @x, outputs = [@yd], group = 32 : i64, k = 64 : i64, ksplit = 8 : i64, n = [128], tn = 128 : i64, weights = ["w128s8"]}
     // 128 wide, k-slices of 16 rows: exact steps, not integer ones.
-    schedule.w4a16_gemv "h" {count = 4 : i64, reads = [@x], writes = [@yh], args = {input = @x, outputs = [@yh], group = 32 : i64, k = 64 : i64, ksplit = 4 : i64, n = [128], tn = 128 : i64, weights = ["w128s16"]}}
+    schedule.w4a16_gemv "h" {count = 4 : i64, reads = [@x], writes = [@yh], input = @x, outputs = [@yh], group = 32 : i64, k = 64 : i64, ksplit = 4 : i64, n = [128], tn = 128 : i64, weights = ["w128s16"]}
     // Groups of 256 rows: too long for the integer tile's sums.
-    schedule.w4a16_gemv "i" {count = 4 : i64, reads = [@x], writes = [@yi], args = {input = @x, outputs = [@yi], group = 256 : i64, k = 1024 : i64, ksplit = 1 : i64, n = [128], tn = 128 : i64, weights = ["w128g256"]}}
+    schedule.w4a16_gemv "i" {count = 4 : i64, reads = [@x], writes = [@yi], input = @x, outputs = [@yi], group = 256 : i64, k = 1024 : i64, ksplit = 1 : i64, n = [128], tn = 128 : i64, weights = ["w128g256"]}
     // A k-slice of 4096 rows: more than the integer tile's quantized x holds.
-    schedule.w4a16_gemv "j" {count = 4 : i64, reads = [@x], writes = [@yj], args = {input = @x, outputs = [@yj], group = 128 : i64, k = 4096 : i64, ksplit = 1 : i64, n = [128], tn = 128 : i64, weights = ["w128long"]}}
+    schedule.w4a16_gemv "j" {count = 4 : i64, reads = [@x], writes = [@yj], input = @x, outputs = [@yj], group = 128 : i64, k = 4096 : i64, ksplit = 1 : i64, n = [128], tn = 128 : i64, weights = ["w128long"]}
     // 32 wide: no packed tile of that width.
-    schedule.w4a16_gemv "e" {count = 4 : i64, reads = [@x], writes = [@ye], args = {input = @x, outputs = [@ye], group = 128 : i64, k = 256 : i64, ksplit = 1 : i64, n = [128], tn = 32 : i64, weights = ["w32"]}}
+    schedule.w4a16_gemv "e" {count = 4 : i64, reads = [@x], writes = [@ye], input = @x, outputs = [@ye], group = 128 : i64, k = 256 : i64, ksplit = 1 : i64, n = [128], tn = 32 : i64, weights = ["w32"]}
     // Also read by another kind of task: never moved.
-    schedule.w4a16_gemv "f" {count = 4 : i64, reads = [@x], writes = [@yf], args = {input = @x, outputs = [@yf], group = 128 : i64, k = 256 : i64, ksplit = 1 : i64, n = [128], tn = 128 : i64, weights = ["shared"]}}
+    schedule.w4a16_gemv "f" {count = 4 : i64, reads = [@x], writes = [@yf], input = @x, outputs = [@yf], group = 128 : i64, k = 256 : i64, ksplit = 1 : i64, n = [128], tn = 128 : i64, weights = ["shared"]}
     schedule.opaque "g" {count = 1 : i64, args = {kv_b = "shared"}}
   }
 }

@@ -18,10 +18,14 @@ def Schedule_TaskOpInterface : OpInterface<"TaskOpInterface"> {
     grid's blocks within a phase. Every task op carries the same
     attributes (ScheduleOps.td, `Schedule_TaskBase`): its `name`, `count`,
     the graph `op` it came from, how its work is `partition`ed, the `bytes`
-    all its instances stream, its template parameters (`args`, checked
-    against the kind's registry entry, TaskKinds.h), the buffers no argument
-    names (`reads`, `writes`, `accumulates`) and `cut_blocks`. The kind
-    (`getKind`) is the op's own: `schedule.w4a16_gemv` is a W4A16Gemv task.
+    all its instances stream, the buffers no argument names (`reads`,
+    `writes`, `accumulates`), `cut_blocks` and the unit its consumers wait
+    on (`unit`, `grain`, `grain_per`, `grain_span`). Its template
+    parameters (its arguments) are attributes its kind's op declares, each
+    typed (ScheduleOps.td) and listed in the kind's registry entry with when
+    it is required and how the task accesses the buffer it names
+    (TaskKinds.h). The kind (`getKind`) is the op's own:
+    `schedule.w4a16_gemv` is a W4A16Gemv task.
   }];
   let methods = [
     InterfaceMethod<"The task's kind: the device template its instances call.",
@@ -51,10 +55,6 @@ def Schedule_TaskOpInterface : OpInterface<"TaskOpInterface"> {
       "int64_t", "getBytes", (ins), [{ return (int64_t)$_op.getBytes(); }]>,
     InterfaceMethod<"", "void", "setBytes", (ins "int64_t":$bytes),
       [{ $_op.setBytes((uint64_t)bytes); }]>,
-    InterfaceMethod<"The template parameters.",
-      "::mlir::DictionaryAttr", "getArgs", (ins), [{ return $_op.getArgs(); }]>,
-    InterfaceMethod<"", "void", "setArgsAttr", (ins "::mlir::DictionaryAttr":$args),
-      [{ $_op.setArgsAttr(args); }]>,
     InterfaceMethod<"Buffers the task reads that no argument names.",
       "::mlir::ArrayAttr", "getReads", (ins), [{ return $_op.getReads(); }]>,
     InterfaceMethod<"", "void", "setReadsAttr", (ins "::mlir::ArrayAttr":$refs),
@@ -82,14 +82,24 @@ def Schedule_TaskOpInterface : OpInterface<"TaskOpInterface"> {
     bool isEveryBlock() { return getPartition() == "every_block"; }
     /// The registered kind (TaskKinds.h), or none for an opaque task.
     std::optional<::mk::schedule::TaskKind> getTaskKind();
-    /// Integer argument `name` of `args`, or `dflt` when absent.
+    /// Argument `name` (an attribute the kind's op declares, or one all
+    /// tasks have); null when absent.
+    ::mlir::Attribute getArg(::llvm::StringRef name);
+    /// Sets argument `name` (removes it when `value` is null).
+    void setArg(::llvm::StringRef name, ::mlir::Attribute value);
+    /// The arguments the task carries, by name: its kind's registry
+    /// entry's that are present; an opaque task's `args` dictionary.
+    ::mlir::DictionaryAttr getArgDictionary();
+    /// Sets every argument `args` names.
+    void setArgs(::mlir::DictionaryAttr args);
+    /// Integer argument `name`, or `dflt` when absent.
     int64_t getIntArg(::llvm::StringRef name, int64_t dflt = 0);
     /// Floating-point argument `name`, or `dflt` when absent.
     double getFloatArg(::llvm::StringRef name, double dflt = 0.0);
     /// String argument `name`, or the name a symbol argument (a buffer)
     /// refers to; "" when absent.
     ::llvm::StringRef getStrArg(::llvm::StringRef name);
-    /// Array arguments of `args` (empty when absent).
+    /// Array arguments (empty when absent).
     ::llvm::SmallVector<int64_t> getIntArrayArg(::llvm::StringRef name);
     ::llvm::SmallVector<std::string> getStrArrayArg(::llvm::StringRef name);
   }];

@@ -30,7 +30,8 @@ mlir::LogicalResult verifyTaskOp(TaskOpInterface t);
 namespace mk::schedule {
 /// Creates the task op of `kind` (`schedule.<keyword>`) named `name` at
 /// `b`'s insertion point, with one instance, no partition yet and the
-/// arguments `args`.
+/// arguments `args`, each its own attribute (buffers named by string become
+/// symbol references: withBufferSymbols).
 TaskOpInterface createTaskOp(mlir::OpBuilder &b, mlir::Location loc, TaskKind kind,
                              llvm::StringRef name, llvm::StringRef op,
                              llvm::StringRef partition, mlir::DictionaryAttr args);

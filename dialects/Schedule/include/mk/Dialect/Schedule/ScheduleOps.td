@@ -217,9 +217,43 @@ def Schedule_PhaseOp : Schedule_Op<"phase", [
   }];
 }
 
+// Task arguments: the attribute constraints of the template parameters.
+// The kernel's index arithmetic is 32-bit: integers stay below 2^31
+// (TaskKinds.h, kMaxTaskArg).
+def Schedule_PosArg : ConfinedAttr<I64Attr, [IntPositive, IntMaxValue<2147483647>]> {
+  let summary = "an integer in 1..2147483647";
+}
+def Schedule_NonNegArg : ConfinedAttr<I64Attr, [IntNonNegative, IntMaxValue<2147483647>]> {
+  let summary = "an integer in 0..2147483647";
+}
+def Schedule_PosArrayArg
+    : ConfinedAttr<TypedArrayAttrBase<Schedule_PosArg, "">, [ArrayMinCount<1>]> {
+  let summary = "a non-empty array of integers in 1..2147483647";
+}
+def Schedule_WeightName
+    : ConfinedAttr<StrAttr, [AttrConstraint<
+          CPred<"!::llvm::cast<::mlir::StringAttr>($_self).getValue().empty()">, "">]> {
+  let summary = "a weight's name (a schedule.weight, or the prefix of a W4A16 weight's parts)";
+}
+def Schedule_WeightNames
+    : ConfinedAttr<TypedArrayAttrBase<Schedule_WeightName, "">, [ArrayMinCount<1>]> {
+  let summary = "a non-empty array of weight names";
+}
+def Schedule_BufferArgs : ConfinedAttr<FlatSymbolRefArrayAttr, [ArrayMinCount<1>]> {
+  let summary = "a non-empty array of buffers of the kernel, as symbols (@name)";
+}
+def Schedule_EpilogueArg
+    : ConfinedAttr<StrAttr, [AttrConstraint<
+          CPred<"::llvm::is_contained({::llvm::StringRef(\"bf16\"), "
+                "::llvm::StringRef(\"atomic_f32\")}, "
+                "::llvm::cast<::mlir::StringAttr>($_self).getValue())">, "">]> {
+  let summary = "\"bf16\" (rounded and stored) or \"atomic_f32\" (added to fp32 sums)";
+}
+
 // Tasks: one op per kind (the device template its instances call), all
-// with the same attributes and TaskOpInterface (ScheduleInterfaces.td).
-class Schedule_TaskBase<string mnemonic, string kindCase, string what>
+// with the attributes of Schedule_TaskBase and TaskOpInterface
+// (ScheduleInterfaces.td), and each with its own arguments, `kindArgs`.
+class Schedule_TaskBase<string mnemonic, string kindCase, string what, dag kindArgs>
     : Schedule_Op<mnemonic, [HasParent<"PhaseOp">,
                              DeclareOpInterfaceMethods<Schedule_TaskOpInterface, ["getKind", "getLegalCuts"]>]> {
   let summary = "A task of kind " # mnemonic # ": " # what;
@@ -228,31 +262,38 @@ class Schedule_TaskBase<string mnemonic, string kindCase, string what>
     blocks within the phase; `partition` says how the op's work is cut
     (`cols`, `split_k`, `heads`, `experts`, `chunks`, `every_block`, ...),
     `bytes` how many bytes all instances stream from memory together (the
-    partitioner balances on it), `args` the template parameters (buffers as
-    symbol references, weights by state-dict name, dimensions, tile sizes).
-    The arguments follow the kind's specs in the dialect's registry
-    (mk/Dialect/Schedule/TaskKinds.h: each argument's type, when it is
-    required, and, for a buffer argument, how the task accesses the buffer
-    it names): the task's accesses (`taskAccesses`) are what its buffer
-    arguments say, plus `reads`, `writes` and `accumulates`, which name only
-    what no argument does (an `opaque` task's accesses, seen only by the
-    passes that read accesses and counters). An accumulated buffer must have
-    been written (zeroed) before.
+    partitioner balances on it). The other attributes are the kind's
+    arguments, the template parameters (buffers as symbol references,
+    weights by state-dict name, dimensions, tile sizes), each typed here and
+    listed in the dialect's registry (mk/Dialect/Schedule/TaskKinds.h) with
+    when it is required (from the task's creation, once
+    schedule-partition-work has cut it, or only where the model has it) and,
+    for a buffer argument, how the task accesses the buffer it names: the
+    task's accesses (`taskAccesses`) are what its buffer arguments say, plus
+    `reads`, `writes` and `accumulates`, which name only what no argument
+    does (an `opaque` task's accesses, seen only by the passes that read
+    accesses and counters). An accumulated buffer must have been written
+    (zeroed) before. An attribute neither the kind nor every task declares
+    (a name without a dialect prefix) is refused.
 
+    `unit` names the unit of the task's output its consumers wait on (a KDA
+    head, an expert slot: schedule-form-phases); `grain`, `grain_per` and
+    `grain_span` are the partition's: the instances per unit, and how many
+    of a consumer's units one producer unit covers
+    (schedule-barriers-to-counters places per-unit counters on them).
     `cut_blocks` (set by `schedule-partition-work` where it balanced the
     task into the blocks its phase leaves idle): the blocks the task's cut
     was chosen for, which the pass, run again, cuts it for again; it then
     moves no task between phases of a kernel whose counters are placed.
 
     ```mlir
-    schedule.w4a16_gemv "l0.o_proj" {op = "graph.linear_w4a16",
-        count = 128 : i64, partition = "split_k", bytes = 4718592 : i64,
-        args = {weights = ["l0.o_proj"], outputs = [@l0.attn_acc], n = [2304],
-                k = 4096 : i64, group = 128 : i64, input = @l0.kda_o,
-                epilogue = "atomic_f32"}}
+    schedule.w4a16_gemv "l0.o_proj" {bytes = 4718592 : i64, count = 128 : i64,
+        epilogue = "atomic_f32", group = 128 : i64, input = @l0.kda_o,
+        k = 4096 : i64, n = [2304], op = "graph.linear_w4a16",
+        outputs = [@l0.attn_acc], partition = "split_k", weights = ["l0.o_proj"]}
     ```
   }];
-  let arguments = (ins
+  let arguments = !con((ins
     StrAttr:$name,
     DefaultValuedAttr<I64Attr, "1">:$count,
     DefaultValuedStrAttr<StrAttr, "">:$op,
@@ -261,8 +302,11 @@ class Schedule_TaskBase<string mnemonic, string kindCase, string what>
     DefaultValuedAttr<Schedule_BufferRefs, "{}">:$reads,
     DefaultValuedAttr<Schedule_BufferRefs, "{}">:$writes,
     DefaultValuedAttr<Schedule_BufferRefs, "{}">:$accumulates,
-    DefaultValuedAttr<DictionaryAttr, "{}">:$args,
-    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$cut_blocks);
+    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$cut_blocks,
+    OptionalAttr<StrAttr>:$unit,
+    OptionalAttr<StrAttr>:$grain,
+    OptionalAttr<Schedule_PosArg>:$grain_per,
+    OptionalAttr<Schedule_PosArg>:$grain_span), kindArgs);
   let assemblyFormat = "$name attr-dict";
   let hasVerifier = 1;
   let extraClassDefinition = [{
@@ -276,40 +320,111 @@ class Schedule_TaskBase<string mnemonic, string kindCase, string what>
   }];
 }
 
+// Arguments both expert kinds take: the slots and their cut, and (a routed
+// expert task, one whose `logits` is set) the router's; a sigmoid router's
+// correction bias [experts] where the model has one.
+defvar Schedule_ExpertArgs = (ins
+    OptionalAttr<FlatSymbolRefAttr>:$logits, Schedule_PosArg:$hidden, Schedule_PosArg:$inter,
+    Schedule_PosArg:$slots, Schedule_PosArg:$group, OptionalAttr<Schedule_PosArg>:$tn,
+    OptionalAttr<Schedule_PosArg>:$ksplit, OptionalAttr<Schedule_PosArg>:$tiles,
+    OptionalAttr<Schedule_PosArg>:$experts, OptionalAttr<Schedule_PosArg>:$top_k,
+    OptionalAttr<F64Attr>:$scaling, OptionalAttr<Schedule_WeightName>:$router_bias);
+
 def Schedule_ResidualRmsnormOp : Schedule_TaskBase<"residual_rmsnorm", "ResidualRmsnorm",
-    "residual add and RMSNorm, recomputed by every block into shared memory">;
+    "residual add and RMSNorm, recomputed by every block into shared memory", (ins
+    FlatSymbolRefAttr:$base, OptionalAttr<FlatSymbolRefAttr>:$acc,
+    OptionalAttr<FlatSymbolRefAttr>:$out, OptionalAttr<FlatSymbolRefAttr>:$xs,
+    Schedule_WeightName:$weight, Schedule_PosArg:$dim, F64Attr:$eps,
+    OptionalAttr<StrArrayAttr>:$captures)>;
 def Schedule_W4A16GemvOp : Schedule_TaskBase<"w4a16_gemv", "W4A16Gemv",
-    "W4A16 matrix-vector product tiles of one or more weights sharing an input">;
+    "W4A16 matrix-vector product tiles of one or more weights sharing an input", (ins
+    Schedule_WeightNames:$weights, Schedule_BufferArgs:$outputs, Schedule_PosArrayArg:$n,
+    Schedule_PosArg:$k, Schedule_PosArg:$group, FlatSymbolRefAttr:$input,
+    OptionalAttr<Schedule_NonNegArg>:$input_offset, OptionalAttr<Schedule_NonNegArg>:$unit_cols,
+    OptionalAttr<Schedule_EpilogueArg>:$epilogue, OptionalAttr<Schedule_PosArg>:$tn,
+    OptionalAttr<Schedule_PosArg>:$ksplit, OptionalAttr<Schedule_PosArg>:$tiles,
+    OptionalAttr<StrArrayAttr>:$captures)>;
 def Schedule_Bf16RowsOp : Schedule_TaskBase<"bf16_rows", "Bf16Rows",
-    "dot products of bf16 weight rows with the input (router, beta)">;
+    "dot products of bf16 weight rows with the input (router, beta)", (ins
+    Schedule_WeightName:$weight, OptionalAttr<FlatSymbolRefAttr>:$input,
+    FlatSymbolRefAttr:$output, Schedule_PosArg:$k, Schedule_PosArg:$rows,
+    OptionalAttr<Schedule_PosArg>:$rows_per_task, OptionalAttr<StrArrayAttr>:$captures)>;
 def Schedule_KdaHeadChunkOp : Schedule_TaskBase<"kda_head_chunk", "KdaHeadChunk",
-    "short convolutions and the gated delta rule over a chunk of a KDA head's state">;
+    "short convolutions and the gated delta rule over a chunk of a KDA head's state", (ins
+    FlatSymbolRefAttr:$q, FlatSymbolRefAttr:$k, FlatSymbolRefAttr:$v, FlatSymbolRefAttr:$g,
+    FlatSymbolRefAttr:$beta, FlatSymbolRefAttr:$o, FlatSymbolRefAttr:$S,
+    FlatSymbolRefAttr:$cq, FlatSymbolRefAttr:$ck, FlatSymbolRefAttr:$cv,
+    Schedule_WeightName:$conv_w, Schedule_PosArg:$conv, Schedule_PosArg:$head_dim,
+    Schedule_PosArg:$heads, OptionalAttr<Schedule_PosArg>:$chunk,
+    // The output projection folded in (schedule-fuse-kda-o-proj): its
+    // weight [heads * head_dim, o_n] and the fp32 sums it adds to.
+    OptionalAttr<Schedule_WeightName>:$o_weight, OptionalAttr<FlatSymbolRefAttr>:$o_acc,
+    OptionalAttr<Schedule_PosArg>:$o_n)>;
 def Schedule_ConvCommitOp : Schedule_TaskBase<"conv_commit", "ConvCommit",
-    "the KDA short convolutions' windows shifted by the new token">;
+    "the KDA short convolutions' windows shifted by the new token", (ins
+    FlatSymbolRefAttr:$q, FlatSymbolRefAttr:$k, FlatSymbolRefAttr:$v,
+    FlatSymbolRefAttr:$cq, FlatSymbolRefAttr:$ck, FlatSymbolRefAttr:$cv,
+    Schedule_PosArg:$channels, Schedule_PosArg:$conv)>;
 def Schedule_ZeroF32Op : Schedule_TaskBase<"zero_f32", "ZeroF32",
-    "zeroes an fp32 accumulator">;
+    "zeroes an fp32 accumulator", (ins FlatSymbolRefAttr:$buffer, Schedule_PosArg:$n)>;
 def Schedule_FinalResidualOp : Schedule_TaskBase<"final_residual", "FinalResidual",
-    "the block's output: the last residual add">;
+    "the block's output: the last residual add", (ins
+    FlatSymbolRefAttr:$base, FlatSymbolRefAttr:$acc, FlatSymbolRefAttr:$out,
+    Schedule_PosArg:$dim)>;
 def Schedule_MlaRopeAppendOp : Schedule_TaskBase<"mla_rope_append", "MlaRopeAppend",
-    "MLA RoPE of queries and key, the new latent row appended to the cache">;
+    "MLA RoPE of queries and key, the new latent row appended to the cache", (ins
+    FlatSymbolRefAttr:$q, FlatSymbolRefAttr:$kv, FlatSymbolRefAttr:$q_rope,
+    FlatSymbolRefAttr:$c_kv, FlatSymbolRefAttr:$k_rope, F64Attr:$theta,
+    Schedule_PosArg:$lora, Schedule_PosArg:$heads, Schedule_PosArg:$nope,
+    Schedule_PosArg:$rope)>;
 def Schedule_MlaQAbsorbOp : Schedule_TaskBase<"mla_q_absorb", "MlaQAbsorb",
-    "MLA queries absorbed into the latent space (W_kv_b's key part)">;
+    "MLA queries absorbed into the latent space (W_kv_b's key part)", (ins
+    FlatSymbolRefAttr:$q, FlatSymbolRefAttr:$q_abs, Schedule_WeightName:$kv_b,
+    Schedule_PosArg:$nope, Schedule_PosArg:$lora, Schedule_PosArg:$heads,
+    Schedule_PosArg:$v_head, Schedule_PosArg:$rope)>;
 def Schedule_MlaAttentionChunkOp : Schedule_TaskBase<"mla_attention_chunk", "MlaAttentionChunk",
-    "MLA attention over a chunk of cache rows for a group of heads (partial softmax sums)">;
+    "MLA attention over a chunk of cache rows for a group of heads (partial softmax sums)", (ins
+    FlatSymbolRefAttr:$q_abs, FlatSymbolRefAttr:$q_rope, FlatSymbolRefAttr:$c_kv,
+    FlatSymbolRefAttr:$k_rope, FlatSymbolRefAttr:$part_m, FlatSymbolRefAttr:$part_l,
+    FlatSymbolRefAttr:$part_acc, F64Attr:$scale, Schedule_PosArg:$heads,
+    Schedule_PosArg:$lora, Schedule_PosArg:$rope, OptionalAttr<Schedule_PosArg>:$head_group,
+    OptionalAttr<Schedule_PosArg>:$max_chunks, OptionalAttr<Schedule_NonNegArg>:$sub_rows)>;
 def Schedule_MlaCombineWvOp : Schedule_TaskBase<"mla_combine_wv", "MlaCombineWv",
-    "MLA partials merged and W_kv_b's value part applied, per head and latent slice">;
+    "MLA partials merged and W_kv_b's value part applied, per head and latent slice", (ins
+    FlatSymbolRefAttr:$part_m, FlatSymbolRefAttr:$part_l, FlatSymbolRefAttr:$part_acc,
+    FlatSymbolRefAttr:$o, Schedule_WeightName:$kv_b, Schedule_PosArg:$heads,
+    Schedule_PosArg:$lora, Schedule_PosArg:$v_head, Schedule_PosArg:$nope,
+    Schedule_PosArg:$group, OptionalAttr<Schedule_PosArg>:$slices)>;
 def Schedule_MoeGateUpOp : Schedule_TaskBase<"moe_gate_up", "MoeGateUp",
-    "MoE expert gate and up projection tiles (fp32 sums)">;
+    "MoE expert gate and up projection tiles (fp32 sums)", !con((ins
+    Schedule_WeightName:$gate, Schedule_WeightName:$up, OptionalAttr<FlatSymbolRefAttr>:$input,
+    FlatSymbolRefAttr:$sums), Schedule_ExpertArgs)>;
 def Schedule_MoeDownOp : Schedule_TaskBase<"moe_down", "MoeDown",
-    "MoE expert down projection tiles of silu(gate) * up, weighted by the router">;
+    "MoE expert down projection tiles of silu(gate) * up, weighted by the router", !con((ins
+    Schedule_WeightName:$down, FlatSymbolRefAttr:$sums, FlatSymbolRefAttr:$acc),
+    Schedule_ExpertArgs)>;
 def Schedule_GqaRopeAppendOp : Schedule_TaskBase<"gqa_rope_append", "GqaRopeAppend",
-    "GQA q and k heads normalized and rotated, the new key and value rows appended">;
+    "GQA q and k heads normalized and rotated, the new key and value rows appended", (ins
+    FlatSymbolRefAttr:$q, FlatSymbolRefAttr:$k, FlatSymbolRefAttr:$v,
+    FlatSymbolRefAttr:$q_out, FlatSymbolRefAttr:$k_cache, FlatSymbolRefAttr:$v_cache,
+    Schedule_WeightName:$q_norm, Schedule_WeightName:$k_norm, Schedule_PosArg:$heads,
+    Schedule_PosArg:$kv_heads, Schedule_PosArg:$head_dim, F64Attr:$theta, F64Attr:$eps)>;
 def Schedule_GqaAttentionChunkOp : Schedule_TaskBase<"gqa_attention_chunk", "GqaAttentionChunk",
-    "GQA attention of one kv head's query heads over a chunk of cache rows (partial softmax sums)">;
+    "GQA attention of one kv head's query heads over a chunk of cache rows (partial softmax sums)", (ins
+    FlatSymbolRefAttr:$q, FlatSymbolRefAttr:$k_cache, FlatSymbolRefAttr:$v_cache,
+    FlatSymbolRefAttr:$part_m, FlatSymbolRefAttr:$part_l, FlatSymbolRefAttr:$part_acc,
+    Schedule_PosArg:$heads, Schedule_PosArg:$kv_heads, Schedule_PosArg:$head_dim,
+    OptionalAttr<Schedule_PosArg>:$max_chunks)>;
 def Schedule_GqaCombineOp : Schedule_TaskBase<"gqa_combine", "GqaCombine",
-    "GQA partials of the chunks merged per query head, rounded to bf16">;
+    "GQA partials of the chunks merged per query head, rounded to bf16", (ins
+    FlatSymbolRefAttr:$part_m, FlatSymbolRefAttr:$part_l, FlatSymbolRefAttr:$part_acc,
+    FlatSymbolRefAttr:$o, Schedule_PosArg:$heads, Schedule_PosArg:$head_dim,
+    OptionalAttr<Schedule_PosArg>:$heads_per_task)>;
+// `args`: what a test writes down about an opaque task (nothing reads it but
+// the kernel verifier, which checks that a buffer it names is accessed).
 def Schedule_OpaqueTaskOp : Schedule_TaskBase<"opaque", "Opaque",
-    "a task the analysis passes see only through its accesses, counters and barriers">;
+    "a task the analysis passes see only through its accesses, counters and barriers",
+    (ins OptionalAttr<DictionaryAttr>:$args)>;
 
 def Schedule_SignalOp : Schedule_Op<"signal", [HasParent<"PhaseOp">]> {
   let summary = "Task instances increment a counter when done";

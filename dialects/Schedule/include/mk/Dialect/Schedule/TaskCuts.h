@@ -29,7 +29,7 @@ class TaskOpInterface;
 
 /// One legal cut of a task: `count` instances of `bytesPerTask` bytes each,
 /// each streaming rows of `segmentBytes` contiguous bytes (0: one
-/// contiguous stream); `partition` names how the work is cut; `args` are
+/// contiguous stream); `partition` names how the work is cut; `intArgs`, `strArgs` are
 /// the task arguments it sets (integers, or strings for a `grain`), and
 /// `bufferShapes` the shapes it gives buffers whose size follows the cut
 /// (the MLA attention's partials, one row per chunk).

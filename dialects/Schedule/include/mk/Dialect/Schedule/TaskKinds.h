@@ -21,6 +21,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <optional>
+#include <string>
 
 namespace mk::schedule {
 
@@ -136,10 +137,14 @@ TaskAccesses taskArgAccesses(TaskOpInterface t);
 llvm::StringRef guardedBesides(TaskOpInterface producer, TaskOpInterface consumer,
                                llvm::StringRef allowed);
 
-/// `t`'s arguments with every buffer argument its kind declares given as a
-/// symbol reference (a builder names buffers by string; "" means none and
-/// drops the argument): what a lowering sets on the task it creates.
-mlir::DictionaryAttr withBufferSymbols(TaskOpInterface t);
+/// Arguments `args` of a `kind` task with every buffer argument the kind
+/// declares given as a symbol reference (a builder names buffers by string;
+/// "" means none and drops the argument): what createTaskOp sets.
+mlir::DictionaryAttr withBufferSymbols(mlir::MLIRContext *ctx, TaskKind kind,
+                                       mlir::DictionaryAttr args);
+/// The names of the arguments `kind` declares, comma-separated (for
+/// diagnostics).
+std::string describeTaskArgs(TaskKind kind);
 
 /// Checks `t`'s arguments' presence and types (not the names they resolve
 /// to: KernelOp's verifier does that): the Formed ones must be present, and
