@@ -51,7 +51,7 @@ struct JitOptions {
   int64_t targetSms = 0;
   /// The packed tiles' arithmetic (schedule-tile-weights arithmetic):
   /// "scaled", "folded", "exact" (the spec's per-weight bf16 rounding) or
-  /// "int8"; empty: the pass default (folded).
+  /// "int8"; empty: the pass default (scaled).
   std::string arithmetic;
 
   //===--- NVRTC and the cache (rt::KernelBuildOptions) ------------------===//

@@ -177,13 +177,11 @@ def ScheduleTileWeights : Pass<"schedule-tile-weights", "::mlir::ModuleOp"> {
     scales and zeros of a tile together) without the lane order.
     `layout=row-major` keeps the spec's storage everywhere. With
     `layout=packed`, `arithmetic` picks the packed tiles' math and order
-    (the w_q's `order`, the kernel's `packed_arithmetic`): `folded` (the
-    default; order `mma`, 1 KB steps) takes each weight as {128 + q}, one
-    bit operation per pair, and per group and column subtracts (128 + z)
-    times the group's sum of x (kept by one more mma) and applies the
-    group's scale to the fp32 sum; `scaled` (same storage) takes each
-    weight as the exact integer q - z and applies the group's scale once
-    per column to the fp32 sum of its rows;
+    (the w_q's `order`, the kernel's `packed_arithmetic`): `scaled` (the
+    default; order `mma`, 1 KB steps) takes each weight as the exact
+    integer q - z and applies the group's scale once per column to the fp32
+    sum of its rows; `folded` (opt-in, same storage) takes {128 + q} and
+    subtracts (128 + z) times the group's sum of x per group and column;
     `exact` (same storage) dequantizes every weight to bf16
     as the spec does, its rounding included; `int8` quantizes x per
     group into two int8 halves (~16 significant bits) and runs exact integer
@@ -198,10 +196,10 @@ def ScheduleTileWeights : Pass<"schedule-tile-weights", "::mlir::ModuleOp"> {
   let options = [
     Option<"layout", "layout", "std::string", "\"packed\"",
            "weight storage: packed (default), tiled or row-major (the spec's)">,
-    Option<"arithmetic", "arithmetic", "std::string", "\"folded\"",
-           "packed tiles' arithmetic: folded (default; the zero points and "
-           "scales applied per group to fp32 sums), scaled (exact q - z, each "
-           "group's scale applied once per column to fp32 sums), exact (the "
+    Option<"arithmetic", "arithmetic", "std::string", "\"scaled\"",
+           "packed tiles' arithmetic: scaled (default; exact q - z, each "
+           "group's scale applied once per column to fp32 sums), folded (the "
+           "zero points also applied per group), exact (the "
            "spec's bf16 dequantization per weight) or int8 (x quantized per "
            "group to ~16 bits, integer dot products, scales per group); only "
            "exact rounds each weight to bf16 as the spec does">,

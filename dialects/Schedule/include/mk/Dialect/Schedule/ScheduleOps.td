@@ -35,10 +35,10 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     `max_shared_bytes` (0: no limit) is the shared memory one block may use
     on the target; the CUDA emitter refuses a kernel that needs more.
     `packed_arithmetic` (set by `schedule-tile-weights`) is the math of the
-    tiles that stream `order = "mma"` weights: `"folded"` (the pipeline's
-    default: per group and column, fp32 sums of x (128 + q) less (128 + z)
-    times the sum of x, times the scale), `"scaled"` (each group's scale
-    applied once per column to fp32 sums of x (q - z)) or `"exact"` (every weight
+    tiles that stream `order = "mma"` weights: `"scaled"` (each group's
+    scale applied once per column to fp32 sums of x (q - z)), `"folded"`
+    (the same with the zero points subtracted per group: sums of x (128 +
+    q) less (128 + z) times the sum of x) or `"exact"` (every weight
     dequantized to bf16 as the spec rounds it). `scaled` and `folded` take
     weights whose quantization groups hold whole 1 KB steps (a multiple of
     16 rows at 128 wide, 32 at 64); the others dequantize as `exact`.
