@@ -421,7 +421,10 @@ private:
   /// Instance `i` of task t, by its op's TaskCudaLowering (one of the
   /// lowerTask overloads below).
   LogicalResult emitInstance(TaskOpInterface t, llvm::raw_ostream &o);
-  LogicalResult lowerMoe(TaskOpInterface t, bool down, int64_t G, llvm::raw_ostream &o);
+  /// The expert kinds' lowering (MoeGateUpOp or MoeDownOp: their shared
+  /// arguments, the router's top-k, then each kind's tile).
+  template <class ExpertOp>
+  LogicalResult lowerMoe(ExpertOp op, int64_t G, llvm::raw_ostream &o);
 
 public:
   /// One task op's lowering (TaskLowering.cpp), called through the op's

@@ -17,31 +17,6 @@
 
 using namespace mk::emitter::detail;
 
-namespace {
-/// The arguments a lowering read that its kind's registry entry does not
-/// declare (emitInstance refuses the task: the verifier never checked
-/// them, so a task without one would reach the template as 0).
-thread_local llvm::SmallVector<std::string> undeclaredReads;
-
-/// What a lowering reads of its task's arguments (by the registry's names;
-/// checkTaskArgs has checked them).
-struct TaskArgs {
-  TaskOpInterface t;
-  int64_t i64(StringRef n) { return check(n), t.getIntArg(n); }
-  double f64(StringRef n) { return check(n), t.getFloatArg(n); }
-  StringRef str(StringRef n) { return check(n), t.getStrArg(n); }
-  SmallVector<std::string> strs(StringRef n) { return check(n), t.getStrArrayArg(n); }
-  SmallVector<int64_t> ints(StringRef n) { return check(n), t.getIntArrayArg(n); }
-
-private:
-  void check(StringRef n) {
-    if (llvm::none_of(mk::schedule::taskArgSpecs(t),
-                      [&](const mk::schedule::TaskArgSpec &a) { return a.name == n; }))
-      undeclaredReads.push_back(n.str());
-  }
-};
-} // namespace
-
 /// The dialect's registry (mk/Dialect/Schedule/TaskKinds.h) says what each
 /// kind's arguments hold; the task and kernel verifiers have checked their
 /// types and the names they resolve to. A lowering also reads the
@@ -56,15 +31,10 @@ LogicalResult Emitter::emitInstance(TaskOpInterface t, llvm::raw_ostream &o) {
   FailureOr<int64_t> group = taskGroup(t);
   if (failed(group))
     return failure();
-  if (auto lowering = dyn_cast<TaskCudaLowering>(t.getOperation())) {
-    undeclaredReads.clear();
-    LogicalResult r = lowering.emitInstance(*this, *group, o);
-    if (!undeclaredReads.empty())
-      return t.emitOpError("internal error: the CUDA lowering of kind '")
-             << taskKindName(t.getKind()) << "' reads argument '" << undeclaredReads.front()
-             << "', which its registry entry (TaskKinds.cpp) does not declare";
-    return r;
-  }
+  // Each lowering reads its task's arguments through its op's accessors
+  // (ODS), so it reads only what the kind declares.
+  if (auto lowering = dyn_cast<TaskCudaLowering>(t.getOperation()))
+    return lowering.emitInstance(*this, *group, o);
   if (isa<ResidualRmsnormOp>(t.getOperation()))
     return t.emitOpError("kind '") << taskKindName(t.getKind())
                                    << "' is lowered only as an every_block task";
@@ -73,22 +43,40 @@ LogicalResult Emitter::emitInstance(TaskOpInterface t, llvm::raw_ostream &o) {
 }
 
 LogicalResult Emitter::lowerTask(MoeGateUpOp op, int64_t G, llvm::raw_ostream &o) {
-  return lowerMoe(op, /*down=*/false, G, o);
+  return lowerMoe(op, G, o);
 }
 
 LogicalResult Emitter::lowerTask(MoeDownOp op, int64_t G, llvm::raw_ostream &o) {
-  return lowerMoe(op, /*down=*/true, G, o);
+  return lowerMoe(op, G, o);
+}
+
+/// An array argument's elements: names (strings or buffer symbols), integers.
+static SmallVector<std::string> namesOf(ArrayAttr a) {
+  SmallVector<std::string> v;
+  for (Attribute x : a)
+    if (auto s = dyn_cast<StringAttr>(x))
+      v.push_back(s.str());
+    else if (auto r = dyn_cast<FlatSymbolRefAttr>(x))
+      v.push_back(r.getValue().str());
+  return v;
+}
+static SmallVector<int64_t> intsOf(ArrayAttr a) {
+  SmallVector<int64_t> v;
+  for (Attribute x : a)
+    v.push_back(cast<IntegerAttr>(x).getInt());
+  return v;
 }
 
 LogicalResult Emitter::lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o) {
   TaskOpInterface t = op;
-  TaskArgs args{t};
-  auto weights = args.strs("weights"), outputs = args.strs("outputs");
-  auto ns = args.ints("n");
-  int64_t k = args.i64("k"), tn = args.i64("tn"), ks = args.i64("ksplit"),
-          tiles = args.i64("tiles"), unitCols = args.i64("unit_cols");
-  bool atomic = args.str("epilogue") == "atomic_f32";
-  BufferOp in = buffers.lookup(args.str("input"));
+  auto weights = namesOf(op.getWeights()), outputs = namesOf(op.getOutputs());
+  auto ns = intsOf(op.getN());
+  // The partition's arguments (tn, ksplit, tiles) are present: checkTaskArgs.
+  int64_t k = int64_t(op.getK()), tn = int64_t(op.getTn().value_or(0)),
+          ks = int64_t(op.getKsplit().value_or(0)), tiles = int64_t(op.getTiles().value_or(0)),
+          unitCols = int64_t(op.getUnitCols().value_or(0));
+  bool atomic = op.getEpilogue().value_or("") == "atomic_f32";
+  BufferOp in = buffers.lookup(op.getInput());
   bool shared = in.getSpace() == "shared";
   int64_t kslice = k / ks;
   for (const auto &w : weights)
@@ -101,7 +89,8 @@ LogicalResult Emitter::lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o
   // before the projection, the MLA combine's slices).
   std::string staged;
   if (!shared) {
-    staged = ptr(in.getSymName()) + " + " + std::to_string(args.i64("input_offset")) + ", work";
+    staged = ptr(in.getSymName()) + " + " +
+             std::to_string(int64_t(op.getInputOffset().value_or(0))) + ", work";
     needWork(kslice + w4Red(tn));
     o << "      float *red = work + " << kslice << ";\n";
   } else {
@@ -194,33 +183,32 @@ LogicalResult Emitter::lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o
 
 LogicalResult Emitter::lowerTask(Bf16RowsOp op, int64_t /*group*/, llvm::raw_ostream &o) {
   TaskOpInterface t = op;
-  TaskArgs args{t};
-  int64_t rpt = args.i64("rows_per_task"), rows = args.i64("rows");
+  int64_t rpt = int64_t(op.getRowsPerTask().value_or(0)), rows = int64_t(op.getRows());
   needStaticShared("bf16_rows_gemv", 4 * (T / 32)); // its warps' partial sums
   o << "      const int row0 = i * " << rpt << ";\n"
     << "      mkgen::call<&mk::bf16_rows_gemv<" << T
-    << (buffers.lookup(args.str("output")).getDtype() == "f32" ? ", float" : "") << ">>(xs, "
-    << ident(args.str("weight"))
-    << ", " << args.i64("k") << ", row0, min(" << rpt << ", " << rows
-    << " - row0), " << ptr(args.str("output"), true) << ");\n";
+    << (buffers.lookup(op.getOutput()).getDtype() == "f32" ? ", float" : "") << ">>(xs, "
+    << ident(op.getWeight())
+    << ", " << int64_t(op.getK()) << ", row0, min(" << rpt << ", " << rows
+    << " - row0), " << ptr(op.getOutput(), true) << ");\n";
   return success();
 }
 
 LogicalResult Emitter::lowerTask(KdaHeadChunkOp op, int64_t G, llvm::raw_ostream &o) {
   TaskOpInterface t = op;
-  TaskArgs args{t};
-  int64_t dk = args.i64("head_dim"), chunk = args.i64("chunk"), conv = args.i64("conv");
-  int64_t c = args.i64("heads") * dk;
+  int64_t dk = int64_t(op.getHeadDim()), chunk = int64_t(op.getChunk().value_or(0)),
+          conv = int64_t(op.getConv());
+  int64_t c = int64_t(op.getHeads()) * dk;
   needWork(mk::kdaSmemFloats(T, dk, chunk));
   asserts.insert(llvm::formatv("mk::kda_smem_floats<{0}, {1}, {2}>() == {3}", T, dk, chunk,
                                mk::kdaSmemFloats(T, dk, chunk))
                      .str());
   // The output projection folded in (schedule-fuse-kda-o-proj): the
   // task's rows of W_o, by W_o's storage.
-  StringRef ow = args.str("o_weight");
-  const int64_t on = args.i64("o_n");
+  StringRef ow = op.getOWeight().value_or("");
+  const int64_t on = int64_t(op.getON().value_or(0));
   if (!ow.empty()) {
-    if (args.str("o_acc").empty() || !on || chunk % 16 || on % 128 || G % 16)
+    if (op.getOAcc().value_or("").empty() || !on || chunk % 16 || on % 128 || G % 16)
       return t.emitOpError("a folded output projection needs o_acc, o_n a multiple of "
                            "128, chunk a multiple of 16 and groups of 16k rows");
     const mk::PackedOrder order = orderOf(ow);
@@ -240,14 +228,14 @@ LogicalResult Emitter::lowerTask(KdaHeadChunkOp op, int64_t G, llvm::raw_ostream
     o << "      mkgen::call<&mk::kda_head_chunk_task<" << T << ", " << dk << ", " << chunk
       << ", " << conv << ">>(i, " << c << ", ";
   }
-  o << ptr(args.str("q")) << ", "
-    << ptr(args.str("k")) << ", " << ptr(args.str("v")) << ", " << ptr(args.str("g"))
-    << ", " << ptr(args.str("beta")) << ", " << ident(args.str("conv_w")) << ", "
-    << ptr(args.str("cq")) << ", " << ptr(args.str("ck")) << ", " << ptr(args.str("cv"))
-    << ", " << ptr(args.str("S")) << ", " << ptr(args.str("S"), true) << ", "
-    << ptr(args.str("o"), true) << ", ";
+  o << ptr(op.getQ()) << ", "
+    << ptr(op.getK()) << ", " << ptr(op.getV()) << ", " << ptr(op.getG())
+    << ", " << ptr(op.getBeta()) << ", " << ident(op.getConvW()) << ", "
+    << ptr(op.getCq()) << ", " << ptr(op.getCk()) << ", " << ptr(op.getCv())
+    << ", " << ptr(op.getS()) << ", " << ptr(op.getS(), true) << ", "
+    << ptr(op.getO(), true) << ", ";
   if (!ow.empty())
-    o << wq(ow) << ", " << ws_(ow) << ", " << wz(ow) << ", " << ptr(args.str("o_acc"), true)
+    o << wq(ow) << ", " << ws_(ow) << ", " << wz(ow) << ", " << ptr(op.getOAcc().value_or(""), true)
       << ", ";
   o << "work);\n";
   auto cap = convCapture.find(t.getName());
@@ -259,11 +247,12 @@ LogicalResult Emitter::lowerTask(KdaHeadChunkOp op, int64_t G, llvm::raw_ostream
       << "      const int c0 = (i / " << nch << ") * " << dk << " + (i % "
       << nch << ") * " << chunk << ";\n";
     const char *what[3] = {"q_conv", "k_conv", "v_conv"};
-    const char *raw[3] = {"q", "k", "v"}, *win[3] = {"cq", "ck", "cv"};
+    const StringRef raw[3] = {op.getQ(), op.getK(), op.getV()},
+                    win[3] = {op.getCq(), op.getCk(), op.getCv()};
     for (int j = 0; j < 3; ++j)
       o << "      mk::debug_short_conv<" << conv << ">(c0, " << chunk << ", "
-        << c << ", " << ptr(args.str(raw[j])) << ", " << ptr(args.str(win[j])) << ", "
-        << ident(args.str("conv_w")) << " + " << j * c * conv << ", "
+        << c << ", " << ptr(raw[j]) << ", " << ptr(win[j]) << ", "
+        << ident(op.getConvW()) << " + " << j * c * conv << ", "
         << capturePtr(cap->second, what[j]) << ");\n";
     o << "      }\n";
   }
@@ -272,16 +261,15 @@ LogicalResult Emitter::lowerTask(KdaHeadChunkOp op, int64_t G, llvm::raw_ostream
 
 LogicalResult Emitter::lowerTask(ConvCommitOp op, int64_t /*group*/, llvm::raw_ostream &o) {
   TaskOpInterface t = op;
-  TaskArgs args{t};
-  int64_t c = args.i64("channels"), n = t.getCount();
+  int64_t c = int64_t(op.getChannels()), n = t.getCount();
   int64_t per = (c + n - 1) / n;
-  o << "      const mk::bf16 *const nr[3] = {" << ptr(args.str("q")) << ", "
-    << ptr(args.str("k")) << ", " << ptr(args.str("v")) << "};\n"
-    << "      const mk::bf16 *const wi[3] = {" << ptr(args.str("cq")) << ", "
-    << ptr(args.str("ck")) << ", " << ptr(args.str("cv")) << "};\n"
-    << "      mk::bf16 *const wo[3] = {" << ptr(args.str("cq"), true) << ", "
-    << ptr(args.str("ck"), true) << ", " << ptr(args.str("cv"), true) << "};\n"
-    << "      mkgen::call<&mk::conv_window_commit<" << args.i64("conv") << ">>(i * " << per
+  o << "      const mk::bf16 *const nr[3] = {" << ptr(op.getQ()) << ", "
+    << ptr(op.getK()) << ", " << ptr(op.getV()) << "};\n"
+    << "      const mk::bf16 *const wi[3] = {" << ptr(op.getCq()) << ", "
+    << ptr(op.getCk()) << ", " << ptr(op.getCv()) << "};\n"
+    << "      mk::bf16 *const wo[3] = {" << ptr(op.getCq(), true) << ", "
+    << ptr(op.getCk(), true) << ", " << ptr(op.getCv(), true) << "};\n"
+    << "      mkgen::call<&mk::conv_window_commit<" << int64_t(op.getConv()) << ">>(i * " << per
     << ", min(" << c << ", (i + 1) * " << per << "), " << c
     << ", nr, wi, wo);\n";
   return success();
@@ -289,9 +277,8 @@ LogicalResult Emitter::lowerTask(ConvCommitOp op, int64_t /*group*/, llvm::raw_o
 
 LogicalResult Emitter::lowerTask(ZeroF32Op op, int64_t /*group*/, llvm::raw_ostream &o) {
   TaskOpInterface t = op;
-  TaskArgs args{t};
-  int64_t n = args.i64("n"), per = (n + t.getCount() - 1) / t.getCount();
-  o << "      float *p = " << ptr(args.str("buffer"), true) << ";\n"
+  int64_t n = int64_t(op.getN()), per = (n + t.getCount() - 1) / t.getCount();
+  o << "      float *p = " << ptr(op.getBuffer(), true) << ";\n"
     << "      for (int j = i * " << per << " + threadIdx.x; j < min(" << n
     << ", (i + 1) * " << per << "); j += " << T << ") p[j] = 0.f;\n";
   return success();
@@ -299,13 +286,12 @@ LogicalResult Emitter::lowerTask(ZeroF32Op op, int64_t /*group*/, llvm::raw_ostr
 
 LogicalResult Emitter::lowerTask(FinalResidualOp op, int64_t /*group*/, llvm::raw_ostream &o) {
   TaskOpInterface t = op;
-  TaskArgs args{t};
-  int64_t n = args.i64("dim"), per = (n + t.getCount() - 1) / t.getCount();
-  o << "      const mk::bf16 *base = " << ptr(args.str("base")) << ";\n"
-    << "      const float *acc = " << ptr(args.str("acc")) << ";\n"
+  int64_t n = int64_t(op.getDim()), per = (n + t.getCount() - 1) / t.getCount();
+  o << "      const mk::bf16 *base = " << ptr(op.getBase()) << ";\n"
+    << "      const float *acc = " << ptr(op.getAcc()) << ";\n"
     << "      for (int j = i * " << per << " + threadIdx.x; j < min(" << n
     << ", (i + 1) * " << per << "); j += " << T << ")\n"
-    << "        " << ptr(args.str("out"), true)
+    << "        " << ptr(op.getOut(), true)
     << "[j] = mk::f2bf(mk::round_bf16(mk::bf2f(__ldcg(base + j)) + "
        "mk::round_bf16(__ldcg(acc + j))));\n";
   return success();
@@ -313,35 +299,36 @@ LogicalResult Emitter::lowerTask(FinalResidualOp op, int64_t /*group*/, llvm::ra
 
 LogicalResult Emitter::lowerTask(MlaRopeAppendOp op, int64_t /*group*/, llvm::raw_ostream &o) {
   TaskOpInterface t = op;
-  TaskArgs args{t};
-  const int64_t hm = args.i64("heads"), nope = args.i64("nope"), rope = args.i64("rope"), lora = args.i64("lora");
+  const int64_t hm = int64_t(op.getHeads()), nope = int64_t(op.getNope()),
+                rope = int64_t(op.getRope()), lora = int64_t(op.getLora());
   o << "      mkgen::call<&mk::mla_rope_append<" << T << ", " << hm << ", " << nope << ", "
     << rope << ", " << lora << ">>(i, " << t.getCount() << ", ctx_len, "
-    << fmtFloat(args.f64("theta"))
-    << ", " << ptr(args.str("q")) << ", " << ptr(args.str("kv")) << ", "
-    << ptr(args.str("q_rope"), true) << ", " << ptr(args.str("c_kv")) << ", "
-    << ptr(args.str("k_rope")) << ", " << ptr(args.str("c_kv"), true) << ", "
-    << ptr(args.str("k_rope"), true) << ");\n";
+    << fmtFloat(op.getTheta().convertToDouble())
+    << ", " << ptr(op.getQ()) << ", " << ptr(op.getKv()) << ", "
+    << ptr(op.getQRope(), true) << ", " << ptr(op.getCKv()) << ", "
+    << ptr(op.getKRope()) << ", " << ptr(op.getCKv(), true) << ", "
+    << ptr(op.getKRope(), true) << ");\n";
   return success();
 }
 
 LogicalResult Emitter::lowerTask(MlaQAbsorbOp op, int64_t G, llvm::raw_ostream &o) {
   TaskOpInterface t = op;
-  TaskArgs args{t};
-  const int64_t hm = args.i64("heads"), nope = args.i64("nope"), rope = args.i64("rope"), vh = args.i64("v_head"), lora = args.i64("lora");
+  const int64_t hm = int64_t(op.getHeads()), nope = int64_t(op.getNope()),
+                rope = int64_t(op.getRope()), vh = int64_t(op.getVHead()),
+                lora = int64_t(op.getLora());
   needWork(nope);
-  std::string w = args.str("kv_b").str();
+  std::string w = op.getKvB().str();
   o << "      mkgen::call<&mk::mla_q_absorb_task<" << T << ", " << hm << ", " << nope
     << ", " << rope << ", " << vh << ", " << lora << ", " << G << ">>(i, "
-    << ptr(args.str("q")) << ", " << wq(w) << ", " << ws_(w) << ", " << wz(w)
-    << ", " << ptr(args.str("q_abs"), true) << ", work);\n";
+    << ptr(op.getQ()) << ", " << wq(w) << ", " << ws_(w) << ", " << wz(w)
+    << ", " << ptr(op.getQAbs(), true) << ", work);\n";
   return success();
 }
 
 LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm::raw_ostream &o) {
   TaskOpInterface t = op;
-  TaskArgs args{t};
-  const int64_t hm = args.i64("heads"), rope = args.i64("rope"), lora = args.i64("lora");
+  const int64_t hm = int64_t(op.getHeads()), rope = int64_t(op.getRope()),
+                lora = int64_t(op.getLora());
   // Shared memory: the largest of the block-wide tensor-core form's (a ring
   // of `sub` (16, or with `sub_rows` 32) padded rows per slot, hi and lo
   // query rows: up to 8 heads and 16-row sub-chunks 3 slots and 8 query rows
@@ -352,7 +339,7 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
   // under 80 KB) of 16 rows per warp, each row the warp's latent slice and
   // rope k-steps padded; two buffers of partial scores, a float4 per lane
   // and head of the lane). The template's static_assert checks this mirror.
-  const int64_t hg = args.i64("head_group");
+  const int64_t hg = int64_t(op.getHeadGroup().value_or(0));
   const int64_t subRows = t.getIntArg("sub_rows", 16);
   constexpr int64_t simtSub = 32;
   const int64_t sub = subRows;
@@ -389,57 +376,57 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
     << "      if (i < nch * " << hm / hg << ")\n"
     << "        mkgen::call<&mk::mla_attention_chunk_task<" << T << ", " << hm << ", " << hg
     << ", " << lora << ", " << rope << subArg << ">>(i, nch, ctx_len + 1, "
-    << fmtFloat(args.f64("scale"))
-    << ", " << ptr(args.str("q_abs")) << ", " << ptr(args.str("q_rope")) << ", "
-    << ptr(args.str("c_kv"), true) << ", " << ptr(args.str("k_rope"), true) << ", "
-    << ptr(args.str("part_m"), true) << ", " << ptr(args.str("part_l"), true) << ", "
-    << ptr(args.str("part_acc"), true) << ", work);\n";
+    << fmtFloat(op.getScale().convertToDouble())
+    << ", " << ptr(op.getQAbs()) << ", " << ptr(op.getQRope()) << ", "
+    << ptr(op.getCKv(), true) << ", " << ptr(op.getKRope(), true) << ", "
+    << ptr(op.getPartM(), true) << ", " << ptr(op.getPartL(), true) << ", "
+    << ptr(op.getPartAcc(), true) << ", work);\n";
   return success();
 }
 
 LogicalResult Emitter::lowerTask(MlaCombineWvOp op, int64_t G, llvm::raw_ostream &o) {
   TaskOpInterface t = op;
-  TaskArgs args{t};
-  const int64_t hm = args.i64("heads"), nope = args.i64("nope"), vh = args.i64("v_head"), lora = args.i64("lora");
-  const AttentionChunks chunks = attentionChunksOf(args.str("part_m"));
+  const int64_t hm = int64_t(op.getHeads()), nope = int64_t(op.getNope()),
+                vh = int64_t(op.getVHead()), lora = int64_t(op.getLora());
+  const AttentionChunks chunks = attentionChunksOf(op.getPartM());
   needWork(lora + w4Red(vh));
   asserts.insert(w4RedCheck(vh));
-  std::string w = args.str("kv_b").str();
-  int64_t slices = args.i64("slices"), span = lora / slices;
+  std::string w = op.getKvB().str();
+  int64_t slices = int64_t(op.getSlices().value_or(0)), span = lora / slices;
   o << "      const int nch = " << chunks.count << ";\n"
     << "      const int h = i / " << slices << ", d0 = (i % " << slices
     << ") * " << span << ";\n"
     << "      mkgen::call<&mk::mla_combine_wv_task<" << T << ", " << hm << ", " << nope
     << ", " << vh << ", " << lora << ", " << G << ">>(h, d0, d0 + " << span
     << ", nch, "
-    << ptr(args.str("part_m")) << ", " << ptr(args.str("part_l")) << ", "
-    << ptr(args.str("part_acc")) << ", " << wq(w) << ", " << ws_(w) << ", "
-    << wz(w) << ", " << ptr(args.str("o"), true) << ", work);\n";
+    << ptr(op.getPartM()) << ", " << ptr(op.getPartL()) << ", "
+    << ptr(op.getPartAcc()) << ", " << wq(w) << ", " << ws_(w) << ", "
+    << wz(w) << ", " << ptr(op.getO(), true) << ", work);\n";
   return success();
 }
 
 LogicalResult Emitter::lowerTask(GqaRopeAppendOp op, int64_t /*group*/, llvm::raw_ostream &o) {
   TaskOpInterface t = op;
-  TaskArgs args{t};
-  const int64_t hq = args.i64("heads"), hkv = args.i64("kv_heads"), hd = args.i64("head_dim");
+  const int64_t hq = int64_t(op.getHeads()), hkv = int64_t(op.getKvHeads()),
+                hd = int64_t(op.getHeadDim());
   o << "      mkgen::call<&mk::gqa_qk_norm_rope_append<" << T << ", " << hq << ", " << hkv
     << ", " << hd << ">>(i, " << t.getCount() << ", ctx_len, "
     // theta as a double literal: the template computes the angles in double.
-    << llvm::formatv("{0:e17}", args.f64("theta"))
-    << ", " << fmtFloat(args.f64("eps")) << ", "
-    << ptr(args.str("q")) << ", " << ptr(args.str("k")) << ", " << ptr(args.str("v")) << ", "
-    << ident(args.str("q_norm")) << ", " << ident(args.str("k_norm")) << ", "
-    << ptr(args.str("q_out"), true) << ", " << ptr(args.str("k_cache")) << ", "
-    << ptr(args.str("v_cache")) << ", " << ptr(args.str("k_cache"), true) << ", "
-    << ptr(args.str("v_cache"), true) << ");\n";
+    << llvm::formatv("{0:e17}", op.getTheta().convertToDouble())
+    << ", " << fmtFloat(op.getEps().convertToDouble()) << ", "
+    << ptr(op.getQ()) << ", " << ptr(op.getK()) << ", " << ptr(op.getV()) << ", "
+    << ident(op.getQNorm()) << ", " << ident(op.getKNorm()) << ", "
+    << ptr(op.getQOut(), true) << ", " << ptr(op.getKCache()) << ", "
+    << ptr(op.getVCache()) << ", " << ptr(op.getKCache(), true) << ", "
+    << ptr(op.getVCache(), true) << ");\n";
   return success();
 }
 
 LogicalResult Emitter::lowerTask(GqaAttentionChunkOp op, int64_t /*group*/,
                                  llvm::raw_ostream &o) {
   TaskOpInterface t = op;
-  TaskArgs args{t};
-  const int64_t hq = args.i64("heads"), hkv = args.i64("kv_heads"), hd = args.i64("head_dim");
+  const int64_t hq = int64_t(op.getHeads()), hkv = int64_t(op.getKvHeads()),
+                hd = int64_t(op.getHeadDim());
   const int64_t rep = hq / hkv;
   // Every warp's running max, sum and weighted sum of the REP heads.
   const int64_t f = (T / 32) * rep * (hd + 2);
@@ -451,58 +438,65 @@ LogicalResult Emitter::lowerTask(GqaAttentionChunkOp op, int64_t /*group*/,
   o << "      const int nch = " << attentionChunks(t).count << ";\n"
     << "      if (i < nch * " << hkv << ")\n"
     << "        mkgen::call<&mk::gqa_attention_chunk<" << T << ", " << hd << ", " << rep
-    << ">>(i, nch, " << hkv << ", ctx_len + 1, " << ptr(args.str("q")) << ", "
-    << ptr(args.str("k_cache"), true) << ", " << ptr(args.str("v_cache"), true) << ", "
-    << ptr(args.str("part_m"), true) << ", " << ptr(args.str("part_l"), true) << ", "
-    << ptr(args.str("part_acc"), true) << ", work);\n";
+    << ">>(i, nch, " << hkv << ", ctx_len + 1, " << ptr(op.getQ()) << ", "
+    << ptr(op.getKCache(), true) << ", " << ptr(op.getVCache(), true) << ", "
+    << ptr(op.getPartM(), true) << ", " << ptr(op.getPartL(), true) << ", "
+    << ptr(op.getPartAcc(), true) << ", work);\n";
   return success();
 }
 
 LogicalResult Emitter::lowerTask(GqaCombineOp op, int64_t /*group*/, llvm::raw_ostream &o) {
   TaskOpInterface t = op;
-  TaskArgs args{t};
-  const int64_t hq = args.i64("heads"), hd = args.i64("head_dim");
+  const int64_t hq = int64_t(op.getHeads()), hd = int64_t(op.getHeadDim());
   // The chunk count is the attention's that wrote the partials (both compute
   // it from the context and its max_chunks).
-  const AttentionChunks chunks = attentionChunksOf(args.str("part_m"));
+  const AttentionChunks chunks = attentionChunksOf(op.getPartM());
   if (!chunks.maxChunks)
     return t.emitOpError("no gqa_attention_chunk task writes its partials @")
-           << args.str("part_m");
+           << op.getPartM();
   needWork(2 * chunks.maxChunks);
   o << "      const int nch = " << chunks.count << ";\n"
     << "      mkgen::call<&mk::gqa_combine<" << T << ", " << hd << ">>(i, "
-    << args.i64("heads_per_task") << ", " << hq << ", nch, " << ptr(args.str("part_m"))
-    << ", " << ptr(args.str("part_l")) << ", " << ptr(args.str("part_acc")) << ", "
-    << ptr(args.str("o"), true) << ", work);\n";
+    << int64_t(op.getHeadsPerTask().value_or(0)) << ", " << hq << ", nch, " << ptr(op.getPartM())
+    << ", " << ptr(op.getPartL()) << ", " << ptr(op.getPartAcc()) << ", "
+    << ptr(op.getO(), true) << ", work);\n";
   return success();
 }
 
-LogicalResult Emitter::lowerMoe(TaskOpInterface t, bool down, int64_t G, llvm::raw_ostream &o) {
-  TaskArgs args{t};
-  bool routed = !args.str("logits").empty();
-  int64_t d = args.i64("hidden"), m = args.i64("inter"), tn = args.i64("tn"),
-          ks = args.i64("ksplit"), tiles = args.i64("tiles");
+template <class ExpertOp>
+LogicalResult Emitter::lowerMoe(ExpertOp op, int64_t G, llvm::raw_ostream &o) {
+  constexpr bool down = std::is_same_v<ExpertOp, MoeDownOp>;
+  TaskOpInterface t = op;
+  const StringRef logits = op.getLogits().value_or("");
+  const bool routed = !logits.empty();
+  // The partition's arguments (tn, ksplit, tiles) and, routed, the router's
+  // (experts, top_k, scaling) are present: checkTaskArgs.
+  int64_t d = int64_t(op.getHidden()), m = int64_t(op.getInter()),
+          tn = int64_t(op.getTn().value_or(0)), ks = int64_t(op.getKsplit().value_or(0)),
+          tiles = int64_t(op.getTiles().value_or(0));
   int64_t per = (down ? 1 : 2) * tiles * ks; // gate_up: gate and up tiles
   o << "      const int slot = i / " << per << ", r = i % " << per << ";\n";
   if (routed) {
-    auto [it, fresh] = topkKey.try_emplace(args.str("logits"), topkKey.size());
+    auto [it, fresh] = topkKey.try_emplace(logits, topkKey.size());
     // A sigmoid router (its correction bias set) or the unit's softmax.
-    StringRef bias = args.str("router_bias");
+    StringRef bias = op.getRouterBias().value_or("");
     // moe_topk's prob[E], moe_topk_sigmoid's score[E] and sel[E] (floats).
-    const int64_t experts = args.i64("experts");
-    needStaticShared(((bias.empty() ? "moe_topk<" : "moe_topk_sigmoid<") + Twine(experts) + ">").str(),
-                     (bias.empty() ? 4 : 8) * experts);
+    const int64_t experts = int64_t(op.getExperts().value_or(0)),
+                  topK = int64_t(op.getTopK().value_or(0));
+    needStaticShared(
+        ((bias.empty() ? "moe_topk<" : "moe_topk_sigmoid<") + Twine(experts) + ">").str(),
+        (bias.empty() ? 4 : 8) * experts);
     o << "      if (tk_key != " << it->second << ") {\n"
       << "        MK_STAGE_BEGIN();\n"
       << "        mkgen::call<&mk::moe_topk" << (bias.empty() ? "" : "_sigmoid") << "<"
-      << args.i64("experts") << ", " << args.i64("top_k") << ">>(" << ptr(args.str("logits"))
+      << experts << ", " << topK << ">>(" << ptr(logits)
       << ", " << (bias.empty() ? std::string() : ident(bias) + ", ")
-      << fmtFloat(args.f64("scaling"))
+      << fmtFloat(op.getScaling() ? op.getScaling()->convertToDouble() : 0.0)
       << ", tk_w, tk_idx);\n        MK_STAGE_END(mk::kStageTopk);\n"
       << "        tk_key = " << it->second << ";\n";
-    auto cap = topkCapture.find(args.str("logits"));
+    auto cap = topkCapture.find(logits);
     if (debug && cap != topkCapture.end())
-      o << "        if (threadIdx.x < " << args.i64("top_k")
+      o << "        if (threadIdx.x < " << topK
         << ") { // debug capture: this block's top-k\n"
         << "          " << capturePtr(cap->second, "topk_idx")
         << "[threadIdx.x] = tk_idx[threadIdx.x];\n"
@@ -513,12 +507,12 @@ LogicalResult Emitter::lowerMoe(TaskOpInterface t, bool down, int64_t G, llvm::r
   } else {
     o << "      const int e = slot;\n";
   }
-  std::string sums = ptr(args.str("sums"), true);
-  if (!down) {
+  std::string sums = ptr(op.getSums(), true);
+  if constexpr (!down) {
     // Instance r of a slot: matrix r / (tiles * ks) (0 gate, 1 up),
     // k-slice, then column tile; sums go to the slot's [2][inter] fp32
     // accumulator, which the down tasks read.
-    std::string g = args.str("gate").str(), u = args.str("up").str();
+    std::string g = op.getGate().str(), u = op.getUp().str();
     int64_t kslice = d / ks;
     if (tileOf(g) != tileOf(u) || isPacked(g) != isPacked(u))
       return t.emitOpError("gate and up must share a storage layout");
@@ -542,7 +536,7 @@ LogicalResult Emitter::lowerMoe(TaskOpInterface t, bool down, int64_t G, llvm::r
       << ", work, mk::EpiAtomicAddF32{" << sums << " + (slot * 2 + mat) * " << m
       << ", 1.f, " << (tileOf(g) ? "n0" : "0") << "}, false);\n";
   } else {
-    std::string w = args.str("down").str();
+    std::string w = op.getDown().str();
     int64_t kslice = m / ks;
     if (failed(checkPackedRead(t, w, tn, kslice)))
       return failure();
@@ -567,7 +561,7 @@ LogicalResult Emitter::lowerMoe(TaskOpInterface t, bool down, int64_t G, llvm::r
       << ", " << m << ", "
       << tileArgs(w, m, d, tn, "e", "n0") << ", min(" << tn << ", " << d
       << " - n0), k0, k0 + " << kslice << ", "
-      << (routed ? "tk_w[slot]" : "1.f") << ", " << ptr(args.str("acc"), true)
+      << (routed ? "tk_w[slot]" : "1.f") << ", " << ptr(op.getAcc(), true)
       << ", " << (tileOf(w) ? "n0" : "0") << ", work"
       << (waiting ? ", " + prologueWait : std::string()) << ");\n";
   }

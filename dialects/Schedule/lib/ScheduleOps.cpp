@@ -222,9 +222,9 @@ LogicalResult KernelOp::verifyRegions() {
       llvm::SmallDenseSet<StringRef, 8> accessed;
       for (const SmallVector<StringRef> *list : {&all.reads, &all.writes, &all.accumulates})
         accessed.insert(list->begin(), list->end());
-      // An argument the registry does not know (an opaque task's, or one a
-      // kind does not declare) names a buffer only through the access lists,
-      // which must then list it.
+      // An opaque task's `args` entry names a buffer only through the access
+      // lists, which must then list it (a registered kind's buffer arguments
+      // carry their access: taskAccesses).
       for (NamedAttribute arg : t.getArgDictionary()) {
         auto check = [&](Attribute v) -> LogicalResult {
           StringRef name;
