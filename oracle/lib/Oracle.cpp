@@ -94,16 +94,25 @@ std::vector<BFloat16> toBf16(const std::vector<float> &v) {
   return r;
 }
 
+/// oracle::quantWeight, its weights rounded to bf16 per weight (the spec)
+/// or not (OracleOptions::unroundedWeights).
+oracle::QuantWeight quantWeightRounded(const TensorMap &w, const std::string &prefix, int64_t in,
+                                       int64_t out, int64_t group, int64_t expert, bool round) {
+  oracle::QuantWeight q = oracle::quantWeight(w, prefix, in, out, group, expert);
+  q.roundWeights = round;
+  return q;
+}
+
 std::vector<BFloat16> kdaAttention(const BlockConfig &cfg, const TensorMap &w,
                                    DecodeState &st, int64_t layer,
                                    const std::vector<BFloat16> &u,
-                                   Recorder &rec) {
+                                   Recorder &rec, bool round) {
   const std::string p = layerPrefix(layer) + ".attn.";
   const std::string sp = statePrefix(layer) + ".";
   const int64_t d = cfg.hidden, H = cfg.kdaHeads, Dk = cfg.kdaHeadDim;
   const int64_t C = cfg.kdaChannels(), taps = cfg.shortConv;
   auto proj = [&](const char *n, int64_t in, int64_t out) {
-    return oracle::quantWeight(w, p + n, in, out, cfg.group);
+    return quantWeightRounded(w, p + n, in, out, cfg.group, -1, round);
   };
   std::vector<BFloat16> q = oracle::w4a16Linear(u, proj("q_proj", d, C));
   std::vector<BFloat16> k = oracle::w4a16Linear(u, proj("k_proj", d, C));
@@ -157,13 +166,13 @@ void appendRow(HostTensor &cache, const BFloat16 *row, int64_t width) {
 std::vector<BFloat16> mlaAttention(const BlockConfig &cfg, const TensorMap &w,
                                    DecodeState &st, int64_t layer,
                                    const std::vector<BFloat16> &u,
-                                   Recorder &rec) {
+                                   Recorder &rec, bool round) {
   const std::string p = layerPrefix(layer) + ".attn.";
   const std::string sp = statePrefix(layer) + ".";
   const int64_t d = cfg.hidden, Hm = cfg.mlaHeads, dq = cfg.mlaQHeadDim();
   const int64_t lora = cfg.kvLora, rope = cfg.qkRope, pos = st.ctxLen;
   auto proj = [&](const char *n, int64_t in, int64_t out) {
-    return oracle::quantWeight(w, p + n, in, out, cfg.group);
+    return quantWeightRounded(w, p + n, in, out, cfg.group, -1, round);
   };
   std::vector<BFloat16> q = oracle::w4a16Linear(u, proj("q_proj", d, Hm * dq));
   std::vector<BFloat16> kv =
@@ -193,14 +202,15 @@ std::vector<BFloat16> mlaAttention(const BlockConfig &cfg, const TensorMap &w,
 /// the residual): the dense family's functions on this config's sizes.
 std::vector<BFloat16> gqaAttentionLayer(const BlockConfig &cfg, const TensorMap &w,
                                         DecodeState &st, int64_t layer,
-                                        const std::vector<BFloat16> &u, Recorder &rec) {
+                                        const std::vector<BFloat16> &u, Recorder &rec,
+                                        bool round) {
   const std::string p = layerPrefix(layer) + ".attn.";
   const std::string sp = statePrefix(layer) + ".";
   const int64_t d = cfg.hidden, hq = cfg.gqaHeads, hkv = cfg.gqaKvHeads, hd = cfg.gqaHeadDim;
   const int64_t pos = st.ctxLen;
   const float eps = float(cfg.eps);
   auto proj = [&](const char *n, int64_t in, int64_t out) {
-    return oracle::quantWeight(w, p + n, in, out, cfg.group);
+    return quantWeightRounded(w, p + n, in, out, cfg.group, -1, round);
   };
   std::vector<BFloat16> q = oracle::w4a16Linear(u, proj("q_proj", d, hq * hd));
   std::vector<BFloat16> k = oracle::w4a16Linear(u, proj("k_proj", d, hkv * hd));
@@ -233,6 +243,7 @@ std::vector<BFloat16> gqaAttentionLayer(const BlockConfig &cfg, const TensorMap 
 std::vector<BFloat16> moe(const BlockConfig &cfg, const TensorMap &w,
                           int64_t layer, const std::vector<BFloat16> &u,
                           Recorder &rec, const OracleOptions *options) {
+  const bool round = !(options && options->unroundedWeights);
   const std::string p = layerPrefix(layer) + ".moe.";
   const int64_t d = cfg.hidden, E = cfg.nExperts, K = cfg.nActive;
   // The logits: rounded to bf16 (the unit), or fp32 for the released
@@ -283,9 +294,9 @@ std::vector<BFloat16> moe(const BlockConfig &cfg, const TensorMap &w,
   auto expert = [&](const char *g, const char *up, const char *down,
                     int64_t e) {
     oracle::expertFfn(
-        uf.data(), oracle::quantWeight(w, p + g, d, cfg.moeInter, cfg.group, e),
-        oracle::quantWeight(w, p + up, d, cfg.moeInter, cfg.group, e),
-        oracle::quantWeight(w, p + down, cfg.moeInter, d, cfg.group, e),
+        uf.data(), quantWeightRounded(w, p + g, d, cfg.moeInter, cfg.group, e, round),
+        quantWeightRounded(w, p + up, d, cfg.moeInter, cfg.group, e, round),
+        quantWeightRounded(w, p + down, cfg.moeInter, d, cfg.group, e, round),
         y.data());
   };
   for (int64_t j = 0; j < K; ++j) {
@@ -307,15 +318,15 @@ std::vector<BFloat16> moe(const BlockConfig &cfg, const TensorMap &w,
 /// shared expert of width dense_inter (unstacked [in, out] linears), the fp32
 /// sum rounded once to bf16.
 std::vector<BFloat16> denseFfn(const BlockConfig &cfg, const TensorMap &w, int64_t layer,
-                               const std::vector<BFloat16> &u, Recorder &rec) {
+                               const std::vector<BFloat16> &u, Recorder &rec, bool round) {
   const std::string p = layerPrefix(layer) + ".mlp.";
   const int64_t d = cfg.hidden, m = cfg.denseInter;
   std::vector<float> uf(static_cast<size_t>(d)), y(static_cast<size_t>(d));
   for (int64_t i = 0; i < d; ++i)
     uf[i] = u[i].toFloat();
-  oracle::expertFfn(uf.data(), oracle::quantWeight(w, p + "gate", d, m, cfg.group),
-                    oracle::quantWeight(w, p + "up", d, m, cfg.group),
-                    oracle::quantWeight(w, p + "down", m, d, cfg.group), y.data());
+  oracle::expertFfn(uf.data(), quantWeightRounded(w, p + "gate", d, m, cfg.group, -1, round),
+                    quantWeightRounded(w, p + "up", d, m, cfg.group, -1, round),
+                    quantWeightRounded(w, p + "down", m, d, cfg.group, -1, round), y.data());
   std::vector<BFloat16> out = toBf16(y);
   rec.bf16("moe_out", out);
   return out;
@@ -374,15 +385,16 @@ void layerStep(const BlockConfig &cfg, const TensorMap &weights, DecodeState &st
                const OracleOptions *options) {
   const int64_t d = cfg.hidden;
   const float eps = float(cfg.eps);
+  const bool round = !(options && options->unroundedWeights);
   std::vector<BFloat16> u(static_cast<size_t>(d));
   const std::string p = layerPrefix(layer);
   oracle::rmsNorm(x.data(), weight(weights, p + ".attn_norm").bf16(), d, eps, u.data());
   rec.bf16("attn_in", u);
   const LayerKind kind = cfg.pattern[size_t(layer)];
   std::vector<BFloat16> attn =
-      kind == LayerKind::KDA   ? kdaAttention(cfg, weights, state, layer, u, rec)
-      : kind == LayerKind::GQA ? gqaAttentionLayer(cfg, weights, state, layer, u, rec)
-                               : mlaAttention(cfg, weights, state, layer, u, rec);
+      kind == LayerKind::KDA   ? kdaAttention(cfg, weights, state, layer, u, rec, round)
+      : kind == LayerKind::GQA ? gqaAttentionLayer(cfg, weights, state, layer, u, rec, round)
+                               : mlaAttention(cfg, weights, state, layer, u, rec, round);
   rec.bf16("attn_out", attn);
   std::vector<BFloat16> h = residual(x, attn);
   rec.bf16("h", h);
@@ -392,7 +404,7 @@ void layerStep(const BlockConfig &cfg, const TensorMap &weights, DecodeState &st
   oracle::rmsNorm(h.data(), weight(weights, p + (dense ? ".mlp_norm" : ".moe_norm")).bf16(), d,
                   eps, u.data());
   rec.bf16("moe_in", u);
-  x = residual(h, dense ? denseFfn(cfg, weights, layer, u, rec)
+  x = residual(h, dense ? denseFfn(cfg, weights, layer, u, rec, round)
                         : moe(cfg, weights, layer, u, rec, options));
   rec.bf16("out", x);
 }

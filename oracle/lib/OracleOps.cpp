@@ -71,8 +71,11 @@ void gemvColumns(const float *x, const QuantWeight &w, int64_t n0, int64_t n1,
         const float x0 = x[2 * r], x1 = x[2 * r + 1];
         for (int64_t j = 0; j < nt; ++j) {
           const uint8_t b = row[j];
-          float w0 = roundBf16Finite((float(b & 15) - z[j]) * s[j]);
-          float w1 = roundBf16Finite((float(b >> 4) - z[j]) * s[j]);
+          float w0 = (float(b & 15) - z[j]) * s[j], w1 = (float(b >> 4) - z[j]) * s[j];
+          if (w.roundWeights) {
+            w0 = roundBf16Finite(w0);
+            w1 = roundBf16Finite(w1);
+          }
           acc[j] = acc[j] + x0 * w0;
           acc[j] = acc[j] + x1 * w1;
         }

@@ -61,6 +61,11 @@ void quantizeW4A16(const float *w, int64_t in, int64_t out, int64_t group,
 /// breaks a near tie of the router differently (see nearTieRoutings).
 struct OracleOptions {
   std::map<int64_t, std::vector<int32_t>> forcedExperts;
+  /// The W4A16 linears and experts without the spec's per-weight bf16
+  /// rounding (QuantWeight::roundWeights): the arithmetic of the kernel's
+  /// packed tiles under `arithmetic=scaled` / `folded`, up to summation
+  /// order. Not the spec: for measuring what that arithmetic moves.
+  bool unroundedWeights = false;
 };
 
 /// One decode step with the spec's semantics (materialized MLA). `weights`

@@ -31,6 +31,11 @@ struct QuantWeight {
   const BFloat16 *scales = nullptr; // [in/group, out]
   const BFloat16 *zeros = nullptr;  // [in/group, out]
   int64_t in = 0, out = 0, group = 0;
+  /// Each dequantized weight (q - z) * s rounded to bf16 before its product,
+  /// as the spec does; false: not rounded, as the kernel's packed tiles with
+  /// `arithmetic=scaled` / `folded` compute (w4a16Gemv; dequantW4 always
+  /// rounds).
+  bool roundWeights = true;
 };
 
 /// The view of `<prefix>.{w_q,scales,zeros}` in `weights` (expert `expert` of
