@@ -627,11 +627,6 @@ DictionaryAttr TaskOpInterface::getArgDictionary() {
   return args.getDictionary(getContext());
 }
 
-void TaskOpInterface::setArgs(DictionaryAttr args) {
-  for (NamedAttribute a : args)
-    setArg(a.getName(), a.getValue());
-}
-
 int64_t TaskOpInterface::getIntArg(StringRef name, int64_t dflt) {
   if (auto a = dyn_cast_or_null<IntegerAttr>(getArg(name)))
     return a.getInt();

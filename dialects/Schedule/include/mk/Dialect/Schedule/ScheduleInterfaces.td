@@ -90,8 +90,6 @@ def Schedule_TaskOpInterface : OpInterface<"TaskOpInterface"> {
     /// The arguments the task carries, by name: its kind's registry
     /// entry's that are present; an opaque task's `args` dictionary.
     ::mlir::DictionaryAttr getArgDictionary();
-    /// Sets every argument `args` names.
-    void setArgs(::mlir::DictionaryAttr args);
     /// Integer argument `name`, or `dflt` when absent.
     int64_t getIntArg(::llvm::StringRef name, int64_t dflt = 0);
     /// Floating-point argument `name`, or `dflt` when absent.

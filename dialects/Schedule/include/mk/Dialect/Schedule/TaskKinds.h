@@ -2,13 +2,15 @@
 //
 // Every task op is of one kind (`schedule.<kind>`): the device template its
 // instances call.
-// This registry is the one place that says, per kind, which `args` a task
-// carries and of what type. The task's verifier checks them (the arguments
-// every pass may read are required from the moment the task exists; the
-// ones schedule-partition-work adds are checked when present), the kernel's
-// verifier checks that the buffers and weights they name are the kernel's,
-// and the emitter requires the partition's before it lowers a task. Adding a
-// task kind starts here (docs/pipeline.md, "Adding a task kind").
+// Each kind's op declares its arguments as typed attributes (ScheduleOps.td);
+// this registry says, per kind, when each is required and how the task
+// accesses the buffer a buffer argument names (the two list the same names:
+// TaskOps.EveryKindDeclaresItsRegistryArguments). The op's verifier checks
+// the types, the task verifier the stages (the arguments every pass may read
+// are required from the moment the task exists; the ones
+// schedule-partition-work adds once the emitter lowers the task), the
+// kernel's verifier that the buffers and weights they name are the kernel's.
+// Adding a task kind starts here (docs/pipeline.md, "Adding a task kind").
 //
 //===----------------------------------------------------------------------===//
 
@@ -146,9 +148,10 @@ mlir::DictionaryAttr withBufferSymbols(mlir::MLIRContext *ctx, TaskKind kind,
 /// diagnostics).
 std::string describeTaskArgs(TaskKind kind);
 
-/// Checks `t`'s arguments' presence and types (not the names they resolve
-/// to: KernelOp's verifier does that): the Formed ones must be present, and
-/// with `upTo` = Partitioned also the partition's. Emits a located error.
+/// Checks `t`'s arguments' presence (their types and ranges are the op's
+/// own verifier's, the names they resolve to KernelOp's): the Formed ones
+/// (a routed expert task's included) must be present, and with `upTo` =
+/// Partitioned also the partition's. Emits a located error.
 mlir::LogicalResult verifyTaskArgs(TaskOpInterface t, TaskArgStage upTo);
 
 } // namespace mk::schedule
