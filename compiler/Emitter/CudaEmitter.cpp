@@ -95,14 +95,14 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
   for (TaskOpInterface t : phase.getBodyBlock().getOps<TaskOpInterface>()) {
     if (!t.isEveryBlock())
       continue;
-    if (!isa<ResidualRmsnormOp>(t.getOperation()))
+    auto norm = dyn_cast<ResidualRmsnormOp>(t.getOperation());
+    if (!norm)
       return t.emitOpError("every_block tasks must be residual_rmsnorm");
-    StringRef acc = t.getStrArg("acc"), out = t.getStrArg("out");
-    const int64_t dim = t.getIntArg("dim");
+    StringRef acc = norm.getAcc().value_or(""), out = norm.getOut().value_or("");
+    const int64_t dim = int64_t(norm.getDim());
     const std::string accArg = acc.empty() ? "nullptr" : ptr(acc);
     const std::string outArg = out.empty() ? "nullptr" : ptr(out, true);
-    const std::string eps =
-        fmtFloat(t.getFloatArg("eps"));
+    const std::string eps = fmtFloat(norm.getEps().convertToDouble());
     os << "    // " << t.getName() << " (every block)\n"
        << "    __syncthreads();\n";
     // The norm's loads land in xs and `resid` (the resident residual:
@@ -111,7 +111,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
     // `work` is passed, when no early weight stream fills it, for the
     // staged form (-DMK_NORM_STAGED) and, without the resident residual,
     // as where the base lands (the template's BASE_IN_STAGE).
-    StringRef base = t.getStrArg("base");
+    StringRef base = norm.getBase();
     const bool resident = residentResidual && dim == hidden;
     const bool residBase = resident && base == residHolds;
     residRead |= residBase;
@@ -123,7 +123,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
     os << "    {\n    MK_STAGE_BEGIN();\n"
        << "    mk::block_residual_rmsnorm_outlined<" << T << (!resident && passWork ? ", true" : "")
        << ">(" << ptr(base) << ", " << accArg
-       << ", " << ident(t.getStrArg("weight")) << ", " << dim << ", " << eps << ", xs, "
+       << ", " << ident(norm.getWeight()) << ", " << dim << ", " << eps << ", xs, "
        << outArg << ", scratch, " << (passWork ? "work" : "nullptr") << ", "
        << (resident ? "resid" : "nullptr") << ", " << (residBase ? "true" : "false") << ");\n"
        << "    MK_STAGE_END(mk::kStageNorm);\n    }\n";
@@ -133,7 +133,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
     if (debug && cap != smemCapture.end()) {
       const Capture &c = captures[captureIndex.lookup(cap->second)];
       os << "    if (blockIdx.x == 0) // debug capture " << c.name << "\n"
-         << "      mk::debug_store_smem(xs, " << t.getIntArg("dim")
+         << "      mk::debug_store_smem(xs, " << dim
          << ", reinterpret_cast<mk::bf16 *>(debug + " << c.offset << "));\n";
     }
   }
