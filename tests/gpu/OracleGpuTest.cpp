@@ -246,12 +246,20 @@ std::vector<BFloat16> tieAwareOracleStep(const Fixture &f, DecodeState &state,
       if (alt.forcedExperts.begin()->first == router)
         next.forcedExperts[router] = alt.forcedExperts.begin()->second;
     if (!next.forcedExperts.count(router)) {
-      // No near tie there: a real disagreement (said with how close that
-      // router's choice was, which tells a flipped choice from a wrong sum).
+      // No near tie there: a real disagreement, said with how close that
+      // router's choice was under the spec's arithmetic and under the
+      // packed tiles' unrounded weights (OracleOptions::unroundedWeights),
+      // which tells a flipped choice from a wrong sum.
+      DecodeState s = before;
+      OracleTrace t;
+      OracleOptions unrounded = followed;
+      unrounded.unroundedWeights = true;
+      oracleStep(f.cfg, f.weights, s, hidden, &t, &unrounded);
       std::printf("[ info ] %s: first disagreement at layer %lld (cosine %.6f); router %lld's "
-                  "k-th and (k+1)-th logits %.2f bf16 ulps apart\n",
+                  "k-th and (k+1)-th logits %.2f bf16 ulps apart (%.2f with unrounded "
+                  "weights)\n",
                   label.c_str(), (long long)d.layer, d.cos, (long long)router,
-                  routerGapUlps(f.cfg, trace, router));
+                  routerGapUlps(f.cfg, trace, router), routerGapUlps(f.cfg, t, router));
       break;
     }
     DecodeState s = before;
