@@ -440,41 +440,58 @@ std::vector<BFloat16> oracleLayerStep(const BlockConfig &cfg, const TensorMap &w
   return x;
 }
 
+namespace {
+/// Router `layer`'s choice in `trace`: its experts (descending), the
+/// strongest it leaves out, and the weakest chosen one's lead over that one
+/// in bf16 ulps of the larger. False where the trace has no router there.
+struct RouterMargin {
+  std::vector<int32_t> chosen;
+  int32_t strongestOut = -1;
+  double gapUlps = 0;
+};
+bool routerMargin(const BlockConfig &cfg, const OracleTrace &trace, int64_t layer,
+                  RouterMargin &m) {
+  const int64_t E = cfg.nExperts, K = cfg.nActive;
+  const std::string pre = "layer" + std::to_string(layer) + ".";
+  auto lg = trace.values.find(pre + "router_logits");
+  auto ix = trace.values.find(pre + "topk_idx");
+  if (K >= E || lg == trace.values.end() || ix == trace.values.end())
+    return false;
+  // The values that rank the experts: the logits (a softmax router's
+  // order), or a sigmoid router's selection scores (sigmoid + bias).
+  auto sl = trace.values.find(pre + "router_select");
+  const std::vector<float> &l = sl != trace.values.end() ? sl->second : lg->second;
+  m.chosen.assign(ix->second.begin(), ix->second.end());
+  m.strongestOut = -1;
+  for (int32_t e = 0; e < int32_t(E); ++e)
+    if (std::find(m.chosen.begin(), m.chosen.end(), e) == m.chosen.end() &&
+        (m.strongestOut < 0 || l[e] > l[m.strongestOut]))
+      m.strongestOut = e;
+  // The weakest expert taken is the last of the descending top-k.
+  const float a = l[m.chosen.back()], b = l[m.strongestOut];
+  int exp = 0;
+  std::frexp(std::max(std::fabs(a), std::fabs(b)), &exp);
+  m.gapUlps = double(a - b) / std::ldexp(1.0, exp - 8); // bf16: 8 significant bits
+  return true;
+}
+} // namespace
+
+double routerGapUlps(const BlockConfig &cfg, const OracleTrace &trace, int64_t layer) {
+  RouterMargin m;
+  return routerMargin(cfg, trace, layer, m) ? m.gapUlps : -1;
+}
+
 std::vector<OracleOptions> nearTieRoutings(const BlockConfig &cfg,
                                            const OracleTrace &trace, int ulps) {
   std::vector<OracleOptions> out;
-  const int64_t E = cfg.nExperts, K = cfg.nActive;
-  if (K >= E)
-    return out;
   for (size_t layer = 0; layer < cfg.pattern.size(); ++layer) {
-    const std::string pre = "layer" + std::to_string(layer) + ".";
-    auto lg = trace.values.find(pre + "router_logits");
-    auto ix = trace.values.find(pre + "topk_idx");
-    if (lg == trace.values.end() || ix == trace.values.end())
+    RouterMargin m;
+    if (!routerMargin(cfg, trace, int64_t(layer), m) || m.gapUlps > double(ulps))
       continue;
-    // The values that rank the experts: the logits (a softmax router's
-    // order), or a sigmoid router's selection scores (sigmoid + bias).
-    auto sl = trace.values.find(pre + "router_select");
-    const std::vector<float> &l = sl != trace.values.end() ? sl->second : lg->second;
-    std::vector<int32_t> chosen(ix->second.begin(), ix->second.end());
-    // The strongest expert left out.
-    int32_t out1 = -1;
-    for (int32_t e = 0; e < int32_t(E); ++e)
-      if (std::find(chosen.begin(), chosen.end(), e) == chosen.end() &&
-          (out1 < 0 || l[e] > l[out1]))
-        out1 = e;
-    // The weakest expert taken (the last of the descending top-k).
-    const int32_t in1 = chosen.back();
-    const float a = l[in1], b = l[out1];
-    int exp = 0;
-    std::frexp(std::max(std::fabs(a), std::fabs(b)), &exp);
-    const float ulp = std::ldexp(1.0f, exp - 8); // bf16: 8 significant bits
-    if (a - b <= float(ulps) * ulp) {
-      OracleOptions o;
-      chosen.back() = out1;
-      o.forcedExperts[int64_t(layer)] = chosen;
-      out.push_back(o);
-    }
+    OracleOptions o;
+    m.chosen.back() = m.strongestOut;
+    o.forcedExperts[int64_t(layer)] = m.chosen;
+    out.push_back(o);
   }
   return out;
 }

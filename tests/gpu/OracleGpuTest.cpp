@@ -14,8 +14,6 @@
 #include "CuptiLaunchCounter.h"
 #include "GpuTestSupport.h"
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <sys/stat.h>
@@ -186,30 +184,6 @@ Divergence firstDivergence(const BlockConfig &cfg, const std::vector<BFloat16> &
     }
   }
   return d;
-}
-
-/// The gap between the weakest expert the oracle's router `layer` takes and
-/// the strongest it leaves out, in bf16 ulps of the larger (what
-/// nearTieRoutings compares with its window); -1 where the trace has no
-/// router there.
-double routerGapUlps(const BlockConfig &cfg, const OracleTrace &trace, int64_t layer) {
-  const std::string pre = "layer" + std::to_string(layer) + ".";
-  auto lg = trace.values.find(pre + "router_logits");
-  auto ix = trace.values.find(pre + "topk_idx");
-  if (lg == trace.values.end() || ix == trace.values.end() || cfg.nActive >= cfg.nExperts)
-    return -1;
-  auto sl = trace.values.find(pre + "router_select");
-  const std::vector<float> &l = sl != trace.values.end() ? sl->second : lg->second;
-  std::vector<int32_t> chosen(ix->second.begin(), ix->second.end());
-  int32_t out1 = -1;
-  for (int32_t e = 0; e < int32_t(cfg.nExperts); ++e)
-    if (std::find(chosen.begin(), chosen.end(), e) == chosen.end() &&
-        (out1 < 0 || l[e] > l[out1]))
-      out1 = e;
-  const float a = l[chosen.back()], b = l[out1];
-  int exp = 0;
-  std::frexp(std::max(std::fabs(a), std::fabs(b)), &exp);
-  return double(a - b) / std::ldexp(1.0, exp - 8);
 }
 
 /// The oracle's step from `state` (updated in place), following the

@@ -313,15 +313,6 @@ TEST(OracleFullSize, UnroundedWeightsMoveTheRouterLogits) {
     std::frexp(std::fabs(v), &e);
     return std::ldexp(1.0, e - 8);
   };
-  // The k-th minus the (k+1)-th logit of `layer`'s router, in ulps.
-  auto gap = [&](const OracleTrace &t, int64_t layer) {
-    const std::string pre = "layer" + std::to_string(layer) + ".";
-    const std::vector<float> &l = t.values.at(pre + "router_logits");
-    std::vector<float> sorted = l;
-    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
-    const float a = sorted[size_t(cfg.nActive - 1)], b = sorted[size_t(cfg.nActive)];
-    return double(a - b) / ulpOf(std::max(std::fabs(a), std::fabs(b)));
-  };
   double worstMove = 0;
   int flips = 0;
   for (uint64_t seed : {1ull, 2ull, 3ull}) {
@@ -357,8 +348,9 @@ TEST(OracleFullSize, UnroundedWeightsMoveTheRouterLogits) {
         worstMove = std::max(worstMove, move);
         std::printf("seed %llu ctx %lld layer %lld: logits move up to %.2f ulps; k-th to "
                     "(k+1)-th %.2f ulps (spec) / %.2f (unrounded)%s\n",
-                    (unsigned long long)seed, (long long)ctx, (long long)l, move, gap(ta, l),
-                    gap(tb, l), flipped ? "; the experts differ" : "");
+                    (unsigned long long)seed, (long long)ctx, (long long)l, move,
+                    routerGapUlps(cfg, ta, l), routerGapUlps(cfg, tb, l),
+                    flipped ? "; the experts differ" : "");
         // Where both routers choose alike, the logits move a few ulps (4.5
         // at most on these seeds: the budget's figure, held under 6).
         if (!flipped)

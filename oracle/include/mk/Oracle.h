@@ -100,6 +100,12 @@ std::vector<BFloat16> oracleLayerStep(const BlockConfig &cfg, const TensorMap &w
 std::vector<OracleOptions> nearTieRoutings(const BlockConfig &cfg,
                                            const OracleTrace &trace, int ulps = 2);
 
+/// How far apart router `layer` of `trace` had its k-th and (k+1)-th
+/// experts: the weakest chosen one's lead over the strongest left out, in
+/// bf16 ulps of the larger (what nearTieRoutings compares with `ulps`); -1
+/// where the trace has no router there.
+double routerGapUlps(const BlockConfig &cfg, const OracleTrace &trace, int64_t layer);
+
 /// Cosine similarity, accumulated in double. Two all-zero vectors give 1,
 /// one all-zero vector 0; any non-finite input gives NaN.
 double cosineSimilarity(const float *a, const float *b, size_t n);
