@@ -50,27 +50,11 @@ LogicalResult Emitter::lowerTask(MoeDownOp op, int64_t G, llvm::raw_ostream &o) 
   return lowerMoe(op, G, o);
 }
 
-/// An array argument's elements: names (strings or buffer symbols), integers.
-static SmallVector<std::string> namesOf(ArrayAttr a) {
-  SmallVector<std::string> v;
-  for (Attribute x : a)
-    if (auto s = dyn_cast<StringAttr>(x))
-      v.push_back(s.str());
-    else if (auto r = dyn_cast<FlatSymbolRefAttr>(x))
-      v.push_back(r.getValue().str());
-  return v;
-}
-static SmallVector<int64_t> intsOf(ArrayAttr a) {
-  SmallVector<int64_t> v;
-  for (Attribute x : a)
-    v.push_back(cast<IntegerAttr>(x).getInt());
-  return v;
-}
-
 LogicalResult Emitter::lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o) {
   TaskOpInterface t = op;
-  auto weights = namesOf(op.getWeights()), outputs = namesOf(op.getOutputs());
-  auto ns = intsOf(op.getN());
+  auto weights = mk::schedule::argNames(op.getWeights()),
+       outputs = mk::schedule::argNames(op.getOutputs());
+  auto ns = mk::schedule::argInts(op.getN());
   // The partition's arguments (tn, ksplit, tiles) are present: checkTaskArgs.
   int64_t k = int64_t(op.getK()), tn = int64_t(op.getTn().value_or(0)),
           ks = int64_t(op.getKsplit().value_or(0)), tiles = int64_t(op.getTiles().value_or(0)),

@@ -645,23 +645,29 @@ StringRef TaskOpInterface::getStrArg(StringRef name) {
     return r.getValue();
   return "";
 }
-SmallVector<int64_t> TaskOpInterface::getIntArrayArg(StringRef name) {
+SmallVector<int64_t> mk::schedule::argInts(ArrayAttr a) {
   SmallVector<int64_t> v;
-  if (auto a = dyn_cast_or_null<ArrayAttr>(getArg(name)))
+  if (a)
     for (Attribute x : a)
       if (auto i = dyn_cast<IntegerAttr>(x))
         v.push_back(i.getInt());
   return v;
 }
-SmallVector<std::string> TaskOpInterface::getStrArrayArg(StringRef name) {
+SmallVector<std::string> mk::schedule::argNames(ArrayAttr a) {
   SmallVector<std::string> v;
-  if (auto a = dyn_cast_or_null<ArrayAttr>(getArg(name)))
+  if (a)
     for (Attribute x : a)
       if (auto s = dyn_cast<StringAttr>(x))
         v.push_back(s.getValue().str());
       else if (auto r = dyn_cast<FlatSymbolRefAttr>(x))
         v.push_back(r.getValue().str());
   return v;
+}
+SmallVector<int64_t> TaskOpInterface::getIntArrayArg(StringRef name) {
+  return argInts(dyn_cast_or_null<ArrayAttr>(getArg(name)));
+}
+SmallVector<std::string> TaskOpInterface::getStrArrayArg(StringRef name) {
+  return argNames(dyn_cast_or_null<ArrayAttr>(getArg(name)));
 }
 
 #include "mk/Dialect/Schedule/ScheduleInterfaces.cpp.inc"

@@ -22,6 +22,10 @@ namespace mk::schedule {
 /// The checks every task op's verifier makes: count, bytes, and the
 /// arguments its kind's registry entry requires (TaskKinds.h).
 mlir::LogicalResult verifyTaskOp(TaskOpInterface t);
+/// An array argument's elements (empty for a null `a`): names (strings, or
+/// the names symbol references refer to) and integers.
+llvm::SmallVector<std::string> argNames(mlir::ArrayAttr a);
+llvm::SmallVector<int64_t> argInts(mlir::ArrayAttr a);
 } // namespace mk::schedule
 
 #define GET_OP_CLASSES
