@@ -103,7 +103,11 @@ constexpr int kNormWeightQuads = 4;
 /// `stage` (residual_rmsnorm_stage_bytes(D) of shared memory) stages base
 /// (unless resident), weight and sums there instead (session 13's form);
 /// -DMK_NORM_NO_RESIDENT ignores `resid` (the base from global memory).
-template <int THREADS, bool BASE_IN_STAGE = false>
+/// REG_LOADS (for a phase whose first weight stream was begun before the
+/// norm) loads base and sums through registers instead of cp.async: a
+/// cp.async wait cannot skip older groups, so it would wait for the whole
+/// begun stream.
+template <int THREADS, bool BASE_IN_STAGE = false, bool REG_LOADS = false>
 __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const float *acc,
                                                        const bf16 *w, int D, float eps,
                                                        float *y_smem, bf16 *out, float *scratch,
@@ -153,26 +157,68 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
     if (!residBase)
       sb = static_cast<uint8_t *>(stage);
   }
-#pragma unroll 1
-  for (int v = threadIdx.x; v < nv; v += THREADS) {
-    if (!residBase)
-      cp_async16(sb + 16 * v, base + 8 * v);
-    if (sw)
-      cp_async16(sw + 16 * v, w + 8 * v);
-    if (acc) {
-      cp_async16(sa + 32 * v, acc + 8 * v);
-      cp_async16(sa + 32 * v + 16, acc + 8 * v + 4);
-    }
-  }
-  cp_async_commit();
-  // The weight's first quads into registers under the copies' flight.
+  // The weight's first quads into registers (under the copies' flight).
   uint2 wr[R];
+  auto loadWeight = [&] {
 #pragma unroll
-  for (int j = 0; j < R; ++j) {
-    const int q = threadIdx.x + j * THREADS;
-    wr[j] = !sw && q < nq ? __ldg(reinterpret_cast<const uint2 *>(w) + q) : make_uint2(0u, 0u);
+    for (int j = 0; j < R; ++j) {
+      const int q = threadIdx.x + j * THREADS;
+      wr[j] =
+          !sw && q < nq ? __ldg(reinterpret_cast<const uint2 *>(w) + q) : make_uint2(0u, 0u);
+    }
+  };
+  if (REG_LOADS && !staged) {
+    // Plain L2 loads through registers, no cp.async group: a weight stream
+    // begun before the norm (w4a16_gemv_begin: cp.async groups of its own)
+    // stays in flight, where the cp.async form's wait for its group would
+    // wait for the whole stream too. Every load of a thread is issued
+    // before its first store.
+    loadWeight();
+    constexpr int B = 2;
+#pragma unroll 1
+    for (int v0 = threadIdx.x; v0 < nv; v0 += B * THREADS) {
+      uint4 rb[B], ra[B][2];
+#pragma unroll
+      for (int j = 0; j < B; ++j) {
+        const int v = v0 + j * THREADS;
+        if (v < nv) {
+          if (!residBase)
+            rb[j] = __ldcg(reinterpret_cast<const uint4 *>(base) + v);
+          if (acc) {
+            ra[j][0] = __ldcg(reinterpret_cast<const uint4 *>(acc) + 2 * v);
+            ra[j][1] = __ldcg(reinterpret_cast<const uint4 *>(acc) + 2 * v + 1);
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < B; ++j) {
+        const int v = v0 + j * THREADS;
+        if (v < nv) {
+          if (!residBase)
+            *reinterpret_cast<uint4 *>(sb + 16 * v) = rb[j];
+          if (acc) {
+            *reinterpret_cast<uint4 *>(sa + 32 * v) = ra[j][0];
+            *reinterpret_cast<uint4 *>(sa + 32 * v + 16) = ra[j][1];
+          }
+        }
+      }
+    }
+  } else {
+#pragma unroll 1
+    for (int v = threadIdx.x; v < nv; v += THREADS) {
+      if (!residBase)
+        cp_async16(sb + 16 * v, base + 8 * v);
+      if (sw)
+        cp_async16(sw + 16 * v, w + 8 * v);
+      if (acc) {
+        cp_async16(sa + 32 * v, acc + 8 * v);
+        cp_async16(sa + 32 * v + 16, acc + 8 * v + 4);
+      }
+    }
+    cp_async_commit();
+    loadWeight();
+    cp_async_wait<0>();
   }
-  cp_async_wait<0>();
   // Each thread waits for its own copies; the barrier orders everyone's
   // before any cross-thread read.
   __syncthreads();
@@ -236,13 +282,13 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
 #else
 #define MK_NORM_OUTLINED_ATTR __noinline__
 #endif
-template <int THREADS, bool BASE_IN_STAGE = false>
+template <int THREADS, bool BASE_IN_STAGE = false, bool REG_LOADS = false>
 __device__ MK_NORM_OUTLINED_ATTR void
 block_residual_rmsnorm_outlined(const bf16 *base, const float *acc, const bf16 *w, int D,
                                 float eps, float *y_smem, bf16 *out, float *scratch,
                                 void *stage, bf16 *resid, bool residBase) {
-  block_residual_rmsnorm<THREADS, BASE_IN_STAGE>(base, acc, w, D, eps, y_smem, out, scratch,
-                                                 stage, resid, residBase);
+  block_residual_rmsnorm<THREADS, BASE_IN_STAGE, REG_LOADS>(base, acc, w, D, eps, y_smem, out,
+                                                            scratch, stage, resid, residBase);
 }
 
 } // namespace mk

@@ -721,6 +721,34 @@ __device__ __forceinline__ void w4a16_packed_rounds(const uint8_t *wq, int step0
 } // namespace detail
 
 namespace detail {
+/// Copies warp w's first quantization group's scales and zeros (of a
+/// grouped packed tile: k-slice from row pair `pa`, the warp's steps
+/// [sbeg, send) of STEP row pairs, columns n0 + [0, nvalid)) into `red`:
+/// per warp TN floats' worth, 64 bytes per 16-column group (scales 0-7,
+/// 8-15, zeros 0-7, 8-15), one 16-byte cp.async per lane; always commits a
+/// group. The tile reads them back with staged_first_scales.
+template <int TN, int GROUP, int STEP>
+__device__ __forceinline__ void stage_first_scales(const bf16 *scales, const bf16 *zeros, int N,
+                                                   int n0, int nvalid, int pa, int sbeg,
+                                                   int send, float *red) {
+  constexpr int PIECES = 4 * (TN / 16);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int cg = lane >> 2, part = lane & 3;
+  if (lane < PIECES && sbeg < send && cg * 16 < nvalid) {
+    const int grp = 2 * (pa + sbeg * STEP) / GROUP;
+    const bf16 *src = (part < 2 ? scales : zeros) + (size_t)grp * N + n0 + cg * 16 + (part & 1) * 8;
+    cp_async16(reinterpret_cast<uint4 *>(red) + warp * PIECES + lane, src);
+  }
+  cp_async_commit();
+}
+template <int TN>
+__device__ __forceinline__ GroupScalesRaw staged_first_scales(const float *red, int warp, int cg) {
+  const uint4 *r = reinterpret_cast<const uint4 *>(red) + warp * 4 * (TN / 16) + cg * 4;
+  return {r[0], r[1], r[2], r[3]};
+}
+} // namespace detail
+
+namespace detail {
 /// The packed exact tile's default stream (not -DMK_PACKED_BULK): stage c
 /// of warp w's steps [sbeg, send) (steps sbeg + c*S .. +S-1, S =
 /// kW4A16StageRows / 2) copied with 16-byte cp.async, each lane its own two
@@ -1145,8 +1173,16 @@ __device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restri
   uint4 slotS0 = make_uint4(0, 0, 0, 0), slotS1 = slotS0;
   [[maybe_unused]] uint4 slotZ0 = slotS0, slotZ1 = slotS0;
   detail::ColumnScales cur;
+  if (started) {
+    // w4a16_gemv_begin copied each warp's first group's scales and zeros
+    // into `red` (its oldest cp.async group, then STAGES of weights).
+    cp_async_wait<STAGES>();
+    __syncwarp();
+  }
   if (colActive && nmine > 0) {
-    const detail::GroupScalesRaw raw = detail::load_group_scales_raw(scales, zeros, N, gFirst, col);
+    const detail::GroupScalesRaw raw =
+        started ? detail::staged_first_scales<TN>(red, warp, cg)
+                : detail::load_group_scales_raw(scales, zeros, N, gFirst, col);
     if (slotD == 0) {
       slotS0 = raw.sa, slotS1 = raw.sb;
       if constexpr (ZFOLD)
@@ -1813,14 +1849,18 @@ __device__ void w4a16_gemv_tile_staged(const In *src, float *stage, const uint8_
 }
 
 /// Starts the weight stream of a packed tile (ORDER kOrderMma,
-/// kOrderMmaScaled, kOrderMmaFolded or kOrderInt8; same wq, k0, k1 and red as its w4a16_gemv_tile call, which
-/// then passes prefetched = true): its first chunks are requested into the
-/// tile's ring now. Weights depend on no phase, so a block calls this for
+/// kOrderMmaScaled, kOrderMmaFolded or kOrderInt8; the same arguments as its
+/// w4a16_gemv_tile call, which then passes prefetched = true): its first
+/// chunks are requested into the tile's ring now, and for the grouped
+/// orders (scaled, folded) first each warp's first group's scales and zero
+/// points into `red`, so that the tile's first step waits for no load. Weights depend on no phase, so a block calls this for
 /// its first task of a phase BEFORE the norm, counter waits or staging that
 /// task's inputs need, and the stream runs under them. Nothing may use
 /// `red` in between; every thread of the block calls it.
 template <int THREADS, int TN, int GROUP, int ORDER>
-__device__ void w4a16_gemv_begin(const uint8_t *__restrict__ wq, int k0, int k1, float *red) {
+__device__ void w4a16_gemv_begin(const uint8_t *__restrict__ wq, const bf16 *__restrict__ scales,
+                                 const bf16 *__restrict__ zeros, int N, int n0, int nvalid,
+                                 int k0, int k1, float *red) {
   constexpr int WARPS = THREADS / 32;
   uint8_t *ring = reinterpret_cast<uint8_t *>(red + WARPS * TN);
   const int warp = threadIdx.x >> 5;
@@ -1838,12 +1878,19 @@ __device__ void w4a16_gemv_begin(const uint8_t *__restrict__ wq, int k0, int k1,
 #endif
     // The ring's earlier readers (a previous tile's sums) are done.
     __syncthreads();
+    // The grouped tiles' first scales ahead of the weights, into `red`.
+    if constexpr (ORDER != kOrderMma)
+      detail::stage_first_scales<TN, GROUP, STEP>(scales, zeros, N, n0, nvalid, pa, w.sbeg,
+                                                  w.send, red);
+    else
+      (void)scales, (void)zeros, (void)N, (void)n0, (void)nvalid;
 MK_UNROLL_CODE
     for (int c = 0; c < kW4A16Stages; ++c)
       detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, w.sbeg, w.send,
                                              reinterpret_cast<uint4 *>(ring), c);
   } else {
     static_assert(ORDER == kOrderInt8, "only packed tiles stream from a begun ring");
+    (void)scales, (void)zeros, (void)N, (void)n0, (void)nvalid;
     constexpr int STEP_BYTES = int8_step_bytes<TN>();
     const detail::WarpSteps w = detail::warp_steps<WARPS>((k1 - k0) / 32, warp);
     detail::w4a16_stream_start<THREADS, STEP_BYTES, 2048 / STEP_BYTES, kInt8Slice<THREADS>>(

@@ -120,9 +120,11 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
       workTask = t;
       needWork(2 * dim); // residual_rmsnorm_stage_bytes(dim) / 4
     }
+    // With a stream begun, the norm's loads go through registers (a
+    // cp.async wait would wait for the stream's groups too).
     os << "    {\n    MK_STAGE_BEGIN();\n"
-       << "    mk::block_residual_rmsnorm_outlined<" << T << (!resident && passWork ? ", true" : "")
-       << ">(" << ptr(base) << ", " << accArg
+       << "    mk::block_residual_rmsnorm_outlined<" << T
+       << (passWork ? (!resident ? ", true" : "") : ", false, true") << ">(" << ptr(base) << ", " << accArg
        << ", " << ident(norm.getWeight()) << ", " << dim << ", " << eps << ", xs, "
        << outArg << ", scratch, " << (passWork ? "work" : "nullptr") << ", "
        << (resident ? "resid" : "nullptr") << ", " << (residBase ? "true" : "false") << ");\n"

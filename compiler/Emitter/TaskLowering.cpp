@@ -623,28 +623,34 @@ bool Emitter::emitGemvBegin(TaskOpInterface t, int64_t first, int64_t dealOffset
     return false;
   const bool shared = buffers.lookup(t.getStrArg("input")).getSpace() == "shared";
   // Out of line (its index arithmetic would otherwise add to the kernel
-  // body's registers): mkgen::begin<n>(the weights' w_q, work).
+  // body's registers): mkgen::begin<n>(each weight's w_q, scales and
+  // zeros, work).
   const std::string fn = "begin" + std::to_string(beginCount++);
   llvm::raw_string_ostream h(helpers);
   h << "/// " << t.getName() << ": starts the weight stream of this block's first\n"
     << "/// instance (w4a16_gemv_begin).\n"
     << "__device__ __noinline__ void " << fn << "(int i, ";
   for (size_t s = 0; s < weights.size(); ++s)
-    h << "const uint8_t *w" << s << ", ";
+    h << "const uint8_t *w" << s << ", const mk::bf16 *s" << s << ", const mk::bf16 *z" << s
+      << ", ";
   h << "float *work) {\n";
   emitGemvSlice(t, h);
   h << "      float *red = work" << (shared ? "" : " + " + std::to_string(kslice)) << ";\n"
-    << "      (void)nvalid;\n      switch (seg) {\n";
-  for (size_t s = 0; s < weights.size(); ++s)
+    << "      switch (seg) {\n";
+  for (size_t s = 0; s < weights.size(); ++s) {
+    const std::string n = std::to_string(s);
     h << "      case " << s << ": mk::w4a16_gemv_begin<" << T << ", " << tn << ", "
-      << weightGroup(weights[s])
-      << orderArgs(weights[s], false) << ">(w" << s << " + (size_t)((n0) / " << tn << ") * "
-      << k / 2 * tn << ", k0, k1, red); break;\n";
+      << weightGroup(weights[s]) << orderArgs(weights[s], false) << ">("
+      << tileArgParts("w" + n, "s" + n, "z" + n, /*tiled=*/true, k, tn, tn, "", "n0",
+                      weightGroup(weights[s]))
+             .joined()
+      << ", nvalid, k0, k1, red); break;\n";
+  }
   h << "      }\n}\n";
   emitFirstInstanceGuard(t, first, dealOffset, "start the block's first instance's weight stream");
   os << "      mkgen::" << fn << "(first - " << first << ", ";
   for (const std::string &w : weights)
-    os << wq(w) << ", ";
+    os << wq(w) << ", " << ws_(w) << ", " << wz(w) << ", ";
   os << "work);\n";
   return true;
 }

@@ -229,7 +229,8 @@ TEST(W4A16Gemv, NarrowTiles) {
 /// x bf16 values (or, FP32X, any fp32), split-K slices of whole steps.
 /// BEGUN: each block starts its first task's stream with
 /// w4a16_gemv_begin before staging x (as the emitted kernels do before a
-/// norm or counter wait), and that task's tile continues it.
+/// norm or counter wait), and that task's tile continues it (the grouped
+/// orders: from the first scales the begin staged too).
 template <int TN, int ORDER = mk::kOrderMma, bool FP32X = false, bool BEGUN = false>
 __global__ void __launch_bounds__(T, 1)
     packedGemvKernel(const float *x, int K, const uint8_t *wq, const mk::bf16 *s,
@@ -244,7 +245,9 @@ __global__ void __launch_bounds__(T, 1)
   if (BEGUN && blockIdx.x < tiles * ksplit) {
     int tile, k0, k1;
     slice(blockIdx.x, tile, k0, k1);
-    mk::w4a16_gemv_begin<T, TN, 128, ORDER>(wq + (size_t)tile * (K / 2) * TN, k0, k1, red);
+    const size_t sOff = (size_t)tile * (K / 128) * TN;
+    mk::w4a16_gemv_begin<T, TN, 128, ORDER>(wq + (size_t)tile * (K / 2) * TN, s + sOff,
+                                            z + sOff, TN, 0, TN, k0, k1, red);
   }
   for (int i = threadIdx.x; i < K; i += T)
     xs[i] = x[i];
