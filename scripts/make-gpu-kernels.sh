@@ -92,8 +92,6 @@ variant tfuse schedule-fuse-kda-o-proj=enabled=true
 # Phase balancing with its spread-only moves (the zeroing tasks leave phase
 # 0; off by default since perf notes #72): measured against the default.
 variant tspread schedule-partition-work=balance-spread=true
-# Sparse phases of waiting tasks claim their instances (opt-in).
-variant tclaim schedule-deal-tasks=claim=true
 if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   # 32-row MLA attention sub-chunks (opt-in; perf notes #98: slower).
   variant tsub32 schedule-partition-work=attention-sub-rows=32

@@ -207,21 +207,6 @@ __device__ __forceinline__ int deal_first_task(unsigned dealt) {
 #endif
 }
 
-/// The next unclaimed instance of a phase whose instances are claimed from
-/// counter `i` (its `claim`): thread 0 takes it with one atomic add and the
-/// block reads it after a block barrier. Instances go out in order, each to
-/// the first block that asks; a block whose claim is past the phase's
-/// instances is done with the phase. The counter is reset with the others
-/// (counters_reset).
-__device__ __forceinline__ int claim_task(unsigned *sync, int i) {
-  __shared__ int claimed;
-  __syncthreads(); // every thread has read the previous claim
-  if (threadIdx.x == 0)
-    claimed = (int)atomicAdd(counter_ptr(sync, i), 1u);
-  __syncthreads();
-  return claimed;
-}
-
 /// Zeroes counters [0, n). Call after the last grid barrier, from one block,
 /// once no block can still be waiting on a counter.
 __device__ __forceinline__ void counters_reset(unsigned *sync, int n) {

@@ -76,18 +76,16 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
   // the phase's entry, under the norm and the counter waits
   // (w4a16_gemv_begin).
   begunTasks.clear();
-  // A phase that claims its instances knows no block's first one.
-  const std::optional<StringRef> claim = phase.getClaim();
   int64_t first = 0;
   for (TaskOpInterface t : grid) {
-    if (!debug && !claim && (kernel.getEarlyWeightStreams() || phase.getEarlyWeightStreams()) &&
+    if (!debug && (kernel.getEarlyWeightStreams() || phase.getEarlyWeightStreams()) &&
         emitGemvBegin(t, first, phase.getDealOffset()))
       begunTasks.insert(t.getName());
     first += t.getCount();
   }
   // Each block's first instances' weights into L2, before the norm (not
   // where early streams already request a first instance's weights).
-  if (!debug && !claim && phase.getL2FirstTasks() && begunTasks.empty()) {
+  if (!debug && phase.getL2FirstTasks() && begunTasks.empty()) {
     int64_t at = 0;
     for (TaskOpInterface t : grid) {
       emitL2FirstTask(t, at, phase.getDealOffset());
@@ -157,18 +155,8 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
     }
     // Instance t runs on block (t + deal_offset) % gridDim.x; t0 is the
     // block's first.
-    if (claim) {
-      // Instances in order to whichever block asks next (mk::claim_task).
-      CounterOp c = counters.lookup(*claim);
-      if (!c)
-        return phase.emitOpError("claims its instances from @")
-               << *claim << ", which is no counter of the kernel";
-      os << "    for (int t = mk::claim_task(sync, " << c.getBase() << "); t < " << total
-         << "; t = mk::claim_task(sync, " << c.getBase() << ")) {\n";
-    } else {
-      os << "    const int t0 = mk::deal_first_task(" << phase.getDealOffset() << "u);\n"
-         << "    for (int t = t0; t < " << total << "; t += gridDim.x) {\n";
-    }
+    os << "    const int t0 = mk::deal_first_task(" << phase.getDealOffset() << "u);\n"
+       << "    for (int t = t0; t < " << total << "; t += gridDim.x) {\n";
     int64_t begin = 0;
     for (TaskOpInterface t : grid) {
       int64_t end = begin + t.getCount();

@@ -321,20 +321,10 @@ def ScheduleDealTasks : Pass<"schedule-deal-tasks", "::mlir::ModuleOp"> {
     at block 136. Measured 11.5 us per token faster on the H200
     (docs/perf-notes.md, run #47). `continue=false` deals every phase from
     block 0 (deal_offset 0).
-
-    `claim=true` (off by default): a phase that fills at most 90% of the
-    grid's blocks (`target_sms`), has no every-block task, and whose every
-    task waits on counters gets a claim counter (`@<phase>.claim`, size 1)
-    as its `claim`: its instances go, in order, to the blocks that finish
-    their earlier work first, instead of to fixed blocks that may still be
-    busy with a slow task of the phase before (the MoE down tiles after the
-    routed gate/up tiles).
   }];
   let options = [
     Option<"continueDeal", "continue", "bool", "true",
            "continue the deal across phases (false: every phase from block 0)">,
-    Option<"claim", "claim", "bool", "false",
-           "sparse phases of waiting tasks claim their instances in order as blocks free up">,
   ];
 }
 

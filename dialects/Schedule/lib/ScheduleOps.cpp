@@ -148,15 +148,6 @@ LogicalResult KernelOp::verifyRegions() {
     auto p = dyn_cast<PhaseOp>(op);
     if (!p)
       continue;
-    if (std::optional<StringRef> claim = p.getClaim()) {
-      auto c = counters.find(*claim);
-      if (c == counters.end() || c->second.getSize() != 1)
-        return p.emitOpError("claims its instances from @")
-               << *claim << ", which is no counter of size 1 of the kernel";
-      if (p.getEarlyWeightStreams() || p.getL2FirstTasks())
-        return p.emitOpError("claims its instances, so no block knows its first one: it "
-                             "cannot have early_weight_streams or l2_first_tasks");
-    }
     for (TaskOpInterface t : p.getBodyBlock().getOps<TaskOpInterface>()) {
       if (!taskIndex.try_emplace(t.getName(), tasks.size()).second)
         return t.emitOpError("task name '") << t.getName() << "' is not unique";

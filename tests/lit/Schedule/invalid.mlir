@@ -455,33 +455,3 @@ schedule.kernel @k attributes {threads = 256 : i64} {
 // expected-error @+1 {{'schedule.kernel' op packed_arithmetic must be "exact", "scaled" or "folded", got "int4"}}
 schedule.kernel @k attributes {threads = 128 : i64, packed_arithmetic = "int4"} {
 }
-
-// -----
-
-// A phase claims its instances from a counter of size 1 of the kernel.
-schedule.kernel @k attributes {threads = 128 : i64} {
-  schedule.counter @four {size = 4 : i64}
-  // expected-error @+1 {{claims its instances from @four, which is no counter of size 1 of the kernel}}
-  schedule.phase "p" attributes {claim = @four} {
-    schedule.opaque "t" {count = 8 : i64}
-  }
-}
-
-// -----
-
-schedule.kernel @k attributes {threads = 128 : i64} {
-  // expected-error @+1 {{claims its instances from @nothing, which is no counter of size 1 of the kernel}}
-  schedule.phase "p" attributes {claim = @nothing} {
-    schedule.opaque "t" {count = 8 : i64}
-  }
-}
-
-// -----
-
-schedule.kernel @k attributes {threads = 128 : i64} {
-  schedule.counter @q {size = 1 : i64}
-  // expected-error @+1 {{claims its instances, so no block knows its first one: it cannot have early_weight_streams or l2_first_tasks}}
-  schedule.phase "p" attributes {claim = @q, early_weight_streams} {
-    schedule.opaque "t" {count = 8 : i64}
-  }
-}

@@ -204,18 +204,10 @@ def Schedule_PhaseOp : Schedule_Op<"phase", [
     bf16-row tasks as it enters the phase, so that they stream while every
     block computes the norm (no shared memory is used: the norm stages
     through the work area).
-    `claim` (set by `schedule-deal-tasks claim=true`): the phase's instances
-    are not dealt but claimed, in instance order, from the named counter (a
-    `schedule.counter` of size 1): a block that finishes its earlier work
-    takes the next unclaimed instance, so the instances go to the blocks
-    that are free first. No instance of the phase is then any block's
-    known first one, so the phase has no early weight streams or L2
-    requests of first instances.
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$l2_prefetch,
                    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$deal_offset,
-                   UnitAttr:$early_weight_streams, UnitAttr:$l2_first_tasks,
-                   OptionalAttr<FlatSymbolRefAttr>:$claim);
+                   UnitAttr:$early_weight_streams, UnitAttr:$l2_first_tasks);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$name attr-dict-with-keyword $body";
   let skipDefaultBuilders = 1;
