@@ -33,23 +33,52 @@ __device__ __forceinline__ void rope_pair(float x0, float x1, int pos, int pair,
 /// when the in and out caches differ (adopting a foreign state), copies rows
 /// [0, pos) too. Work is spread over (task, thread) of `ntasks` tasks.
 /// q: [HM, NOPE+ROPE]; kv: [LORA + ROPE].
-template <int THREADS, int HM, int NOPE, int ROPE, int LORA>
-__device__ void mla_rope_append(int task, int ntasks, int pos, float theta, const bf16 *q,
-                                const bf16 *kv, bf16 *q_rope, const bf16 *ckv_in,
-                                const bf16 *kr_in, bf16 *ckv_out, bf16 *kr_out) {
+/// ROTARY false: the rope parts are copied as projected (`theta` unused).
+/// LATENT_NORM: the cached latent row is bf16(c * rsqrt(mean(c^2) + eps) *
+/// latent_w) (the norms' arithmetic; every task sums the row's squares).
+template <int THREADS, int HM, int NOPE, int ROPE, int LORA, bool ROTARY, bool LATENT_NORM>
+__device__ __forceinline__ void
+mla_rope_append_with(int task, int ntasks, int pos, float theta, const bf16 *q, const bf16 *kv,
+                     bf16 *q_rope, const bf16 *ckv_in, const bf16 *kr_in, bf16 *ckv_out,
+                     bf16 *kr_out, const bf16 *latent_w, float latent_eps) {
   const int tid = task * THREADS + threadIdx.x, stride = ntasks * THREADS;
   constexpr int QD = NOPE + ROPE;
   for (int i = tid; i < HM * (ROPE / 2); i += stride) {
     const int h = i / (ROPE / 2), p = i % (ROPE / 2);
     const bf16 *src = q + h * QD + NOPE + 2 * p;
-    rope_pair(bf2f(__ldcg(src)), bf2f(__ldcg(src + 1)), pos, p, ROPE, theta,
-              q_rope + h * ROPE + 2 * p);
+    if constexpr (ROTARY) {
+      rope_pair(bf2f(__ldcg(src)), bf2f(__ldcg(src + 1)), pos, p, ROPE, theta,
+                q_rope + h * ROPE + 2 * p);
+    } else {
+      q_rope[h * ROPE + 2 * p] = __ldcg(src);
+      q_rope[h * ROPE + 2 * p + 1] = __ldcg(src + 1);
+    }
   }
-  for (int p = tid; p < ROPE / 2; p += stride)
-    rope_pair(bf2f(__ldcg(kv + LORA + 2 * p)), bf2f(__ldcg(kv + LORA + 2 * p + 1)), pos, p, ROPE,
-              theta, kr_out + (size_t)pos * ROPE + 2 * p);
-  for (int d = tid; d < LORA; d += stride)
-    ckv_out[(size_t)pos * LORA + d] = __ldcg(kv + d);
+  for (int p = tid; p < ROPE / 2; p += stride) {
+    if constexpr (ROTARY) {
+      rope_pair(bf2f(__ldcg(kv + LORA + 2 * p)), bf2f(__ldcg(kv + LORA + 2 * p + 1)), pos, p,
+                ROPE, theta, kr_out + (size_t)pos * ROPE + 2 * p);
+    } else {
+      kr_out[(size_t)pos * ROPE + 2 * p] = __ldcg(kv + LORA + 2 * p);
+      kr_out[(size_t)pos * ROPE + 2 * p + 1] = __ldcg(kv + LORA + 2 * p + 1);
+    }
+  }
+  if constexpr (LATENT_NORM) {
+    __shared__ float scratch[32];
+    float ss = 0.f;
+    for (int d = threadIdx.x; d < LORA; d += THREADS) {
+      const float x = bf2f(__ldcg(kv + d));
+      ss += x * x;
+    }
+    ss = block_sum<THREADS>(ss, scratch);
+    const float r = 1.f / sqrtf(ss / float(LORA) + latent_eps);
+    for (int d = tid; d < LORA; d += stride)
+      ckv_out[(size_t)pos * LORA + d] = f2bf(bf2f(__ldcg(kv + d)) * r * bf2f(latent_w[d]));
+  } else {
+    (void)latent_w, (void)latent_eps;
+    for (int d = tid; d < LORA; d += stride)
+      ckv_out[(size_t)pos * LORA + d] = __ldcg(kv + d);
+  }
   if (ckv_in != ckv_out) {
     static_assert(LORA % 8 == 0, "latent rows must be whole 16-byte vectors");
     const uint4 *s = reinterpret_cast<const uint4 *>(ckv_in);
@@ -60,6 +89,24 @@ __device__ void mla_rope_append(int task, int ntasks, int pos, float theta, cons
   if (kr_in != kr_out)
     for (size_t i = tid; i < (size_t)pos * ROPE; i += stride)
       kr_out[i] = __ldcg(kr_in + i);
+}
+/// The unit's form: rotated, the latent cached as projected.
+template <int THREADS, int HM, int NOPE, int ROPE, int LORA>
+__device__ void mla_rope_append(int task, int ntasks, int pos, float theta, const bf16 *q,
+                                const bf16 *kv, bf16 *q_rope, const bf16 *ckv_in,
+                                const bf16 *kr_in, bf16 *ckv_out, bf16 *kr_out) {
+  mla_rope_append_with<THREADS, HM, NOPE, ROPE, LORA, true, false>(
+      task, ntasks, pos, theta, q, kv, q_rope, ckv_in, kr_in, ckv_out, kr_out, nullptr, 0.f);
+}
+/// mla_rope_append_with as the emitted kernels call it (out of line).
+template <int THREADS, int HM, int NOPE, int ROPE, int LORA, bool ROTARY, bool LATENT_NORM>
+__device__ void mla_rope_append_form(int task, int ntasks, int pos, float theta, const bf16 *q,
+                                     const bf16 *kv, bf16 *q_rope, const bf16 *ckv_in,
+                                     const bf16 *kr_in, bf16 *ckv_out, bf16 *kr_out,
+                                     const bf16 *latent_w, float latent_eps) {
+  mla_rope_append_with<THREADS, HM, NOPE, ROPE, LORA, ROTARY, LATENT_NORM>(
+      task, ntasks, pos, theta, q, kv, q_rope, ckv_in, kr_in, ckv_out, kr_out, latent_w,
+      latent_eps);
 }
 
 /// Rows of c per q_absorb task.

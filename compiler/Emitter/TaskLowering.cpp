@@ -285,13 +285,29 @@ LogicalResult Emitter::lowerTask(MlaRopeAppendOp op, int64_t /*group*/, llvm::ra
   TaskOpInterface t = op;
   const int64_t hm = int64_t(op.getHeads()), nope = int64_t(op.getNope()),
                 rope = int64_t(op.getRope()), lora = int64_t(op.getLora());
-  o << "      mkgen::call<&mk::mla_rope_append<" << T << ", " << hm << ", " << nope << ", "
-    << rope << ", " << lora << ">>(i, " << t.getCount() << ", ctx_len, "
-    << fmtFloat(op.getTheta().convertToDouble())
+  // Without theta the rope parts are copied as projected; with latent_norm
+  // (and its latent_eps) the cached latent row is normalized.
+  const std::optional<llvm::APFloat> theta = op.getTheta();
+  const std::optional<StringRef> norm = op.getLatentNorm();
+  if (norm.has_value() != op.getLatentEps().has_value())
+    return op.emitOpError("takes latent_norm and latent_eps together");
+  const bool plain = theta && !norm; // the unit's form, as emitted before
+  if (norm)
+    needStaticShared("mla_rope_append", 4 * 32); // the latent's block sum (block_sum scratch)
+  o << "      mkgen::call<&mk::" << (plain ? "mla_rope_append" : "mla_rope_append_form") << "<"
+    << T << ", " << hm << ", " << nope << ", " << rope << ", " << lora
+    << (plain ? std::string() : std::string(", ") + (theta ? "true" : "false") + ", " +
+                                    (norm ? "true" : "false"))
+    << ">>(i, " << t.getCount() << ", ctx_len, "
+    << fmtFloat(theta ? theta->convertToDouble() : 0.0)
     << ", " << ptr(op.getQ()) << ", " << ptr(op.getKv()) << ", "
     << ptr(op.getQRope(), true) << ", " << ptr(op.getCKv()) << ", "
     << ptr(op.getKRope()) << ", " << ptr(op.getCKv(), true) << ", "
-    << ptr(op.getKRope(), true) << ");\n";
+    << ptr(op.getKRope(), true);
+  if (!plain)
+    o << ", " << (norm ? ident(*norm) : std::string("nullptr")) << ", "
+      << (norm ? fmtFloat(op.getLatentEps()->convertToDouble()) : std::string("0.f"));
+  o << ");\n";
   return success();
 }
 

@@ -171,18 +171,26 @@ Value GraphBuilder::buildMla(int64_t layer, Value u, Value pos,
   Value q = linear(u, p + ".q_proj", hm * qDim, "q");
   Value q2 = b.create<ReshapeOp>(loc(p + ".q_heads"),
                                  tensor({hm, qDim}, bf16()), q);
-  Value qr = b.create<RopeOp>(loc(p + ".q_rope"), q2.getType(), q2, pos,
-                              b.getF64FloatAttr(cfg.ropeTheta),
-                              b.getI64IntegerAttr(cfg.qkNope),
-                              b.getI64IntegerAttr(cfg.qkRope), /*rotate_half=*/UnitAttr());
+  // The rope parts rotated at the token's position, or (mla_rotary false)
+  // used as projected.
+  Value qr = q2;
+  if (cfg.mlaRotary)
+    qr = b.create<RopeOp>(loc(p + ".q_rope"), q2.getType(), q2, pos,
+                          b.getF64FloatAttr(cfg.ropeTheta), b.getI64IntegerAttr(cfg.qkNope),
+                          b.getI64IntegerAttr(cfg.qkRope), /*rotate_half=*/UnitAttr());
   Value kv = linear(u, p + ".kv_a", cfg.kvLora + cfg.qkRope);
   Value c = b.create<SliceOp>(loc(p + ".c"), bvec(cfg.kvLora), kv, 0);
+  // The latent normalized before it is cached (mla_latent_norm).
+  if (cfg.mlaLatentNorm)
+    c = b.create<RMSNormOp>(loc(p + ".kv_a_norm"), c.getType(), c, sym(p + ".kv_a_norm"),
+                            b.getF64FloatAttr(BlockConfig::kMlaLatentNormEps));
   Value kr = b.create<SliceOp>(loc(p + ".kr"), bvec(cfg.qkRope), kv,
                                cfg.kvLora);
-  Value krr = b.create<RopeOp>(loc(p + ".k_rope"), kr.getType(), kr, pos,
-                               b.getF64FloatAttr(cfg.ropeTheta),
-                               b.getI64IntegerAttr(0),
-                               b.getI64IntegerAttr(cfg.qkRope), /*rotate_half=*/UnitAttr());
+  Value krr = kr;
+  if (cfg.mlaRotary)
+    krr = b.create<RopeOp>(loc(p + ".k_rope"), kr.getType(), kr, pos,
+                           b.getF64FloatAttr(cfg.ropeTheta), b.getI64IntegerAttr(0),
+                           b.getI64IntegerAttr(cfg.qkRope), /*rotate_half=*/UnitAttr());
   st.cKv = b.create<MlaCacheAppendOp>(loc(p + ".append_c_kv"),
                                       st.cKv.getType(), st.cKv, c);
   st.kRope = b.create<MlaCacheAppendOp>(loc(p + ".append_k_rope"),

@@ -64,12 +64,16 @@ struct ValueInfo {
     HeadNorm, // graph.head_rmsnorm of `buffer` with weight `aux`
     HeadNormRope, // the same, rotated (rotate-half, every element of a head)
     Append,   // cache `aux` after appending `buffer`
+    LatentNorm, // graph.rmsnorm of `buffer` with weight `aux` (eps `eps`),
+                // cached by an MLA append task that normalizes it
+
     Router,   // router results: logits `buffer`
     Scalar,   // ctx_len
   } kind = Buffer;
   std::string buffer, aux;
   int64_t offset = 0;
   Value base, acc; // Residual
+  double eps = 0;  // LatentNorm
 };
 
 /// The dtype name of a graph tensor's element type ("bf16", "f32", "i32",
@@ -394,6 +398,18 @@ LogicalResult Lowering::lowerNorm(graph::RMSNormOp op) {
     return failure();
   std::string name = op.getWeight().str();
   std::string layer = layerOf(name);
+  // An MLA latent's norm (its only users append it to a cache): the append
+  // task normalizes the row it caches.
+  if (x->kind == ValueInfo::Buffer && !op.getOutput().use_empty() &&
+      llvm::all_of(op.getOutput().getUsers(),
+                   [](Operation *u) { return isa<graph::MlaCacheAppendOp>(u); })) {
+    ValueInfo v = *x;
+    v.kind = ValueInfo::LatentNorm;
+    v.aux = name;
+    v.eps = op.getEps().convertToDouble();
+    set(op.getOutput(), v);
+    return success();
+  }
   // Every-block norms stage the whole hidden vector: narrower inputs or
   // slices of a wider buffer have no lowering.
   if (op.getInput().getType().getDimSize(0) != hidden)
@@ -646,9 +662,11 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
                   *kr = get(op, op.getKRope());
   if (!q || !ckv || !kr)
     return failure();
-  if (q->kind != ValueInfo::Rope || ckv->kind != ValueInfo::Append ||
-      kr->kind != ValueInfo::Append)
-    return op.emitOpError("expects rotated q and appended caches");
+  // q rotated (RoPE) or as projected (the rope parts used unrotated).
+  const bool rotary = q->kind == ValueInfo::Rope;
+  if ((!rotary && (q->kind != ValueInfo::Buffer || q->offset != 0)) ||
+      ckv->kind != ValueInfo::Append || kr->kind != ValueInfo::Append)
+    return op.emitOpError("expects q (rotated or as projected) and appended caches");
   auto ckvAppend = op.getCKv().getDefiningOp<graph::MlaCacheAppendOp>();
   auto krAppend = op.getKRope().getDefiningOp<graph::MlaCacheAppendOp>();
   if (!ckvAppend || !krAppend)
@@ -659,25 +677,30 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
     return failure();
   const ValueInfo *row = get(op, ckvAppend.getRow());
   const ValueInfo *krRow = get(op, krAppend.getRow());
-  if (!row || !krRow || row->kind != ValueInfo::Buffer ||
-      krRow->kind != ValueInfo::Rope || krRow->buffer != row->buffer ||
-      row->offset != 0 || krRow->offset != lora)
+  // The latent row as projected, or normalized (graph.rmsnorm of it).
+  if (!row || !krRow ||
+      (row->kind != ValueInfo::Buffer && row->kind != ValueInfo::LatentNorm) ||
+      krRow->kind != (rotary ? ValueInfo::Rope : ValueInfo::Buffer) ||
+      krRow->buffer != row->buffer || row->offset != 0 || krRow->offset != lora)
     return op.emitOpError("expects c and k_rope to be slices of one kv_a "
-                          "output [c, kr]");
-  auto rope = op.getQ().getDefiningOp<graph::RopeOp>();
-  if (!rope)
-    return op.emitOpError("q must come directly from graph.rope");
-  // The append task rotates q's last qk_rope dims of each head and the
-  // k-rope row with one theta.
-  auto kRope = krAppend.getRow().getDefiningOp<graph::RopeOp>();
-  if (static_cast<int64_t>(rope.getOffset()) != static_cast<int64_t>(op.getQkNope()) ||
-      rope.getRopeDim() != op.getQkRope())
-    return op.emitOpError("q's rope must rotate dims [qk_nope, qk_nope + qk_rope) = [")
-           << op.getQkNope() << ", " << op.getQkNope() + op.getQkRope() << ") of each head";
-  if (!kRope || kRope.getOffset() != 0 || kRope.getRopeDim() != op.getQkRope() ||
-      kRope.getTheta() != rope.getTheta())
-    return op.emitOpError("the k-rope row must be graph.rope of all its ")
-           << op.getQkRope() << " dims with q's theta";
+                          "output [c, kr], k_rope rotated as q is");
+  graph::RopeOp rope;
+  if (rotary) {
+    rope = op.getQ().getDefiningOp<graph::RopeOp>();
+    if (!rope)
+      return op.emitOpError("q must come directly from graph.rope");
+    // The append task rotates q's last qk_rope dims of each head and the
+    // k-rope row with one theta.
+    auto kRope = krAppend.getRow().getDefiningOp<graph::RopeOp>();
+    if (static_cast<int64_t>(rope.getOffset()) != static_cast<int64_t>(op.getQkNope()) ||
+        rope.getRopeDim() != op.getQkRope())
+      return op.emitOpError("q's rope must rotate dims [qk_nope, qk_nope + qk_rope) = [")
+             << op.getQkNope() << ", " << op.getQkNope() + op.getQkRope() << ") of each head";
+    if (!kRope || kRope.getOffset() != 0 || kRope.getRopeDim() != op.getQkRope() ||
+        kRope.getTheta() != rope.getTheta())
+      return op.emitOpError("the k-rope row must be graph.rope of all its ")
+             << op.getQkRope() << " dims with q's theta";
+  }
   std::string kvb = op.getKvB().str();
   std::string layer = layerOf(kvb);
   int64_t hm = op.getHeads(), nope = op.getQkNope(), rd = op.getQkRope(),
@@ -699,7 +722,8 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
       if (llvm::is_contained(names, name))
         setArg(t, name, value);
   };
-  TaskSpec &a = task(layer + ".attn.rope_append", schedule::TaskKind::MlaRopeAppend, rope);
+  TaskSpec &a = task(layer + ".attn.rope_append", schedule::TaskKind::MlaRopeAppend,
+                     rotary ? rope.getOperation() : ckvAppend.getOperation());
   a.reads = {q->buffer, row->buffer, ckv->buffer, kr->buffer};
   a.writes = {qRope, ckv->buffer, kr->buffer};
   setArg(a, "q", q->buffer);
@@ -707,7 +731,12 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
   setArg(a, "q_rope", qRope);
   setArg(a, "c_kv", ckv->buffer);
   setArg(a, "k_rope", kr->buffer);
-  setArg(a, "theta", rope.getTheta().convertToDouble());
+  if (rotary)
+    setArg(a, "theta", rope.getTheta().convertToDouble());
+  if (row->kind == ValueInfo::LatentNorm) {
+    setArg(a, "latent_norm", row->aux);
+    setArg(a, "latent_eps", row->eps);
+  }
   common(a, {"heads", "nope", "rope", "lora"});
 
   TaskSpec &qa = task(layer + ".attn.q_absorb", schedule::TaskKind::MlaQAbsorb, op);

@@ -222,6 +222,8 @@ std::vector<TensorDesc> parameterTensors(const BlockConfig &c) {
     } else {
       for (const char *n : {"q_proj", "kv_a", "kv_b", "o_proj"})
         quant(p + ".attn." + n);
+      if (c.mlaLatentNorm)
+        out.push_back({p + ".attn.kv_a_norm", DType::BF16, {c.kvLora}});
     }
     if (c.denseFfn(int64_t(i))) {
       out.push_back({p + ".mlp_norm", DType::BF16, {c.hidden}});

@@ -162,6 +162,21 @@ bool parseConfigKeys(const json::Value &obj, BlockConfig &cfg, const IntKey (&in
       }
       cfg.router = v.string == "sigmoid" ? RouterKind::Sigmoid : RouterKind::Softmax;
     }
+    // The MLA layers' form: rotation (mla_rotary, default true) and the
+    // latent's norm (mla_latent_norm, default false).
+    for (auto [name, field] : {std::pair<const char *, bool BlockConfig::*>{
+                                   "mla_rotary", &BlockConfig::mlaRotary},
+                               {"mla_latent_norm", &BlockConfig::mlaLatentNorm}}) {
+      if (dense || key != name)
+        continue;
+      known = true;
+      if (!v.isBool()) {
+        error = at(v) + "config key '" + key + "' must be true or false, got " +
+                json::kindName(v.kind);
+        return false;
+      }
+      cfg.*field = v.boolean;
+    }
     if (!known) {
       error = v.keyWhere() + ": unknown config key '" + key + "'";
       return false;
@@ -344,6 +359,13 @@ json::Value blockConfigToJsonValue(const BlockConfig &cfg) {
     // The router kind only where it is not the unit's softmax.
     if (std::strcmp(key, "routed_scaling") == 0 && cfg.router == RouterKind::Sigmoid)
       conf.set("router", json::Value::fromString("sigmoid"));
+    // The MLA form only where it is not the unit's.
+    if (std::strcmp(key, "v_head") == 0) {
+      if (!cfg.mlaRotary)
+        conf.set("mla_rotary", json::Value::fromBool(false));
+      if (cfg.mlaLatentNorm)
+        conf.set("mla_latent_norm", json::Value::fromBool(true));
+    }
   }
   root.set("config", std::move(conf));
   json::Value pat = json::Value::makeArray();

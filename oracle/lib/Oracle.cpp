@@ -178,16 +178,25 @@ std::vector<BFloat16> mlaAttention(const BlockConfig &cfg, const TensorMap &w,
   std::vector<BFloat16> kv =
       oracle::w4a16Linear(u, proj("kv_a", d, lora + rope));
   rec.bf16("q", q);
-  for (int64_t h = 0; h < Hm; ++h)
-    oracle::ropeInterleaved(q.data() + h * dq + cfg.qkNope, rope, pos,
-                            cfg.ropeTheta);
-  oracle::ropeInterleaved(kv.data() + lora, rope, pos, cfg.ropeTheta);
+  // RoPE at the token's position, unless the layers use the rope parts as
+  // projected (mla_rotary false).
+  if (cfg.mlaRotary) {
+    for (int64_t h = 0; h < Hm; ++h)
+      oracle::ropeInterleaved(q.data() + h * dq + cfg.qkNope, rope, pos,
+                              cfg.ropeTheta);
+    oracle::ropeInterleaved(kv.data() + lora, rope, pos, cfg.ropeTheta);
+  }
   rec.bf16("mla_q", q);
   rec.bf16("mla_kv", kv);
+  // The latent as cached: normalized first with mla_latent_norm.
+  std::vector<BFloat16> latent(kv.begin(), kv.begin() + lora);
+  if (cfg.mlaLatentNorm)
+    oracle::rmsNorm(kv.data(), weight(w, p + "kv_a_norm").bf16(), lora,
+                    float(BlockConfig::kMlaLatentNormEps), latent.data());
 
   HostTensor &cKv = st.tensors.at(sp + "c_kv");
   HostTensor &kRope = st.tensors.at(sp + "k_rope");
-  appendRow(cKv, kv.data(), lora);
+  appendRow(cKv, latent.data(), lora);
   appendRow(kRope, kv.data() + lora, rope);
 
   std::vector<float> o(size_t(Hm * cfg.vHead));

@@ -70,8 +70,9 @@ def spec_from_config(cfg: Any, name: Optional[str] = None) -> Dict[str, Any]:
     fields as attributes) as a dict. The unit's: `hidden`, `kda_heads`, ...,
     `pattern` ("K", "M" and "G" layers), optionally `eps`, `name`, the
     dense-FFN layers' `dense_layers` and `dense_inter`, the GQA layers'
-    `gqa_heads`, `gqa_kv_heads` and `gqa_head_dim`, and `router`: "softmax"
-    or the released model's "sigmoid". The dense GQA family's (`family`
+    `gqa_heads`, `gqa_kv_heads` and `gqa_head_dim`, `router`: "softmax"
+    or the released model's "sigmoid", and the MLA form's `mla_rotary`
+    (default True) and `mla_latent_norm` (default False). The dense GQA family's (`family`
     "dense_gqa", or no `family`, no `pattern` and the fields `heads`,
     `kv_heads`, `head_dim`, `inter`, `layers`): `hidden`, `heads`,
     `kv_heads`, `head_dim`, `inter`, `rope_theta`, `group`, `layers`,
@@ -93,6 +94,13 @@ def spec_from_config(cfg: Any, name: Optional[str] = None) -> Dict[str, Any]:
         raise ValueError("router %r is neither \"softmax\" nor \"sigmoid\"" % (router,))
     if router == "sigmoid":
         conf["router"] = router
+    # The MLA form, written only where it is not the unit's.
+    for k, unit in (("mla_rotary", True), ("mla_latent_norm", False)):
+        v = getattr(cfg, k, unit)
+        if not isinstance(v, bool):
+            raise ValueError("%s must be True or False, got %r" % (k, v))
+        if v != unit:
+            conf[k] = v
     if hasattr(cfg, "eps"):
         conf["eps"] = float(cfg.eps)
     return {"name": name or getattr(cfg, "name", None) or "unit",

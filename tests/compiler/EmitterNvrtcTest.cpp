@@ -170,6 +170,13 @@ TEST(EmitterNvrtc, SigmoidRouter) {
   check("examples/specs/kimi_linear_sigmoid_router.json", "mk_kimi_linear_sigmoid_router");
 }
 
+// The released model's MLA form (mla_rope_append_form: no rotation, the
+// latent normalized).
+TEST(EmitterNvrtc, MlaWithoutRotationLatentNormed) {
+  check("examples/specs/tiny_mla_nope.json", "mk_tiny_mla_nope");
+  check("examples/specs/kimi_linear_mla_nope.json", "mk_kimi_linear_mla_nope");
+}
+
 namespace {
 
 /// The Kimi-Linear kernel with one pass option: compiled like the others

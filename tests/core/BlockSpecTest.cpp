@@ -372,6 +372,41 @@ TEST(BlockSpec, SigmoidRouter) {
             std::string::npos);
 }
 
+TEST(BlockSpec, MlaForm) {
+  BlockConfig cfg;
+  std::string err;
+  ASSERT_TRUE(parseBlockSpec(tinyWith("\"group\"",
+                                      "\"mla_rotary\": false, \"mla_latent_norm\": true, \"group\""),
+                             cfg, err))
+      << err;
+  EXPECT_FALSE(cfg.mlaRotary);
+  EXPECT_TRUE(cfg.mlaLatentNorm);
+  // Written back only where they are not the unit's.
+  BlockConfig back;
+  ASSERT_TRUE(parseBlockSpec(blockConfigToJson(cfg), back, err)) << err;
+  EXPECT_FALSE(back.mlaRotary);
+  EXPECT_TRUE(back.mlaLatentNorm);
+  const std::string unit = blockConfigToJson(BlockConfig{});
+  EXPECT_EQ(unit.find("mla_rotary"), std::string::npos);
+  EXPECT_EQ(unit.find("mla_latent_norm"), std::string::npos);
+  // The latent norm's weight is a parameter of every MLA layer, after its
+  // linears; not of KDA layers, nor without the norm.
+  std::vector<std::string> names;
+  for (const TensorDesc &t : parameterTensors(cfg))
+    names.push_back(t.name);
+  auto at = std::find(names.begin(), names.end(), "blocks.3.attn.kv_a_norm");
+  ASSERT_NE(at, names.end());
+  EXPECT_EQ(std::count(names.begin(), names.end(), "blocks.0.attn.kv_a_norm"), 0);
+  for (const TensorDesc &t : parameterTensors(BlockConfig{}))
+    EXPECT_EQ(t.name.find("kv_a_norm"), std::string::npos) << t.name;
+  EXPECT_NE(specError(tinyWith("\"group\"", "\"mla_rotary\": 0, \"group\""))
+                .find("config key 'mla_rotary' must be true or false, got number"),
+            std::string::npos);
+  EXPECT_NE(specError(tinyWith("\"group\"", "\"mla_latent_norm\": \"yes\", \"group\""))
+                .find("config key 'mla_latent_norm' must be true or false, got string"),
+            std::string::npos);
+}
+
 TEST(BlockSpec, UnreadableFile) {
   BlockConfig cfg;
   std::string err;

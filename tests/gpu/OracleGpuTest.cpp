@@ -633,6 +633,11 @@ TEST(OracleGpu, DenseFirstOneStep) { oneStepAgainstOracle("kimi_linear_dense_fir
 TEST(OracleGpu, TinySigmoidRouterOneStep) { oneStepAgainstOracle("tiny_sigmoid_router"); }
 TEST(OracleGpu, TinySigmoidRouterEightSteps) { eightSteps("tiny_sigmoid_router"); }
 TEST(OracleGpu, SigmoidRouterOneStep) { oneStepAgainstOracle("kimi_linear_sigmoid_router"); }
+// The released model's MLA form: the rope parts unrotated, the latent
+// normalized before it is cached.
+TEST(OracleGpu, TinyMlaNopeOneStep) { oneStepAgainstOracle("tiny_mla_nope"); }
+TEST(OracleGpu, TinyMlaNopeEightSteps) { eightSteps("tiny_mla_nope"); }
+TEST(OracleGpu, MlaNopeOneStep) { oneStepAgainstOracle("kimi_linear_mla_nope"); }
 // The dense GQA family: a tiny two-layer spec and a Qwen3-8B-sized layer.
 TEST(OracleGpu, TinyDenseGqaOneStep) { oneStepAgainstOracle("tiny_dense_gqa"); }
 TEST(OracleGpu, TinyDenseGqaEightSteps) { eightSteps("tiny_dense_gqa"); }

@@ -159,6 +159,20 @@ class SpecFromConfig(unittest.TestCase):
         _, cfg = self._cfg(router="sigmoid")
         self.assertEqual(megakernel.spec_from_config(cfg)["config"]["router"], "sigmoid")
 
+    def test_mla_form_written_only_where_not_the_units(self):
+        _, cfg = self._cfg()
+        conf = megakernel.spec_from_config(cfg)["config"]
+        self.assertNotIn("mla_rotary", conf)
+        self.assertNotIn("mla_latent_norm", conf)
+        _, cfg = self._cfg(mla_rotary=False, mla_latent_norm=True)
+        conf = megakernel.spec_from_config(cfg)["config"]
+        self.assertIs(conf["mla_rotary"], False)
+        self.assertIs(conf["mla_latent_norm"], True)
+        _, cfg = self._cfg(mla_rotary="no")
+        with self.assertRaises(ValueError) as cm:
+            megakernel.spec_from_config(cfg)
+        self.assertIn("mla_rotary", str(cm.exception))
+
     def test_unknown_router_is_refused(self):
         _, cfg = self._cfg(router="relu")
         with self.assertRaises(ValueError) as cm:

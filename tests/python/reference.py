@@ -156,8 +156,13 @@ def mla(cfg, W, S, p, sp, u, pos):
     q = w4a16(u, W, p + "q_proj", g).reshape(Hm, nope + rp)
     kv = w4a16(u, W, p + "kv_a", g)
     c, kr = kv[:lora], kv[lora:]
-    q[:, nope:] = rope(q[:, nope:], pos, cfg["rope_theta"])
-    kr = rope(kr, pos, cfg["rope_theta"])
+    # RoPE unless the layers use the rope parts as projected; the latent
+    # normalized before caching where the spec says so (eps 1e-6).
+    if cfg.get("mla_rotary", True):
+        q[:, nope:] = rope(q[:, nope:], pos, cfg["rope_theta"])
+        kr = rope(kr, pos, cfg["rope_theta"])
+    if cfg.get("mla_latent_norm", False):
+        c = rmsnorm(c, W[p + "kv_a_norm"], 1e-6)
     S[sp + "c_kv"] = np.concatenate([S[sp + "c_kv"], c[None]], axis=0)
     S[sp + "k_rope"] = np.concatenate([S[sp + "k_rope"], kr[None]], axis=0)
     ckv, krope = S[sp + "c_kv"], S[sp + "k_rope"]

@@ -56,6 +56,16 @@ struct BlockConfig {
   int64_t moeInter = 1024;
   double routedScaling = 2.446;
   RouterKind router = RouterKind::Softmax;
+  /// MLA layers' positional rotation: true (the unit) rotates q's rope part
+  /// and the shared key part (RoPE at the token's position); false (the
+  /// released model's `mla_use_nope`) uses them as projected.
+  bool mlaRotary = true;
+  /// MLA layers normalize the latent before caching it (the released
+  /// model's `kv_a_layernorm`): RMSNorm with `blocks.i.attn.kv_a_norm`
+  /// ([kv_lora], bf16) and epsilon kMlaLatentNormEps, the family's norm
+  /// arithmetic; false (the unit) caches it as projected.
+  bool mlaLatentNorm = false;
+  static constexpr double kMlaLatentNormEps = 1e-6;
   /// Layers [0, denseLayers) have a dense SwiGLU FFN of width denseInter
   /// (`blocks.i.mlp`, plain [in, out] linears) in place of the MoE;
   /// 0: every layer has the MoE (the spec's unit).

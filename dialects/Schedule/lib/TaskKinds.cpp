@@ -69,9 +69,10 @@ const TaskArgSpec kConvCommit[] = {in("q"),    in("k"),    in("v"),
 const TaskArgSpec kZeroF32[] = {out("buffer"), {"n", T::Pos}};
 const TaskArgSpec kFinalResidual[] = {in("base"), in("acc"), out("out"), {"dim", T::Pos}};
 const TaskArgSpec kMlaRopeAppend[] = {in("q"),           in("kv"),           out("q_rope"),
-                                      inout("c_kv"),     inout("k_rope"),    {"theta", T::Float},
+                                      inout("c_kv"),     inout("k_rope"),    {"theta", T::Float, O},
                                       {"lora", T::Pos},  {"heads", T::Pos},  {"nope", T::Pos},
-                                      {"rope", T::Pos}};
+                                      {"rope", T::Pos},  {"latent_norm", T::Weight, O},
+                                      {"latent_eps", T::Float, O}};
 const TaskArgSpec kMlaQAbsorb[] = {in("q"),          out("q_abs"),     {"kv_b", T::Weight},
                                    {"nope", T::Pos}, {"lora", T::Pos}, {"heads", T::Pos},
                                    {"v_head", T::Pos}, {"rope", T::Pos}};

@@ -419,7 +419,8 @@ def Graph_GqaAttentionOp : Graph_ComputeOp<"gqa_attention",
 def Graph_MlaAttentionOp : Graph_WeightUserOp<"mla_attention"> {
   let summary = "Multi-head latent attention over the whole cache (materialized)";
   let description = [{
-    `q` bf16 `[heads, qk_nope + qk_rope]` (rope part already rotated), the
+    `q` bf16 `[heads, qk_nope + qk_rope]` (rope part already rotated, or
+    used as projected where the layer has no rotation), the
     caches `c_kv` `[L+1, kv_lora]` and `k_rope` `[L+1, qk_rope]` (new row
     included) and `kv_b`, a `graph.quantized_weight`
     `[kv_lora, heads * (qk_nope + v_head)]`. Semantics as the spec's

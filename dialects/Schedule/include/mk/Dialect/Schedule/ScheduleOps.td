@@ -372,11 +372,13 @@ def Schedule_FinalResidualOp : Schedule_TaskBase<"final_residual", "FinalResidua
     FlatSymbolRefAttr:$base, FlatSymbolRefAttr:$acc, FlatSymbolRefAttr:$out,
     Schedule_PosArg:$dim)>;
 def Schedule_MlaRopeAppendOp : Schedule_TaskBase<"mla_rope_append", "MlaRopeAppend",
-    "MLA RoPE of queries and key, the new latent row appended to the cache", (ins
+    "MLA RoPE of queries and key (without `theta`: copied as projected), the new latent row "
+    "(normalized with the `latent_norm` weight and `latent_eps` where given) appended to the cache", (ins
     FlatSymbolRefAttr:$q, FlatSymbolRefAttr:$kv, FlatSymbolRefAttr:$q_rope,
-    FlatSymbolRefAttr:$c_kv, FlatSymbolRefAttr:$k_rope, F64Attr:$theta,
+    FlatSymbolRefAttr:$c_kv, FlatSymbolRefAttr:$k_rope, OptionalAttr<F64Attr>:$theta,
     Schedule_PosArg:$lora, Schedule_PosArg:$heads, Schedule_PosArg:$nope,
-    Schedule_PosArg:$rope)>;
+    Schedule_PosArg:$rope, OptionalAttr<Schedule_WeightName>:$latent_norm,
+    OptionalAttr<F64Attr>:$latent_eps)>;
 def Schedule_MlaQAbsorbOp : Schedule_TaskBase<"mla_q_absorb", "MlaQAbsorb",
     "MLA queries absorbed into the latent space (W_kv_b's key part)", (ins
     FlatSymbolRefAttr:$q, FlatSymbolRefAttr:$q_abs, Schedule_WeightName:$kv_b,
