@@ -304,14 +304,25 @@ bool KimiLinearImport::run(HfImport &out, std::string &error) {
   differences.push_back(
       "model_type = \"kimi_linear\": the released model's KDA layer (L2-normalized q and k, a "
       "decay through f_a/f_b with A_log and dt_bias, a sigmoid-gated per-head RMSNorm on its "
-      "output), the RMSNorm on MLA's cached latent, bf16 rounding inside the experts and the "
-      "dense FFN, and its "
+      "output), bf16 rounding inside the experts and the dense FFN, RMSNorm rounded twice, and "
+      "its "
       "embedding and LM head are not the unit family's (docs/semantics-kimi-linear.md, "
       "section 12)");
   expect("q_lora_rank", [](const json::Value &v) { int64_t n; return v.isNull() || (v.getInt(n) && n == 0); },
          true, "a low-rank query projection (the unit: one q_proj)");
-  expect("mla_use_nope", [](const json::Value &v) { return v.isBool() && !v.boolean; }, true,
-         "no rotary embedding (the unit rotates the qk_rope dims)");
+  {
+    // The model's MLA: its latent is normalized before it is cached
+    // (kv_a_layernorm, part of every kimi_linear MLA layer: the family's
+    // mla_latent_norm), and mla_use_nope leaves the rope parts unrotated
+    // (the family's mla_rotary = false).
+    cfg.mlaLatentNorm = true;
+    const json::Value *nope = r.get("mla_use_nope");
+    if (nope && nope->isBool())
+      cfg.mlaRotary = !nope->boolean;
+    else if (nope)
+      differences.push_back("mla_use_nope = " + describe(*nope) +
+                            ": not a boolean (the family: mla_rotary true or false)");
+  }
   expect("rope_scaling", [](const json::Value &v) { return v.isNull(); }, true,
          "scaled rotary frequencies (the unit: plain RoPE)");
   {

@@ -60,12 +60,12 @@ std::string importError(const std::string &text, const HfImportOptions &o = asUn
 
 TEST(HfConfig, ReleasedKimiLinearIsRefusedNamingEveryDifference) {
   std::string err = importError(released(), HfImportOptions());
-  for (const char *key : {"model_type = \"kimi_linear\"", "mla_use_nope = true", "--hf-as-unit"})
+  for (const char *key : {"model_type = \"kimi_linear\"", "--hf-as-unit"})
     EXPECT_NE(err.find(key), std::string::npos) << key << " in: " << err;
   // What the family does represent is not listed (the sigmoid router is
-  // its `router`).
+  // its `router`, the MLA without rotation its `mla_rotary`).
   for (const char *key : {"moe_renormalize", "use_grouped_topk", "q_lora_rank", "rope_scaling",
-                          "first_k_dense_replace", "moe_router_activation_func"})
+                          "first_k_dense_replace", "moe_router_activation_func", "mla_use_nope"})
     EXPECT_EQ(err.find(key), std::string::npos) << key << " in: " << err;
 }
 
@@ -102,11 +102,14 @@ TEST(HfConfig, ReleasedKimiLinearAsUnitKeepsItsDimensions) {
     bool mla = i == 26 || (i < 24 && i % 4 == 3);
     EXPECT_EQ(c.pattern[i], mla ? LayerKind::MLA : LayerKind::KDA) << "layer " << i;
   }
-  // A note for the group and one per difference (model_type, mla_use_nope;
-  // the dense first layer and the sigmoid router are represented).
-  ASSERT_EQ(out.notes.size(), 3u);
+  // Its MLA: unrotated (mla_use_nope), the latent normalized (kv_a_layernorm).
+  EXPECT_FALSE(c.mlaRotary);
+  EXPECT_TRUE(c.mlaLatentNorm);
+  // A note for the group and one per difference (model_type; the dense
+  // first layer, the sigmoid router and the MLA form are represented).
+  ASSERT_EQ(out.notes.size(), 2u);
   EXPECT_NE(out.notes[0].find("quantization group 128"), std::string::npos);
-  EXPECT_NE(out.notes[2].find("mla_use_nope"), std::string::npos);
+  EXPECT_NE(out.notes[1].find("model_type"), std::string::npos);
   // The spec it gives reads back the same.
   BlockConfig back;
   ASSERT_TRUE(parseBlockSpec(blockConfigToJson(c), back, err)) << err;
@@ -126,7 +129,7 @@ TEST(HfConfig, AliasesAndOptions) {
   EXPECT_EQ(out.config.group, 64);
   EXPECT_EQ(out.config.nExperts, 256);
   EXPECT_EQ(out.config.nActive, 8);
-  EXPECT_EQ(out.notes.size(), 2u) << "no group note when the group is given";
+  EXPECT_EQ(out.notes.size(), 1u) << "no group note when the group is given: model_type only";
 }
 
 TEST(HfConfig, QuantizationConfigGivesTheGroup) {
@@ -196,7 +199,7 @@ TEST(HfConfig, DifferencesTheUnitCannotExpress) {
     EXPECT_NE(err.find(key), std::string::npos) << key << " in: " << err;
   HfImport out;
   ASSERT_TRUE(importHfConfig(text, asUnit(), out, err)) << err;
-  EXPECT_EQ(out.notes.size(), 6u);
+  EXPECT_EQ(out.notes.size(), 5u); // the group, model_type and the three above
   // A router activation the family lacks is one too.
   err = importError(releasedWith("\"moe_router_activation_func\": \"sigmoid\"",
                                  "\"moe_router_activation_func\": \"relu\""),

@@ -86,10 +86,12 @@ class SpecFromHuggingFace(unittest.TestCase):
         with self.assertRaises(megakernel.MegakernelError) as cm:
             megakernel.spec_from_hf(HF_CONFIG)
         msg = str(cm.exception)
-        for key in ("mla_use_nope = true", "as_unit=True"):
+        for key in ('model_type = "kimi_linear"', "as_unit=True"):
             self.assertIn(key, msg)
-        # Layer 0's dense FFN (dense_layers) and the sigmoid router (router)
-        # are represented, not differences.
+        # Layer 0's dense FFN (dense_layers), the sigmoid router (router)
+        # and the MLA form (mla_rotary, mla_latent_norm) are represented,
+        # not differences.
+        self.assertNotIn("mla_use_nope", msg)
         self.assertNotIn("first_k_dense_replace", msg)
         self.assertNotIn("moe_router_activation_func", msg)
 
@@ -98,12 +100,14 @@ class SpecFromHuggingFace(unittest.TestCase):
         spec = megakernel.spec_from_hf(HF_CONFIG, as_unit=True, notes=notes)
         self.assertEqual(spec["name"], "kimi_linear_27l")
         self.assertEqual(spec["config"]["n_experts"], 256)
+        self.assertIs(spec["config"]["mla_rotary"], False)
+        self.assertIs(spec["config"]["mla_latent_norm"], True)
         self.assertEqual(spec["config"]["eps"], 1e-05)
         self.assertEqual("".join(spec["pattern"]), "KKKM" * 6 + "KKM")
         self.assertEqual(spec["config"]["dense_layers"], 1)
         self.assertEqual(spec["config"]["dense_inter"], 9216)
         self.assertEqual(spec["config"]["router"], "sigmoid")
-        self.assertEqual(len(notes), 3)
+        self.assertEqual(len(notes), 2)  # the group, model_type
         self.assertTrue(notes[0].startswith("quantization group 128"))
 
     def test_qwen3_is_the_dense_gqa_family(self):

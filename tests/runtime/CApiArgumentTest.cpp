@@ -93,12 +93,13 @@ TEST(CApiArguments, SpecFromHfConfig) {
   std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_FALSE(config.empty());
   EXPECT_FAILS(mk_spec_from_hf_config(config.c_str(), 0, 0, nullptr, &spec, &notes),
-               MK_ERR_INVALID_ARGUMENT, "mla_use_nope = true");
+               MK_ERR_INVALID_ARGUMENT, "model_type = \"kimi_linear\"");
   ASSERT_EQ(mk_spec_from_hf_config(config.c_str(), 1, 64, "kl", &spec, &notes), MK_OK)
       << lastError();
   EXPECT_NE(std::string(spec).find("\"name\": \"kl\""), std::string::npos) << spec;
   EXPECT_NE(std::string(spec).find("\"group\": 64"), std::string::npos) << spec;
-  EXPECT_NE(std::string(notes).find("not represented: mla_use_nope"), std::string::npos) << notes;
+  EXPECT_NE(std::string(notes).find("not represented: model_type"), std::string::npos) << notes;
+  EXPECT_NE(std::string(spec).find("\"mla_rotary\": false"), std::string::npos) << spec;
 }
 
 TEST(CApiArguments, Devices) {

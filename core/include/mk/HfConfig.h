@@ -8,9 +8,10 @@
 //   hidden, linear_attn_config.kda_layers / full_attn_layers -> pattern, ...);
 // - keys that do not change one decode step of the layer stack (token ids,
 //   vocabulary, dtype, ...) are ignored;
-// - keys whose value asks for semantics the family does not have (MLA
-//   without rotary embedding, a low-rank query, ...; a dense first FFN and
-//   the sigmoid router it does have: dense_layers, router) are
+// - keys whose value asks for semantics the family does not have (a
+//   low-rank query, scaled rotary frequencies, ...; a dense first FFN, the
+//   sigmoid router and the MLA without rotation and with the latent norm it
+//   does have: dense_layers, router, mla_rotary, mla_latent_norm) are
 //   differences: the import fails naming every one of them, unless
 //   `asUnit` is set, which takes the model's dimensions into the family
 //   anyway and lists each difference as a note;
