@@ -188,6 +188,21 @@ TEST(HfConfig, MalformedConfigsAreNamed) {
   EXPECT_NE(err.find("line "), std::string::npos) << err;
 }
 
+// mla_use_nope is the family's mla_rotary, negated; a non-boolean one is a
+// difference named with its value.
+TEST(HfConfig, MlaUseNopeIsTheMlaRotation) {
+  HfImport out;
+  std::string err;
+  ASSERT_TRUE(importHfConfig(releasedWith("\"mla_use_nope\": true", "\"mla_use_nope\": false"),
+                             asUnit(), out, err))
+      << err;
+  EXPECT_TRUE(out.config.mlaRotary);
+  EXPECT_TRUE(out.config.mlaLatentNorm);
+  err = importError(releasedWith("\"mla_use_nope\": true", "\"mla_use_nope\": 1"),
+                    HfImportOptions());
+  EXPECT_NE(err.find("mla_use_nope = 1: not a boolean"), std::string::npos) << err;
+}
+
 TEST(HfConfig, DifferencesTheUnitCannotExpress) {
   // Grouped top-k over several groups, a low-rank q and unrenormalized
   // weights are differences (refused, or notes with as_unit).
