@@ -31,14 +31,16 @@ done
 # Layer 0 with a dense SwiGLU FFN (OracleGpu.*DenseFirst*), tiny and full
 # width, the tiny one with captures too (mk-diff in gpu-tests.sh); the
 # tiny spec and the unit with the released model's sigmoid router
-# (OracleGpu.*SigmoidRouter*), and with its MLA form (no rotation, the
-# latent normalized: OracleGpu.*MlaNope*).
+# (OracleGpu.*SigmoidRouter*), with its MLA form (no rotation, the latent
+# normalized: OracleGpu.*MlaNope*), and with every released-model form the
+# family expresses at once (OracleGpu.*ReleasedForms*: those, the dense
+# first layer, norms rounded twice, eps 1e-5).
 # The dense GQA family (OracleGpu.*DenseGqa*, OracleGpu.Qwen3*, the
 # drop-in's dense tests, mk-bench): a tiny two-layer spec, a Qwen3-8B-sized
 # layer and all 36 of its layers (3.7 GB of random weights); a GQA layer in
 # the tiny hybrid pattern (OracleGpu.TinyGqaHybrid*).
 for s in tiny_dense_first kimi_linear_dense_first tiny_sigmoid_router kimi_linear_sigmoid_router \
-  tiny_mla_nope kimi_linear_mla_nope tiny_dense_gqa qwen3_8b_layer qwen3_8b_36l tiny_gqa_hybrid; do
+  tiny_mla_nope kimi_linear_mla_nope tiny_released_forms kimi_linear_released_forms tiny_dense_gqa qwen3_8b_layer qwen3_8b_36l tiny_gqa_hybrid; do
   rm -rf "${out:?}/$s"
   "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/$s"
   echo "$out/$s"

@@ -34,9 +34,10 @@ __device__ __forceinline__ void rope_pair(float x0, float x1, int pos, int pair,
 /// [0, pos) too. Work is spread over (task, thread) of `ntasks` tasks.
 /// q: [HM, NOPE+ROPE]; kv: [LORA + ROPE].
 /// ROTARY false: the rope parts are copied as projected (`theta` unused).
-/// LATENT_NORM: the cached latent row is bf16(c * rsqrt(mean(c^2) + eps) *
-/// latent_w) (the norms' arithmetic; every task sums the row's squares).
-template <int THREADS, int HM, int NOPE, int ROPE, int LORA, bool ROTARY, bool LATENT_NORM>
+/// LATENT_NORM 1: the cached latent row is bf16(c * rsqrt(mean(c^2) + eps) *
+/// latent_w) (the norms' arithmetic; every task sums the row's squares); 2:
+/// bf16(bf16(c * rsqrt(...)) * latent_w) (rounded twice); 0: as projected.
+template <int THREADS, int HM, int NOPE, int ROPE, int LORA, bool ROTARY, int LATENT_NORM>
 __device__ __forceinline__ void
 mla_rope_append_with(int task, int ntasks, int pos, float theta, const bf16 *q, const bf16 *kv,
                      bf16 *q_rope, const bf16 *ckv_in, const bf16 *kr_in, bf16 *ckv_out,
@@ -63,7 +64,7 @@ mla_rope_append_with(int task, int ntasks, int pos, float theta, const bf16 *q, 
       kr_out[(size_t)pos * ROPE + 2 * p + 1] = __ldcg(kv + LORA + 2 * p + 1);
     }
   }
-  if constexpr (LATENT_NORM) {
+  if constexpr (LATENT_NORM != 0) {
     __shared__ float scratch[32];
     float ss = 0.f;
     for (int d = threadIdx.x; d < LORA; d += THREADS) {
@@ -73,7 +74,9 @@ mla_rope_append_with(int task, int ntasks, int pos, float theta, const bf16 *q, 
     ss = block_sum<THREADS>(ss, scratch);
     const float r = 1.f / sqrtf(ss / float(LORA) + latent_eps);
     for (int d = tid; d < LORA; d += stride)
-      ckv_out[(size_t)pos * LORA + d] = f2bf(bf2f(__ldcg(kv + d)) * r * bf2f(latent_w[d]));
+      ckv_out[(size_t)pos * LORA + d] =
+          LATENT_NORM == 2 ? f2bf(round_bf16(bf2f(__ldcg(kv + d)) * r) * bf2f(latent_w[d]))
+                           : f2bf(bf2f(__ldcg(kv + d)) * r * bf2f(latent_w[d]));
   } else {
     (void)latent_w, (void)latent_eps;
     for (int d = tid; d < LORA; d += stride)
@@ -95,11 +98,11 @@ template <int THREADS, int HM, int NOPE, int ROPE, int LORA>
 __device__ void mla_rope_append(int task, int ntasks, int pos, float theta, const bf16 *q,
                                 const bf16 *kv, bf16 *q_rope, const bf16 *ckv_in,
                                 const bf16 *kr_in, bf16 *ckv_out, bf16 *kr_out) {
-  mla_rope_append_with<THREADS, HM, NOPE, ROPE, LORA, true, false>(
+  mla_rope_append_with<THREADS, HM, NOPE, ROPE, LORA, true, 0>(
       task, ntasks, pos, theta, q, kv, q_rope, ckv_in, kr_in, ckv_out, kr_out, nullptr, 0.f);
 }
 /// mla_rope_append_with as the emitted kernels call it (out of line).
-template <int THREADS, int HM, int NOPE, int ROPE, int LORA, bool ROTARY, bool LATENT_NORM>
+template <int THREADS, int HM, int NOPE, int ROPE, int LORA, bool ROTARY, int LATENT_NORM>
 __device__ void mla_rope_append_form(int task, int ntasks, int pos, float theta, const bf16 *q,
                                      const bf16 *kv, bf16 *q_rope, const bf16 *ckv_in,
                                      const bf16 *kr_in, bf16 *ckv_out, bf16 *kr_out,

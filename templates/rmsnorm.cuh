@@ -46,9 +46,10 @@ __device__ __forceinline__ void block_residual(const bf16 *base, const float *ac
   }
 }
 
-/// y_smem = bf16(x * rsqrt(mean(x^2) + eps) * w) as floats. x_smem may alias
-/// y_smem. `scratch` holds 32 floats.
-template <int THREADS>
+/// y_smem = bf16(x * rsqrt(mean(x^2) + eps) * w) as floats (ROUND_TWICE:
+/// bf16(bf16(x * rsqrt(...)) * w)). x_smem may alias y_smem. `scratch` holds
+/// 32 floats.
+template <int THREADS, bool ROUND_TWICE = false>
 __device__ __forceinline__ void block_rmsnorm(const float *x_smem, const bf16 *w, int D, float eps,
                                               float *y_smem, float *scratch) {
   __syncthreads();
@@ -60,7 +61,8 @@ __device__ __forceinline__ void block_rmsnorm(const float *x_smem, const bf16 *w
   const float r = 1.f / sqrtf(ss / float(D) + eps);
   MK_UNROLL_RUNTIME
   for (int i = threadIdx.x; i < D; i += THREADS)
-    y_smem[i] = round_bf16(x_smem[i] * r * bf2f(w[i]));
+    y_smem[i] = ROUND_TWICE ? round_bf16(round_bf16(x_smem[i] * r) * bf2f(w[i]))
+                            : round_bf16(x_smem[i] * r * bf2f(w[i]));
   __syncthreads();
 }
 
@@ -106,8 +108,10 @@ constexpr int kNormWeightQuads = 4;
 /// REG_LOADS (for a phase whose first weight stream was begun before the
 /// norm) loads base and sums through registers instead of cp.async: a
 /// cp.async wait cannot skip older groups, so it would wait for the whole
-/// begun stream.
-template <int THREADS, bool BASE_IN_STAGE = false, bool REG_LOADS = false>
+/// begun stream. ROUND_TWICE: y = bf16(bf16(x * r) * w) (the released
+/// model's norms; default once, bf16(x * r * w)).
+template <int THREADS, bool BASE_IN_STAGE = false, bool REG_LOADS = false,
+          bool ROUND_TWICE = false>
 __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const float *acc,
                                                        const bf16 *w, int D, float eps,
                                                        float *y_smem, bf16 *out, float *scratch,
@@ -139,7 +143,7 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
 #endif
   if (!vec) {
     block_residual<THREADS>(base, acc, D, y_smem, out, resid, residBase);
-    block_rmsnorm<THREADS>(y_smem, w, D, eps, y_smem, scratch);
+    block_rmsnorm<THREADS, ROUND_TWICE>(y_smem, w, D, eps, y_smem, scratch);
     return;
   }
   [[maybe_unused]] StageClock clk; // -DMK_PHASE_TIMING: loads, then the rest
@@ -255,8 +259,14 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
   auto scale = [&](int q, uint2 wv) {
     float4 *xd = reinterpret_cast<float4 *>(y_smem) + q;
     const float4 x = *xd;
-    *xd = make_float4(round_bf16(x.x * r * bf_lo(wv.x)), round_bf16(x.y * r * bf_hi(wv.x)),
-                      round_bf16(x.z * r * bf_lo(wv.y)), round_bf16(x.w * r * bf_hi(wv.y)));
+    if constexpr (ROUND_TWICE)
+      *xd = make_float4(round_bf16(round_bf16(x.x * r) * bf_lo(wv.x)),
+                        round_bf16(round_bf16(x.y * r) * bf_hi(wv.x)),
+                        round_bf16(round_bf16(x.z * r) * bf_lo(wv.y)),
+                        round_bf16(round_bf16(x.w * r) * bf_hi(wv.y)));
+    else
+      *xd = make_float4(round_bf16(x.x * r * bf_lo(wv.x)), round_bf16(x.y * r * bf_hi(wv.x)),
+                        round_bf16(x.z * r * bf_lo(wv.y)), round_bf16(x.w * r * bf_hi(wv.y)));
   };
   auto weightAt = [&](int q) {
     return sw ? *reinterpret_cast<const uint2 *>(sw + 8 * q)
@@ -282,13 +292,14 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
 #else
 #define MK_NORM_OUTLINED_ATTR __noinline__
 #endif
-template <int THREADS, bool BASE_IN_STAGE = false, bool REG_LOADS = false>
+template <int THREADS, bool BASE_IN_STAGE = false, bool REG_LOADS = false,
+          bool ROUND_TWICE = false>
 __device__ MK_NORM_OUTLINED_ATTR void
 block_residual_rmsnorm_outlined(const bf16 *base, const float *acc, const bf16 *w, int D,
                                 float eps, float *y_smem, bf16 *out, float *scratch,
                                 void *stage, bf16 *resid, bool residBase) {
-  block_residual_rmsnorm<THREADS, BASE_IN_STAGE, REG_LOADS>(base, acc, w, D, eps, y_smem, out,
-                                                            scratch, stage, resid, residBase);
+  block_residual_rmsnorm<THREADS, BASE_IN_STAGE, REG_LOADS, ROUND_TWICE>(
+      base, acc, w, D, eps, y_smem, out, scratch, stage, resid, residBase);
 }
 
 } // namespace mk

@@ -120,11 +120,23 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
       workTask = t;
       needWork(2 * dim); // residual_rmsnorm_stage_bytes(dim) / 4
     }
-    // With a stream begun, the norm's loads go through registers (a
-    // cp.async wait would wait for the stream's groups too).
+    // Its template arguments past THREADS: BASE_IN_STAGE, REG_LOADS (with a
+    // stream begun the norm's loads go through registers: a cp.async wait
+    // would wait for the stream's groups too) and ROUND_TWICE, written up to
+    // the last that is not its default.
+    const std::optional<uint64_t> roundings = norm.getRoundings();
+    if (roundings && *roundings != 1 && *roundings != 2)
+      return norm.emitOpError("roundings must be 1 or 2, got ") << *roundings;
+    const bool flags[] = {!resident && passWork, !passWork, roundings && *roundings == 2};
+    std::string targs;
+    for (int last = 2; last >= 0; --last)
+      if (flags[last]) {
+        for (int k = 0; k <= last; ++k)
+          targs += flags[k] ? ", true" : ", false";
+        break;
+      }
     os << "    {\n    MK_STAGE_BEGIN();\n"
-       << "    mk::block_residual_rmsnorm_outlined<" << T
-       << (passWork ? (!resident ? ", true" : "") : ", false, true") << ">(" << ptr(base) << ", " << accArg
+       << "    mk::block_residual_rmsnorm_outlined<" << T << targs << ">(" << ptr(base) << ", " << accArg
        << ", " << ident(norm.getWeight()) << ", " << dim << ", " << eps << ", xs, "
        << outArg << ", scratch, " << (passWork ? "work" : "nullptr") << ", "
        << (resident ? "resid" : "nullptr") << ", " << (residBase ? "true" : "false") << ");\n"

@@ -291,13 +291,17 @@ LogicalResult Emitter::lowerTask(MlaRopeAppendOp op, int64_t /*group*/, llvm::ra
   const std::optional<StringRef> norm = op.getLatentNorm();
   if (norm.has_value() != op.getLatentEps().has_value())
     return op.emitOpError("takes latent_norm and latent_eps together");
+  const std::optional<uint64_t> roundings = op.getLatentRoundings();
+  if (roundings && *roundings != 1 && *roundings != 2)
+    return op.emitOpError("latent_roundings must be 1 or 2, got ") << *roundings;
+  const int normForm = !norm ? 0 : roundings ? int(*roundings) : 1;
   const bool plain = theta && !norm; // the unit's form, as emitted before
   if (norm)
     needStaticShared("mla_rope_append", 4 * 32); // the latent's block sum (block_sum scratch)
   o << "      mkgen::call<&mk::" << (plain ? "mla_rope_append" : "mla_rope_append_form") << "<"
     << T << ", " << hm << ", " << nope << ", " << rope << ", " << lora
-    << (plain ? std::string() : std::string(", ") + (theta ? "true" : "false") + ", " +
-                                    (norm ? "true" : "false"))
+    << (plain ? std::string()
+              : std::string(", ") + (theta ? "true" : "false") + ", " + std::to_string(normForm))
     << ">>(i, " << t.getCount() << ", ctx_len, "
     << fmtFloat(theta ? theta->convertToDouble() : 0.0)
     << ", " << ptr(op.getQ()) << ", " << ptr(op.getKv()) << ", "

@@ -60,6 +60,8 @@ private:
   void declareSymbols(ModuleOp module);
   Value buildKda(int64_t layer, Value u, LayerState &st);
   Value buildMla(int64_t layer, Value u, Value pos, LayerState &st);
+  /// The norms' `round_twice` (rmsnorm_rounding "twice"), or none.
+  UnitAttr roundTwice() { return cfg.normRoundTwice ? b.getUnitAttr() : UnitAttr(); }
   Value buildGqa(int64_t layer, Value u, Value pos, LayerState &st);
   Value buildMoe(int64_t layer, Value u);
   Value buildDenseFfn(int64_t layer, Value u);
@@ -183,7 +185,8 @@ Value GraphBuilder::buildMla(int64_t layer, Value u, Value pos,
   // The latent normalized before it is cached (mla_latent_norm).
   if (cfg.mlaLatentNorm)
     c = b.create<RMSNormOp>(loc(p + ".kv_a_norm"), c.getType(), c, sym(p + ".kv_a_norm"),
-                            b.getF64FloatAttr(BlockConfig::kMlaLatentNormEps));
+                            b.getF64FloatAttr(BlockConfig::kMlaLatentNormEps),
+                            roundTwice());
   Value kr = b.create<SliceOp>(loc(p + ".kr"), bvec(cfg.qkRope), kv,
                                cfg.kvLora);
   Value krr = kr;
@@ -363,7 +366,7 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
   for (size_t i = 0; i < cfg.pattern.size(); ++i) {
     const std::string p = layerPrefix(i);
     Value n = captured(b.create<RMSNormOp>(loc(p + ".attn_norm"), x.getType(), x,
-                                           sym(p + ".attn_norm"), eps),
+                                           sym(p + ".attn_norm"), eps, roundTwice()),
                        "attn_in");
     Value attn = cfg.pattern[i] == LayerKind::KDA   ? buildKda(i, n, layerStates[i])
                  : cfg.pattern[i] == LayerKind::GQA ? buildGqa(i, n, pos, layerStates[i])
@@ -373,7 +376,8 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
     // "moe_out") in dense-FFN layers too: one trace vocabulary per layer.
     const bool dense = cfg.denseFfn(int64_t(i));
     const std::string norm = p + (dense ? ".mlp_norm" : ".moe_norm");
-    Value m = captured(b.create<RMSNormOp>(loc(norm), h.getType(), h, sym(norm), eps),
+    Value m = captured(b.create<RMSNormOp>(loc(norm), h.getType(), h, sym(norm), eps,
+                                           roundTwice()),
                        "moe_in");
     Value moe = dense ? buildDenseFfn(i, m) : buildMoe(i, m);
     x = b.create<AddOp>(loc(p + ".moe_residual"), h.getType(), h, moe);

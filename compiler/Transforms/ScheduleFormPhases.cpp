@@ -74,6 +74,7 @@ struct ValueInfo {
   int64_t offset = 0;
   Value base, acc; // Residual
   double eps = 0;  // LatentNorm
+  bool roundTwice = false; // LatentNorm
 };
 
 /// The dtype name of a graph tensor's element type ("bf16", "f32", "i32",
@@ -407,6 +408,7 @@ LogicalResult Lowering::lowerNorm(graph::RMSNormOp op) {
     v.kind = ValueInfo::LatentNorm;
     v.aux = name;
     v.eps = op.getEps().convertToDouble();
+    v.roundTwice = op.getRoundTwice();
     set(op.getOutput(), v);
     return success();
   }
@@ -453,6 +455,8 @@ LogicalResult Lowering::lowerNorm(graph::RMSNormOp op) {
   setArg(tk, "weight", name);
   setArg(tk, "dim", hidden);
   setArg(tk, "eps", op.getEps().convertToDouble());
+  if (op.getRoundTwice())
+    setArg(tk, "roundings", int64_t(2));
   setArg(tk, "xs", xs);
   setCaptures(tk, {op.getOperation()});
   set(op.getOutput(), ValueInfo{ValueInfo::Shared, xs, ""});
@@ -736,6 +740,8 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
   if (row->kind == ValueInfo::LatentNorm) {
     setArg(a, "latent_norm", row->aux);
     setArg(a, "latent_eps", row->eps);
+    if (row->roundTwice)
+      setArg(a, "latent_roundings", int64_t(2));
   }
   common(a, {"heads", "nope", "rope", "lora"});
 

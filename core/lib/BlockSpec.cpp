@@ -162,6 +162,15 @@ bool parseConfigKeys(const json::Value &obj, BlockConfig &cfg, const IntKey (&in
       }
       cfg.router = v.string == "sigmoid" ? RouterKind::Sigmoid : RouterKind::Softmax;
     }
+    if (!dense && key == "rmsnorm_rounding") {
+      known = true;
+      if (!v.isString() || (v.string != "once" && v.string != "twice")) {
+        error = at(v) + "config key 'rmsnorm_rounding' must be \"once\" or \"twice\", got " +
+                (v.isString() ? json::quote(v.string) : std::string(json::kindName(v.kind)));
+        return false;
+      }
+      cfg.normRoundTwice = v.string == "twice";
+    }
     // The MLA layers' form: rotation (mla_rotary, default true) and the
     // latent's norm (mla_latent_norm, default false).
     for (auto [name, field] : {std::pair<const char *, bool BlockConfig::*>{
@@ -359,6 +368,8 @@ json::Value blockConfigToJsonValue(const BlockConfig &cfg) {
     // The router kind only where it is not the unit's softmax.
     if (std::strcmp(key, "routed_scaling") == 0 && cfg.router == RouterKind::Sigmoid)
       conf.set("router", json::Value::fromString("sigmoid"));
+    if (std::strcmp(key, "eps") == 0 && cfg.normRoundTwice)
+      conf.set("rmsnorm_rounding", json::Value::fromString("twice"));
     // The MLA form only where it is not the unit's.
     if (std::strcmp(key, "v_head") == 0) {
       if (!cfg.mlaRotary)

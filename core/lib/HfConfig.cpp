@@ -304,8 +304,7 @@ bool KimiLinearImport::run(HfImport &out, std::string &error) {
   differences.push_back(
       "model_type = \"kimi_linear\": the released model's KDA layer (L2-normalized q and k, a "
       "decay through f_a/f_b with A_log and dt_bias, a sigmoid-gated per-head RMSNorm on its "
-      "output), bf16 rounding inside the experts and the dense FFN, RMSNorm rounded twice, and "
-      "its "
+      "output), bf16 rounding inside the experts and the dense FFN, and its "
       "embedding and LM head are not the unit family's (docs/semantics-kimi-linear.md, "
       "section 12)");
   expect("q_lora_rank", [](const json::Value &v) { int64_t n; return v.isNull() || (v.getInt(n) && n == 0); },
@@ -316,6 +315,8 @@ bool KimiLinearImport::run(HfImport &out, std::string &error) {
     // mla_latent_norm), and mla_use_nope leaves the rope parts unrotated
     // (the family's mla_rotary = false).
     cfg.mlaLatentNorm = true;
+    // Its RMSNorms round twice (the family's rmsnorm_rounding "twice").
+    cfg.normRoundTwice = true;
     const json::Value *nope = r.get("mla_use_nope");
     if (nope && nope->isBool())
       cfg.mlaRotary = !nope->boolean;

@@ -192,7 +192,7 @@ std::vector<BFloat16> mlaAttention(const BlockConfig &cfg, const TensorMap &w,
   std::vector<BFloat16> latent(kv.begin(), kv.begin() + lora);
   if (cfg.mlaLatentNorm)
     oracle::rmsNorm(kv.data(), weight(w, p + "kv_a_norm").bf16(), lora,
-                    float(BlockConfig::kMlaLatentNormEps), latent.data());
+                    float(BlockConfig::kMlaLatentNormEps), latent.data(), cfg.normRoundTwice);
 
   HostTensor &cKv = st.tensors.at(sp + "c_kv");
   HostTensor &kRope = st.tensors.at(sp + "k_rope");
@@ -397,7 +397,8 @@ void layerStep(const BlockConfig &cfg, const TensorMap &weights, DecodeState &st
   const bool round = !(options && options->unroundedWeights);
   std::vector<BFloat16> u(static_cast<size_t>(d));
   const std::string p = layerPrefix(layer);
-  oracle::rmsNorm(x.data(), weight(weights, p + ".attn_norm").bf16(), d, eps, u.data());
+  oracle::rmsNorm(x.data(), weight(weights, p + ".attn_norm").bf16(), d, eps, u.data(),
+                  cfg.normRoundTwice);
   rec.bf16("attn_in", u);
   const LayerKind kind = cfg.pattern[size_t(layer)];
   std::vector<BFloat16> attn =
@@ -411,7 +412,7 @@ void layerStep(const BlockConfig &cfg, const TensorMap &weights, DecodeState &st
   // dense-FFN layer too.
   const bool dense = cfg.denseFfn(layer);
   oracle::rmsNorm(h.data(), weight(weights, p + (dense ? ".mlp_norm" : ".moe_norm")).bf16(), d,
-                  eps, u.data());
+                  eps, u.data(), cfg.normRoundTwice);
   rec.bf16("moe_in", u);
   x = residual(h, dense ? denseFfn(cfg, weights, layer, u, rec, round)
                         : moe(cfg, weights, layer, u, rec, options));

@@ -172,13 +172,14 @@ void bf16Linear(const BFloat16 *x, const BFloat16 *W, int64_t out, int64_t in,
 }
 
 void rmsNorm(const BFloat16 *x, const BFloat16 *w, int64_t n, float eps,
-             BFloat16 *out) {
+             BFloat16 *out, bool roundTwice) {
   float ss = 0.0f;
   for (int64_t i = 0; i < n; ++i)
     ss = ss + x[i].toFloat() * x[i].toFloat();
   float r = 1.0f / std::sqrt(ss / float(n) + eps);
   for (int64_t i = 0; i < n; ++i)
-    out[i] = BFloat16(x[i].toFloat() * r * w[i].toFloat());
+    out[i] = roundTwice ? BFloat16(BFloat16(x[i].toFloat() * r).toFloat() * w[i].toFloat())
+                        : BFloat16(x[i].toFloat() * r * w[i].toFloat());
 }
 
 void shortConvStep(const BFloat16 *fresh, BFloat16 *window,

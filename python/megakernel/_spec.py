@@ -71,8 +71,9 @@ def spec_from_config(cfg: Any, name: Optional[str] = None) -> Dict[str, Any]:
     `pattern` ("K", "M" and "G" layers), optionally `eps`, `name`, the
     dense-FFN layers' `dense_layers` and `dense_inter`, the GQA layers'
     `gqa_heads`, `gqa_kv_heads` and `gqa_head_dim`, `router`: "softmax"
-    or the released model's "sigmoid", and the MLA form's `mla_rotary`
-    (default True) and `mla_latent_norm` (default False). The dense GQA family's (`family`
+    or the released model's "sigmoid", the MLA form's `mla_rotary`
+    (default True) and `mla_latent_norm` (default False), and
+    `rmsnorm_rounding` ("once", or the released model's "twice"). The dense GQA family's (`family`
     "dense_gqa", or no `family`, no `pattern` and the fields `heads`,
     `kv_heads`, `head_dim`, `inter`, `layers`): `hidden`, `heads`,
     `kv_heads`, `head_dim`, `inter`, `rope_theta`, `group`, `layers`,
@@ -94,6 +95,11 @@ def spec_from_config(cfg: Any, name: Optional[str] = None) -> Dict[str, Any]:
         raise ValueError("router %r is neither \"softmax\" nor \"sigmoid\"" % (router,))
     if router == "sigmoid":
         conf["router"] = router
+    rounding = str(getattr(cfg, "rmsnorm_rounding", "once") or "once")
+    if rounding not in ("once", "twice"):
+        raise ValueError("rmsnorm_rounding %r is neither \"once\" nor \"twice\"" % (rounding,))
+    if rounding == "twice":
+        conf["rmsnorm_rounding"] = rounding
     # The MLA form, written only where it is not the unit's.
     for k, unit in (("mla_rotary", True), ("mla_latent_norm", False)):
         v = getattr(cfg, k, unit)

@@ -177,6 +177,12 @@ TEST(EmitterNvrtc, MlaWithoutRotationLatentNormed) {
   check("examples/specs/kimi_linear_mla_nope.json", "mk_kimi_linear_mla_nope");
 }
 
+// Every released-model form at once (norms rounded twice among them).
+TEST(EmitterNvrtc, ReleasedForms) {
+  check("examples/specs/tiny_released_forms.json", "mk_tiny_released_forms");
+  check("examples/specs/kimi_linear_released_forms.json", "mk_kimi_linear_released_forms");
+}
+
 namespace {
 
 /// The Kimi-Linear kernel with one pass option: compiled like the others

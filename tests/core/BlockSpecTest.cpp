@@ -407,6 +407,26 @@ TEST(BlockSpec, MlaForm) {
             std::string::npos);
 }
 
+TEST(BlockSpec, RmsnormRounding) {
+  BlockConfig cfg;
+  std::string err;
+  ASSERT_TRUE(parseBlockSpec(tinyWith("\"group\"", "\"rmsnorm_rounding\": \"twice\", \"group\""),
+                             cfg, err))
+      << err;
+  EXPECT_TRUE(cfg.normRoundTwice);
+  BlockConfig back;
+  ASSERT_TRUE(parseBlockSpec(blockConfigToJson(cfg), back, err)) << err;
+  EXPECT_TRUE(back.normRoundTwice);
+  EXPECT_EQ(blockConfigToJson(BlockConfig{}).find("rmsnorm_rounding"), std::string::npos);
+  ASSERT_TRUE(parseBlockSpec(tinyWith("\"group\"", "\"rmsnorm_rounding\": \"once\", \"group\""),
+                             cfg, err))
+      << err;
+  EXPECT_FALSE(cfg.normRoundTwice);
+  EXPECT_NE(specError(tinyWith("\"group\"", "\"rmsnorm_rounding\": 2, \"group\""))
+                .find("config key 'rmsnorm_rounding' must be \"once\" or \"twice\", got number"),
+            std::string::npos);
+}
+
 TEST(BlockSpec, UnreadableFile) {
   BlockConfig cfg;
   std::string err;

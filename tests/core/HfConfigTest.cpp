@@ -105,6 +105,7 @@ TEST(HfConfig, ReleasedKimiLinearAsUnitKeepsItsDimensions) {
   // Its MLA: unrotated (mla_use_nope), the latent normalized (kv_a_layernorm).
   EXPECT_FALSE(c.mlaRotary);
   EXPECT_TRUE(c.mlaLatentNorm);
+  EXPECT_TRUE(c.normRoundTwice);
   // A note for the group and one per difference (model_type; the dense
   // first layer, the sigmoid router and the MLA form are represented).
   ASSERT_EQ(out.notes.size(), 2u);

@@ -638,6 +638,11 @@ TEST(OracleGpu, SigmoidRouterOneStep) { oneStepAgainstOracle("kimi_linear_sigmoi
 TEST(OracleGpu, TinyMlaNopeOneStep) { oneStepAgainstOracle("tiny_mla_nope"); }
 TEST(OracleGpu, TinyMlaNopeEightSteps) { eightSteps("tiny_mla_nope"); }
 TEST(OracleGpu, MlaNopeOneStep) { oneStepAgainstOracle("kimi_linear_mla_nope"); }
+// Every form of the released model the family expresses, at once: the MLA
+// form, the sigmoid router, a dense first layer, norms rounded twice.
+TEST(OracleGpu, TinyReleasedFormsOneStep) { oneStepAgainstOracle("tiny_released_forms"); }
+TEST(OracleGpu, TinyReleasedFormsEightSteps) { eightSteps("tiny_released_forms"); }
+TEST(OracleGpu, ReleasedFormsOneStep) { oneStepAgainstOracle("kimi_linear_released_forms"); }
 // The dense GQA family: a tiny two-layer spec and a Qwen3-8B-sized layer.
 TEST(OracleGpu, TinyDenseGqaOneStep) { oneStepAgainstOracle("tiny_dense_gqa"); }
 TEST(OracleGpu, TinyDenseGqaEightSteps) { eightSteps("tiny_dense_gqa"); }

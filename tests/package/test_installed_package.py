@@ -102,6 +102,7 @@ class SpecFromHuggingFace(unittest.TestCase):
         self.assertEqual(spec["config"]["n_experts"], 256)
         self.assertIs(spec["config"]["mla_rotary"], False)
         self.assertIs(spec["config"]["mla_latent_norm"], True)
+        self.assertEqual(spec["config"]["rmsnorm_rounding"], "twice")
         self.assertEqual(spec["config"]["eps"], 1e-05)
         self.assertEqual("".join(spec["pattern"]), "KKKM" * 6 + "KKM")
         self.assertEqual(spec["config"]["dense_layers"], 1)
@@ -176,6 +177,15 @@ class SpecFromConfig(unittest.TestCase):
         with self.assertRaises(ValueError) as cm:
             megakernel.spec_from_config(cfg)
         self.assertIn("mla_rotary", str(cm.exception))
+
+    def test_rmsnorm_rounding_written_only_when_twice(self):
+        _, cfg = self._cfg()
+        self.assertNotIn("rmsnorm_rounding", megakernel.spec_from_config(cfg)["config"])
+        _, cfg = self._cfg(rmsnorm_rounding="twice")
+        self.assertEqual(megakernel.spec_from_config(cfg)["config"]["rmsnorm_rounding"], "twice")
+        _, cfg = self._cfg(rmsnorm_rounding="thrice")
+        with self.assertRaises(ValueError):
+            megakernel.spec_from_config(cfg)
 
     def test_unknown_router_is_refused(self):
         _, cfg = self._cfg(router="relu")

@@ -89,10 +89,15 @@ def w4a16(x, W, prefix, group, expert=None, round_out=True):
     return bf16(y) if round_out else y.astype(F32)
 
 
-def rmsnorm(x, w, eps):
+def rmsnorm(x, w, eps, twice=False):
     x = x.astype(F32)
     r = F32(1.0) / np.sqrt(np.mean(x * x, dtype=F32) + F32(eps))
-    return bf16(x * r * w)
+    return bf16(bf16(x * r) * w) if twice else bf16(x * r * w)
+
+
+def twice(cfg):
+    """Whether the spec's norms round twice (rmsnorm_rounding)."""
+    return cfg.get("rmsnorm_rounding", "once") == "twice"
 
 
 def silu(x):
@@ -162,7 +167,7 @@ def mla(cfg, W, S, p, sp, u, pos):
         q[:, nope:] = rope(q[:, nope:], pos, cfg["rope_theta"])
         kr = rope(kr, pos, cfg["rope_theta"])
     if cfg.get("mla_latent_norm", False):
-        c = rmsnorm(c, W[p + "kv_a_norm"], 1e-6)
+        c = rmsnorm(c, W[p + "kv_a_norm"], 1e-6, twice(cfg))
     S[sp + "c_kv"] = np.concatenate([S[sp + "c_kv"], c[None]], axis=0)
     S[sp + "k_rope"] = np.concatenate([S[sp + "k_rope"], kr[None]], axis=0)
     ckv, krope = S[sp + "c_kv"], S[sp + "k_rope"]
@@ -229,16 +234,16 @@ def step(spec, W, S, x):
             pos = S["state.%d.c_kv" % i].shape[0] if pos is None else pos
     for i, kind in enumerate(spec["pattern"]):
         p, sp = "blocks.%d." % i, "state.%d." % i
-        u = rmsnorm(x, W[p + "attn_norm"], eps)
+        u = rmsnorm(x, W[p + "attn_norm"], eps, twice(cfg))
         if kind in ("K", "kda"):
             a = kda(cfg, W, S, p + "attn.", sp, u)
         else:
             a = mla(cfg, W, S, p + "attn.", sp, u, pos)
         h = bf16(x + a)
         if i < cfg.get("dense_layers", 0):
-            x = bf16(h + dense_ffn(cfg, W, p + "mlp.", rmsnorm(h, W[p + "mlp_norm"], eps)))
+            x = bf16(h + dense_ffn(cfg, W, p + "mlp.", rmsnorm(h, W[p + "mlp_norm"], eps, twice(cfg))))
         else:
-            x = bf16(h + moe(cfg, W, p + "moe.", rmsnorm(h, W[p + "moe_norm"], eps)))
+            x = bf16(h + moe(cfg, W, p + "moe.", rmsnorm(h, W[p + "moe_norm"], eps, twice(cfg))))
     return x
 
 

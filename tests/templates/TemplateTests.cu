@@ -563,6 +563,69 @@ TEST(Norm, ResidualThenRmsNormAsTheSpec) {
   }
 }
 
+/// The norm rounded twice (ROUND_TWICE: the released model's), its loads by
+/// cp.async or through registers (REG_LOADS, the form after a begun stream).
+template <bool REG>
+__global__ void __launch_bounds__(T, 1)
+    normTwiceKernel(const mk::bf16 *base, const float *acc, const mk::bf16 *w, int D, float *y,
+                    mk::bf16 *out) {
+  extern __shared__ float smem[];
+  const int d4 = (D + 3) / 4 * 4;
+  mk::bf16 *resid = reinterpret_cast<mk::bf16 *>(smem + d4 + 32);
+  mk::block_residual_rmsnorm<T, false, REG, true>(base, acc, w, D, 1e-6f, smem, out, smem + d4,
+                                                  nullptr, resid, false);
+  for (int i = threadIdx.x; i < D; i += T)
+    y[blockIdx.x * D + i] = smem[i];
+}
+
+// The two roundings differ by at most one ulp, so the tolerance of the test
+// above cannot tell them apart: where they differ, the kernel must give the
+// twice-rounded value (all but the few elements whose scale the block sum's
+// order moves). The vector path (2304) in both load forms and the
+// element-wise fallback (2300).
+TEST(Norm, RoundedTwice) {
+  REQUIRE_GPU();
+  for (int D : {2304, 2300}) {
+    for (bool reg : {false, true}) {
+      Rng r(D + 7);
+      auto base = randBf16(r, D, 1.f), w = randBf16(r, D, 0.5f);
+      std::vector<float> acc(D);
+      for (float &a : acc)
+        a = r.normal(0.5f);
+      Dev<HB> db(base), dw(w), dout(D);
+      Dev<float> da(acc), dy(D);
+      const int smemBytes = normSmemBytes(D);
+      auto kernel = reg ? normTwiceKernel<true> : normTwiceKernel<false>;
+      CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytes));
+      kernel<<<1, T, smemBytes>>>(db.as<mk::bf16>(), da.p, dw.as<mk::bf16>(), D, dy.p,
+                                  dout.as<mk::bf16>());
+      CK(cudaGetLastError());
+      CK(cudaDeviceSynchronize());
+      std::vector<float> x(D);
+      double ss = 0;
+      for (int i = 0; i < D; ++i) {
+        x[i] = mk::roundBf16(base[i].toFloat() + mk::roundBf16(acc[i]));
+        ss += double(x[i]) * x[i];
+      }
+      const float rr = 1.f / std::sqrt(float(ss / D) + 1e-6f);
+      auto y = dy.get();
+      int differ = 0, twice = 0, once = 0;
+      for (int i = 0; i < D; ++i) {
+        const float w1 = mk::roundBf16(x[i] * rr * w[i].toFloat());
+        const float w2 = mk::roundBf16(mk::roundBf16(x[i] * rr) * w[i].toFloat());
+        if (w1 == w2)
+          continue;
+        ++differ;
+        twice += y[i] == w2;
+        once += y[i] == w1;
+      }
+      EXPECT_GT(differ, D / 50) << "D=" << D << ": the roundings should differ often";
+      EXPECT_GE(twice, differ * 9 / 10) << "D=" << D << " reg=" << reg << ": " << once
+                                         << " of " << differ << " rounded once";
+    }
+  }
+}
+
 /// Two norms in a row as the emitted kernels chain them: the first keeps its
 /// residual in `resid` (shared memory), the second reads its base from
 /// there, not from `out1` (which only block 0 writes, in this same launch).

@@ -66,6 +66,10 @@ struct BlockConfig {
   /// arithmetic; false (the unit) caches it as projected.
   bool mlaLatentNorm = false;
   static constexpr double kMlaLatentNormEps = 1e-6;
+  /// RMSNorm rounding: false (the unit) rounds once, bf16(x * r * w); true
+  /// (the released model) twice, bf16(bf16(x * r) * w). Every norm of the
+  /// family: the layers' input and FFN norms and the MLA latent's.
+  bool normRoundTwice = false;
   /// Layers [0, denseLayers) have a dense SwiGLU FFN of width denseInter
   /// (`blocks.i.mlp`, plain [in, out] linears) in place of the MoE;
   /// 0: every layer has the MoE (the spec's unit).

@@ -34,7 +34,8 @@ constexpr TaskArgSpec optOut(llvm::StringLiteral n) {
 
 const TaskArgSpec kResidualRmsnorm[] = {
     in("base"),          optIn("acc"),     optOut("out"), optOut("xs"),
-    {"weight", T::Weight}, {"dim", T::Pos}, {"eps", T::Float}, {"captures", T::Captures}};
+    {"weight", T::Weight}, {"dim", T::Pos}, {"eps", T::Float}, {"captures", T::Captures},
+    {"roundings", T::Pos, O}};
 const TaskArgSpec kW4A16Gemv[] = {
     {"weights", T::Weights},
     {"outputs", T::Buffers, Formed, false, A::Output},
@@ -72,7 +73,7 @@ const TaskArgSpec kMlaRopeAppend[] = {in("q"),           in("kv"),           out
                                       inout("c_kv"),     inout("k_rope"),    {"theta", T::Float, O},
                                       {"lora", T::Pos},  {"heads", T::Pos},  {"nope", T::Pos},
                                       {"rope", T::Pos},  {"latent_norm", T::Weight, O},
-                                      {"latent_eps", T::Float, O}};
+                                      {"latent_eps", T::Float, O}, {"latent_roundings", T::Pos, O}};
 const TaskArgSpec kMlaQAbsorb[] = {in("q"),          out("q_abs"),     {"kv_b", T::Weight},
                                    {"nope", T::Pos}, {"lora", T::Pos}, {"heads", T::Pos},
                                    {"v_head", T::Pos}, {"rope", T::Pos}};

@@ -64,9 +64,10 @@ void bf16Linear(const BFloat16 *x, const BFloat16 *W, int64_t out, int64_t in,
                 BFloat16 *y);
 
 /// bf16(f32(x) * rsqrt(mean(f32(x)^2) + eps) * f32(w)); the mean is the
-/// sequential sum of squares divided by n.
+/// sequential sum of squares divided by n. `roundTwice`: bf16(bf16(f32(x) *
+/// rsqrt(...)) * f32(w)) (the released model's norms).
 void rmsNorm(const BFloat16 *x, const BFloat16 *w, int64_t n, float eps,
-             BFloat16 *out);
+             BFloat16 *out, bool roundTwice = false);
 
 /// One step of the causal depthwise conv over C channels with `taps` taps:
 /// window [taps-1, C] holds the previous pre-conv rows (oldest first);

@@ -154,14 +154,17 @@ def Graph_RMSNormOp : Graph_WeightUserOp<"rmsnorm",
   let summary = "RMSNorm with a bf16 weight";
   let description = [{
     `y = bf16(f32(x) * rsqrt(mean(f32(x)^2) + eps) * f32(w))`; `weight` is a
-    `graph.weight` of shape `[d]`.
+    `graph.weight` of shape `[d]`. With `round_twice` (the released
+    Kimi-Linear model's norms) the normalized value is rounded before the
+    weight multiplies it: `y = bf16(bf16(f32(x) * rsqrt(...)) * f32(w))`.
 
     ```mlir
     %n = graph.rmsnorm %x, @"blocks.0.attn_norm" eps(1.0e-06) : tensor<2304xbf16>
+    %m = graph.rmsnorm %x, @"blocks.0.attn_norm" eps(1.0e-05) {round_twice} : tensor<2304xbf16>
     ```
   }];
   let arguments = (ins Graph_BF16Vector:$input, FlatSymbolRefAttr:$weight,
-                       F64Attr:$eps);
+                       F64Attr:$eps, UnitAttr:$round_twice);
   let results = (outs Graph_BF16Vector:$output);
   let assemblyFormat = [{
     $input `,` $weight `eps` `(` custom<Real>($eps) `)` attr-dict `:` type($input)

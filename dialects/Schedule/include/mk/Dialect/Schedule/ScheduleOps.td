@@ -331,11 +331,12 @@ defvar Schedule_ExpertArgs = (ins
     OptionalAttr<F64Attr>:$scaling, OptionalAttr<Schedule_WeightName>:$router_bias);
 
 def Schedule_ResidualRmsnormOp : Schedule_TaskBase<"residual_rmsnorm", "ResidualRmsnorm",
-    "residual add and RMSNorm, recomputed by every block into shared memory", (ins
+    "residual add and RMSNorm (rounded `roundings` times, 1 or 2; default 1), recomputed by "
+    "every block into shared memory", (ins
     FlatSymbolRefAttr:$base, OptionalAttr<FlatSymbolRefAttr>:$acc,
     OptionalAttr<FlatSymbolRefAttr>:$out, OptionalAttr<FlatSymbolRefAttr>:$xs,
     Schedule_WeightName:$weight, Schedule_PosArg:$dim, F64Attr:$eps,
-    OptionalAttr<StrArrayAttr>:$captures)>;
+    OptionalAttr<StrArrayAttr>:$captures, OptionalAttr<Schedule_PosArg>:$roundings)>;
 def Schedule_W4A16GemvOp : Schedule_TaskBase<"w4a16_gemv", "W4A16Gemv",
     "W4A16 matrix-vector product tiles of one or more weights sharing an input", (ins
     Schedule_WeightNames:$weights, Schedule_BufferArgs:$outputs, Schedule_PosArrayArg:$n,
@@ -373,12 +374,13 @@ def Schedule_FinalResidualOp : Schedule_TaskBase<"final_residual", "FinalResidua
     Schedule_PosArg:$dim)>;
 def Schedule_MlaRopeAppendOp : Schedule_TaskBase<"mla_rope_append", "MlaRopeAppend",
     "MLA RoPE of queries and key (without `theta`: copied as projected), the new latent row "
-    "(normalized with the `latent_norm` weight and `latent_eps` where given) appended to the cache", (ins
+    "(normalized with the `latent_norm` weight and `latent_eps` where given, rounded "
+    "`latent_roundings` times: 1 or 2) appended to the cache", (ins
     FlatSymbolRefAttr:$q, FlatSymbolRefAttr:$kv, FlatSymbolRefAttr:$q_rope,
     FlatSymbolRefAttr:$c_kv, FlatSymbolRefAttr:$k_rope, OptionalAttr<F64Attr>:$theta,
     Schedule_PosArg:$lora, Schedule_PosArg:$heads, Schedule_PosArg:$nope,
     Schedule_PosArg:$rope, OptionalAttr<Schedule_WeightName>:$latent_norm,
-    OptionalAttr<F64Attr>:$latent_eps)>;
+    OptionalAttr<F64Attr>:$latent_eps, OptionalAttr<Schedule_PosArg>:$latent_roundings)>;
 def Schedule_MlaQAbsorbOp : Schedule_TaskBase<"mla_q_absorb", "MlaQAbsorb",
     "MLA queries absorbed into the latent space (W_kv_b's key part)", (ins
     FlatSymbolRefAttr:$q, FlatSymbolRefAttr:$q_abs, Schedule_WeightName:$kv_b,
