@@ -153,24 +153,27 @@ bool parseConfigKeys(const json::Value &obj, BlockConfig &cfg, const IntKey (&in
       }
       cfg.*k.field = v.number;
     }
+    // Two-valued string keys: whether the value is the second (the
+    // released model's) choice.
+    auto choice = [&](const char *first, const char *second, bool &isSecond) {
+      known = true;
+      if (!v.isString() || (v.string != first && v.string != second)) {
+        error = at(v) + "config key '" + key + "' must be " + json::quote(first) + " or " +
+                json::quote(second) + ", got " +
+                (v.isString() ? json::quote(v.string) : std::string(json::kindName(v.kind)));
+        return false;
+      }
+      isSecond = v.string == second;
+      return true;
+    };
     if (!dense && key == "router") {
-      known = true;
-      if (!v.isString() || (v.string != "softmax" && v.string != "sigmoid")) {
-        error = at(v) + "config key 'router' must be \"softmax\" or \"sigmoid\", got " +
-                (v.isString() ? json::quote(v.string) : std::string(json::kindName(v.kind)));
+      bool sigmoid = false;
+      if (!choice("softmax", "sigmoid", sigmoid))
         return false;
-      }
-      cfg.router = v.string == "sigmoid" ? RouterKind::Sigmoid : RouterKind::Softmax;
+      cfg.router = sigmoid ? RouterKind::Sigmoid : RouterKind::Softmax;
     }
-    if (!dense && key == "rmsnorm_rounding") {
-      known = true;
-      if (!v.isString() || (v.string != "once" && v.string != "twice")) {
-        error = at(v) + "config key 'rmsnorm_rounding' must be \"once\" or \"twice\", got " +
-                (v.isString() ? json::quote(v.string) : std::string(json::kindName(v.kind)));
-        return false;
-      }
-      cfg.normRoundTwice = v.string == "twice";
-    }
+    if (!dense && key == "rmsnorm_rounding" && !choice("once", "twice", cfg.normRoundTwice))
+      return false;
     // The MLA layers' form: rotation (mla_rotary, default true) and the
     // latent's norm (mla_latent_norm, default false).
     for (auto [name, field] : {std::pair<const char *, bool BlockConfig::*>{

@@ -488,6 +488,25 @@ int normSmemBytes(int D) {
   return ((D + 3) / 4 * 4 + 32 + (D + 7) / 8 * 4) * 4 + mk::residual_rmsnorm_stage_bytes(D);
 }
 
+/// A norm's random inputs (base bf16, weight bf16, fp32 sums) of length D and
+/// what the host makes of them: x = bf16(base + bf16(acc)) and the scale
+/// 1 / sqrt(mean(x^2) + 1e-6).
+struct NormInputs {
+  std::vector<HB> base, w;
+  std::vector<float> acc, x;
+  float scale = 0.f;
+  NormInputs(Rng &r, int D) : base(randBf16(r, D, 1.f)), w(randBf16(r, D, 0.5f)), acc(D), x(D) {
+    for (float &a : acc)
+      a = r.normal(0.5f);
+    double ss = 0;
+    for (int i = 0; i < D; ++i) {
+      x[i] = mk::roundBf16(base[i].toFloat() + mk::roundBf16(acc[i]));
+      ss += double(x[i]) * x[i];
+    }
+    scale = 1.f / std::sqrt(float(ss / D) + 1e-6f);
+  }
+};
+
 /// fused: block_residual_rmsnorm (its loads into x and the resident
 /// residual behind the scratch; -DMK_NORM_STAGED: through the stage behind
 /// it); else block_residual then block_rmsnorm.
@@ -523,10 +542,9 @@ TEST(Norm, ResidualThenRmsNormAsTheSpec) {
                  Case{2300, true, 0}, Case{2304, true, 1}}) {
     const int D = c.D;
     Rng r(D);
-    auto base = randBf16(r, D, 1.f), w = randBf16(r, D, 0.5f);
-    std::vector<float> acc(D);
-    for (float &a : acc)
-      a = r.normal(0.5f);
+    const NormInputs in(r, D);
+    const std::vector<HB> &base = in.base, &w = in.w;
+    const std::vector<float> &acc = in.acc, &x = in.x;
     // `shift` moves the residual base one element off its allocation's
     // 16-byte alignment.
     std::vector<HB> baseBuf(base);
@@ -539,13 +557,7 @@ TEST(Norm, ResidualThenRmsNormAsTheSpec) {
                                     dy.p, dout.as<mk::bf16>(), c.fused);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
-    std::vector<float> x(D);
-    double ss = 0;
-    for (int i = 0; i < D; ++i) {
-      x[i] = mk::roundBf16(base[i].toFloat() + mk::roundBf16(acc[i]));
-      ss += double(x[i]) * x[i];
-    }
-    const float rr = 1.f / std::sqrt(float(ss / D) + 1e-6f);
+    const float rr = in.scale;
     auto y = dy.get();
     auto out = dout.get();
     int bad = 0;
@@ -588,12 +600,11 @@ TEST(Norm, RoundedTwice) {
   for (int D : {2304, 2300}) {
     for (bool reg : {false, true}) {
       Rng r(D + 7);
-      auto base = randBf16(r, D, 1.f), w = randBf16(r, D, 0.5f);
-      std::vector<float> acc(D);
-      for (float &a : acc)
-        a = r.normal(0.5f);
-      Dev<HB> db(base), dw(w), dout(D);
-      Dev<float> da(acc), dy(D);
+      const NormInputs in(r, D);
+      const std::vector<HB> &w = in.w;
+      const std::vector<float> &x = in.x;
+      Dev<HB> db(in.base), dw(w), dout(D);
+      Dev<float> da(in.acc), dy(D);
       const int smemBytes = normSmemBytes(D);
       auto kernel = reg ? normTwiceKernel<true> : normTwiceKernel<false>;
       CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytes));
@@ -601,13 +612,7 @@ TEST(Norm, RoundedTwice) {
                                   dout.as<mk::bf16>());
       CK(cudaGetLastError());
       CK(cudaDeviceSynchronize());
-      std::vector<float> x(D);
-      double ss = 0;
-      for (int i = 0; i < D; ++i) {
-        x[i] = mk::roundBf16(base[i].toFloat() + mk::roundBf16(acc[i]));
-        ss += double(x[i]) * x[i];
-      }
-      const float rr = 1.f / std::sqrt(float(ss / D) + 1e-6f);
+      const float rr = in.scale;
       auto y = dy.get();
       int differ = 0, twice = 0, once = 0;
       for (int i = 0; i < D; ++i) {
