@@ -1853,10 +1853,14 @@ __device__ void w4a16_gemv_tile_staged(const In *src, float *stage, const uint8_
 /// w4a16_gemv_tile call, which then passes prefetched = true): its first
 /// chunks are requested into the tile's ring now, and for the grouped
 /// orders (scaled, folded) first each warp's first group's scales and zero
-/// points into `red`, so that the tile's first step waits for no load. Weights depend on no phase, so a block calls this for
-/// its first task of a phase BEFORE the norm, counter waits or staging that
-/// task's inputs need, and the stream runs under them. Nothing may use
-/// `red` in between; every thread of the block calls it.
+/// points into `red`, so that the tile's first step waits for no load.
+/// Weights depend on no phase, so a block may call this for its first task
+/// of a phase BEFORE the norm, counter waits or staging that task's inputs
+/// need, and the stream runs under them (the opt-in early streams; in the
+/// unit measured slower, perf notes #87 and #129: the critical path's small
+/// loads queue behind the stream). A norm in between must load through
+/// registers (block_residual_rmsnorm's REG_LOADS). Nothing may use `red` in
+/// between; every thread of the block calls it.
 template <int THREADS, int TN, int GROUP, int ORDER>
 __device__ void w4a16_gemv_begin(const uint8_t *__restrict__ wq, const bf16 *__restrict__ scales,
                                  const bf16 *__restrict__ zeros, int N, int n0, int nvalid,

@@ -136,7 +136,8 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
         break;
       }
     os << "    {\n    MK_STAGE_BEGIN();\n"
-       << "    mk::block_residual_rmsnorm_outlined<" << T << targs << ">(" << ptr(base) << ", " << accArg
+       << "    mk::block_residual_rmsnorm_outlined<" << T << targs << ">(" << ptr(base) << ", "
+       << accArg
        << ", " << ident(norm.getWeight()) << ", " << dim << ", " << eps << ", xs, "
        << outArg << ", scratch, " << (passWork ? "work" : "nullptr") << ", "
        << (resident ? "resid" : "nullptr") << ", " << (residBase ? "true" : "false") << ");\n"
