@@ -216,7 +216,10 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
     `norm-free-streams=true` does the same only in the phases without an
     every-block norm (`early_weight_streams` on those phases), and
     `norm-streams=true` only in the phases with one (after a grid barrier:
-    the stream runs under the norm, which needs no work area).
+    the stream runs under the norm, which needs no work area and then loads
+    through registers, so that its wait is not the stream's). All three are
+    off: measured slower on the H200 (docs/perf-notes.md #87, #129: the
+    norm's and counters' small loads queue behind the streams).
     `l2-first-tasks=true` marks the phases with an every-block norm
     (`l2_first_tasks`): they start after a grid barrier, and while every
     block computes the norm the memory system would idle; instead each
