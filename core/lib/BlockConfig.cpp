@@ -137,7 +137,17 @@ std::vector<QuantLinearDesc> quantLinears(const BlockConfig &c) {
   for (size_t i = 0; i < c.pattern.size(); ++i) {
     const size_t first = out.size();
     std::string p = layerPrefix(i);
-    if (c.pattern[i] == LayerKind::KDA) {
+    if (c.pattern[i] == LayerKind::KDA && c.kdaReleased) {
+      // The released form: no g_proj; the decay's and the output gate's
+      // low-rank pairs (hidden -> head_dim -> C).
+      for (const char *n : {"q_proj", "k_proj", "v_proj"})
+        out.push_back({p + ".attn." + n, c.hidden, C, 0});
+      for (const char *n : {"f_a_proj", "g_a_proj"})
+        out.push_back({p + ".attn." + n, c.hidden, c.kdaHeadDim, 0});
+      for (const char *n : {"f_b_proj", "g_b_proj"})
+        out.push_back({p + ".attn." + n, c.kdaHeadDim, C, 0});
+      out.push_back({p + ".attn.o_proj", C, c.hidden, 0});
+    } else if (c.pattern[i] == LayerKind::KDA) {
       for (const char *n : {"q_proj", "k_proj", "v_proj", "g_proj"})
         out.push_back({p + ".attn." + n, c.hidden, C, 0});
       out.push_back({p + ".attn.o_proj", C, c.hidden, 0});
@@ -209,11 +219,19 @@ std::vector<TensorDesc> parameterTensors(const BlockConfig &c) {
     std::string p = layerPrefix(i);
     out.push_back({p + ".attn_norm", DType::BF16, {c.hidden}});
     if (c.pattern[i] == LayerKind::KDA) {
-      for (const char *n : {"q_proj", "k_proj", "v_proj", "g_proj", "o_proj"})
-        quant(p + ".attn." + n);
+      for (const char *n : {"q_proj", "k_proj", "v_proj", "g_proj", "f_a_proj", "f_b_proj",
+                            "g_a_proj", "g_b_proj", "o_proj"})
+        quant(p + ".attn." + n); // those of the layer's form
       out.push_back(
           {p + ".attn.beta_proj.weight", DType::BF16, {c.kdaHeads, c.hidden}});
       out.push_back({p + ".attn.conv_w", DType::BF16, {3, C, c.shortConv}});
+      if (c.kdaReleased) {
+        // The decay's per-head rate and per-channel bias (fp32, as the
+        // gate's arithmetic), the output norm's weight shared by the heads.
+        out.push_back({p + ".attn.A_log", DType::F32, {c.kdaHeads}});
+        out.push_back({p + ".attn.dt_bias", DType::F32, {C}});
+        out.push_back({p + ".attn.o_norm", DType::BF16, {c.kdaHeadDim}});
+      }
     } else if (c.pattern[i] == LayerKind::GQA) {
       for (const char *n : {"q_proj", "k_proj", "v_proj", "o_proj"})
         quant(p + ".attn." + n);

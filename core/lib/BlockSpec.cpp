@@ -174,6 +174,8 @@ bool parseConfigKeys(const json::Value &obj, BlockConfig &cfg, const IntKey (&in
     }
     if (!dense && key == "rmsnorm_rounding" && !choice("once", "twice", cfg.normRoundTwice))
       return false;
+    if (!dense && key == "kda_form" && !choice("unit", "released", cfg.kdaReleased))
+      return false;
     // The MLA layers' form: rotation (mla_rotary, default true) and the
     // latent's norm (mla_latent_norm, default false).
     for (auto [name, field] : {std::pair<const char *, bool BlockConfig::*>{
@@ -373,6 +375,9 @@ json::Value blockConfigToJsonValue(const BlockConfig &cfg) {
       conf.set("router", json::Value::fromString("sigmoid"));
     if (std::strcmp(key, "eps") == 0 && cfg.normRoundTwice)
       conf.set("rmsnorm_rounding", json::Value::fromString("twice"));
+    // The KDA form only where it is not the unit's.
+    if (std::strcmp(key, "short_conv") == 0 && cfg.kdaReleased)
+      conf.set("kda_form", json::Value::fromString("released"));
     // The MLA form only where it is not the unit's.
     if (std::strcmp(key, "v_head") == 0) {
       if (!cfg.mlaRotary)

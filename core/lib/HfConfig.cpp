@@ -302,11 +302,12 @@ bool KimiLinearImport::run(HfImport &out, std::string &error) {
 
   // What the released model computes that the unit family does not.
   differences.push_back(
-      "model_type = \"kimi_linear\": the released model's KDA layer (L2-normalized q and k, a "
-      "decay through f_a/f_b with A_log and dt_bias, a sigmoid-gated per-head RMSNorm on its "
-      "output), bf16 rounding inside the experts and the dense FFN, and its "
-      "embedding and LM head are not the unit family's (docs/semantics-kimi-linear.md, "
-      "section 12)");
+      "model_type = \"kimi_linear\": the released model's bf16 rounding inside the experts "
+      "and the dense FFN, and its embedding and LM head are not the unit family's "
+      "(docs/semantics-kimi-linear.md, section 12)");
+  // Its KDA layers: L2-normalized q and k, the low-rank decay with A_log
+  // and dt_bias, the gated output norm (the family's kda_form "released").
+  cfg.kdaReleased = true;
   expect("q_lora_rank", [](const json::Value &v) { int64_t n; return v.isNull() || (v.getInt(n) && n == 0); },
          true, "a low-rank query projection (the unit: one q_proj)");
   {

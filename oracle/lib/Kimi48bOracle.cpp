@@ -322,15 +322,11 @@ TensorMap makeRandomKimi48bWeights(const Kimi48bConfig &c, uint64_t seed) {
         put(bf16Normal(a + x, {C, 1, c.convKernel}, seed, 0.1));
       linear(a + "f_a_proj.weight", c.kdaHeadDim, d);
       linear(a + "f_b_proj.weight", C, c.kdaHeadDim);
-      // A_log = log(U(1, 16)): a uniform from the hash of (stream, h), its
-      // log from the generator's deterministic polynomial.
+      // A_log = log(U(1, 16)).
       HostTensor alog(TensorDesc{a + "A_log", DType::BF16, {1, 1, H, 1}});
       const uint64_t st = testdata::streamFor(seed, a + "A_log");
-      for (int64_t h = 0; h < H; ++h) {
-        const double u01 = double(testdata::mix64(st + uint64_t(h)) >> 11) * 0x1.0p-53;
-        const double x = 1.0 + 15.0 * u01;
-        alog.bf16()[h] = BFloat16(float(-testdata::detLog(1.0 / x)));
-      }
+      for (int64_t h = 0; h < H; ++h)
+        alog.bf16()[h] = BFloat16(float(testdata::logUniform1To16(st, uint64_t(h))));
       put(std::move(alog));
       put(bf16Normal(a + "dt_bias", {C}, seed, 0.1));
       linear(a + "b_proj.weight", H, d);
@@ -504,25 +500,15 @@ Vec kdaLayer(const Kimi48bConfig &c, const TensorMap &w, Kimi48bState &st, int64
   const BFloat16 *dtb = bw(w, a + "dt_bias", {C});
   std::vector<float> q(static_cast<size_t>(C)), k(static_cast<size_t>(C)),
       v(static_cast<size_t>(C)), g(static_cast<size_t>(C)), beta(static_cast<size_t>(H));
-  const float scale = 1.0f / std::sqrt(float(D));
-  for (int64_t h = 0; h < H; ++h) {
-    float sq = 0.0f, sk = 0.0f;
-    for (int64_t i = 0; i < D; ++i) {
-      const float x = qc[h * D + i].toFloat(), y = kc[h * D + i].toFloat();
-      sq = sq + x * x;
-      sk = sk + y * y;
-    }
-    const float nq = std::sqrt(sq + 1e-6f), nk = std::sqrt(sk + 1e-6f);
-    const float A = std::exp(alog[h].toFloat());
-    for (int64_t i = 0; i < D; ++i) {
-      const int64_t ch = h * D + i;
-      q[ch] = qc[ch].toFloat() / nq * scale;
-      k[ch] = kc[ch].toFloat() / nk;
-      v[ch] = vc[ch].toFloat();
-      g[ch] = -A * softplus(fl[ch].toFloat() + dtb[ch].toFloat());
-    }
-    beta[h] = sigmoid(bl[h].toFloat());
+  for (int64_t ch = 0; ch < C; ++ch) {
+    q[ch] = qc[ch].toFloat();
+    k[ch] = kc[ch].toFloat();
+    v[ch] = vc[ch].toFloat();
+    g[ch] = kdaLowRankDecay(alog[ch / D].toFloat(), fl[ch].toFloat(), dtb[ch].toFloat());
   }
+  kdaL2NormHeads(q.data(), k.data(), H, D, 1e-6f);
+  for (int64_t h = 0; h < H; ++h)
+    beta[h] = sigmoid(bl[h].toFloat());
   // 4: the recurrence on the fp32 state, output rounded to bf16.
   HostTensor &S = need(st.tensors, sp + "S", DType::F32, {H, D, D});
   std::vector<float> o(static_cast<size_t>(C));
@@ -530,18 +516,7 @@ Vec kdaLayer(const Kimi48bConfig &c, const TensorMap &w, Kimi48bState &st, int64
   // 5: the gated RMSNorm per head (sigmoid gate, fp32 throughout, one rounding).
   const BFloat16 *onw = bw(w, a + "o_norm.weight", {D});
   Vec z(static_cast<size_t>(C));
-  for (int64_t h = 0; h < H; ++h) {
-    float ss = 0.0f;
-    for (int64_t i = 0; i < D; ++i) {
-      const float x = roundBf16(o[h * D + i]);
-      ss = ss + x * x;
-    }
-    const float r = 1.0f / std::sqrt(ss / float(D) + c.eps);
-    for (int64_t i = 0; i < D; ++i) {
-      const int64_t ch = h * D + i;
-      z[ch] = BFloat16(roundBf16(o[ch]) * r * onw[i].toFloat() * sigmoid(gl[ch].toFloat()));
-    }
-  }
+  kdaGatedOutputNorm(o.data(), gl.data(), onw, H, D, c.eps, z.data());
   // 6.
   return linear(w, a + "o_proj.weight", z, c.hidden);
 }

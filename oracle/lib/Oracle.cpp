@@ -117,7 +117,19 @@ std::vector<BFloat16> kdaAttention(const BlockConfig &cfg, const TensorMap &w,
   std::vector<BFloat16> q = oracle::w4a16Linear(u, proj("q_proj", d, C));
   std::vector<BFloat16> k = oracle::w4a16Linear(u, proj("k_proj", d, C));
   std::vector<BFloat16> v = oracle::w4a16Linear(u, proj("v_proj", d, C));
-  std::vector<BFloat16> gr = oracle::w4a16Linear(u, proj("g_proj", d, C));
+  // The decay's projection: the unit's full-rank g_proj, or the released
+  // form's f_b(f_a(u)) (its bottleneck rounded to bf16); the released
+  // form's output gate g_b(g_a(u)).
+  std::vector<BFloat16> gr, gate;
+  if (cfg.kdaReleased) {
+    gr = oracle::w4a16Linear(oracle::w4a16Linear(u, proj("f_a_proj", d, Dk)),
+                             proj("f_b_proj", Dk, C));
+    gate = oracle::w4a16Linear(oracle::w4a16Linear(u, proj("g_a_proj", d, Dk)),
+                               proj("g_b_proj", Dk, C));
+    rec.bf16("gate", gate);
+  } else {
+    gr = oracle::w4a16Linear(u, proj("g_proj", d, C));
+  }
   std::vector<BFloat16> b(static_cast<size_t>(H));
   oracle::bf16Linear(u.data(), weight(w, p + "beta_proj.weight").bf16(), H, d,
                      b.data());
@@ -142,19 +154,33 @@ std::vector<BFloat16> kdaAttention(const BlockConfig &cfg, const TensorMap &w,
   const float qScale = 1.0f / std::sqrt(float(Dk));
   std::vector<float> qf(static_cast<size_t>(C)), kf(static_cast<size_t>(C)), vf(static_cast<size_t>(C)),
       g(static_cast<size_t>(C)), beta(static_cast<size_t>(H)), o(static_cast<size_t>(C));
+  const float *aLog = cfg.kdaReleased ? weight(w, p + "A_log").f32() : nullptr;
+  const float *dtBias = cfg.kdaReleased ? weight(w, p + "dt_bias").f32() : nullptr;
   for (int64_t c = 0; c < C; ++c) {
-    qf[c] = qc[c].toFloat() * qScale;
+    // The released form scales q after its L2 norm (below).
+    qf[c] = cfg.kdaReleased ? qc[c].toFloat() : qc[c].toFloat() * qScale;
     kf[c] = kc[c].toFloat();
     vf[c] = vc[c].toFloat();
-    g[c] = -oracle::softplus(gr[c].toFloat());
+    g[c] = cfg.kdaReleased ? oracle::kdaLowRankDecay(aLog[c / Dk], gr[c].toFloat(), dtBias[c])
+                           : -oracle::softplus(gr[c].toFloat());
   }
+  if (cfg.kdaReleased)
+    oracle::kdaL2NormHeads(qf.data(), kf.data(), H, Dk, float(BlockConfig::kKdaL2NormEps));
   for (int64_t h = 0; h < H; ++h)
     beta[h] = oracle::sigmoid(b[h].toFloat());
   oracle::gatedDeltaStep(st.tensors.at(sp + "S").f32(), H, Dk, Dk, qf.data(),
                          kf.data(), vf.data(), g.data(), beta.data(),
                          o.data());
   rec.f32("kda_o", o);
-  return oracle::w4a16Linear(toBf16(o), proj("o_proj", C, d));
+  if (!cfg.kdaReleased)
+    return oracle::w4a16Linear(toBf16(o), proj("o_proj", C, d));
+  // The released form's gated output norm (weight o_norm shared by the
+  // heads, the family's epsilon) before o_proj.
+  std::vector<BFloat16> z(static_cast<size_t>(C));
+  oracle::kdaGatedOutputNorm(o.data(), gate.data(), weight(w, p + "o_norm").bf16(), H, Dk,
+                             float(cfg.eps), z.data());
+  rec.bf16("kda_z", z);
+  return oracle::w4a16Linear(z, proj("o_proj", C, d));
 }
 
 void appendRow(HostTensor &cache, const BFloat16 *row, int64_t width) {

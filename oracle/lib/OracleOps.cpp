@@ -228,6 +228,43 @@ void gatedDeltaStep(float *S, int64_t H, int64_t Dk, int64_t Dv,
   }
 }
 
+void kdaL2NormHeads(float *q, float *k, int64_t H, int64_t D, float eps) {
+  const float scale = 1.0f / std::sqrt(float(D));
+  for (int64_t h = 0; h < H; ++h) {
+    float *qh = q + h * D, *kh = k + h * D;
+    float sq = 0.0f, sk = 0.0f;
+    for (int64_t i = 0; i < D; ++i) {
+      sq = sq + qh[i] * qh[i];
+      sk = sk + kh[i] * kh[i];
+    }
+    const float nq = std::sqrt(sq + eps), nk = std::sqrt(sk + eps);
+    for (int64_t i = 0; i < D; ++i) {
+      qh[i] = qh[i] / nq * scale;
+      kh[i] = kh[i] / nk;
+    }
+  }
+}
+
+float kdaLowRankDecay(float aLog, float f, float dtBias) {
+  return -std::exp(aLog) * softplus(f + dtBias);
+}
+
+void kdaGatedOutputNorm(const float *o, const BFloat16 *gate, const BFloat16 *w, int64_t H,
+                        int64_t D, float eps, BFloat16 *z) {
+  for (int64_t h = 0; h < H; ++h) {
+    float ss = 0.0f;
+    for (int64_t i = 0; i < D; ++i) {
+      const float x = roundBf16(o[h * D + i]);
+      ss = ss + x * x;
+    }
+    const float r = 1.0f / std::sqrt(ss / float(D) + eps);
+    for (int64_t i = 0; i < D; ++i) {
+      const int64_t c = h * D + i;
+      z[c] = BFloat16(roundBf16(o[c]) * r * w[i].toFloat() * sigmoid(gate[c].toFloat()));
+    }
+  }
+}
+
 void ropeInterleaved(BFloat16 *x, int64_t dim, int64_t pos, double theta) {
   for (int64_t i = 0; i < dim / 2; ++i) {
     double inv = std::pow(theta, -2.0 * double(i) / double(dim));

@@ -51,6 +51,11 @@ double detLog(double x) {
   return 2 * t * p + e * 0.6931471805599453;
 }
 
+double logUniform1To16(uint64_t stream, uint64_t index) {
+  const double u01 = double(mix64(stream + index) >> 11) * 0x1.0p-53;
+  return -detLog(1.0 / (1.0 + 15.0 * u01));
+}
+
 void detSinCos(double a, double &s, double &c) {
   // Taylor series to a^17 / a^18: below 1e-15 absolute on [0, pi/2].
   double a2 = a * a;
@@ -241,6 +246,13 @@ TensorMap makeRandomWeights(const BlockConfig &cfg, uint64_t seed) {
     } else if (endsWith(name, ".conv_w")) {
       queueFill(jobs, t, testdata::streamFor(seed, name),
                 testdata::kConvStddev);
+    } else if (endsWith(name, ".A_log")) {
+      // log(U(1, 16)) per head: a uniform from the hash of (stream, h).
+      const uint64_t st = testdata::streamFor(seed, name);
+      for (int64_t h = 0; h < t.numel(); ++h)
+        t.f32()[h] = float(testdata::logUniform1To16(st, uint64_t(h)));
+    } else if (endsWith(name, ".dt_bias")) {
+      queueFill(jobs, t, testdata::streamFor(seed, name), testdata::kDtBiasStddev);
     } else if (endsWith(name, ".router.bias")) {
       queueFill(jobs, t, testdata::streamFor(seed, name),
                 testdata::kRouterBiasStddev);

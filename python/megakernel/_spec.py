@@ -72,8 +72,9 @@ def spec_from_config(cfg: Any, name: Optional[str] = None) -> Dict[str, Any]:
     dense-FFN layers' `dense_layers` and `dense_inter`, the GQA layers'
     `gqa_heads`, `gqa_kv_heads` and `gqa_head_dim`, `router`: "softmax"
     or the released model's "sigmoid", the MLA form's `mla_rotary`
-    (default True) and `mla_latent_norm` (default False), and
-    `rmsnorm_rounding` ("once", or the released model's "twice"). The dense GQA family's (`family`
+    (default True) and `mla_latent_norm` (default False),
+    `rmsnorm_rounding` ("once", or the released model's "twice"), and
+    `kda_form` ("unit", or the released model's "released"). The dense GQA family's (`family`
     "dense_gqa", or no `family`, no `pattern` and the fields `heads`,
     `kv_heads`, `head_dim`, `inter`, `layers`): `hidden`, `heads`,
     `kv_heads`, `head_dim`, `inter`, `rope_theta`, `group`, `layers`,
@@ -100,6 +101,11 @@ def spec_from_config(cfg: Any, name: Optional[str] = None) -> Dict[str, Any]:
         raise ValueError("rmsnorm_rounding %r is neither \"once\" nor \"twice\"" % (rounding,))
     if rounding == "twice":
         conf["rmsnorm_rounding"] = rounding
+    kda_form = str(getattr(cfg, "kda_form", "unit") or "unit")
+    if kda_form not in ("unit", "released"):
+        raise ValueError("kda_form %r is neither \"unit\" nor \"released\"" % (kda_form,))
+    if kda_form == "released":
+        conf["kda_form"] = kda_form
     # The MLA form, written only where it is not the unit's.
     for k, unit in (("mla_rotary", True), ("mla_latent_norm", False)):
         v = getattr(cfg, k, unit)

@@ -427,6 +427,45 @@ TEST(BlockSpec, RmsnormRounding) {
             std::string::npos);
 }
 
+TEST(BlockSpec, KdaForm) {
+  BlockConfig cfg;
+  std::string err;
+  ASSERT_TRUE(parseBlockSpec(tinyWith("\"group\"", "\"kda_form\": \"released\", \"group\""),
+                             cfg, err))
+      << err;
+  EXPECT_TRUE(cfg.kdaReleased);
+  BlockConfig back;
+  ASSERT_TRUE(parseBlockSpec(blockConfigToJson(cfg), back, err)) << err;
+  EXPECT_TRUE(back.kdaReleased);
+  EXPECT_EQ(blockConfigToJson(BlockConfig{}).find("kda_form"), std::string::npos);
+  // The released form's parameters replace g_proj in every KDA layer: the
+  // low-rank pairs (hidden -> head_dim -> channels), A_log, dt_bias, o_norm.
+  std::map<std::string, TensorDesc> byName;
+  for (const TensorDesc &t : parameterTensors(cfg))
+    byName.emplace(t.name, t);
+  EXPECT_EQ(byName.count("blocks.0.attn.g_proj.w_q"), 0u);
+  const int64_t C = cfg.kdaChannels(), D = cfg.kdaHeadDim;
+  EXPECT_EQ(byName.at("blocks.0.attn.f_a_proj.w_q").shape, (std::vector<int64_t>{cfg.hidden / 2, D}));
+  EXPECT_EQ(byName.at("blocks.0.attn.f_b_proj.w_q").shape, (std::vector<int64_t>{D / 2, C}));
+  EXPECT_EQ(byName.at("blocks.2.attn.g_a_proj.scales").shape,
+            (std::vector<int64_t>{cfg.hidden / cfg.group, D}));
+  EXPECT_EQ(byName.at("blocks.2.attn.g_b_proj.zeros").shape, (std::vector<int64_t>{D / cfg.group, C}));
+  EXPECT_EQ(byName.at("blocks.1.attn.A_log").dtype, DType::F32);
+  EXPECT_EQ(byName.at("blocks.1.attn.A_log").shape, (std::vector<int64_t>{cfg.kdaHeads}));
+  EXPECT_EQ(byName.at("blocks.1.attn.dt_bias").shape, (std::vector<int64_t>{C}));
+  EXPECT_EQ(byName.at("blocks.1.attn.o_norm").shape, (std::vector<int64_t>{D}));
+  EXPECT_EQ(byName.count("blocks.3.attn.A_log"), 0u) << "layer 3 is MLA";
+  for (const TensorDesc &t : parameterTensors(BlockConfig{}))
+    EXPECT_EQ(t.name.find("f_a_proj"), std::string::npos) << t.name;
+  // A head_dim the group does not divide cannot be the low-rank input.
+  EXPECT_NE(specError(tinyWith("\"group\": 32", "\"kda_form\": \"released\", \"group\": 64"))
+                .find("input dim 32 of 'blocks.0.attn.f_b_proj' is not divisible by the group size 64"),
+            std::string::npos);
+  EXPECT_NE(specError(tinyWith("\"group\"", "\"kda_form\": \"full\", \"group\""))
+                .find("config key 'kda_form' must be \"unit\" or \"released\", got \"full\""),
+            std::string::npos);
+}
+
 TEST(BlockSpec, UnreadableFile) {
   BlockConfig cfg;
   std::string err;

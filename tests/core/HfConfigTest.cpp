@@ -106,6 +106,7 @@ TEST(HfConfig, ReleasedKimiLinearAsUnitKeepsItsDimensions) {
   EXPECT_FALSE(c.mlaRotary);
   EXPECT_TRUE(c.mlaLatentNorm);
   EXPECT_TRUE(c.normRoundTwice);
+  EXPECT_TRUE(c.kdaReleased);
   // A note for the group and one per difference (model_type; the dense
   // first layer, the sigmoid router and the MLA form are represented).
   ASSERT_EQ(out.notes.size(), 2u);

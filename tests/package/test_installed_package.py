@@ -103,6 +103,7 @@ class SpecFromHuggingFace(unittest.TestCase):
         self.assertIs(spec["config"]["mla_rotary"], False)
         self.assertIs(spec["config"]["mla_latent_norm"], True)
         self.assertEqual(spec["config"]["rmsnorm_rounding"], "twice")
+        self.assertEqual(spec["config"]["kda_form"], "released")
         self.assertEqual(spec["config"]["eps"], 1e-05)
         self.assertEqual("".join(spec["pattern"]), "KKKM" * 6 + "KKM")
         self.assertEqual(spec["config"]["dense_layers"], 1)
@@ -186,6 +187,16 @@ class SpecFromConfig(unittest.TestCase):
         _, cfg = self._cfg(rmsnorm_rounding="thrice")
         with self.assertRaises(ValueError):
             megakernel.spec_from_config(cfg)
+
+    def test_kda_form_written_only_when_released(self):
+        _, cfg = self._cfg()
+        self.assertNotIn("kda_form", megakernel.spec_from_config(cfg)["config"])
+        _, cfg = self._cfg(kda_form="released")
+        self.assertEqual(megakernel.spec_from_config(cfg)["config"]["kda_form"], "released")
+        _, cfg = self._cfg(kda_form="full")
+        with self.assertRaises(ValueError) as cm:
+            megakernel.spec_from_config(cfg)
+        self.assertIn("kda_form", str(cm.exception))
 
     def test_unknown_router_is_refused(self):
         _, cfg = self._cfg(router="relu")

@@ -119,7 +119,14 @@ def kda(cfg, W, S, p, sp, u):
     q = w4a16(u, W, p + "q_proj", g)
     k = w4a16(u, W, p + "k_proj", g)
     v = w4a16(u, W, p + "v_proj", g)
-    gr = w4a16(u, W, p + "g_proj", g)
+    released = cfg.get("kda_form", "unit") == "released"
+    if released:
+        # The decay and the output gate through head_dim-wide bottlenecks,
+        # each rounded to bf16.
+        gr = w4a16(w4a16(u, W, p + "f_a_proj", g), W, p + "f_b_proj", g)
+        gate = w4a16(w4a16(u, W, p + "g_a_proj", g), W, p + "g_b_proj", g)
+    else:
+        gr = w4a16(u, W, p + "g_proj", g)
     b = bf16(W[p + "beta_proj.weight"] @ u)
     conv_w = W[p + "conv_w"]  # [3, C, taps]
     outs = []
@@ -129,9 +136,16 @@ def kda(cfg, W, S, p, sp, u):
         outs.append(bf16(silu(acc)))
         S[sp + name] = win[1:].copy()
     qc, kc, vc = outs
-    qf = (qc * F32(Dk ** -0.5)).reshape(H, Dk)
-    kf, vf = kc.reshape(H, Dk), vc.reshape(H, Dk)
-    gf = -softplus(gr).reshape(H, Dk)
+    qf, kf, vf = qc.reshape(H, Dk), kc.reshape(H, Dk), vc.reshape(H, Dk)
+    if released:
+        # q and k L2-normalized per head (eps 1e-6 on the sum of squares).
+        qf = qf / np.sqrt(np.sum(qf * qf, axis=1, dtype=F32) + F32(1e-6))[:, None]
+        kf = kf / np.sqrt(np.sum(kf * kf, axis=1, dtype=F32) + F32(1e-6))[:, None]
+        gf = (-np.exp(W[p + "A_log"])[:, None] *
+              softplus(gr + W[p + "dt_bias"]).reshape(H, Dk)).astype(F32)
+    else:
+        gf = -softplus(gr).reshape(H, Dk)
+    qf = (qf * F32(Dk ** -0.5)).astype(F32)
     beta = (F32(1) / (F32(1) + np.exp(-b))).astype(F32)
     St = S[sp + "S"]
     St = St * np.exp(gf)[:, :, None]
@@ -139,7 +153,14 @@ def kda(cfg, W, S, p, sp, u):
     St = St + (beta[:, None] * kf)[:, :, None] * (vf - pred)[:, None, :]
     o = np.einsum("hij,hi->hj", St, qf).reshape(C)
     S[sp + "S"] = St.astype(F32)
-    return w4a16(bf16(o), W, p + "o_proj", g)
+    if not released:
+        return w4a16(bf16(o), W, p + "o_proj", g)
+    # The gated output norm per head: fp32 until one rounding.
+    ob = bf16(o).reshape(H, Dk)
+    r = F32(1) / np.sqrt(np.mean(ob * ob, axis=1, dtype=F32) + F32(cfg["eps"]))
+    sig = F32(1) / (F32(1) + np.exp(-gate.reshape(H, Dk)))
+    z = bf16(ob * r[:, None] * W[p + "o_norm"][None, :] * sig)
+    return w4a16(z.reshape(C), W, p + "o_proj", g)
 
 
 def rope(x, pos, theta):

@@ -70,6 +70,15 @@ struct BlockConfig {
   /// (the released model) twice, bf16(bf16(x * r) * w). Every norm of the
   /// family: the layers' input and FFN norms and the MLA latent's.
   bool normRoundTwice = false;
+  /// KDA layers' form (docs/semantics-kimi-linear.md, section 4): false (the
+  /// unit) takes the decay from a full-rank g_proj, -softplus(g), and feeds
+  /// o straight to o_proj; true (the released model, spec `kda_form`
+  /// "released") L2-normalizes q and k per head (kKdaL2NormEps on the sum
+  /// of squares), takes the decay -exp(A_log[h]) * softplus(f_b(f_a(u)) +
+  /// dt_bias) through a head_dim-wide bottleneck, and gates o per head:
+  /// z = bf16(o * rsqrt(mean(o^2) + eps) * o_norm * sigmoid(g_b(g_a(u)))).
+  bool kdaReleased = false;
+  static constexpr double kKdaL2NormEps = 1e-6;
   /// Layers [0, denseLayers) have a dense SwiGLU FFN of width denseInter
   /// (`blocks.i.mlp`, plain [in, out] linears) in place of the MoE;
   /// 0: every layer has the MoE (the spec's unit).

@@ -87,6 +87,21 @@ void gatedDeltaStep(float *S, int64_t H, int64_t Dk, int64_t Dv,
                     const float *q, const float *k, const float *v,
                     const float *g, const float *beta, float *o);
 
+/// The released KDA's per-head normalization of q and k ([H, D] each, fp32
+/// values of the convolved bf16 rows), in place: x / sqrt(sum_i x_i^2 + eps)
+/// (sum sequential in i), q then also times D^-0.5.
+void kdaL2NormHeads(float *q, float *k, int64_t H, int64_t D, float eps);
+
+/// The released KDA's log-decay of one channel: -exp(aLog) * softplus(f +
+/// dtBias), all fp32 (f: the low-rank projection's bf16 output).
+float kdaLowRankDecay(float aLog, float f, float dtBias);
+
+/// The released KDA's gated output norm per head (sigmoid gate, fp32 until
+/// one rounding): with x = bf16(o) [H, D], r_h = rsqrt(sum_i x_i^2 / D + eps)
+/// (sum sequential), z[h,i] = bf16(x[h,i] * r_h * w[i] * sigmoid(gate[h,i])).
+void kdaGatedOutputNorm(const float *o, const BFloat16 *gate, const BFloat16 *w, int64_t H,
+                        int64_t D, float eps, BFloat16 *z);
+
 /// Interleaved RoPE of `dim` values in place at position `pos`: pair i is
 /// (x[2i], x[2i+1]), angle a = pos * theta^(-2i/dim) (computed in double,
 /// cos/sin rounded to fp32), rotated in fp32 and rounded to bf16.

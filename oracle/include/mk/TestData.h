@@ -50,9 +50,16 @@ constexpr double kConvStddev = 0.1;
 /// some choices against the scores alone (the released model's trained
 /// biases are of this order; its spec's random stand-in is 0.01).
 constexpr double kRouterBiasStddev = 0.05;
+/// The released KDA's decay bias (`.dt_bias`), the spec's N(0, 0.1).
+constexpr double kDtBiasStddev = 0.1;
 constexpr double kStateSStddev = 0.05;
 constexpr double kStateBf16Stddev = 0.1;
 constexpr double kHiddenStddev = 0.25;
+
+/// Element `index` of `stream`'s log(U(1, 16)) sequence (the released KDA's
+/// `A_log`, one per head): the uniform from the hash of (stream, index), its
+/// log from detLog.
+double logUniform1To16(uint64_t stream, uint64_t index);
 
 /// Deterministic natural log for x in (0, 1], and sin/cos for a in [0, pi/2],
 /// from basic operations only (exposed for tests).
