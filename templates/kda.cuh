@@ -43,12 +43,19 @@ template <int DK, int CHUNK> __host__ __device__ constexpr int kda_o_smem_offset
 /// conv_w: [3, C, CONV] (0 = q, 1 = k, 2 = v). win_*: the OLD windows
 /// [CONV-1, C]. o: bf16 [C]; the task's CHUNK values also stay in smem at
 /// kda_o_smem_offset, as floats.
-template <int THREADS, int DK, int CHUNK, int CONV>
-__device__ void kda_head_chunk_task(int task, int C, const bf16 *q_raw, const bf16 *k_raw,
-                                    const bf16 *v_raw, const bf16 *g_raw, const bf16 *beta_logits,
-                                    const bf16 *conv_w, const bf16 *win_q, const bf16 *win_k,
-                                    const bf16 *win_v, const float *S_in, float *S_out, bf16 *o,
-                                    float *smem) {
+///
+/// The released model's form (kda_head_chunk_form): L2 (q and k divided per
+/// head by sqrt(sum x^2 + l2_eps) before q's scale; every warp sums the
+/// head's squares itself, so no block barrier is added) and LOW_RANK (the
+/// decay -exp(a_log[h]) * softplus(g + dt_bias[c]), a_log [H] and dt_bias
+/// [C] fp32).
+template <int THREADS, int DK, int CHUNK, int CONV, bool L2, bool LOW_RANK>
+__device__ __forceinline__ void
+kda_head_chunk_with(int task, int C, const bf16 *q_raw, const bf16 *k_raw, const bf16 *v_raw,
+                    const bf16 *g_raw, const bf16 *beta_logits, const bf16 *conv_w,
+                    const bf16 *win_q, const bf16 *win_k, const bf16 *win_v, const float *S_in,
+                    float *S_out, bf16 *o, float l2_eps, const float *a_log,
+                    const float *dt_bias, float *smem) {
   static_assert(THREADS % CHUNK == 0, "CHUNK must divide THREADS");
   static_assert(DK % (THREADS / CHUNK) == 0, "DK must split over the thread rows");
   constexpr int TR = THREADS / CHUNK;  // thread rows
@@ -79,20 +86,45 @@ __device__ void kda_head_chunk_task(int task, int C, const bf16 *q_raw, const bf
   // beta's load too goes out with the short convs' (it is used after them).
   const float beta_logit = bf2f(__ldcg(beta_logits + h));
   const float qscale = 1.f / sqrtf(float(DK));
+  float rate = 0.f; // the low-rank decay's exp(a_log[h])
+  if constexpr (LOW_RANK)
+    rate = expf(__ldg(a_log + h));
+  else
+    (void)a_log, (void)dt_bias;
   for (int i = threadIdx.x; i < DK; i += THREADS) {
-    qf[i] = short_conv_channel<CONV>(q_raw, win_q, conv_w, C, hc + i) * qscale;
+    // With L2 q is scaled after its norm (below).
+    qf[i] = short_conv_channel<CONV>(q_raw, win_q, conv_w, C, hc + i) * (L2 ? 1.f : qscale);
     kf[i] = short_conv_channel<CONV>(k_raw, win_k, conv_w + (size_t)C * CONV, C, hc + i);
-    eg[i] = expf(-softplusf_(bf2f(__ldcg(g_raw + hc + i))));
+    if constexpr (LOW_RANK)
+      eg[i] = expf(-rate * softplusf_(bf2f(__ldcg(g_raw + hc + i)) + __ldg(dt_bias + hc + i)));
+    else
+      eg[i] = expf(-softplusf_(bf2f(__ldcg(g_raw + hc + i))));
   }
   for (int j = threadIdx.x; j < CHUNK; j += THREADS)
     vf[j] = short_conv_channel<CONV>(v_raw, win_v, conv_w + (size_t)2 * C * CONV, C, hc + j0 + j);
   __syncthreads();
+  // The factors q and k take where they are read: q's scale, and with L2
+  // the head's norms.
+  float qmul = 1.f, kmul = 1.f;
+  if constexpr (L2) {
+    float sq = 0.f, sk = 0.f;
+    for (int i = threadIdx.x & 31; i < DK; i += 32) {
+      sq = fmaf(qf[i], qf[i], sq);
+      sk = fmaf(kf[i], kf[i], sk);
+    }
+    qmul = qscale / sqrtf(warp_sum(sq) + l2_eps);
+    kmul = 1.f / sqrtf(warp_sum(sk) + l2_eps);
+  } else {
+    (void)l2_eps;
+  }
+  auto kval = [&](int i) { return L2 ? kf[i] * kmul : kf[i]; };
+  auto qval = [&](int i) { return L2 ? qf[i] * qmul : qf[i]; };
 
   float pred = 0.f;
 #pragma unroll
   for (int r = 0; r < RPT; ++r) {
     s[r] *= eg[i0 + r];
-    pred = fmaf(s[r], kf[i0 + r], pred);
+    pred = fmaf(s[r], kval(i0 + r), pred);
   }
   red[tr * CHUNK + j] = pred;
   __syncthreads();
@@ -104,8 +136,8 @@ __device__ void kda_head_chunk_task(int task, int C, const bf16 *q_raw, const bf
   float out = 0.f;
 #pragma unroll
   for (int r = 0; r < RPT; ++r) {
-    s[r] = fmaf(kf[i0 + r], delta, s[r]);
-    out = fmaf(s[r], qf[i0 + r], out);
+    s[r] = fmaf(kval(i0 + r), delta, s[r]);
+    out = fmaf(s[r], qval(i0 + r), out);
     sout[(size_t)(i0 + r) * DK] = s[r];
   }
   red2[tr * CHUNK + j] = out;
@@ -121,6 +153,53 @@ __device__ void kda_head_chunk_task(int task, int C, const bf16 *q_raw, const bf
     red[j] = round_bf16(v);
   }
   __syncthreads();
+}
+
+/// The unit's form: q scaled, the decay -softplus(g).
+template <int THREADS, int DK, int CHUNK, int CONV>
+__device__ void kda_head_chunk_task(int task, int C, const bf16 *q_raw, const bf16 *k_raw,
+                                    const bf16 *v_raw, const bf16 *g_raw, const bf16 *beta_logits,
+                                    const bf16 *conv_w, const bf16 *win_q, const bf16 *win_k,
+                                    const bf16 *win_v, const float *S_in, float *S_out, bf16 *o,
+                                    float *smem) {
+  kda_head_chunk_with<THREADS, DK, CHUNK, CONV, false, false>(
+      task, C, q_raw, k_raw, v_raw, g_raw, beta_logits, conv_w, win_q, win_k, win_v, S_in, S_out,
+      o, 0.f, nullptr, nullptr, smem);
+}
+
+/// The released model's forms (L2 norms, low-rank decay: see
+/// kda_head_chunk_with).
+template <int THREADS, int DK, int CHUNK, int CONV, bool L2, bool LOW_RANK>
+__device__ void kda_head_chunk_form(int task, int C, const bf16 *q_raw, const bf16 *k_raw,
+                                    const bf16 *v_raw, const bf16 *g_raw, const bf16 *beta_logits,
+                                    const bf16 *conv_w, const bf16 *win_q, const bf16 *win_k,
+                                    const bf16 *win_v, const float *S_in, float *S_out, bf16 *o,
+                                    float l2_eps, const float *a_log, const float *dt_bias,
+                                    float *smem) {
+  kda_head_chunk_with<THREADS, DK, CHUNK, CONV, L2, LOW_RANK>(
+      task, C, q_raw, k_raw, v_raw, g_raw, beta_logits, conv_w, win_q, win_k, win_v, S_in, S_out,
+      o, l2_eps, a_log, dt_bias, smem);
+}
+
+/// The released model's gated output norm of head `h` (one task per head):
+/// with x = o[h, :] (bf16, the gated delta rule's output),
+/// z[h, i] = bf16(x_i * rsqrt(mean(x^2) + eps) * w[i] * sigmoid(gate[h, i])),
+/// fp32 until that one rounding. Every warp sums the head's squares itself
+/// (DK / 32 loads per lane): no shared memory, no block barrier.
+template <int THREADS, int DK>
+__device__ void kda_gated_norm_task(int h, const bf16 *o, const bf16 *gate, const bf16 *w,
+                                    float eps, bf16 *z) {
+  const bf16 *oh = o + (size_t)h * DK;
+  float ss = 0.f;
+  for (int i = threadIdx.x & 31; i < DK; i += 32) {
+    const float x = bf2f(__ldcg(oh + i));
+    ss = fmaf(x, x, ss);
+  }
+  const float r = 1.f / sqrtf(warp_sum(ss) / float(DK) + eps);
+  for (int i = threadIdx.x; i < DK; i += THREADS) {
+    const size_t c = (size_t)h * DK + i;
+    z[c] = f2bf(bf2f(__ldcg(oh + i)) * r * bf2f(w[i]) * sigmoidf_(bf2f(__ldcg(gate + c))));
+  }
 }
 
 /// Asks L2 for what kda_head_chunk_task `task` reads that does not depend

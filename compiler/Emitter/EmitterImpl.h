@@ -432,6 +432,7 @@ public:
   LogicalResult lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o);
   LogicalResult lowerTask(Bf16RowsOp op, int64_t G, llvm::raw_ostream &o);
   LogicalResult lowerTask(KdaHeadChunkOp op, int64_t G, llvm::raw_ostream &o);
+  LogicalResult lowerTask(KdaGatedNormOp op, int64_t G, llvm::raw_ostream &o);
   LogicalResult lowerTask(ConvCommitOp op, int64_t G, llvm::raw_ostream &o);
   LogicalResult lowerTask(ZeroF32Op op, int64_t G, llvm::raw_ostream &o);
   LogicalResult lowerTask(FinalResidualOp op, int64_t G, llvm::raw_ostream &o);

@@ -208,10 +208,22 @@ LogicalResult Emitter::lowerTask(KdaHeadChunkOp op, int64_t G, llvm::raw_ostream
       << chunk << ", " << conv << ", " << G << ", " << on << ", "
       << (order == mk::PackedOrder::Mma ? "mk::kOrderMma" : "mk::kOrderRowMajor") << ", "
       << (tileOf(ow) ? "true" : "false") << ">>(i, " << c << ", ";
-  } else {
+  }
+  // The released form's L2 norms and low-rank decay (either or both).
+  const std::optional<llvm::APFloat> l2 = op.getQkL2Eps();
+  const std::optional<StringRef> aLog = op.getALog(), dtBias = op.getDtBias();
+  const bool released = l2 || aLog;
+  if (aLog.has_value() != dtBias.has_value())
+    return t.emitOpError("takes a_log and dt_bias together");
+  if (released && !ow.empty())
+    return t.emitOpError("a folded output projection has no form with qk_l2_eps or a_log");
+  if (released)
+    o << "      mkgen::call<&mk::kda_head_chunk_form<" << T << ", " << dk << ", " << chunk
+      << ", " << conv << ", " << (l2 ? "true" : "false") << ", " << (aLog ? "true" : "false")
+      << ">>(i, " << c << ", ";
+  else if (ow.empty())
     o << "      mkgen::call<&mk::kda_head_chunk_task<" << T << ", " << dk << ", " << chunk
       << ", " << conv << ">>(i, " << c << ", ";
-  }
   o << ptr(op.getQ()) << ", "
     << ptr(op.getK()) << ", " << ptr(op.getV()) << ", " << ptr(op.getG())
     << ", " << ptr(op.getBeta()) << ", " << ident(op.getConvW()) << ", "
@@ -221,6 +233,10 @@ LogicalResult Emitter::lowerTask(KdaHeadChunkOp op, int64_t G, llvm::raw_ostream
   if (!ow.empty())
     o << wq(ow) << ", " << ws_(ow) << ", " << wz(ow) << ", " << ptr(op.getOAcc().value_or(""), true)
       << ", ";
+  if (released)
+    o << fmtFloat(l2 ? l2->convertToDouble() : 0.0) << ", "
+      << (aLog ? ident(*aLog) : std::string("nullptr")) << ", "
+      << (dtBias ? ident(*dtBias) : std::string("nullptr")) << ", ";
   o << "work);\n";
   auto cap = convCapture.find(t.getName());
   if (debug && cap != convCapture.end()) {
@@ -240,6 +256,14 @@ LogicalResult Emitter::lowerTask(KdaHeadChunkOp op, int64_t G, llvm::raw_ostream
         << capturePtr(cap->second, what[j]) << ");\n";
     o << "      }\n";
   }
+  return success();
+}
+
+LogicalResult Emitter::lowerTask(KdaGatedNormOp op, int64_t /*group*/, llvm::raw_ostream &o) {
+  o << "      mkgen::call<&mk::kda_gated_norm_task<" << T << ", " << int64_t(op.getHeadDim())
+    << ">>(i, " << ptr(op.getInput()) << ", " << ptr(op.getGate()) << ", "
+    << ident(op.getWeight()) << ", " << fmtFloat(op.getEps().convertToDouble()) << ", "
+    << ptr(op.getOutput(), true) << ");\n";
   return success();
 }
 
@@ -759,7 +783,7 @@ void mk::emitter::registerTaskLoweringModels(DialectRegistry &registry) {
     attachCudaLowerings<W4A16GemvOp, Bf16RowsOp, KdaHeadChunkOp, ConvCommitOp, ZeroF32Op,
                         FinalResidualOp, MlaRopeAppendOp, MlaQAbsorbOp, MlaAttentionChunkOp,
                         MlaCombineWvOp, MoeGateUpOp, MoeDownOp, GqaRopeAppendOp,
-                        GqaAttentionChunkOp, GqaCombineOp>(ctx);
+                        GqaAttentionChunkOp, GqaCombineOp, KdaGatedNormOp>(ctx);
   });
 }
 

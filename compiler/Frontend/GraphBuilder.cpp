@@ -145,7 +145,16 @@ Value GraphBuilder::buildKda(int64_t layer, Value u, LayerState &st) {
   Value q = linear(u, p + ".q_proj", c, "q");
   Value k = linear(u, p + ".k_proj", c, "k");
   Value v = linear(u, p + ".v_proj", c, "v");
-  Value g = linear(u, p + ".g_proj", c, "g");
+  // The decay's projection: the unit's full-rank g_proj, or (kda_form
+  // "released") f_b(f_a(u)) through a head_dim-wide bottleneck; the
+  // released form's output gate g_b(g_a(u)) likewise.
+  const int64_t rank = cfg.kdaHeadDim;
+  Value g = cfg.kdaReleased
+                ? linear(linear(u, p + ".f_a_proj", rank), p + ".f_b_proj", c, "g")
+                : linear(u, p + ".g_proj", c, "g");
+  Value gate = cfg.kdaReleased
+                   ? linear(linear(u, p + ".g_a_proj", rank), p + ".g_b_proj", c, "gate")
+                   : Value();
   Value beta = captured(b.create<LinearBF16Op>(loc(p + ".beta_proj"), bvec(cfg.kdaHeads), u,
                                                sym(p + ".beta_proj.weight")),
                         "beta_logits");
@@ -161,9 +170,17 @@ Value GraphBuilder::buildKda(int64_t layer, Value u, LayerState &st) {
   Value vc = conv(v, st.cv, 2, "v");
   auto delta = b.create<KdaGatedDeltaOp>(
       loc(p + ".gated_delta"), bvec(c), st.s.getType(), qc, kc, vc, g, beta,
-      st.s, cfg.kdaHeads, cfg.kdaHeadDim);
+      st.s, cfg.kdaHeads, cfg.kdaHeadDim,
+      cfg.kdaReleased ? b.getF64FloatAttr(BlockConfig::kKdaL2NormEps) : FloatAttr(),
+      cfg.kdaReleased ? sym(p + ".A_log") : FlatSymbolRefAttr(),
+      cfg.kdaReleased ? sym(p + ".dt_bias") : FlatSymbolRefAttr());
   st.s = delta.getNewState();
-  return linear(delta.getOutput(), p + ".o_proj", cfg.hidden);
+  Value o = delta.getOutput();
+  if (cfg.kdaReleased)
+    o = b.create<KdaGatedNormOp>(loc(p + ".o_norm"), o.getType(), o, gate, sym(p + ".o_norm"),
+                                 b.getI64IntegerAttr(cfg.kdaHeads),
+                                 b.getI64IntegerAttr(cfg.kdaHeadDim), b.getF64FloatAttr(cfg.eps));
+  return linear(o, p + ".o_proj", cfg.hidden);
 }
 
 Value GraphBuilder::buildMla(int64_t layer, Value u, Value pos,

@@ -3,6 +3,8 @@
 // Sibling projections of one input (KDA q/k/v/g and beta, MLA q_proj and
 // kv_a) become one group: phase formation emits them as the tasks of one
 // phase sharing the input in shared memory, tiles ordered by consumer unit.
+// Bottlenecks (projections read only by other projections: the released
+// KDA's f_a and g_a) group among themselves.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,16 +39,22 @@ void GraphFuseProjectionsPass::runOnOperation() {
   // Grouping is this pass's decision alone: stale marks go.
   getOperation().walk(
       [&](Operation *op) { op->removeAttr(schedule::kFusionGroupAttr); });
-  llvm::MapVector<Value, SmallVector<Operation *>> byInput;
+  // By input, and apart whether the projection is a bottleneck (every user
+  // another projection: the released KDA's f_a / g_a): its consumers need
+  // all of it, so it joins no group whose tiles are ordered by head.
+  llvm::MapVector<std::pair<Value, unsigned>, SmallVector<Operation *>> byInput;
+  auto bottleneck = [](Operation *op) {
+    return !op->use_empty() && llvm::all_of(op->getUsers(), [](Operation *u) {
+      return isa<graph::LinearW4A16Op, graph::LinearBF16Op>(u);
+    });
+  };
   getOperation().walk([&](Operation *op) {
     // A projection that feeds a residual add accumulates in fp32 on its
     // own (split-K tiles); phase formation refuses it in a group.
     if (op->hasOneUse() && isa<graph::AddOp>(*op->user_begin()))
       return;
-    if (auto l = dyn_cast<graph::LinearW4A16Op>(op))
-      byInput[l.getInput()].push_back(op);
-    else if (auto l = dyn_cast<graph::LinearBF16Op>(op))
-      byInput[l.getInput()].push_back(op);
+    if (isa<graph::LinearW4A16Op, graph::LinearBF16Op>(op))
+      byInput[{op->getOperand(0), unsigned(bottleneck(op))}].push_back(op);
   });
   llvm::StringSet<> names;
   SymbolTableCollection symbols; // hashed once per table, not scanned per lookup

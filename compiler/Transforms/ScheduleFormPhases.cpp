@@ -276,6 +276,31 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   }
   if (auto kda = dyn_cast<graph::KdaGatedDeltaOp>(op))
     return lowerKda(kda);
+  if (auto n = dyn_cast<graph::KdaGatedNormOp>(op)) {
+    // One task per head, after the head's state update: it reads the KDA
+    // output and the gate and stores the normalized, gated rows.
+    const ValueInfo *x = get(op, n.getInput()), *g = get(op, n.getGate());
+    if (!x || !g)
+      return failure();
+    if (x->kind != ValueInfo::Buffer || g->kind != ValueInfo::Buffer || x->offset ||
+        g->offset)
+      return n.emitOpError("expects the stored KDA output and a stored gate projection");
+    std::string w = n.getWeight().str();
+    const int64_t c = n.getHeads() * n.getHeadDim();
+    std::string z = buffer(layerOf(w) + ".attn.kda_z", "bf16", {c});
+    TaskSpec &t = task(w, schedule::TaskKind::KdaGatedNorm, op);
+    t.reads = {x->buffer, g->buffer};
+    t.writes = {z};
+    setArg(t, "input", x->buffer);
+    setArg(t, "gate", g->buffer);
+    setArg(t, "output", z);
+    setArg(t, "weight", w);
+    setArg(t, "heads", int64_t(n.getHeads()));
+    setArg(t, "head_dim", int64_t(n.getHeadDim()));
+    setArg(t, "eps", n.getEps().convertToDouble());
+    set(n.getOutput(), ValueInfo{ValueInfo::Buffer, z, ""});
+    return success();
+  }
   if (auto r = dyn_cast<graph::ReshapeOp>(op)) {
     const ValueInfo *x = get(op, r.getInput());
     if (!x)
@@ -631,6 +656,13 @@ LogicalResult Lowering::lowerKda(graph::KdaGatedDeltaOp op) {
   setArg(t, "head_dim", op.getHeadDim());
   setArg(t, "conv", taps);
   setArg(t, "unit", unit);
+  // The released form: L2-normalized q and k, the low-rank decay.
+  if (std::optional<llvm::APFloat> eps = op.getQkL2Eps())
+    setArg(t, "qk_l2_eps", eps->convertToDouble());
+  if (op.getALog()) {
+    setArg(t, "a_log", op.getALog()->str());
+    setArg(t, "dt_bias", op.getDtBias()->str());
+  }
   set(op.getOutput(), ValueInfo{ValueInfo::Buffer, o, ""});
   set(op.getNewState(), ValueInfo{ValueInfo::Buffer, s->buffer, ""});
 

@@ -179,7 +179,6 @@ std::vector<BFloat16> kdaAttention(const BlockConfig &cfg, const TensorMap &w,
   std::vector<BFloat16> z(static_cast<size_t>(C));
   oracle::kdaGatedOutputNorm(o.data(), gate.data(), weight(w, p + "o_norm").bf16(), H, Dk,
                              float(cfg.eps), z.data());
-  rec.bf16("kda_z", z);
   return oracle::w4a16Linear(z, proj("o_proj", C, d));
 }
 

@@ -86,6 +86,22 @@ static FailureOr<OpT> lookupSymbol(Operation *user, SymbolTableCollection &st,
   return op;
 }
 
+/// lookupSymbol of a graph.weight whose elements are bf16 (or, with `f32`,
+/// f32): what the op's lowering reads it as.
+static FailureOr<WeightOp> lookupWeight(Operation *user, SymbolTableCollection &st,
+                                        FlatSymbolRefAttr ref, StringRef role,
+                                        bool f32 = false) {
+  auto w = lookupSymbol<WeightOp>(user, st, ref, role);
+  if (failed(w))
+    return failure();
+  Type elt = w->getTensorType().getElementType();
+  if (f32 ? !elt.isF32() : !elt.isBF16())
+    return user->emitOpError() << role << " " << ref << " must have "
+                               << (f32 ? "f32" : "bf16") << " elements, got "
+                               << w->getTensorType();
+  return w;
+}
+
 /// Checks that `shape` equals `expected` (dims < 0 in `expected` match any).
 static LogicalResult expectShape(Operation *user, StringRef role,
                                  FlatSymbolRefAttr ref, RankedTensorType type,
@@ -150,6 +166,9 @@ void KdaGatedDeltaOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
   setName(getOutput(), "kda_o");
   setName(getNewState(), "S");
 }
+void KdaGatedNormOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getOutput(), "kda_z");
+}
 void RopeOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
   setName(getOutput(), "rot");
 }
@@ -197,8 +216,8 @@ LogicalResult WeightOp::verify() {
   if (failed(verifyLayer(*this, getLayer())))
     return failure();
   RankedTensorType t = getTensorType();
-  if (!t.getElementType().isBF16())
-    return emitOpError() << "weight must have bf16 elements, got " << t;
+  if (!t.getElementType().isBF16() && !t.getElementType().isF32())
+    return emitOpError() << "weight must have bf16 or f32 elements, got " << t;
   if (!t.hasStaticShape())
     return emitOpError() << "weight must have a static shape, got " << t;
   return success();
@@ -256,7 +275,7 @@ LogicalResult RMSNormOp::verify() {
 
 LogicalResult
 RMSNormOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto w = lookupSymbol<WeightOp>(*this, symbolTable, getWeightAttr(),
+  auto w = lookupWeight(*this, symbolTable, getWeightAttr(),
                                   "weight");
   if (failed(w))
     return failure();
@@ -276,7 +295,7 @@ LinearW4A16Op::verifySymbolUses(SymbolTableCollection &symbolTable) {
 
 LogicalResult
 LinearBF16Op::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto w = lookupSymbol<WeightOp>(*this, symbolTable, getWeightAttr(),
+  auto w = lookupWeight(*this, symbolTable, getWeightAttr(),
                                   "weight");
   if (failed(w))
     return failure();
@@ -337,7 +356,7 @@ LogicalResult KdaShortConvOp::verify() {
 
 LogicalResult
 KdaShortConvOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto w = lookupSymbol<WeightOp>(*this, symbolTable, getWeightAttr(),
+  auto w = lookupWeight(*this, symbolTable, getWeightAttr(),
                                   "weight");
   if (failed(w))
     return failure();
@@ -363,7 +382,48 @@ LogicalResult KdaGatedDeltaOp::verify() {
       s.getDimSize(2) != headDim)
     return emitOpError() << "state " << s << " must be [" << heads << ", "
                          << headDim << ", " << headDim << "]";
+  if (getQkL2Eps() && !(getQkL2Eps()->convertToDouble() > 0))
+    return emitOpError() << "qk_l2_eps must be positive";
+  if (getALog().has_value() != getDtBias().has_value())
+    return emitOpError() << "takes a_log and dt_bias together (the low-rank decay), got only "
+                         << (getALog() ? "a_log" : "dt_bias");
   return success();
+}
+
+LogicalResult
+KdaGatedDeltaOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  // The low-rank decay's fp32 parameters: a rate per head, a bias per
+  // channel.
+  auto f32Param = [&](FlatSymbolRefAttr sym, StringRef role, int64_t n) -> LogicalResult {
+    auto w = lookupWeight(*this, symbolTable, sym, role, /*f32=*/true);
+    if (failed(w))
+      return failure();
+    return expectShape(*this, role, sym, w->getTensorType(), {n});
+  };
+  if (getALogAttr() && failed(f32Param(getALogAttr(), "a_log", getHeads())))
+    return failure();
+  if (getDtBiasAttr() && failed(f32Param(getDtBiasAttr(), "dt_bias", dim(getQ(), 0))))
+    return failure();
+  return success();
+}
+
+LogicalResult KdaGatedNormOp::verify() {
+  int64_t heads = getHeads(), headDim = getHeadDim();
+  if (heads <= 0 || headDim <= 0)
+    return emitOpError() << "heads and head_dim must be positive";
+  if (heads * headDim != dim(getInput(), 0))
+    return emitOpError() << "input has " << dim(getInput(), 0)
+                         << " channels, but heads * head_dim = " << heads * headDim;
+  if (!(getEps().convertToDouble() > 0))
+    return emitOpError() << "eps must be positive";
+  return success();
+}
+
+LogicalResult KdaGatedNormOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto w = lookupWeight(*this, symbolTable, getWeightAttr(), "weight");
+  if (failed(w))
+    return failure();
+  return expectShape(*this, "weight", getWeightAttr(), w->getTensorType(), {int64_t(getHeadDim())});
 }
 
 //===----------------------------------------------------------------------===//
@@ -446,7 +506,7 @@ LogicalResult HeadRMSNormOp::verify() {
 }
 
 LogicalResult HeadRMSNormOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto w = lookupSymbol<WeightOp>(*this, symbolTable, getWeightAttr(), "weight");
+  auto w = lookupWeight(*this, symbolTable, getWeightAttr(), "weight");
   if (failed(w))
     return failure();
   return expectShape(*this, "weight", getWeightAttr(), w->getTensorType(),
@@ -497,7 +557,7 @@ LogicalResult MoeRouterOp::verify() {
 
 LogicalResult
 MoeRouterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto w = lookupSymbol<WeightOp>(*this, symbolTable, getWeightAttr(),
+  auto w = lookupWeight(*this, symbolTable, getWeightAttr(),
                                   "weight");
   if (failed(w))
     return failure();
@@ -509,7 +569,7 @@ MoeRouterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     return emitOpError() << "top_k (" << getTopK() << ") exceeds the "
                          << experts << " experts of " << getWeightAttr();
   if (FlatSymbolRefAttr bias = getBiasAttr()) {
-    auto bw = lookupSymbol<WeightOp>(*this, symbolTable, bias, "bias");
+    auto bw = lookupWeight(*this, symbolTable, bias, "bias");
     if (failed(bw) ||
         failed(expectShape(*this, "bias", bias, bw->getTensorType(), {experts})))
       return failure();

@@ -171,6 +171,16 @@ Cuts KdaHeadChunkOp::getLegalCuts(const TaskCutContext &ctx) {
   return cuts;
 }
 
+Cuts KdaGatedNormOp::getLegalCuts(const TaskCutContext &ctx) {
+  // One head per task: its output, gate and result, head_dim values each.
+  TaskOpInterface t = *this;
+  int64_t h = t.getIntArg("heads"), dk = t.getIntArg("head_dim");
+  if (dk > ctx.threads)
+    return t.emitOpError("head_dim ") << dk << " exceeds the block's " << ctx.threads
+                                      << " threads (one thread per value)";
+  return std::vector<TaskCut>{cut(h, dk * 3 * 2, "heads")};
+}
+
 Cuts ConvCommitOp::getLegalCuts(const TaskCutContext &) {
   TaskOpInterface t = *this;
   int64_t c = t.getIntArg("channels");

@@ -63,7 +63,12 @@ const TaskArgSpec kKdaHeadChunk[] = {
     {"chunk", T::Pos, P},
     // The output projection folded in (schedule-fuse-kda-o-proj): its
     // weight [heads * head_dim, o_n] and the fp32 sums it adds to.
-    {"o_weight", T::Weight, O}, acc("o_acc", O), {"o_n", T::Pos, O}};
+    {"o_weight", T::Weight, O}, acc("o_acc", O), {"o_n", T::Pos, O},
+    // The released form's L2 norms and low-rank decay.
+    {"qk_l2_eps", T::Float, O}, {"a_log", T::Weight, O}, {"dt_bias", T::Weight, O}};
+const TaskArgSpec kKdaGatedNorm[] = {in("input"),          in("gate"),         out("output"),
+                                     {"weight", T::Weight}, {"heads", T::Pos}, {"head_dim", T::Pos},
+                                     {"eps", T::Float}};
 const TaskArgSpec kConvCommit[] = {in("q"),    in("k"),    in("v"),
                                    inout("cq"), inout("ck"), inout("cv"),
                                    {"channels", T::Pos}, {"conv", T::Pos}};
@@ -132,6 +137,7 @@ const TaskKindInfo kKinds[] = {
     {TaskKind::GqaRopeAppend, kGqaRopeAppend},
     {TaskKind::GqaAttentionChunk, kGqaAttentionChunk},
     {TaskKind::GqaCombine, kGqaCombine},
+    {TaskKind::KdaGatedNorm, kKdaGatedNorm},
 };
 
 const char *describe(TaskArgType t) {

@@ -20,8 +20,8 @@ graph.quantized_weight @w {group = 32} : tensor<64xi4>
 
 // -----
 
-// expected-error @+1 {{weight must have bf16 elements}}
-graph.weight @w : tensor<64xf32>
+// expected-error @+1 {{weight must have bf16 or f32 elements}}
+graph.weight @w : tensor<64xf16>
 
 // -----
 
@@ -173,6 +173,90 @@ func.func @f(%q: tensor<8xbf16>, %b: tensor<2xbf16>, %s: tensor<2x4x8xf32>) {
 func.func @f(%q: tensor<8xbf16>, %b: tensor<4xbf16>, %s: tensor<2x4x4xf32>) {
   // expected-error @+1 {{beta_logits 'tensor<4xbf16>' must have one entry per head (2)}}
   %o, %s1 = graph.kda_gated_delta %q, %q, %q, %q, %b, %s heads(2) head_dim(4) : tensor<8xbf16>, tensor<4xbf16>, tensor<2x4x4xf32>
+  return
+}
+
+// -----
+
+// The released form's decay takes its two fp32 parameters together.
+graph.weight @a_log : tensor<2xf32>
+func.func @f(%q: tensor<8xbf16>, %b: tensor<2xbf16>, %s: tensor<2x4x4xf32>) {
+  // expected-error @+1 {{takes a_log and dt_bias together (the low-rank decay), got only a_log}}
+  %o, %s1 = graph.kda_gated_delta %q, %q, %q, %q, %b, %s heads(2) head_dim(4) {a_log = @a_log} : tensor<8xbf16>, tensor<2xbf16>, tensor<2x4x4xf32>
+  return
+}
+
+// -----
+
+graph.weight @a_log : tensor<2xbf16>
+graph.weight @dt_bias : tensor<8xf32>
+func.func @f(%q: tensor<8xbf16>, %b: tensor<2xbf16>, %s: tensor<2x4x4xf32>) {
+  // expected-error @+1 {{a_log @a_log must have f32 elements, got 'tensor<2xbf16>'}}
+  %o, %s1 = graph.kda_gated_delta %q, %q, %q, %q, %b, %s heads(2) head_dim(4) {a_log = @a_log, dt_bias = @dt_bias} : tensor<8xbf16>, tensor<2xbf16>, tensor<2x4x4xf32>
+  return
+}
+
+// -----
+
+graph.weight @a_log : tensor<2xf32>
+graph.weight @dt_bias : tensor<4xf32>
+func.func @f(%q: tensor<8xbf16>, %b: tensor<2xbf16>, %s: tensor<2x4x4xf32>) {
+  // expected-error @+1 {{dt_bias @dt_bias has type 'tensor<4xf32>', expected shape [8]}}
+  %o, %s1 = graph.kda_gated_delta %q, %q, %q, %q, %b, %s heads(2) head_dim(4) {a_log = @a_log, dt_bias = @dt_bias} : tensor<8xbf16>, tensor<2xbf16>, tensor<2x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<8xbf16>, %b: tensor<2xbf16>, %s: tensor<2x4x4xf32>) {
+  // expected-error @+1 {{qk_l2_eps must be positive}}
+  %o, %s1 = graph.kda_gated_delta %q, %q, %q, %q, %b, %s heads(2) head_dim(4) {qk_l2_eps = 0.0 : f64} : tensor<8xbf16>, tensor<2xbf16>, tensor<2x4x4xf32>
+  return
+}
+
+// -----
+
+graph.weight @o_norm : tensor<4xbf16>
+func.func @f(%o: tensor<8xbf16>) {
+  // expected-error @+1 {{input has 8 channels, but heads * head_dim = 12}}
+  %z = graph.kda_gated_norm %o, %o, @o_norm heads(3) head_dim(4) eps(1.0e-05) : tensor<8xbf16>
+  return
+}
+
+// -----
+
+graph.weight @o_norm : tensor<4xf32>
+func.func @f(%o: tensor<8xbf16>) {
+  // expected-error @+1 {{weight @o_norm must have bf16 elements, got 'tensor<4xf32>'}}
+  %z = graph.kda_gated_norm %o, %o, @o_norm heads(2) head_dim(4) eps(1.0e-05) : tensor<8xbf16>
+  return
+}
+
+// -----
+
+graph.weight @o_norm : tensor<8xbf16>
+func.func @f(%o: tensor<8xbf16>) {
+  // expected-error @+1 {{weight @o_norm has type 'tensor<8xbf16>', expected shape [4]}}
+  %z = graph.kda_gated_norm %o, %o, @o_norm heads(2) head_dim(4) eps(1.0e-05) : tensor<8xbf16>
+  return
+}
+
+// -----
+
+graph.weight @o_norm : tensor<4xbf16>
+func.func @f(%o: tensor<8xbf16>) {
+  // expected-error @+1 {{eps must be positive}}
+  %z = graph.kda_gated_norm %o, %o, @o_norm heads(2) head_dim(4) eps(0.0) : tensor<8xbf16>
+  return
+}
+
+// -----
+
+// An f32 parameter where an op reads bf16 (a norm's weight).
+graph.weight @norm : tensor<8xf32>
+func.func @f(%x: tensor<8xbf16>) {
+  // expected-error @+1 {{weight @norm must have bf16 elements, got 'tensor<8xf32>'}}
+  %n = graph.rmsnorm %x, @norm eps(1.0e-06) : tensor<8xbf16>
   return
 }
 

@@ -15,6 +15,10 @@ module @roundtrip {
   // CHECK: graph.weight @beta : tensor<2x16xbf16> layer 1
   graph.weight @beta : tensor<2x16xbf16> layer 1
   graph.weight @conv_w : tensor<3x8x4xbf16>
+  // CHECK: graph.weight @a_log : tensor<2xf32>
+  graph.weight @a_log : tensor<2xf32>
+  graph.weight @dt_bias : tensor<8xf32>
+  graph.weight @o_norm : tensor<4xbf16>
   graph.quantized_weight @mla_q {group = 8} : tensor<16x16xi4>
   graph.quantized_weight @kv_a {group = 8} : tensor<16x12xi4>
   graph.quantized_weight @kv_b {group = 8} : tensor<8x16xi4>
@@ -58,6 +62,11 @@ module @roundtrip {
     %qc, %cq1 = graph.kda_short_conv %q, %cq, @conv_w[0] : tensor<8xbf16>, tensor<3x8xbf16>
     // CHECK: %[[O:.*]], %[[S1:.*]] = graph.kda_gated_delta %[[QC]], %[[QC]], %[[QC]], %[[Q]], %[[B]], %[[S]] heads(2) head_dim(4) : tensor<8xbf16>, tensor<2xbf16>, tensor<2x4x4xf32>
     %o, %S1 = graph.kda_gated_delta %qc, %qc, %qc, %q, %b, %S heads(2) head_dim(4) : tensor<8xbf16>, tensor<2xbf16>, tensor<2x4x4xf32>
+    // The released form: L2 norms, the low-rank decay, the gated output norm.
+    // CHECK: %[[O2:.*]], %{{.*}} = graph.kda_gated_delta %[[QC]], %[[QC]], %[[QC]], %[[Q]], %[[B]], %[[S1]] heads(2) head_dim(4) {a_log = @a_log, dt_bias = @dt_bias, qk_l2_eps = 9.9999999999999995E-7 : f64} : tensor<8xbf16>, tensor<2xbf16>, tensor<2x4x4xf32>
+    %o2, %S2 = graph.kda_gated_delta %qc, %qc, %qc, %q, %b, %S1 heads(2) head_dim(4) {a_log = @a_log, dt_bias = @dt_bias, qk_l2_eps = 1.0e-06 : f64} : tensor<8xbf16>, tensor<2xbf16>, tensor<2x4x4xf32>
+    // CHECK: %{{.*}} = graph.kda_gated_norm %[[O2]], %[[Q]], @o_norm heads(2) head_dim(4) eps(1.0e-05) : tensor<8xbf16>
+    %z = graph.kda_gated_norm %o2, %q, @o_norm heads(2) head_dim(4) eps(1.0e-05) : tensor<8xbf16>
     %a = graph.linear_w4a16 %o, @o_proj : tensor<8xbf16> -> tensor<16xbf16>
     // CHECK: %[[H:.*]] = graph.add %[[X]], %{{.*}} : tensor<16xbf16>
     %h = graph.add %x, %a : tensor<16xbf16>

@@ -19,14 +19,46 @@ graph.quantized_weight @q_proj {group = 8} : tensor<16x8xi4>
 graph.quantized_weight @k_proj {group = 8} : tensor<16x8xi4>
 graph.weight @beta : tensor<2x16xbf16>
 graph.quantized_weight @o_proj {group = 8} : tensor<8x16xi4>
-func.func @decode_step(%x: tensor<16xbf16>) -> tensor<16xbf16> {
+func.func @decode_step(%x: tensor<16xbf16>) -> (tensor<16xbf16>, tensor<8xbf16>) {
   %n = graph.rmsnorm %x, @norm eps(1.0e-06) : tensor<16xbf16>
   %q = graph.linear_w4a16 %n, @q_proj : tensor<16xbf16> -> tensor<8xbf16>
   %k = graph.linear_w4a16 %n, @k_proj : tensor<16xbf16> -> tensor<8xbf16>
   %b = graph.linear_bf16 %n, @beta : tensor<16xbf16> -> tensor<2xbf16>
   %o = graph.linear_w4a16 %q, @o_proj : tensor<8xbf16> -> tensor<16xbf16>
   %h = graph.add %x, %o : tensor<16xbf16>
-  return %h : tensor<16xbf16>
+  // q is returned too: read by more than projections, it is no bottleneck.
+  return %h, %q : tensor<16xbf16>, tensor<8xbf16>
+}
+
+// -----
+
+// Bottlenecks (projections read only by other projections: the released
+// KDA's f_a and g_a) group among themselves, apart from their siblings
+// whose tiles are ordered by head; what reads them stays alone.
+// CHECK-LABEL: func.func @decode_step
+// CHECK: %[[N:.*]] = graph.rmsnorm
+// CHECK: graph.linear_w4a16 %[[N]], @q_proj {schedule.fusion_group = "q_proj.group"}
+// CHECK: %[[FA:.*]] = graph.linear_w4a16 %[[N]], @f_a {schedule.fusion_group = "f_a.group"}
+// CHECK: %[[GA:.*]] = graph.linear_w4a16 %[[N]], @g_a {schedule.fusion_group = "f_a.group"}
+// CHECK: graph.linear_bf16 %[[N]], @beta {schedule.fusion_group = "q_proj.group"}
+// CHECK: graph.linear_w4a16 %[[FA]], @f_b : tensor<4xbf16> -> tensor<8xbf16>
+// CHECK: graph.linear_w4a16 %[[GA]], @g_b : tensor<4xbf16> -> tensor<8xbf16>
+graph.weight @norm : tensor<16xbf16>
+graph.quantized_weight @q_proj {group = 4} : tensor<16x8xi4>
+graph.quantized_weight @f_a {group = 4} : tensor<16x4xi4>
+graph.quantized_weight @g_a {group = 4} : tensor<16x4xi4>
+graph.quantized_weight @f_b {group = 4} : tensor<4x8xi4>
+graph.quantized_weight @g_b {group = 4} : tensor<4x8xi4>
+graph.weight @beta : tensor<2x16xbf16>
+func.func @decode_step(%x: tensor<16xbf16>) -> (tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>, tensor<2xbf16>) {
+  %n = graph.rmsnorm %x, @norm eps(1.0e-06) : tensor<16xbf16>
+  %q = graph.linear_w4a16 %n, @q_proj : tensor<16xbf16> -> tensor<8xbf16>
+  %fa = graph.linear_w4a16 %n, @f_a : tensor<16xbf16> -> tensor<4xbf16>
+  %ga = graph.linear_w4a16 %n, @g_a : tensor<16xbf16> -> tensor<4xbf16>
+  %b = graph.linear_bf16 %n, @beta : tensor<16xbf16> -> tensor<2xbf16>
+  %f = graph.linear_w4a16 %fa, @f_b : tensor<4xbf16> -> tensor<8xbf16>
+  %g = graph.linear_w4a16 %ga, @g_b : tensor<4xbf16> -> tensor<8xbf16>
+  return %q, %f, %g, %b : tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>, tensor<2xbf16>
 }
 
 // -----

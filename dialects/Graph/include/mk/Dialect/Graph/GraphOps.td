@@ -44,9 +44,10 @@ def Graph_BF16HeadCache : TensorRankOf<[BF16], [3]>;
 
 def Graph_WeightOp : Graph_Op<"weight",
     [Symbol, HasParent<"::mlir::ModuleOp">]> {
-  let summary = "A bf16 parameter tensor of the block";
+  let summary = "A bf16 or f32 parameter tensor of the block";
   let description = [{
-    Declares a bf16 parameter (norm weight, bf16 linear, conv taps) under its
+    Declares a bf16 parameter (norm weight, bf16 linear, conv taps) or an
+    f32 one (the released KDA's `A_log` and `dt_bias`) under its
     state-dict name. The runtime binds a buffer of exactly this shape to it.
     `layer` (optional, >= 0) is the layer it belongs to, which the later
     stages read instead of parsing names (debug captures, the layer count).
@@ -54,6 +55,7 @@ def Graph_WeightOp : Graph_Op<"weight",
     ```mlir
     graph.weight @"blocks.0.attn_norm" : tensor<2304xbf16> layer 0
     graph.weight @"blocks.0.attn.beta_proj.weight" : tensor<32x2304xbf16> layer 0
+    graph.weight @"blocks.0.attn.A_log" : tensor<32xf32> layer 0
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
@@ -278,7 +280,7 @@ def Graph_KdaShortConvOp : Graph_WeightUserOp<"kda_short_conv",
   let hasVerifier = 1;
 }
 
-def Graph_KdaGatedDeltaOp : Graph_ComputeOp<"kda_gated_delta",
+def Graph_KdaGatedDeltaOp : Graph_WeightUserOp<"kda_gated_delta",
     [AllTypesMatch<["q", "k", "v", "g_raw", "output"]>,
      AllTypesMatch<["state", "new_state"]>]> {
   let summary = "Kimi Delta Attention: gated delta rule for one token";
@@ -291,19 +293,53 @@ def Graph_KdaGatedDeltaOp : Graph_ComputeOp<"kda_gated_delta",
     `S *= exp(g)` (rows), `S += beta k (v - S^T k)^T`, `o = S^T q`;
     `output` is `bf16(o)` `[C]`, `new_state` the updated `S`.
 
+    The released Kimi-Linear form: with `qk_l2_eps`, q and k are first
+    divided per head by `sqrt(sum x^2 + qk_l2_eps)` (q then scaled as above);
+    with `a_log` (f32 `[heads]`) and `dt_bias` (f32 `[C]`), both
+    `graph.weight`s, the decay is `g = -exp(a_log[h]) * softplus(g_raw +
+    dt_bias)`.
+
     ```mlir
     %o, %S1 = graph.kda_gated_delta %qc, %kc, %vc, %g, %b, %S heads(32) head_dim(128) : tensor<4096xbf16>, tensor<32xbf16>, tensor<32x128x128xf32>
+    %o, %S1 = graph.kda_gated_delta %qc, %kc, %vc, %f, %b, %S heads(32) head_dim(128) {a_log = @"blocks.0.attn.A_log", dt_bias = @"blocks.0.attn.dt_bias", qk_l2_eps = 1.0e-06 : f64} : tensor<4096xbf16>, tensor<32xbf16>, tensor<32x128x128xf32>
     ```
   }];
   let arguments = (ins Graph_BF16Vector:$q, Graph_BF16Vector:$k,
                        Graph_BF16Vector:$v, Graph_BF16Vector:$g_raw,
                        Graph_BF16Vector:$beta_logits, Graph_F32Tensor3D:$state,
-                       I64Attr:$heads, I64Attr:$head_dim);
+                       I64Attr:$heads, I64Attr:$head_dim, OptionalAttr<F64Attr>:$qk_l2_eps,
+                       OptionalAttr<FlatSymbolRefAttr>:$a_log,
+                       OptionalAttr<FlatSymbolRefAttr>:$dt_bias);
   let results = (outs Graph_BF16Vector:$output, Graph_F32Tensor3D:$new_state);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $g_raw `,` $beta_logits `,` $state
     `heads` `(` $heads `)` `head_dim` `(` $head_dim `)` attr-dict `:`
     type($q) `,` type($beta_logits) `,` type($state)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_KdaGatedNormOp : Graph_WeightUserOp<"kda_gated_norm",
+    [AllTypesMatch<["input", "gate", "output"]>]> {
+  let summary = "The released KDA's sigmoid-gated RMSNorm of each head's output";
+  let description = [{
+    Per head `h` of `input` (bf16 `[heads * head_dim]`, the gated delta
+    rule's output), all fp32 until one rounding:
+    `z[h,i] = bf16(x[h,i] * rsqrt(mean_i x[h,:]^2 + eps) * w[i] * sigmoid(gate[h,i]))`;
+    `weight` is a bf16 `graph.weight` `[head_dim]` shared by the heads,
+    `gate` the output gate's projection (bf16, same shape as `input`).
+
+    ```mlir
+    %z = graph.kda_gated_norm %kda_o, %gl, @"blocks.0.attn.o_norm" heads(32) head_dim(128) eps(1.0e-05) : tensor<4096xbf16>
+    ```
+  }];
+  let arguments = (ins Graph_BF16Vector:$input, Graph_BF16Vector:$gate,
+                       FlatSymbolRefAttr:$weight, I64Attr:$heads, I64Attr:$head_dim,
+                       F64Attr:$eps);
+  let results = (outs Graph_BF16Vector:$output);
+  let assemblyFormat = [{
+    $input `,` $gate `,` $weight `heads` `(` $heads `)` `head_dim` `(` $head_dim `)`
+    `eps` `(` custom<Real>($eps) `)` attr-dict `:` type($input)
   }];
   let hasVerifier = 1;
 }

@@ -360,7 +360,17 @@ def Schedule_KdaHeadChunkOp : Schedule_TaskBase<"kda_head_chunk", "KdaHeadChunk"
     // The output projection folded in (schedule-fuse-kda-o-proj): its
     // weight [heads * head_dim, o_n] and the fp32 sums it adds to.
     OptionalAttr<Schedule_WeightName>:$o_weight, OptionalAttr<FlatSymbolRefAttr>:$o_acc,
-    OptionalAttr<Schedule_PosArg>:$o_n)>;
+    OptionalAttr<Schedule_PosArg>:$o_n,
+    // The released form: q and k L2-normalized per head with this epsilon
+    // on the sum of squares; the low-rank decay's fp32 rate per head and
+    // bias per channel (-exp(a_log) * softplus(g + dt_bias)).
+    OptionalAttr<F64Attr>:$qk_l2_eps, OptionalAttr<Schedule_WeightName>:$a_log,
+    OptionalAttr<Schedule_WeightName>:$dt_bias)>;
+def Schedule_KdaGatedNormOp : Schedule_TaskBase<"kda_gated_norm", "KdaGatedNorm",
+    "the released KDA's sigmoid-gated RMSNorm of a head's output", (ins
+    FlatSymbolRefAttr:$input, FlatSymbolRefAttr:$gate, FlatSymbolRefAttr:$output,
+    Schedule_WeightName:$weight, Schedule_PosArg:$heads, Schedule_PosArg:$head_dim,
+    F64Attr:$eps)>;
 def Schedule_ConvCommitOp : Schedule_TaskBase<"conv_commit", "ConvCommit",
     "the KDA short convolutions' windows shifted by the new token", (ins
     FlatSymbolRefAttr:$q, FlatSymbolRefAttr:$k, FlatSymbolRefAttr:$v,
