@@ -298,6 +298,23 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     setArg(t, "heads", int64_t(n.getHeads()));
     setArg(t, "head_dim", int64_t(n.getHeadDim()));
     setArg(t, "eps", n.getEps().convertToDouble());
+    // Its heads are the KDA task's units: each waits only for its own head's
+    // state update, and the output projection's split-K tiles only for
+    // their heads.
+    // The gate's projection tiles are ordered by head likewise.
+    StringAttr unit;
+    for (TaskSpec &p : tasks)
+      if (p.kind == schedule::TaskKind::KdaHeadChunk && llvm::is_contained(p.writes, x->buffer))
+        unit = dyn_cast_or_null<StringAttr>(p.args.get("unit"));
+    if (unit) {
+      setArg(t, "unit", unit.str());
+      for (TaskSpec &p : tasks)
+        if (p.kind == schedule::TaskKind::W4A16Gemv && p.writes.size() == 1 &&
+            p.writes[0] == g->buffer) {
+          setArg(p, "unit", unit.str());
+          setArg(p, "unit_cols", int64_t(n.getHeadDim()));
+        }
+    }
     set(n.getOutput(), ValueInfo{ValueInfo::Buffer, z, ""});
     return success();
   }
@@ -678,9 +695,11 @@ LogicalResult Lowering::lowerKda(graph::KdaGatedDeltaOp op) {
   setArg(w, "cv", v->aux);
   setArg(w, "channels", c);
   setArg(w, "conv", taps);
-  // The group's projection tiles are ordered by head for the KDA tasks.
+  // The group's projection tiles are ordered by head for the KDA tasks
+  // (and, in the released form, the low-rank decay's second projection's).
   for (TaskSpec &p : tasks)
-    if (p.kind == schedule::TaskKind::W4A16Gemv && llvm::is_contained(p.writes, q->buffer)) {
+    if (p.kind == schedule::TaskKind::W4A16Gemv &&
+        (llvm::is_contained(p.writes, q->buffer) || llvm::is_contained(p.writes, g->buffer))) {
       setArg(p, "unit", unit);
       setArg(p, "unit_cols", op.getHeadDim());
     } else if (p.kind == schedule::TaskKind::Bf16Rows &&

@@ -178,7 +178,14 @@ Cuts KdaGatedNormOp::getLegalCuts(const TaskCutContext &ctx) {
   if (dk > ctx.threads)
     return t.emitOpError("head_dim ") << dk << " exceeds the block's " << ctx.threads
                                       << " threads (one thread per value)";
-  return std::vector<TaskCut>{cut(h, dk * 3 * 2, "heads")};
+  TaskCut c = cut(h, dk * 3 * 2, "heads");
+  if (!t.getStrArg("unit").empty()) {
+    // A head each: the unit its producer (the KDA task) and its consumer
+    // (the output projection's split-K tiles) count in.
+    c.intArgs = {{"grain_per", 1}};
+    c.strArgs = {{"grain", t.getStrArg("unit").str()}};
+  }
+  return std::vector<TaskCut>{std::move(c)};
 }
 
 Cuts ConvCommitOp::getLegalCuts(const TaskCutContext &) {
