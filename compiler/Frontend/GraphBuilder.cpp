@@ -424,6 +424,12 @@ OwningOpRef<ModuleOp> mk::buildGraphModule(MLIRContext &ctx,
       *error = "invalid block configuration: " + problem;
     return nullptr;
   }
+  if (cfg.vocab > 0) {
+    if (error)
+      *error = "a whole-model spec ('vocab' " + std::to_string(cfg.vocab) +
+               ": embedding, LM head, argmax) has no kernel lowering yet; the oracle runs it";
+    return nullptr;
+  }
   GraphBuilder builder(ctx, cfg);
   OwningOpRef<ModuleOp> module = builder.build();
   if (!module && error)

@@ -99,6 +99,10 @@ std::string BlockConfig::validate() const {
   }
   if (nShared < 0)
     return "'n_shared' must be >= 0, got " + std::to_string(nShared);
+  if (vocab < 0)
+    return "'vocab' must be >= 0, got " + std::to_string(vocab);
+  if (lmHeadBf16 && vocab == 0)
+    return "'lm_head' needs 'vocab' (a model with an LM head)";
   if (denseLayers < 0)
     return "'dense_layers' must be >= 0, got " + std::to_string(denseLayers);
   if (denseLayers > int64_t(pattern.size()))
@@ -182,6 +186,9 @@ std::vector<QuantLinearDesc> quantLinears(const BlockConfig &c) {
     for (size_t j = first; j < out.size(); ++j)
       out[j].layer = int64_t(i);
   }
+  // The whole model's LM head (no layer).
+  if (c.vocab > 0 && !c.lmHeadBf16)
+    out.push_back({"lm_head", c.hidden, c.vocab, 0});
   return out;
 }
 
@@ -258,6 +265,15 @@ std::vector<TensorDesc> parameterTensors(const BlockConfig &c) {
     }
     for (size_t j = first; j < out.size(); ++j)
       out[j].layer = int64_t(i);
+  }
+  // The whole model's embedding, final norm and LM head (no layer).
+  if (c.vocab > 0) {
+    out.push_back({"embed.weight", DType::BF16, {c.vocab, c.hidden}});
+    out.push_back({"final_norm", DType::BF16, {c.hidden}});
+    if (c.lmHeadBf16)
+      out.push_back({"lm_head.weight", DType::BF16, {c.vocab, c.hidden}});
+    else
+      quant("lm_head");
   }
   return out;
 }

@@ -47,6 +47,8 @@ const IntKey kIntKeys[] = {
     {"gqa_heads", &BlockConfig::gqaHeads, false},
     {"gqa_kv_heads", &BlockConfig::gqaKvHeads, false},
     {"gqa_head_dim", &BlockConfig::gqaHeadDim, false},
+    // Optional: the whole model's vocabulary (embedding, LM head, argmax).
+    {"vocab", &BlockConfig::vocab, false},
 };
 const RealKey kRealKeys[] = {
     {"rope_theta", &BlockConfig::ropeTheta, true},
@@ -59,7 +61,8 @@ const char *const kConfigOrder[] = {
     "hidden",   "kda_heads", "kda_head_dim",   "short_conv", "mla_heads",
     "kv_lora",  "qk_nope",   "qk_rope",        "v_head",     "rope_theta",
     "n_experts", "n_active", "n_shared",       "moe_inter",  "routed_scaling",
-    "dense_layers", "dense_inter", "gqa_heads", "gqa_kv_heads", "gqa_head_dim", "group", "eps"};
+    "dense_layers", "dense_inter", "gqa_heads", "gqa_kv_heads", "gqa_head_dim", "group", "eps",
+    "vocab"};
 
 // The dense GQA family's config keys (docs/semantics-dense-gqa.md): every
 // layer is GQA attention + a dense SwiGLU FFN of width `inter`.
@@ -175,6 +178,8 @@ bool parseConfigKeys(const json::Value &obj, BlockConfig &cfg, const IntKey (&in
     if (!dense && key == "rmsnorm_rounding" && !choice("once", "twice", cfg.normRoundTwice))
       return false;
     if (!dense && key == "kda_form" && !choice("unit", "released", cfg.kdaReleased))
+      return false;
+    if (!dense && key == "lm_head" && !choice("w4a16", "bf16", cfg.lmHeadBf16))
       return false;
     // The MLA layers' form: rotation (mla_rotary, default true) and the
     // latent's norm (mla_latent_norm, default false).
@@ -365,8 +370,11 @@ json::Value blockConfigToJsonValue(const BlockConfig &cfg) {
       if (std::strcmp(key, k.name) == 0 &&
           (k.required ||
            (std::strncmp(key, "gqa_", 4) == 0 ? cfg.hasLayer(LayerKind::GQA)
+            : std::strcmp(key, "vocab") == 0  ? cfg.vocab > 0
                                               : cfg.denseLayers > 0)))
         conf.set(key, json::Value::fromInt(cfg.*k.field));
+    if (std::strcmp(key, "vocab") == 0 && cfg.lmHeadBf16)
+      conf.set("lm_head", json::Value::fromString("bf16"));
     for (const RealKey &k : kRealKeys)
       if (std::strcmp(key, k.name) == 0)
         conf.set(key, json::Value::fromNumber(cfg.*k.field));

@@ -460,6 +460,45 @@ std::vector<BFloat16> oracleStep(const BlockConfig &cfg,
   return x;
 }
 
+ModelStepResult oracleModelStep(const BlockConfig &cfg, const TensorMap &weights,
+                                DecodeState &state, int64_t token, OracleTrace *trace,
+                                const OracleOptions *options) {
+  if (cfg.vocab <= 0)
+    fatal("oracleModelStep: the spec has no vocabulary (a block, not a whole model)");
+  if (token < 0 || token >= cfg.vocab)
+    fatal("oracleModelStep: token " + std::to_string(token) + " outside 0.." +
+          std::to_string(cfg.vocab - 1));
+  const HostTensor &embed = weight(weights, "embed.weight");
+  const BFloat16 *row = embed.bf16() + token * cfg.hidden;
+  std::vector<BFloat16> h = oracleStep(cfg, weights, state,
+                                       std::vector<BFloat16>(row, row + cfg.hidden), trace,
+                                       options);
+  // The final norm (the family's norm arithmetic), the LM head, the argmax.
+  std::vector<BFloat16> y(static_cast<size_t>(cfg.hidden));
+  oracle::rmsNorm(h.data(), weight(weights, "final_norm").bf16(), cfg.hidden, float(cfg.eps),
+                  y.data(), cfg.normRoundTwice);
+  ModelStepResult r;
+  if (cfg.lmHeadBf16) {
+    r.logits.resize(static_cast<size_t>(cfg.vocab));
+    oracle::bf16Linear(y.data(), weight(weights, "lm_head.weight").bf16(), cfg.vocab,
+                       cfg.hidden, r.logits.data());
+  } else {
+    const bool round = !(options && options->unroundedWeights);
+    r.logits = oracle::w4a16Linear(
+        y, quantWeightRounded(weights, "lm_head", cfg.hidden, cfg.vocab, cfg.group, -1, round));
+  }
+  r.next = 0;
+  for (int64_t i = 1; i < cfg.vocab; ++i)
+    if (r.logits[size_t(i)].toFloat() > r.logits[size_t(r.next)].toFloat())
+      r.next = i;
+  if (trace) {
+    Recorder rec(trace);
+    rec.bf16("final_norm", y);
+    rec.bf16("logits", r.logits);
+  }
+  return r;
+}
+
 std::vector<BFloat16> oracleLayerStep(const BlockConfig &cfg, const TensorMap &weights,
                                       DecodeState &state, int64_t layer,
                                       const std::vector<BFloat16> &input,

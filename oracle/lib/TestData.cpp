@@ -240,6 +240,8 @@ TensorMap makeRandomWeights(const BlockConfig &cfg, uint64_t seed) {
     if (endsWith(name, "_norm")) {
       for (int64_t i = 0; i < t.numel(); ++i)
         t.bf16()[i] = BFloat16(1.0f);
+    } else if (name == "embed.weight") {
+      queueFill(jobs, t, testdata::streamFor(seed, name), testdata::kEmbeddingStddev);
     } else if (endsWith(name, ".weight")) {
       queueFill(jobs, t, testdata::streamFor(seed, name),
                 testdata::kBf16LinearStddev);

@@ -168,6 +168,17 @@ int writeWeights(int argc, char **argv) {
   return 0;
 }
 
+/// The whole model's input: a token id, i32 [1].
+HostTensor tokenTensor(int64_t token) {
+  HostTensor t(TensorDesc{"token", DType::I32, {1}});
+  *reinterpret_cast<int32_t *>(t.data.data()) = int32_t(token);
+  return t;
+}
+/// A token id of `cfg`'s vocabulary drawn from `seed`.
+int64_t randomToken(const BlockConfig &cfg, uint64_t seed) {
+  return int64_t(testdata::mix64(testdata::streamFor(seed, "token")) % uint64_t(cfg.vocab));
+}
+
 int writeInputs(int argc, char **argv) {
   Options o;
   std::string err;
@@ -187,8 +198,11 @@ int writeInputs(int argc, char **argv) {
     return 1;
   DecodeState st = makeRandomState(cfg, ctx, uint64_t(stateSeed));
   TensorMap all = st.tensors;
-  all.emplace("hidden",
-              hiddenTensor("hidden", makeRandomHidden(cfg, uint64_t(hiddenSeed))));
+  if (cfg.vocab > 0) // the whole model: a token id from the hidden seed
+    all.emplace("token", tokenTensor(randomToken(cfg, uint64_t(hiddenSeed))));
+  else
+    all.emplace("hidden",
+                hiddenTensor("hidden", makeRandomHidden(cfg, uint64_t(hiddenSeed))));
   if (!writeSafetensors(o.positional[1], all, err,
                         {{"format", "mk-inputs-1"},
                          {"ctx_len", std::to_string(ctx)}}))
@@ -265,6 +279,8 @@ int run(int argc, char **argv) {
 
   DecodeState st;
   std::vector<BFloat16> hidden;
+  int64_t token = 0; // the whole model's input (cfg.vocab > 0)
+  ModelStepResult model;
   if (o.values.count("--inputs")) {
     const std::string &path = o.values["--inputs"];
     TensorMap in;
@@ -286,7 +302,10 @@ int run(int argc, char **argv) {
       }
     }
     std::vector<TensorDesc> want = stateTensors(cfg, rows);
-    want.push_back({"hidden", DType::BF16, {cfg.hidden}});
+    if (cfg.vocab > 0)
+      want.push_back({"token", DType::I32, {1}});
+    else
+      want.push_back({"hidden", DType::BF16, {cfg.hidden}});
     if (!checkTensors(in, want, problems)) {
       std::fprintf(stderr, "mk-oracle: %s does not hold inputs of spec '%s':\n",
                    path.c_str(), cfg.name.c_str());
@@ -294,22 +313,44 @@ int run(int argc, char **argv) {
         std::fprintf(stderr, "  %s\n", p.c_str());
       return 1;
     }
-    const HostTensor &h = in.at("hidden");
-    hidden.assign(h.bf16(), h.bf16() + cfg.hidden);
-    in.erase("hidden");
+    if (cfg.vocab > 0) {
+      token = *reinterpret_cast<const int32_t *>(in.at("token").data.data());
+      if (token < 0 || token >= cfg.vocab) {
+        std::fprintf(stderr, "mk-oracle: %s: token %lld outside the vocabulary 0..%lld\n",
+                     path.c_str(), (long long)token, (long long)cfg.vocab - 1);
+        return 1;
+      }
+      in.erase("token");
+    } else {
+      const HostTensor &h = in.at("hidden");
+      hidden.assign(h.bf16(), h.bf16() + cfg.hidden);
+      in.erase("hidden");
+    }
     st.tensors = std::move(in);
     st.ctxLen = rows;
   } else {
     st = makeRandomState(cfg, ctx, uint64_t(stateSeed));
-    hidden = makeRandomHidden(cfg, uint64_t(hiddenSeed));
+    if (cfg.vocab > 0)
+      token = randomToken(cfg, uint64_t(hiddenSeed));
+    else
+      hidden = makeRandomHidden(cfg, uint64_t(hiddenSeed));
   }
 
   OracleTrace trace;
   for (int64_t s = 0; s < steps; ++s) {
     auto ts = std::chrono::steady_clock::now();
     int64_t pos = st.ctxLen;
-    hidden = oracleStep(cfg, weights, st, hidden, o.trace ? &trace : nullptr);
-    printChecksum(s, pos, hidden, secondsSince(ts));
+    if (cfg.vocab > 0) {
+      // The whole model decodes greedily: each step's next token is the
+      // following step's input.
+      model = oracleModelStep(cfg, weights, st, token, o.trace ? &trace : nullptr);
+      printChecksum(s, pos, model.logits, secondsSince(ts));
+      std::printf("  token %lld -> next %lld\n", (long long)token, (long long)model.next);
+      token = model.next;
+    } else {
+      hidden = oracleStep(cfg, weights, st, hidden, o.trace ? &trace : nullptr);
+      printChecksum(s, pos, hidden, secondsSince(ts));
+    }
     if (o.trace)
       for (const auto &kv : trace.values) {
         double ss = 0;
@@ -322,7 +363,15 @@ int run(int argc, char **argv) {
   }
   if (o.values.count("--dump")) {
     TensorMap out = st.tensors;
-    out.emplace("hidden_out", hiddenTensor("hidden_out", hidden));
+    if (cfg.vocab > 0) {
+      // The last step's logits and next token.
+      out.emplace("logits", hiddenTensor("logits", model.logits));
+      HostTensor next = tokenTensor(model.next);
+      next.desc.name = "next_token";
+      out.emplace("next_token", std::move(next));
+    } else {
+      out.emplace("hidden_out", hiddenTensor("hidden_out", hidden));
+    }
     if (!writeSafetensors(o.values["--dump"], out, err,
                           {{"format", "mk-outputs-1"},
                            {"ctx_len", std::to_string(st.ctxLen)}}))

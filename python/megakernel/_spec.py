@@ -73,8 +73,9 @@ def spec_from_config(cfg: Any, name: Optional[str] = None) -> Dict[str, Any]:
     `gqa_heads`, `gqa_kv_heads` and `gqa_head_dim`, `router`: "softmax"
     or the released model's "sigmoid", the MLA form's `mla_rotary`
     (default True) and `mla_latent_norm` (default False),
-    `rmsnorm_rounding` ("once", or the released model's "twice"), and
-    `kda_form` ("unit", or the released model's "released"). The dense GQA family's (`family`
+    `rmsnorm_rounding` ("once", or the released model's "twice"),
+    `kda_form` ("unit", or the released model's "released"), and the whole
+    model's `vocab` with `lm_head` ("w4a16" or "bf16"). The dense GQA family's (`family`
     "dense_gqa", or no `family`, no `pattern` and the fields `heads`,
     `kv_heads`, `head_dim`, `inter`, `layers`): `hidden`, `heads`,
     `kv_heads`, `head_dim`, `inter`, `rope_theta`, `group`, `layers`,
@@ -106,6 +107,17 @@ def spec_from_config(cfg: Any, name: Optional[str] = None) -> Dict[str, Any]:
         raise ValueError("kda_form %r is neither \"unit\" nor \"released\"" % (kda_form,))
     if kda_form == "released":
         conf["kda_form"] = kda_form
+    # The whole model: a vocabulary (embedding, LM head, argmax).
+    vocab = int(getattr(cfg, "vocab", 0) or 0)
+    lm_head = str(getattr(cfg, "lm_head", "w4a16") or "w4a16")
+    if lm_head not in ("w4a16", "bf16"):
+        raise ValueError("lm_head %r is neither \"w4a16\" nor \"bf16\"" % (lm_head,))
+    if vocab > 0:
+        conf["vocab"] = vocab
+        if lm_head == "bf16":
+            conf["lm_head"] = lm_head
+    elif lm_head == "bf16":
+        raise ValueError("lm_head \"bf16\" needs vocab (a model with an LM head)")
     # The MLA form, written only where it is not the unit's.
     for k, unit in (("mla_rotary", True), ("mla_latent_norm", False)):
         v = getattr(cfg, k, unit)

@@ -466,6 +466,45 @@ TEST(BlockSpec, KdaForm) {
             std::string::npos);
 }
 
+TEST(BlockSpec, WholeModel) {
+  BlockConfig cfg;
+  std::string err;
+  ASSERT_TRUE(parseBlockSpec(tinyWith("\"group\"", "\"vocab\": 1000, \"group\""), cfg, err))
+      << err;
+  EXPECT_EQ(cfg.vocab, 1000);
+  EXPECT_FALSE(cfg.lmHeadBf16);
+  // The embedding, the final norm and the W4A16 LM head, after the layers'.
+  std::vector<std::string> names;
+  for (const TensorDesc &t : parameterTensors(cfg))
+    names.push_back(t.name);
+  ASSERT_GE(names.size(), 6u);
+  EXPECT_EQ(std::vector<std::string>(names.end() - 5, names.end()),
+            (std::vector<std::string>{"embed.weight", "final_norm", "lm_head.w_q",
+                                      "lm_head.scales", "lm_head.zeros"}));
+  EXPECT_EQ(quantLinears(cfg).back().prefix, "lm_head");
+  EXPECT_EQ(quantLinears(cfg).back().out, 1000);
+  EXPECT_EQ(quantLinears(cfg).back().layer, -1);
+  BlockConfig back;
+  ASSERT_TRUE(parseBlockSpec(blockConfigToJson(cfg), back, err)) << err;
+  EXPECT_EQ(back.vocab, 1000);
+  EXPECT_EQ(blockConfigToJson(BlockConfig{}).find("vocab"), std::string::npos);
+  // A bf16 LM head.
+  ASSERT_TRUE(parseBlockSpec(
+      tinyWith("\"group\"", "\"vocab\": 1000, \"lm_head\": \"bf16\", \"group\""), cfg, err))
+      << err;
+  EXPECT_TRUE(cfg.lmHeadBf16);
+  EXPECT_EQ(parameterTensors(cfg).back().name, "lm_head.weight");
+  EXPECT_EQ(parameterTensors(cfg).back().shape, (std::vector<int64_t>{1000, 256}));
+  ASSERT_TRUE(parseBlockSpec(blockConfigToJson(cfg), back, err)) << err;
+  EXPECT_TRUE(back.lmHeadBf16);
+  EXPECT_NE(specError(tinyWith("\"group\"", "\"lm_head\": \"bf16\", \"group\""))
+                .find("'lm_head' needs 'vocab'"),
+            std::string::npos);
+  EXPECT_NE(specError(tinyWith("\"group\"", "\"vocab\": 8, \"lm_head\": \"int4\", \"group\""))
+                .find("config key 'lm_head' must be \"w4a16\" or \"bf16\", got \"int4\""),
+            std::string::npos);
+}
+
 TEST(BlockSpec, UnreadableFile) {
   BlockConfig cfg;
   std::string err;

@@ -268,6 +268,20 @@ def step(spec, W, S, x):
     return x
 
 
+def model_step(spec, W, S, token):
+    """The whole model (config `vocab`): the token's embedding row through
+    the layers, the final norm, the LM head, the first index of the largest
+    logit."""
+    cfg = spec["config"]
+    h = step(spec, W, S, W["embed.weight"][token])
+    y = rmsnorm(h, W["final_norm"], cfg.get("eps", 1e-6), twice(cfg))
+    if cfg.get("lm_head", "w4a16") == "bf16":
+        logits = bf16(W["lm_head.weight"] @ y)
+    else:
+        logits = w4a16(y, W, "lm_head", cfg["group"])
+    return logits, int(np.argmax(logits))
+
+
 # ---------------------------------------------------------------- driver
 
 
@@ -301,13 +315,24 @@ def check_spec(args, spec_path):
 
     W = read_safetensors(wpath)
     S = read_safetensors(ipath)
-    x = S.pop("hidden")
-    for _ in range(args.steps):
-        x = step(spec, W, S, x)
     got = read_safetensors(opath)
-
     ok = True
-    checks = [("hidden_out", x, got["hidden_out"])]
+    if spec["config"].get("vocab", 0) > 0:
+        # The whole model decodes greedily from the token.
+        token = int(S.pop("token")[0])
+        for _ in range(args.steps):
+            logits, token = model_step(spec, W, S, token)
+        checks = [("logits", logits, got["logits"])]
+        have = int(got["next_token"][0])
+        same = have == token
+        ok = ok and same
+        print("%s: %-16s %d, reference %d %s" % (name, "next_token", have, token,
+                                                 "ok" if same else "FAILED"))
+    else:
+        x = S.pop("hidden")
+        for _ in range(args.steps):
+            x = step(spec, W, S, x)
+        checks = [("hidden_out", x, got["hidden_out"])]
     checks += [(n, S[n], got[n]) for n in sorted(S)]
     for n, want, have in checks:
         if want.shape != have.shape:

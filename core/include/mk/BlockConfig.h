@@ -79,6 +79,16 @@ struct BlockConfig {
   /// z = bf16(o * rsqrt(mean(o^2) + eps) * o_norm * sigmoid(g_b(g_a(u)))).
   bool kdaReleased = false;
   static constexpr double kKdaL2NormEps = 1e-6;
+  /// The whole model (spec key `vocab` > 0; docs/semantics-kimi-linear.md,
+  /// section 6.5): the step takes a token id, whose row of `embed.weight`
+  /// [vocab, hidden] (bf16) is the first layer's input, and after the last
+  /// layer normalizes the hidden with `final_norm` [hidden] and projects it
+  /// with the LM head to bf16 logits [vocab]: `lm_head`, W4A16 [hidden ->
+  /// vocab], or (lmHeadBf16, spec `lm_head: "bf16"`) `lm_head.weight` bf16
+  /// [vocab, hidden]. The next token is the logits' argmax (the first index
+  /// of the largest). 0: a block of layers, hidden in and hidden out.
+  int64_t vocab = 0;
+  bool lmHeadBf16 = false;
   /// Layers [0, denseLayers) have a dense SwiGLU FFN of width denseInter
   /// (`blocks.i.mlp`, plain [in, out] linears) in place of the MoE;
   /// 0: every layer has the MoE (the spec's unit).

@@ -78,6 +78,22 @@ std::vector<BFloat16> oracleStep(const BlockConfig &cfg,
                                  OracleTrace *trace = nullptr,
                                  const OracleOptions *options = nullptr);
 
+/// The whole model's step (cfg.vocab > 0): the bf16 logits [vocab] and the
+/// next token, their argmax (the first index of the largest).
+struct ModelStepResult {
+  std::vector<BFloat16> logits;
+  int64_t next = 0;
+};
+/// One step of the whole model from token id `token` (0 <= token < vocab,
+/// else abort naming it): its row of `embed.weight` through oracleStep's
+/// layers (state updated as there), then the final norm (`final_norm`, the
+/// family's norm arithmetic), the LM head (`lm_head` W4A16 or
+/// `lm_head.weight` bf16, one rounding) and the argmax. The trace adds
+/// "final_norm" and "logits" (no layer prefix).
+ModelStepResult oracleModelStep(const BlockConfig &cfg, const TensorMap &weights,
+                                DecodeState &state, int64_t token,
+                                OracleTrace *trace = nullptr,
+                                const OracleOptions *options = nullptr);
 /// Layer `layer` alone of oracleStep, on its input hidden `input` (the
 /// previous layer's output, or the step's input for layer 0): updates that
 /// layer's state at position state.ctxLen (which it leaves as it is; the

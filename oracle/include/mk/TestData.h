@@ -55,6 +55,8 @@ constexpr double kDtBiasStddev = 0.1;
 constexpr double kStateSStddev = 0.05;
 constexpr double kStateBf16Stddev = 0.1;
 constexpr double kHiddenStddev = 0.25;
+/// The whole model's embedding rows (`embed.weight`), the spec's N(0, 1).
+constexpr double kEmbeddingStddev = 1.0;
 
 /// Element `index` of `stream`'s log(U(1, 16)) sequence (the released KDA's
 /// `A_log`, one per head): the uniform from the hash of (stream, index), its
