@@ -17,4 +17,54 @@ __device__ __forceinline__ void final_residual(const bf16 *base, const float *ac
     out[i] = f2bf(round_bf16(bf2f(__ldcg(base + i)) + round_bf16(__ldcg(acc + i))));
 }
 
+/// A (value, index) pair as one unsigned 64-bit key whose order is the
+/// argmax's: the larger value first, on equal values the lower index (the
+/// value's float bits made monotone in the high word, the index's complement
+/// in the low). Every key of a finite value is above 0, the empty key.
+__device__ __forceinline__ unsigned long long argmax_key(float v, int i) {
+  const unsigned bits = __float_as_uint(v);
+  const unsigned ordered = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+  return ((unsigned long long)ordered << 32) | (0xffffffffu - unsigned(i));
+}
+
+/// One of `ntasks` slices of the argmax of n bf16 values: the slice's best
+/// key goes into scratch[0..1] (atomicMax on the u64 key; zeroed before the
+/// step), then the instance counts itself done in scratch[2]; the last one
+/// done writes the index of the best to *out (the first index of the
+/// largest value). scratch: 4 floats of the workspace, 8-byte aligned.
+template <int THREADS>
+__device__ void argmax_task(int task, int ntasks, int n, const bf16 *values, float *scratch,
+                            int *out) {
+  __shared__ unsigned long long best_of_warp[32];
+  const int per = (n + ntasks - 1) / ntasks;
+  const int i0 = task * per, i1 = min(n, i0 + per);
+  unsigned long long best = 0;
+  for (int i = i0 + (int)threadIdx.x; i < i1; i += THREADS) {
+    const unsigned long long k = argmax_key(bf2f(__ldcg(values + i)), i);
+    best = k > best ? k : best;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const unsigned long long other = __shfl_xor_sync(0xffffffffu, best, o);
+    best = other > best ? other : best;
+  }
+  if ((threadIdx.x & 31) == 0)
+    best_of_warp[threadIdx.x >> 5] = best;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < THREADS / 32; ++w)
+      best = best_of_warp[w] > best ? best_of_warp[w] : best;
+    unsigned long long *key = reinterpret_cast<unsigned long long *>(scratch);
+    atomicMax(key, best);
+    __threadfence();
+    unsigned *done = reinterpret_cast<unsigned *>(scratch + 2);
+    if (atomicAdd(done, 1u) == unsigned(ntasks - 1)) {
+      // Every instance's key is in: read it through L2.
+      const unsigned long long k = atomicMax(key, 0ull);
+      *out = int(0xffffffffu - unsigned(k & 0xffffffffu));
+    }
+  }
+  __syncthreads(); // best_of_warp is free for the block's next task
+}
+
 } // namespace mk

@@ -4,7 +4,8 @@
 // task instances (instance t runs on block t % gridDim.x, so any co-resident
 // grid size works), each instance waiting on its counters, calling its
 // template and signalling; a schedule.barrier is mk::grid_barrier. Counters
-// are reset after the last barrier. Shared memory: the normalized input of
+// are reset after the last barrier (one more ends the step where something
+// waits after the schedule's last one). Shared memory: the normalized input of
 // the current segment (xs), a reduction scratch, the norms' resident
 // residual (resid: each every-block norm keeps its x there for the next
 // one, whose base it is), and one work area sized for the hungriest task
@@ -256,7 +257,9 @@ LogicalResult Emitter::run(EmittedKernel &out) {
       return c.emitOpError("has no base index; run schedule-plan-workspace");
     numCounters = std::max<int64_t>(numCounters, c.getBase() + c.getSize());
   }
-  // Counters are reset after the last barrier: nothing may wait after it.
+  // Counters are reset after the last barrier: where something waits after
+  // it (the whole model's argmax after its LM head), or there is none, one
+  // more grid barrier ends the step before the reset.
   bool afterLast = true;
   for (Operation &op : llvm::reverse(kernel.getBodyBlock())) {
     if (isa<BarrierOp>(op))
@@ -265,9 +268,7 @@ LogicalResult Emitter::run(EmittedKernel &out) {
       if (!p.getBodyBlock().getOps<WaitOp>().empty())
         afterLast = false;
   }
-  if (numCounters && (!afterLast || kernel.getNumBarriers() == 0))
-    return kernel.emitOpError("counters are waited on after the last grid "
-                              "barrier; they could not be reset safely");
+  resetBarrier = numCounters && (!afterLast || kernel.getNumBarriers() == 0);
   if (lendInput)
     planInputLending();
   debug = kernel.getDebugCapture();
@@ -283,6 +284,8 @@ LogicalResult Emitter::run(EmittedKernel &out) {
       os << "  mk::grid_barrier(sync);\n";
     }
   }
+  if (resetBarrier)
+    os << "  mk::grid_barrier(sync); // every wait is done: the counters may be reset\n";
   if (numCounters)
     os << "  mk::counters_reset(sync, " << numCounters << ");\n";
   os << "  MK_PHASE_MARK(" << phaseIndex << ");\n";
@@ -413,8 +416,13 @@ LogicalResult Emitter::run(EmittedKernel &out) {
       std::clamp<int64_t>(232448 / (dynSmem + 1024), 1, 2);
   k << "extern \"C\" __global__ void __launch_bounds__(" << T << ", "
     << minBlocks << ") "
-    << kernel.getSymName() << "(\n"
-    << "    const mk::bf16 *__restrict__ hidden_in, mk::bf16 *hidden_out";
+    << kernel.getSymName() << "(\n";
+  // A block's input and output hidden, or the whole model's token id and
+  // next token.
+  if (kernel.getEmbedding())
+    k << "    const int token, int *__restrict__ next_token";
+  else
+    k << "    const mk::bf16 *__restrict__ hidden_in, mk::bf16 *hidden_out";
   for (WeightOp w : weights)
     k << ",\n    const " << ctypeOf(w.getDtype()) << " *__restrict__ " << ident(w.getSymName());
   for (BufferOp st : stateBuffers)
@@ -424,8 +432,13 @@ LogicalResult Emitter::run(EmittedKernel &out) {
     << "    uint8_t *__restrict__ ws, unsigned *sync";
   if (kernel.getDebugCapture())
     k << ", uint8_t *debug";
-  k << ") {\n"
-    << "  extern __shared__ __align__(16) float mk_smem[];\n"
+  k << ") {\n";
+  if (std::optional<StringRef> e = kernel.getEmbedding())
+    k << "  // The whole model's input: the token's embedding row (the runtime checks\n"
+      << "  // 0 <= token < vocab).\n"
+      << "  const mk::bf16 *const hidden_in = " << ident(*e) << " + (size_t)token * " << hidden
+      << ";\n";
+  k << "  extern __shared__ __align__(16) float mk_smem[];\n"
     << "  float *const xs = mk_smem;            // normalized input ["
     << hidden << "]\n"
     << "  float *const scratch = xs + " << d4 << ";    // reductions [32]\n";

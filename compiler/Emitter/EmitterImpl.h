@@ -179,6 +179,9 @@ private:
     std::function<void(llvm::raw_ostream &, const std::string &dst)> fill;
   };
   bool debug = false;
+  /// One more grid barrier before the counters' reset (a wait follows the
+  /// schedule's last barrier).
+  bool resetBarrier = false;
   std::vector<Capture> captures;
   llvm::StringMap<size_t> captureIndex;
   llvm::StringMap<std::string> smemCapture; // every-block norm -> capture
@@ -433,6 +436,7 @@ public:
   LogicalResult lowerTask(Bf16RowsOp op, int64_t G, llvm::raw_ostream &o);
   LogicalResult lowerTask(KdaHeadChunkOp op, int64_t G, llvm::raw_ostream &o);
   LogicalResult lowerTask(KdaGatedNormOp op, int64_t G, llvm::raw_ostream &o);
+  LogicalResult lowerTask(ArgmaxOp op, int64_t G, llvm::raw_ostream &o);
   LogicalResult lowerTask(ConvCommitOp op, int64_t G, llvm::raw_ostream &o);
   LogicalResult lowerTask(ZeroF32Op op, int64_t G, llvm::raw_ostream &o);
   LogicalResult lowerTask(FinalResidualOp op, int64_t G, llvm::raw_ostream &o);

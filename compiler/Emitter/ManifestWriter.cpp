@@ -72,8 +72,10 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
       for (PhaseOp ph : kernel.getBodyBlock().getOps<PhaseOp>())
         j.value(ph.getName());
     });
-    // A debug_capture kernel has one more: before its capture copies.
-    j.attribute("grid_barriers", kernel.getNumBarriers() + (debug ? 1 : 0));
+    // A debug_capture kernel has one more before its capture copies, and
+    // one more ends the step where a wait follows the schedule's last one.
+    j.attribute("grid_barriers",
+                kernel.getNumBarriers() + (debug ? 1 : 0) + (resetBarrier ? 1 : 0));
     j.attribute("counters", numCounters);
     j.attribute("debug_capture", debug);
     // The config as the full spec (an accepted form, kernel-abi.md): the
@@ -82,8 +84,14 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
       j.attribute("config", attributeToJson(*config));
     j.attributeBegin("params");
     j.array([&] {
-      param("hidden_in", "input", "bf16", {hidden});
-      param("hidden_out", "output", "bf16", {hidden});
+      if (kernel.getEmbedding()) {
+        // The whole model: a token id in (by value), the next token out.
+        param("token", "scalar", "i32", {});
+        param("next_token", "output", "i32", {1});
+      } else {
+        param("hidden_in", "input", "bf16", {hidden});
+        param("hidden_out", "output", "bf16", {hidden});
+      }
       for (WeightOp w : weights) {
         StringRef n = w.getSymName();
         // Each tensor's storage, as its schedule.weight says.
@@ -102,6 +110,14 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
         param("debug", "debug", "u8", {debugBytes});
     });
     j.attributeEnd();
+    // The whole model's logits: bf16 [vocab] at this offset of the workspace.
+    if (std::optional<StringRef> l = kernel.getLogits()) {
+      BufferOp lb = buffers.lookup(*l);
+      j.attributeObject("logits", [&] {
+        j.attribute("offset", (int64_t)lb.getOffset());
+        j.attribute("count", lb.getShape()[0]);
+      });
+    }
     if (debug) {
       j.attributeBegin("captures");
       j.array([&] {

@@ -267,6 +267,15 @@ LogicalResult Emitter::lowerTask(KdaGatedNormOp op, int64_t /*group*/, llvm::raw
   return success();
 }
 
+LogicalResult Emitter::lowerTask(ArgmaxOp op, int64_t /*group*/, llvm::raw_ostream &o) {
+  TaskOpInterface t = op;
+  needStaticShared("argmax", 8 * 32); // the block's best keys (argmax_task)
+  o << "      mkgen::call<&mk::argmax_task<" << T << ">>(i, " << t.getCount() << ", "
+    << int64_t(op.getN()) << ", " << ptr(op.getInput()) << ", " << ptr(op.getScratch(), true)
+    << ", " << ptr(op.getOutput(), true) << ");\n";
+  return success();
+}
+
 LogicalResult Emitter::lowerTask(ConvCommitOp op, int64_t /*group*/, llvm::raw_ostream &o) {
   TaskOpInterface t = op;
   int64_t c = int64_t(op.getChannels()), n = t.getCount();
@@ -783,7 +792,7 @@ void mk::emitter::registerTaskLoweringModels(DialectRegistry &registry) {
     attachCudaLowerings<W4A16GemvOp, Bf16RowsOp, KdaHeadChunkOp, ConvCommitOp, ZeroF32Op,
                         FinalResidualOp, MlaRopeAppendOp, MlaQAbsorbOp, MlaAttentionChunkOp,
                         MlaCombineWvOp, MoeGateUpOp, MoeDownOp, GqaRopeAppendOp,
-                        GqaAttentionChunkOp, GqaCombineOp, KdaGatedNormOp>(ctx);
+                        GqaAttentionChunkOp, GqaCombineOp, KdaGatedNormOp, ArgmaxOp>(ctx);
   });
 }
 

@@ -120,12 +120,13 @@ void GraphBuilder::declareSymbols(ModuleOp module) {
       if (q.experts > 0)
         shape.push_back(q.experts);
       shape.append({q.in, q.out});
+      // The whole model's LM head belongs to no layer (no attribute).
       b.create<QuantizedWeightOp>(loc(q.prefix), q.prefix, cfg.group, tensor(shape, i4),
-                                  b.getI64IntegerAttr(q.layer));
+                                  q.layer >= 0 ? b.getI64IntegerAttr(q.layer) : IntegerAttr());
       continue;
     }
     b.create<WeightOp>(loc(t.name), t.name, tensor(t.shape, elementType(t.dtype)),
-                       b.getI64IntegerAttr(t.layer));
+                       t.layer >= 0 ? b.getI64IntegerAttr(t.layer) : IntegerAttr());
   }
   // Caches are catalogued with a row count of -1: dynamic in the IR.
   states = stateTensors(cfg, -1);
@@ -326,10 +327,16 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
   (*module)->setAttr("mk.config", jsonToAttribute(b, *spec));
   declareSymbols(*module);
 
-  // Signature: hidden, ctx_len, then every state in catalogue order; results:
-  // hidden', then every new state in the same order.
-  SmallVector<Type> argTypes = {bvec(cfg.hidden), b.getI32Type()};
-  SmallVector<Type> resultTypes = {bvec(cfg.hidden)};
+  // Signature: hidden (the whole model: a token id), ctx_len, then every
+  // state in catalogue order; results: hidden' (the whole model: the next
+  // token and the logits), then every new state in the same order.
+  const bool model = cfg.vocab > 0;
+  SmallVector<Type> argTypes = {model ? Type(b.getI32Type()) : Type(bvec(cfg.hidden)),
+                                b.getI32Type()};
+  SmallVector<Type> resultTypes = {model ? Type(b.getI32Type()) : Type(bvec(cfg.hidden))};
+  if (model)
+    resultTypes.push_back(bvec(cfg.vocab));
+  const unsigned firstStateResult = resultTypes.size();
   SmallVector<StateOp> stateOps(module->getOps<StateOp>());
   for (StateOp s : stateOps) {
     argTypes.push_back(s.getType());
@@ -348,7 +355,7 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
     auto tie = b.getDictionaryAttr(b.getNamedAttr(
         GraphDialect::getStateAttrName(), FlatSymbolRefAttr::get(s.getSymNameAttr())));
     argAttrs[firstState + i] = tie;
-    resultAttrs[1 + i] = tie;
+    resultAttrs[firstStateResult + i] = tie;
   }
   fn.setAllArgAttrs(argAttrs);
   fn.setAllResultAttrs(resultAttrs);
@@ -377,7 +384,10 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
     }
   }
 
-  Value x = entry->getArgument(0);
+  // The whole model's input is its token's embedding row.
+  Value x = model ? Value(b.create<EmbeddingOp>(loc("embed"), bvec(cfg.hidden),
+                                                entry->getArgument(0), sym("embed.weight")))
+                  : entry->getArgument(0);
   Value pos = entry->getArgument(1);
   const auto eps = b.getF64FloatAttr(cfg.eps);
   for (size_t i = 0; i < cfg.pattern.size(); ++i) {
@@ -400,8 +410,17 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
     x = b.create<AddOp>(loc(p + ".moe_residual"), h.getType(), h, moe);
   }
 
-  // Return the new states in catalogue order.
+  // The whole model: the final norm, the LM head's logits, their argmax.
   SmallVector<Value> results = {x};
+  if (model) {
+    Value y = b.create<RMSNormOp>(loc("final_norm"), x.getType(), x, sym("final_norm"), eps,
+                                  roundTwice());
+    Value logits = cfg.lmHeadBf16 ? Value(b.create<LinearBF16Op>(loc("lm_head"), bvec(cfg.vocab),
+                                                                 y, sym("lm_head.weight")))
+                                  : linear(y, "lm_head", cfg.vocab);
+    results = {b.create<ArgmaxOp>(loc("argmax"), b.getI32Type(), logits), logits};
+  }
+  // Return the new states in catalogue order.
   for (size_t i = 0; i < cfg.pattern.size(); ++i) {
     const LayerState &st = layerStates[i];
     if (cfg.pattern[i] == LayerKind::KDA)
@@ -422,12 +441,6 @@ OwningOpRef<ModuleOp> mk::buildGraphModule(MLIRContext &ctx,
   if (!problem.empty()) {
     if (error)
       *error = "invalid block configuration: " + problem;
-    return nullptr;
-  }
-  if (cfg.vocab > 0) {
-    if (error)
-      *error = "a whole-model spec ('vocab' " + std::to_string(cfg.vocab) +
-               ": embedding, LM head, argmax) has no kernel lowering yet; the oracle runs it";
     return nullptr;
   }
   GraphBuilder builder(ctx, cfg);

@@ -95,7 +95,20 @@ class Lowering {
 public:
   Lowering(ModuleOp module, func::FuncOp fn)
       : module(module), symbols(module), fn(fn), b(module.getContext()),
-        hidden(cast<RankedTensorType>(fn.getArgument(0).getType()).getDimSize(0)) {}
+        hidden(hiddenOf(fn)) {}
+
+  /// The hidden size: the step's input vector's, or (the whole model, a
+  /// token id in) its embedding row's.
+  static int64_t hiddenOf(func::FuncOp fn) {
+    if (auto t = dyn_cast<RankedTensorType>(fn.getArgument(0).getType()))
+      return t.getDimSize(0);
+    for (Operation *u : fn.getArgument(0).getUsers())
+      if (auto e = dyn_cast<graph::EmbeddingOp>(u))
+        return e.getOutput().getType().getDimSize(0);
+    return 0;
+  }
+  /// The whole model's embedding weight and logits buffer ("" for a block).
+  std::string embedding, logits;
 
   LogicalResult run();
 
@@ -220,7 +233,9 @@ LogicalResult Lowering::run() {
   for (BlockArgument arg : entry.getArguments()) {
     unsigned i = arg.getArgNumber();
     ValueInfo vi;
-    if (i == 0) {
+    if (i == 0 && isa<IntegerType>(arg.getType())) {
+      vi.kind = ValueInfo::Scalar; // the whole model's token id
+    } else if (i == 0) {
       vi.buffer = buffer("hidden_in", "bf16", {hidden}, "io");
     } else if (isa<IntegerType>(arg.getType())) {
       vi.kind = ValueInfo::Scalar;
@@ -276,6 +291,38 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   }
   if (auto kda = dyn_cast<graph::KdaGatedDeltaOp>(op))
     return lowerKda(kda);
+  if (auto e = dyn_cast<graph::EmbeddingOp>(op)) {
+    // The token's row is the kernel's @hidden_in (the emitter points it at
+    // the row), so the first norm reads it as a block's input.
+    if (e.getToken() != fn.getArgument(0))
+      return e.emitOpError("looks up the step's token id (argument 0) only");
+    if (!embedding.empty())
+      return e.emitOpError("a step has one embedding lookup");
+    embedding = e.getWeight().str();
+    set(e.getOutput(), ValueInfo{ValueInfo::Buffer, buffer("hidden_in", "bf16", {hidden}, "io"),
+                                 ""});
+    return success();
+  }
+  if (auto a = dyn_cast<graph::ArgmaxOp>(op)) {
+    const ValueInfo *x = get(op, a.getInput());
+    if (!x)
+      return failure();
+    if (x->kind != ValueInfo::Buffer || x->offset)
+      return a.emitOpError("expects stored logits");
+    const int64_t n = a.getInput().getType().getDimSize(0);
+    // The best (value, index) key and the instances done, zeroed each step.
+    std::string scratch = accumulator("argmax.scratch", 4);
+    std::string out = buffer("next_token", "i32", {1}, "io");
+    TaskSpec &t = task("argmax", schedule::TaskKind::Argmax, op);
+    t.reads = {x->buffer, scratch};
+    t.writes = {out, scratch};
+    setArg(t, "input", x->buffer);
+    setArg(t, "output", out);
+    setArg(t, "scratch", scratch);
+    setArg(t, "n", n);
+    set(a.getIndex(), ValueInfo{ValueInfo::Buffer, out, ""});
+    return success();
+  }
   if (auto n = dyn_cast<graph::KdaGatedNormOp>(op)) {
     // One task per head, after the head's state update: it reads the KDA
     // output and the gate and stores the normalized, gated rows.
@@ -1001,6 +1048,18 @@ LogicalResult Lowering::lowerExperts(Operation *op, bool routed) {
 LogicalResult Lowering::lowerReturn(func::ReturnOp op) {
   if (op.getNumOperands() == 0)
     return op.emitOpError("must return the new hidden state (and the new decode state)");
+  if (!embedding.empty()) {
+    // The whole model returns the next token (the argmax's io buffer) and
+    // the logits it was taken from.
+    const ValueInfo *next = op.getNumOperands() > 1 ? get(op, op.getOperand(0)) : nullptr;
+    const ValueInfo *l = next ? get(op, op.getOperand(1)) : nullptr;
+    if (!l || next->kind != ValueInfo::Buffer || next->buffer != "next_token" ||
+        l->kind != ValueInfo::Buffer || l->offset)
+      return op.emitOpError("a whole model returns its next token (graph.argmax) and the "
+                            "stored logits first");
+    logits = l->buffer;
+    return success();
+  }
   const ValueInfo *x = get(op, op.getOperand(0));
   if (!x)
     return failure();
@@ -1089,8 +1148,14 @@ void ScheduleFormPhasesPass::runOnOperation() {
   {
     auto h = fn.getNumArguments() ? dyn_cast<RankedTensorType>(fn.getArgument(0).getType())
                                   : RankedTensorType();
-    if (!h || h.getRank() != 1 || h.isDynamicDim(0) || !h.getElementType().isBF16())
-      return fn.emitOpError("argument 0 must be the hidden vector, a static 1-D bf16 tensor"),
+    const bool token = fn.getNumArguments() && fn.getArgument(0).getType().isInteger(32);
+    if (!token && (!h || h.getRank() != 1 || h.isDynamicDim(0) || !h.getElementType().isBF16()))
+      return fn.emitOpError("argument 0 must be the hidden vector, a static 1-D bf16 tensor, "
+                            "or (the whole model) an i32 token id"),
+             signalPassFailure();
+    if (token && llvm::none_of(fn.getArgument(0).getUsers(),
+                               [](Operation *u) { return isa<graph::EmbeddingOp>(u); }))
+      return fn.emitOpError("argument 0, a token id, has no graph.embedding lookup"),
              signalPassFailure();
   }
   Lowering lowering(module, fn);
@@ -1161,6 +1226,10 @@ void ScheduleFormPhasesPass::runOnOperation() {
   }
   auto kernel = b.create<schedule::KernelOp>(fn.getLoc(), name, threads);
   kernel.setMaxSharedBytes(maxSharedBytes);
+  if (!lowering.embedding.empty()) {
+    kernel.setEmbeddingAttr(b.getStringAttr(lowering.embedding));
+    kernel.setLogitsAttr(FlatSymbolRefAttr::get(b.getContext(), lowering.logits));
+  }
   // The spec as typed attributes (the frontend's `mk.config`), for the
   // manifest; no later stage reads it.
   if (auto config = module->getAttrOfType<DictionaryAttr>("mk.config"))

@@ -57,7 +57,7 @@ Status BindingLayout::build(const Manifest &m, BindingLayout &out) {
     case ParamRole::Sync: b.sync = idx; break;
     case ParamRole::Debug: b.debug = idx; break;
     case ParamRole::Scalar:
-      (p.name == "ctx_len" ? b.ctxLen : b.capacity) = idx;
+      (p.name == "ctx_len" ? b.ctxLen : p.name == "token" ? b.token : b.capacity) = idx;
       break;
     case ParamRole::StateIn:
     case ParamRole::StateOut:

@@ -268,7 +268,12 @@ Status parseManifest(const std::string &text, Manifest &out) {
                  std::to_string(roleCount[r]));
     return Status::ok();
   };
-  MK_RETURN_IF_ERROR(expectOne(ParamRole::Input));
+  // A block's hidden in; the whole model's input is its scalar 'token'.
+  if (cfg.vocab > 0 && roleCount[ParamRole::Input] != 0)
+    return bad("a whole model (config 'vocab') takes its token id as the scalar 'token', not "
+               "an input param");
+  if (cfg.vocab == 0)
+    MK_RETURN_IF_ERROR(expectOne(ParamRole::Input));
   MK_RETURN_IF_ERROR(expectOne(ParamRole::Output));
   MK_RETURN_IF_ERROR(expectOne(ParamRole::Workspace));
   MK_RETURN_IF_ERROR(expectOne(ParamRole::Sync));
@@ -296,12 +301,19 @@ Status parseManifest(const std::string &text, Manifest &out) {
   for (TensorDesc &t : stateTensors(cfg, -1))
     state[t.name] = t;
 
-  bool haveCtx = false, haveCap = false;
+  bool haveCtx = false, haveCap = false, haveToken = false;
   for (const ManifestParam &p : m.params) {
     switch (p.role) {
     case ParamRole::Input:
-    case ParamRole::Output:
+      if (cfg.vocab > 0)
+        return bad("param '" + p.name + "' (input): the whole model takes its token id as the "
+                   "scalar 'token', not an input buffer");
       MK_RETURN_IF_ERROR(checkDesc(p, DType::BF16, {cfg.hidden}));
+      break;
+    case ParamRole::Output:
+      // A block's hidden out, or the whole model's next token.
+      MK_RETURN_IF_ERROR(cfg.vocab > 0 ? checkDesc(p, DType::I32, {1})
+                                       : checkDesc(p, DType::BF16, {cfg.hidden}));
       break;
     case ParamRole::Weight: {
       auto it = weights.find(p.name);
@@ -325,9 +337,12 @@ Status parseManifest(const std::string &text, Manifest &out) {
         haveCtx = true;
       else if (p.name == "cache_capacity")
         haveCap = true;
+      else if (p.name == "token" && cfg.vocab > 0)
+        haveToken = true;
       else
         return bad("unknown scalar param '" + p.name +
-                   "' (the runtime knows ctx_len and cache_capacity)");
+                   "' (the runtime knows ctx_len, cache_capacity and, for a whole model, "
+                   "token)");
       MK_RETURN_IF_ERROR(checkDesc(p, DType::I32, {}));
       break;
     case ParamRole::Workspace:
@@ -345,6 +360,25 @@ Status parseManifest(const std::string &text, Manifest &out) {
   }
   if (!haveCtx || !haveCap)
     return bad("scalar params 'ctx_len' and 'cache_capacity' are required");
+  if (cfg.vocab > 0) {
+    // The whole model: the token in, the next token out, the logits' place.
+    if (!haveToken || m.findParam("next_token", ParamRole::Output) < 0)
+      return bad("a whole model (config 'vocab') needs the scalar param 'token' and the "
+                 "output 'next_token'");
+    const json::Value *l = root.find("logits");
+    const json::Value *off = l && l->isObject() ? l->find("offset") : nullptr;
+    const json::Value *cnt = l && l->isObject() ? l->find("count") : nullptr;
+    int64_t o = -1, c = -1;
+    if (!off || !cnt || !off->getInt(o) || !cnt->getInt(c))
+      return bad("a whole model (config 'vocab') needs 'logits': {\"offset\", \"count\"} "
+                 "(integers)");
+    if (c != cfg.vocab || o < 0 || o % 2 || o + 2 * c > m.workspaceBytes)
+      return bad("'logits' (offset " + std::to_string(o) + ", count " + std::to_string(c) +
+                 ") must be the vocabulary's " + std::to_string(cfg.vocab) +
+                 " bf16 values inside the workspace (" + std::to_string(m.workspaceBytes) +
+                 " bytes)");
+    m.logitsOffset = o;
+  }
   for (const auto &kv : weights)
     if (m.findParam(kv.first, ParamRole::Weight) < 0)
       return bad("the manifest lacks weight '" + kv.first + "'");

@@ -14,6 +14,9 @@ TokenBytes bytesPerToken(const BlockConfig &cfg, int64_t ctxLen) {
                   t.name.find(".moe.down.") != std::string::npos;
     if (routed && cfg.nExperts > 0)
       bytes = bytes * double(cfg.nActive) / double(cfg.nExperts);
+    // The whole model reads one row of its embedding per token.
+    if (t.name == "embed.weight")
+      bytes = double(cfg.hidden) * 2;
     b.weights += bytes;
   }
   // A cache is a state whose row count is the context (-1 in the catalogue).

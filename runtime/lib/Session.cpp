@@ -483,9 +483,11 @@ Status Session::statePointer(const std::string &name, CUdeviceptr &ptr) const {
 //===--- Steps ------------------------------------------------------------===//
 
 Status Session::checkReadyToLaunch(CUdeviceptr in, CUdeviceptr out) const {
-  if (!in || !out)
+  const bool model = manifest().config.vocab > 0;
+  if ((!in && !model) || !out)
     return makeError(ErrorCode::InvalidArgument,
-                     "step: null hidden_in or hidden_out pointer");
+                     model ? "stepToken: null next_token pointer"
+                           : "step: null hidden_in or hidden_out pointer");
   for (int p : layout_.weightParams)
     if (!weightPtr_[size_t(p)])
       return makeError(ErrorCode::NotBound,
@@ -499,6 +501,53 @@ Status Session::checkReadyToLaunch(CUdeviceptr in, CUdeviceptr out) const {
 }
 
 Status Session::step(CUdeviceptr hiddenIn, CUdeviceptr hiddenOut) {
+  if (manifest().config.vocab > 0)
+    return makeError(ErrorCode::InvalidArgument,
+                     "step: kernel '" + manifest().kernel +
+                         "' is a whole model: it takes a token id (stepToken), not a hidden "
+                         "vector");
+  return launch(hiddenIn, hiddenOut, 0);
+}
+
+Status Session::stepToken(int32_t token, CUdeviceptr nextToken) {
+  const int64_t vocab = manifest().config.vocab;
+  if (vocab <= 0)
+    return makeError(ErrorCode::InvalidArgument,
+                     "stepToken: kernel '" + manifest().kernel +
+                         "' is a block: it takes a hidden vector (step), not a token id");
+  if (token < 0 || token >= vocab)
+    return makeError(ErrorCode::InvalidArgument,
+                     "stepToken: token " + std::to_string(token) + " is outside the vocabulary "
+                     "(0.." + std::to_string(vocab - 1) + ")");
+  return launch(0, nextToken, token);
+}
+
+Status Session::stepTokenHost(int32_t token, int32_t *next) {
+  if (!next)
+    return makeError(ErrorCode::InvalidArgument, "stepTokenHost: null next pointer");
+  MK_RETURN_IF_ERROR(stepToken(token, stageOut_.ptr()));
+  MK_RETURN_IF_ERROR(cuCheck(dev_->driver().cuMemcpyDtoHAsync(next, stageOut_.ptr(), 4, stream_),
+                             "copying the next token out"));
+  return synchronize();
+}
+
+CUdeviceptr Session::logits() const {
+  const int64_t off = manifest().logitsOffset;
+  return off < 0 ? 0 : workspace_.ptr() + CUdeviceptr(off);
+}
+
+Status Session::readLogitsHost(uint16_t *out) {
+  if (logits() == 0)
+    return makeError(ErrorCode::InvalidArgument,
+                     "readLogitsHost: kernel '" + manifest().kernel + "' has no logits (a block)");
+  if (!out)
+    return makeError(ErrorCode::InvalidArgument, "readLogitsHost: null pointer");
+  MK_RETURN_IF_ERROR(synchronize());
+  return cuCheck(dev_->driver().cuMemcpyDtoH(out, logits(), size_t(manifest().config.vocab) * 2),
+                 "copying the logits out");
+}
+
+Status Session::launch(CUdeviceptr hiddenIn, CUdeviceptr hiddenOut, int32_t token) {
   MK_RETURN_IF_ERROR(checkReadyToLaunch(hiddenIn, hiddenOut));
   const Manifest &m = manifest();
   // One value per kernel parameter, in manifest order; args[i] points at it.
@@ -507,7 +556,8 @@ Status Session::step(CUdeviceptr hiddenIn, CUdeviceptr hiddenOut) {
   std::vector<void *> args(m.params.size(), nullptr);
   for (int p : layout_.weightParams)
     ptrs[size_t(p)] = weightPtr_[size_t(p)];
-  ptrs[size_t(layout_.input)] = hiddenIn;
+  if (layout_.input >= 0)
+    ptrs[size_t(layout_.input)] = hiddenIn;
   ptrs[size_t(layout_.output)] = hiddenOut;
   ptrs[size_t(layout_.workspace)] = workspace_.ptr();
   ptrs[size_t(layout_.sync)] = sync_.ptr();
@@ -520,6 +570,8 @@ Status Session::step(CUdeviceptr hiddenIn, CUdeviceptr hiddenOut) {
   }
   scalars[size_t(layout_.ctxLen)] = int32_t(ctxLen_);
   scalars[size_t(layout_.capacity)] = int32_t(capacity_);
+  if (layout_.token >= 0)
+    scalars[size_t(layout_.token)] = token;
   for (size_t i = 0; i < m.params.size(); ++i)
     args[i] = m.params[i].isScalar() ? static_cast<void *>(&scalars[i])
                                      : static_cast<void *>(&ptrs[i]);
@@ -537,6 +589,8 @@ Status Session::step(CUdeviceptr hiddenIn, CUdeviceptr hiddenOut) {
 }
 
 Status Session::stepHost(const uint16_t *in, uint16_t *out) {
+  if (manifest().config.vocab > 0)
+    return step(0, 0); // refused by name: a whole model takes token ids
   if (!in || !out)
     return makeError(ErrorCode::InvalidArgument, "stepHost: null pointer");
   MK_RETURN_IF_ERROR(checkReadyToLaunch(stageIn_.ptr(), stageOut_.ptr()));
@@ -577,6 +631,16 @@ Status Session::synchronize() {
 Status Session::timeSteps(CUdeviceptr hiddenIn, CUdeviceptr hiddenOut,
                           int warmup, int iters,
                           std::vector<float> &msPerStep) {
+  return timeLaunches([&] { return step(hiddenIn, hiddenOut); }, warmup, iters, msPerStep);
+}
+
+Status Session::timeTokenSteps(int32_t token, CUdeviceptr nextToken, int warmup, int iters,
+                               std::vector<float> &msPerStep) {
+  return timeLaunches([&] { return stepToken(token, nextToken); }, warmup, iters, msPerStep);
+}
+
+Status Session::timeLaunches(const std::function<Status()> &launchOne, int warmup, int iters,
+                             std::vector<float> &msPerStep) {
   if (iters < 1 || warmup < 0)
     return makeError(ErrorCode::InvalidArgument, "timeSteps: bad counts");
   MK_RETURN_IF_ERROR(dev_->makeCurrent());
@@ -589,13 +653,13 @@ Status Session::timeSteps(CUdeviceptr hiddenIn, CUdeviceptr hiddenOut,
       st = cuCheck(drv.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
   for (int i = 0; st.isOk() && i < warmup; ++i) {
     ctxLen_ = ctx0;
-    st = step(hiddenIn, hiddenOut);
+    st = launchOne();
   }
   for (int i = 0; st.isOk() && i < iters; ++i) {
     ctxLen_ = ctx0;
     st = cuCheck(drv.cuEventRecord(events[2 * i], stream_), "cuEventRecord");
     if (st.isOk())
-      st = step(hiddenIn, hiddenOut);
+      st = launchOne();
     if (st.isOk())
       st = cuCheck(drv.cuEventRecord(events[2 * i + 1], stream_),
                    "cuEventRecord");

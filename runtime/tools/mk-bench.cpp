@@ -166,7 +166,10 @@ Status collectPhaseStamps(Session &s, int phases, int steps,
   out.clear();
   for (int it = 0; it < steps; ++it) {
     MK_RETURN_IF_ERROR(s.setContextLength(ctx0));
-    MK_RETURN_IF_ERROR(s.step(s.stagingIn(), s.stagingOut()));
+    // A whole model steps from token 1 (its embedding row), a block from the
+    // staged hidden.
+    MK_RETURN_IF_ERROR(s.manifest().config.vocab > 0 ? s.stepToken(1, s.stagingOut())
+                                                     : s.step(s.stagingIn(), s.stagingOut()));
     MK_RETURN_IF_ERROR(s.readModuleGlobal("mk_phase_ns", entry.data(), entry.size() * 8));
     MK_RETURN_IF_ERROR(s.readModuleGlobal("mk_phase_wait_ns", wait.data(), wait.size() * 8));
     MK_RETURN_IF_ERROR(s.readModuleGlobal("mk_phase_done_ns", done.data(), done.size() * 8));
@@ -473,7 +476,9 @@ int main(int argc, char **argv) {
     const DriverApi &drv = dev->driver();
     drv.cuMemcpyHtoD(s->stagingIn(), hidden.data(), hidden.size() * 2);
     std::vector<float> ms;
-    if (!(st = s->timeSteps(s->stagingIn(), s->stagingOut(), warmup, iters, ms))
+    if (!(st = cfg.vocab > 0
+                   ? s->timeTokenSteps(1, s->stagingOut(), warmup, iters, ms)
+                   : s->timeSteps(s->stagingIn(), s->stagingOut(), warmup, iters, ms))
              .isOk())
       return fail(st, "timing");
     std::sort(ms.begin(), ms.end());

@@ -183,6 +183,24 @@ TEST(EmitterNvrtc, ReleasedForms) {
   check("examples/specs/kimi_linear_released_forms.json", "mk_kimi_linear_released_forms");
 }
 
+// The whole model (token in, next token out): the tiny one and the unit's
+// width with the released model's 163840-token LM head; the manifest names
+// the token, the next token and where the logits are.
+TEST(EmitterNvrtc, WholeModel) {
+  check("examples/specs/tiny_model.json", "mk_tiny_model");
+  check("examples/specs/kimi_linear_model.json", "mk_kimi_linear_model");
+  Emitted k = emit("examples/specs/tiny_model.json", "mk_tiny_model", false, "");
+  mk::rt::Manifest m;
+  ASSERT_TRUE(mk::rt::parseManifest(k.manifest, m).isOk());
+  EXPECT_EQ(m.config.vocab, 1008);
+  EXPECT_GE(m.findParam("token", mk::rt::ParamRole::Scalar), 0);
+  EXPECT_GE(m.findParam("next_token", mk::rt::ParamRole::Output), 0);
+  EXPECT_EQ(m.findParam("hidden_in", mk::rt::ParamRole::Input), -1);
+  EXPECT_GE(m.logitsOffset, 0);
+  EXPECT_NE(k.source.find("const int token, int *__restrict__ next_token"), std::string::npos);
+  EXPECT_NE(k.source.find("mk::argmax_task<"), std::string::npos);
+}
+
 namespace {
 
 /// The Kimi-Linear kernel with one pass option: compiled like the others

@@ -469,9 +469,9 @@ TEST(BlockSpec, KdaForm) {
 TEST(BlockSpec, WholeModel) {
   BlockConfig cfg;
   std::string err;
-  ASSERT_TRUE(parseBlockSpec(tinyWith("\"group\"", "\"vocab\": 1000, \"group\""), cfg, err))
+  ASSERT_TRUE(parseBlockSpec(tinyWith("\"group\"", "\"vocab\": 1008, \"group\""), cfg, err))
       << err;
-  EXPECT_EQ(cfg.vocab, 1000);
+  EXPECT_EQ(cfg.vocab, 1008);
   EXPECT_FALSE(cfg.lmHeadBf16);
   // The embedding, the final norm and the W4A16 LM head, after the layers'.
   std::vector<std::string> names;
@@ -482,11 +482,11 @@ TEST(BlockSpec, WholeModel) {
             (std::vector<std::string>{"embed.weight", "final_norm", "lm_head.w_q",
                                       "lm_head.scales", "lm_head.zeros"}));
   EXPECT_EQ(quantLinears(cfg).back().prefix, "lm_head");
-  EXPECT_EQ(quantLinears(cfg).back().out, 1000);
+  EXPECT_EQ(quantLinears(cfg).back().out, 1008);
   EXPECT_EQ(quantLinears(cfg).back().layer, -1);
   BlockConfig back;
   ASSERT_TRUE(parseBlockSpec(blockConfigToJson(cfg), back, err)) << err;
-  EXPECT_EQ(back.vocab, 1000);
+  EXPECT_EQ(back.vocab, 1008);
   EXPECT_EQ(blockConfigToJson(BlockConfig{}).find("vocab"), std::string::npos);
   // A bf16 LM head.
   ASSERT_TRUE(parseBlockSpec(
@@ -500,6 +500,12 @@ TEST(BlockSpec, WholeModel) {
   EXPECT_NE(specError(tinyWith("\"group\"", "\"lm_head\": \"bf16\", \"group\""))
                 .find("'lm_head' needs 'vocab'"),
             std::string::npos);
+  EXPECT_NE(specError(tinyWith("\"group\"", "\"vocab\": 1000, \"group\""))
+                .find("'vocab' must be a multiple of 16 with a W4A16 LM head"),
+            std::string::npos);
+  ASSERT_TRUE(parseBlockSpec(
+      tinyWith("\"group\"", "\"vocab\": 1000, \"lm_head\": \"bf16\", \"group\""), cfg, err))
+      << err;
   EXPECT_NE(specError(tinyWith("\"group\"", "\"vocab\": 8, \"lm_head\": \"int4\", \"group\""))
                 .find("config key 'lm_head' must be \"w4a16\" or \"bf16\", got \"int4\""),
             std::string::npos);

@@ -343,6 +343,67 @@ void eightSteps(const std::string &kernelName) {
               kernelName + " after 8 steps");
 }
 
+/// The whole model (a spec with a vocabulary): 8 greedy steps from context
+/// `ctx` (a random state; 0: a fresh sequence, all state zero), one launch
+/// each through stepTokenHost. Every step's logits (cosine) and next token
+/// are checked against the oracle's from the same input token; where the
+/// kernel picks another token the oracle's two logits must be a tie up to
+/// one bf16 ulp (summation order), and the oracle's token goes on to both,
+/// so that such a tie does not fork the sequence. Then the state after the
+/// 8 steps, and a token outside the vocabulary refused before any launch.
+void modelSteps(const std::string &kernelName, int64_t ctx) {
+  MK_REQUIRE_GPU(dev);
+  Fixture f;
+  MK_ASSERT_OK(makeFixture(dev, kernelName, 41, ctx + 16, f));
+  ASSERT_GT(f.cfg.vocab, 0) << kernelName << " is no whole model";
+  DecodeState state = makeRandomState(f.cfg, ctx, 42);
+  if (ctx == 0)
+    for (auto &kv : state.tensors)
+      std::fill(kv.second.data.begin(), kv.second.data.end(), uint8_t(0));
+  MK_ASSERT_OK(writeState(*f.session, state));
+  const std::string label = kernelName + " ctx " + std::to_string(ctx);
+  const size_t vocab = size_t(f.cfg.vocab);
+  int32_t token = int32_t(7 % f.cfg.vocab);
+  std::vector<BFloat16> gpuLogits(vocab);
+  ModelStepResult want;
+  for (int i = 0; i < 8; ++i) {
+    int32_t next = -1;
+    MK_ASSERT_OK(f.session->stepTokenHost(token, &next));
+    std::vector<uint16_t> bits(vocab);
+    MK_ASSERT_OK(f.session->readLogitsHost(bits.data()));
+    for (size_t v = 0; v < vocab; ++v)
+      gpuLogits[v].bits = bits[v];
+    want = oracleModelStep(f.cfg, f.weights, state, token);
+    std::vector<float> g = bf16ToFloat(gpuLogits), o = bf16ToFloat(want.logits);
+    EXPECT_TRUE(allFinite(g)) << label << " step " << i << ": non-finite logits";
+    const double c = cosine(g, o);
+    EXPECT_GE(c, kStepCos) << label << " step " << i << ": logits cosine " << c;
+    std::printf("[ info ] %s step %d: token %d -> %d (oracle %lld), logits cosine %.6f\n",
+                label.c_str(), i, token, next, (long long)want.next, c);
+    ASSERT_GE(next, 0) << label;
+    ASSERT_LT(size_t(next), vocab) << label;
+    if (next != want.next) {
+      const float a = o[size_t(want.next)], b = o[size_t(next)];
+      const float ulp = std::ldexp(1.f, std::ilogb(std::fabs(a)) - 7);
+      EXPECT_LE(a - b, ulp) << label << " step " << i << ": next token " << next
+                            << " where the oracle's is " << want.next << " (logits " << b
+                            << " and " << a << ": no tie)";
+    }
+    token = int32_t(want.next);
+  }
+  DecodeState gpuState;
+  MK_ASSERT_OK(readState(*f.session, gpuState));
+  EXPECT_EQ(gpuState.ctxLen, ctx + 8);
+  compareStep(f.cfg, gpuLogits, want.logits, gpuState, state, kMultiStepCos,
+              label + " after 8 steps (logits as the output)");
+  // A token outside the vocabulary: refused by name, nothing launched.
+  int32_t next = 0;
+  rt::Status bad = f.session->stepTokenHost(int32_t(f.cfg.vocab), &next);
+  EXPECT_EQ(bad.code(), rt::ErrorCode::InvalidArgument);
+  EXPECT_NE(bad.message().find("outside the vocabulary"), std::string::npos) << bad.message();
+  EXPECT_EQ(f.session->contextLength(), ctx + 8);
+}
+
 void recomputeOnLiveData(const std::string &kernelName) {
   MK_REQUIRE_GPU(dev);
   Fixture f;
@@ -642,6 +703,27 @@ TEST(OracleGpu, MlaNopeOneStep) { oneStepAgainstOracle("kimi_linear_mla_nope"); 
 // form, the sigmoid router, a dense first layer, norms rounded twice.
 TEST(OracleGpu, TinyReleasedFormsOneStep) { oneStepAgainstOracle("tiny_released_forms"); }
 TEST(OracleGpu, TinyReleasedFormsEightSteps) { eightSteps("tiny_released_forms"); }
+TEST(OracleGpu, TinyModelFromContext0) { modelSteps("tiny_model", 0); }
+// A block's kernel takes no token id, a whole model's no hidden vector:
+// each refuses the other's step by name, before any launch.
+TEST(OracleGpu, StepKindsAreTheKernels) {
+  MK_REQUIRE_GPU(dev);
+  Fixture block, model;
+  MK_ASSERT_OK(makeFixture(dev, "tiny", 51, 64, block));
+  MK_ASSERT_OK(makeFixture(dev, "tiny_model", 52, 64, model));
+  int32_t next = 0;
+  rt::Status a = block.session->stepTokenHost(1, &next);
+  EXPECT_EQ(a.code(), rt::ErrorCode::InvalidArgument);
+  EXPECT_NE(a.message().find("is a block"), std::string::npos) << a.message();
+  rt::Status b = model.session->step(model.in.ptr(), model.out.ptr());
+  EXPECT_EQ(b.code(), rt::ErrorCode::InvalidArgument);
+  EXPECT_NE(b.message().find("is a whole model"), std::string::npos) << b.message();
+  EXPECT_EQ(block.session->launchCount(), 0u);
+  EXPECT_EQ(model.session->launchCount(), 0u);
+  EXPECT_EQ(block.session->logits(), 0u);
+  EXPECT_NE(model.session->logits(), 0u);
+}
+TEST(OracleGpu, TinyModelFromContext2048) { modelSteps("tiny_model", 2048); }
 TEST(OracleGpu, ReleasedFormsOneStep) { oneStepAgainstOracle("kimi_linear_released_forms"); }
 // The dense GQA family: a tiny two-layer spec and a Qwen3-8B-sized layer.
 TEST(OracleGpu, TinyDenseGqaOneStep) { oneStepAgainstOracle("tiny_dense_gqa"); }

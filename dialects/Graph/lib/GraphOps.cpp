@@ -166,6 +166,12 @@ void KdaGatedDeltaOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
   setName(getOutput(), "kda_o");
   setName(getNewState(), "S");
 }
+void EmbeddingOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getOutput(), "embedded");
+}
+void ArgmaxOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  setName(getIndex(), "next");
+}
 void KdaGatedNormOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
   setName(getOutput(), "kda_z");
 }
@@ -405,6 +411,14 @@ KdaGatedDeltaOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (getDtBiasAttr() && failed(f32Param(getDtBiasAttr(), "dt_bias", dim(getQ(), 0))))
     return failure();
   return success();
+}
+
+LogicalResult EmbeddingOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto w = lookupWeight(*this, symbolTable, getWeightAttr(), "weight");
+  if (failed(w))
+    return failure();
+  return expectShape(*this, "weight", getWeightAttr(), w->getTensorType(),
+                     {-1, dim(getOutput(), 0)});
 }
 
 LogicalResult KdaGatedNormOp::verify() {

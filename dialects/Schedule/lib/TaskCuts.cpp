@@ -188,6 +188,13 @@ Cuts KdaGatedNormOp::getLegalCuts(const TaskCutContext &ctx) {
   return std::vector<TaskCut>{std::move(c)};
 }
 
+Cuts ArgmaxOp::getLegalCuts(const TaskCutContext &) {
+  // Slices of 4096 values (8 KB of bf16 each).
+  const int64_t n = TaskOpInterface(*this).getIntArg("n");
+  const int64_t count = llvm::divideCeil(n, 4096);
+  return std::vector<TaskCut>{cut(count, llvm::divideCeil(n, count) * 2, "slices")};
+}
+
 Cuts ConvCommitOp::getLegalCuts(const TaskCutContext &) {
   TaskOpInterface t = *this;
   int64_t c = t.getIntArg("channels");

@@ -69,6 +69,7 @@ const TaskArgSpec kKdaHeadChunk[] = {
 const TaskArgSpec kKdaGatedNorm[] = {in("input"),          in("gate"),         out("output"),
                                      {"weight", T::Weight}, {"heads", T::Pos}, {"head_dim", T::Pos},
                                      {"eps", T::Float}};
+const TaskArgSpec kArgmax[] = {in("input"), out("output"), inout("scratch"), {"n", T::Pos}};
 const TaskArgSpec kConvCommit[] = {in("q"),    in("k"),    in("v"),
                                    inout("cq"), inout("ck"), inout("cv"),
                                    {"channels", T::Pos}, {"conv", T::Pos}};
@@ -138,6 +139,7 @@ const TaskKindInfo kKinds[] = {
     {TaskKind::GqaAttentionChunk, kGqaAttentionChunk},
     {TaskKind::GqaCombine, kGqaCombine},
     {TaskKind::KdaGatedNorm, kKdaGatedNorm},
+    {TaskKind::Argmax, kArgmax},
 };
 
 const char *describe(TaskArgType t) {

@@ -283,7 +283,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
 // of the dialect is refused where it stands, with the list of kinds.
 schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.phase "p" {
-    // expected-error @+1 {{custom op 'schedule.zero_f16' is no op of the schedule dialect; a task's op is its kind, one of: residual_rmsnorm, w4a16_gemv, bf16_rows, kda_head_chunk, conv_commit, zero_f32, final_residual, mla_rope_append, mla_q_absorb, mla_attention_chunk, mla_combine_wv, moe_gate_up, moe_down, gqa_rope_append, gqa_attention_chunk, gqa_combine, kda_gated_norm, opaque}}
+    // expected-error @+1 {{custom op 'schedule.zero_f16' is no op of the schedule dialect; a task's op is its kind, one of: residual_rmsnorm, w4a16_gemv, bf16_rows, kda_head_chunk, conv_commit, zero_f32, final_residual, mla_rope_append, mla_q_absorb, mla_attention_chunk, mla_combine_wv, moe_gate_up, moe_down, gqa_rope_append, gqa_attention_chunk, gqa_combine, kda_gated_norm, argmax, opaque}}
     schedule.zero_f16 "t" {count = 1 : i64}
   }
 }

@@ -27,8 +27,17 @@ module @m {
 // -----
 
 module @m {
-  // expected-error @+1 {{argument 0 must be the hidden vector, a static 1-D bf16 tensor}}
-  func.func @decode_step(%p: i32, %x: tensor<64xbf16>) -> tensor<64xbf16> {
+  // expected-error @+1 {{argument 0 must be the hidden vector, a static 1-D bf16 tensor, or (the whole model) an i32 token id}}
+  func.func @decode_step(%p: f32, %x: tensor<64xbf16>) -> tensor<64xbf16> {
+    return %x : tensor<64xbf16>
+  }
+}
+
+// -----
+
+module @m {
+  // expected-error @+1 {{argument 0, a token id, has no graph.embedding lookup}}
+  func.func @decode_step(%t: i32, %x: tensor<64xbf16>) -> tensor<64xbf16> {
     return %x : tensor<64xbf16>
   }
 }

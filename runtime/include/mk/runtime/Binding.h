@@ -52,6 +52,8 @@ public:
   std::map<std::string, int> stateByName;
   int input = -1, output = -1, workspace = -1, sync = -1, debug = -1;
   int ctxLen = -1, capacity = -1;
+  /// The whole model's token id (a scalar), or -1.
+  int token = -1;
 };
 
 /// Checks dtype and shape against `expected` (a -1 dim must equal `rows`).

@@ -85,6 +85,10 @@ struct Manifest {
   BlockConfig config;
   std::vector<ManifestParam> params;
   std::vector<Capture> captures;
+  /// The whole model (config.vocab > 0): its bf16 logits [vocab] lie at
+  /// this offset of the workspace after a step ("logits": {"offset",
+  /// "count"}); -1 for a block.
+  int64_t logitsOffset = -1;
 
   /// Index into params of the parameter with this name and role, or -1.
   int findParam(const std::string &name, ParamRole role) const;

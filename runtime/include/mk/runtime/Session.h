@@ -29,6 +29,7 @@
 #include "mk/runtime/Device.h"
 #include "mk/runtime/Kernel.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -130,6 +131,19 @@ public:
   Status step(CUdeviceptr hiddenIn, CUdeviceptr hiddenOut);
   /// Host convenience: copies `in` up, steps, copies the output back, syncs.
   Status stepHost(const uint16_t *in, uint16_t *out);
+  /// The whole model's step (its config has a vocabulary): one launch from
+  /// token id `token` (0 <= token < vocab, else InvalidArgument before
+  /// anything runs: the state is untouched), the next token (int32) written
+  /// to `nextToken` on the device and the logits to logits(). A block's
+  /// kernel refuses it (and a whole model's refuses step()).
+  Status stepToken(int32_t token, CUdeviceptr nextToken);
+  /// The same, the next token copied to host; synchronizes.
+  Status stepTokenHost(int32_t token, int32_t *next);
+  /// The whole model's bf16 logits [vocab] of the last step (in the
+  /// workspace), or 0 for a block's kernel.
+  CUdeviceptr logits() const;
+  /// Copies them to host (vocab uint16 bf16 bits); synchronizes.
+  Status readLogitsHost(uint16_t *out);
   Status synchronize();
   /// Copies `bytes` of the kernel module's __device__ global `name` to host
   /// memory (e.g. mk_phase_ns of a -DMK_PHASE_TIMING build). Synchronizes.
@@ -139,6 +153,9 @@ public:
   /// context. `msPerStep` gets each step's time.
   Status timeSteps(CUdeviceptr hiddenIn, CUdeviceptr hiddenOut, int warmup,
                    int iters, std::vector<float> &msPerStep);
+  /// timeSteps for a whole model: every step from token `token`.
+  Status timeTokenSteps(int32_t token, CUdeviceptr nextToken, int warmup, int iters,
+                        std::vector<float> &msPerStep);
 
   //===--- Debug ----------------------------------------------------------===//
   /// A capture's bytes from the debug arena (debug_capture kernels only).
@@ -158,6 +175,10 @@ public:
 
 private:
   Session() = default;
+  /// The one cooperative launch of step() and stepToken().
+  Status launch(CUdeviceptr hiddenIn, CUdeviceptr hiddenOut, int32_t token);
+  Status timeLaunches(const std::function<Status()> &launchOne, int warmup, int iters,
+                      std::vector<float> &msPerStep);
   Status allocateOwnedState(int64_t capacity, bool zero);
   Status checkReadyToLaunch(CUdeviceptr in, CUdeviceptr out) const;
 

@@ -344,6 +344,37 @@ def Graph_KdaGatedNormOp : Graph_WeightUserOp<"kda_gated_norm",
   let hasVerifier = 1;
 }
 
+def Graph_EmbeddingOp : Graph_WeightUserOp<"embedding"> {
+  let summary = "The row of a token id in an embedding table (the whole model's input)";
+  let description = [{
+    `output = weight[token]`: `weight` is a bf16 `graph.weight` `[vocab,
+    d]`, `token` a token id in `[0, vocab)` (the runtime refuses others
+    before the step).
+
+    ```mlir
+    %x = graph.embedding %token, @embed.weight : tensor<2304xbf16>
+    ```
+  }];
+  let arguments = (ins I32:$token, FlatSymbolRefAttr:$weight);
+  let results = (outs Graph_BF16Vector:$output);
+  let assemblyFormat = "$token `,` $weight attr-dict `:` type($output)";
+}
+
+def Graph_ArgmaxOp : Graph_ComputeOp<"argmax"> {
+  let summary = "The index of the largest value (the whole model's next token)";
+  let description = [{
+    The first index of the largest of `input`'s values (bf16 logits), as
+    i32: greedy decoding's next token.
+
+    ```mlir
+    %next = graph.argmax %logits : tensor<163840xbf16>
+    ```
+  }];
+  let arguments = (ins Graph_BF16Vector:$input);
+  let results = (outs I32:$index);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
 def Graph_RopeOp : Graph_ComputeOp<"rope", [AllTypesMatch<["input", "output"]>]> {
   let summary = "Rotary embedding at a position";
   let description = [{

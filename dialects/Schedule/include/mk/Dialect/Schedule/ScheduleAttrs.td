@@ -35,7 +35,8 @@ def Schedule_TaskKind : I32EnumAttr<"TaskKind", "the device template of a task",
     I32EnumAttrCase<"GqaRopeAppend", 14, "gqa_rope_append">,
     I32EnumAttrCase<"GqaAttentionChunk", 15, "gqa_attention_chunk">,
     I32EnumAttrCase<"GqaCombine", 16, "gqa_combine">,
-    I32EnumAttrCase<"KdaGatedNorm", 17, "kda_gated_norm">]> {
+    I32EnumAttrCase<"KdaGatedNorm", 17, "kda_gated_norm">,
+    I32EnumAttrCase<"Argmax", 18, "argmax">]> {
   let cppNamespace = "::mk::schedule";
   let genSpecializedAttr = 0;
 }

@@ -42,6 +42,10 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     dequantized to bf16 as the spec rounds it). `scaled` and `folded` take
     weights whose quantization groups hold whole 1 KB steps (a multiple of
     16 rows at 128 wide, 32 at 64); the others dequantize as `exact`.
+    `embedding` (the whole model): the step's input is a token id (the
+    kernel parameter `token`) and `@hidden_in` its row of this weight;
+    `logits` names the buffer of the step's logits, which the manifest
+    publishes (their workspace offset) beside the io buffer `@next_token`.
 
     ```mlir
     schedule.kernel @mk_tiny attributes {threads = 256 : i64} {
@@ -66,7 +70,8 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     UnitAttr:$debug_capture,
     UnitAttr:$early_weight_streams,
     DefaultValuedAttr<I64Attr, "0">:$max_shared_bytes,
-    DefaultValuedStrAttr<StrAttr, "exact">:$packed_arithmetic);
+    DefaultValuedStrAttr<StrAttr, "exact">:$packed_arithmetic,
+    OptionalAttr<StrAttr>:$embedding, OptionalAttr<FlatSymbolRefAttr>:$logits);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;
@@ -371,6 +376,11 @@ def Schedule_KdaGatedNormOp : Schedule_TaskBase<"kda_gated_norm", "KdaGatedNorm"
     FlatSymbolRefAttr:$input, FlatSymbolRefAttr:$gate, FlatSymbolRefAttr:$output,
     Schedule_WeightName:$weight, Schedule_PosArg:$heads, Schedule_PosArg:$head_dim,
     F64Attr:$eps)>;
+def Schedule_ArgmaxOp : Schedule_TaskBase<"argmax", "Argmax",
+    "the first index of the largest of `n` bf16 values, each instance over a slice; the last "
+    "to finish writes it", (ins
+    FlatSymbolRefAttr:$input, FlatSymbolRefAttr:$output, FlatSymbolRefAttr:$scratch,
+    Schedule_PosArg:$n)>;
 def Schedule_ConvCommitOp : Schedule_TaskBase<"conv_commit", "ConvCommit",
     "the KDA short convolutions' windows shifted by the new token", (ins
     FlatSymbolRefAttr:$q, FlatSymbolRefAttr:$k, FlatSymbolRefAttr:$v,
