@@ -17,8 +17,9 @@ namespace mk {
 
 namespace {
 
-/// Keys of a Kimi-Linear config.json that do not change one decode step of
-/// the layer stack (the unit has no embedding, LM head or sampling).
+/// Keys of a config.json that do not change one decode step (token ids,
+/// dtypes, ...; a Kimi-Linear config's vocab_size and tie_word_embeddings
+/// are read: the whole model's embedding and LM head).
 const char *const kIgnoredKeys[] = {
     "architectures",     "auto_map",          "bos_token_id",      "eos_token_id",
     "pad_token_id",      "vocab_size",        "tie_word_embeddings", "dtype",
@@ -303,8 +304,22 @@ bool KimiLinearImport::run(HfImport &out, std::string &error) {
   // What the released model computes that the unit family does not.
   differences.push_back(
       "model_type = \"kimi_linear\": the released model's bf16 rounding inside the experts "
-      "and the dense FFN, and its embedding and LM head are not the unit family's "
-      "(docs/semantics-kimi-linear.md, section 12)");
+      "and the dense FFN is not the unit family's (docs/semantics-kimi-linear.md, section 12)");
+  {
+    // The whole model: its embedding and LM head (the family's vocab; the
+    // W4A16 head's tiles need a multiple of 16), untied.
+    const json::Value *v = r.get("vocab_size");
+    int64_t n = 0;
+    if (v && !(v->getInt(n) && n > 0 && n % 16 == 0))
+      problems.push_back(v->where() + ": vocab_size must be a positive multiple of 16, got " +
+                         describe(*v));
+    else if (v)
+      cfg.vocab = n;
+    const json::Value *tie = r.get("tie_word_embeddings");
+    if (tie && !(tie->isBool() && !tie->boolean))
+      differences.push_back("tie_word_embeddings = " + describe(*tie) +
+                            ": the LM head is the embedding (the family: a separate lm_head)");
+  }
   // Its KDA layers: L2-normalized q and k, the low-rank decay with A_log
   // and dt_bias, the gated output norm (the family's kda_form "released").
   cfg.kdaReleased = true;

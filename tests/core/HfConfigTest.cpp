@@ -107,6 +107,9 @@ TEST(HfConfig, ReleasedKimiLinearAsUnitKeepsItsDimensions) {
   EXPECT_TRUE(c.mlaLatentNorm);
   EXPECT_TRUE(c.normRoundTwice);
   EXPECT_TRUE(c.kdaReleased);
+  // The whole model: its vocabulary (embedding, untied LM head).
+  EXPECT_EQ(c.vocab, 163840);
+  EXPECT_FALSE(c.lmHeadBf16);
   // A note for the group and one per difference (model_type; the dense
   // first layer, the sigmoid router and the MLA form are represented).
   ASSERT_EQ(out.notes.size(), 2u);
@@ -226,6 +229,34 @@ TEST(HfConfig, DifferencesTheUnitCannotExpress) {
 
 // first_k_dense_replace needs the dense FFN's width and at most the model's
 // layers; 0 maps to no dense layer.
+// vocab_size is the whole model's vocabulary (a positive multiple of 16: the
+// W4A16 LM head's tiles); a tied LM head is a difference; without
+// vocab_size the import gives the layer stack alone.
+TEST(HfConfig, Vocabulary) {
+  HfImport out;
+  std::string err;
+  EXPECT_FALSE(importHfConfig(releasedWith("\"vocab_size\": 163840", "\"vocab_size\": 1000"),
+                              asUnit(), out, err));
+  EXPECT_NE(err.find("vocab_size must be a positive multiple of 16, got 1000"), std::string::npos)
+      << err;
+  EXPECT_FALSE(importHfConfig(releasedWith("\"vocab_size\": 163840", "\"vocab_size\": \"big\""),
+                              asUnit(), out, err));
+  EXPECT_NE(err.find("vocab_size must be"), std::string::npos) << err;
+  ASSERT_TRUE(importHfConfig(
+      releasedWith("\"tie_word_embeddings\": false", "\"tie_word_embeddings\": true"), asUnit(),
+      out, err))
+      << err;
+  bool tiedNote = false;
+  for (const std::string &n : out.notes)
+    tiedNote |= n.find("tie_word_embeddings = true") != std::string::npos;
+  EXPECT_TRUE(tiedNote);
+  ASSERT_TRUE(importHfConfig(
+      releasedWith("\"vocab_size\": 163840", "\"_name_or_path\": \"no vocabulary\""), asUnit(),
+      out, err))
+      << err;
+  EXPECT_EQ(out.config.vocab, 0);
+}
+
 TEST(HfConfig, DenseFirstLayers) {
   EXPECT_NE(importError(releasedWith("\"intermediate_size\": 9216,", "")).find(
                 "first_k_dense_replace = 1 needs intermediate_size"),

@@ -6,8 +6,10 @@
 //
 // - keys that name a dimension of the family are mapped (hidden_size ->
 //   hidden, linear_attn_config.kda_layers / full_attn_layers -> pattern, ...);
-// - keys that do not change one decode step of the layer stack (token ids,
-//   vocabulary, dtype, ...) are ignored;
+// - a Kimi-Linear config's vocab_size makes the spec a whole model (its
+//   `vocab`: embedding, LM head, greedy next token);
+// - keys that do not change one decode step (token ids, dtype, ...; a Qwen3
+//   config's vocabulary: that family imports the layer stack) are ignored;
 // - keys whose value asks for semantics the family does not have (a
 //   low-rank query, scaled rotary frequencies, ...; a dense first FFN, the
 //   sigmoid router and the MLA without rotation and with the latent norm it
