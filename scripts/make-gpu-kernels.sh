@@ -36,14 +36,17 @@ done
 # family expresses at once (OracleGpu.*ReleasedForms*: those, the dense
 # first layer, norms rounded twice, eps 1e-5); and those as a whole model,
 # token in, next token out (OracleGpu.*Model*: the tiny one with a
-# 1000-token vocabulary, the unit's width with the released model's 163840).
+# 1008-token vocabulary and with a 1000-token bf16 LM head; the unit's width
+# with the released model's 163840), and the released model's 27 layers as
+# mkc --from-hf imports them (kimi_linear_48b: mk-bench only, 26 GB of
+# random int4 weights).
 # The dense GQA family (OracleGpu.*DenseGqa*, OracleGpu.Qwen3*, the
 # drop-in's dense tests, mk-bench): a tiny two-layer spec, a Qwen3-8B-sized
 # layer and all 36 of its layers (3.7 GB of random weights); a GQA layer in
 # the tiny hybrid pattern (OracleGpu.TinyGqaHybrid*).
 for s in tiny_dense_first kimi_linear_dense_first tiny_sigmoid_router kimi_linear_sigmoid_router \
   tiny_mla_nope kimi_linear_mla_nope tiny_released_forms kimi_linear_released_forms \
-  tiny_model kimi_linear_model tiny_dense_gqa qwen3_8b_layer qwen3_8b_36l tiny_gqa_hybrid; do
+  tiny_model tiny_model_bf16_head kimi_linear_model kimi_linear_48b tiny_dense_gqa qwen3_8b_layer qwen3_8b_36l tiny_gqa_hybrid; do
   rm -rf "${out:?}/$s"
   "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/$s"
   echo "$out/$s"

@@ -724,6 +724,7 @@ TEST(OracleGpu, StepKindsAreTheKernels) {
   EXPECT_NE(model.session->logits(), 0u);
 }
 TEST(OracleGpu, TinyModelFromContext2048) { modelSteps("tiny_model", 2048); }
+TEST(OracleGpu, TinyModelBf16HeadFromContext2048) { modelSteps("tiny_model_bf16_head", 2048); }
 TEST(OracleGpu, ReleasedFormsOneStep) { oneStepAgainstOracle("kimi_linear_released_forms"); }
 // The dense GQA family: a tiny two-layer spec and a Qwen3-8B-sized layer.
 TEST(OracleGpu, TinyDenseGqaOneStep) { oneStepAgainstOracle("tiny_dense_gqa"); }
