@@ -102,98 +102,201 @@ bool floatsOf(const HostTensor &t, const std::string &name, const std::vector<in
 
 } // namespace
 
+namespace {
+
+/// One checkpoint tensor's place in the spec's parameters: a W4A16 linear
+/// (`linear`, transposed and quantized) or another parameter (`vector`,
+/// converted to its dtype), whole or (`slot` >= 0) one expert of a stacked
+/// linear / one filter of `conv_w`; `hfShape` is the checkpoint's shape.
+struct Want {
+  const QuantLinearDesc *linear = nullptr;
+  const TensorDesc *vector = nullptr;
+  int64_t slot = -1;
+  std::vector<int64_t> hfShape;
+};
+
+/// The Kimi-Linear family's Hugging Face names (the released model's,
+/// docs/semantics-kimi-linear.md section 12): `param` after "blocks.<i>."
+/// (or a whole-model name) -> the names, one per slot.
+std::vector<std::string> kimiNames(const BlockConfig &cfg, int64_t layer,
+                                   const std::string &rest) {
+  const std::string l = "model.layers." + std::to_string(layer) + ".";
+  const std::string a = l + "self_attn.", m = l + "block_sparse_moe.";
+  if (rest == "attn_norm")
+    return {l + "input_layernorm.weight"};
+  if (rest == "moe_norm" || rest == "mlp_norm")
+    return {l + "post_attention_layernorm.weight"};
+  if (rest == "attn.beta_proj.weight")
+    return {a + "b_proj.weight"};
+  if (rest == "attn.conv_w")
+    return {a + "q_conv1d.weight", a + "k_conv1d.weight", a + "v_conv1d.weight"};
+  if (rest == "attn.A_log" || rest == "attn.dt_bias")
+    return {a + rest.substr(5)};
+  if (rest == "attn.o_norm" || rest == "attn.kv_a_norm")
+    return {a + (rest == "attn.o_norm" ? "o_norm" : "kv_a_layernorm") + ".weight"};
+  if (rest == "attn.kv_a")
+    return {a + "kv_a_proj_with_mqa.weight"};
+  if (rest == "attn.kv_b")
+    return {a + "kv_b_proj.weight"};
+  if (rest.compare(0, 5, "attn.") == 0 && rest.size() > 10 &&
+      rest.compare(rest.size() - 5, 5, "_proj") == 0) // q/k/v/o, f_a/f_b/g_a/g_b
+    return {a + rest.substr(5) + ".weight"};
+  if (rest == "mlp.gate" || rest == "mlp.up" || rest == "mlp.down")
+    return {l + rest + "_proj.weight"};
+  if (rest == "moe.router.weight")
+    return {m + "gate.weight"};
+  if (rest == "moe.router.bias")
+    return {m + "gate.e_score_correction_bias"};
+  const char *const routed[][2] = {{"moe.gate", "w1"}, {"moe.up", "w3"}, {"moe.down", "w2"}};
+  for (const auto &[ours, theirs] : routed)
+    if (rest == ours) {
+      std::vector<std::string> v;
+      for (int64_t e = 0; e < cfg.nExperts; ++e)
+        v.push_back(m + "experts." + std::to_string(e) + "." + theirs + ".weight");
+      return v;
+    }
+  const char *const shared[][2] = {
+      {"moe.s_gate", "gate_proj"}, {"moe.s_up", "up_proj"}, {"moe.s_down", "down_proj"}};
+  for (const auto &[ours, theirs] : shared)
+    if (rest == ours)
+      return {m + "shared_experts." + theirs + ".weight"};
+  return {};
+}
+
+} // namespace
+
 std::string hfTensorName(const BlockConfig &cfg, const std::string &param) {
-  if (cfg.family != BlockFamily::DenseGqa)
-    return "";
+  std::vector<std::string> names = hfTensorNames(cfg, param);
+  return names.size() == 1 ? names[0] : "";
+}
+
+std::vector<std::string> hfTensorNames(const BlockConfig &cfg, const std::string &param) {
+  if (cfg.family == BlockFamily::KimiLinear) {
+    if (param == "embed.weight")
+      return {"model.embed_tokens.weight"};
+    if (param == "final_norm")
+      return {"model.norm.weight"};
+    if (param == "lm_head" || param == "lm_head.weight")
+      return {"lm_head.weight"};
+  }
   const std::string blocks = "blocks.";
   if (param.compare(0, blocks.size(), blocks) != 0)
-    return "";
+    return {};
   const size_t dot = param.find('.', blocks.size());
   if (dot == std::string::npos)
-    return "";
+    return {};
   const std::string layer = param.substr(blocks.size(), dot - blocks.size());
   const std::string rest = param.substr(dot + 1);
+  if (cfg.family == BlockFamily::KimiLinear)
+    return kimiNames(cfg, std::stoll(layer), rest);
   for (const auto &[ours, theirs] : kDenseGqaNames)
     if (rest == ours)
-      return "model.layers." + layer + "." + theirs;
-  return "";
+      return {"model.layers." + layer + "." + theirs};
+  return {};
 }
 
 bool convertHfCheckpoint(const BlockConfig &cfg, const std::string &dir, TensorMap &out,
                          std::vector<std::string> &problems, HfConversion *info) {
   const size_t problemsBefore = problems.size();
-  if (cfg.family != BlockFamily::DenseGqa) {
-    problems.push_back("spec '" + cfg.name +
-                       "': only the dense GQA family (\"family\": \"dense_gqa\") maps onto a "
-                       "Hugging Face checkpoint; the released Kimi-Linear layers are not "
-                       "compiled yet");
-    return false;
+  if (cfg.family == BlockFamily::KimiLinear) {
+    // The released model's layout only: its KDA form, one shared expert
+    // (the checkpoint's shared FFN is one of width moe_inter).
+    if (cfg.hasLayer(LayerKind::KDA) && !cfg.kdaReleased)
+      problems.push_back("spec '" + cfg.name + "': its KDA layers are the unit's form; a "
+                         "Hugging Face Kimi-Linear checkpoint has the released one "
+                         "(kda_form \"released\")");
+    if (cfg.nShared > 1)
+      problems.push_back("spec '" + cfg.name + "': n_shared " + std::to_string(cfg.nShared) +
+                         " (the checkpoint's shared experts are one FFN)");
+    if (cfg.hasLayer(LayerKind::GQA))
+      problems.push_back("spec '" + cfg.name + "': GQA layers have no Kimi-Linear checkpoint "
+                         "names");
+    if (problems.size() != problemsBefore)
+      return false;
   }
-  // What each checkpoint tensor becomes: a W4A16 linear's three tensors,
-  // or one bf16 parameter.
-  struct Want {
-    const QuantLinearDesc *linear = nullptr;
-    const TensorDesc *vector = nullptr;
-  };
+  // What each checkpoint tensor becomes.
   const std::vector<QuantLinearDesc> linears = quantLinears(cfg);
   const std::vector<TensorDesc> params = parameterTensors(cfg);
   std::set<std::string> linearParts;
   std::map<std::string, Want> wanted;
+  auto want = [&](const std::string &param, Want w) {
+    std::vector<std::string> names = hfTensorNames(cfg, param);
+    if (names.empty()) {
+      problems.push_back(param + ": no Hugging Face name for it");
+      return;
+    }
+    for (size_t i = 0; i < names.size(); ++i) {
+      Want x = w;
+      if (names.size() > 1)
+        x.slot = int64_t(i);
+      wanted[names[i]] = x;
+    }
+  };
   for (const QuantLinearDesc &q : linears) {
     for (const char *part : {".w_q", ".scales", ".zeros"})
       linearParts.insert(q.prefix + part);
-    const std::string name = hfTensorName(cfg, q.prefix);
-    if (name.empty())
-      problems.push_back(q.prefix + ": no Hugging Face name for it");
-    else
-      wanted[name].linear = &q;
+    want(q.prefix, Want{&q, nullptr, -1, {q.out, q.in}});
   }
   for (const TensorDesc &d : params) {
     if (linearParts.count(d.name))
       continue;
-    const std::string name = hfTensorName(cfg, d.name);
-    if (name.empty())
-      problems.push_back(d.name + ": no Hugging Face name for it");
-    else if (d.dtype != DType::BF16)
-      problems.push_back(d.name + ": a " + std::string(dtypeName(d.dtype)) +
-                         " parameter (only bf16 ones convert)");
-    else
-      wanted[name].vector = &d;
+    std::vector<int64_t> hf = d.shape;
+    const bool conv = cfg.family == BlockFamily::KimiLinear && d.shape.size() == 3 &&
+                      d.name.size() > 7 && d.name.compare(d.name.size() - 7, 7, ".conv_w") == 0;
+    if (conv) // one filter [C, 1, taps] per slot
+      hf = {d.shape[1], 1, d.shape[2]};
+    else if (d.name.size() > 6 && d.name.compare(d.name.size() - 6, 6, ".A_log") == 0)
+      hf = {1, 1, d.shape[0], 1};
+    want(d.name, Want{nullptr, &d, -1, hf});
   }
   std::vector<std::string> files;
   if (problems.size() != problemsBefore || !checkpointFiles(dir, files, problems))
     return false;
 
   // One file at a time (a checkpoint's shards together can outgrow the
-  // host's memory): each tensor converted as its file is read.
+  // host's memory): each tensor converted as its file is read, into its
+  // slot of the destination.
   std::set<std::string> seen;
   std::vector<std::string> unused;
   TensorMap result;
-  auto convert = [&](const std::string &name, const Want &want, const HostTensor &t) {
-    std::vector<float> w;
-    if (const QuantLinearDesc *q = want.linear) {
-      if (!floatsOf(t, name, {q->out, q->in}, w, problems))
-        return;
-      std::vector<float> wt(w.size()); // [out, in] -> [in, out]
+  auto dest = [&](const TensorDesc &d) -> HostTensor & {
+    auto it = result.find(d.name);
+    if (it == result.end())
+      it = result.emplace(d.name, HostTensor(d)).first;
+    return it->second;
+  };
+  const std::map<std::string, TensorDesc> byName = [&] {
+    std::map<std::string, TensorDesc> m;
+    for (const TensorDesc &d : params)
+      m.emplace(d.name, d);
+    return m;
+  }();
+  auto convert = [&](const std::string &name, const Want &w, const HostTensor &t) {
+    std::vector<float> v;
+    if (!floatsOf(t, name, w.hfShape, v, problems))
+      return;
+    if (const QuantLinearDesc *q = w.linear) {
+      std::vector<float> wt(v.size()); // [out, in] -> [in, out]
       for (int64_t o = 0; o < q->out; ++o)
         for (int64_t i = 0; i < q->in; ++i)
-          wt[size_t(i * q->out + o)] = w[size_t(o * q->in + i)];
-      HostTensor wq({q->prefix + ".w_q", DType::U8, {q->in / 2, q->out}, q->layer});
-      HostTensor scales(
-          {q->prefix + ".scales", DType::BF16, {q->in / cfg.group, q->out}, q->layer});
-      HostTensor zeros({q->prefix + ".zeros", DType::BF16, {q->in / cfg.group, q->out}, q->layer});
-      quantizeW4A16(wt.data(), q->in, q->out, cfg.group, wq.u8(), scales.bf16(), zeros.bf16());
-      for (HostTensor *part : {&wq, &scales, &zeros})
-        result.emplace(part->desc.name, std::move(*part));
+          wt[size_t(i * q->out + o)] = v[size_t(o * q->in + i)];
+      const int64_t e = std::max<int64_t>(w.slot, 0), groups = q->in / cfg.group;
+      HostTensor &wq = dest(byName.at(q->prefix + ".w_q"));
+      HostTensor &sc = dest(byName.at(q->prefix + ".scales"));
+      HostTensor &ze = dest(byName.at(q->prefix + ".zeros"));
+      quantizeW4A16(wt.data(), q->in, q->out, cfg.group, wq.u8() + e * (q->in / 2) * q->out,
+                    sc.bf16() + e * groups * q->out, ze.bf16() + e * groups * q->out);
       return;
     }
-    const TensorDesc &d = *want.vector;
-    if (!floatsOf(t, name, d.shape, w, problems))
-      return;
-    HostTensor v(d);
-    for (size_t i = 0; i < w.size(); ++i)
-      v.bf16()[i] = BFloat16(w[i]);
-    result.emplace(d.name, std::move(v));
+    const TensorDesc &d = *w.vector;
+    HostTensor &dst = dest(d);
+    const size_t off = size_t(std::max<int64_t>(w.slot, 0)) * v.size();
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (d.dtype == DType::F32)
+        dst.f32()[off + i] = v[i];
+      else
+        dst.bf16()[off + i] = BFloat16(v[i]);
+    }
   };
   for (const std::string &f : files) {
     TensorMap part;
@@ -215,10 +318,10 @@ bool convertHfCheckpoint(const BlockConfig &cfg, const std::string &dir, TensorM
         convert(name, it->second, t);
     }
   }
-  for (const auto &[name, want] : wanted)
+  for (const auto &[name, w] : wanted)
     if (!seen.count(name))
       problems.push_back(name + ": missing (the weight of " +
-                         (want.linear ? want.linear->prefix : want.vector->name) + ")");
+                         (w.linear ? w.linear->prefix : w.vector->name) + ")");
   if (problems.size() != problemsBefore)
     return false;
   if (info) {

@@ -34,5 +34,5 @@ expect_run(1 "cannot open for writing" write-weights ${TINY} /nonexistent/dir/w.
 set(DENSE ${MK_SOURCE_DIR}/examples/specs/tiny_dense_gqa.json)
 expect_run(2 "convert-hf needs SPEC.json, CHECKPOINT_DIR and OUT.safetensors" convert-hf ${DENSE})
 expect_run(1 "not a directory" convert-hf ${DENSE} ${WORKDIR}/no-checkpoint ${WORKDIR}/c.safetensors)
-expect_run(1 "only the dense GQA family" convert-hf ${TINY} ${WORKDIR} ${WORKDIR}/c.safetensors)
+expect_run(1 "its KDA layers are the unit's form" convert-hf ${TINY} ${WORKDIR} ${WORKDIR}/c.safetensors)
 expect_run(1 "no [*].safetensors file" convert-hf ${DENSE} ${MK_SOURCE_DIR}/docs ${WORKDIR}/c.safetensors)

@@ -12,10 +12,14 @@
 
 #include "mk/BlockSpec.h"
 #include "mk/HfCheckpoint.h"
+#include "mk/HfConfig.h"
+#include "mk/Kimi48bOracle.h"
 #include "mk/Oracle.h"
+#include "mk/OracleOps.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -218,9 +222,113 @@ TEST(HfCheckpoint, RefusesByNameAndLeavesTheOutputUntouched) {
       << error;
   problems.clear();
   EXPECT_FALSE(convertHfCheckpoint(kimi, tempDir("nowhere"), w, problems));
-  EXPECT_TRUE(mentions(problems, "only the dense GQA family"));
+  EXPECT_TRUE(mentions(problems, "its KDA layers are the unit's form"));
   ASSERT_EQ(w.size(), 1u);
   EXPECT_TRUE(w.count("keep"));
+}
+
+// The released Kimi-Linear's layout: a small random checkpoint under its
+// Hugging Face names (the 48B oracle's test weights for a reduced config)
+// converts into every parameter of the spec `importHfConfig` makes of the
+// same config.json (a whole model: embedding, final norm, LM head), each
+// value in its place: experts stacked in order, the three conv filters, the
+// fp32 decay parameters, the router; and the unit family's oracle on the
+// converted weights decodes what the 48B oracle does on the checkpoint, up
+// to the int4 quantization and the experts' bf16 rounding.
+TEST(HfCheckpoint, KimiLinearReleasedModel) {
+  const std::string config = std::string(MK_SOURCE_DIR) + "/tests/python/configs/kimi48b_tiny.json";
+  oracle::Kimi48bConfig c;
+  std::string error;
+  ASSERT_TRUE(oracle::parseKimi48bConfig(config, c, error)) << error;
+  const TensorMap hf = oracle::makeRandomKimi48bWeights(c, 7);
+  const std::string dir = tempDir("kimi");
+  fs::create_directories(dir);
+  ASSERT_TRUE(writeSafetensors(dir + "/model.safetensors", hf, error)) << error;
+  HfImportOptions o;
+  o.asUnit = true;
+  o.group = 16;
+  HfImport imp;
+  ASSERT_TRUE(importHfConfigFile(config, o, imp, error)) << error;
+  const BlockConfig &cfg = imp.config;
+  ASSERT_EQ(cfg.vocab, c.vocab);
+  ASSERT_TRUE(cfg.kdaReleased);
+
+  TensorMap w;
+  std::vector<std::string> problems;
+  HfConversion info;
+  ASSERT_TRUE(convertHfCheckpoint(cfg, dir, w, problems, &info))
+      << (problems.empty() ? "" : problems.front());
+  EXPECT_TRUE(checkTensors(w, parameterTensors(cfg), problems))
+      << (problems.empty() ? "" : problems.front());
+  EXPECT_TRUE(info.unused.empty()) << info.unused.front();
+  EXPECT_EQ(hfTensorNames(cfg, "blocks.1.moe.down").size(), size_t(cfg.nExperts));
+  EXPECT_EQ(hfTensorNames(cfg, "blocks.1.moe.down")[3],
+            "model.layers.1.block_sparse_moe.experts.3.w2.weight");
+  EXPECT_EQ(hfTensorName(cfg, "blocks.0.attn.conv_w"), "") << "three filters, no one name";
+  EXPECT_EQ(hfTensorName(cfg, "lm_head"), "lm_head.weight");
+
+  // Values in place: A_log per head (fp32), a k filter's taps, the router,
+  // an expert's weights within their quantization step.
+  const int64_t H = cfg.kdaHeads, C = cfg.kdaChannels(), T = cfg.shortConv;
+  for (int64_t h = 0; h < H; ++h)
+    EXPECT_EQ(w.at("blocks.0.attn.A_log").f32()[h],
+              hf.at("model.layers.0.self_attn.A_log").bf16()[h].toFloat());
+  for (int64_t ch = 0; ch < C; ch += 7)
+    for (int64_t t = 0; t < T; ++t)
+      EXPECT_EQ(w.at("blocks.1.attn.conv_w").bf16()[(1 * C + ch) * T + t].bits,
+                hf.at("model.layers.1.self_attn.k_conv1d.weight").bf16()[ch * T + t].bits);
+  EXPECT_EQ(w.at("blocks.1.moe.router.bias").bf16()[5].bits,
+            hf.at("model.layers.1.block_sparse_moe.gate.e_score_correction_bias").bf16()[5].bits);
+  const oracle::QuantWeight up =
+      oracle::quantWeight(w, "blocks.2.moe.up", cfg.hidden, cfg.moeInter, cfg.group, 3);
+  const HostTensor &w3 = hf.at("model.layers.2.block_sparse_moe.experts.3.w3.weight");
+  for (int64_t k = 0; k < cfg.hidden; k += 5)
+    for (int64_t n = 0; n < cfg.moeInter; n += 3) {
+      const float want = w3.bf16()[n * cfg.hidden + k].toFloat();
+      const float step = up.scales[(k / cfg.group) * cfg.moeInter + n].toFloat();
+      EXPECT_LE(std::fabs(oracle::dequantW4(up, k, n) - want), 0.51f * step + 1e-3f)
+          << "expert 3's up at (" << k << ", " << n << ")";
+    }
+
+  // The same greedy steps from a fresh sequence, the 48B oracle on the
+  // checkpoint with every linear replaced by what the conversion quantized
+  // it to (dequantized, transposed back): what is left between the two is
+  // the experts' and dense FFN's bf16 rounding after each linear (the
+  // family keeps fp32 there) and summation order. A tensor mapped to the
+  // wrong place would not come near.
+  TensorMap hfq = hf;
+  for (const QuantLinearDesc &q : quantLinears(cfg)) {
+    const std::vector<std::string> names = hfTensorNames(cfg, q.prefix);
+    for (size_t e = 0; e < names.size(); ++e) {
+      const oracle::QuantWeight qw = oracle::quantWeight(w, q.prefix, q.in, q.out, cfg.group,
+                                                         q.experts > 0 ? int64_t(e) : -1);
+      HostTensor &t = hfq.at(names[e]);
+      for (int64_t n = 0; n < q.out; ++n)
+        for (int64_t k = 0; k < q.in; ++k)
+          t.bf16()[n * q.in + k] = BFloat16(oracle::dequantW4(qw, k, n));
+    }
+  }
+  DecodeState st;
+  st.tensors.clear();
+  for (const TensorDesc &d : stateTensors(cfg, 0))
+    st.tensors.emplace(d.name, HostTensor(d));
+  oracle::Kimi48bState ref = oracle::makeEmptyKimi48bState(c);
+  int64_t token = 5;
+  for (int step = 0; step < 3; ++step) {
+    const ModelStepResult ours = oracleModelStep(cfg, w, st, token);
+    const oracle::Kimi48bResult theirs = oracle::kimi48bStep(c, hfq, ref, token);
+    std::vector<float> a(ours.logits.size()), b(theirs.logits.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      a[i] = ours.logits[i].toFloat();
+      b[i] = theirs.logits[i].toFloat();
+    }
+    const double cs = cosineSimilarity(a.data(), b.data(), a.size());
+    std::printf("[ info ] step %d: token %lld -> %lld (48B oracle %lld), logits cosine %.6f\n",
+                step, (long long)token, (long long)ours.next, (long long)theirs.next, cs);
+    EXPECT_GE(cs, 0.999) << "step " << step;
+    token = theirs.next;
+  }
+  fs::remove_all(dir);
 }
 
 } // namespace

@@ -1,12 +1,17 @@
 //===- HfCheckpoint.h - Hugging Face checkpoints onto a spec's weights -*- C++ -*-===//
 //
-// A dense GQA spec (`"family": "dense_gqa"`, Qwen3-style layers) takes its
-// weights from a Hugging Face checkpoint: the model's bf16 linears
-// (`model.layers.<i>.self_attn.q_proj.weight`, stored [out, in]) become the
-// spec's W4A16 linears (`blocks.<i>.attn.q_proj.{w_q,scales,zeros}`, W
-// logically [in, out]) through quantizeW4A16, the norms' weights are copied
-// as bf16. The embedding, the final norm and `lm_head` are not part of a
-// block spec and are left out (listed as unused).
+// A spec takes its weights from a Hugging Face checkpoint: the model's bf16
+// linears (`model.layers.<i>.self_attn.q_proj.weight`, stored [out, in])
+// become the spec's W4A16 linears (`blocks.<i>.attn.q_proj.{w_q,scales,
+// zeros}`, W logically [in, out]) through quantizeW4A16, the other
+// parameters are converted to their dtype. The dense GQA family maps a
+// Qwen3 checkpoint's layers (its embedding, final norm and `lm_head` are
+// left out, listed as unused); the Kimi-Linear family the released
+// Kimi-Linear-48B-A3B's (released KDA form): each routed expert's w1 / w3 /
+// w2 into its slot of the stacked gate / up / down, the three short-conv
+// filters into `conv_w`, `A_log` [1, 1, H, 1] and `dt_bias` as fp32, the
+// router's gate and correction bias, and, for a whole model, the
+// embedding, final norm and LM head.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,10 +26,13 @@
 
 namespace mk {
 
-/// The Hugging Face tensor name a parameter of `cfg` (a name of
-/// parameterTensors(cfg), or a W4A16 linear's prefix) comes from; "" if
-/// the family has no mapping (only the dense GQA family has one) or the
-/// name is none of its parameters.
+/// The Hugging Face tensor names a parameter of `cfg` (a name of
+/// parameterTensors(cfg), or a W4A16 linear's prefix) comes from: one, or
+/// one per slot where several fill it (a stacked expert linear's experts,
+/// the three filters of a KDA layer's `conv_w`); empty if the name is none
+/// of the family's parameters.
+std::vector<std::string> hfTensorNames(const BlockConfig &cfg, const std::string &param);
+/// The one name of hfTensorNames, or "" (none, or several).
 std::string hfTensorName(const BlockConfig &cfg, const std::string &param);
 
 /// What convertHfCheckpoint found besides the weights.
