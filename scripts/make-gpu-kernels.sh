@@ -51,6 +51,14 @@ for s in tiny_dense_first kimi_linear_dense_first tiny_sigmoid_router kimi_linea
   "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/$s"
   echo "$out/$s"
 done
+# A Hugging Face config of the released model's layout, reduced
+# (OracleGpu.TinyHfCheckpointDecodes: its random checkpoint converted).
+rm -rf "${out:?}/kimi48b_tiny"
+mkdir -p "$out/kimi48b_tiny"
+"$mkc" --from-hf tests/python/configs/kimi48b_tiny.json --hf-as-unit --hf-group 16 \
+  --hf-name kimi48b_tiny -o "$out/kimi48b_tiny/spec.json" 2>/dev/null
+"$mkc" "$out/kimi48b_tiny/spec.json" --emit=cuda -o "$out/kimi48b_tiny"
+echo "$out/kimi48b_tiny"
 rm -rf "${out:?}/tiny_dense_first_debug" "${out:?}/qwen3_8b_36l_debug"
 "$mkc" examples/specs/tiny_dense_first.json --emit=cuda --debug-capture -o "$out/tiny_dense_first_debug"
 # The 36 dense layers with captures (OracleGpu.Qwen3ThirtySixLayersLayerByLayer).

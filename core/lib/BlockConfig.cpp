@@ -103,9 +103,7 @@ std::string BlockConfig::validate() const {
     return "'vocab' must be >= 0, got " + std::to_string(vocab);
   if (lmHeadBf16 && vocab == 0)
     return "'lm_head' needs 'vocab' (a model with an LM head)";
-  if (vocab % 16 && !lmHeadBf16)
-    return "'vocab' must be a multiple of 16 with a W4A16 LM head (its tiles read 16-column "
-           "rows), got " + std::to_string(vocab);
+
   if (denseLayers < 0)
     return "'dense_layers' must be >= 0, got " + std::to_string(denseLayers);
   if (denseLayers > int64_t(pattern.size()))

@@ -13,8 +13,12 @@
 
 #include "CuptiLaunchCounter.h"
 #include "GpuTestSupport.h"
+#include "mk/HfCheckpoint.h"
+#include "mk/Kimi48bOracle.h"
 
 #include <cstdio>
+#include <filesystem>
+#include <unistd.h>
 #include <cstring>
 #include <sys/stat.h>
 #include <cstdlib>
@@ -351,11 +355,16 @@ void eightSteps(const std::string &kernelName) {
 /// one bf16 ulp (summation order), and the oracle's token goes on to both,
 /// so that such a tie does not fork the sequence. Then the state after the
 /// 8 steps, and a token outside the vocabulary refused before any launch.
-void modelSteps(const std::string &kernelName, int64_t ctx) {
+/// `weights`: the model's weights (else the spec's random test weights).
+void modelSteps(const std::string &kernelName, int64_t ctx, const TensorMap *weights = nullptr) {
   MK_REQUIRE_GPU(dev);
   Fixture f;
   MK_ASSERT_OK(makeFixture(dev, kernelName, 41, ctx + 16, f));
   ASSERT_GT(f.cfg.vocab, 0) << kernelName << " is no whole model";
+  if (weights) {
+    f.weights = *weights;
+    MK_ASSERT_OK(bindAllWeights(*f.session, f.weights));
+  }
   DecodeState state = makeRandomState(f.cfg, ctx, 42);
   if (ctx == 0)
     for (auto &kv : state.tensors)
@@ -725,6 +734,34 @@ TEST(OracleGpu, StepKindsAreTheKernels) {
 }
 TEST(OracleGpu, TinyModelFromContext2048) { modelSteps("tiny_model", 2048); }
 TEST(OracleGpu, TinyModelBf16HeadFromContext2048) { modelSteps("tiny_model_bf16_head", 2048); }
+// A Hugging Face checkpoint of the released model's layout (the reduced
+// config tests/python/configs/kimi48b_tiny.json; random weights under its
+// state-dict names, written as safetensors): the kernel mkc compiled from
+// that config.json (--from-hf, scripts/make-gpu-kernels.sh), the weights
+// convertHfCheckpoint made of the checkpoint, 8 greedy steps from a fresh
+// sequence against the oracle on the same weights.
+TEST(OracleGpu, TinyHfCheckpointDecodes) {
+  MK_REQUIRE_GPU(dev);
+  const std::string config = std::string(MK_SOURCE_DIR) + "/tests/python/configs/kimi48b_tiny.json";
+  oracle::Kimi48bConfig c;
+  std::string error;
+  ASSERT_TRUE(oracle::parseKimi48bConfig(config, c, error)) << error;
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("mk-gpu-hf-" + std::to_string(::getpid())))
+                              .string();
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(writeSafetensors(dir + "/model.safetensors", oracle::makeRandomKimi48bWeights(c, 7),
+                               error))
+      << error;
+  std::shared_ptr<Kernel> kernel;
+  MK_ASSERT_OK(loadTestKernel(dev, "kimi48b_tiny", kernel));
+  TensorMap w;
+  std::vector<std::string> problems;
+  ASSERT_TRUE(convertHfCheckpoint(kernel->manifest().config, dir, w, problems))
+      << (problems.empty() ? "" : problems.front());
+  std::filesystem::remove_all(dir);
+  modelSteps("kimi48b_tiny", 0, &w);
+}
 TEST(OracleGpu, ReleasedFormsOneStep) { oneStepAgainstOracle("kimi_linear_released_forms"); }
 // The dense GQA family: a tiny two-layer spec and a Qwen3-8B-sized layer.
 TEST(OracleGpu, TinyDenseGqaOneStep) { oneStepAgainstOracle("tiny_dense_gqa"); }

@@ -47,6 +47,9 @@ Cuts expertCuts(TaskOpInterface t, const TaskCutContext &ctx, bool down) {
   int64_t d = t.getIntArg("hidden"), m = t.getIntArg("inter"), slots = t.getIntArg("slots"),
           g = t.getIntArg("group");
   int64_t k = down ? m : d, n = down ? d : m;
+  if (n % 16) // as a GEMV's (W4A16GemvOp::getLegalCuts)
+    return t.emitOpError("output dim ")
+           << n << " is not a multiple of 16: the W4A16 tiles read 16-column pieces of each row";
   std::vector<TaskCut> cuts;
   for (int64_t tn : kTiles) {
     if (tn > n || ctx.threads % (tn / 16))
@@ -87,6 +90,13 @@ Cuts OpaqueTaskOp::getLegalCuts(const TaskCutContext &) { return noCut(*this); }
 Cuts W4A16GemvOp::getLegalCuts(const TaskCutContext &ctx) {
   TaskOpInterface t = *this;
   SmallVector<int64_t> ns = t.getIntArrayArg("n");
+  // The tiles read 16-byte pieces of each w_q row (N bytes): a row whose
+  // length is no multiple of 16 puts every other piece off its alignment.
+  for (int64_t n : ns)
+    if (n % 16)
+      return t.emitOpError("output dim ")
+             << n << " is not a multiple of 16: the W4A16 tiles read 16-column pieces of each "
+                     "row";
   int64_t k = t.getIntArg("k"), g = t.getIntArg("group");
   int64_t unitCols = t.getIntArg("unit_cols");
   bool atomic = t.getStrArg("epilogue") == "atomic_f32";

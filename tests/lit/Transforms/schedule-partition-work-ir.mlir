@@ -460,7 +460,8 @@ schedule.kernel @bad_lora attributes {threads = 256 : i64} {
 
 // -----
 
-// Experts of 8 columns: narrower than the narrowest (16-wide) tile.
+// Experts of 8 columns: narrower than the narrowest (16-wide) tile, their
+// rows no whole 16-byte pieces.
 schedule.kernel @bad_expert attributes {threads = 256 : i64} {
   schedule.weight @gate.w_q {dtype = "u8", shape = array<i64: 1, 128, 8>, group = 32 : i64}
   schedule.weight @up.w_q {dtype = "u8", shape = array<i64: 1, 128, 8>, group = 32 : i64}
@@ -471,7 +472,7 @@ schedule.kernel @bad_expert attributes {threads = 256 : i64} {
   }
   schedule.barrier
   schedule.phase "p" {
-    // expected-error @+1 {{no legal expert tiling}}
+    // expected-error @+1 {{output dim 8 is not a multiple of 16: the W4A16 tiles read 16-column pieces of each row}}
     schedule.moe_gate_up "gate_up" {reads = [@x], accumulates = [@sums], gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 8 : i64, slots = 1 : i64, sums = @sums, unit = "slot", up = "up"}
   }
 }
