@@ -411,6 +411,34 @@ mk_status mk_session_step_host(mk_session *s, const uint16_t *in,
   return guarded([&] { return s->session->stepHost(in, out); });
 }
 
+mk_status mk_session_step_token(mk_session *s, int32_t token, uint64_t next_token) {
+  MK_NEED_SESSION();
+  return guarded([&] { return s->session->stepToken(token, CUdeviceptr(next_token)); });
+}
+
+mk_status mk_session_step_token_host(mk_session *s, int32_t token, int32_t *next) {
+  MK_NEED_SESSION();
+  return guarded([&] { return s->session->stepTokenHost(token, next); });
+}
+
+mk_status mk_session_logits(const mk_session *s, uint64_t *ptr, int64_t *count) {
+  MK_NEED_SESSION();
+  if (!ptr || !count)
+    return invalid("null ptr or count");
+  *ptr = uint64_t(s->session->logits());
+  *count = *ptr ? s->session->manifest().config.vocab : 0;
+  return MK_OK;
+}
+
+mk_status mk_session_read_logits_host(mk_session *s, uint16_t *out, int64_t count) {
+  MK_NEED_SESSION();
+  const int64_t vocab = s->session->manifest().config.vocab;
+  if (count != vocab)
+    return invalid("logits: count " + std::to_string(count) + ", the kernel has " +
+                   std::to_string(vocab));
+  return guarded([&] { return s->session->readLogitsHost(out); });
+}
+
 mk_status mk_session_synchronize(mk_session *s) {
   MK_NEED_SESSION();
   return guarded([&] { return s->session->synchronize(); });

@@ -292,6 +292,13 @@ TEST(CApiArguments, SessionsNeedHandles) {
   EXPECT_FAILS(mk_session_step_host(nullptr, nullptr, nullptr),
                MK_ERR_INVALID_ARGUMENT, kNull);
   EXPECT_FAILS(mk_session_synchronize(nullptr), MK_ERR_INVALID_ARGUMENT, kNull);
+  int32_t next = 11;
+  uint64_t lptr = 12;
+  int64_t lcount = 13;
+  EXPECT_FAILS(mk_session_step_token(nullptr, 1, 0), MK_ERR_INVALID_ARGUMENT, kNull);
+  EXPECT_FAILS(mk_session_step_token_host(nullptr, 1, &next), MK_ERR_INVALID_ARGUMENT, kNull);
+  EXPECT_FAILS(mk_session_logits(nullptr, &lptr, &lcount), MK_ERR_INVALID_ARGUMENT, kNull);
+  EXPECT_FAILS(mk_session_read_logits_host(nullptr, host, 4), MK_ERR_INVALID_ARGUMENT, kNull);
   EXPECT_FAILS(mk_session_time_steps(nullptr, 0, 0, 1, 10, &ms),
                MK_ERR_INVALID_ARGUMENT, kNull);
   EXPECT_FAILS(mk_session_time_steps(nullptr, 0, 0, -1, 0, nullptr),
@@ -312,6 +319,9 @@ TEST(CApiArguments, SessionsNeedHandles) {
   EXPECT_EQ(ptr, 9u);
   EXPECT_EQ(ms, 1.5f);
   EXPECT_STREQ(first, "keep");
+  EXPECT_EQ(next, 11);
+  EXPECT_EQ(lptr, 12u);
+  EXPECT_EQ(lcount, 13);
 }
 
 TEST(CApiArguments, ErrorMessageIsPerThreadAndReplaced) {

@@ -140,6 +140,23 @@ MK_API mk_status mk_session_step(mk_session *s, uint64_t hidden_in,
 /* Host bf16 bits in/out; synchronous. */
 MK_API mk_status mk_session_step_host(mk_session *s, const uint16_t *in,
                                       uint16_t *out);
+/* The whole model (a spec with a vocabulary): one launch from token id
+ * `token` (0 <= token < vocab, else MK_ERR_INVALID_ARGUMENT before any
+ * launch), the next token (int32) written to device pointer `next_token`;
+ * asynchronous. A block's kernel refuses it (a whole model's refuses
+ * mk_session_step). */
+MK_API mk_status mk_session_step_token(mk_session *s, int32_t token,
+                                       uint64_t next_token);
+/* The same, the next token copied to *next; synchronous. */
+MK_API mk_status mk_session_step_token_host(mk_session *s, int32_t token,
+                                            int32_t *next);
+/* The last step's bf16 logits: their device pointer and count (0 and 0 for
+ * a block's kernel). */
+MK_API mk_status mk_session_logits(const mk_session *s, uint64_t *ptr,
+                                   int64_t *count);
+/* Copies them to host: `count` must be the vocabulary; synchronous. */
+MK_API mk_status mk_session_read_logits_host(mk_session *s, uint16_t *out,
+                                             int64_t count);
 MK_API mk_status mk_session_synchronize(mk_session *s);
 /* Median event-timed milliseconds of `iters` steps after `warmup`, all at
  * the current context length. */
