@@ -497,7 +497,7 @@ static int kimi48bStep(int argc, char **argv) {
   return 0;
 }
 
-/// convert-hf: a dense GQA spec's weights from a Hugging Face checkpoint
+/// convert-hf: a spec's weights (dense GQA, or the released Kimi-Linear layout) from a Hugging Face checkpoint
 /// (HfCheckpoint.h), written as the spec's safetensors.
 int convertHf(int argc, char **argv) {
   Options o;

@@ -29,7 +29,7 @@ expect_run(1 "cannot open: No such file" run ${WORKDIR}/nope.json)
 expect_run(1 "does not hold the weights of spec 'kimi_linear_w4a16'"
            run ${MK_SOURCE_DIR}/examples/kimi_linear_w4a16.json --weights ${WORKDIR}/w.safetensors)
 expect_run(1 "cannot open for writing" write-weights ${TINY} /nonexistent/dir/w.safetensors)
-# convert-hf: a dense GQA spec's weights from a Hugging Face checkpoint
+# convert-hf: a spec's weights from a Hugging Face checkpoint
 # (the conversion itself: HfCheckpointTest.cpp).
 set(DENSE ${MK_SOURCE_DIR}/examples/specs/tiny_dense_gqa.json)
 expect_run(2 "convert-hf needs SPEC.json, CHECKPOINT_DIR and OUT.safetensors" convert-hf ${DENSE})
