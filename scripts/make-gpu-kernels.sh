@@ -36,7 +36,7 @@ done
 # family expresses at once (OracleGpu.*ReleasedForms*: those, the dense
 # first layer, norms rounded twice, eps 1e-5); and those as a whole model,
 # token in, next token out (OracleGpu.*Model*: the tiny one with a
-# 1008-token vocabulary and with a 1000-token bf16 LM head; the unit's width
+# 8208-token vocabulary (3 argmax slices) and with a 1000-token bf16 LM head; the unit's width
 # with the released model's 163840), and the released model's 27 layers as
 # mkc --from-hf imports them (kimi_linear_48b: mk-bench only, 26 GB of
 # random int4 weights).

@@ -192,7 +192,7 @@ TEST(EmitterNvrtc, WholeModel) {
   Emitted k = emit("examples/specs/tiny_model.json", "mk_tiny_model", false, "");
   mk::rt::Manifest m;
   ASSERT_TRUE(mk::rt::parseManifest(k.manifest, m).isOk());
-  EXPECT_EQ(m.config.vocab, 1008);
+  EXPECT_EQ(m.config.vocab, 8208);
   EXPECT_GE(m.findParam("token", mk::rt::ParamRole::Scalar), 0);
   EXPECT_GE(m.findParam("next_token", mk::rt::ParamRole::Output), 0);
   EXPECT_EQ(m.findParam("hidden_in", mk::rt::ParamRole::Input), -1);

@@ -734,6 +734,9 @@ TEST(OracleGpu, StepKindsAreTheKernels) {
 }
 TEST(OracleGpu, TinyModelFromContext2048) { modelSteps("tiny_model", 2048); }
 TEST(OracleGpu, TinyModelBf16HeadFromContext2048) { modelSteps("tiny_model_bf16_head", 2048); }
+// The unit's width with the released model's 163840-token LM head: the
+// argmax over 40 slices (the tiny model's 8208 tokens take 3).
+TEST(OracleGpu, ModelFromContext0) { modelSteps("kimi_linear_model", 0); }
 // A Hugging Face checkpoint of the released model's layout (the reduced
 // config tests/python/configs/kimi48b_tiny.json; random weights under its
 // state-dict names, written as safetensors): the kernel mkc compiled from
