@@ -485,3 +485,13 @@ func.func @f(%q: tensor<4x64xbf16>, %k: tensor<?x2x64xbf16>, %v: tensor<?x2x64xb
   %o = graph.gqa_attention %q, %k, %v : tensor<4x64xbf16>, tensor<?x2x64xbf16> -> tensor<128xbf16>
   return
 }
+
+// -----
+
+// An embedding row is as wide as the table's rows.
+graph.weight @embed : tensor<16x8xbf16>
+func.func @f(%t: i32) {
+  // expected-error @+1 {{weight @embed has type 'tensor<16x8xbf16>', expected shape [?, 4]}}
+  %x = graph.embedding %t, @embed : tensor<4xbf16>
+  return
+}

@@ -19,6 +19,7 @@ module @roundtrip {
   graph.weight @a_log : tensor<2xf32>
   graph.weight @dt_bias : tensor<8xf32>
   graph.weight @o_norm : tensor<4xbf16>
+  graph.weight @embed : tensor<32x16xbf16>
   graph.quantized_weight @mla_q {group = 8} : tensor<16x16xi4>
   graph.quantized_weight @kv_a {group = 8} : tensor<16x12xi4>
   graph.quantized_weight @kv_b {group = 8} : tensor<8x16xi4>
@@ -67,6 +68,11 @@ module @roundtrip {
     %o2, %S2 = graph.kda_gated_delta %qc, %qc, %qc, %q, %b, %S1 heads(2) head_dim(4) {a_log = @a_log, dt_bias = @dt_bias, qk_l2_eps = 1.0e-06 : f64} : tensor<8xbf16>, tensor<2xbf16>, tensor<2x4x4xf32>
     // CHECK: %{{.*}} = graph.kda_gated_norm %[[O2]], %[[Q]], @o_norm heads(2) head_dim(4) eps(1.0e-05) : tensor<8xbf16>
     %z = graph.kda_gated_norm %o2, %q, @o_norm heads(2) head_dim(4) eps(1.0e-05) : tensor<8xbf16>
+    // The whole model's embedding lookup and argmax.
+    // CHECK: %[[E:.*]] = graph.embedding %[[POS]], @embed : tensor<16xbf16>
+    %e = graph.embedding %pos, @embed : tensor<16xbf16>
+    // CHECK: %{{.*}} = graph.argmax %[[E]] : tensor<16xbf16>
+    %am = graph.argmax %e : tensor<16xbf16>
     %a = graph.linear_w4a16 %o, @o_proj : tensor<8xbf16> -> tensor<16xbf16>
     // CHECK: %[[H:.*]] = graph.add %[[X]], %{{.*}} : tensor<16xbf16>
     %h = graph.add %x, %a : tensor<16xbf16>
