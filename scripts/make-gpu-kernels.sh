@@ -56,7 +56,7 @@ done
 rm -rf "${out:?}/kimi48b_tiny"
 mkdir -p "$out/kimi48b_tiny"
 "$mkc" --from-hf tests/python/configs/kimi48b_tiny.json --hf-as-unit --hf-group 16 \
-  --hf-name kimi48b_tiny -o "$out/kimi48b_tiny/spec.json" 2>/dev/null
+  --hf-name kimi48b_tiny -o "$out/kimi48b_tiny/spec.json" 2>&1 | { grep -v "^mkc: note:" || true; } >&2
 "$mkc" "$out/kimi48b_tiny/spec.json" --emit=cuda -o "$out/kimi48b_tiny"
 echo "$out/kimi48b_tiny"
 rm -rf "${out:?}/tiny_dense_first_debug" "${out:?}/qwen3_8b_36l_debug"

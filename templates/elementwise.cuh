@@ -18,11 +18,14 @@ __device__ __forceinline__ void final_residual(const bf16 *base, const float *ac
 }
 
 /// A (value, index) pair as one unsigned 64-bit key whose order is the
-/// argmax's: the larger value first, on equal values the lower index (the
-/// value's float bits made monotone in the high word, the index's complement
-/// in the low). Every key of a finite value is above 0, the empty key.
+/// argmax's: the larger value first, on equal values (-0 equals +0) the
+/// lower index (the value's float bits made monotone in the high word, the
+/// index's complement in the low). Every key of a number is above 0, the
+/// empty key, which a NaN gets: it is never chosen (all NaN: index -1).
 __device__ __forceinline__ unsigned long long argmax_key(float v, int i) {
-  const unsigned bits = __float_as_uint(v);
+  if (v != v)
+    return 0ull;
+  const unsigned bits = __float_as_uint(v == 0.f ? 0.f : v);
   const unsigned ordered = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
   return ((unsigned long long)ordered << 32) | (0xffffffffu - unsigned(i));
 }

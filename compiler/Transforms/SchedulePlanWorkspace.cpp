@@ -45,6 +45,11 @@ struct SchedulePlanWorkspacePass
               }
           }
       }
+      // The whole model's logits are read after the step (the manifest
+      // publishes them): live to the last segment.
+      if (std::optional<StringRef> l = kernel.getLogits())
+        if (auto it = live.find(*l); it != live.end())
+          it->second.second = segment;
       SmallVector<BufferOp> bufs;
       std::vector<planning::WorkspaceBuffer> specs;
       const bool noReuse = kernel.getDebugCapture();

@@ -187,8 +187,13 @@ std::vector<std::string> hfTensorNames(const BlockConfig &cfg, const std::string
     return {};
   const std::string layer = param.substr(blocks.size(), dot - blocks.size());
   const std::string rest = param.substr(dot + 1);
-  if (cfg.family == BlockFamily::KimiLinear)
-    return kimiNames(cfg, std::stoll(layer), rest);
+  if (cfg.family == BlockFamily::KimiLinear) {
+    char *end = nullptr;
+    const long long i = std::strtoll(layer.c_str(), &end, 10);
+    if (layer.empty() || *end || i < 0)
+      return {};
+    return kimiNames(cfg, int64_t(i), rest);
+  }
   for (const auto &[ours, theirs] : kDenseGqaNames)
     if (rest == ours)
       return {"model.layers." + layer + "." + theirs};
@@ -211,6 +216,14 @@ bool convertHfCheckpoint(const BlockConfig &cfg, const std::string &dir, TensorM
     if (cfg.hasLayer(LayerKind::GQA))
       problems.push_back("spec '" + cfg.name + "': GQA layers have no Kimi-Linear checkpoint "
                          "names");
+    // Its other forms: a checkpoint's tensors a spec without them would
+    // leave unused (the router's correction bias, the latent's norm).
+    if (cfg.router != RouterKind::Sigmoid)
+      problems.push_back("spec '" + cfg.name + "': a softmax router (the checkpoint's is "
+                         "sigmoid with a correction bias: router \"sigmoid\")");
+    if (cfg.hasLayer(LayerKind::MLA) && (cfg.mlaRotary || !cfg.mlaLatentNorm))
+      problems.push_back("spec '" + cfg.name + "': its MLA form (the checkpoint's: "
+                         "mla_rotary false, mla_latent_norm true)");
     if (problems.size() != problemsBefore)
       return false;
   }
@@ -321,7 +334,11 @@ bool convertHfCheckpoint(const BlockConfig &cfg, const std::string &dir, TensorM
   for (const auto &[name, w] : wanted)
     if (!seen.count(name))
       problems.push_back(name + ": missing (the weight of " +
-                         (w.linear ? w.linear->prefix : w.vector->name) + ")");
+                         (w.linear ? w.linear->prefix : w.vector->name) + ")" +
+                         (name == "lm_head.weight" && seen.count("model.embed_tokens.weight")
+                              ? "; a checkpoint whose LM head is its embedding (tied) has "
+                                "none: the family's LM head is its own tensor"
+                              : ""));
   if (problems.size() != problemsBefore)
     return false;
   if (info) {

@@ -487,10 +487,14 @@ ModelStepResult oracleModelStep(const BlockConfig &cfg, const TensorMap &weights
     r.logits = oracle::w4a16Linear(
         y, quantWeightRounded(weights, "lm_head", cfg.hidden, cfg.vocab, cfg.group, -1, round));
   }
-  r.next = 0;
-  for (int64_t i = 1; i < cfg.vocab; ++i)
-    if (r.logits[size_t(i)].toFloat() > r.logits[size_t(r.next)].toFloat())
+  // The first index of the largest (-0 equals +0); a NaN is never chosen
+  // (all NaN: -1), as the kernel's argmax.
+  r.next = -1;
+  for (int64_t i = 0; i < cfg.vocab; ++i) {
+    const float v = r.logits[size_t(i)].toFloat();
+    if (!std::isnan(v) && (r.next < 0 || v > r.logits[size_t(r.next)].toFloat()))
       r.next = i;
+  }
   if (trace) {
     Recorder rec(trace);
     rec.bf16("final_norm", y);

@@ -109,6 +109,8 @@ def spec_from_config(cfg: Any, name: Optional[str] = None) -> Dict[str, Any]:
         conf["kda_form"] = kda_form
     # The whole model: a vocabulary (embedding, LM head, argmax).
     vocab = int(getattr(cfg, "vocab", 0) or 0)
+    if vocab < 0:
+        raise ValueError("vocab must be >= 0 (0: a block), got %d" % vocab)
     lm_head = str(getattr(cfg, "lm_head", "w4a16") or "w4a16")
     if lm_head not in ("w4a16", "bf16"):
         raise ValueError("lm_head %r is neither \"w4a16\" nor \"bf16\"" % (lm_head,))

@@ -164,12 +164,20 @@ class Model(torch.nn.Module):
             if k in conf and not isinstance(v, str) and float(conf[k]) != float(v):
                 raise ValueError("kernel in %s was generated for %s=%s, cfg has %s"
                                  % (self.kernel_dir, k, conf[k], v))
-        if family == "kimi_linear":  # the router: written only when sigmoid
-            got_router = conf.get("router", "softmax")
-            want_router = want["config"].get("router", "softmax")
-            if got_router != want_router:
-                raise ValueError("kernel in %s was generated for router=%s, cfg has %s"
-                                 % (self.kernel_dir, got_router, want_router))
+        if family == "kimi_linear":  # the forms: written only where not the unit's
+            for key, unit in (("router", "softmax"), ("kda_form", "unit"),
+                              ("rmsnorm_rounding", "once"), ("mla_rotary", True),
+                              ("mla_latent_norm", False), ("vocab", 0)):
+                got_v = conf.get(key, unit)
+                want_v = want["config"].get(key, unit)
+                if got_v != want_v:
+                    raise ValueError("kernel in %s was generated for %s=%s, cfg has %s"
+                                     % (self.kernel_dir, key, got_v, want_v))
+            if int(conf.get("vocab", 0)) > 0:
+                raise ValueError("kernel in %s is a whole model (vocab %s): the drop-in "
+                                 "module steps hidden vectors; a whole model runs through "
+                                 "the runtime's stepToken (C API mk_session_step_token)"
+                                 % (self.kernel_dir, conf["vocab"]))
         kinds = _spec_kinds(want)
         if got != kinds:
             raise ValueError("kernel in %s has pattern %s, cfg has %s"

@@ -304,10 +304,7 @@ Status parseManifest(const std::string &text, Manifest &out) {
   bool haveCtx = false, haveCap = false, haveToken = false;
   for (const ManifestParam &p : m.params) {
     switch (p.role) {
-    case ParamRole::Input:
-      if (cfg.vocab > 0)
-        return bad("param '" + p.name + "' (input): the whole model takes its token id as the "
-                   "scalar 'token', not an input buffer");
+    case ParamRole::Input: // none in a whole model (checked above)
       MK_RETURN_IF_ERROR(checkDesc(p, DType::BF16, {cfg.hidden}));
       break;
     case ParamRole::Output:

@@ -590,7 +590,10 @@ Status Session::launch(CUdeviceptr hiddenIn, CUdeviceptr hiddenOut, int32_t toke
 
 Status Session::stepHost(const uint16_t *in, uint16_t *out) {
   if (manifest().config.vocab > 0)
-    return step(0, 0); // refused by name: a whole model takes token ids
+    return makeError(ErrorCode::InvalidArgument,
+                     "stepHost: kernel '" + manifest().kernel +
+                         "' is a whole model: it takes a token id (stepTokenHost), not a hidden "
+                         "vector");
   if (!in || !out)
     return makeError(ErrorCode::InvalidArgument, "stepHost: null pointer");
   MK_RETURN_IF_ERROR(checkReadyToLaunch(stageIn_.ptr(), stageOut_.ptr()));
@@ -642,7 +645,9 @@ Status Session::timeTokenSteps(int32_t token, CUdeviceptr nextToken, int warmup,
 Status Session::timeLaunches(const std::function<Status()> &launchOne, int warmup, int iters,
                              std::vector<float> &msPerStep) {
   if (iters < 1 || warmup < 0)
-    return makeError(ErrorCode::InvalidArgument, "timeSteps: bad counts");
+    return makeError(ErrorCode::InvalidArgument,
+                     "timing steps: bad counts (warmup " + std::to_string(warmup) + ", iters " +
+                         std::to_string(iters) + ")");
   MK_RETURN_IF_ERROR(dev_->makeCurrent());
   const DriverApi &drv = dev_->driver();
   int64_t ctx0 = ctxLen_;

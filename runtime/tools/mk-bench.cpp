@@ -166,9 +166,9 @@ Status collectPhaseStamps(Session &s, int phases, int steps,
   out.clear();
   for (int it = 0; it < steps; ++it) {
     MK_RETURN_IF_ERROR(s.setContextLength(ctx0));
-    // A whole model steps from token 1 (its embedding row), a block from the
+    // A whole model steps from token 0 (its embedding row), a block from the
     // staged hidden.
-    MK_RETURN_IF_ERROR(s.manifest().config.vocab > 0 ? s.stepToken(1, s.stagingOut())
+    MK_RETURN_IF_ERROR(s.manifest().config.vocab > 0 ? s.stepToken(0, s.stagingOut())
                                                      : s.step(s.stagingIn(), s.stagingOut()));
     MK_RETURN_IF_ERROR(s.readModuleGlobal("mk_phase_ns", entry.data(), entry.size() * 8));
     MK_RETURN_IF_ERROR(s.readModuleGlobal("mk_phase_wait_ns", wait.data(), wait.size() * 8));
@@ -477,7 +477,7 @@ int main(int argc, char **argv) {
     drv.cuMemcpyHtoD(s->stagingIn(), hidden.data(), hidden.size() * 2);
     std::vector<float> ms;
     if (!(st = cfg.vocab > 0
-                   ? s->timeTokenSteps(1, s->stagingOut(), warmup, iters, ms)
+                   ? s->timeTokenSteps(0, s->stagingOut(), warmup, iters, ms)
                    : s->timeSteps(s->stagingIn(), s->stagingOut(), warmup, iters, ms))
              .isOk())
       return fail(st, "timing");

@@ -101,6 +101,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   const BlockConfig &cfg = m.config;
+  if (cfg.vocab > 0) {
+    std::fprintf(stderr, "mk-diff: %s is a whole model (config 'vocab'): mk-diff compares a "
+                 "block's step from a hidden vector; the whole model's tests compare its "
+                 "logits and tokens (OracleGpu.*Model*)\n", dir.c_str());
+    return 2;
+  }
   SessionOptions so;
   so.cacheCapacity = ctx + 1;
   std::unique_ptr<Session> s;

@@ -279,7 +279,8 @@ def model_step(spec, W, S, token):
         logits = bf16(W["lm_head.weight"] @ y)
     else:
         logits = w4a16(y, W, "lm_head", cfg["group"])
-    return logits, int(np.argmax(logits))
+    # The first index of the largest; NaN never chosen (-0 equals +0 here).
+    return logits, int(np.nanargmax(logits))
 
 
 # ---------------------------------------------------------------- driver

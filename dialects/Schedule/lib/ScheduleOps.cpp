@@ -76,6 +76,26 @@ LogicalResult KernelOp::verify() {
              << w.getTile() << " differs from " << it->second.first.getSymName()
              << "'s " << it->second.second << " (a W4A16 weight's parts are stored alike)";
   }
+  // The whole model: its embedding (a bf16 weight [vocab, hidden] the
+  // token's row of which is @hidden_in), the logits (a bf16 workspace
+  // buffer [vocab]) and the io buffer @next_token (i32 [1]), all together.
+  if (getEmbedding().has_value() != getLogits().has_value())
+    return emitOpError("takes embedding and logits together (a whole model)");
+  if (std::optional<StringRef> e = getEmbedding()) {
+    auto w = lookupSymbol<WeightOp>(*e);
+    auto in = lookupSymbol<BufferOp>("hidden_in");
+    if (!w || w.getDtype() != "bf16" || w.getShape().size() != 2)
+      return emitOpError("embedding '") << *e << "' must be a bf16 schedule.weight [vocab, hidden]";
+    if (!in || in.getShape().size() != 1 || in.getShape()[0] != w.getShape()[1])
+      return emitOpError("embedding '")
+             << *e << "' rows must be as wide as @hidden_in (" << w.getShape()[1] << ")";
+    auto l = lookupSymbol<BufferOp>(*getLogits());
+    if (!l || !l.isWorkspace() || l.getDtype() != "bf16" || l.getShape().size() != 1)
+      return emitOpError("logits @") << *getLogits() << " must be a bf16 workspace buffer [vocab]";
+    auto next = lookupSymbol<BufferOp>("next_token");
+    if (!next || next.getSpace() != "io" || next.getDtype() != "i32")
+      return emitOpError("a whole model needs the io buffer @next_token (i32 [1])");
+  }
   return success();
 }
 

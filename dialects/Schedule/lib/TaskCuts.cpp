@@ -35,6 +35,16 @@ TaskCut cut(int64_t count, int64_t bytesPerTask, StringRef partition, int64_t se
 
 using Cuts = FailureOr<std::vector<TaskCut>>;
 
+/// A W4A16 weight whose output dim `n` is no multiple of 16: the tiles read
+/// 16-byte pieces of each w_q row (n bytes), so every other piece of such a
+/// row would be off its alignment.
+Cuts refuseUnalignedRows(TaskOpInterface t, int64_t n) {
+  return t.emitOpError("output dim ")
+         << n << " is not a multiple of 16: the W4A16 tiles read 16-column pieces of each row "
+                 "(the spec's width behind it, e.g. kv_lora + qk_rope, moe_inter or vocab, "
+                 "must be one; a vocabulary that is not can take lm_head \"bf16\")";
+}
+
 /// A kind whose work is never cut across blocks (every block runs it).
 Cuts noCut(TaskOpInterface t) {
   return t.emitOpError("no partitioning rule for kind '")
@@ -47,9 +57,8 @@ Cuts expertCuts(TaskOpInterface t, const TaskCutContext &ctx, bool down) {
   int64_t d = t.getIntArg("hidden"), m = t.getIntArg("inter"), slots = t.getIntArg("slots"),
           g = t.getIntArg("group");
   int64_t k = down ? m : d, n = down ? d : m;
-  if (n % 16) // as a GEMV's (W4A16GemvOp::getLegalCuts)
-    return t.emitOpError("output dim ")
-           << n << " is not a multiple of 16: the W4A16 tiles read 16-column pieces of each row";
+  if (n % 16)
+    return refuseUnalignedRows(t, n);
   std::vector<TaskCut> cuts;
   for (int64_t tn : kTiles) {
     if (tn > n || ctx.threads % (tn / 16))
@@ -90,13 +99,9 @@ Cuts OpaqueTaskOp::getLegalCuts(const TaskCutContext &) { return noCut(*this); }
 Cuts W4A16GemvOp::getLegalCuts(const TaskCutContext &ctx) {
   TaskOpInterface t = *this;
   SmallVector<int64_t> ns = t.getIntArrayArg("n");
-  // The tiles read 16-byte pieces of each w_q row (N bytes): a row whose
-  // length is no multiple of 16 puts every other piece off its alignment.
   for (int64_t n : ns)
     if (n % 16)
-      return t.emitOpError("output dim ")
-             << n << " is not a multiple of 16: the W4A16 tiles read 16-column pieces of each "
-                     "row";
+      return refuseUnalignedRows(t, n);
   int64_t k = t.getIntArg("k"), g = t.getIntArg("group");
   int64_t unitCols = t.getIntArg("unit_cols");
   bool atomic = t.getStrArg("epilogue") == "atomic_f32";
@@ -181,13 +186,10 @@ Cuts KdaHeadChunkOp::getLegalCuts(const TaskCutContext &ctx) {
   return cuts;
 }
 
-Cuts KdaGatedNormOp::getLegalCuts(const TaskCutContext &ctx) {
+Cuts KdaGatedNormOp::getLegalCuts(const TaskCutContext &) {
   // One head per task: its output, gate and result, head_dim values each.
   TaskOpInterface t = *this;
   int64_t h = t.getIntArg("heads"), dk = t.getIntArg("head_dim");
-  if (dk > ctx.threads)
-    return t.emitOpError("head_dim ") << dk << " exceeds the block's " << ctx.threads
-                                      << " threads (one thread per value)";
   TaskCut c = cut(h, dk * 3 * 2, "heads");
   if (!t.getStrArg("unit").empty()) {
     // A head each: the unit its producer (the KDA task) and its consumer

@@ -79,7 +79,8 @@ std::vector<BFloat16> oracleStep(const BlockConfig &cfg,
                                  const OracleOptions *options = nullptr);
 
 /// The whole model's step (cfg.vocab > 0): the bf16 logits [vocab] and the
-/// next token, their argmax (the first index of the largest).
+/// next token, their argmax (the first index of the largest; -0 equals +0,
+/// a NaN is never chosen, all NaN gives -1).
 struct ModelStepResult {
   std::vector<BFloat16> logits;
   int64_t next = 0;
