@@ -127,6 +127,8 @@ def _declare(lib):
         "mk_session_synchronize": (c.c_int, [P]),
         "mk_session_time_steps": (c.c_int, [P, c.c_uint64, c.c_uint64, c.c_int,
                                             c.c_int, c.POINTER(c.c_float)]),
+        "mk_session_time_token_steps": (c.c_int, [P, c.c_int32, c.c_uint64, c.c_int,
+                                                  c.c_int, c.POINTER(c.c_float)]),
         "mk_session_launch_count": (c.c_uint64, [P]),
     }
     for name, (res, args) in sig.items():

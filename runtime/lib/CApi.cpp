@@ -459,6 +459,21 @@ mk_status mk_session_time_steps(mk_session *s, uint64_t in, uint64_t out,
   });
 }
 
+mk_status mk_session_time_token_steps(mk_session *s, int32_t token, uint64_t next_token,
+                                      int warmup, int iters, float *medianMs) {
+  MK_NEED_SESSION();
+  if (!medianMs)
+    return invalid("null median_ms");
+  return guarded([&] {
+    std::vector<float> ms;
+    MK_RETURN_IF_ERROR(s->session->timeTokenSteps(token, CUdeviceptr(next_token), warmup,
+                                                  iters, ms));
+    std::sort(ms.begin(), ms.end());
+    *medianMs = ms[ms.size() / 2];
+    return Status::ok();
+  });
+}
+
 uint64_t mk_session_launch_count(const mk_session *s) {
   return s ? s->session->launchCount() : 0;
 }

@@ -296,6 +296,8 @@ TEST(CApiArguments, SessionsNeedHandles) {
   uint64_t lptr = 12;
   int64_t lcount = 13;
   EXPECT_FAILS(mk_session_step_token(nullptr, 1, 0), MK_ERR_INVALID_ARGUMENT, kNull);
+  EXPECT_FAILS(mk_session_time_token_steps(nullptr, 1, 0, 1, 10, &ms), MK_ERR_INVALID_ARGUMENT,
+               kNull);
   EXPECT_FAILS(mk_session_step_token_host(nullptr, 1, &next), MK_ERR_INVALID_ARGUMENT, kNull);
   EXPECT_FAILS(mk_session_logits(nullptr, &lptr, &lcount), MK_ERR_INVALID_ARGUMENT, kNull);
   EXPECT_FAILS(mk_session_read_logits_host(nullptr, host, 4), MK_ERR_INVALID_ARGUMENT, kNull);

@@ -163,6 +163,10 @@ MK_API mk_status mk_session_synchronize(mk_session *s);
 MK_API mk_status mk_session_time_steps(mk_session *s, uint64_t hidden_in,
                                        uint64_t hidden_out, int warmup,
                                        int iters, float *median_ms);
+/* The same for a whole model: every step from token id `token`. */
+MK_API mk_status mk_session_time_token_steps(mk_session *s, int32_t token,
+                                             uint64_t next_token, int warmup,
+                                             int iters, float *median_ms);
 MK_API uint64_t mk_session_launch_count(const mk_session *s);
 /* A debug capture's bytes (debug_capture kernels). */
 MK_API mk_status mk_session_read_capture(mk_session *s, const char *name,
