@@ -75,8 +75,16 @@ LogicalResult Emitter::planCaptures() {
       // MoE output and output) or the MoE's (the attention output and h).
       const std::string role = captureNames(t, 1)[0];
       const bool attn = role == "attn_in";
-      if (!attn && role != "moe_in")
+      if (!attn && role != "moe_in") {
+        // The whole model's final norm (no layer): its residual is the last
+        // layer's MoE output and output, as a block's final residual's.
+        if (L < 0 && !acc.empty()) {
+          add(last, "moe_out", "bf16", {d}, copy(ptr(acc), d, "bf16"));
+          if (!out.empty())
+            add(last, "out", "bf16", {d}, copy(ptr(out, true), d, "bf16"));
+        }
         return;
+      }
       // xs lives in shared memory: block 0 writes it after the norm.
       add(L, attn ? "attn_in" : "moe_in", "bf16", {d}, nullptr);
       smemCapture[t.getName()] =
