@@ -7,6 +7,7 @@
 #include "mk/runtime/Session.h"
 
 #include <algorithm>
+#include <functional>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -444,33 +445,34 @@ mk_status mk_session_synchronize(mk_session *s) {
   return guarded([&] { return s->session->synchronize(); });
 }
 
-mk_status mk_session_time_steps(mk_session *s, uint64_t in, uint64_t out,
-                                int warmup, int iters, float *medianMs) {
-  MK_NEED_SESSION();
+/// *medianMs = the median of the step times `time` fills (one of the
+/// session's timing calls).
+static mk_status medianStepTime(float *medianMs,
+                                const std::function<Status(std::vector<float> &)> &time) {
   if (!medianMs)
     return invalid("null median_ms");
   return guarded([&] {
     std::vector<float> ms;
-    MK_RETURN_IF_ERROR(s->session->timeSteps(CUdeviceptr(in), CUdeviceptr(out),
-                                             warmup, iters, ms));
+    MK_RETURN_IF_ERROR(time(ms));
     std::sort(ms.begin(), ms.end());
     *medianMs = ms[ms.size() / 2];
     return Status::ok();
   });
 }
 
+mk_status mk_session_time_steps(mk_session *s, uint64_t in, uint64_t out,
+                                int warmup, int iters, float *medianMs) {
+  MK_NEED_SESSION();
+  return medianStepTime(medianMs, [&](std::vector<float> &ms) {
+    return s->session->timeSteps(CUdeviceptr(in), CUdeviceptr(out), warmup, iters, ms);
+  });
+}
+
 mk_status mk_session_time_token_steps(mk_session *s, int32_t token, uint64_t next_token,
                                       int warmup, int iters, float *medianMs) {
   MK_NEED_SESSION();
-  if (!medianMs)
-    return invalid("null median_ms");
-  return guarded([&] {
-    std::vector<float> ms;
-    MK_RETURN_IF_ERROR(s->session->timeTokenSteps(token, CUdeviceptr(next_token), warmup,
-                                                  iters, ms));
-    std::sort(ms.begin(), ms.end());
-    *medianMs = ms[ms.size() / 2];
-    return Status::ok();
+  return medianStepTime(medianMs, [&](std::vector<float> &ms) {
+    return s->session->timeTokenSteps(token, CUdeviceptr(next_token), warmup, iters, ms);
   });
 }
 
