@@ -159,7 +159,7 @@ if [ -z "$bench_only" ] && [ -d "$MK_KERNELS_DIR/kimi_linear_w4a16" ]; then
 fi
 
 step "mk-diff (debug-capture kernels against the oracle's trace)"
-for k in tiny_debug kimi_linear_w4a16_debug tiny_dense_first_debug; do
+for k in tiny_debug kimi_linear_w4a16_debug tiny_dense_first_debug tiny_released_forms_debug; do
   if [ -n "$bench_only" ]; then
     :
   elif [ -d "$MK_KERNELS_DIR/$k" ]; then

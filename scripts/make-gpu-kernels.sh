@@ -55,12 +55,14 @@ done
 # (OracleGpu.TinyHfCheckpointDecodes: its random checkpoint converted).
 rm -rf "${out:?}/kimi48b_tiny"
 mkdir -p "$out/kimi48b_tiny"
-"$mkc" --from-hf tests/python/configs/kimi48b_tiny.json --hf-as-unit --hf-group 16 \
+"$mkc" --from-hf tests/python/configs/kimi48b_tiny.json --hf-group 16 \
   --hf-name kimi48b_tiny -o "$out/kimi48b_tiny/spec.json" 2>&1 | { grep -v "^mkc: note:" || true; } >&2
 "$mkc" "$out/kimi48b_tiny/spec.json" --emit=cuda -o "$out/kimi48b_tiny"
 echo "$out/kimi48b_tiny"
-rm -rf "${out:?}/tiny_dense_first_debug" "${out:?}/qwen3_8b_36l_debug"
+rm -rf "${out:?}/tiny_dense_first_debug" "${out:?}/qwen3_8b_36l_debug" "${out:?}/tiny_released_forms_debug"
 "$mkc" examples/specs/tiny_dense_first.json --emit=cuda --debug-capture -o "$out/tiny_dense_first_debug"
+# The released forms with captures (mk-diff: the FFNs' bf16 steps among them).
+"$mkc" examples/specs/tiny_released_forms.json --emit=cuda --debug-capture -o "$out/tiny_released_forms_debug"
 # The 36 dense layers with captures (OracleGpu.Qwen3ThirtySixLayersLayerByLayer).
 "$mkc" examples/specs/qwen3_8b_36l.json --emit=cuda --debug-capture -o "$out/qwen3_8b_36l_debug"
 # The tiny spec with tile-contiguous weights (OracleGpu.TinyTiledWeights).

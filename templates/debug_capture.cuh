@@ -29,6 +29,14 @@ __device__ void debug_copy(const S *src, int n, D *dst) {
     debug_store(dst + i, debug_load(src + i));
 }
 
+/// dst[i] = bf16(bf16(a[i]) + bf16(b[i])): an FFN output whose two fp32
+/// sums are rounded apart (ffn_rounding "each"), as the residual reads it.
+/// Spread over the grid; call after a grid barrier.
+__device__ __forceinline__ void debug_copy_sum(const float *a, const float *b, int n, bf16 *dst) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    dst[i] = f2bf(round_bf16(__ldcg(a + i)) + round_bf16(__ldcg(b + i)));
+}
+
 /// Block-wide copy of a shared-memory vector (already bf16-rounded floats).
 /// The caller picks one block; ends synchronized.
 template <class D>

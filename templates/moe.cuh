@@ -6,7 +6,11 @@
 // GEMV tiles: gate and up tiles (split-K) accumulate their fp32 sums with
 // atomics, down tiles form silu(gate) * up (fp32, as the spec) as they load
 // their input and accumulate w_j * y into an fp32 buffer with atomics
-// (rounded once by the residual that consumes it).
+// (rounded once by the residual that consumes it). With bf16 steps (the
+// released model's ffn_rounding "each") the down tiles round gate, up,
+// silu(gate) and the product as they stage them, and a routed expert's tile
+// (which then takes the whole intermediate) rounds its output before the
+// weight.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -175,6 +179,24 @@ __device__ void moe_topk_sigmoid(const float *logits, const bf16 *bias, float sc
   detail::topk_by_rank<E, K>(sel, score, 1e-20f, scaling, w_out, idx_out);
 }
 
+/// A moe_down task's bf16 steps (the schedule's `bf16_steps`): none (all
+/// fp32: the unit), the intermediate h = bf16(bf16(silu(bf16(g))) *
+/// bf16(u)) ("hidden"), or that and the expert's output y = bf16(h @ W_down)
+/// before its weight ("hidden_and_output": the tile's sums must be whole,
+/// k0 = 0 and k1 = inter).
+enum FfnSteps : int { kFfnStepsFp32 = 0, kFfnStepsHidden = 1, kFfnStepsHiddenAndOutput = 2 };
+
+/// y[n + offset] += scale * bf16(v) (atomically): a whole expert output
+/// rounded to bf16, then weighted.
+struct EpiAtomicAddRoundedF32 {
+  float *y;
+  float scale;
+  int offset;
+  __device__ void operator()(int n, float v) const {
+    atomicAdd(y + n + offset, round_bf16(v) * scale);
+  }
+};
+
 /// Shared memory (floats) of a moe_down_task that stages `staged` rows of
 /// hmid (the expert's width, or with SLICE its k-slice), then the tile's
 /// reduction area.
@@ -197,8 +219,8 @@ __host__ __device__ constexpr int moe_down_smem_floats(int staged) { return stag
 /// moe_down_task_waiting: the same after `wait()`, which runs first in the
 /// tile's prologue, once the weight copies are issued: the task's wait for
 /// the gate and up sums (CounterWaits) then overlaps its stream's start
-/// instead of preceding it.
-template <int THREADS, int TN, int GROUP, int ORDER, bool SLICE, class Wait>
+/// instead of preceding it. STEPS: FfnSteps.
+template <int THREADS, int TN, int GROUP, int ORDER, bool SLICE, int STEPS, class Wait>
 __device__ __forceinline__ void moe_down_body(const float *gate_up, int inter, const uint8_t *wq,
                                               const bf16 *s, const bf16 *z, int N, int n0,
                                               int nvalid, int k0, int k1, float weight,
@@ -206,7 +228,15 @@ __device__ __forceinline__ void moe_down_body(const float *gate_up, int inter, c
                                               Wait wait) {
   // The tile indexes x by absolute row: with SLICE it gets smem - k0.
   float *xs = SLICE ? smem - k0 : smem, *red = smem + (SLICE ? k1 - k0 : inter);
-  // hmid is fp32 (the spec does not round silu(g) * u). Its loads wait on
+  static_assert(STEPS >= kFfnStepsFp32 && STEPS <= kFfnStepsHiddenAndOutput, "FfnSteps");
+  // hmid: fp32 (the unit does not round silu(g) * u), or in bf16 steps.
+  auto hmid = [](float g, float u) {
+    if constexpr (STEPS == kFfnStepsFp32)
+      return silu(g) * u;
+    else
+      return round_bf16(round_bf16(silu(round_bf16(g))) * round_bf16(u));
+  };
+  // Its loads wait on
   // the previous phase's sums; they overlap the tile's first weight loads.
   // A batch's loads are all issued before its stores (block_stage_slice
   // says why); -DMK_SERIAL_STAGING: one element at a time (the form before).
@@ -224,32 +254,41 @@ __device__ __forceinline__ void moe_down_body(const float *gate_up, int inter, c
 #pragma unroll
       for (int j = 0; j < kStageBatch; ++j)
         if (base + j * THREADS < k1)
-          xs[base + j * THREADS] = silu(g[j]) * u[j];
+          xs[base + j * THREADS] = hmid(g[j], u[j]);
     }
 #else
     for (int i = k0 + threadIdx.x; i < k1; i += THREADS)
-      xs[i] = silu(__ldcg(gate_up + i)) * __ldcg(gate_up + inter + i);
+      xs[i] = hmid(__ldcg(gate_up + i), __ldcg(gate_up + inter + i));
 #endif
     __syncthreads();
   };
-  w4a16_gemv_tile_with<THREADS, TN, GROUP, EpiAtomicAddF32, true, ORDER>(
-      xs, wq, s, z, N, n0, nvalid, k0, k1, red, EpiAtomicAddF32{acc, weight, acc_offset}, false,
-      stage_hmid);
+  if constexpr (STEPS == kFfnStepsHiddenAndOutput)
+    w4a16_gemv_tile_with<THREADS, TN, GROUP, EpiAtomicAddRoundedF32, true, ORDER>(
+        xs, wq, s, z, N, n0, nvalid, k0, k1, red,
+        EpiAtomicAddRoundedF32{acc, weight, acc_offset}, false, stage_hmid);
+  else
+    w4a16_gemv_tile_with<THREADS, TN, GROUP, EpiAtomicAddF32, true, ORDER>(
+        xs, wq, s, z, N, n0, nvalid, k0, k1, red, EpiAtomicAddF32{acc, weight, acc_offset},
+        false, stage_hmid);
 }
-template <int THREADS, int TN, int GROUP, int ORDER = kOrderRowMajor, bool SLICE = false>
+template <int THREADS, int TN, int GROUP, int ORDER = kOrderRowMajor, bool SLICE = false,
+          int STEPS = kFfnStepsFp32>
 __device__ void moe_down_task(const float *gate_up, int inter, const uint8_t *wq, const bf16 *s,
                               const bf16 *z, int N, int n0, int nvalid, int k0, int k1,
                               float weight, float *acc, int acc_offset, float *smem) {
-  moe_down_body<THREADS, TN, GROUP, ORDER, SLICE>(gate_up, inter, wq, s, z, N, n0, nvalid, k0, k1,
-                                                  weight, acc, acc_offset, smem, NoPrologue{});
+  moe_down_body<THREADS, TN, GROUP, ORDER, SLICE, STEPS>(gate_up, inter, wq, s, z, N, n0, nvalid,
+                                                         k0, k1, weight, acc, acc_offset, smem,
+                                                         NoPrologue{});
 }
-template <int THREADS, int TN, int GROUP, int ORDER, bool SLICE, class Wait>
+template <int THREADS, int TN, int GROUP, int ORDER, bool SLICE, class Wait,
+          int STEPS = kFfnStepsFp32>
 __device__ void moe_down_task_waiting(const float *gate_up, int inter, const uint8_t *wq,
                                       const bf16 *s, const bf16 *z, int N, int n0, int nvalid,
                                       int k0, int k1, float weight, float *acc, int acc_offset,
                                       float *smem, Wait wait) {
-  moe_down_body<THREADS, TN, GROUP, ORDER, SLICE>(gate_up, inter, wq, s, z, N, n0, nvalid, k0, k1,
-                                                  weight, acc, acc_offset, smem, wait);
+  moe_down_body<THREADS, TN, GROUP, ORDER, SLICE, STEPS>(gate_up, inter, wq, s, z, N, n0, nvalid,
+                                                         k0, k1, weight, acc, acc_offset, smem,
+                                                         wait);
 }
 
 } // namespace mk

@@ -24,20 +24,28 @@ namespace mk {
 
 /// x_smem[i] = acc ? bf16(base[i] + bf16(acc[i])) : base[i], as floats.
 /// `acc` holds a GEMV's fp32 sum that the spec rounds to bf16 before the
-/// residual add. If `out` is non-null, block 0 also stores x (the residual
+/// residual add; TWO_SUMS: a second sum `acc2` rounded apart, x =
+/// bf16(base + bf16(bf16(acc) + bf16(acc2))) (an FFN whose routed and shared
+/// parts are rounded before their sum: ffn_rounding "each"). If `out` is non-null, block 0 also stores x (the residual
 /// base of later phases). `resid` (shared memory, or null): x is also kept
 /// there as bf16, and with `residBase` the base is read from it instead of
 /// `base` (which holds the same values: the residual the block's previous
 /// norm left there). Caller synchronizes before reading x_smem.
-template <int THREADS>
+template <int THREADS, bool TWO_SUMS = false>
 __device__ __forceinline__ void block_residual(const bf16 *base, const float *acc, int D,
                                                float *x_smem, bf16 *out, bf16 *resid = nullptr,
-                                               bool residBase = false) {
+                                               bool residBase = false,
+                                               const float *acc2 = nullptr) {
   MK_UNROLL_RUNTIME
   for (int i = threadIdx.x; i < D; i += THREADS) {
     float v = resid && residBase ? bf2f(resid[i]) : bf2f(__ldcg(base + i));
-    if (acc)
+    if constexpr (TWO_SUMS) {
+      if (acc)
+        v = round_bf16(
+            v + round_bf16(round_bf16(__ldcg(acc + i)) + round_bf16(__ldcg(acc2 + i))));
+    } else if (acc) {
       v = round_bf16(v + round_bf16(__ldcg(acc + i)));
+    }
     x_smem[i] = v;
     if (resid)
       resid[i] = f2bf(v);
@@ -109,14 +117,17 @@ constexpr int kNormWeightQuads = 4;
 /// norm) loads base and sums through registers instead of cp.async: a
 /// cp.async wait cannot skip older groups, so it would wait for the whole
 /// begun stream. ROUND_TWICE: y = bf16(bf16(x * r) * w) (the released
-/// model's norms; default once, bf16(x * r * w)).
+/// model's norms; default once, bf16(x * r * w)). TWO_SUMS: the residual
+/// adds bf16(bf16(acc) + bf16(acc2)) (block_residual's); acc2's quads come
+/// through registers, loaded beside the copies (the same round trip).
 template <int THREADS, bool BASE_IN_STAGE = false, bool REG_LOADS = false,
-          bool ROUND_TWICE = false>
+          bool ROUND_TWICE = false, bool TWO_SUMS = false>
 __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const float *acc,
                                                        const bf16 *w, int D, float eps,
                                                        float *y_smem, bf16 *out, float *scratch,
                                                        void *stage, bf16 *resid,
-                                                       bool residBase) {
+                                                       bool residBase,
+                                                       const float *acc2 = nullptr) {
 #ifdef MK_NORM_NO_RESIDENT
   resid = nullptr;
 #endif
@@ -137,12 +148,13 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
 #ifndef MK_NORM_SCALAR
   const bool vec = D % 8 == 0 && detail::aligned16(base) && (!acc || detail::aligned16(acc)) &&
                    detail::aligned16(w) && (!out || detail::aligned16(out)) &&
-                   detail::aligned16(y_smem) && (resid || staged || baseInStage);
+                   detail::aligned16(y_smem) && (resid || staged || baseInStage) &&
+                   (!TWO_SUMS || !acc || detail::aligned16(acc2));
 #else
   const bool vec = false;
 #endif
   if (!vec) {
-    block_residual<THREADS>(base, acc, D, y_smem, out, resid, residBase);
+    block_residual<THREADS, TWO_SUMS>(base, acc, D, y_smem, out, resid, residBase, acc2);
     block_rmsnorm<THREADS, ROUND_TWICE>(y_smem, w, D, eps, y_smem, scratch);
     return;
   }
@@ -161,14 +173,19 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
     if (!residBase)
       sb = static_cast<uint8_t *>(stage);
   }
-  // The weight's first quads into registers (under the copies' flight).
+  // The weight's first quads into registers (under the copies' flight);
+  // TWO_SUMS, acc2's too.
   uint2 wr[R];
+  [[maybe_unused]] float4 a2[R];
   auto loadWeight = [&] {
 #pragma unroll
     for (int j = 0; j < R; ++j) {
       const int q = threadIdx.x + j * THREADS;
       wr[j] =
           !sw && q < nq ? __ldg(reinterpret_cast<const uint2 *>(w) + q) : make_uint2(0u, 0u);
+      if constexpr (TWO_SUMS)
+        a2[j] = acc && q < nq ? __ldcg(reinterpret_cast<const float4 *>(acc2) + q)
+                              : make_float4(0.f, 0.f, 0.f, 0.f);
     }
   };
   if (REG_LOADS && !staged) {
@@ -230,11 +247,16 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
   // x = bf16(base + bf16(acc)) over quad q: into y_smem, resid (in place
   // when resident: each thread rewrites only what it read) and, block 0,
   // out.
-  auto residual = [&](int q) {
+  auto residual = [&](int q, [[maybe_unused]] float4 second) {
     const uint2 b = *reinterpret_cast<const uint2 *>(sb + 8 * q);
     float4 x = make_float4(bf_lo(b.x), bf_hi(b.x), bf_lo(b.y), bf_hi(b.y));
     if (acc) {
-      const float4 a = *reinterpret_cast<const float4 *>(sa + 16 * q);
+      float4 a = *reinterpret_cast<const float4 *>(sa + 16 * q);
+      if constexpr (TWO_SUMS)
+        a = make_float4(round_bf16(round_bf16(a.x) + round_bf16(second.x)),
+                        round_bf16(round_bf16(a.y) + round_bf16(second.y)),
+                        round_bf16(round_bf16(a.z) + round_bf16(second.z)),
+                        round_bf16(round_bf16(a.w) + round_bf16(second.w)));
       x = make_float4(round_bf16(x.x + round_bf16(a.x)), round_bf16(x.y + round_bf16(a.y)),
                       round_bf16(x.z + round_bf16(a.z)), round_bf16(x.w + round_bf16(a.w)));
     }
@@ -247,13 +269,22 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
     return x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
   };
   float ss = 0.f;
+  [[maybe_unused]] const float4 none = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
   for (int j = 0; j < R; ++j)
-    if (const int q = threadIdx.x + j * THREADS; q < nq)
-      ss += residual(q);
+    if (const int q = threadIdx.x + j * THREADS; q < nq) {
+      if constexpr (TWO_SUMS)
+        ss += residual(q, a2[j]);
+      else
+        ss += residual(q, none);
+    }
 #pragma unroll 1
-  for (int q = threadIdx.x + R * THREADS; q < nq; q += THREADS)
-    ss += residual(q);
+  for (int q = threadIdx.x + R * THREADS; q < nq; q += THREADS) {
+    if constexpr (TWO_SUMS)
+      ss += residual(q, acc ? __ldcg(reinterpret_cast<const float4 *>(acc2) + q) : none);
+    else
+      ss += residual(q, none);
+  }
   ss = block_sum<THREADS>(ss, scratch);
   const float r = 1.f / sqrtf(ss / float(D) + eps);
   auto scale = [&](int q, uint2 wv) {
@@ -300,6 +331,18 @@ block_residual_rmsnorm_outlined(const bf16 *base, const float *acc, const bf16 *
                                 void *stage, bf16 *resid, bool residBase) {
   block_residual_rmsnorm<THREADS, BASE_IN_STAGE, REG_LOADS, ROUND_TWICE>(
       base, acc, w, D, eps, y_smem, out, scratch, stage, resid, residBase);
+}
+
+/// The same with a second sum rounded apart (block_residual_rmsnorm's
+/// TWO_SUMS): the residual adds bf16(bf16(acc) + bf16(acc2)).
+template <int THREADS, bool BASE_IN_STAGE = false, bool REG_LOADS = false,
+          bool ROUND_TWICE = false>
+__device__ MK_NORM_OUTLINED_ATTR void
+block_residual2_rmsnorm_outlined(const bf16 *base, const float *acc, const float *acc2,
+                                 const bf16 *w, int D, float eps, float *y_smem, bf16 *out,
+                                 float *scratch, void *stage, bf16 *resid, bool residBase) {
+  block_residual_rmsnorm<THREADS, BASE_IN_STAGE, REG_LOADS, ROUND_TWICE, true>(
+      base, acc, w, D, eps, y_smem, out, scratch, stage, resid, residBase, acc2);
 }
 
 } // namespace mk

@@ -99,7 +99,10 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
     auto norm = dyn_cast<ResidualRmsnormOp>(t.getOperation());
     if (!norm)
       return t.emitOpError("every_block tasks must be residual_rmsnorm");
-    StringRef acc = norm.getAcc().value_or(""), out = norm.getOut().value_or("");
+    StringRef acc = norm.getAcc().value_or(""), acc2 = norm.getAcc2().value_or(""),
+              out = norm.getOut().value_or("");
+    if (!acc2.empty() && acc.empty())
+      return norm.emitOpError("takes a second sum (acc2) without a first (acc)");
     const int64_t dim = int64_t(norm.getDim());
     const std::string accArg = acc.empty() ? "nullptr" : ptr(acc);
     const std::string outArg = out.empty() ? "nullptr" : ptr(out, true);
@@ -137,9 +140,9 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
         break;
       }
     os << "    {\n    MK_STAGE_BEGIN();\n"
-       << "    mk::block_residual_rmsnorm_outlined<" << T << targs << ">(" << ptr(base) << ", "
-       << accArg
-       << ", " << ident(norm.getWeight()) << ", " << dim << ", " << eps << ", xs, "
+       << "    mk::block_residual" << (acc2.empty() ? "" : "2") << "_rmsnorm_outlined<" << T
+       << targs << ">(" << ptr(base) << ", " << accArg
+       << (acc2.empty() ? std::string() : ", " + ptr(acc2)) << ", " << ident(norm.getWeight()) << ", " << dim << ", " << eps << ", xs, "
        << outArg << ", scratch, " << (passWork ? "work" : "nullptr") << ", "
        << (resident ? "resid" : "nullptr") << ", " << (residBase ? "true" : "false") << ");\n"
        << "    MK_STAGE_END(mk::kStageNorm);\n    }\n";

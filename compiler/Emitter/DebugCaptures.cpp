@@ -50,6 +50,17 @@ LogicalResult Emitter::planCaptures() {
         << dt << " *>(" << dst << "));\n";
     };
   };
+  // An FFN's output from its sums: one, or two rounded apart (acc2).
+  auto copyFfn = [&](StringRef acc, StringRef acc2, int64_t n)
+      -> decltype(Capture::fill) {
+    if (acc2.empty())
+      return copy(ptr(acc), n, "bf16");
+    std::string a = ptr(acc), b = ptr(acc2);
+    return [a, b, n](llvm::raw_ostream &o, const std::string &dst) {
+      o << "    mk::debug_copy_sum(" << a << ", " << b << ", " << n
+        << ", reinterpret_cast<mk::bf16 *>(" << dst << "));\n";
+    };
+  };
   auto numelOf = [&](StringRef buffer) {
     return numel(buffers.lookup(buffer).getShape());
   };
@@ -69,7 +80,7 @@ LogicalResult Emitter::planCaptures() {
     auto str = [&](StringRef n) { return t.getStrArg(n); };
     auto strs = [&](StringRef n) { return t.getStrArrayArg(n); };
     if (isa<ResidualRmsnormOp>(t.getOperation())) {
-      StringRef w = str("weight"), acc = str("acc"), out = str("out");
+      StringRef w = str("weight"), acc = str("acc"), acc2 = str("acc2"), out = str("out");
       int64_t L = layerOf(w), d = t.getIntArg("dim");
       // The attention's input (its residual sums are the previous layer's
       // MoE output and output) or the MoE's (the attention output and h).
@@ -79,7 +90,7 @@ LogicalResult Emitter::planCaptures() {
         // The whole model's final norm (no layer): its residual is the last
         // layer's MoE output and output, as a block's final residual's.
         if (L < 0 && !acc.empty()) {
-          add(last, "moe_out", "bf16", {d}, copy(ptr(acc), d, "bf16"));
+          add(last, "moe_out", "bf16", {d}, copyFfn(acc, acc2, d));
           if (!out.empty())
             add(last, "out", "bf16", {d}, copy(ptr(out, true), d, "bf16"));
         }
@@ -92,13 +103,13 @@ LogicalResult Emitter::planCaptures() {
       // The fp32 sum the residual rounds to bf16, and the residual itself.
       if (!acc.empty())
         add(attn ? L - 1 : L, attn ? "moe_out" : "attn_out", "bf16", {d},
-            copy(ptr(acc), d, "bf16"));
+            copyFfn(acc, acc2, d));
       if (!out.empty())
         add(attn ? L - 1 : L, attn ? "out" : "h", "bf16", {d},
             copy(ptr(out, true), d, "bf16"));
     } else if (isa<FinalResidualOp>(t.getOperation())) {
       int64_t d = t.getIntArg("dim");
-      add(last, "moe_out", "bf16", {d}, copy(ptr(str("acc")), d, "bf16"));
+      add(last, "moe_out", "bf16", {d}, copyFfn(str("acc"), str("acc2"), d));
       add(last, "out", "bf16", {d}, copy(ptr(str("out"), true), d, "bf16"));
     } else if (isa<W4A16GemvOp>(t.getOperation())) {
       if (str("epilogue") == "atomic_f32")

@@ -305,12 +305,18 @@ LogicalResult Emitter::lowerTask(FinalResidualOp op, int64_t /*group*/, llvm::ra
   TaskOpInterface t = op;
   int64_t n = int64_t(op.getDim()), per = (n + t.getCount() - 1) / t.getCount();
   o << "      const mk::bf16 *base = " << ptr(op.getBase()) << ";\n"
-    << "      const float *acc = " << ptr(op.getAcc()) << ";\n"
-    << "      for (int j = i * " << per << " + threadIdx.x; j < min(" << n
+    << "      const float *acc = " << ptr(op.getAcc()) << ";\n";
+  // With acc2, a second sum rounded apart: bf16(bf16(acc) + bf16(acc2)).
+  const std::optional<StringRef> acc2 = op.getAcc2();
+  if (acc2)
+    o << "      const float *acc2 = " << ptr(*acc2) << ";\n";
+  o << "      for (int j = i * " << per << " + threadIdx.x; j < min(" << n
     << ", (i + 1) * " << per << "); j += " << T << ")\n"
     << "        " << ptr(op.getOut(), true)
     << "[j] = mk::f2bf(mk::round_bf16(mk::bf2f(__ldcg(base + j)) + "
-       "mk::round_bf16(__ldcg(acc + j))));\n";
+    << (acc2 ? "mk::round_bf16(mk::round_bf16(__ldcg(acc + j)) + "
+               "mk::round_bf16(__ldcg(acc2 + j)))));\n"
+             : "mk::round_bf16(__ldcg(acc + j))));\n");
   return success();
 }
 
@@ -585,6 +591,17 @@ LogicalResult Emitter::lowerMoe(ExpertOp op, int64_t G, llvm::raw_ostream &o) {
     asserts.insert(llvm::formatv("mk::moe_down_smem_floats<{0}, {1}>({2}) == {3}",
                                  T, tn, staged, staged + w4Red(tn))
                        .str());
+    // The bf16 steps (mk::FfnSteps); a task rounding its expert's output
+    // needs the whole sum.
+    const StringRef steps = op.getBf16Steps().value_or("");
+    const bool roundsOutput = steps == "hidden_and_output";
+    if (roundsOutput && ks != 1)
+      return op.emitOpError("rounds each expert's output (bf16_steps \"hidden_and_output\") "
+                            "but its tiles are split ")
+             << ks << " ways along the intermediate; it needs whole sums (ksplit 1)";
+    const std::string stepsArg =
+        steps.empty() ? ""
+                      : (roundsOutput ? ", mk::kFfnStepsHiddenAndOutput" : ", mk::kFfnStepsHidden");
     // A wait in the prologue (schedule-prologue-waits) goes to the task,
     // which runs it once its weight copies are requested.
     const bool waiting = !prologueWait.empty();
@@ -592,8 +609,10 @@ LogicalResult Emitter::lowerMoe(ExpertOp op, int64_t G, llvm::raw_ostream &o) {
       << ", n0 = (r % " << tiles << ") * " << tn << ";\n"
       << "      mkgen::call<&mk::moe_down_task" << (waiting ? "_waiting<" : "<") << T << ", "
       << tn << ", " << G
-      << (waiting ? ", " + orderName(w) + (slice ? ", true" : ", false") + ", mk::CounterWaits"
-                  : (slice ? ", " + orderName(w) + ", true" : orderArgs(w, false)))
+      << (waiting ? ", " + orderName(w) + (slice ? ", true" : ", false") + ", mk::CounterWaits" +
+                        stepsArg
+          : !steps.empty() ? ", " + orderName(w) + (slice ? ", true" : ", false") + stepsArg
+                           : (slice ? ", " + orderName(w) + ", true" : orderArgs(w, false)))
       << ">>(" << sums << " + slot * " << 2 * m
       << ", " << m << ", "
       << tileArgs(w, m, d, tn, "e", "n0") << ", min(" << tn << ", " << d

@@ -263,17 +263,21 @@ Value GraphBuilder::buildMoe(int64_t layer, Value u) {
       b.getF64FloatAttr(cfg.routedScaling));
   // The router's captured value is its logits (before the top-k).
   captured(router, "router_logits");
+  // ffn_rounding "each": the experts' steps in bf16, the parts rounded
+  // before their sum.
+  const bool each = cfg.ffnRoundEach;
   Value routed = b.create<MoeExpertsOp>(
       loc(p + ".experts"), vec(d, b.getF32Type()), u, router.getWeights(),
       router.getIndices(), sym(p + ".gate"), sym(p + ".up"),
-      sym(p + ".down"));
+      sym(p + ".down"), each ? b.getUnitAttr() : UnitAttr());
   Value shared;
   if (cfg.nShared > 0)
     shared = b.create<SharedExpertsOp>(loc(p + ".shared_experts"),
                                        vec(d, b.getF32Type()), u,
                                        sym(p + ".s_gate"), sym(p + ".s_up"),
-                                       sym(p + ".s_down"));
-  return b.create<MoeCombineOp>(loc(p + ".combine"), bvec(d), routed, shared);
+                                       sym(p + ".s_down"), each ? b.getUnitAttr() : UnitAttr());
+  return b.create<MoeCombineOp>(loc(p + ".combine"), bvec(d), routed, shared,
+                                each && shared);
 }
 
 Value GraphBuilder::buildDenseFfn(int64_t layer, Value u) {
@@ -282,8 +286,9 @@ Value GraphBuilder::buildDenseFfn(int64_t layer, Value u) {
   // graph ops and tasks.
   const std::string p = layerPrefix(layer) + ".mlp";
   Value f = b.create<SharedExpertsOp>(loc(p), vec(cfg.hidden, b.getF32Type()), u,
-                                      sym(p + ".gate"), sym(p + ".up"), sym(p + ".down"));
-  return b.create<MoeCombineOp>(loc(p + ".combine"), bvec(cfg.hidden), f, Value());
+                                      sym(p + ".gate"), sym(p + ".up"), sym(p + ".down"),
+                                      cfg.ffnRoundEach ? b.getUnitAttr() : UnitAttr());
+  return b.create<MoeCombineOp>(loc(p + ".combine"), bvec(cfg.hidden), f, Value(), false);
 }
 
 /// A JSON value as an attribute: objects as dictionaries, arrays as arrays,

@@ -57,6 +57,7 @@ struct ValueInfo {
     Buffer,   // lives in `buffer` (element offset `offset`)
     Shared,   // the per-block normalized input in shared memory `buffer`
     Acc,      // fp32 accumulator `buffer`, rounded to bf16 by its reader
+              // (with `aux`, a second one: bf16(bf16(buffer) + bf16(aux)))
     Residual, // graph.add(base, acc) not yet materialized
     Conv,     // kda_short_conv output: raw projection `buffer`, window `aux`
     Window,   // kda_short_conv new window (state `buffer`)
@@ -140,6 +141,8 @@ private:
   }
   llvm::StringMap<int> bufferIndex;
   llvm::DenseMap<Operation *, std::string> combineAcc;
+  /// A graph.moe_combine with round_parts: its shared experts' own sum.
+  llvm::DenseMap<Operation *, std::string> combineSharedAcc;
   llvm::StringSet<> loweredGroups;
   llvm::DenseSet<Operation *> groupMembers; // of the groups lowered so far
 
@@ -472,7 +475,9 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     auto it = combineAcc.find(op);
     if (it == combineAcc.end())
       return c.emitOpError("has no expert producing into it");
-    set(c.getOutput(), ValueInfo{ValueInfo::Acc, it->second, ""});
+    // round_parts: the shared experts' sum is rounded apart (its own
+    // accumulator, which the residual's reader adds).
+    set(c.getOutput(), ValueInfo{ValueInfo::Acc, it->second, combineSharedAcc.lookup(op)});
     return success();
   }
   if (auto r = dyn_cast<func::ReturnOp>(op))
@@ -508,7 +513,7 @@ LogicalResult Lowering::lowerNorm(graph::RMSNormOp op) {
                                          << " values; only the hidden size (" << hidden
                                          << ") has a lowering";
   TaskSpec t;
-  std::string base, acc, out;
+  std::string base, acc, acc2, out;
   if (x->kind == ValueInfo::Buffer) {
     if (x->offset != 0)
       return op.emitOpError("input is a slice at offset ")
@@ -523,6 +528,7 @@ LogicalResult Lowering::lowerNorm(graph::RMSNormOp op) {
                             "a stored one");
     base = bi->buffer;
     acc = ai->buffer;
+    acc2 = ai->aux;
     // The sum is the next residual's base.
     out = buffer(name + ".residual", "bf16", {hidden});
     set(op.getInput(), ValueInfo{ValueInfo::Buffer, out, ""});
@@ -535,11 +541,14 @@ LogicalResult Lowering::lowerNorm(graph::RMSNormOp op) {
   tk.reads.push_back(base);
   if (!acc.empty())
     tk.reads.push_back(acc);
+  if (!acc2.empty())
+    tk.reads.push_back(acc2);
   if (!out.empty())
     tk.writes.push_back(out);
   tk.writes.push_back(xs);
   setArg(tk, "base", base);
   setArg(tk, "acc", acc);
+  setArg(tk, "acc2", acc2);
   setArg(tk, "out", out);
   setArg(tk, "weight", name);
   setArg(tk, "dim", hidden);
@@ -995,9 +1004,14 @@ LogicalResult Lowering::lowerExperts(Operation *op, bool routed) {
   // or "blocks.0.mlp" (a dense FFN, lowered as a one-expert shared expert).
   std::string ffn = StringRef(gate).rsplit('.').first.str();
   std::string what = routed ? "experts" : "shared_experts";
-  std::string &acc = combineAcc[combine];
+  // The experts' bf16 steps (bf16_steps): the routed experts' outputs are
+  // rounded too, so their down tasks take whole sums; shared experts whose
+  // combine rounds its parts apart (round_parts) add into their own sum.
+  const bool steps = op->hasAttr("bf16_steps");
+  const bool apart = !routed && cast<graph::MoeCombineOp>(combine).getRoundParts();
+  std::string &acc = apart ? combineSharedAcc[combine] : combineAcc[combine];
   if (acc.empty())
-    acc = accumulator(ffn + ".acc", hidden);
+    acc = accumulator(ffn + (apart ? ".shared_acc" : ".acc"), hidden);
   // Routed: one slot per chosen expert; shared: one per shared expert.
   int64_t slots = routed ? router.getTopK() : experts;
   // Per slot, the fp32 gate and up sums ([2][inter]), accumulated by
@@ -1041,6 +1055,8 @@ LogicalResult Lowering::lowerExperts(Operation *op, bool routed) {
   dn.accums.push_back(acc);
   setArg(dn, "down", down);
   setArg(dn, "acc", acc);
+  if (steps)
+    setArg(dn, "bf16_steps", std::string(routed ? "hidden_and_output" : "hidden"));
   common(dn);
   return success();
 }
@@ -1072,9 +1088,12 @@ LogicalResult Lowering::lowerReturn(func::ReturnOp op) {
   std::string out = buffer("hidden_out", "bf16", {hidden}, "io");
   TaskSpec &t = task("final_residual", schedule::TaskKind::FinalResidual, op);
   t.reads = {bi->buffer, ai->buffer};
+  if (!ai->aux.empty())
+    t.reads.push_back(ai->aux);
   t.writes = {out};
   setArg(t, "base", bi->buffer);
   setArg(t, "acc", ai->buffer);
+  setArg(t, "acc2", ai->aux);
   setArg(t, "out", out);
   setArg(t, "dim", hidden);
   return success();

@@ -179,6 +179,8 @@ bool parseConfigKeys(const json::Value &obj, BlockConfig &cfg, const IntKey (&in
       return false;
     if (!dense && key == "kda_form" && !choice("unit", "released", cfg.kdaReleased))
       return false;
+    if (!dense && key == "ffn_rounding" && !choice("once", "each", cfg.ffnRoundEach))
+      return false;
     if (!dense && key == "lm_head" && !choice("w4a16", "bf16", cfg.lmHeadBf16))
       return false;
     // The MLA layers' form: rotation (mla_rotary, default true) and the
@@ -383,6 +385,8 @@ json::Value blockConfigToJsonValue(const BlockConfig &cfg) {
       conf.set("router", json::Value::fromString("sigmoid"));
     if (std::strcmp(key, "eps") == 0 && cfg.normRoundTwice)
       conf.set("rmsnorm_rounding", json::Value::fromString("twice"));
+    if (std::strcmp(key, "moe_inter") == 0 && cfg.ffnRoundEach)
+      conf.set("ffn_rounding", json::Value::fromString("each"));
     // The KDA form only where it is not the unit's.
     if (std::strcmp(key, "short_conv") == 0 && cfg.kdaReleased)
       conf.set("kda_form", json::Value::fromString("released"));

@@ -325,32 +325,42 @@ std::vector<BFloat16> moe(const BlockConfig &cfg, const TensorMap &w,
   std::vector<float> uf(static_cast<size_t>(d)), y(static_cast<size_t>(d)), acc(size_t(d), 0.0f);
   for (int64_t i = 0; i < d; ++i)
     uf[i] = u[i].toFloat();
+  // ffn_rounding "each": the experts' intermediates in bf16 steps, each
+  // routed output rounded before its weight, the shared experts summed
+  // apart, both sums rounded before their own.
+  const bool each = cfg.ffnRoundEach;
   auto expert = [&](const char *g, const char *up, const char *down,
                     int64_t e) {
     oracle::expertFfn(
         uf.data(), quantWeightRounded(w, p + g, d, cfg.moeInter, cfg.group, e, round),
         quantWeightRounded(w, p + up, d, cfg.moeInter, cfg.group, e, round),
         quantWeightRounded(w, p + down, cfg.moeInter, d, cfg.group, e, round),
-        y.data());
+        y.data(), each);
   };
   for (int64_t j = 0; j < K; ++j) {
     expert("gate", "up", "down", idx[j]);
     for (int64_t i = 0; i < d; ++i)
-      acc[i] = acc[i] + tw[j] * y[i];
+      acc[i] = acc[i] + tw[j] * (each ? roundBf16(y[i]) : y[i]);
   }
+  std::vector<float> sharedAcc(each ? size_t(d) : 0, 0.0f);
+  std::vector<float> &sharedInto = each ? sharedAcc : acc;
   for (int64_t s = 0; s < cfg.nShared; ++s) {
     expert("s_gate", "s_up", "s_down", s);
     for (int64_t i = 0; i < d; ++i)
-      acc[i] = acc[i] + y[i];
+      sharedInto[i] = sharedInto[i] + y[i];
   }
+  if (each && cfg.nShared > 0)
+    for (int64_t i = 0; i < d; ++i)
+      acc[i] = roundBf16(acc[i]) + roundBf16(sharedAcc[i]);
   std::vector<BFloat16> out = toBf16(acc);
   rec.bf16("moe_out", out);
   return out;
 }
 
 /// A dense-FFN layer's FFN (`blocks.i.mlp`, layers below dense_layers): a
-/// shared expert of width dense_inter (unstacked [in, out] linears), the fp32
-/// sum rounded once to bf16.
+/// shared expert of width dense_inter (unstacked [in, out] linears; its
+/// intermediate in bf16 steps with ffn_rounding "each"), the fp32 sum
+/// rounded once to bf16.
 std::vector<BFloat16> denseFfn(const BlockConfig &cfg, const TensorMap &w, int64_t layer,
                                const std::vector<BFloat16> &u, Recorder &rec, bool round) {
   const std::string p = layerPrefix(layer) + ".mlp.";
@@ -360,7 +370,8 @@ std::vector<BFloat16> denseFfn(const BlockConfig &cfg, const TensorMap &w, int64
     uf[i] = u[i].toFloat();
   oracle::expertFfn(uf.data(), quantWeightRounded(w, p + "gate", d, m, cfg.group, -1, round),
                     quantWeightRounded(w, p + "up", d, m, cfg.group, -1, round),
-                    quantWeightRounded(w, p + "down", m, d, cfg.group, -1, round), y.data());
+                    quantWeightRounded(w, p + "down", m, d, cfg.group, -1, round), y.data(),
+                    cfg.ffnRoundEach);
   std::vector<BFloat16> out = toBf16(y);
   rec.bf16("moe_out", out);
   return out;

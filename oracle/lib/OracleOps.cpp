@@ -321,12 +321,13 @@ void normalizeRouteWeights(float *w, int64_t k, float scaling, float eps) {
 }
 
 void expertFfn(const float *u, const QuantWeight &gate, const QuantWeight &up,
-               const QuantWeight &down, float *y) {
+               const QuantWeight &down, float *y, bool bf16Steps) {
   std::vector<float> g(size_t(gate.out)), v(size_t(up.out));
   w4a16Gemv(u, gate, g.data());
   w4a16Gemv(u, up, v.data());
   for (size_t i = 0; i < g.size(); ++i)
-    g[i] = silu(g[i]) * v[i];
+    g[i] = bf16Steps ? roundBf16(roundBf16(silu(roundBf16(g[i]))) * roundBf16(v[i]))
+                     : silu(g[i]) * v[i];
   w4a16Gemv(g.data(), down, y);
 }
 

@@ -74,7 +74,8 @@ def spec_from_config(cfg: Any, name: Optional[str] = None) -> Dict[str, Any]:
     or the released model's "sigmoid", the MLA form's `mla_rotary`
     (default True) and `mla_latent_norm` (default False),
     `rmsnorm_rounding` ("once", or the released model's "twice"),
-    `kda_form` ("unit", or the released model's "released"), and the whole
+    `kda_form` ("unit", or the released model's "released"), `ffn_rounding`
+    ("once", or the released model's "each": the FFNs' bf16 steps), and the whole
     model's `vocab` with `lm_head` ("w4a16" or "bf16"). The dense GQA family's (`family`
     "dense_gqa", or no `family`, no `pattern` and the fields `heads`,
     `kv_heads`, `head_dim`, `inter`, `layers`): `hidden`, `heads`,
@@ -107,6 +108,11 @@ def spec_from_config(cfg: Any, name: Optional[str] = None) -> Dict[str, Any]:
         raise ValueError("kda_form %r is neither \"unit\" nor \"released\"" % (kda_form,))
     if kda_form == "released":
         conf["kda_form"] = kda_form
+    ffn_rounding = str(getattr(cfg, "ffn_rounding", "once") or "once")
+    if ffn_rounding not in ("once", "each"):
+        raise ValueError("ffn_rounding %r is neither \"once\" nor \"each\"" % (ffn_rounding,))
+    if ffn_rounding == "each":
+        conf["ffn_rounding"] = ffn_rounding
     # The whole model: a vocabulary (embedding, LM head, argmax).
     vocab = int(getattr(cfg, "vocab", 0) or 0)
     if vocab < 0:

@@ -166,7 +166,8 @@ class Model(torch.nn.Module):
                                  % (self.kernel_dir, k, conf[k], v))
         if family == "kimi_linear":  # the forms: written only where not the unit's
             for key, unit in (("router", "softmax"), ("kda_form", "unit"),
-                              ("rmsnorm_rounding", "once"), ("mla_rotary", True),
+                              ("rmsnorm_rounding", "once"), ("ffn_rounding", "once"),
+                              ("mla_rotary", True),
                               ("mla_latent_norm", False), ("vocab", 0)):
                 got_v = conf.get(key, unit)
                 want_v = want["config"].get(key, unit)

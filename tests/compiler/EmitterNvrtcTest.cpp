@@ -383,6 +383,11 @@ TEST(EmitterNvrtc, TinyDebugCapture) {
   // A dense-FFN layer captures the FFN's input and output (moe_in, moe_out)
   // and no router values.
   check("examples/specs/tiny_dense_first.json", "mk_tiny_dense_first", true);
+  // The released forms: the FFNs' two sums rounded apart (ffn_rounding
+  // "each") are captured as the residual reads them (debug_copy_sum).
+  Emitted k = emit("examples/specs/tiny_released_forms.json", "mk_tiny_released_forms", true);
+  EXPECT_NE(k.source.find("mk::debug_copy_sum("), std::string::npos);
+  check("examples/specs/tiny_released_forms.json", "mk_tiny_released_forms", true);
 }
 
 // mk-diff compares captures with the oracle's trace by name: the debug

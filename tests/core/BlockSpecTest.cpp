@@ -466,6 +466,29 @@ TEST(BlockSpec, KdaForm) {
             std::string::npos);
 }
 
+// ffn_rounding: "once" (the unit, not written back) or the released
+// model's "each"; the parameters are the same either way.
+TEST(BlockSpec, FfnRounding) {
+  BlockConfig cfg;
+  std::string err;
+  ASSERT_TRUE(parseBlockSpec(tinyWith("\"group\"", "\"ffn_rounding\": \"each\", \"group\""),
+                             cfg, err))
+      << err;
+  EXPECT_TRUE(cfg.ffnRoundEach);
+  BlockConfig back;
+  ASSERT_TRUE(parseBlockSpec(blockConfigToJson(cfg), back, err)) << err;
+  EXPECT_TRUE(back.ffnRoundEach);
+  EXPECT_EQ(blockConfigToJson(BlockConfig{}).find("ffn_rounding"), std::string::npos);
+  ASSERT_TRUE(parseBlockSpec(tinyWith("\"group\"", "\"ffn_rounding\": \"once\", \"group\""),
+                             back, err))
+      << err;
+  EXPECT_FALSE(back.ffnRoundEach);
+  EXPECT_EQ(parameterTensors(back).size(), parameterTensors(cfg).size());
+  EXPECT_NE(specError(tinyWith("\"group\"", "\"ffn_rounding\": \"twice\", \"group\""))
+                .find("config key 'ffn_rounding' must be \"once\" or \"each\", got \"twice\""),
+            std::string::npos);
+}
+
 TEST(BlockSpec, WholeModel) {
   BlockConfig cfg;
   std::string err;

@@ -58,21 +58,33 @@ std::string importError(const std::string &text, const HfImportOptions &o = asUn
   return err;
 }
 
-TEST(HfConfig, ReleasedKimiLinearIsRefusedNamingEveryDifference) {
-  std::string err = importError(released(), HfImportOptions());
-  for (const char *key : {"model_type = \"kimi_linear\"", "--hf-as-unit"})
+TEST(HfConfig, ReleasedKimiLinearMapsAsItIs) {
+  // Every form of the released model is one of the family's (the sigmoid
+  // router its `router`, the MLA without rotation its `mla_rotary`, the
+  // experts' bf16 steps its `ffn_rounding`): no --hf-as-unit, no note but
+  // the group's.
+  HfImport out;
+  std::string err;
+  ASSERT_TRUE(importHfConfig(released(), HfImportOptions(), out, err)) << err;
+  EXPECT_TRUE(out.config.ffnRoundEach);
+  ASSERT_EQ(out.notes.size(), 1u);
+  EXPECT_NE(out.notes[0].find("quantization group 128"), std::string::npos);
+  // What the family does not compute is refused naming every difference
+  // (and --hf-as-unit), and nothing it does represent.
+  std::string text = releasedWith("\"tie_word_embeddings\": false", "\"tie_word_embeddings\": true");
+  text = text.replace(text.find("\"rope_scaling\": null"), 20, "\"rope_scaling\": {\"factor\": 2}");
+  err = importError(text, HfImportOptions());
+  for (const char *key : {"tie_word_embeddings = true", "rope_scaling", "--hf-as-unit"})
     EXPECT_NE(err.find(key), std::string::npos) << key << " in: " << err;
-  // What the family does represent is not listed (the sigmoid router is
-  // its `router`, the MLA without rotation its `mla_rotary`).
-  for (const char *key : {"moe_renormalize", "use_grouped_topk", "q_lora_rank", "rope_scaling",
+  for (const char *key : {"model_type", "moe_renormalize", "use_grouped_topk", "q_lora_rank",
                           "first_k_dense_replace", "moe_router_activation_func", "mla_use_nope"})
     EXPECT_EQ(err.find(key), std::string::npos) << key << " in: " << err;
 }
 
-TEST(HfConfig, ReleasedKimiLinearAsUnitKeepsItsDimensions) {
+TEST(HfConfig, ReleasedKimiLinearKeepsItsDimensions) {
   HfImport out;
   std::string err;
-  ASSERT_TRUE(importHfConfig(released(), asUnit(), out, err)) << err;
+  ASSERT_TRUE(importHfConfig(released(), HfImportOptions(), out, err)) << err;
   const BlockConfig &c = out.config;
   EXPECT_EQ(c.name, "kimi_linear_27l");
   EXPECT_EQ(c.hidden, 2304);
@@ -107,14 +119,14 @@ TEST(HfConfig, ReleasedKimiLinearAsUnitKeepsItsDimensions) {
   EXPECT_TRUE(c.mlaLatentNorm);
   EXPECT_TRUE(c.normRoundTwice);
   EXPECT_TRUE(c.kdaReleased);
+  EXPECT_TRUE(c.ffnRoundEach);
   // The whole model: its vocabulary (embedding, untied LM head).
   EXPECT_EQ(c.vocab, 163840);
   EXPECT_FALSE(c.lmHeadBf16);
-  // A note for the group and one per difference (model_type; the dense
-  // first layer, the sigmoid router and the MLA form are represented).
-  ASSERT_EQ(out.notes.size(), 2u);
+  // A note for the group only (the dense first layer, the sigmoid router,
+  // the MLA form and the FFNs' rounding are represented).
+  ASSERT_EQ(out.notes.size(), 1u);
   EXPECT_NE(out.notes[0].find("quantization group 128"), std::string::npos);
-  EXPECT_NE(out.notes[1].find("model_type"), std::string::npos);
   // The spec it gives reads back the same.
   BlockConfig back;
   ASSERT_TRUE(parseBlockSpec(blockConfigToJson(c), back, err)) << err;
@@ -134,7 +146,7 @@ TEST(HfConfig, AliasesAndOptions) {
   EXPECT_EQ(out.config.group, 64);
   EXPECT_EQ(out.config.nExperts, 256);
   EXPECT_EQ(out.config.nActive, 8);
-  EXPECT_EQ(out.notes.size(), 1u) << "no group note when the group is given: model_type only";
+  EXPECT_TRUE(out.notes.empty()) << "no group note when the group is given";
 }
 
 TEST(HfConfig, QuantizationConfigGivesTheGroup) {
@@ -219,7 +231,7 @@ TEST(HfConfig, DifferencesTheUnitCannotExpress) {
     EXPECT_NE(err.find(key), std::string::npos) << key << " in: " << err;
   HfImport out;
   ASSERT_TRUE(importHfConfig(text, asUnit(), out, err)) << err;
-  EXPECT_EQ(out.notes.size(), 5u); // the group, model_type and the three above
+  EXPECT_EQ(out.notes.size(), 4u); // the group and the three above
   // A router activation the family lacks is one too.
   err = importError(releasedWith("\"moe_router_activation_func\": \"sigmoid\"",
                                  "\"moe_router_activation_func\": \"relu\""),

@@ -82,35 +82,45 @@ class SpecFromHuggingFace(unittest.TestCase):
     """megakernel.spec_from_hf: the runtime library's importer (the one mkc
     --from-hf runs), no compiler and no GPU needed."""
 
-    def test_released_kimi_linear_is_refused_naming_the_differences(self):
-        with self.assertRaises(megakernel.MegakernelError) as cm:
-            megakernel.spec_from_hf(HF_CONFIG)
-        msg = str(cm.exception)
-        for key in ('model_type = "kimi_linear"', "as_unit=True"):
-            self.assertIn(key, msg)
-        # Layer 0's dense FFN (dense_layers), the sigmoid router (router)
-        # and the MLA form (mla_rotary, mla_latent_norm) are represented,
-        # not differences.
-        self.assertNotIn("mla_use_nope", msg)
-        self.assertNotIn("first_k_dense_replace", msg)
-        self.assertNotIn("moe_router_activation_func", msg)
-
-    def test_as_unit_keeps_the_dimensions(self):
+    def test_released_kimi_linear_maps_as_it_is(self):
+        # Every form of the released model is one of the family's: the dense
+        # layer 0 (dense_layers), the sigmoid router (router), the MLA form
+        # (mla_rotary, mla_latent_norm), the FFNs' bf16 steps
+        # (ffn_rounding): no as_unit, no note but the group's.
         notes = []
-        spec = megakernel.spec_from_hf(HF_CONFIG, as_unit=True, notes=notes)
+        spec = megakernel.spec_from_hf(HF_CONFIG, notes=notes)
         self.assertEqual(spec["name"], "kimi_linear_27l")
         self.assertEqual(spec["config"]["n_experts"], 256)
         self.assertIs(spec["config"]["mla_rotary"], False)
         self.assertIs(spec["config"]["mla_latent_norm"], True)
         self.assertEqual(spec["config"]["rmsnorm_rounding"], "twice")
         self.assertEqual(spec["config"]["kda_form"], "released")
+        self.assertEqual(spec["config"]["ffn_rounding"], "each")
         self.assertEqual(spec["config"]["eps"], 1e-05)
         self.assertEqual("".join(spec["pattern"]), "KKKM" * 6 + "KKM")
         self.assertEqual(spec["config"]["dense_layers"], 1)
         self.assertEqual(spec["config"]["dense_inter"], 9216)
         self.assertEqual(spec["config"]["router"], "sigmoid")
-        self.assertEqual(len(notes), 2)  # the group, model_type
+        self.assertEqual(len(notes), 1)  # the group
         self.assertTrue(notes[0].startswith("quantization group 128"))
+
+    def test_differences_are_refused_unless_as_unit(self):
+        import json
+        with open(HF_CONFIG) as f:
+            cfg = json.load(f)
+        cfg["tie_word_embeddings"] = True
+        with self.assertRaises(megakernel.MegakernelError) as cm:
+            megakernel.spec_from_hf(cfg)
+        msg = str(cm.exception)
+        for key in ("tie_word_embeddings = true", "as_unit=True"):
+            self.assertIn(key, msg)
+        self.assertNotIn("model_type", msg)
+        self.assertNotIn("mla_use_nope", msg)
+        notes = []
+        spec = megakernel.spec_from_hf(cfg, as_unit=True, notes=notes)
+        self.assertEqual(spec["config"]["n_experts"], 256)
+        self.assertEqual(len(notes), 2)  # the group, the tied head
+        self.assertIn("tie_word_embeddings = true", notes[1])
 
     def test_qwen3_is_the_dense_gqa_family(self):
         # The same importer maps a Qwen3 config.json onto the dense family:
@@ -128,19 +138,18 @@ class SpecFromHuggingFace(unittest.TestCase):
         import tempfile
         with tempfile.TemporaryDirectory() as d:
             shutil.copy(HF_CONFIG, os.path.join(d, "config.json"))
-            self.assertEqual(megakernel.spec_from_hf(d, as_unit=True),
-                             megakernel.spec_from_hf(HF_CONFIG, as_unit=True))
+            self.assertEqual(megakernel.spec_from_hf(d), megakernel.spec_from_hf(HF_CONFIG))
 
     def test_dict_input_group_and_name(self):
         import json
         with open(HF_CONFIG) as f:
             cfg = json.load(f)
-        spec = megakernel.spec_from_hf(cfg, as_unit=True, group=64, name="kl")
+        spec = megakernel.spec_from_hf(cfg, group=64, name="kl")
         self.assertEqual(spec["name"], "kl")
         self.assertEqual(spec["config"]["group"], 64)
         cfg["hidden_size"] = "wide"
         with self.assertRaises(megakernel.MegakernelError) as cm:
-            megakernel.spec_from_hf(cfg, as_unit=True)
+            megakernel.spec_from_hf(cfg)
         self.assertIn('hidden_size must be a positive integer, got "wide"', str(cm.exception))
         with self.assertRaises(ValueError):
             megakernel.spec_from_hf(cfg, group=-1)
@@ -197,6 +206,16 @@ class SpecFromConfig(unittest.TestCase):
         with self.assertRaises(ValueError) as cm:
             megakernel.spec_from_config(cfg)
         self.assertIn("kda_form", str(cm.exception))
+
+    def test_ffn_rounding_written_only_when_each(self):
+        _, cfg = self._cfg()
+        self.assertNotIn("ffn_rounding", megakernel.spec_from_config(cfg)["config"])
+        _, cfg = self._cfg(ffn_rounding="each")
+        self.assertEqual(megakernel.spec_from_config(cfg)["config"]["ffn_rounding"], "each")
+        _, cfg = self._cfg(ffn_rounding="twice")
+        with self.assertRaises(ValueError) as cm:
+            megakernel.spec_from_config(cfg)
+        self.assertIn("ffn_rounding", str(cm.exception))
 
     def test_unknown_router_is_refused(self):
         _, cfg = self._cfg(router="relu")

@@ -224,25 +224,54 @@ def moe(cfg, W, p, u):
     w = prob[idx]
     w = w / (np.sum(w, dtype=F32) + eps) * F32(cfg["routed_scaling"])
 
+    each = ffn_each(cfg)
+
     def expert(gn, un, dn, e):
-        h = silu(w4a16(u, W, p + gn, g, e, False)) * w4a16(u, W, p + un, g, e,
-                                                          False)
-        return w4a16(h, W, p + dn, g, e, False)
+        return w4a16(swiglu_hidden(cfg, u, W, p + gn, p + un, g, e), W, p + dn, g, e, False)
 
     acc = np.zeros(cfg["hidden"], dtype=F32)
     for j, e in enumerate(idx):
-        acc = acc + F32(w[j]) * expert("gate", "up", "down", e)
+        y = expert("gate", "up", "down", e)
+        acc = acc + F32(w[j]) * (bf16(y) if each else y)
+    shared = np.zeros(cfg["hidden"], dtype=F32)
     for s in range(cfg["n_shared"]):
-        acc = acc + expert("s_gate", "s_up", "s_down", s)
+        y = expert("s_gate", "s_up", "s_down", s)
+        if each:
+            shared = shared + y
+        else:
+            acc = acc + y
+    if each and cfg["n_shared"] > 0:
+        # ffn_rounding "each": the routed and shared sums rounded apart.
+        return bf16(bf16(acc) + bf16(shared))
     return bf16(acc)
+
+
+# --mutate ffn-steps: the reference leaves the FFNs' bf16 steps out (to
+# show that the check notices them).
+MUTATIONS = set()
+
+
+def ffn_each(cfg):
+    """Whether the FFNs round each step to bf16 (ffn_rounding "each")."""
+    return cfg.get("ffn_rounding", "once") == "each" and "ffn-steps" not in MUTATIONS
+
+
+def swiglu_hidden(cfg, u, W, gate, up, g, e):
+    """silu(u @ gate) * (u @ up) in fp32, or with ffn_rounding "each" in
+    bf16 steps: bf16(bf16(silu(bf16(u @ gate))) * bf16(u @ up))."""
+    a = w4a16(u, W, gate, g, e, False)
+    b = w4a16(u, W, up, g, e, False)
+    if ffn_each(cfg):
+        return bf16(bf16(silu(bf16(a))) * bf16(b))
+    return silu(a) * b
 
 
 def dense_ffn(cfg, W, p, u):
     """A dense-FFN layer's SwiGLU (layers below dense_layers), as a shared
-    expert: the plain [in, out] linears at blocks.i.mlp, fp32 sums, one
-    rounding."""
+    expert: the plain [in, out] linears at blocks.i.mlp, fp32 sums (the
+    intermediate in bf16 steps with ffn_rounding "each"), one rounding."""
     g = cfg["group"]
-    h = silu(w4a16(u, W, p + "gate", g, None, False)) * w4a16(u, W, p + "up", g, None, False)
+    h = swiglu_hidden(cfg, u, W, p + "gate", p + "up", g, None)
     return bf16(w4a16(h, W, p + "down", g, None, False))
 
 
@@ -377,8 +406,11 @@ def main():
     ap.add_argument("--ctx", type=int, default=9)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--min-cosine", type=float, default=0.9999)
+    ap.add_argument("--mutate", action="append", default=[], choices=["ffn-steps"],
+                    help="a deliberate mistake in the reference, which must then fail")
     ap.add_argument("specs", nargs="+")
     args = ap.parse_args()
+    MUTATIONS.update(args.mutate)
     ok = True
     for s in args.specs:
         ok = check_spec(args, s) and ok

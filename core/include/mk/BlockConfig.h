@@ -79,6 +79,14 @@ struct BlockConfig {
   /// z = bf16(o * rsqrt(mean(o^2) + eps) * o_norm * sigmoid(g_b(g_a(u)))).
   bool kdaReleased = false;
   static constexpr double kKdaL2NormEps = 1e-6;
+  /// FFN rounding (spec `ffn_rounding`; docs/semantics-kimi-linear.md,
+  /// sections 6.3-6.4): false ("once", the unit) keeps every expert's and
+  /// the dense FFN's intermediate and outputs in fp32 and rounds the FFN's
+  /// sum once; true ("each", the released model) rounds as a bf16 model
+  /// does: gate and up outputs, silu(gate) and the product to bf16, each
+  /// routed expert's output to bf16 before its weight, the routed sum and
+  /// the shared experts' sum each to bf16, then their sum.
+  bool ffnRoundEach = false;
   /// The whole model (spec key `vocab` > 0; docs/semantics-kimi-linear.md,
   /// section 6.5): the step takes a token id, whose row of `embed.weight`
   /// [vocab, hidden] (bf16) is the first layer's input, and after the last

@@ -680,6 +680,8 @@ LogicalResult MoeCombineOp::verify() {
   if (getShared() && getShared().getType() != getRouted().getType())
     return emitOpError() << "shared " << getShared().getType()
                          << " must match routed " << getRouted().getType();
+  if (getRoundParts() && !getShared())
+    return emitOpError() << "rounds its parts apart (round_parts) but has only one";
   if (dim(getOutput(), 0) != d)
     return emitOpError() << "result " << getOutput().getType()
                          << " must have " << d << " elements";

@@ -59,6 +59,13 @@ Cuts expertCuts(TaskOpInterface t, const TaskCutContext &ctx, bool down) {
   int64_t k = down ? m : d, n = down ? d : m;
   if (n % 16)
     return refuseUnalignedRows(t, n);
+  // A down task that rounds its expert's output before the weight needs
+  // the whole sum: no split-K.
+  const bool wholeK = down && t.getStrArg("bf16_steps") == "hidden_and_output";
+  if (wholeK && k > kMoeDownMaxStagedRows)
+    return t.emitOpError("rounds each expert's output (bf16_steps \"hidden_and_output\"), "
+                         "which needs the whole intermediate of ")
+           << k << " rows in one task; at most " << kMoeDownMaxStagedRows << " fit";
   std::vector<TaskCut> cuts;
   for (int64_t tn : kTiles) {
     if (tn > n || ctx.threads % (tn / 16))
@@ -67,6 +74,8 @@ Cuts expertCuts(TaskOpInterface t, const TaskCutContext &ctx, bool down) {
     // slices are whole tensor-core steps (16 rows) works; gate and up are
     // separate tasks.
     for (int64_t ks : {1, 2, 3, 4, 6, 8, 16}) {
+      if (wholeK && ks > 1)
+        break;
       // A down task stages at most kMoeDownMaxStagedRows rows of its input
       // (Mixtral's 14336 take 4 slices of 3584).
       if (k % ks || (k / ks) % 16 || (down && k / ks > kMoeDownMaxStagedRows))

@@ -33,7 +33,7 @@ constexpr TaskArgSpec optOut(llvm::StringLiteral n) {
 }
 
 const TaskArgSpec kResidualRmsnorm[] = {
-    in("base"),          optIn("acc"),     optOut("out"), optOut("xs"),
+    in("base"),          optIn("acc"),     optIn("acc2"), optOut("out"), optOut("xs"),
     {"weight", T::Weight}, {"dim", T::Pos}, {"eps", T::Float}, {"captures", T::Captures},
     {"roundings", T::Pos, O}};
 const TaskArgSpec kW4A16Gemv[] = {
@@ -74,7 +74,8 @@ const TaskArgSpec kConvCommit[] = {in("q"),    in("k"),    in("v"),
                                    inout("cq"), inout("ck"), inout("cv"),
                                    {"channels", T::Pos}, {"conv", T::Pos}};
 const TaskArgSpec kZeroF32[] = {out("buffer"), {"n", T::Pos}};
-const TaskArgSpec kFinalResidual[] = {in("base"), in("acc"), out("out"), {"dim", T::Pos}};
+const TaskArgSpec kFinalResidual[] = {in("base"), in("acc"), optIn("acc2"), out("out"),
+                                      {"dim", T::Pos}};
 const TaskArgSpec kMlaRopeAppend[] = {in("q"),           in("kv"),           out("q_rope"),
                                       inout("c_kv"),     inout("k_rope"),    {"theta", T::Float, O},
                                       {"lora", T::Pos},  {"heads", T::Pos},  {"nope", T::Pos},
@@ -108,7 +109,8 @@ const TaskArgSpec kGqaCombine[] = {
     {"heads", T::Pos}, {"head_dim", T::Pos}, {"heads_per_task", T::Pos, P}};
 const TaskArgSpec kMoeGateUp[] = {
     {"gate", T::Weight}, {"up", T::Weight}, optIn("input"), acc("sums")};
-const TaskArgSpec kMoeDown[] = {{"down", T::Weight}, in("sums"), acc("acc")};
+const TaskArgSpec kMoeDown[] = {{"down", T::Weight}, in("sums"), acc("acc"),
+                                {"bf16_steps", T::Bf16Steps, O}};
 /// Both expert kinds': the slots and their cut, and (routed) the router's.
 const TaskArgSpec kExpertArgs[] = {
     optIn("logits"),          {"hidden", T::Pos},  {"inter", T::Pos},
@@ -166,6 +168,8 @@ const char *describe(TaskArgType t) {
     return "an array of debug-capture names (strings), where present";
   case T::Epilogue:
     return "\"bf16\" or \"atomic_f32\", where present";
+  case T::Bf16Steps:
+    return "\"hidden\" or \"hidden_and_output\", where present";
   }
   return "";
 }
@@ -329,6 +333,7 @@ LogicalResult verifyTaskArgs(TaskOpInterface t, TaskArgStage upTo) {
   for (const TaskArgSpec &a : taskArgSpecs(t)) {
     const bool required = a.type != T::NonNeg && a.type != T::OptBuffer &&
                           a.type != T::Captures && a.type != T::Epilogue &&
+                          a.type != T::Bf16Steps &&
                           (a.stage == TaskArgStage::Formed ||
                            (a.stage == TaskArgStage::Partitioned &&
                             upTo == TaskArgStage::Partitioned));

@@ -125,9 +125,12 @@ void sigmoidRouterScores(const float *logit, const BFloat16 *bias, int64_t n, fl
 /// for the unit's softmax router, 1e-20 for the sigmoid router).
 void normalizeRouteWeights(float *w, int64_t k, float scaling, float eps = 1e-9f);
 
-/// One expert FFN, all fp32: y = (silu(u @ gate) * (u @ up)) @ down.
+/// One expert FFN, all fp32: y = (silu(u @ gate) * (u @ up)) @ down; with
+/// `bf16Steps` (ffn_rounding "each") its intermediate in bf16 steps,
+/// h = bf16(bf16(silu(bf16(u @ gate))) * bf16(u @ up)), y = h @ down still
+/// fp32 (the caller rounds it).
 void expertFfn(const float *u, const QuantWeight &gate, const QuantWeight &up,
-               const QuantWeight &down, float *y);
+               const QuantWeight &down, float *y, bool bf16Steps = false);
 
 /// The materialized MLA attention for all heads: with kvb =
 /// bf16(c_kv[rows] @ W_kv_b) viewed [rows, Hm, qkNope+vHead],

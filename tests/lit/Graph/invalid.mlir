@@ -495,3 +495,12 @@ func.func @f(%t: i32) {
   %x = graph.embedding %t, @embed : tensor<4xbf16>
   return
 }
+
+// -----
+
+// Rounding the parts apart needs two parts.
+func.func @f(%r: tensor<16xf32>) {
+  // expected-error @+1 {{rounds its parts apart (round_parts) but has only one}}
+  %m = graph.moe_combine %r round_parts : tensor<16xf32> -> tensor<16xbf16>
+  return
+}

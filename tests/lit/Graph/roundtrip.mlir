@@ -109,6 +109,13 @@ module @roundtrip {
     %m = graph.moe_combine %r, %s : tensor<16xf32>, tensor<16xf32> -> tensor<16xbf16>
     // CHECK: graph.moe_combine %[[R]] : tensor<16xf32> -> tensor<16xbf16>
     %m2 = graph.moe_combine %r : tensor<16xf32> -> tensor<16xbf16>
+    // The released model's FFN rounding: bf16 steps, parts rounded apart.
+    // CHECK: %[[R2:.*]] = graph.moe_experts %{{.*}}, %[[W]], %[[IDX]] gate(@gate) up(@up) down(@down) bf16_steps : tensor<16xbf16>, tensor<2xf32>, tensor<2xi32> -> tensor<16xf32>
+    %r2 = graph.moe_experts %h2, %w, %idx gate(@gate) up(@up) down(@down) bf16_steps : tensor<16xbf16>, tensor<2xf32>, tensor<2xi32> -> tensor<16xf32>
+    // CHECK: %[[SH2:.*]] = graph.shared_experts %{{.*}} gate(@s_gate) up(@s_up) down(@s_down) bf16_steps : tensor<16xbf16> -> tensor<16xf32>
+    %s2 = graph.shared_experts %h2 gate(@s_gate) up(@s_up) down(@s_down) bf16_steps : tensor<16xbf16> -> tensor<16xf32>
+    // CHECK: graph.moe_combine %[[R2]], %[[SH2]] round_parts : tensor<16xf32>, tensor<16xf32> -> tensor<16xbf16>
+    %m3 = graph.moe_combine %r2, %s2 round_parts : tensor<16xf32>, tensor<16xf32> -> tensor<16xbf16>
     %y = graph.add %m, %m2 : tensor<16xbf16>
     return %y, %S1, %cq1, %ckv1, %kr1 : tensor<16xbf16>, tensor<2x4x4xf32>, tensor<3x8xbf16>, tensor<?x8xbf16>, tensor<?x4xbf16>
   }

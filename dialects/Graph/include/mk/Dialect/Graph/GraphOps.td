@@ -552,18 +552,25 @@ def Graph_MoeExpertsOp : Graph_WeightUserOp<"moe_experts"> {
     the result is `sum_j weights[j] * y_e` (f32 `[d]`). `gate`/`up` are
     `graph.quantized_weight` `[E, d, m]`, `down` `[E, m, d]`.
 
+    `bf16_steps` (the released model's FFN rounding): each step rounded to
+    bf16 as a bf16 model computes it, `g = bf16(u @ gate_e)`,
+    `v = bf16(u @ up_e)`, `h = bf16(bf16(silu(g)) * v)`,
+    `y_e = bf16(h @ down_e)`; the weighted sum stays f32.
+
     ```mlir
     %r = graph.moe_experts %m, %w, %idx gate(@"blocks.0.moe.gate") up(@"blocks.0.moe.up") down(@"blocks.0.moe.down") : tensor<2304xbf16>, tensor<8xf32>, tensor<8xi32> -> tensor<2304xf32>
+    %r2 = graph.moe_experts %m, %w, %idx gate(@"blocks.1.moe.gate") up(@"blocks.1.moe.up") down(@"blocks.1.moe.down") bf16_steps : tensor<2304xbf16>, tensor<8xf32>, tensor<8xi32> -> tensor<2304xf32>
     ```
   }];
   let arguments = (ins Graph_BF16Vector:$input, Graph_F32Vector:$weights,
                        Graph_I32Vector:$indices, FlatSymbolRefAttr:$gate,
-                       FlatSymbolRefAttr:$up, FlatSymbolRefAttr:$down);
+                       FlatSymbolRefAttr:$up, FlatSymbolRefAttr:$down,
+                       UnitAttr:$bf16_steps);
   let results = (outs Graph_F32Vector:$output);
   let assemblyFormat = [{
     $input `,` $weights `,` $indices `gate` `(` $gate `)` `up` `(` $up `)`
-    `down` `(` $down `)` attr-dict `:` type($input) `,` type($weights) `,`
-    type($indices) `->` type($output)
+    `down` `(` $down `)` (`bf16_steps` $bf16_steps^)? attr-dict `:` type($input) `,`
+    type($weights) `,` type($indices) `->` type($output)
   }];
   let hasVerifier = 1;
 }
@@ -576,16 +583,23 @@ def Graph_SharedExpertsOp : Graph_WeightUserOp<"shared_experts"> {
     (`[S, m, d]`), or of one expert given as plain linears (`[d, m]`,
     `[m, d]`: a dense SwiGLU FFN).
 
+    `bf16_steps` (the released model's FFN rounding): each expert's
+    intermediate in bf16 steps, `h = bf16(bf16(silu(bf16(u @ gate_s))) *
+    bf16(u @ up_s))`; the sum of the down products stays f32 (experts side
+    by side are one FFN of their total width, whose output
+    `graph.moe_combine` rounds once).
+
     ```mlir
     %s = graph.shared_experts %m gate(@"blocks.0.moe.s_gate") up(@"blocks.0.moe.s_up") down(@"blocks.0.moe.s_down") : tensor<2304xbf16> -> tensor<2304xf32>
     ```
   }];
   let arguments = (ins Graph_BF16Vector:$input, FlatSymbolRefAttr:$gate,
-                       FlatSymbolRefAttr:$up, FlatSymbolRefAttr:$down);
+                       FlatSymbolRefAttr:$up, FlatSymbolRefAttr:$down,
+                       UnitAttr:$bf16_steps);
   let results = (outs Graph_F32Vector:$output);
   let assemblyFormat = [{
     $input `gate` `(` $gate `)` `up` `(` $up `)` `down` `(` $down `)`
-    attr-dict `:` type($input) `->` type($output)
+    (`bf16_steps` $bf16_steps^)? attr-dict `:` type($input) `->` type($output)
   }];
   let hasVerifier = 1;
 }
@@ -594,19 +608,21 @@ def Graph_MoeCombineOp : Graph_ComputeOp<"moe_combine"> {
   let summary = "Sums routed and shared expert outputs, rounds once to bf16";
   let description = [{
     `bf16(routed + shared)`; `shared` is absent when the block has no shared
-    experts.
+    experts. `round_parts` (the released model's FFN rounding): each part
+    rounded first, `bf16(bf16(routed) + bf16(shared))`.
 
     ```mlir
     %moe = graph.moe_combine %r, %s : tensor<2304xf32>, tensor<2304xf32> -> tensor<2304xbf16>
     %moe = graph.moe_combine %r : tensor<2304xf32> -> tensor<2304xbf16>
+    %moe2 = graph.moe_combine %r2, %s2 round_parts : tensor<2304xf32>, tensor<2304xf32> -> tensor<2304xbf16>
     ```
   }];
   let arguments = (ins Graph_F32Vector:$routed,
-                       Optional<Graph_F32Vector>:$shared);
+                       Optional<Graph_F32Vector>:$shared, UnitAttr:$round_parts);
   let results = (outs Graph_BF16Vector:$output);
   let assemblyFormat = [{
-    $routed (`,` $shared^)? attr-dict `:` type($routed) (`,` type($shared)^)?
-    `->` type($output)
+    $routed (`,` $shared^)? (`round_parts` $round_parts^)? attr-dict `:` type($routed)
+    (`,` type($shared)^)? `->` type($output)
   }];
   let hasVerifier = 1;
 }

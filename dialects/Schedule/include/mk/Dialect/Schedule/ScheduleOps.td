@@ -255,6 +255,15 @@ def Schedule_EpilogueArg
   let summary = "\"bf16\" (rounded and stored) or \"atomic_f32\" (added to fp32 sums)";
 }
 
+def Schedule_Bf16StepsArg
+    : ConfinedAttr<StrAttr, [AttrConstraint<
+          CPred<"::llvm::is_contained({::llvm::StringRef(\"hidden\"), "
+                "::llvm::StringRef(\"hidden_and_output\")}, "
+                "::llvm::cast<::mlir::StringAttr>($_self).getValue())">, "">]> {
+  let summary = "\"hidden\" (gate, up, silu(gate) and the product rounded to bf16) or "
+                "\"hidden_and_output\" (and each expert's output before its weight)";
+}
+
 // Tasks: one op per kind (the device template its instances call), all
 // with the attributes of Schedule_TaskBase and TaskOpInterface
 // (ScheduleInterfaces.td), and each with its own arguments, `kindArgs`.
@@ -336,9 +345,11 @@ defvar Schedule_ExpertArgs = (ins
     OptionalAttr<F64Attr>:$scaling, OptionalAttr<Schedule_WeightName>:$router_bias);
 
 def Schedule_ResidualRmsnormOp : Schedule_TaskBase<"residual_rmsnorm", "ResidualRmsnorm",
-    "residual add and RMSNorm (rounded `roundings` times, 1 or 2; default 1), recomputed by "
-    "every block into shared memory", (ins
+    "residual add (of `acc` rounded to bf16, or with `acc2` of bf16(bf16(acc) + bf16(acc2))) "
+    "and RMSNorm (rounded `roundings` times, 1 or 2; default 1), recomputed by every block "
+    "into shared memory", (ins
     FlatSymbolRefAttr:$base, OptionalAttr<FlatSymbolRefAttr>:$acc,
+    OptionalAttr<FlatSymbolRefAttr>:$acc2,
     OptionalAttr<FlatSymbolRefAttr>:$out, OptionalAttr<FlatSymbolRefAttr>:$xs,
     Schedule_WeightName:$weight, Schedule_PosArg:$dim, F64Attr:$eps,
     OptionalAttr<StrArrayAttr>:$captures, OptionalAttr<Schedule_PosArg>:$roundings)>;
@@ -389,8 +400,10 @@ def Schedule_ConvCommitOp : Schedule_TaskBase<"conv_commit", "ConvCommit",
 def Schedule_ZeroF32Op : Schedule_TaskBase<"zero_f32", "ZeroF32",
     "zeroes an fp32 accumulator", (ins FlatSymbolRefAttr:$buffer, Schedule_PosArg:$n)>;
 def Schedule_FinalResidualOp : Schedule_TaskBase<"final_residual", "FinalResidual",
-    "the block's output: the last residual add", (ins
-    FlatSymbolRefAttr:$base, FlatSymbolRefAttr:$acc, FlatSymbolRefAttr:$out,
+    "the block's output: the last residual add (of `acc` rounded to bf16, or with `acc2` of "
+    "bf16(bf16(acc) + bf16(acc2)))", (ins
+    FlatSymbolRefAttr:$base, FlatSymbolRefAttr:$acc, OptionalAttr<FlatSymbolRefAttr>:$acc2,
+    FlatSymbolRefAttr:$out,
     Schedule_PosArg:$dim)>;
 def Schedule_MlaRopeAppendOp : Schedule_TaskBase<"mla_rope_append", "MlaRopeAppend",
     "MLA RoPE of queries and key (without `theta`: copied as projected), the new latent row "
@@ -424,8 +437,10 @@ def Schedule_MoeGateUpOp : Schedule_TaskBase<"moe_gate_up", "MoeGateUp",
     Schedule_WeightName:$gate, Schedule_WeightName:$up, OptionalAttr<FlatSymbolRefAttr>:$input,
     FlatSymbolRefAttr:$sums), Schedule_ExpertArgs)>;
 def Schedule_MoeDownOp : Schedule_TaskBase<"moe_down", "MoeDown",
-    "MoE expert down projection tiles of silu(gate) * up, weighted by the router", !con((ins
-    Schedule_WeightName:$down, FlatSymbolRefAttr:$sums, FlatSymbolRefAttr:$acc),
+    "MoE expert down projection tiles of silu(gate) * up, weighted by the router (in fp32, or "
+    "in the bf16 steps `bf16_steps` says)", !con((ins
+    Schedule_WeightName:$down, FlatSymbolRefAttr:$sums, FlatSymbolRefAttr:$acc,
+    OptionalAttr<Schedule_Bf16StepsArg>:$bf16_steps),
     Schedule_ExpertArgs)>;
 def Schedule_GqaRopeAppendOp : Schedule_TaskBase<"gqa_rope_append", "GqaRopeAppend",
     "GQA q and k heads normalized and rotated, the new key and value rows appended", (ins

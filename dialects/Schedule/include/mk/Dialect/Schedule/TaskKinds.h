@@ -55,6 +55,10 @@ enum class TaskArgType {
   Epilogue,  ///< where present, how a GEMV's sums leave the tile: "bf16"
              ///< (rounded and stored; also when absent) or "atomic_f32"
              ///< (added to fp32 sums: split-K)
+  Bf16Steps, ///< where present, a moe_down's bf16 steps: "hidden" (gate, up,
+             ///< silu(gate) and their product rounded) or "hidden_and_output"
+             ///< (and the expert's whole output, before its weight: the task
+             ///< then takes the whole of its input, no split-K)
 };
 
 /// When an argument is required: from the task's creation
