@@ -39,14 +39,16 @@ done
 # 8208-token vocabulary (3 argmax slices) and with a 1000-token bf16 LM head; the unit's width
 # with the released model's 163840), and the released model's 27 layers as
 # mkc --from-hf imports them (kimi_linear_48b: mk-bench only, 26 GB of
-# random int4 weights).
+# random int4 weights; kimi_linear_48b_bf16_head: the same with the bf16 LM
+# head).
 # The dense GQA family (OracleGpu.*DenseGqa*, OracleGpu.Qwen3*, the
 # drop-in's dense tests, mk-bench): a tiny two-layer spec, a Qwen3-8B-sized
 # layer and all 36 of its layers (3.7 GB of random weights); a GQA layer in
 # the tiny hybrid pattern (OracleGpu.TinyGqaHybrid*).
 for s in tiny_dense_first kimi_linear_dense_first tiny_sigmoid_router kimi_linear_sigmoid_router \
   tiny_mla_nope kimi_linear_mla_nope tiny_released_forms kimi_linear_released_forms \
-  tiny_model tiny_model_bf16_head kimi_linear_model kimi_linear_48b tiny_dense_gqa qwen3_8b_layer qwen3_8b_36l tiny_gqa_hybrid; do
+  tiny_model tiny_model_bf16_head kimi_linear_model kimi_linear_48b kimi_linear_48b_bf16_head \
+  tiny_dense_gqa qwen3_8b_layer qwen3_8b_36l tiny_gqa_hybrid; do
   rm -rf "${out:?}/$s"
   "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/$s"
   echo "$out/$s"

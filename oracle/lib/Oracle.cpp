@@ -212,12 +212,15 @@ std::vector<BFloat16> mlaAttention(const BlockConfig &cfg, const TensorMap &w,
     oracle::ropeInterleaved(kv.data() + lora, rope, pos, cfg.ropeTheta);
   }
   rec.bf16("mla_q", q);
-  rec.bf16("mla_kv", kv);
   // The latent as cached: normalized first with mla_latent_norm.
   std::vector<BFloat16> latent(kv.begin(), kv.begin() + lora);
   if (cfg.mlaLatentNorm)
     oracle::rmsNorm(kv.data(), weight(w, p + "kv_a_norm").bf16(), lora,
                     float(BlockConfig::kMlaLatentNormEps), latent.data(), cfg.normRoundTwice);
+  // The trace's mla_kv is the appended row: the cached latent, then kr.
+  std::vector<BFloat16> row(latent);
+  row.insert(row.end(), kv.begin() + lora, kv.end());
+  rec.bf16("mla_kv", row);
 
   HostTensor &cKv = st.tensors.at(sp + "c_kv");
   HostTensor &kRope = st.tensors.at(sp + "k_rope");

@@ -257,6 +257,27 @@ TEST(OracleOtherSpecs, MlaFirstAndNoSharedExpert) {
   }
 }
 
+// The trace's mla_kv is the row the step appends, as cached: with the
+// latent normalized (mla_latent_norm, the released forms) the normalized
+// latent, which is what the kernel's debug capture reads from the caches.
+TEST(OracleOtherSpecs, MlaKvTraceIsTheAppendedRow) {
+  for (const char *spec : {"examples/specs/tiny.json", "examples/specs/tiny_released_forms.json"}) {
+    BlockConfig cfg = loadSpec(spec);
+    TensorMap w = makeRandomWeights(cfg, 4);
+    DecodeState st = makeRandomState(cfg, 5, 5);
+    OracleTrace tr;
+    oracleStep(cfg, w, st, makeRandomHidden(cfg, 6), &tr);
+    const std::vector<float> &kv = tr.values.at("layer3.mla_kv");
+    ASSERT_EQ(kv.size(), size_t(cfg.kvLora + cfg.qkRope)) << spec;
+    const BFloat16 *c = st.tensors.at("state.3.c_kv").bf16() + 5 * cfg.kvLora;
+    const BFloat16 *kr = st.tensors.at("state.3.k_rope").bf16() + 5 * cfg.qkRope;
+    for (int64_t j = 0; j < cfg.kvLora; ++j)
+      ASSERT_EQ(c[j].toFloat(), kv[size_t(j)]) << spec << " latent " << j;
+    for (int64_t j = 0; j < cfg.qkRope; ++j)
+      ASSERT_EQ(kr[j].toFloat(), kv[size_t(cfg.kvLora + j)]) << spec << " k_rope " << j;
+  }
+}
+
 TEST(OracleOtherSpecs, LayerStepsChainPastAnMlaLayer) {
   // The MLA layer first: its cache has its new row (ctxLen + 1 rows) while
   // the later layers step; oracleLayerStep checks only its own layer's state.
