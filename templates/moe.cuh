@@ -179,21 +179,15 @@ __device__ void moe_topk_sigmoid(const float *logits, const bf16 *bias, float sc
   detail::topk_by_rank<E, K>(sel, score, 1e-20f, scaling, w_out, idx_out);
 }
 
-/// A moe_down task's bf16 steps (the schedule's `bf16_steps`): none (all
-/// fp32: the unit), the intermediate h = bf16(bf16(silu(bf16(g))) *
-/// bf16(u)) ("hidden"), or that and the expert's output y = bf16(h @ W_down)
-/// before its weight ("hidden_and_output": the tile's sums must be whole,
-/// k0 = 0 and k1 = inter).
-enum FfnSteps : int { kFfnStepsFp32 = 0, kFfnStepsHidden = 1, kFfnStepsHiddenAndOutput = 2 };
-
-/// y[n + offset] += scale * bf16(v) (atomically): a whole expert output
-/// rounded to bf16, then weighted.
-struct EpiAtomicAddRoundedF32 {
+/// y[n + offset] += scale * v (atomically), with `round` the whole expert
+/// output rounded to bf16 first (a routed expert's in bf16 steps).
+struct EpiAtomicAddMaybeRoundedF32 {
   float *y;
   float scale;
   int offset;
+  bool round;
   __device__ void operator()(int n, float v) const {
-    atomicAdd(y + n + offset, round_bf16(v) * scale);
+    atomicAdd(y + n + offset, (round ? round_bf16(v) : v) * scale);
   }
 };
 
@@ -219,22 +213,28 @@ __host__ __device__ constexpr int moe_down_smem_floats(int staged) { return stag
 /// moe_down_task_waiting: the same after `wait()`, which runs first in the
 /// tile's prologue, once the weight copies are issued: the task's wait for
 /// the gate and up sums (CounterWaits) then overlaps its stream's start
-/// instead of preceding it. STEPS: FfnSteps.
-template <int THREADS, int TN, int GROUP, int ORDER, bool SLICE, int STEPS, class Wait>
+/// instead of preceding it.
+/// moe_down_task_bf16_steps(_waiting): the same in bf16 steps (the schedule's
+/// `bf16_steps`): hmid = bf16(bf16(silu(bf16(g))) * bf16(u)), and with
+/// `round_output` ("hidden_and_output": a routed expert, whose tile then
+/// takes the whole intermediate, k0 = 0 and k1 = inter) the expert's output
+/// rounded to bf16 before its weight. One instantiation serves both (the
+/// shared and the routed experts' tiles): kernel code is instruction-cache
+/// bound, so the choice is an argument, not a template parameter.
+template <int THREADS, int TN, int GROUP, int ORDER, bool SLICE, bool BF16_STEPS, class Wait>
 __device__ __forceinline__ void moe_down_body(const float *gate_up, int inter, const uint8_t *wq,
                                               const bf16 *s, const bf16 *z, int N, int n0,
                                               int nvalid, int k0, int k1, float weight,
                                               float *acc, int acc_offset, float *smem,
-                                              Wait wait) {
+                                              Wait wait, bool round_output) {
   // The tile indexes x by absolute row: with SLICE it gets smem - k0.
   float *xs = SLICE ? smem - k0 : smem, *red = smem + (SLICE ? k1 - k0 : inter);
-  static_assert(STEPS >= kFfnStepsFp32 && STEPS <= kFfnStepsHiddenAndOutput, "FfnSteps");
   // hmid: fp32 (the unit does not round silu(g) * u), or in bf16 steps.
   auto hmid = [](float g, float u) {
-    if constexpr (STEPS == kFfnStepsFp32)
-      return silu(g) * u;
-    else
+    if constexpr (BF16_STEPS)
       return round_bf16(round_bf16(silu(round_bf16(g))) * round_bf16(u));
+    else
+      return silu(g) * u;
   };
   // Its loads wait on
   // the previous phase's sums; they overlap the tile's first weight loads.
@@ -262,33 +262,52 @@ __device__ __forceinline__ void moe_down_body(const float *gate_up, int inter, c
 #endif
     __syncthreads();
   };
-  if constexpr (STEPS == kFfnStepsHiddenAndOutput)
-    w4a16_gemv_tile_with<THREADS, TN, GROUP, EpiAtomicAddRoundedF32, true, ORDER>(
+  if constexpr (BF16_STEPS) {
+    w4a16_gemv_tile_with<THREADS, TN, GROUP, EpiAtomicAddMaybeRoundedF32, true, ORDER>(
         xs, wq, s, z, N, n0, nvalid, k0, k1, red,
-        EpiAtomicAddRoundedF32{acc, weight, acc_offset}, false, stage_hmid);
-  else
+        EpiAtomicAddMaybeRoundedF32{acc, weight, acc_offset, round_output}, false, stage_hmid);
+  } else {
+    (void)round_output;
     w4a16_gemv_tile_with<THREADS, TN, GROUP, EpiAtomicAddF32, true, ORDER>(
         xs, wq, s, z, N, n0, nvalid, k0, k1, red, EpiAtomicAddF32{acc, weight, acc_offset},
         false, stage_hmid);
+  }
 }
-template <int THREADS, int TN, int GROUP, int ORDER = kOrderRowMajor, bool SLICE = false,
-          int STEPS = kFfnStepsFp32>
+template <int THREADS, int TN, int GROUP, int ORDER = kOrderRowMajor, bool SLICE = false>
 __device__ void moe_down_task(const float *gate_up, int inter, const uint8_t *wq, const bf16 *s,
                               const bf16 *z, int N, int n0, int nvalid, int k0, int k1,
                               float weight, float *acc, int acc_offset, float *smem) {
-  moe_down_body<THREADS, TN, GROUP, ORDER, SLICE, STEPS>(gate_up, inter, wq, s, z, N, n0, nvalid,
+  moe_down_body<THREADS, TN, GROUP, ORDER, SLICE, false>(gate_up, inter, wq, s, z, N, n0, nvalid,
                                                          k0, k1, weight, acc, acc_offset, smem,
-                                                         NoPrologue{});
+                                                         NoPrologue{}, false);
 }
-template <int THREADS, int TN, int GROUP, int ORDER, bool SLICE, class Wait,
-          int STEPS = kFfnStepsFp32>
+template <int THREADS, int TN, int GROUP, int ORDER, bool SLICE, class Wait>
 __device__ void moe_down_task_waiting(const float *gate_up, int inter, const uint8_t *wq,
                                       const bf16 *s, const bf16 *z, int N, int n0, int nvalid,
                                       int k0, int k1, float weight, float *acc, int acc_offset,
                                       float *smem, Wait wait) {
-  moe_down_body<THREADS, TN, GROUP, ORDER, SLICE, STEPS>(gate_up, inter, wq, s, z, N, n0, nvalid,
+  moe_down_body<THREADS, TN, GROUP, ORDER, SLICE, false>(gate_up, inter, wq, s, z, N, n0, nvalid,
                                                          k0, k1, weight, acc, acc_offset, smem,
-                                                         wait);
+                                                         wait, false);
+}
+template <int THREADS, int TN, int GROUP, int ORDER, bool SLICE>
+__device__ void moe_down_task_bf16_steps(const float *gate_up, int inter, const uint8_t *wq,
+                                         const bf16 *s, const bf16 *z, int N, int n0,
+                                         int nvalid, int k0, int k1, float weight, float *acc,
+                                         int acc_offset, float *smem, bool round_output) {
+  moe_down_body<THREADS, TN, GROUP, ORDER, SLICE, true>(gate_up, inter, wq, s, z, N, n0, nvalid,
+                                                        k0, k1, weight, acc, acc_offset, smem,
+                                                        NoPrologue{}, round_output);
+}
+template <int THREADS, int TN, int GROUP, int ORDER, bool SLICE, class Wait>
+__device__ void moe_down_task_bf16_steps_waiting(const float *gate_up, int inter,
+                                                 const uint8_t *wq, const bf16 *s, const bf16 *z,
+                                                 int N, int n0, int nvalid, int k0, int k1,
+                                                 float weight, float *acc, int acc_offset,
+                                                 float *smem, Wait wait, bool round_output) {
+  moe_down_body<THREADS, TN, GROUP, ORDER, SLICE, true>(gate_up, inter, wq, s, z, N, n0, nvalid,
+                                                        k0, k1, weight, acc, acc_offset, smem,
+                                                        wait, round_output);
 }
 
 } // namespace mk

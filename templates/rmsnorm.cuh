@@ -24,9 +24,9 @@ namespace mk {
 
 /// x_smem[i] = acc ? bf16(base[i] + bf16(acc[i])) : base[i], as floats.
 /// `acc` holds a GEMV's fp32 sum that the spec rounds to bf16 before the
-/// residual add; TWO_SUMS: a second sum `acc2` rounded apart, x =
-/// bf16(base + bf16(bf16(acc) + bf16(acc2))) (an FFN whose routed and shared
-/// parts are rounded before their sum: ffn_rounding "each"). If `out` is non-null, block 0 also stores x (the residual
+/// residual add; TWO_SUMS with a second sum `acc2` (not null) rounded apart,
+/// x = bf16(base + bf16(bf16(acc) + bf16(acc2))) (an FFN whose routed and
+/// shared parts are rounded before their sum: ffn_rounding "each"). If `out` is non-null, block 0 also stores x (the residual
 /// base of later phases). `resid` (shared memory, or null): x is also kept
 /// there as bf16, and with `residBase` the base is read from it instead of
 /// `base` (which holds the same values: the residual the block's previous
@@ -39,10 +39,9 @@ __device__ __forceinline__ void block_residual(const bf16 *base, const float *ac
   MK_UNROLL_RUNTIME
   for (int i = threadIdx.x; i < D; i += THREADS) {
     float v = resid && residBase ? bf2f(resid[i]) : bf2f(__ldcg(base + i));
-    if constexpr (TWO_SUMS) {
-      if (acc)
-        v = round_bf16(
-            v + round_bf16(round_bf16(__ldcg(acc + i)) + round_bf16(__ldcg(acc2 + i))));
+    if (TWO_SUMS && acc && acc2) {
+      v = round_bf16(
+          v + round_bf16(round_bf16(__ldcg(acc + i)) + round_bf16(__ldcg(acc2 + i))));
     } else if (acc) {
       v = round_bf16(v + round_bf16(__ldcg(acc + i)));
     }
@@ -117,9 +116,10 @@ constexpr int kNormWeightQuads = 4;
 /// norm) loads base and sums through registers instead of cp.async: a
 /// cp.async wait cannot skip older groups, so it would wait for the whole
 /// begun stream. ROUND_TWICE: y = bf16(bf16(x * r) * w) (the released
-/// model's norms; default once, bf16(x * r * w)). TWO_SUMS: the residual
-/// adds bf16(bf16(acc) + bf16(acc2)) (block_residual's); acc2's quads come
-/// through registers, loaded beside the copies (the same round trip).
+/// model's norms; default once, bf16(x * r * w)). TWO_SUMS: where acc2 is
+/// not null the residual adds bf16(bf16(acc) + bf16(acc2)) (block_residual's);
+/// acc2's quads come through registers, loaded beside the copies (the same
+/// round trip).
 template <int THREADS, bool BASE_IN_STAGE = false, bool REG_LOADS = false,
           bool ROUND_TWICE = false, bool TWO_SUMS = false>
 __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const float *acc,
@@ -149,7 +149,7 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
   const bool vec = D % 8 == 0 && detail::aligned16(base) && (!acc || detail::aligned16(acc)) &&
                    detail::aligned16(w) && (!out || detail::aligned16(out)) &&
                    detail::aligned16(y_smem) && (resid || staged || baseInStage) &&
-                   (!TWO_SUMS || !acc || detail::aligned16(acc2));
+                   (!TWO_SUMS || !acc || !acc2 || detail::aligned16(acc2));
 #else
   const bool vec = false;
 #endif
@@ -184,8 +184,8 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
       wr[j] =
           !sw && q < nq ? __ldg(reinterpret_cast<const uint2 *>(w) + q) : make_uint2(0u, 0u);
       if constexpr (TWO_SUMS)
-        a2[j] = acc && q < nq ? __ldcg(reinterpret_cast<const float4 *>(acc2) + q)
-                              : make_float4(0.f, 0.f, 0.f, 0.f);
+        a2[j] = acc && acc2 && q < nq ? __ldcg(reinterpret_cast<const float4 *>(acc2) + q)
+                                      : make_float4(0.f, 0.f, 0.f, 0.f);
     }
   };
   if (REG_LOADS && !staged) {
@@ -252,7 +252,7 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
     float4 x = make_float4(bf_lo(b.x), bf_hi(b.x), bf_lo(b.y), bf_hi(b.y));
     if (acc) {
       float4 a = *reinterpret_cast<const float4 *>(sa + 16 * q);
-      if constexpr (TWO_SUMS)
+      if (TWO_SUMS && acc2)
         a = make_float4(round_bf16(round_bf16(a.x) + round_bf16(second.x)),
                         round_bf16(round_bf16(a.y) + round_bf16(second.y)),
                         round_bf16(round_bf16(a.z) + round_bf16(second.z)),
@@ -281,7 +281,7 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
 #pragma unroll 1
   for (int q = threadIdx.x + R * THREADS; q < nq; q += THREADS) {
     if constexpr (TWO_SUMS)
-      ss += residual(q, acc ? __ldcg(reinterpret_cast<const float4 *>(acc2) + q) : none);
+      ss += residual(q, acc && acc2 ? __ldcg(reinterpret_cast<const float4 *>(acc2) + q) : none);
     else
       ss += residual(q, none);
   }
@@ -334,7 +334,9 @@ block_residual_rmsnorm_outlined(const bf16 *base, const float *acc, const bf16 *
 }
 
 /// The same with a second sum rounded apart (block_residual_rmsnorm's
-/// TWO_SUMS): the residual adds bf16(bf16(acc) + bf16(acc2)).
+/// TWO_SUMS): the residual adds bf16(bf16(acc) + bf16(acc2)), or with a null
+/// acc2 bf16(acc) as the one-sum form (a kernel with some two-sum norm
+/// calls this form for all its norms: one copy of the norm's code).
 template <int THREADS, bool BASE_IN_STAGE = false, bool REG_LOADS = false,
           bool ROUND_TWICE = false>
 __device__ MK_NORM_OUTLINED_ATTR void

@@ -140,9 +140,10 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
         break;
       }
     os << "    {\n    MK_STAGE_BEGIN();\n"
-       << "    mk::block_residual" << (acc2.empty() ? "" : "2") << "_rmsnorm_outlined<" << T
+       << "    mk::block_residual" << (twoSumNorms ? "2" : "") << "_rmsnorm_outlined<" << T
        << targs << ">(" << ptr(base) << ", " << accArg
-       << (acc2.empty() ? std::string() : ", " + ptr(acc2)) << ", " << ident(norm.getWeight()) << ", " << dim << ", " << eps << ", xs, "
+       << (twoSumNorms ? ", " + (acc2.empty() ? std::string("nullptr") : ptr(acc2)) : "")
+       << ", " << ident(norm.getWeight()) << ", " << dim << ", " << eps << ", xs, "
        << outArg << ", scratch, " << (passWork ? "work" : "nullptr") << ", "
        << (resident ? "resid" : "nullptr") << ", " << (residBase ? "true" : "false") << ");\n"
        << "    MK_STAGE_END(mk::kStageNorm);\n    }\n";
@@ -254,6 +255,7 @@ LogicalResult Emitter::run(EmittedKernel &out) {
   hidden = in.getShape()[0];
   // The routers' top-k (the moe tasks' `top_k`): the shared top-k arrays' size.
   kernel.walk([&](TaskOpInterface t) { topK = std::max(topK, t.getIntArg("top_k", 0)); });
+  kernel.walk([&](ResidualRmsnormOp n) { twoSumNorms |= n.getAcc2().has_value(); });
   for (CounterOp c : kernel.getBodyBlock().getOps<CounterOp>()) {
     counters[c.getSymName()] = c;
     if ((int64_t)c.getBase() < 0)

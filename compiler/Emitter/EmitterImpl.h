@@ -103,6 +103,10 @@ private:
   bool residentResidual;
   /// Some norm reads its base from `resid` (the prologue then reserves it).
   bool residRead = false;
+  /// Some every-block norm adds a second sum (acc2): every norm of the
+  /// kernel then calls the two-sum form (one out-of-line copy of the norm's
+  /// code, not two: the kernels are instruction-cache bound).
+  bool twoSumNorms = false;
   /// The buffer whose values `resid` holds (the last norm's residual), if
   /// any.
   std::string residHolds;

@@ -591,35 +591,38 @@ LogicalResult Emitter::lowerMoe(ExpertOp op, int64_t G, llvm::raw_ostream &o) {
     asserts.insert(llvm::formatv("mk::moe_down_smem_floats<{0}, {1}>({2}) == {3}",
                                  T, tn, staged, staged + w4Red(tn))
                        .str());
-    // The bf16 steps (mk::FfnSteps); a task rounding its expert's output
-    // needs the whole sum.
+    // The bf16 steps: moe_down_task_bf16_steps(_waiting), whose last
+    // argument says whether the expert's output is rounded too (a task
+    // rounding it needs the whole sum).
     const StringRef steps = op.getBf16Steps().value_or("");
     const bool roundsOutput = steps == "hidden_and_output";
     if (roundsOutput && ks != 1)
       return op.emitOpError("rounds each expert's output (bf16_steps \"hidden_and_output\") "
                             "but its tiles are split ")
              << ks << " ways along the intermediate; it needs whole sums (ksplit 1)";
-    const std::string stepsArg =
-        steps.empty() ? ""
-                      : (roundsOutput ? ", mk::kFfnStepsHiddenAndOutput" : ", mk::kFfnStepsHidden");
     // A wait in the prologue (schedule-prologue-waits) goes to the task,
     // which runs it once its weight copies are requested.
     const bool waiting = !prologueWait.empty();
+    const std::string fn = std::string("moe_down_task") + (steps.empty() ? "" : "_bf16_steps") +
+                           (waiting ? "_waiting" : "");
+    std::string targs;
+    if (waiting)
+      targs = ", " + orderName(w) + (slice ? ", true" : ", false") + ", mk::CounterWaits";
+    else if (!steps.empty())
+      targs = ", " + orderName(w) + (slice ? ", true" : ", false");
+    else
+      targs = slice ? ", " + orderName(w) + ", true" : orderArgs(w, false);
     o << "      const int k0 = (r / " << tiles << ") * " << kslice
       << ", n0 = (r % " << tiles << ") * " << tn << ";\n"
-      << "      mkgen::call<&mk::moe_down_task" << (waiting ? "_waiting<" : "<") << T << ", "
-      << tn << ", " << G
-      << (waiting ? ", " + orderName(w) + (slice ? ", true" : ", false") + ", mk::CounterWaits" +
-                        stepsArg
-          : !steps.empty() ? ", " + orderName(w) + (slice ? ", true" : ", false") + stepsArg
-                           : (slice ? ", " + orderName(w) + ", true" : orderArgs(w, false)))
+      << "      mkgen::call<&mk::" << fn << "<" << T << ", " << tn << ", " << G << targs
       << ">>(" << sums << " + slot * " << 2 * m
       << ", " << m << ", "
       << tileArgs(w, m, d, tn, "e", "n0") << ", min(" << tn << ", " << d
       << " - n0), k0, k0 + " << kslice << ", "
       << (routed ? "tk_w[slot]" : "1.f") << ", " << ptr(op.getAcc(), true)
       << ", " << (tileOf(w) ? "n0" : "0") << ", work"
-      << (waiting ? ", " + prologueWait : std::string()) << ");\n";
+      << (waiting ? ", " + prologueWait : std::string())
+      << (steps.empty() ? "" : roundsOutput ? ", true" : ", false") << ");\n";
   }
   return success();
 }
