@@ -1,8 +1,17 @@
-"""A PyTorch drop-in for one decode unit, running the generated megakernel.
+"""A PyTorch drop-in for one decode unit, or a whole model, running the
+generated megakernel.
 
     model = megakernel.Model(cfg, kernel_dir="kernels/kimi_linear_w4a16")
     model.load_state_dict(reference.state_dict())
     hidden, state = model.step(hidden, state)
+
+A whole model (a spec with `vocab`: embedding, layers, final norm, LM head,
+greedy argmax) steps token ids instead, one launch per token:
+
+    model = megakernel.Model(cfg, kernel_dir="kernels/kimi_linear_model")
+    next_token, state = model.step_token(token, model.new_state())
+    logits = model.logits()
+    ids, state = model.generate([1, 2, 3], max_new_tokens=16)
 
 `cfg` is a config object of either block family: the Kimi-Linear unit's
 (`pattern` of KDA, MLA and GQA layers) or the dense GQA decoder's (`family`
@@ -146,6 +155,8 @@ class Model(torch.nn.Module):
         self._cache_names = {n for n, _, shape in self._state_desc
                              if shape and shape[0] < 0}
         self._layer_kinds = _spec_kinds(spec_from_config(cfg))
+        # A whole model (a vocabulary): step_token / generate, not step.
+        self.vocab = int(_manifest_config(self.manifest)[1].get("vocab", 0) or 0)
         self._bound = None
         self._storage = {}
         self._capacity = 0
@@ -174,11 +185,6 @@ class Model(torch.nn.Module):
                 if got_v != want_v:
                     raise ValueError("kernel in %s was generated for %s=%s, cfg has %s"
                                      % (self.kernel_dir, key, got_v, want_v))
-            if int(conf.get("vocab", 0)) > 0:
-                raise ValueError("kernel in %s is a whole model (vocab %s): the drop-in "
-                                 "module steps hidden vectors; a whole model runs through "
-                                 "the runtime's stepToken (C API mk_session_step_token)"
-                                 % (self.kernel_dir, conf["vocab"]))
         kinds = _spec_kinds(want)
         if got != kinds:
             raise ValueError("kernel in %s has pattern %s, cfg has %s"
@@ -311,17 +317,10 @@ class Model(torch.nn.Module):
         return state
 
     # -- the step ------------------------------------------------------------
-    def step(self, hidden: torch.Tensor, state: List[Dict[str, torch.Tensor]]
-             ) -> Tuple[torch.Tensor, List[Dict[str, torch.Tensor]]]:
-        """One token: returns (hidden', state'), one kernel launch."""
-        if hidden.dtype != torch.bfloat16 or hidden.device != self._device:
-            raise ValueError("hidden must be bf16 on %s" % self._device)
-        h = hidden.reshape(-1)
-        if h.numel() != self.cfg.hidden:
-            raise ValueError("hidden has %d elements, the unit's width is %d"
-                             % (h.numel(), self.cfg.hidden))
-        if not h.is_contiguous():
-            h = h.contiguous()
+    def _prepare(self, state: List[Dict[str, torch.Tensor]]) -> int:
+        """Binds changed weights and makes `state` the next launch's (in
+        place when it is the model's own, else adopted by that launch; larger
+        storage first when the caches are full); returns its context."""
         flat = self._flatten(state)
         caches = [t for n, t in flat if n in self._cache_names]
         ctx = int(caches[0].shape[0]) if caches else self._ctx
@@ -345,18 +344,112 @@ class Model(torch.nn.Module):
                 foreign.append((n, t.data_ptr(), dt[0] if dt else str(t.dtype),
                                 list(t.shape)))
             if ctx + 1 > self._capacity:
-                # No copy: the launch below moves the rows into the new storage.
+                # No copy: the launch moves the rows into the new storage.
                 self._alloc_storage(max(ctx + 1, 2 * self._capacity), zero=False)
             arrays = _capi.tensor_arrays(foreign)
             check(self._lib.mk_session_adopt_state(self._session, *arrays[:6],
                                                    ctx))
         else:
             check(self._lib.mk_session_set_context_length(self._session, ctx))
+        return ctx
+
+    def step(self, hidden: torch.Tensor, state: List[Dict[str, torch.Tensor]]
+             ) -> Tuple[torch.Tensor, List[Dict[str, torch.Tensor]]]:
+        """One token: returns (hidden', state'), one kernel launch."""
+        if self.vocab:
+            raise ValueError("the kernel in %s is a whole model (vocab %d): it steps "
+                             "tokens (step_token, generate), not hidden vectors"
+                             % (self.kernel_dir, self.vocab))
+        if hidden.dtype != torch.bfloat16 or hidden.device != self._device:
+            raise ValueError("hidden must be bf16 on %s" % self._device)
+        h = hidden.reshape(-1)
+        if h.numel() != self.cfg.hidden:
+            raise ValueError("hidden has %d elements, the unit's width is %d"
+                             % (h.numel(), self.cfg.hidden))
+        if not h.is_contiguous():
+            h = h.contiguous()
+        ctx = self._prepare(state)
         out = torch.empty_like(h)
         check(self._lib.mk_session_step(self._session, h.data_ptr(),
                                         out.data_ptr()))
         self._ctx = ctx + 1
         return out.view(hidden.shape), self._views(ctx + 1)
+
+    # -- the whole model -------------------------------------------------------
+    def _check_token(self, token) -> int:
+        if not self.vocab:
+            raise ValueError("the kernel in %s is a block (no vocabulary): it steps "
+                             "hidden vectors (step), not tokens" % self.kernel_dir)
+        if isinstance(token, torch.Tensor):
+            if token.numel() != 1:
+                raise ValueError("token must be one id, got a tensor of %d"
+                                 % token.numel())
+            token = token.item()
+        if isinstance(token, bool) or int(token) != token:
+            raise ValueError("token must be an integer id, got %r" % (token,))
+        token = int(token)
+        if not 0 <= token < self.vocab:
+            raise ValueError("token %d is not in the vocabulary 0..%d"
+                             % (token, self.vocab - 1))
+        return token
+
+    def step_token(self, token, state: List[Dict[str, torch.Tensor]]
+                   ) -> Tuple[torch.Tensor, List[Dict[str, torch.Tensor]]]:
+        """A whole model's step, one kernel launch: token id in (an int, or a
+        one-element tensor, read on the host: the kernel takes the id as an
+        argument), (next token, state') out; the next token is an int32
+        tensor [1] on the device, the greedy argmax of the step's logits
+        (logits()). Asynchronous on the current stream."""
+        token = self._check_token(token)
+        ctx = self._prepare(state)
+        nxt = torch.empty(1, dtype=torch.int32, device=self._device)
+        check(self._lib.mk_session_step_token(self._session, token, nxt.data_ptr()))
+        self._ctx = ctx + 1
+        return nxt, self._views(ctx + 1)
+
+    def logits(self) -> torch.Tensor:
+        """A copy of the last step_token's bf16 logits [vocab] (on the device,
+        ordered after that step on the current stream)."""
+        import ctypes
+        if not self.vocab:
+            raise ValueError("the kernel in %s is a block: it has no logits" % self.kernel_dir)
+        ptr, count = ctypes.c_uint64(), ctypes.c_int64()
+        check(self._lib.mk_session_logits(self._session, ctypes.byref(ptr),
+                                          ctypes.byref(count)))
+
+        class _View:  # the runtime's buffer, seen through the CUDA array interface
+            __cuda_array_interface__ = {"shape": (int(count.value),), "typestr": "<i2",
+                                        "data": (int(ptr.value), False), "version": 3,
+                                        "strides": None, "stream": None}
+
+        raw = torch.as_tensor(_View(), device=self._device)
+        return raw.view(torch.bfloat16).clone()
+
+    def generate(self, prompt, max_new_tokens: int,
+                 state: Optional[List[Dict[str, torch.Tensor]]] = None
+                 ) -> Tuple[List[int], List[Dict[str, torch.Tensor]]]:
+        """Greedy decoding: the prompt's ids one launch each (from `state`,
+        else an empty sequence), then `max_new_tokens` more, each the argmax
+        after the previous; returns (the new ids, state'). Each generated id
+        is read on the host before the next launch (the kernel takes it as an
+        argument)."""
+        ids = [self._check_token(t) for t in prompt]
+        if not ids:
+            raise ValueError("generate needs a prompt of at least one token")
+        if max_new_tokens < 0:
+            raise ValueError("max_new_tokens must be >= 0, got %d" % max_new_tokens)
+        if state is None:
+            state = self.new_state(0)
+        out: List[int] = []
+        nxt = None
+        for t in ids:
+            nxt, state = self.step_token(t, state)
+        while len(out) < max_new_tokens:
+            tok = int(nxt.item())
+            out.append(tok)
+            if len(out) < max_new_tokens:
+                nxt, state = self.step_token(tok, state)
+        return out, state
 
     forward = step
 

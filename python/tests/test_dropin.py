@@ -345,3 +345,86 @@ def test_dense_state_grows_by_one_row_per_step(dense_data):
                         to_state(dense_data["inputs"], dense_kinds(cfg)))
     torch.cuda.synchronize()
     assert cosine(out, dense_data["out"]["hidden_out"]) >= 0.9999
+
+
+# -- the whole model (a spec with a vocabulary: token in, next token out) ------
+
+MODEL_SPEC = os.path.join(ROOT, "examples", "specs", "tiny_model.json")
+
+
+@pytest.fixture(scope="module")
+def model_data(tmp_path_factory):
+    """The oracle's greedy steps of tiny_model.json from context 9: one step,
+    and three (each next token fed back)."""
+    tmp = tmp_path_factory.mktemp("oracle_model")
+    exe = mk_oracle()
+    w, x, y1, y3 = (str(tmp / n) for n in ("w.st", "in.st", "out1.st", "out3.st"))
+    subprocess.run([exe, "write-weights", MODEL_SPEC, w, "--seed", "5"], check=True)
+    subprocess.run([exe, "write-inputs", MODEL_SPEC, x, "--ctx", "9"], check=True)
+    for path, steps in ((y1, "1"), (y3, "3")):
+        subprocess.run([exe, "run", MODEL_SPEC, "--weights", w, "--inputs", x, "--steps",
+                        steps, "--dump", path], check=True, stdout=subprocess.DEVNULL)
+    return {"weights": load(w), "inputs": load(x), "out1": load(y1), "out3": load(y3)}
+
+
+def loaded_model(model_data, capacity=64):
+    cfg = cfg_from_spec(MODEL_SPEC)
+    model = megakernel.Model(cfg, kernel_dir=kernel_dir("tiny_model"), capacity=capacity)
+    model.load_state_dict(model_data["weights"])
+    state = to_state(model_data["inputs"], cfg.pattern)
+    return model, state, int(model_data["inputs"]["token"].reshape(-1)[0])
+
+
+def test_whole_model_steps_tokens_as_the_oracle(model_data):
+    model, state, token = loaded_model(model_data)
+    assert model.vocab == cfg_from_spec(MODEL_SPEC).vocab
+    assert "embed.weight" in model.state_dict() and "final_norm" in model.state_dict()
+    nxt, state1 = model.step_token(token, state)
+    logits = model.logits()
+    torch.cuda.synchronize()
+    want = model_data["out1"]
+    assert nxt.dtype == torch.int32 and nxt.shape == (1,)
+    assert int(nxt.item()) == int(want["next_token"].reshape(-1)[0])
+    assert logits.dtype == torch.bfloat16 and logits.shape == (model.vocab,)
+    assert int(torch.argmax(logits.float())) == int(nxt.item())
+    assert cosine(logits, want["logits"]) >= 0.9999
+    assert_state_matches(state1, want)
+    # Two more, each next token fed back (a one-element tensor is read on
+    # the host), in place on the returned state: the oracle's three steps.
+    for _ in range(2):
+        nxt, state1 = model.step_token(nxt, state1)
+    torch.cuda.synchronize()
+    assert int(nxt.item()) == int(model_data["out3"]["next_token"].reshape(-1)[0])
+    assert cosine(model.logits(), model_data["out3"]["logits"]) >= 0.9999
+    assert_state_matches(state1, model_data["out3"])
+
+
+def test_generate_is_step_token_greedily(model_data):
+    model, state, token = loaded_model(model_data)
+    ids, state_g = model.generate([token], max_new_tokens=3, state=state)
+    assert len(ids) == 3 and all(isinstance(t, int) for t in ids)
+    assert ids[2] == int(model_data["out3"]["next_token"].reshape(-1)[0])
+    # The third id is the argmax after two fed-back steps: the state holds
+    # the prompt's token and the first two generated ones.
+    assert_state_matches(state_g, model_data["out3"])
+    assert model.launch_count() >= 3
+    # From an empty sequence, twice the same.
+    a, _ = model.generate([1, 2, 3], max_new_tokens=4)
+    b, _ = model.generate([1, 2, 3], max_new_tokens=4)
+    assert a == b and len(a) == 4
+
+
+def test_whole_model_and_block_refuse_the_other_step(model_data, data):
+    model, state, token = loaded_model(model_data)
+    with pytest.raises(ValueError, match="whole model"):
+        model.step(torch.zeros(model.cfg.hidden, dtype=torch.bfloat16, device="cuda"), state)
+    for bad in (-1, model.vocab, 1.5):
+        with pytest.raises(ValueError):
+            model.step_token(bad, state)
+    with pytest.raises(ValueError, match="prompt"):
+        model.generate([], 2)
+    block, bstate, _ = loaded(data, 8)
+    with pytest.raises(ValueError, match="block"):
+        block.step_token(0, bstate)
+    with pytest.raises(ValueError, match="block"):
+        block.logits()
