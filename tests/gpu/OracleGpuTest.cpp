@@ -753,10 +753,12 @@ TEST(OracleGpu, StepKindsAreTheKernels) {
   EXPECT_NE(model.session->logits(), 0u);
 }
 TEST(OracleGpu, TinyModelFromContext2048) { modelSteps("tiny_model", 2048); }
+TEST(OracleGpu, TinyModelFromContext8192) { modelSteps("tiny_model", 8192); }
 TEST(OracleGpu, TinyModelBf16HeadFromContext2048) { modelSteps("tiny_model_bf16_head", 2048); }
 // The unit's width with the released model's 163840-token LM head: the
 // argmax over 40 slices (the tiny model's 8208 tokens take 3).
 TEST(OracleGpu, ModelFromContext0) { modelSteps("kimi_linear_model", 0); }
+TEST(OracleGpu, ModelFromContext8192) { modelSteps("kimi_linear_model", 8192); }
 // A Hugging Face checkpoint of the released model's layout (the reduced
 // config tests/python/configs/kimi48b_tiny.json; random weights under its
 // state-dict names, written as safetensors): the kernel mkc compiled from
