@@ -407,24 +407,43 @@ TEST(BlockSpec, MlaForm) {
             std::string::npos);
 }
 
-TEST(BlockSpec, RmsnormRounding) {
+/// A two-valued form key: its second (the released model's) value sets
+/// `field` and is written back, its first clears it and is not written, and
+/// a value of another kind (`bad`, JSON) is refused naming both values.
+void expectTwoValuedKey(const std::string &key, const std::string &first,
+                        const std::string &second, bool BlockConfig::*field,
+                        const std::string &bad, const std::string &badKind) {
   BlockConfig cfg;
   std::string err;
-  ASSERT_TRUE(parseBlockSpec(tinyWith("\"group\"", "\"rmsnorm_rounding\": \"twice\", \"group\""),
-                             cfg, err))
+  ASSERT_TRUE(parseBlockSpec(
+      tinyWith("\"group\"", "\"" + key + "\": \"" + second + "\", \"group\""), cfg, err))
       << err;
-  EXPECT_TRUE(cfg.normRoundTwice);
+  EXPECT_TRUE(cfg.*field);
   BlockConfig back;
   ASSERT_TRUE(parseBlockSpec(blockConfigToJson(cfg), back, err)) << err;
-  EXPECT_TRUE(back.normRoundTwice);
-  EXPECT_EQ(blockConfigToJson(BlockConfig{}).find("rmsnorm_rounding"), std::string::npos);
-  ASSERT_TRUE(parseBlockSpec(tinyWith("\"group\"", "\"rmsnorm_rounding\": \"once\", \"group\""),
-                             cfg, err))
+  EXPECT_TRUE(back.*field);
+  EXPECT_EQ(blockConfigToJson(BlockConfig{}).find(key), std::string::npos);
+  ASSERT_TRUE(parseBlockSpec(
+      tinyWith("\"group\"", "\"" + key + "\": \"" + first + "\", \"group\""), back, err))
       << err;
-  EXPECT_FALSE(cfg.normRoundTwice);
-  EXPECT_NE(specError(tinyWith("\"group\"", "\"rmsnorm_rounding\": 2, \"group\""))
-                .find("config key 'rmsnorm_rounding' must be \"once\" or \"twice\", got number"),
+  EXPECT_FALSE(back.*field);
+  EXPECT_EQ(parameterTensors(back).size(), parameterTensors(cfg).size());
+  EXPECT_NE(specError(tinyWith("\"group\"", "\"" + key + "\": " + bad + ", \"group\""))
+                .find("config key '" + key + "' must be \"" + first + "\" or \"" + second +
+                      "\", got " + badKind),
             std::string::npos);
+}
+
+TEST(BlockSpec, RmsnormRounding) {
+  expectTwoValuedKey("rmsnorm_rounding", "once", "twice", &BlockConfig::normRoundTwice, "2",
+                     "number");
+}
+
+// ffn_rounding: "once" (the unit, not written back) or the released
+// model's "each"; the parameters are the same either way.
+TEST(BlockSpec, FfnRounding) {
+  expectTwoValuedKey("ffn_rounding", "once", "each", &BlockConfig::ffnRoundEach,
+                     "\"twice\"", "\"twice\"");
 }
 
 TEST(BlockSpec, KdaForm) {
@@ -463,29 +482,6 @@ TEST(BlockSpec, KdaForm) {
             std::string::npos);
   EXPECT_NE(specError(tinyWith("\"group\"", "\"kda_form\": \"full\", \"group\""))
                 .find("config key 'kda_form' must be \"unit\" or \"released\", got \"full\""),
-            std::string::npos);
-}
-
-// ffn_rounding: "once" (the unit, not written back) or the released
-// model's "each"; the parameters are the same either way.
-TEST(BlockSpec, FfnRounding) {
-  BlockConfig cfg;
-  std::string err;
-  ASSERT_TRUE(parseBlockSpec(tinyWith("\"group\"", "\"ffn_rounding\": \"each\", \"group\""),
-                             cfg, err))
-      << err;
-  EXPECT_TRUE(cfg.ffnRoundEach);
-  BlockConfig back;
-  ASSERT_TRUE(parseBlockSpec(blockConfigToJson(cfg), back, err)) << err;
-  EXPECT_TRUE(back.ffnRoundEach);
-  EXPECT_EQ(blockConfigToJson(BlockConfig{}).find("ffn_rounding"), std::string::npos);
-  ASSERT_TRUE(parseBlockSpec(tinyWith("\"group\"", "\"ffn_rounding\": \"once\", \"group\""),
-                             back, err))
-      << err;
-  EXPECT_FALSE(back.ffnRoundEach);
-  EXPECT_EQ(parameterTensors(back).size(), parameterTensors(cfg).size());
-  EXPECT_NE(specError(tinyWith("\"group\"", "\"ffn_rounding\": \"twice\", \"group\""))
-                .find("config key 'ffn_rounding' must be \"once\" or \"each\", got \"twice\""),
             std::string::npos);
 }
 

@@ -188,34 +188,26 @@ class SpecFromConfig(unittest.TestCase):
             megakernel.spec_from_config(cfg)
         self.assertIn("mla_rotary", str(cm.exception))
 
-    def test_rmsnorm_rounding_written_only_when_twice(self):
+    def _check_two_valued_key(self, key, second, bad):
+        """A two-valued form key: absent from the spec at its unit value,
+        written at the released model's, any other value refused by name."""
         _, cfg = self._cfg()
-        self.assertNotIn("rmsnorm_rounding", megakernel.spec_from_config(cfg)["config"])
-        _, cfg = self._cfg(rmsnorm_rounding="twice")
-        self.assertEqual(megakernel.spec_from_config(cfg)["config"]["rmsnorm_rounding"], "twice")
-        _, cfg = self._cfg(rmsnorm_rounding="thrice")
-        with self.assertRaises(ValueError):
+        self.assertNotIn(key, megakernel.spec_from_config(cfg)["config"])
+        _, cfg = self._cfg(**{key: second})
+        self.assertEqual(megakernel.spec_from_config(cfg)["config"][key], second)
+        _, cfg = self._cfg(**{key: bad})
+        with self.assertRaises(ValueError) as cm:
             megakernel.spec_from_config(cfg)
+        self.assertIn(key, str(cm.exception))
+
+    def test_rmsnorm_rounding_written_only_when_twice(self):
+        self._check_two_valued_key("rmsnorm_rounding", "twice", "thrice")
 
     def test_kda_form_written_only_when_released(self):
-        _, cfg = self._cfg()
-        self.assertNotIn("kda_form", megakernel.spec_from_config(cfg)["config"])
-        _, cfg = self._cfg(kda_form="released")
-        self.assertEqual(megakernel.spec_from_config(cfg)["config"]["kda_form"], "released")
-        _, cfg = self._cfg(kda_form="full")
-        with self.assertRaises(ValueError) as cm:
-            megakernel.spec_from_config(cfg)
-        self.assertIn("kda_form", str(cm.exception))
+        self._check_two_valued_key("kda_form", "released", "full")
 
     def test_ffn_rounding_written_only_when_each(self):
-        _, cfg = self._cfg()
-        self.assertNotIn("ffn_rounding", megakernel.spec_from_config(cfg)["config"])
-        _, cfg = self._cfg(ffn_rounding="each")
-        self.assertEqual(megakernel.spec_from_config(cfg)["config"]["ffn_rounding"], "each")
-        _, cfg = self._cfg(ffn_rounding="twice")
-        with self.assertRaises(ValueError) as cm:
-            megakernel.spec_from_config(cfg)
-        self.assertIn("ffn_rounding", str(cm.exception))
+        self._check_two_valued_key("ffn_rounding", "each", "twice")
 
     def test_unknown_router_is_refused(self):
         _, cfg = self._cfg(router="relu")
