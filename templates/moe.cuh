@@ -219,8 +219,9 @@ __host__ __device__ constexpr int moe_down_smem_floats(int staged) { return stag
 /// `round_output` ("hidden_and_output": a routed expert, whose tile then
 /// takes the whole intermediate, k0 = 0 and k1 = inter) the expert's output
 /// rounded to bf16 before its weight. One instantiation serves both (the
-/// shared and the routed experts' tiles): kernel code is instruction-cache
-/// bound, so the choice is an argument, not a template parameter.
+/// shared and the routed experts' tiles): the choice is an argument, not a
+/// template parameter (a second copy of the tile measured slower, perf
+/// notes #146-#147).
 template <int THREADS, int TN, int GROUP, int ORDER, bool SLICE, bool BF16_STEPS, class Wait>
 __device__ __forceinline__ void moe_down_body(const float *gate_up, int inter, const uint8_t *wq,
                                               const bf16 *s, const bf16 *z, int N, int n0,
@@ -236,8 +237,8 @@ __device__ __forceinline__ void moe_down_body(const float *gate_up, int inter, c
     else
       return silu(g) * u;
   };
-  // Its loads wait on
-  // the previous phase's sums; they overlap the tile's first weight loads.
+  // Its loads wait on the previous phase's sums; they overlap the tile's
+  // first weight loads.
   // A batch's loads are all issued before its stores (block_stage_slice
   // says why); -DMK_SERIAL_STAGING: one element at a time (the form before).
   auto stage_hmid = [&] {

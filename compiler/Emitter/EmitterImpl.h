@@ -105,7 +105,8 @@ private:
   bool residRead = false;
   /// Some every-block norm adds a second sum (acc2): every norm of the
   /// kernel then calls the two-sum form (one out-of-line copy of the norm's
-  /// code, not two: the kernels are instruction-cache bound).
+  /// code, not two; with one copy of it and of the down tasks the FFN
+  /// rounding cost 7.1 us per token instead of 10.3, perf notes #146-#147).
   bool twoSumNorms = false;
   /// The buffer whose values `resid` holds (the last norm's residual), if
   /// any.

@@ -179,7 +179,8 @@ class Model(torch.nn.Module):
             for key, unit in (("router", "softmax"), ("kda_form", "unit"),
                               ("rmsnorm_rounding", "once"), ("ffn_rounding", "once"),
                               ("mla_rotary", True),
-                              ("mla_latent_norm", False), ("vocab", 0)):
+                              ("mla_latent_norm", False), ("vocab", 0),
+                              ("lm_head", "w4a16"), ("dense_layers", 0)):
                 got_v = conf.get(key, unit)
                 want_v = want["config"].get(key, unit)
                 if got_v != want_v:
@@ -317,10 +318,14 @@ class Model(torch.nn.Module):
         return state
 
     # -- the step ------------------------------------------------------------
-    def _prepare(self, state: List[Dict[str, torch.Tensor]]) -> int:
+    def _prepare(self, state: List[Dict[str, torch.Tensor]]
+                 ) -> Tuple[int, List[torch.Tensor]]:
         """Binds changed weights and makes `state` the next launch's (in
         place when it is the model's own, else adopted by that launch; larger
-        storage first when the caches are full); returns its context."""
+        storage first when the caches are full); returns its context and the
+        contiguous copies the launch reads, which the caller keeps alive
+        until the launch is issued (freed earlier, their memory could be
+        handed to the launch's output)."""
         flat = self._flatten(state)
         caches = [t for n, t in flat if n in self._cache_names]
         ctx = int(caches[0].shape[0]) if caches else self._ctx
@@ -332,6 +337,7 @@ class Model(torch.nn.Module):
             self._session, torch.cuda.current_stream(self._device).cuda_stream))
         ours = ctx == self._ctx and all(
             t.data_ptr() == self._storage[n].data_ptr() for n, t in flat)
+        keep: List[torch.Tensor] = []
         if not ours or ctx + 1 > self._capacity:
             foreign = []
             for n, t in flat:
@@ -340,6 +346,7 @@ class Model(torch.nn.Module):
                                      % (n, t.device, self._device))
                 if not t.is_contiguous():
                     t = t.contiguous()
+                    keep.append(t)
                 dt = [k for k, v in _DTYPES.items() if v == t.dtype]
                 foreign.append((n, t.data_ptr(), dt[0] if dt else str(t.dtype),
                                 list(t.shape)))
@@ -351,7 +358,7 @@ class Model(torch.nn.Module):
                                                    ctx))
         else:
             check(self._lib.mk_session_set_context_length(self._session, ctx))
-        return ctx
+        return ctx, keep
 
     def step(self, hidden: torch.Tensor, state: List[Dict[str, torch.Tensor]]
              ) -> Tuple[torch.Tensor, List[Dict[str, torch.Tensor]]]:
@@ -368,10 +375,11 @@ class Model(torch.nn.Module):
                              % (h.numel(), self.cfg.hidden))
         if not h.is_contiguous():
             h = h.contiguous()
-        ctx = self._prepare(state)
+        ctx, keep = self._prepare(state)
         out = torch.empty_like(h)
         check(self._lib.mk_session_step(self._session, h.data_ptr(),
                                         out.data_ptr()))
+        del keep  # issued: the stream orders any reuse of their memory after it
         self._ctx = ctx + 1
         return out.view(hidden.shape), self._views(ctx + 1)
 
@@ -401,9 +409,10 @@ class Model(torch.nn.Module):
         tensor [1] on the device, the greedy argmax of the step's logits
         (logits()). Asynchronous on the current stream."""
         token = self._check_token(token)
-        ctx = self._prepare(state)
+        ctx, keep = self._prepare(state)
         nxt = torch.empty(1, dtype=torch.int32, device=self._device)
         check(self._lib.mk_session_step_token(self._session, token, nxt.data_ptr()))
+        del keep  # issued: the stream orders any reuse of their memory after it
         self._ctx = ctx + 1
         return nxt, self._views(ctx + 1)
 
@@ -432,12 +441,16 @@ class Model(torch.nn.Module):
         else an empty sequence), then `max_new_tokens` more, each the argmax
         after the previous; returns (the new ids, state'). Each generated id
         is read on the host before the next launch (the kernel takes it as an
-        argument)."""
+        argument). The returned state holds the prompt and every new id but
+        the last (it was not stepped): continue with `prompt=[ids[-1]]` and
+        that state. No stop token: exactly `max_new_tokens` ids."""
         ids = [self._check_token(t) for t in prompt]
         if not ids:
             raise ValueError("generate needs a prompt of at least one token")
-        if max_new_tokens < 0:
-            raise ValueError("max_new_tokens must be >= 0, got %d" % max_new_tokens)
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) \
+                or max_new_tokens < 0:
+            raise ValueError("max_new_tokens must be an integer >= 0, got %r"
+                             % (max_new_tokens,))
         if state is None:
             state = self.new_state(0)
         out: List[int] = []

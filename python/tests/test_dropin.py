@@ -401,13 +401,15 @@ def test_whole_model_steps_tokens_as_the_oracle(model_data):
 
 def test_generate_is_step_token_greedily(model_data):
     model, state, token = loaded_model(model_data)
+    launches = model.launch_count()
     ids, state_g = model.generate([token], max_new_tokens=3, state=state)
+    # One launch per prompt token, then one per new id but the last.
+    assert model.launch_count() - launches == 3
     assert len(ids) == 3 and all(isinstance(t, int) for t in ids)
     assert ids[2] == int(model_data["out3"]["next_token"].reshape(-1)[0])
     # The third id is the argmax after two fed-back steps: the state holds
     # the prompt's token and the first two generated ones.
     assert_state_matches(state_g, model_data["out3"])
-    assert model.launch_count() >= 3
     # From an empty sequence, twice the same.
     a, _ = model.generate([1, 2, 3], max_new_tokens=4)
     b, _ = model.generate([1, 2, 3], max_new_tokens=4)

@@ -72,6 +72,7 @@ TEST(HfConfig, ReleasedKimiLinearMapsAsItIs) {
   // What the family does not compute is refused naming every difference
   // (and --hf-as-unit), and nothing it does represent.
   std::string text = releasedWith("\"tie_word_embeddings\": false", "\"tie_word_embeddings\": true");
+  ASSERT_NE(text.find("\"rope_scaling\": null"), std::string::npos);
   text = text.replace(text.find("\"rope_scaling\": null"), 20, "\"rope_scaling\": {\"factor\": 2}");
   err = importError(text, HfImportOptions());
   for (const char *key : {"tie_word_embeddings = true", "rope_scaling", "--hf-as-unit"})

@@ -605,7 +605,7 @@ def Graph_SharedExpertsOp : Graph_WeightUserOp<"shared_experts"> {
 }
 
 def Graph_MoeCombineOp : Graph_ComputeOp<"moe_combine"> {
-  let summary = "Sums routed and shared expert outputs, rounds once to bf16";
+  let summary = "Sums routed and shared expert outputs, rounded to bf16 (once, or each part first)";
   let description = [{
     `bf16(routed + shared)`; `shared` is absent when the block has no shared
     experts. `round_parts` (the released model's FFN rounding): each part
