@@ -44,6 +44,14 @@ __device__ __forceinline__ bf16 f2bf(float v) { return __float2bfloat16_rn(v); }
 /// Rounds a float to the nearest bf16 value, returned as a float.
 __device__ __forceinline__ float round_bf16(float v) { return bf2f(f2bf(v)); }
 
+/// bf16(bf16(a) + bf16(b)): two fp32 sums rounded apart, then their sum
+/// rounded (an FFN whose routed and shared parts are rounded before their
+/// sum, ffn_rounding "each"; the norm's residual reads them so, and the
+/// emitted final residual and debug_copy_sum compute the same).
+__device__ __forceinline__ float round_parts_sum(float a, float b) {
+  return round_bf16(round_bf16(a) + round_bf16(b));
+}
+
 /// The two bf16 halves of a 32-bit word, widened to float (low half first).
 __device__ __forceinline__ float bf_lo(uint32_t w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bf_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }

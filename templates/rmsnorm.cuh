@@ -40,8 +40,7 @@ __device__ __forceinline__ void block_residual(const bf16 *base, const float *ac
   for (int i = threadIdx.x; i < D; i += THREADS) {
     float v = resid && residBase ? bf2f(resid[i]) : bf2f(__ldcg(base + i));
     if (TWO_SUMS && acc && acc2) {
-      v = round_bf16(
-          v + round_bf16(round_bf16(__ldcg(acc + i)) + round_bf16(__ldcg(acc2 + i))));
+      v = round_bf16(v + round_parts_sum(__ldcg(acc + i), __ldcg(acc2 + i)));
     } else if (acc) {
       v = round_bf16(v + round_bf16(__ldcg(acc + i)));
     }
@@ -253,10 +252,8 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
     if (acc) {
       float4 a = *reinterpret_cast<const float4 *>(sa + 16 * q);
       if (TWO_SUMS && acc2)
-        a = make_float4(round_bf16(round_bf16(a.x) + round_bf16(second.x)),
-                        round_bf16(round_bf16(a.y) + round_bf16(second.y)),
-                        round_bf16(round_bf16(a.z) + round_bf16(second.z)),
-                        round_bf16(round_bf16(a.w) + round_bf16(second.w)));
+        a = make_float4(round_parts_sum(a.x, second.x), round_parts_sum(a.y, second.y),
+                        round_parts_sum(a.z, second.z), round_parts_sum(a.w, second.w));
       x = make_float4(round_bf16(x.x + round_bf16(a.x)), round_bf16(x.y + round_bf16(a.y)),
                       round_bf16(x.z + round_bf16(a.z)), round_bf16(x.w + round_bf16(a.w)));
     }
