@@ -12,6 +12,11 @@ _CONFIG_KEYS = ["hidden", "kda_heads", "kda_head_dim", "short_conv",
                 "routed_scaling", "group"]
 # Optional: the sizes of the unit's GQA ("G") layers.
 _GQA_KEYS = ["gqa_heads", "gqa_kv_heads", "gqa_head_dim"]
+# The Kimi family's two-valued form keys: (the unit's value, the released
+# model's), the spec carrying a key only at the second.
+_FORM_KEYS = {"router": ("softmax", "sigmoid"), "rmsnorm_rounding": ("once", "twice"),
+              "kda_form": ("unit", "released"), "ffn_rounding": ("once", "each"),
+              "lm_head": ("w4a16", "bf16")}
 # The dense GQA family's config, in the spec's order ("eps" optional).
 _DENSE_KEYS = ["hidden", "heads", "kv_heads", "head_dim", "inter",
                "rope_theta", "eps", "group", "layers"]
@@ -93,26 +98,15 @@ def spec_from_config(cfg: Any, name: Optional[str] = None) -> Dict[str, Any]:
     for k in _GQA_KEYS:
         if getattr(cfg, k, None) is not None:
             conf[k] = int(getattr(cfg, k))
-    router = str(getattr(cfg, "router", "softmax") or "softmax")
-    if router not in ("softmax", "sigmoid"):
-        raise ValueError("router %r is neither \"softmax\" nor \"sigmoid\"" % (router,))
-    if router == "sigmoid":
-        conf["router"] = router
-    rounding = str(getattr(cfg, "rmsnorm_rounding", "once") or "once")
-    if rounding not in ("once", "twice"):
-        raise ValueError("rmsnorm_rounding %r is neither \"once\" nor \"twice\"" % (rounding,))
-    if rounding == "twice":
-        conf["rmsnorm_rounding"] = rounding
-    kda_form = str(getattr(cfg, "kda_form", "unit") or "unit")
-    if kda_form not in ("unit", "released"):
-        raise ValueError("kda_form %r is neither \"unit\" nor \"released\"" % (kda_form,))
-    if kda_form == "released":
-        conf["kda_form"] = kda_form
-    ffn_rounding = str(getattr(cfg, "ffn_rounding", "once") or "once")
-    if ffn_rounding not in ("once", "each"):
-        raise ValueError("ffn_rounding %r is neither \"once\" nor \"each\"" % (ffn_rounding,))
-    if ffn_rounding == "each":
-        conf["ffn_rounding"] = ffn_rounding
+    # The two-valued form keys, written only at the released model's value.
+    for k, (unit, released) in _FORM_KEYS.items():
+        if k == "lm_head":
+            continue  # with the vocabulary, below
+        v = str(getattr(cfg, k, unit) or unit)
+        if v not in (unit, released):
+            raise ValueError("%s %r is neither \"%s\" nor \"%s\"" % (k, v, unit, released))
+        if v == released:
+            conf[k] = v
     # The whole model: a vocabulary (embedding, LM head, argmax).
     vocab = int(getattr(cfg, "vocab", 0) or 0)
     if vocab < 0:

@@ -49,7 +49,7 @@ import torch
 
 from . import _capi, _jit
 from ._capi import MegakernelError, check
-from ._spec import _spec_kinds, spec_from_config
+from ._spec import _FORM_KEYS, _spec_kinds, spec_from_config
 
 _DTYPES = {"u8": torch.uint8, "bf16": torch.bfloat16, "f32": torch.float32,
            "i32": torch.int32}
@@ -176,11 +176,9 @@ class Model(torch.nn.Module):
                 raise ValueError("kernel in %s was generated for %s=%s, cfg has %s"
                                  % (self.kernel_dir, k, conf[k], v))
         if family == "kimi_linear":  # the forms: written only where not the unit's
-            for key, unit in (("router", "softmax"), ("kda_form", "unit"),
-                              ("rmsnorm_rounding", "once"), ("ffn_rounding", "once"),
-                              ("mla_rotary", True),
-                              ("mla_latent_norm", False), ("vocab", 0),
-                              ("lm_head", "w4a16"), ("dense_layers", 0)):
+            forms = [(k, unit) for k, (unit, _) in _FORM_KEYS.items()]
+            for key, unit in forms + [("mla_rotary", True), ("mla_latent_norm", False),
+                                      ("vocab", 0), ("dense_layers", 0)]:
                 got_v = conf.get(key, unit)
                 want_v = want["config"].get(key, unit)
                 if got_v != want_v:
