@@ -78,6 +78,9 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
                 kernel.getNumBarriers() + (debug ? 1 : 0) + (resetBarrier ? 1 : 0));
     j.attribute("counters", numCounters);
     j.attribute("debug_capture", debug);
+    // The packed tiles' arithmetic (schedule-tile-weights): what a test
+    // measuring router near ties needs to know the kernel declares.
+    j.attribute("packed_arithmetic", kernel.getPackedArithmetic());
     // The config as the full spec (an accepted form, kernel-abi.md): the
     // kernel's `config` attribute, as the frontend read it.
     if (std::optional<DictionaryAttr> config = kernel.getConfig())

@@ -132,9 +132,9 @@ Status mk::jit::compileSpecToSource(const BlockConfig &cfg,
                          "targetSms must be >= 0, got " +
                              std::to_string(opts.targetSms));
   if (!opts.arithmetic.empty() &&
-      !llvm::is_contained({"scaled", "folded", "exact", "int8"}, opts.arithmetic))
+      !llvm::is_contained({"folded", "scaled", "exact", "int8"}, opts.arithmetic))
     return rt::makeError(ErrorCode::InvalidArgument,
-                         "arithmetic must be scaled, folded, exact or int8, got '" +
+                         "arithmetic must be folded, scaled, exact or int8, got '" +
                              opts.arithmetic + "'");
 
   registerOnce();

@@ -50,8 +50,8 @@ struct JitOptions {
   /// kBlocksPerSm.
   int64_t targetSms = 0;
   /// The packed tiles' arithmetic (schedule-tile-weights arithmetic):
-  /// "scaled", "folded", "exact" (the spec's per-weight bf16 rounding) or
-  /// "int8"; empty: the pass default (scaled).
+  /// "folded", "scaled", "exact" (the spec's per-weight bf16 rounding) or
+  /// "int8"; empty: the pass default (folded).
   std::string arithmetic;
 
   //===--- NVRTC and the cache (rt::KernelBuildOptions) ------------------===//

@@ -34,8 +34,8 @@ MK_JIT_API int mk_jit_compile_spec(const char *spec_json, const char *out_dir,
                                    const char *kernel_name, long long target_sms);
 
 /* mk_jit_compile_spec with the packed tiles' arithmetic: NULL or "" the
- * default ("scaled": each group's scale applied to fp32 sums), "exact" (the
- * spec's per-weight bf16 rounding), "folded" or "int8" (docs/pipeline.md,
+ * default ("folded": each group's zero point and scale applied to fp32
+ * sums), "exact" (the spec's per-weight bf16 rounding), "scaled" or "int8" (docs/pipeline.md,
  * "Arithmetic and its error budget"); another value is MK_ERR_INVALID_ARGUMENT. */
 MK_JIT_API int mk_jit_compile_spec_with(const char *spec_json, const char *out_dir,
                                         const char *kernel_name, long long target_sms,

@@ -177,11 +177,12 @@ def ScheduleTileWeights : Pass<"schedule-tile-weights", "::mlir::ModuleOp"> {
     scales and zeros of a tile together) without the lane order.
     `layout=row-major` keeps the spec's storage everywhere. With
     `layout=packed`, `arithmetic` picks the packed tiles' math and order
-    (the w_q's `order`, the kernel's `packed_arithmetic`): `scaled` (the
+    (the w_q's `order`, the kernel's `packed_arithmetic`): `folded` (the
     default; order `mma`, 1 KB steps) takes each weight as the exact
-    integer q - z and applies the group's scale once per column to the fp32
-    sum of its rows; `folded` (opt-in, same storage) takes {128 + q} and
-    subtracts (128 + z) times the group's sum of x per group and column;
+    integer 128 + q and subtracts (128 + z) times the group's sum of x per
+    group and column before applying its scale once to the fp32 sum;
+    `scaled` (same storage) takes each weight as the exact integer q - z
+    and applies the group's scale once per column;
     `exact` (same storage) dequantizes every weight to bf16
     as the spec does, its rounding included; `int8` quantizes x per
     group into two int8 halves (~16 significant bits) and runs exact integer
@@ -196,10 +197,10 @@ def ScheduleTileWeights : Pass<"schedule-tile-weights", "::mlir::ModuleOp"> {
   let options = [
     Option<"layout", "layout", "std::string", "\"packed\"",
            "weight storage: packed (default), tiled or row-major (the spec's)">,
-    Option<"arithmetic", "arithmetic", "std::string", "\"scaled\"",
-           "packed tiles' arithmetic: scaled (default; exact q - z, each "
-           "group's scale applied once per column to fp32 sums), folded (the "
-           "zero points also applied per group), exact (the "
+    Option<"arithmetic", "arithmetic", "std::string", "\"folded\"",
+           "packed tiles' arithmetic: folded (default; exact 128 + q, each "
+           "group's zero point and scale applied once per column to fp32 "
+           "sums), scaled (exact q - z, the scale per group), exact (the "
            "spec's bf16 dequantization per weight) or int8 (x quantized per "
            "group to ~16 bits, integer dot products, scales per group); only "
            "exact rounds each weight to bf16 as the spec does">,

@@ -76,9 +76,9 @@ void ScheduleTileWeightsPass::runOnOperation() {
         << layout << "'";
     return signalPassFailure();
   }
-  if (!llvm::is_contained({"scaled", "folded", "exact", "int8"}, arithmetic)) {
+  if (!llvm::is_contained({"folded", "scaled", "exact", "int8"}, arithmetic)) {
     mlir::emitError(getOperation().getLoc(), "schedule-tile-weights: arithmetic "
-                                             "must be scaled, folded, exact or int8, got '")
+                                             "must be folded, scaled, exact or int8, got '")
         << arithmetic << "'";
     return signalPassFailure();
   }

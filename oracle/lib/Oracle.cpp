@@ -588,4 +588,39 @@ std::vector<OracleOptions> nearTieRoutings(const BlockConfig &cfg,
   return out;
 }
 
+std::vector<OracleOptions> nearTieRoutings(const BlockConfig &cfg, const OracleTrace &trace,
+                                           const OracleTrace &declared, int ulps) {
+  std::vector<OracleOptions> out = nearTieRoutings(cfg, trace, ulps);
+  auto add = [&](int64_t layer, const std::vector<int32_t> &experts,
+                 const std::vector<int32_t> &specChosen) {
+    if (std::is_permutation(experts.begin(), experts.end(), specChosen.begin(),
+                            specChosen.end()))
+      return; // the spec's own routing
+    for (const OracleOptions &o : out) {
+      const auto &f = o.forcedExperts.begin()->second;
+      if (o.forcedExperts.begin()->first == layer &&
+          std::is_permutation(f.begin(), f.end(), experts.begin(), experts.end()))
+        return;
+    }
+    OracleOptions o;
+    o.forcedExperts[layer] = experts;
+    out.push_back(std::move(o));
+  };
+  for (size_t layer = 0; layer < cfg.pattern.size(); ++layer) {
+    RouterMargin spec, decl;
+    if (!routerMargin(cfg, trace, int64_t(layer), spec) ||
+        !routerMargin(cfg, declared, int64_t(layer), decl))
+      continue;
+    add(int64_t(layer), decl.chosen, spec.chosen);
+    if (decl.gapUlps <= double(ulps)) {
+      decl.chosen.back() = decl.strongestOut;
+      add(int64_t(layer), decl.chosen, spec.chosen);
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const OracleOptions &a, const OracleOptions &b) {
+    return a.forcedExperts.begin()->first < b.forcedExperts.begin()->first;
+  });
+  return out;
+}
+
 } // namespace mk

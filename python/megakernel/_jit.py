@@ -79,7 +79,7 @@ def _has_manifest(d: str) -> bool:
                                     for f in os.listdir(d))
 
 
-ARITHMETICS = ("scaled", "folded", "exact", "int8")
+ARITHMETICS = ("folded", "scaled", "exact", "int8")
 
 
 def _compile_into(text: str, out_dir: str, kernel_name: Optional[str],
@@ -133,8 +133,8 @@ def compile(spec: Union[str, "os.PathLike[str]", Mapping[str, Any], Any],
     returns the kernel directory. `out_dir` None: a directory in the cache
     ($MK_CACHE_DIR, else ~/.cache/megakernel) keyed by the spec's text and
     the options, reused when it exists. `target_sms` 0: the compiler's
-    default. `arithmetic` None: the compiler's default ("scaled"); "exact"
-    keeps the spec's per-weight bf16 rounding ("folded", "int8": the opt-in
+    default. `arithmetic` None: the compiler's default ("folded"); "exact"
+    keeps the spec's per-weight bf16 rounding ("scaled", "int8": the opt-in
     forms; the repository's docs/pipeline.md states each one's error
     budget). Raises ValueError for an unknown arithmetic, MegakernelError
     (the compiler's message) for a spec it refuses."""

@@ -204,6 +204,11 @@ Status parseManifest(const std::string &text, Manifest &out) {
       return bad(d->where() + ": 'debug_capture' must be true or false");
     m.debugCapture = d->boolean;
   }
+  MK_RETURN_IF_ERROR(getStringField(root, "packed_arithmetic", false, m.packedArithmetic));
+  if (m.packedArithmetic != "exact" && m.packedArithmetic != "scaled" &&
+      m.packedArithmetic != "folded")
+    return bad("'packed_arithmetic' must be \"exact\", \"scaled\" or \"folded\", got '" +
+               m.packedArithmetic + "'");
   MK_RETURN_IF_ERROR(readConfig(root, m.kernel, m.config));
 
   const json::Value *params = root.find("params");

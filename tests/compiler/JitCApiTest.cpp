@@ -66,7 +66,7 @@ TEST(JitCApi, BadArgumentsAreStatuses) {
 }
 
 // The packed tiles' arithmetic: the unit's kernel with the spec's exact
-// rounding (kOrderMma) and by default the scaled form (kOrderMmaScaled);
+// rounding (kOrderMma) and by default the folded form (kOrderMmaFolded);
 // an unknown one is refused by name and writes nothing.
 TEST(JitCApi, ArithmeticReachesTheEmitter) {
   const std::string unit = readText(fs::path(MK_SOURCE_DIR) / "examples/kimi_linear_w4a16.json");
@@ -78,10 +78,10 @@ TEST(JitCApi, ArithmeticReachesTheEmitter) {
   const std::string e = readText(exact / "mk_kimi_linear_w4a16.cu");
   const std::string d = readText(dflt / "mk_kimi_linear_w4a16.cu");
   EXPECT_NE(e.find("mk::kOrderMma>"), std::string::npos);
-  EXPECT_EQ(e.find("mk::kOrderMmaScaled"), std::string::npos);
-  EXPECT_NE(d.find("mk::kOrderMmaScaled>"), std::string::npos);
+  EXPECT_EQ(e.find("mk::kOrderMmaFolded"), std::string::npos);
+  EXPECT_NE(d.find("mk::kOrderMmaFolded>"), std::string::npos);
   EXPECT_EQ(mk_jit_compile_spec_with(unit.c_str(), bad.c_str(), nullptr, 0, "fp8"), 1);
-  EXPECT_NE(std::string(mk_jit_last_error()).find("arithmetic must be scaled, folded, exact or "
+  EXPECT_NE(std::string(mk_jit_last_error()).find("arithmetic must be folded, scaled, exact or "
                                                   "int8, got 'fp8'"),
             std::string::npos)
       << mk_jit_last_error();

@@ -18,6 +18,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <unistd.h>
 #include <cstring>
 #include <sys/stat.h>
@@ -190,14 +191,27 @@ Divergence firstDivergence(const BlockConfig &cfg, const std::vector<BFloat16> &
   return d;
 }
 
+/// The routings the kernel of `f` may take instead of the oracle's, whose
+/// traced step is `trace`: the near ties of the spec's arithmetic, and for a
+/// kernel declaring unrounded weights (its manifest's `packed_arithmetic`
+/// "scaled" or "folded") those of its own arithmetic too, from `declared`
+/// (the same step under OracleOptions::unroundedWeights; called only then).
+std::vector<OracleOptions> tieRoutings(const Fixture &f, const OracleTrace &trace,
+                                       const std::function<OracleTrace()> &declared) {
+  if (f.kernel->manifest().packedArithmetic == "exact")
+    return nearTieRoutings(f.cfg, trace);
+  return nearTieRoutings(f.cfg, trace, declared());
+}
+
 /// The oracle's step from `state` (updated in place), following the
 /// device's side of router near ties, layer by layer. Where the first
 /// disagreement (firstDivergence) is the state of layer l (or, l = the layer
 /// count, the output) and the router of layer l - 1, which feeds it, had a
 /// near tie (the weakest chosen and the strongest left-out expert within 2
-/// bf16 ulps: nearTieRoutings, under the routings followed so far), the
-/// step is recomputed with that tie broken the other way, and kept if the
-/// first disagreement moves later (or, at the same layer, shrinks). A tie
+/// bf16 ulps, under the spec's arithmetic or the one the kernel declares:
+/// tieRoutings, under the routings followed so far), the step is
+/// recomputed with each such routing, and the best kept if the first
+/// disagreement moves later (or, at the same layer, shrinks). A tie
 /// is a tie up to summation order: a kernel that sums in another order may
 /// land on either side, and in a deep stack such ties are common (27 layers
 /// of 256 experts: several per step). Anything else that disagrees still
@@ -208,7 +222,8 @@ std::vector<BFloat16> tieAwareOracleStep(const Fixture &f, DecodeState &state,
                                          const DecodeState &gpuState, double minCos,
                                          const std::string &label,
                                          Divergence *divergence = nullptr,
-                                         OracleTrace *finalTrace = nullptr) {
+                                         OracleTrace *finalTrace = nullptr,
+                                         OracleOptions *finalRouting = nullptr) {
   const DecodeState before = state;
   const int64_t nLayers = int64_t(f.cfg.pattern.size());
   OracleOptions followed;
@@ -219,47 +234,75 @@ std::vector<BFloat16> tieAwareOracleStep(const Fixture &f, DecodeState &state,
     const int64_t router = d.layer - 1;
     if (followed.forcedExperts.count(router))
       break;
-    OracleOptions next = followed;
-    for (const OracleOptions &alt : nearTieRoutings(f.cfg, trace))
-      if (alt.forcedExperts.begin()->first == router)
-        next.forcedExperts[router] = alt.forcedExperts.begin()->second;
-    if (!next.forcedExperts.count(router)) {
-      // No near tie there: a real disagreement, said with how close that
-      // router's choice was under the spec's arithmetic and under the
-      // packed tiles' unrounded weights (OracleOptions::unroundedWeights),
-      // which tells a flipped choice from a wrong sum.
+    // The same step under the packed tiles' unrounded weights
+    // (OracleOptions::unroundedWeights), computed once per router.
+    OracleTrace unroundedTrace;
+    bool haveUnrounded = false;
+    auto unrounded = [&] {
+      if (!haveUnrounded) {
+        DecodeState s = before;
+        OracleOptions o = followed;
+        o.unroundedWeights = true;
+        oracleStep(f.cfg, f.weights, s, hidden, &unroundedTrace, &o);
+        haveUnrounded = true;
+      }
+      return unroundedTrace;
+    };
+    bool tried = false, moved = false;
+    OracleOptions best;
+    OracleTrace bestTrace;
+    std::vector<BFloat16> bestOut;
+    DecodeState bestState;
+    Divergence bestD = d;
+    for (const OracleOptions &alt : tieRoutings(f, trace, unrounded)) {
+      if (alt.forcedExperts.begin()->first != router)
+        continue;
+      tried = true;
+      OracleOptions next = followed;
+      next.forcedExperts[router] = alt.forcedExperts.begin()->second;
       DecodeState s = before;
       OracleTrace t;
-      OracleOptions unrounded = followed;
-      unrounded.unroundedWeights = true;
-      oracleStep(f.cfg, f.weights, s, hidden, &t, &unrounded);
+      std::vector<BFloat16> o = oracleStep(f.cfg, f.weights, s, hidden, &t, &next);
+      const Divergence nd = firstDivergence(f.cfg, gpuOut, o, gpuState, s, minCos);
+      std::printf("[ info ] %s: router near tie at layer %lld; the other tie-break moves the "
+                  "first disagreement from layer %lld (cosine %.6f) to %lld (%.6f)\n",
+                  label.c_str(), (long long)router, (long long)d.layer, d.cos,
+                  (long long)nd.layer, nd.cos);
+      if (nd.laterThan(bestD, nLayers)) {
+        moved = true;
+        best = std::move(next);
+        bestTrace = std::move(t);
+        bestOut = std::move(o);
+        bestState = std::move(s);
+        bestD = nd;
+      }
+    }
+    if (!tried) {
+      // No near tie there: a real disagreement, said with how close that
+      // router's choice was under the spec's arithmetic and under the
+      // unrounded weights, which tells a flipped choice from a wrong sum.
       std::printf("[ info ] %s: first disagreement at layer %lld (cosine %.6f); router %lld's "
                   "k-th and (k+1)-th logits %.2f bf16 ulps apart (%.2f with unrounded "
                   "weights)\n",
                   label.c_str(), (long long)d.layer, d.cos, (long long)router,
-                  routerGapUlps(f.cfg, trace, router), routerGapUlps(f.cfg, t, router));
+                  routerGapUlps(f.cfg, trace, router),
+                  routerGapUlps(f.cfg, unrounded(), router));
       break;
     }
-    DecodeState s = before;
-    OracleTrace t;
-    std::vector<BFloat16> o = oracleStep(f.cfg, f.weights, s, hidden, &t, &next);
-    const Divergence nd = firstDivergence(f.cfg, gpuOut, o, gpuState, s, minCos);
-    std::printf("[ info ] %s: router near tie at layer %lld; the other tie-break moves the "
-                "first disagreement from layer %lld (cosine %.6f) to %lld (%.6f)\n",
-                label.c_str(), (long long)router, (long long)d.layer, d.cos,
-                (long long)nd.layer, nd.cos);
-    if (!nd.laterThan(d, nLayers))
+    if (!moved)
       break;
-    followed = std::move(next);
-    trace = std::move(t);
-    out = std::move(o);
-    state = std::move(s);
-    d = nd;
+    followed = std::move(best);
+    trace = std::move(bestTrace);
+    out = std::move(bestOut);
+    state = std::move(bestState);
+    d = bestD;
   }
   if (divergence)
     *divergence = d;
   if (finalTrace)
     *finalTrace = std::move(trace);
+  if (finalRouting)
+    *finalRouting = std::move(followed);
   return out;
 }
 
@@ -391,8 +434,16 @@ void modelSteps(const std::string &kernelName, int64_t ctx, const TensorMap *wei
     // A router near tie the kernel broke the other way (summation order):
     // the oracle's step with that tie-break, where it comes closer, and its
     // state from there on (as the one-step tests' tieAwareOracleStep).
+    auto unrounded = [&] {
+      DecodeState s2 = before;
+      OracleTrace t;
+      OracleOptions o;
+      o.unroundedWeights = true;
+      oracleModelStep(f.cfg, f.weights, s2, token, &t, &o);
+      return t;
+    };
     if (c < kStepCos)
-      for (const OracleOptions &alt : nearTieRoutings(f.cfg, trace)) {
+      for (const OracleOptions &alt : tieRoutings(f, trace, unrounded)) {
         DecodeState s2 = before;
         ModelStepResult r = oracleModelStep(f.cfg, f.weights, s2, token, nullptr, &alt);
         const double ca = cosine(g, bf16ToFloat(r.logits));
@@ -578,11 +629,21 @@ void deepSpecOneStep(const std::string &kernelName) {
       EXPECT_TRUE(allFinite(kv.second.toFloat())) << label << ": non-finite " << kv.first;
     Divergence d;
     OracleTrace trace;
-    std::vector<BFloat16> oracleOut =
-        tieAwareOracleStep(f, state, hidden, gpuOut, gpuState, kStepCos, label, &d, &trace);
+    OracleOptions followed;
+    const DecodeState stateBefore = state;
+    std::vector<BFloat16> oracleOut = tieAwareOracleStep(
+        f, state, hidden, gpuOut, gpuState, kStepCos, label, &d, &trace, &followed);
+    auto unrounded = [&] {
+      DecodeState s = stateBefore;
+      OracleTrace t;
+      OracleOptions o = followed;
+      o.unroundedWeights = true;
+      oracleStep(f.cfg, f.weights, s, hidden, &t, &o);
+      return t;
+    };
     // The first router (under the routings followed) with a near tie left.
     int64_t firstTie = nLayers;
-    for (const OracleOptions &alt : nearTieRoutings(f.cfg, trace))
+    for (const OracleOptions &alt : tieRoutings(f, trace, unrounded))
       firstTie = std::min(firstTie, alt.forcedExperts.begin()->first);
     // A stack with routers must agree up to its first near tie; one
     // without (every FFN dense) has no discrete choice to follow, and 36
@@ -681,8 +742,16 @@ void deepSpecLayerByLayer(const std::string &kernelName) {
       OracleTrace trace;
       std::vector<BFloat16> out = oracleLayerStep(f.cfg, f.weights, oracleState, l, in, &trace);
       double c = agreement(l, out, gpuLayerOut, oracleState);
+      auto unrounded = [&] {
+        DecodeState s = before;
+        OracleTrace t;
+        OracleOptions o;
+        o.unroundedWeights = true;
+        oracleLayerStep(f.cfg, f.weights, s, l, in, &t, &o);
+        return t;
+      };
       if (c < kStepCos) {
-        for (const OracleOptions &alt : nearTieRoutings(f.cfg, trace)) {
+        for (const OracleOptions &alt : tieRoutings(f, trace, unrounded)) {
           DecodeState s = before;
           std::vector<BFloat16> o = oracleLayerStep(f.cfg, f.weights, s, l, in, nullptr, &alt);
           const double ca = agreement(l, o, gpuLayerOut, s);

@@ -242,6 +242,44 @@ TEST_F(TinyStep, NearTieRoutingsSwapOnlyBoundaryTiesWithinTwoUlps) {
   EXPECT_TRUE(nearTieRoutings(cfg, tr, 0).empty());
 }
 
+TEST_F(TinyStep, NearTieRoutingsOfTheDeclaredArithmetic) {
+  const int64_t E = cfg.nExperts;
+  ASSERT_EQ(cfg.nActive, 2);
+  // Three routers, each 3 ulps apart under the spec's arithmetic (experts 3
+  // and 5 chosen at 1.0 and 0.5, expert 6 at 0.5 - 3 * 2^-8, ulps of 0.5:
+  // no near tie).
+  // Under the declared one: layer 0 the same; layer 1 one ulp apart (a tie
+  // there); layer 2 expert 6 ahead of expert 5 (another routing).
+  OracleTrace spec, declared;
+  for (int layer = 0; layer < 3; ++layer) {
+    std::vector<float> logits(size_t(E), -1.f);
+    logits[3] = 1.f;
+    logits[5] = 0.5f;
+    logits[6] = 0.5f - 3 * 0.00390625f;
+    const std::string pre = "layer" + std::to_string(layer) + ".";
+    spec.values[pre + "router_logits"] = logits;
+    spec.values[pre + "topk_idx"] = {3.f, 5.f};
+    if (layer == 1)
+      logits[6] = 0.5f - 0.00390625f;
+    if (layer == 2)
+      logits[6] = 0.5f + 0.00390625f;
+    declared.values[pre + "router_logits"] = logits;
+    declared.values[pre + "topk_idx"] = layer == 2 ? std::vector<float>{3.f, 6.f}
+                                                   : std::vector<float>{3.f, 5.f};
+  }
+  EXPECT_TRUE(nearTieRoutings(cfg, spec).empty());
+  std::vector<OracleOptions> alts = nearTieRoutings(cfg, spec, declared);
+  ASSERT_EQ(alts.size(), 2u);
+  EXPECT_EQ(alts[0].forcedExperts.at(1), (std::vector<int32_t>{3, 6}));
+  EXPECT_EQ(alts[1].forcedExperts.at(2), (std::vector<int32_t>{3, 6}));
+  // Layer 2's tie under the declared arithmetic (6 ahead of 5 by 1 ulp)
+  // broken the other way is the spec's own routing: not offered.
+  for (const OracleOptions &o : alts)
+    EXPECT_EQ(o.forcedExperts.size(), 1u);
+  // The declared trace equal to the spec's adds nothing.
+  EXPECT_TRUE(nearTieRoutings(cfg, spec, spec).empty());
+}
+
 TEST(OracleOtherSpecs, MlaFirstAndNoSharedExpert) {
   for (const char *spec : {"examples/specs/tiny_mla_first.json",
                            "examples/specs/tiny_no_shared.json"}) {

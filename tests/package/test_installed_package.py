@@ -381,7 +381,7 @@ class CompileThroughTheJit(unittest.TestCase):
                     "    print('ValueError', e)\n"
                     % (unit, jit_dir, unit, os.path.join(tmp, "bad")))
             out = _run(code, MK_JIT_LIB=JIT_LIB)
-            self.assertIn("ValueError arithmetic must be one of scaled, folded, exact, int8, "
+            self.assertIn("ValueError arithmetic must be one of folded, scaled, exact, int8, "
                           "got 'fp8'", out)
             self.assertFalse(os.path.exists(os.path.join(tmp, "bad")))
             subprocess.run([MKC, unit, "--emit=cuda", "-o", mkc_dir,

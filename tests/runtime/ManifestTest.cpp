@@ -197,6 +197,20 @@ TEST(Manifest, OptionalMaxBlocks) {
   EXPECT_EQ(m.maxBlocks, 64);
 }
 
+TEST(Manifest, OptionalPackedArithmetic) {
+  json::Value v = makeManifestValue(tinyConfig());
+  Manifest m;
+  ASSERT_TRUE(parseValue(v, m).isOk());
+  EXPECT_EQ(m.packedArithmetic, "exact"); // absent: the spec's arithmetic
+  v.set("packed_arithmetic", json::Value::fromString("folded"));
+  ASSERT_TRUE(parseValue(v, m).isOk());
+  EXPECT_EQ(m.packedArithmetic, "folded");
+  v.set("packed_arithmetic", json::Value::fromString("int4"));
+  expectError(v, "'packed_arithmetic' must be");
+  v.set("packed_arithmetic", json::Value::fromInt(1));
+  expectError(v, "'packed_arithmetic' must be a string");
+}
+
 TEST(Manifest, TileContiguousWeights) {
   json::Value v = makeManifestValue(tinyConfig());
   findParam(v, "blocks.0.attn.q_proj.w_q", "weight")->set("tile", json::Value::fromInt(16));

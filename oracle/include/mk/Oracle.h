@@ -117,6 +117,20 @@ std::vector<BFloat16> oracleLayerStep(const BlockConfig &cfg, const TensorMap &w
 std::vector<OracleOptions> nearTieRoutings(const BlockConfig &cfg,
                                            const OracleTrace &trace, int ulps = 2);
 
+/// The routings a kernel declaring another arithmetic than the spec's may
+/// legitimately pick (a manifest's `packed_arithmetic` "scaled" or
+/// "folded": unrounded weights): nearTieRoutings of the spec's `trace`, and
+/// of `declared`, the same step's trace under that arithmetic (oracleStep
+/// with OracleOptions::unroundedWeights and the same forced experts); and,
+/// where `declared` routes a layer otherwise than `trace`, its routing. A
+/// tie is measured on the arithmetic that computes the logits: an
+/// arithmetic that moves them by a few ulps moves its ties too, and the
+/// spec's trace alone would take a choice that arithmetic makes 1 ulp apart
+/// for a real disagreement. One option per layer and routing, in layer
+/// order, the spec's first.
+std::vector<OracleOptions> nearTieRoutings(const BlockConfig &cfg, const OracleTrace &trace,
+                                           const OracleTrace &declared, int ulps = 2);
+
 /// How far apart router `layer` of `trace` had its k-th and (k+1)-th
 /// experts: the weakest chosen one's lead over the strongest left out, in
 /// bf16 ulps of the larger (what nearTieRoutings compares with `ulps`); -1

@@ -1,7 +1,7 @@
 // RUN: mk-opt %s "--schedule-tile-weights=arithmetic=int8" | FileCheck %s
-// RUN: mk-opt %s --schedule-tile-weights | FileCheck %s --check-prefixes=EXACT,SCALED
+// RUN: mk-opt %s --schedule-tile-weights | FileCheck %s --check-prefixes=EXACT,FOLDED
 // RUN: mk-opt %s "--schedule-tile-weights=arithmetic=exact" | FileCheck %s --check-prefixes=EXACT,SPEC
-// RUN: mk-opt %s "--schedule-tile-weights=arithmetic=folded" | FileCheck %s --check-prefixes=EXACT,FOLDED
+// RUN: mk-opt %s "--schedule-tile-weights=arithmetic=scaled" | FileCheck %s --check-prefixes=EXACT,SCALED
 // RUN: mk-opt %s "--schedule-tile-weights=layout=tiled" | FileCheck %s --check-prefix=TILED
 // RUN: mk-opt %s "--schedule-tile-weights=layout=row-major" | FileCheck %s --check-prefix=ROWMAJOR
 // RUN: not mk-opt %s "--schedule-tile-weights=arithmetic=fp8" 2>&1 | FileCheck %s --check-prefix=BADARITH
@@ -11,7 +11,7 @@
 // and that no other task reads. The integer tile (arithmetic=int8) steps
 // 32 rows at either width, reads k-slices of at most 3584 rows and groups
 // of at most 128 rows (multiples of 32); the tensor-core tile (`mma`,
-// arithmetic=scaled, the default, and =exact) steps 1 KB (16 rows at 128
+// arithmetic=folded, the default, =scaled and =exact) steps 1 KB (16 rows at 128
 // wide, 32 at 64 wide). A moved weight's parts get its tile width (`tile`),
 // its w_q the order of the tile that streams it (`order`); the others keep
 // the spec's storage (neither attribute). The kernel records the `mma`
@@ -55,7 +55,7 @@
 // ROWMAJOR-NEXT: schedule.weight @w128long.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
 // ROWMAJOR-NEXT: schedule.weight @w32.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
 // ROWMAJOR-NEXT: schedule.weight @shared.w_q {dtype = "u8", group = {{[0-9]+}} : i64, shape = array<i64: {{[0-9, ]+}}>}{{$}}
-// BADARITH: schedule-tile-weights: arithmetic must be scaled, folded, exact or int8, got 'fp8'
+// BADARITH: schedule-tile-weights: arithmetic must be folded, scaled, exact or int8, got 'fp8'
 schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 4096>, space = "io"}
   schedule.buffer @ya {dtype = "bf16", shape = array<i64: 256>}

@@ -81,6 +81,10 @@ struct Manifest {
   /// The grid is min(co-resident blocks, maxBlocks).
   int64_t maxBlocks = 0;
   bool debugCapture = false;
+  /// Optional: the math of the kernel's packed int4 tiles ("exact", the
+  /// spec's per-weight rounding; "scaled" / "folded", each group's scale
+  /// applied to fp32 sums of unrounded weights). Default "exact".
+  std::string packedArithmetic = "exact";
   int64_t debugBytes = 0; ///< the `debug` parameter's size
   BlockConfig config;
   std::vector<ManifestParam> params;
