@@ -1104,7 +1104,7 @@ __device__ __forceinline__ float bf16_half(uint32_t u, int h) {
 /// exact tile does): the sums differ from the spec's by that rounding
 /// (~2^-9 per weight, random), the budget docs/pipeline.md states.
 ///
-/// ZFOLD (`arithmetic=folded`, kOrderMmaFolded, opt-in): a weight pair is
+/// ZFOLD (`arithmetic=folded`, kOrderMmaFolded, the default): a weight pair is
 /// {128 + q} (a shift and one LOP3, no HSUB2; with the mma below ~99
 /// instructions on a step's hot path), and (128 + z) times the sum of x
 /// over the same rows is
@@ -1873,7 +1873,7 @@ __device__ void w4a16_gemv_begin(const uint8_t *__restrict__ wq, const bf16 *__r
     const int p0 = k0 / 2, pa = p0 & ~7, nsteps = (k1 / 2 - pa + STEP - 1) / STEP;
     const detail::WarpSteps w = detail::warp_steps<WARPS>(nsteps, warp);
 #ifdef MK_PACKED_BULK
-    if constexpr (ORDER == kOrderMma) { // the scaled tile streams with cp.async only
+    if constexpr (ORDER == kOrderMma) { // the grouped (scaled / folded) tiles stream with cp.async only
       detail::w4a16_stream_start<THREADS, detail::kPackedStepBytes, detail::kPackedChunkSteps,
                                  detail::kExactSlice<THREADS>>(wq, pa / STEP, w.sbeg, w.send,
                                                                ring);

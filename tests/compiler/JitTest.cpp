@@ -286,8 +286,19 @@ TEST(JitGpu, TinySessionStepMatchesTheOracle) {
   double cos = mk::testing::cosine(gpu, mk::testing::bf16ToFloat(oracleStep(
                                             cfg, weights, st, hidden, &trace)));
   // A router near tie may be broken the other way (OracleGpuTest does the
-  // same): accept the step with those experts swapped, and only that.
-  for (const OracleOptions &alt : nearTieRoutings(cfg, trace)) {
+  // same): accept the step with those experts swapped, and only that. Ties
+  // count under the spec's arithmetic and, for a kernel declaring unrounded
+  // weights (packed_arithmetic), under that one too.
+  std::vector<OracleOptions> alts = nearTieRoutings(cfg, trace);
+  if (s->manifest().packedArithmetic != "exact") {
+    DecodeState u = state0;
+    OracleTrace declared;
+    OracleOptions unrounded;
+    unrounded.unroundedWeights = true;
+    oracleStep(cfg, weights, u, hidden, &declared, &unrounded);
+    alts = nearTieRoutings(cfg, trace, declared);
+  }
+  for (const OracleOptions &alt : alts) {
     if (cos >= 0.999)
       break;
     DecodeState alternative = state0;

@@ -348,7 +348,7 @@ TEST(W4A16Gemv, PackedScalesPerGroup) {
   REQUIRE_GPU();
   runGroupedShapes<mk::kOrderMmaScaled>();
 }
-// The same with the zero points folded (arithmetic=folded, opt-in).
+// The same with the zero points folded (arithmetic=folded, the default).
 TEST(W4A16Gemv, PackedZeroPointsFolded) {
   REQUIRE_GPU();
   runGroupedShapes<mk::kOrderMmaFolded>();
