@@ -623,4 +623,44 @@ std::vector<OracleOptions> nearTieRoutings(const BlockConfig &cfg, const OracleT
   return out;
 }
 
+OracleTrace declaredRouterTrace(const BlockConfig &cfg, const OracleTrace &trace,
+                                const OracleOptions &followed,
+                                const std::function<OracleTrace(const OracleOptions &)> &step) {
+  auto routing = [](const OracleTrace &t, const std::string &pre) -> const std::vector<float> * {
+    auto it = t.values.find(pre + "topk_idx");
+    return it == t.values.end() ? nullptr : &it->second;
+  };
+  auto sameSet = [](std::vector<float> a, std::vector<float> b) {
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    return a == b;
+  };
+  OracleTrace merged;
+  OracleOptions o = followed;
+  o.unroundedWeights = true;
+  const int64_t nLayers = int64_t(cfg.pattern.size());
+  int64_t from = 0;
+  while (from < nLayers) {
+    const OracleTrace d = step(o);
+    int64_t offPath = nLayers; // the first layer the declared step routes otherwise
+    for (int64_t l = from; l < nLayers && offPath == nLayers; ++l) {
+      const std::string pre = "layer" + std::to_string(l) + ".";
+      for (const char *key : {"router_logits", "router_select", "topk_idx"})
+        if (auto it = d.values.find(pre + key); it != d.values.end())
+          merged.values[pre + key] = it->second;
+      const std::vector<float> *spec = routing(trace, pre), *decl = routing(d, pre);
+      if (spec && decl && !sameSet(*spec, *decl))
+        offPath = l;
+    }
+    if (offPath == nLayers)
+      break;
+    // Back onto the spec's path up to that layer; the layers above it again.
+    for (int64_t l = from; l <= offPath; ++l)
+      if (const std::vector<float> *spec = routing(trace, "layer" + std::to_string(l) + "."))
+        o.forcedExperts.emplace(l, std::vector<int32_t>(spec->begin(), spec->end()));
+    from = offPath + 1;
+  }
+  return merged;
+}
+
 } // namespace mk

@@ -290,14 +290,15 @@ TEST(JitGpu, TinySessionStepMatchesTheOracle) {
   // count under the spec's arithmetic and, for a kernel declaring unrounded
   // weights (packed_arithmetic), under that one too.
   std::vector<OracleOptions> alts = nearTieRoutings(cfg, trace);
-  if (s->manifest().packedArithmetic != "exact") {
-    DecodeState u = state0;
-    OracleTrace declared;
-    OracleOptions unrounded;
-    unrounded.unroundedWeights = true;
-    oracleStep(cfg, weights, u, hidden, &declared, &unrounded);
-    alts = nearTieRoutings(cfg, trace, declared);
-  }
+  if (s->manifest().packedArithmetic != "exact")
+    alts = nearTieRoutings(cfg, trace,
+                           declaredRouterTrace(cfg, trace, OracleOptions{},
+                                               [&](const OracleOptions &o) {
+                                                 DecodeState u = state0;
+                                                 OracleTrace t;
+                                                 oracleStep(cfg, weights, u, hidden, &t, &o);
+                                                 return t;
+                                               }));
   for (const OracleOptions &alt : alts) {
     if (cos >= 0.999)
       break;

@@ -191,16 +191,21 @@ Divergence firstDivergence(const BlockConfig &cfg, const std::vector<BFloat16> &
   return d;
 }
 
+/// The same step of the oracle as `trace`'s, rerun under the options given
+/// (from the same state and input), returning its trace.
+using TracedStep = std::function<OracleTrace(const OracleOptions &)>;
+
 /// The routings the kernel of `f` may take instead of the oracle's, whose
-/// traced step is `trace`: the near ties of the spec's arithmetic, and for a
-/// kernel declaring unrounded weights (its manifest's `packed_arithmetic`
-/// "scaled" or "folded") those of its own arithmetic too, from `declared`
-/// (the same step under OracleOptions::unroundedWeights; called only then).
+/// traced step is `trace` (under `followed`): the near ties of the spec's
+/// arithmetic, and for a kernel declaring unrounded weights (its manifest's
+/// `packed_arithmetic` "scaled" or "folded") those of its own arithmetic too,
+/// measured on the spec's path by `step` (declaredRouterTrace; run only
+/// then).
 std::vector<OracleOptions> tieRoutings(const Fixture &f, const OracleTrace &trace,
-                                       const std::function<OracleTrace()> &declared) {
+                                       const OracleOptions &followed, const TracedStep &step) {
   if (f.kernel->manifest().packedArithmetic == "exact")
     return nearTieRoutings(f.cfg, trace);
-  return nearTieRoutings(f.cfg, trace, declared());
+  return nearTieRoutings(f.cfg, trace, declaredRouterTrace(f.cfg, trace, followed, step));
 }
 
 /// The oracle's step from `state` (updated in place), following the
@@ -234,26 +239,12 @@ std::vector<BFloat16> tieAwareOracleStep(const Fixture &f, DecodeState &state,
     const int64_t router = d.layer - 1;
     if (followed.forcedExperts.count(router))
       break;
-    // The same step under the packed tiles' unrounded weights
-    // (OracleOptions::unroundedWeights), computed once per router.
-    OracleTrace unroundedTrace;
-    bool haveUnrounded = false;
-    auto unrounded = [&] {
-      if (!haveUnrounded) {
-        // The spec's routing below the router (where the two agreed), so
-        // that the unrounded trace at the router comes down the same path.
-        DecodeState s = before;
-        OracleOptions o = followed;
-        for (int64_t l = 0; l < router; ++l) {
-          auto ix = trace.values.find("layer" + std::to_string(l) + ".topk_idx");
-          if (ix != trace.values.end() && !o.forcedExperts.count(l))
-            o.forcedExperts[l] = std::vector<int32_t>(ix->second.begin(), ix->second.end());
-        }
-        o.unroundedWeights = true;
-        oracleStep(f.cfg, f.weights, s, hidden, &unroundedTrace, &o);
-        haveUnrounded = true;
-      }
-      return unroundedTrace;
+    // The same step rerun from `before`.
+    const TracedStep step = [&](const OracleOptions &o) {
+      DecodeState s = before;
+      OracleTrace t;
+      oracleStep(f.cfg, f.weights, s, hidden, &t, &o);
+      return t;
     };
     bool tried = false, moved = false;
     OracleOptions best;
@@ -261,7 +252,7 @@ std::vector<BFloat16> tieAwareOracleStep(const Fixture &f, DecodeState &state,
     std::vector<BFloat16> bestOut;
     DecodeState bestState;
     Divergence bestD = d;
-    for (const OracleOptions &alt : tieRoutings(f, trace, unrounded)) {
+    for (const OracleOptions &alt : tieRoutings(f, trace, followed, step)) {
       if (alt.forcedExperts.begin()->first != router)
         continue;
       tried = true;
@@ -293,7 +284,7 @@ std::vector<BFloat16> tieAwareOracleStep(const Fixture &f, DecodeState &state,
                   "weights)\n",
                   label.c_str(), (long long)d.layer, d.cos, (long long)router,
                   routerGapUlps(f.cfg, trace, router),
-                  routerGapUlps(f.cfg, unrounded(), router));
+                  routerGapUlps(f.cfg, declaredRouterTrace(f.cfg, trace, followed, step), router));
       break;
     }
     if (!moved)
@@ -441,16 +432,14 @@ void modelSteps(const std::string &kernelName, int64_t ctx, const TensorMap *wei
     // A router near tie the kernel broke the other way (summation order):
     // the oracle's step with that tie-break, where it comes closer, and its
     // state from there on (as the one-step tests' tieAwareOracleStep).
-    auto unrounded = [&] {
+    const TracedStep step = [&](const OracleOptions &o) {
       DecodeState s2 = before;
       OracleTrace t;
-      OracleOptions o;
-      o.unroundedWeights = true;
       oracleModelStep(f.cfg, f.weights, s2, token, &t, &o);
       return t;
     };
     if (c < kStepCos)
-      for (const OracleOptions &alt : tieRoutings(f, trace, unrounded)) {
+      for (const OracleOptions &alt : tieRoutings(f, trace, OracleOptions{}, step)) {
         DecodeState s2 = before;
         ModelStepResult r = oracleModelStep(f.cfg, f.weights, s2, token, nullptr, &alt);
         const double ca = cosine(g, bf16ToFloat(r.logits));
@@ -640,17 +629,15 @@ void deepSpecOneStep(const std::string &kernelName) {
     const DecodeState stateBefore = state;
     std::vector<BFloat16> oracleOut = tieAwareOracleStep(
         f, state, hidden, gpuOut, gpuState, kStepCos, label, &d, &trace, &followed);
-    auto unrounded = [&] {
+    const TracedStep step = [&](const OracleOptions &o) {
       DecodeState s = stateBefore;
       OracleTrace t;
-      OracleOptions o = followed;
-      o.unroundedWeights = true;
       oracleStep(f.cfg, f.weights, s, hidden, &t, &o);
       return t;
     };
     // The first router (under the routings followed) with a near tie left.
     int64_t firstTie = nLayers;
-    for (const OracleOptions &alt : tieRoutings(f, trace, unrounded))
+    for (const OracleOptions &alt : tieRoutings(f, trace, followed, step))
       firstTie = std::min(firstTie, alt.forcedExperts.begin()->first);
     // A stack with routers must agree up to its first near tie; one
     // without (every FFN dense) has no discrete choice to follow, and 36
@@ -749,17 +736,15 @@ void deepSpecLayerByLayer(const std::string &kernelName) {
       OracleTrace trace;
       std::vector<BFloat16> out = oracleLayerStep(f.cfg, f.weights, oracleState, l, in, &trace);
       double c = agreement(l, out, gpuLayerOut, oracleState);
-      auto unrounded = [&] {
+      const TracedStep step = [&](const OracleOptions &o) {
         DecodeState s = before;
         OracleTrace t;
-        OracleOptions o;
-        o.unroundedWeights = true;
         oracleLayerStep(f.cfg, f.weights, s, l, in, &t, &o);
         return t;
       };
       bool tookTie = false;
       if (c < kStepCos) {
-        for (const OracleOptions &alt : tieRoutings(f, trace, unrounded)) {
+        for (const OracleOptions &alt : tieRoutings(f, trace, OracleOptions{}, step)) {
           DecodeState s = before;
           std::vector<BFloat16> o = oracleLayerStep(f.cfg, f.weights, s, l, in, nullptr, &alt);
           const double ca = agreement(l, o, gpuLayerOut, s);

@@ -280,6 +280,80 @@ TEST_F(TinyStep, NearTieRoutingsOfTheDeclaredArithmetic) {
   EXPECT_TRUE(nearTieRoutings(cfg, spec, spec).empty());
 }
 
+// A tie that both arithmetics offer (the same swap at the same layer) is
+// offered once.
+TEST_F(TinyStep, NearTieOfferedByBothTracesOnce) {
+  const int64_t E = cfg.nExperts;
+  ASSERT_EQ(cfg.nActive, 2);
+  OracleTrace spec, declared;
+  std::vector<float> logits(size_t(E), -1.f);
+  logits[3] = 1.f;
+  logits[5] = 0.5f;
+  logits[6] = 0.5f - 0.00390625f; // 1 ulp under expert 5 in both
+  for (OracleTrace *t : {&spec, &declared}) {
+    t->values["layer0.router_logits"] = logits;
+    t->values["layer0.topk_idx"] = {3.f, 5.f};
+  }
+  declared.values["layer0.router_logits"][6] = 0.5f - 2 * 0.00390625f; // 2 ulps
+  std::vector<OracleOptions> alts = nearTieRoutings(cfg, spec, declared);
+  ASSERT_EQ(alts.size(), 1u);
+  EXPECT_EQ(alts[0].forcedExperts.at(0), (std::vector<int32_t>{3, 6}));
+}
+
+// declaredRouterTrace measures every router on the spec's path: where the
+// declared step routes a layer otherwise, the layers above it come from a
+// step that follows the spec's routing up to that layer.
+TEST_F(TinyStep, DeclaredRouterTraceFollowsTheSpecsPath) {
+  const int64_t nLayers = int64_t(cfg.pattern.size());
+  ASSERT_GE(nLayers, 3);
+  const int64_t E = cfg.nExperts;
+  auto routerAt = [&](OracleTrace &t, int64_t l, float tag, std::vector<float> idx) {
+    const std::string pre = "layer" + std::to_string(l) + ".";
+    t.values[pre + "router_logits"] = std::vector<float>(size_t(E), tag);
+    t.values[pre + "topk_idx"] = std::move(idx);
+  };
+  OracleTrace spec;
+  for (int64_t l = 0; l < nLayers; ++l)
+    routerAt(spec, l, 0.f, {0.f, 1.f});
+  // The declared step routes layer 1 otherwise unless that layer is forced;
+  // its logits are tagged with how many layers were forced.
+  std::vector<OracleOptions> calls;
+  auto step = [&](const OracleOptions &o) {
+    calls.push_back(o);
+    OracleTrace t;
+    const float tag = float(o.forcedExperts.size()) + 1.f;
+    for (int64_t l = 0; l < nLayers; ++l)
+      routerAt(t, l, tag,
+               l == 1 && !o.forcedExperts.count(1) ? std::vector<float>{0.f, 2.f}
+                                                   : std::vector<float>{0.f, 1.f});
+    return t;
+  };
+  OracleOptions followed;
+  followed.forcedExperts[0] = {1, 0}; // a tie-break taken before: kept
+  const OracleTrace d = declaredRouterTrace(cfg, spec, followed, step);
+  ASSERT_EQ(calls.size(), 2u);
+  for (const OracleOptions &o : calls)
+    EXPECT_TRUE(o.unroundedWeights);
+  EXPECT_EQ(calls[0].forcedExperts, followed.forcedExperts);
+  EXPECT_EQ(calls[1].forcedExperts.at(1), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(calls[1].forcedExperts.at(0), (std::vector<int32_t>{1, 0}));
+  EXPECT_EQ(calls[1].forcedExperts.size(), 2u);
+  // Layers 0 and 1 from the first step (layer 1 with the declared routing),
+  // the layers above from the second.
+  EXPECT_EQ(d.values.at("layer0.router_logits")[0], 2.f);
+  EXPECT_EQ(d.values.at("layer1.router_logits")[0], 2.f);
+  EXPECT_EQ(d.values.at("layer1.topk_idx"), (std::vector<float>{0.f, 2.f}));
+  for (int64_t l = 2; l < nLayers; ++l)
+    EXPECT_EQ(d.values.at("layer" + std::to_string(l) + ".router_logits")[0], 3.f) << l;
+  // A declared step on the spec's path throughout: one step.
+  calls.clear();
+  declaredRouterTrace(cfg, spec, OracleOptions{}, [&](const OracleOptions &o) {
+    calls.push_back(o);
+    return spec;
+  });
+  EXPECT_EQ(calls.size(), 1u);
+}
+
 TEST(OracleOtherSpecs, MlaFirstAndNoSharedExpert) {
   for (const char *spec : {"examples/specs/tiny_mla_first.json",
                            "examples/specs/tiny_no_shared.json"}) {

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -130,6 +131,20 @@ std::vector<OracleOptions> nearTieRoutings(const BlockConfig &cfg,
 /// order, the spec's first.
 std::vector<OracleOptions> nearTieRoutings(const BlockConfig &cfg, const OracleTrace &trace,
                                            const OracleTrace &declared, int ulps = 2);
+
+/// The same step's routers under the arithmetic a kernel declares
+/// (OracleOptions::unroundedWeights), each measured on the spec's path: the
+/// `declared` trace nearTieRoutings compares `trace` with. `step` reruns the
+/// step of `trace` (oracleStep, oracleModelStep or oracleLayerStep, from the
+/// same state and input) under the options it is given and returns its
+/// trace; `followed` are the options `trace` was computed under (routings a
+/// caller has already forced). A declared step that routes layer l otherwise
+/// than the spec leaves the spec's path above l, so every router layer's
+/// values come from a step that follows `trace`'s routing below that layer:
+/// one step, and one more per layer where the declared routing differs.
+OracleTrace declaredRouterTrace(const BlockConfig &cfg, const OracleTrace &trace,
+                                const OracleOptions &followed,
+                                const std::function<OracleTrace(const OracleOptions &)> &step);
 
 /// How far apart router `layer` of `trace` had its k-th and (k+1)-th
 /// experts: the weakest chosen one's lead over the strongest left out, in
