@@ -114,6 +114,10 @@ variant tfuse schedule-fuse-kda-o-proj=enabled=true
 # Phase balancing with its spread-only moves (the zeroing tasks leave phase
 # 0; off by default since perf notes #72): measured against the default.
 variant tspread schedule-partition-work=balance-spread=true
+# The MLA attention chunks' wait for the absorbed queries in their prologue,
+# after their first cache rows are asked for (opt-in until measured: perf
+# notes session 28).
+variant tqwait schedule-prologue-waits=attention=true
 if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   # 32-row MLA attention sub-chunks (opt-in; perf notes #98: slower).
   variant tsub32 schedule-partition-work=attention-sub-rows=32

@@ -483,11 +483,13 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t
 /// the rows are read half as often per head, with a 2-slot ring (sm_120's
 /// 99 KB). (Perf notes #77: 1-2 us at context 2048 and 7-9 us at 16384 faster
 /// than element-wise row copies and hi and lo in separate mma.)
-template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub>
+template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub,
+          class Wait = NoPrologue>
 __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int rows, float scale,
                                                    const float *q_abs, const bf16 *q_rope,
                                                    const bf16 *ckv, const bf16 *kr, float *part_m,
-                                                   float *part_l, float *part_acc, float *smem) {
+                                                   float *part_l, float *part_acc, float *smem,
+                                                   Wait wait = {}) {
   static_assert(LORA % 16 == 0, "LORA must be a multiple of 16");
   static_assert(ROPE % 8 == 0 && ROPE <= 64, "ROPE must be a multiple of 8 and <= 64");
   static_assert(HM % HG == 0 && HG <= 16, "the head group must divide the heads, <= 16");
@@ -555,12 +557,31 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
 #pragma unroll
   for (int j = 0; j < NST - 1; ++j)
     issue(j);
+  // The rows do not depend on the absorbed queries: a task whose wait for
+  // them the schedule puts in its prologue (schedule-prologue-waits) waits
+  // here, with its first rows in flight.
+  wait();
   // The queries as A rows: hi and lo parts of the absorbed queries, the
   // rope queries (exact in bf16) in hi only; heads past HG, the rope's
   // padding to 16 and the ring rows' rope padding (never copied) are zeros.
+  // Every load of both (absorbed and rope queries) is issued before the
+  // first store: one L2 round trip on the MLA chain's critical path, not
+  // two (-DMK_MLA_QUERIES_TWO_TRIPS: the rope queries after the absorbed
+  // ones' stores, the form before session 28, to measure against).
   {
     constexpr int QI = (QR * LORA / 2 + THREADS - 1) / THREADS;
-    float2 x[QI]; // all loads first: one round trip
+    constexpr int RI = (QR * R16 / 2 + THREADS - 1) / THREADS;
+    float2 x[QI];
+    uint32_t hv[RI];
+    auto loadRope = [&] {
+#pragma unroll
+      for (int k = 0; k < RI; ++k) {
+        const int i = threadIdx.x + k * THREADS, h = i / (R16 / 2), d = 2 * (i % (R16 / 2));
+        hv[k] = 0;
+        if (h < HG && d < ROPE)
+          hv[k] = __ldcg(reinterpret_cast<const unsigned *>(q_rope + (h0 + h) * ROPE + d));
+      }
+    };
 #pragma unroll
     for (int k = 0; k < QI; ++k) {
       const int i = threadIdx.x + k * THREADS, h = i / (LORA / 2), d = 2 * (i % (LORA / 2));
@@ -568,6 +589,9 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
       if (h < HG)
         x[k] = __ldcg(reinterpret_cast<const float2 *>(q_abs + (size_t)(h0 + h) * LORA + d));
     }
+#ifndef MK_MLA_QUERIES_TWO_TRIPS
+    loadRope();
+#endif
 #pragma unroll
     for (int k = 0; k < QI; ++k) {
       const int i = threadIdx.x + k * THREADS, h = i / (LORA / 2), d = 2 * (i % (LORA / 2));
@@ -576,14 +600,15 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
         *reinterpret_cast<uint32_t *>(qlo + h * ROW + d) = detail::bf2_part(x[k], true);
       }
     }
-  }
-  MK_UNROLL_RUNTIME
-  for (int i = threadIdx.x; i < QR * R16 / 2; i += THREADS) {
-    const int h = i / (R16 / 2), d = 2 * (i % (R16 / 2));
-    uint32_t hv = 0;
-    if (h < HG && d < ROPE)
-      hv = __ldcg(reinterpret_cast<const unsigned *>(q_rope + (h0 + h) * ROPE + d));
-    *reinterpret_cast<uint32_t *>(qhi + h * ROW + LORA + d) = hv;
+#ifdef MK_MLA_QUERIES_TWO_TRIPS
+    loadRope();
+#endif
+#pragma unroll
+    for (int k = 0; k < RI; ++k) {
+      const int i = threadIdx.x + k * THREADS, h = i / (R16 / 2), d = 2 * (i % (R16 / 2));
+      if (h < QR)
+        *reinterpret_cast<uint32_t *>(qhi + h * ROW + LORA + d) = hv[k];
+    }
   }
   if constexpr (R16 > ROPE)
     MK_UNROLL_RUNTIME
@@ -1119,12 +1144,19 @@ __device__ void mla_attention_chunk_task_sliced(int task, int nchunks, int rows,
 /// fits it (mla_attention_sliced_fits; perf notes session 19: no faster, as
 /// the loop waits on the rows either way), -DMK_MLA_ATTENTION_SIMT the
 /// CUDA-core one.
-template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub>
-__device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float scale,
-                                         const float *q_abs, const bf16 *q_rope, const bf16 *ckv,
-                                         const bf16 *kr, float *part_m, float *part_l,
-                                         float *part_acc, float *smem) {
+///
+/// mla_attention_chunk_task_waiting: the same after `wait()` (the task's
+/// wait for the absorbed queries, which the schedule put in its prologue):
+/// the block-wide form asks for its first rows first, then waits; the other
+/// forms wait first.
+template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS, class Wait>
+__device__ void mla_attention_chunk_task_waiting(int task, int nchunks, int rows, float scale,
+                                                 const float *q_abs, const bf16 *q_rope,
+                                                 const bf16 *ckv, const bf16 *kr, float *part_m,
+                                                 float *part_l, float *part_acc, float *smem,
+                                                 Wait wait) {
 #if defined(MK_MLA_ATTENTION_SIMT)
+  wait();
   mla_attention_chunk_task_simt<THREADS, HM, HG, LORA, ROPE, kMlaSimtSub>(
       task, nchunks, rows, scale, q_abs, q_rope, ckv, kr, part_m, part_l, part_acc, smem);
 #else
@@ -1133,13 +1165,25 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
 #else
   constexpr bool kSliced = false;
 #endif
-  if constexpr (kSliced)
+  if constexpr (kSliced) {
+    wait();
     mla_attention_chunk_task_sliced<THREADS, HM, HG, LORA, ROPE>(
         task, nchunks, rows, scale, q_abs, q_rope, ckv, kr, part_m, part_l, part_acc, smem);
-  else
+  } else {
     mla_attention_chunk_task_blockwide<THREADS, HM, HG, LORA, ROPE, SUB_ROWS>(
-        task, nchunks, rows, scale, q_abs, q_rope, ckv, kr, part_m, part_l, part_acc, smem);
+        task, nchunks, rows, scale, q_abs, q_rope, ckv, kr, part_m, part_l, part_acc, smem,
+        wait);
+  }
 #endif
+}
+template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub>
+__device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float scale,
+                                         const float *q_abs, const bf16 *q_rope, const bf16 *ckv,
+                                         const bf16 *kr, float *part_m, float *part_l,
+                                         float *part_acc, float *smem) {
+  mla_attention_chunk_task_waiting<THREADS, HM, HG, LORA, ROPE, SUB_ROWS>(
+      task, nchunks, rows, scale, q_abs, q_rope, ckv, kr, part_m, part_l, part_acc, smem,
+      NoPrologue{});
 }
 
 template <int THREADS, int VH, int LORA>

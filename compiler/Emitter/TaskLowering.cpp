@@ -415,15 +415,20 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
       llvm::formatv("mk::mla_attention_smem_floats<{0}, {1}, {2}, {3}{4}>() == {5}",
                     T, hg, lora, rope, subArg, f)
           .str());
+  // A wait for the absorbed queries in the task's prologue
+  // (schedule-prologue-waits attention=true): the waiting form, which asks
+  // for its first rows before it waits.
+  const bool waiting = !prologueWait.empty();
   o << "      const int nch = " << attentionChunks(t).count << ";\n"
     << "      if (i < nch * " << hm / hg << ")\n"
-    << "        mkgen::call<&mk::mla_attention_chunk_task<" << T << ", " << hm << ", " << hg
-    << ", " << lora << ", " << rope << subArg << ">>(i, nch, ctx_len + 1, "
-    << fmtFloat(op.getScale().convertToDouble())
-    << ", " << ptr(op.getQAbs()) << ", " << ptr(op.getQRope()) << ", "
-    << ptr(op.getCKv(), true) << ", " << ptr(op.getKRope(), true) << ", "
-    << ptr(op.getPartM(), true) << ", " << ptr(op.getPartL(), true) << ", "
-    << ptr(op.getPartAcc(), true) << ", work);\n";
+    << "        mkgen::call<&mk::mla_attention_chunk_task" << (waiting ? "_waiting" : "") << "<"
+    << T << ", " << hm << ", " << hg << ", " << lora << ", " << rope
+    << (waiting ? ", " + std::to_string(sub) + ", mk::CounterWaits" : subArg)
+    << ">>(i, nch, ctx_len + 1, " << fmtFloat(op.getScale().convertToDouble()) << ", "
+    << ptr(op.getQAbs()) << ", " << ptr(op.getQRope()) << ", " << ptr(op.getCKv(), true)
+    << ", " << ptr(op.getKRope(), true) << ", " << ptr(op.getPartM(), true) << ", "
+    << ptr(op.getPartL(), true) << ", " << ptr(op.getPartAcc(), true) << ", work"
+    << (waiting ? ", " + prologueWait : std::string()) << ");\n";
   return success();
 }
 

@@ -292,7 +292,7 @@ def ScheduleBarriersToCounters
 }
 
 def SchedulePrologueWaits : Pass<"schedule-prologue-waits", "::mlir::ModuleOp"> {
-  let summary = "Let MoE down tasks wait for their gate/up sums after their weight copies start";
+  let summary = "Let MoE down tasks wait for their gate/up sums after their weight copies start (and, opt-in, MLA attention chunks for their queries after their first rows)";
   let description = [{
     Marks `in_prologue` each counter wait of a `moe_down` task whose
     signallers write, of what the task reads, only its `sums` (the
@@ -304,11 +304,19 @@ def SchedulePrologueWaits : Pass<"schedule-prologue-waits", "::mlir::ModuleOp"> 
     wait per task. Runs after schedule-barriers-to-counters, which makes
     the waits. Measured on the H200 (docs/perf-notes.md, #102): -1.3 us per
     token at context 2048, -1.9 to -2.8 at 16384. `enabled=false` keeps
-    every wait before its task.
+    every wait before its task. `attention=true` marks an MLA attention
+    chunk's wait for the absorbed queries (`q_abs`) too: the emitted task
+    (mla_attention_chunk_task_waiting) asks for its first cache rows, then
+    waits, then stages the queries (its wait for the rope/append task,
+    which writes the step's new row, stays before the task). Off until
+    measured (docs/perf-notes.md, session 28).
   }];
   let options = [
     Option<"enabled", "enabled", "bool", "true",
            "move qualifying MoE down waits into the task's prologue">,
+    Option<"attention", "attention", "bool", "false",
+           "also move MLA attention chunks' waits for the absorbed queries "
+           "into the task's prologue (after its first cache rows are asked for)">,
   ];
 }
 

@@ -13,6 +13,12 @@
 // only its `sums` (the router's counter, which decides the expert and so
 // the weights, stays before the task).
 //
+// With `attention=true` the same for an MLA attention chunk's wait for the
+// absorbed queries (`q_abs`): its first cache rows, written by earlier
+// steps or (the new row) by the rope/append task whose wait stays before
+// the task, are asked for before it. prologueGuardedBuffer (the dialect)
+// says which buffer each kind may wait for there.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Transforms/Passes.h"
@@ -36,12 +42,12 @@ struct SchedulePrologueWaitsPass
   void runOnOperation() override;
 };
 
-/// Whether `producer` writes or accumulates into `consumer`'s sums and
-/// nothing else it reads.
-bool writesOnlySums(TaskOpInterface producer, TaskOpInterface consumer, StringRef sums) {
+/// Whether `producer` writes or accumulates into `staged` (what `consumer`
+/// stages after its prologue wait) and nothing else `consumer` reads.
+bool writesOnlyStaged(TaskOpInterface producer, TaskOpInterface consumer, StringRef staged) {
   const TaskAccesses p = taskAccesses(producer);
-  return (llvm::is_contained(p.writes, sums) || llvm::is_contained(p.accumulates, sums)) &&
-         guardedBesides(producer, consumer, sums).empty();
+  return (llvm::is_contained(p.writes, staged) || llvm::is_contained(p.accumulates, staged)) &&
+         guardedBesides(producer, consumer, staged).empty();
 }
 
 void SchedulePrologueWaitsPass::runOnOperation() {
@@ -64,14 +70,15 @@ void SchedulePrologueWaitsPass::runOnOperation() {
           marked.insert(w.getTask());
       for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>()) {
         TaskOpInterface t = tasks.lookup(w.getTask());
-        if (!t || !isa<MoeDownOp>(t.getOperation()) || marked.contains(w.getTask()))
+        if (!t || marked.contains(w.getTask()) ||
+            (isa<MlaAttentionChunkOp>(t.getOperation()) && !attention))
           continue;
-        const StringRef sums = t.getStrArg("sums");
+        const StringRef staged = prologueGuardedBuffer(t);
         auto it = signallers.find(w.getCounter());
-        if (sums.empty() || it == signallers.end() ||
+        if (staged.empty() || it == signallers.end() ||
             !llvm::all_of(it->second, [&](StringRef p) {
               TaskOpInterface producer = tasks.lookup(p);
-              return producer && writesOnlySums(producer, t, sums);
+              return producer && writesOnlyStaged(producer, t, staged);
             }))
           continue;
         w.setInPrologue(true);

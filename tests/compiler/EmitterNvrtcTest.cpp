@@ -281,6 +281,27 @@ TEST(EmitterNvrtc, KimiLinearEarlyRequests) {
   }
 }
 
+// The MLA attention chunks' wait for the absorbed queries in their prologue
+// (schedule-prologue-waits attention=true): the task takes the waiting
+// form and that wait, its wait for the rope/append task stays before it,
+// and the kernel compiles for both targets without a template spill.
+TEST(EmitterNvrtc, KimiLinearAttentionPrologueWait) {
+  const std::string opt = "schedule-prologue-waits=attention=true";
+  kimiLinearWith(opt);
+  const std::string src =
+      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, opt).source;
+  EXPECT_NE(src.find("mk::mla_attention_chunk_task_waiting<"), std::string::npos);
+  const size_t call = src.find("mla_attention_chunk_task_waiting<");
+  ASSERT_NE(call, std::string::npos);
+  const std::string line = src.substr(call, src.find('\n', call) - call);
+  EXPECT_NE(line.find("mk::CounterWaits{sync"), std::string::npos) << line;
+  // The default keeps every attention wait before the task.
+  const std::string plain =
+      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
+  EXPECT_EQ(plain.find("mla_attention_chunk_task_waiting"), std::string::npos);
+  EXPECT_NE(plain.find("mk::mla_attention_chunk_task<"), std::string::npos);
+}
+
 // MLA attention in groups of 16 heads (attention-head-group=16: all 16 A
 // rows of the mma are heads, a 2-slot ring): the kernel still fits sm_120's
 // 99 KB and compiles for both targets (perf notes #75 measured it; its
@@ -301,8 +322,9 @@ TEST(EmitterNvrtc, KimiLinearThirtyTwoRowAttention) {
 
 // The timing build mk-bench --phase-timing makes (-DMK_PHASE_TIMING: phase
 // stamps, and the stage clocks inside the MLA attention and the packed
-// GEMV tile) and the attention's earlier form -DMK_MLA_SCORE_CHAIN compile
-// for both targets without a template spill. The timing build's module holds the
+// GEMV tile) and the attention's earlier forms -DMK_MLA_SCORE_CHAIN and
+// -DMK_MLA_QUERIES_TWO_TRIPS compile for both targets without a template
+// spill. The timing build's module holds the
 // globals mk-bench looks up by name, unmangled (a symbol of the cubin's
 // string table between two NULs; one declared inside namespace mk would be
 // _ZN2mk...E, which cuModuleGetGlobal does not find under the plain name).
@@ -310,7 +332,8 @@ TEST(EmitterNvrtc, KimiLinearTimingAndOptInBuilds) {
   Emitted k = emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16");
   const std::vector<std::vector<std::string>> builds = {
       {"-DMK_PHASE_TIMING"},
-      {"-DMK_MLA_SCORE_CHAIN"}};
+      {"-DMK_MLA_SCORE_CHAIN"},
+      {"-DMK_MLA_QUERIES_TWO_TRIPS"}};
   for (const std::vector<std::string> &options : builds)
     for (const char *arch : {"sm_90", "sm_120"}) {
       SCOPED_TRACE(options.front());

@@ -319,16 +319,18 @@ LogicalResult KernelOp::verifyRegions() {
           ++received[i / s.getDivisor()];
         preds[consumer].push_back(producer);
         // A wait in the prologue guards only what the prologue stages (a
-        // moe_down's gate/up sums): its weights, chosen through what else
-        // it reads (the router's logits), must not wait on it.
+        // moe_down's gate/up sums, an attention chunk's absorbed queries):
+        // what the task asks for before it (the down's weights, chosen
+        // through the router's logits; the attention's cache rows) must not
+        // wait on it.
         if (w.getInPrologue()) {
-          const StringRef b = guardedBesides(tasks[producer].op, tasks[consumer].op,
-                                             tasks[consumer].op.getStrArg("sums"));
+          const StringRef allowed = prologueGuardedBuffer(tasks[consumer].op);
+          const StringRef b = guardedBesides(tasks[producer].op, tasks[consumer].op, allowed);
           if (!b.empty())
             return w.emitOpError("in_prologue: task '")
                    << w.getTask() << "' reads @" << b << ", which its signaller '"
-                   << tasks[producer].op.getName()
-                   << "' writes: only its staged sums may be waited for in its prologue";
+                   << tasks[producer].op.getName() << "' writes: only its staged @" << allowed
+                   << " may be waited for in its prologue";
         }
       }
       int64_t count = tasks[consumer].op.getCount();
@@ -548,7 +550,8 @@ LogicalResult WaitOp::verify() {
   if (!getInPrologue())
     return success();
   // A prologue wait belongs to a task of its phase that waits in its
-  // prologue (a moe_down: moe_down_task_waiting), and is its only one.
+  // prologue (a moe_down: moe_down_task_waiting; an mla_attention_chunk:
+  // mla_attention_chunk_task_waiting), and is its only one.
   auto phase = (*this)->getParentOfType<PhaseOp>();
   Operation *task = nullptr;
   for (TaskOpInterface t : phase.getBodyBlock().getOps<TaskOpInterface>())
@@ -556,10 +559,11 @@ LogicalResult WaitOp::verify() {
       task = t.getOperation();
   if (!task) // the kernel's verifier names the missing task
     return success();
-  if (!isa<MoeDownOp>(task))
+  if (prologueGuardedBuffer(cast<TaskOpInterface>(task)).empty())
     return emitOpError("in_prologue: task '")
            << getTask() << "' is a " << task->getName().getStringRef()
-           << ", which waits before it starts (only moe_down waits in its prologue)";
+           << ", which waits before it starts (only moe_down and mla_attention_chunk wait "
+              "in their prologue)";
   // The second of two is the one reported.
   for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>()) {
     if (w == *this)

@@ -311,6 +311,14 @@ StringRef guardedBesides(TaskOpInterface producer, TaskOpInterface consumer, Str
   return "";
 }
 
+StringRef prologueGuardedBuffer(TaskOpInterface t) {
+  if (isa<MoeDownOp>(t.getOperation()))
+    return t.getStrArg("sums");
+  if (isa<MlaAttentionChunkOp>(t.getOperation()))
+    return t.getStrArg("q_abs");
+  return "";
+}
+
 TaskAccesses taskAccesses(TaskOpInterface t) {
   TaskAccesses out = taskArgAccesses(t);
   auto addAll = [](SmallVector<StringRef> &list, ArrayAttr refs) {

@@ -377,7 +377,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   }
   schedule.phase "q" {
     schedule.opaque "q" {reads = [@x]}
-    // expected-error @+1 {{in_prologue: task 'q' is a schedule.opaque, which waits before it starts (only moe_down waits in its prologue)}}
+    // expected-error @+1 {{in_prologue: task 'q' is a schedule.opaque, which waits before it starts (only moe_down and mla_attention_chunk wait in their prologue)}}
     schedule.wait @c {task = "q", target = 1 : i64, in_prologue}
   }
 }
@@ -444,7 +444,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   }
   schedule.phase "down" {
     schedule.moe_down "down" {acc = @acc, down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 4 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 16 : i64, tn = 16 : i64, top_k = 2 : i64, bytes = 49152 : i64, count = 64 : i64, partition = "experts"}
-    // expected-error @+1 {{in_prologue: task 'down' reads @logits, which its signaller 'route' writes: only its staged sums may be waited for in its prologue}}
+    // expected-error @+1 {{in_prologue: task 'down' reads @logits, which its signaller 'route' writes: only its staged @sums may be waited for in its prologue}}
     schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "down", in_prologue}
     schedule.wait @gu.ready {divisor = 32 : i64, target = 32 : i64, task = "down"}
   }

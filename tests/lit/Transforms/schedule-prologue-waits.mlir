@@ -2,6 +2,7 @@
 // RUN: mk-opt %s "--schedule-prologue-waits=enabled=false" | FileCheck %s --check-prefix=OFF
 // Run twice: the marked wait stays the task's only prologue wait.
 // RUN: mk-opt %s --schedule-prologue-waits --schedule-prologue-waits | FileCheck %s
+// RUN: mk-opt %s "--schedule-prologue-waits=attention=true" | FileCheck %s --check-prefix=ATTN
 
 // The down task's wait for its expert's gate/up sums moves into its
 // prologue (its weights do not depend on them); its wait for the router,
@@ -111,5 +112,37 @@ schedule.kernel @k2 attributes {threads = 256 : i64} {
     schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "down"}
     schedule.wait @gu.ready {divisor = 32 : i64, target = 32 : i64, task = "down"}
     schedule.wait @gu2.ready {divisor = 32 : i64, target = 32 : i64, task = "down"}
+  }
+}
+
+// An MLA attention chunk's wait for the absorbed queries moves into its
+// prologue only with attention=true (its first cache rows are asked for
+// before it); its wait for the rope/append task, which writes the step's
+// new cache row and its rope queries, stays before it.
+// CHECK-LABEL: schedule.kernel @mla
+// CHECK-NOT: in_prologue
+// ATTN-LABEL: schedule.kernel @mla
+// ATTN-DAG: schedule.wait @rope.done {divisor = 64 : i64, target = 1 : i64, task = "attn"}
+// ATTN-DAG: schedule.wait @absorb.done {divisor = 64 : i64, in_prologue, target = 4 : i64, task = "attn"}
+schedule.kernel @mla attributes {threads = 256 : i64} {
+  schedule.buffer @state.0.c_kv {dtype = "bf16", layer = 0 : i64, shape = array<i64: -1, 128>, space = "state"}
+  schedule.buffer @state.0.k_rope {dtype = "bf16", layer = 0 : i64, shape = array<i64: -1, 16>, space = "state"}
+  schedule.buffer @q_rope {dtype = "bf16", shape = array<i64: 32>}
+  schedule.buffer @q_abs {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @part_m {dtype = "f32", shape = array<i64: 128>}
+  schedule.buffer @part_l {dtype = "f32", shape = array<i64: 128>}
+  schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 16384>}
+  schedule.counter @rope.done {size = 1 : i64}
+  schedule.counter @absorb.done {size = 1 : i64}
+  schedule.phase "rope" {
+    schedule.opaque "rope" {writes = [@q_rope, @state.0.c_kv, @state.0.k_rope]}
+    schedule.opaque "absorb" {count = 4 : i64, writes = [@q_abs]}
+    schedule.signal @rope.done {divisor = 1 : i64, task = "rope"}
+    schedule.signal @absorb.done {divisor = 4 : i64, task = "absorb"}
+  }
+  schedule.phase "attention" {
+    schedule.mla_attention_chunk "attn" {c_kv = @state.0.c_kv, count = 64 : i64, head_group = 2 : i64, heads = 2 : i64, k_rope = @state.0.k_rope, lora = 128 : i64, max_chunks = 64 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = "chunks", q_abs = @q_abs, q_rope = @q_rope, rope = 16 : i64, scale = 0.14433756729740646 : f64}
+    schedule.wait @rope.done {divisor = 64 : i64, target = 1 : i64, task = "attn"}
+    schedule.wait @absorb.done {divisor = 64 : i64, target = 4 : i64, task = "attn"}
   }
 }

@@ -143,6 +143,14 @@ TaskAccesses taskArgAccesses(TaskOpInterface t);
 llvm::StringRef guardedBesides(TaskOpInterface producer, TaskOpInterface consumer,
                                llvm::StringRef allowed);
 
+/// The one buffer a wait of `t` may guard and still sit in its prologue
+/// (after the task has asked for what does not depend on it): a moe_down's
+/// staged gate and up `sums` (its weights are asked for first), an
+/// mla_attention_chunk's absorbed queries `q_abs` (its first cache rows
+/// are); "" for every other kind, whose waits stay before the task
+/// (schedule-prologue-waits, the kernel verifier).
+llvm::StringRef prologueGuardedBuffer(TaskOpInterface t);
+
 /// Arguments `args` of a `kind` task with every buffer argument the kind
 /// declares given as a symbol reference (a builder names buffers by string;
 /// "" means none and drops the argument): what createTaskOp sets.
