@@ -1848,6 +1848,34 @@ __device__ void w4a16_gemv_tile_staged(const In *src, float *stage, const uint8_
 #endif
 }
 
+/// w4a16_gemv_tile_staged after `wait()` (the task's wait for its input,
+/// which the schedule put in its prologue: schedule-prologue-waits
+/// gemv=true): the tile asks for its first weights, then waits, then stages
+/// its input, so that the weights' round trip runs under the wait.
+template <int THREADS, int TN, int GROUP, class Epi, bool FP32X, int ORDER, class In, class Wait>
+__device__ void w4a16_gemv_tile_staged_waiting(const In *src, float *stage,
+                                               const uint8_t *__restrict__ wq,
+                                               const bf16 *__restrict__ scales,
+                                               const bf16 *__restrict__ zeros, int N, int n0,
+                                               int nvalid, int k0, int k1, float *red, Epi epi,
+                                               bool prefetched, Wait wait) {
+#ifndef MK_SERIAL_STAGING
+  auto pro = [&] {
+    wait();
+    block_stage_slice<THREADS>(src, stage, k0, k1);
+    __syncthreads();
+  };
+  w4a16_gemv_tile_with<THREADS, TN, GROUP, Epi, FP32X, ORDER>(
+      stage - k0, wq, scales, zeros, N, n0, nvalid, k0, k1, red, epi, prefetched, pro);
+#else
+  wait();
+  block_stage_slice<THREADS>(src, stage, k0, k1);
+  __syncthreads();
+  w4a16_gemv_tile_with<THREADS, TN, GROUP, Epi, FP32X, ORDER>(
+      stage - k0, wq, scales, zeros, N, n0, nvalid, k0, k1, red, epi, prefetched, NoPrologue{});
+#endif
+}
+
 /// Starts the weight stream of a packed tile (ORDER kOrderMma,
 /// kOrderMmaScaled, kOrderMmaFolded or kOrderInt8; the same arguments as its
 /// w4a16_gemv_tile call, which then passes prefetched = true): its first

@@ -208,6 +208,11 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
       workTask = t;
       if (failed(emitInstance(t, is)))
         return failure();
+      // A lowering that runs a prologue wait takes it (and clears it);
+      // one left means the kind's lowering would drop the wait.
+      if (!prologueWait.empty())
+        return t.emitOpError("has a wait in its prologue, which its kind's lowering does "
+                             "not run");
       os << "      {\n" << inst << "      }\n";
       // The task's signals (two at a time share one release fence); their
       // block barrier frees its shared memory for the block's next task,

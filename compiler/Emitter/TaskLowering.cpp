@@ -71,6 +71,13 @@ LogicalResult Emitter::lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o
   // work[0, kslice) while its first weights load (w4a16_gemv_tile_staged;
   // a bf16 input as stored, an fp32 one a sum the spec rounds to bf16
   // before the projection, the MLA combine's slices).
+  // A wait for the input in the tile's prologue (schedule-prologue-waits
+  // gemv=true): the staged tile's waiting form, after its first weights.
+  const std::string wait = prologueWait;
+  prologueWait.clear();
+  if (!wait.empty() && shared)
+    return t.emitOpError("waits for its input in its prologue, but the input @")
+           << in.getSymName() << " is in shared memory (no staging to wait before)";
   std::string staged;
   if (!shared) {
     staged = ptr(in.getSymName()) + " + " +
@@ -95,10 +102,12 @@ LogicalResult Emitter::lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o
   for (size_t s = 0; s < weights.size(); ++s) {
     Segment g;
     if (!staged.empty())
-      g.callee = "mkgen::call<&mk::w4a16_gemv_tile_staged<" + std::to_string(T) + ", " +
+      g.callee = "mkgen::call<&mk::w4a16_gemv_tile_staged" +
+                 std::string(wait.empty() ? "" : "_waiting") + "<" + std::to_string(T) + ", " +
                  std::to_string(tn) + ", " + std::to_string(G) + ", " + epiType + ", false, " +
                  orderName(weights[s]) + ", " +
-                 (in.getDtype() == "f32" ? "float" : "mk::bf16") + ">>(" + staged + ", ";
+                 (in.getDtype() == "f32" ? "float" : "mk::bf16") +
+                 (wait.empty() ? "" : ", mk::CounterWaits") + ">>(" + staged + ", ";
     else
       g.callee = "mkgen::call<&mk::w4a16_gemv_tile<" + std::to_string(T) + ", " +
                  std::to_string(tn) + ", " + std::to_string(G) + ", " + epiType +
@@ -112,7 +121,8 @@ LogicalResult Emitter::lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o
     return atomic ? "mk::EpiAtomicAddF32{" + out + ", 1.f, " + off + "}"
                   : "mk::EpiStoreBf16{" + out + ", " + off + "}";
   };
-  const std::string begun = begunTasks.contains(t.getName()) ? "t == t0" : "false";
+  const std::string begun = (begunTasks.contains(t.getName()) ? "t == t0" : "false") +
+                            (wait.empty() ? std::string() : ", " + wait);
   const bool oneCallee = llvm::all_of(segs, [&](const Segment &g) {
     return g.callee == segs.front().callee && g.args.n0 == segs.front().args.n0 &&
            g.off == segs.front().off;
@@ -418,7 +428,9 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
   // A wait for the absorbed queries in the task's prologue
   // (schedule-prologue-waits attention=true): the waiting form, which asks
   // for its first rows before it waits.
-  const bool waiting = !prologueWait.empty();
+  const std::string wait = prologueWait;
+  prologueWait.clear();
+  const bool waiting = !wait.empty();
   o << "      const int nch = " << attentionChunks(t).count << ";\n"
     << "      if (i < nch * " << hm / hg << ")\n"
     << "        mkgen::call<&mk::mla_attention_chunk_task" << (waiting ? "_waiting" : "") << "<"
@@ -428,7 +440,7 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
     << ptr(op.getQAbs()) << ", " << ptr(op.getQRope()) << ", " << ptr(op.getCKv(), true)
     << ", " << ptr(op.getKRope(), true) << ", " << ptr(op.getPartM(), true) << ", "
     << ptr(op.getPartL(), true) << ", " << ptr(op.getPartAcc(), true) << ", work"
-    << (waiting ? ", " + prologueWait : std::string()) << ");\n";
+    << (waiting ? ", " + wait : std::string()) << ");\n";
   return success();
 }
 
@@ -607,7 +619,9 @@ LogicalResult Emitter::lowerMoe(ExpertOp op, int64_t G, llvm::raw_ostream &o) {
              << ks << " ways along the intermediate; it needs whole sums (ksplit 1)";
     // A wait in the prologue (schedule-prologue-waits) goes to the task,
     // which runs it once its weight copies are requested.
-    const bool waiting = !prologueWait.empty();
+    const std::string wait = prologueWait;
+    prologueWait.clear();
+    const bool waiting = !wait.empty();
     const std::string fn = std::string("moe_down_task") + (steps.empty() ? "" : "_bf16_steps") +
                            (waiting ? "_waiting" : "");
     std::string targs;
@@ -626,7 +640,7 @@ LogicalResult Emitter::lowerMoe(ExpertOp op, int64_t G, llvm::raw_ostream &o) {
       << " - n0), k0, k0 + " << kslice << ", "
       << (routed ? "tk_w[slot]" : "1.f") << ", " << ptr(op.getAcc(), true)
       << ", " << (tileOf(w) ? "n0" : "0") << ", work"
-      << (waiting ? ", " + prologueWait : std::string())
+      << (waiting ? ", " + wait : std::string())
       << (steps.empty() ? "" : roundsOutput ? ", true" : ", false") << ");\n";
   }
   return success();

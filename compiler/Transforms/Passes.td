@@ -309,7 +309,11 @@ def SchedulePrologueWaits : Pass<"schedule-prologue-waits", "::mlir::ModuleOp"> 
     (mla_attention_chunk_task_waiting) asks for its first cache rows, then
     waits, then stages the queries (its wait for the rope/append task,
     which writes the step's new row, stays before the task). Off until
-    measured (docs/perf-notes.md, session 28).
+    measured (docs/perf-notes.md, session 28). `gemv=true` marks a W4A16
+    GEMV's wait for its input where the input is in global memory (the
+    output projections, waiting for the KDA heads or the MLA combine): the
+    tile (w4a16_gemv_tile_staged_waiting) asks for its first weights, then
+    waits, then stages the input. Off: not yet measured.
   }];
   let options = [
     Option<"enabled", "enabled", "bool", "true",
@@ -317,6 +321,9 @@ def SchedulePrologueWaits : Pass<"schedule-prologue-waits", "::mlir::ModuleOp"> 
     Option<"attention", "attention", "bool", "false",
            "also move MLA attention chunks' waits for the absorbed queries "
            "into the task's prologue (after its first cache rows are asked for)">,
+    Option<"gemv", "gemv", "bool", "false",
+           "also move W4A16 GEMV tasks' waits for an input in global memory "
+           "into the tile's prologue (after its first weights are asked for)">,
   ];
 }
 

@@ -16,8 +16,11 @@
 // With `attention=true` the same for an MLA attention chunk's wait for the
 // absorbed queries (`q_abs`): its first cache rows, written by earlier
 // steps or (the new row) by the rope/append task whose wait stays before
-// the task, are asked for before it. prologueGuardedBuffer (the dialect)
-// says which buffer each kind may wait for there.
+// the task, are asked for before it. With `gemv=true` for a W4A16 GEMV's
+// wait for its input where the input is in global memory (the tile stages
+// it: the output projections after the KDA heads and the MLA combine): its
+// first weights are asked for before it. prologueGuardedBuffer (the
+// dialect) says which buffer each kind may wait for there.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,6 +58,10 @@ void SchedulePrologueWaitsPass::runOnOperation() {
     return;
   for (KernelOp kernel : getOperation().getOps<KernelOp>()) {
     llvm::StringMap<TaskOpInterface> tasks;
+    llvm::StringSet<> sharedBufs; // a GEMV of a shared input has no staging to wait before
+    for (BufferOp b : kernel.getBodyBlock().getOps<BufferOp>())
+      if (b.getSpace() == "shared")
+        sharedBufs.insert(b.getSymName());
     llvm::StringMap<SmallVector<StringRef>> signallers; // counter -> tasks
     kernel.walk([&](Operation *op) {
       if (auto t = dyn_cast<TaskOpInterface>(op))
@@ -71,7 +78,9 @@ void SchedulePrologueWaitsPass::runOnOperation() {
       for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>()) {
         TaskOpInterface t = tasks.lookup(w.getTask());
         if (!t || marked.contains(w.getTask()) ||
-            (isa<MlaAttentionChunkOp>(t.getOperation()) && !attention))
+            (isa<MlaAttentionChunkOp>(t.getOperation()) && !attention) ||
+            (isa<W4A16GemvOp>(t.getOperation()) &&
+             (!gemv || sharedBufs.contains(t.getStrArg("input")))))
           continue;
         const StringRef staged = prologueGuardedBuffer(t);
         auto it = signallers.find(w.getCounter());

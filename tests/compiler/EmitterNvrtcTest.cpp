@@ -302,6 +302,25 @@ TEST(EmitterNvrtc, KimiLinearAttentionPrologueWait) {
   EXPECT_NE(plain.find("mk::mla_attention_chunk_task<"), std::string::npos);
 }
 
+// The output projections' waits for their inputs in the tile's prologue
+// (schedule-prologue-waits gemv=true): the KDA and MLA o_proj tiles take the
+// staged tile's waiting form, and the kernel compiles for both targets
+// without a template spill.
+TEST(EmitterNvrtc, KimiLinearGemvPrologueWait) {
+  const std::string opt = "schedule-prologue-waits=gemv=true attention=true";
+  kimiLinearWith(opt);
+  const std::string src =
+      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, opt).source;
+  size_t n = 0;
+  for (size_t p = src.find("w4a16_gemv_tile_staged_waiting<"); p != std::string::npos;
+       p = src.find("w4a16_gemv_tile_staged_waiting<", p + 1)) {
+    ++n;
+    const std::string line = src.substr(p, src.find('\n', p) - p);
+    EXPECT_NE(line.find("mk::CounterWaits{sync"), std::string::npos) << line;
+  }
+  EXPECT_EQ(n, 4u) << "the three KDA o_proj and the MLA o_proj";
+}
+
 // MLA attention in groups of 16 heads (attention-head-group=16: all 16 A
 // rows of the mma are heads, a 2-slot ring): the kernel still fits sm_120's
 // 99 KB and compiles for both targets (perf notes #75 measured it; its

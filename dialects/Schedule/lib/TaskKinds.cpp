@@ -316,6 +316,8 @@ StringRef prologueGuardedBuffer(TaskOpInterface t) {
     return t.getStrArg("sums");
   if (isa<MlaAttentionChunkOp>(t.getOperation()))
     return t.getStrArg("q_abs");
+  if (isa<W4A16GemvOp>(t.getOperation()))
+    return t.getStrArg("input");
   return "";
 }
 

@@ -3,6 +3,7 @@
 // Run twice: the marked wait stays the task's only prologue wait.
 // RUN: mk-opt %s --schedule-prologue-waits --schedule-prologue-waits | FileCheck %s
 // RUN: mk-opt %s "--schedule-prologue-waits=attention=true" | FileCheck %s --check-prefix=ATTN
+// RUN: mk-opt %s "--schedule-prologue-waits=gemv=true" | FileCheck %s --check-prefix=GEMV
 
 // The down task's wait for its expert's gate/up sums moves into its
 // prologue (its weights do not depend on them); its wait for the router,
@@ -13,6 +14,10 @@
 // CHECK-DAG: schedule.wait @gu.ready {divisor = 32 : i64, in_prologue, target = 32 : i64, task = "down"}
 // CHECK-LABEL: schedule.phase "after"
 // CHECK: schedule.wait @gu.ready {divisor = 2 : i64, span = 2 : i64, target = 32 : i64, task = "proj"}
+// With gemv=true the GEMV's wait for its input (in global memory, which
+// the tile stages) moves too.
+// GEMV-LABEL: schedule.phase "after"
+// GEMV: schedule.wait @gu.ready {divisor = 2 : i64, in_prologue, span = 2 : i64, target = 32 : i64, task = "proj"}
 // OFF-NOT: in_prologue
 // Two counters guard the sums (two gate/up tasks): the first wait moves, the
 // second stays, also when the pass runs again on its own output.

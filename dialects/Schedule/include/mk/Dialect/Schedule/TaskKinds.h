@@ -147,7 +147,9 @@ llvm::StringRef guardedBesides(TaskOpInterface producer, TaskOpInterface consume
 /// (after the task has asked for what does not depend on it): a moe_down's
 /// staged gate and up `sums` (its weights are asked for first), an
 /// mla_attention_chunk's absorbed queries `q_abs` (its first cache rows
-/// are); "" for every other kind, whose waits stay before the task
+/// are), a w4a16_gemv's `input` (its first weights are; only an input in
+/// global memory, which the tile stages: the emitter refuses a shared one);
+/// "" for every other kind, whose waits stay before the task
 /// (schedule-prologue-waits, the kernel verifier).
 llvm::StringRef prologueGuardedBuffer(TaskOpInterface t);
 
