@@ -115,8 +115,8 @@ variant tfuse schedule-fuse-kda-o-proj=enabled=true
 # 0; off by default since perf notes #72): measured against the default.
 variant tspread schedule-partition-work=balance-spread=true
 # The MLA attention chunks' wait for the absorbed queries in their prologue,
-# after their first cache rows are asked for (opt-in until measured: perf
-# notes session 28).
+# after their first cache rows are asked for (opt-in until the whole suite
+# has run on it; perf notes #153 measured it faster).
 variant tqwait schedule-prologue-waits=attention=true
 # The same, and the output projections' waits for their inputs in their
 # tiles' prologues, after their first weights are asked for (not yet

@@ -566,8 +566,10 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
   // padding to 16 and the ring rows' rope padding (never copied) are zeros.
   // Every load of both (absorbed and rope queries) is issued before the
   // first store: one L2 round trip on the MLA chain's critical path, not
-  // two (-DMK_MLA_QUERIES_TWO_TRIPS: the rope queries after the absorbed
-  // ones' stores, the form before session 28, to measure against).
+  // two. -DMK_MLA_QUERIES_TWO_TRIPS loads the rope queries after the
+  // absorbed ones' stores, to measure against: the form before session 28
+  // where a thread has one rope piece (the unit's shapes); before, a thread
+  // with several loaded and stored them one at a time.
   {
     constexpr int QI = (QR * LORA / 2 + THREADS - 1) / THREADS;
     constexpr int RI = (QR * R16 / 2 + THREADS - 1) / THREADS;

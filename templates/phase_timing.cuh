@@ -43,7 +43,9 @@ __device__ __forceinline__ void phase_stamp(unsigned long long *table, int i) {
 
 /// Stages a StageClock attributes a task's cycles to (mk-bench names them).
 enum StageSlot : int {
-  kStageMlaPrologue = 0, ///< attention: queries staged, the first rows asked for
+  kStageMlaPrologue = 0, ///< attention: queries staged, the first rows asked for (and, in
+                         ///< the waiting form, the prologue wait, which the phase's wait
+                         ///< table counts too)
   kStageMlaRowWait,      ///< attention: waiting for a sub-chunk's rows (+ barrier)
   kStageMlaScores,       ///< attention: scores of a sub-chunk (+ barrier)
   kStageMlaSoftmax,      ///< attention: softmax statistics (+ barrier)

@@ -182,9 +182,11 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
          << "      const int i = t - " << begin << ";\n";
       bool waits = false;
       prologueWait.clear();
+      prologueWaitCounter.clear();
       for (WaitOp w : waitsOf.lookup(t.getName())) {
         CounterOp c = counters.lookup(w.getCounter());
         if (w.getInPrologue()) { // the task's lowering passes it on
+          prologueWaitCounter = w.getCounter().str();
           prologueWait =
               llvm::formatv("mk::CounterWaits{{sync, {0} + (i / {1}) * {2}, {2}, {3}u "
                             "MK_PROLOGUE_WAIT_TIMED({4})}",
@@ -208,11 +210,12 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
       workTask = t;
       if (failed(emitInstance(t, is)))
         return failure();
-      // A lowering that runs a prologue wait takes it (and clears it);
+      // A lowering that runs a prologue wait takes it (takePrologueWait);
       // one left means the kind's lowering would drop the wait.
       if (!prologueWait.empty())
-        return t.emitOpError("has a wait in its prologue, which its kind's lowering does "
-                             "not run");
+        return t.emitOpError("waits for @")
+               << prologueWaitCounter
+               << " in its prologue, which its kind's lowering does not run";
       os << "      {\n" << inst << "      }\n";
       // The task's signals (two at a time share one release fence); their
       // block barrier frees its shared memory for the block's next task,

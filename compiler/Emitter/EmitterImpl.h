@@ -27,6 +27,8 @@
 #include <functional>
 #include <optional>
 #include <set>
+#include <string>
+#include <utility>
 
 namespace mk::emitter::detail {
 
@@ -471,8 +473,13 @@ private:
   /// phase's entry (emitGemvBegin).
   llvm::StringSet<> begunTasks;
   /// The task being emitted's wait marked `in_prologue`, as the argument
-  /// its lowering passes on (mk::CounterWaits{...}); empty if none.
+  /// its lowering passes on (mk::CounterWaits{...}); empty if none. A
+  /// lowering that runs it takes it (takePrologueWait); the emitter refuses
+  /// a task whose lowering left it (the wait would be dropped).
   std::string prologueWait;
+  /// The counter of that wait (for the emitter's error).
+  std::string prologueWaitCounter;
+  std::string takePrologueWait() { return std::exchange(prologueWait, std::string()); }
   /// Out-of-line helpers of the kernel body (namespace mkgen).
   std::string helpers;
   int beginCount = 0;

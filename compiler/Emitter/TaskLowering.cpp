@@ -73,8 +73,7 @@ LogicalResult Emitter::lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o
   // before the projection, the MLA combine's slices).
   // A wait for the input in the tile's prologue (schedule-prologue-waits
   // gemv=true): the staged tile's waiting form, after its first weights.
-  const std::string wait = prologueWait;
-  prologueWait.clear();
+  const std::string wait = takePrologueWait();
   if (!wait.empty() && shared)
     return t.emitOpError("waits for its input in its prologue, but the input @")
            << in.getSymName() << " is in shared memory (no staging to wait before)";
@@ -428,11 +427,15 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
   // A wait for the absorbed queries in the task's prologue
   // (schedule-prologue-waits attention=true): the waiting form, which asks
   // for its first rows before it waits.
-  const std::string wait = prologueWait;
-  prologueWait.clear();
+  const std::string wait = takePrologueWait();
   const bool waiting = !wait.empty();
-  o << "      const int nch = " << attentionChunks(t).count << ";\n"
-    << "      if (i < nch * " << hm / hg << ")\n"
+  o << "      const int nch = " << attentionChunks(t).count << ";\n";
+  // An instance past the context's chunks runs no task but still waits, as
+  // one whose wait sits before the task does: its signal then still means
+  // that its waits have passed.
+  if (waiting)
+    o << "      if (i >= nch * " << hm / hg << ") " << wait << "();\n";
+  o << "      if (i < nch * " << hm / hg << ")\n"
     << "        mkgen::call<&mk::mla_attention_chunk_task" << (waiting ? "_waiting" : "") << "<"
     << T << ", " << hm << ", " << hg << ", " << lora << ", " << rope
     << (waiting ? ", " + std::to_string(sub) + ", mk::CounterWaits" : subArg)
@@ -619,8 +622,7 @@ LogicalResult Emitter::lowerMoe(ExpertOp op, int64_t G, llvm::raw_ostream &o) {
              << ks << " ways along the intermediate; it needs whole sums (ksplit 1)";
     // A wait in the prologue (schedule-prologue-waits) goes to the task,
     // which runs it once its weight copies are requested.
-    const std::string wait = prologueWait;
-    prologueWait.clear();
+    const std::string wait = takePrologueWait();
     const bool waiting = !wait.empty();
     const std::string fn = std::string("moe_down_task") + (steps.empty() ? "" : "_bf16_steps") +
                            (waiting ? "_waiting" : "");

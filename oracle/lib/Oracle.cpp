@@ -652,7 +652,10 @@ OracleTrace declaredRouterTrace(const BlockConfig &cfg, const OracleTrace &trace
       if (spec && decl && !sameSet(*spec, *decl))
         offPath = l;
     }
-    if (offPath == nLayers)
+    bool routerAbove = false;
+    for (int64_t l = offPath + 1; l < nLayers && !routerAbove; ++l)
+      routerAbove = routing(trace, "layer" + std::to_string(l) + ".") != nullptr;
+    if (!routerAbove) // nothing left to measure past the last one
       break;
     // Back onto the spec's path up to that layer; the layers above it again.
     for (int64_t l = from; l <= offPath; ++l)

@@ -105,7 +105,7 @@ constexpr size_t kTimingSlots = 1024;
 /// phase_timing.cuh's StageSlot: the task stages a StageClock times.
 constexpr size_t kStageSlots = 16;
 const char *const kStageNames[kStageSlots] = {
-    "mla attention: prologue (queries staged, first rows asked for)",
+    "mla attention: prologue (queries staged, first rows asked for; any prologue wait)",
     "mla attention: waiting for rows (+ barrier, next rows asked for)",
     "mla attention: scores (+ barrier)",
     "mla attention: softmax (+ barrier)",

@@ -294,7 +294,20 @@ TEST(EmitterNvrtc, KimiLinearAttentionPrologueWait) {
   const size_t call = src.find("mla_attention_chunk_task_waiting<");
   ASSERT_NE(call, std::string::npos);
   const std::string line = src.substr(call, src.find('\n', call) - call);
-  EXPECT_NE(line.find("mk::CounterWaits{sync"), std::string::npos) << line;
+  const size_t cw = line.find("mk::CounterWaits{sync, ");
+  ASSERT_NE(cw, std::string::npos) << line;
+  const std::string base = line.substr(cw + 23, line.find(' ', cw + 23) - cw - 23);
+  // Before the call: the task's one other wait (the rope/append task's),
+  // not the prologue's counter again.
+  const size_t task = src.rfind("// blocks.3.attn.attention", call);
+  ASSERT_NE(task, std::string::npos);
+  const std::string before = src.substr(task, call - task);
+  size_t waits = 0;
+  for (size_t p = before.find("mk::counter_wait("); p != std::string::npos;
+       p = before.find("mk::counter_wait(", p + 1))
+    ++waits;
+  EXPECT_EQ(waits, 1u) << before;
+  EXPECT_EQ(before.find("counter_wait(sync, " + base + " "), std::string::npos) << before;
   // The default keeps every attention wait before the task.
   const std::string plain =
       emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
@@ -319,6 +332,20 @@ TEST(EmitterNvrtc, KimiLinearGemvPrologueWait) {
     EXPECT_NE(line.find("mk::CounterWaits{sync"), std::string::npos) << line;
   }
   EXPECT_EQ(n, 4u) << "the three KDA o_proj and the MLA o_proj";
+  // The waiting forms under the templates' opt-in builds (timing stages,
+  // the other attention forms, the serial staging). Under the sliced
+  // attention the outlined norm spills 8 B on sm_90, as it does in the
+  // default kernel with that option (and in the tiny 16-row-group kernel,
+  // SixteenRowGroups): printed, not held.
+  for (const char *option : {"-DMK_PHASE_TIMING", "-DMK_MLA_ATTENTION_SLICED",
+                             "-DMK_MLA_ATTENTION_SIMT", "-DMK_SERIAL_STAGING"}) {
+    SCOPED_TRACE(option);
+    mk::test::compileAndCheck(src, "mk_kimi_linear_w4a16", "sm_90",
+                              std::string(option) == "-DMK_MLA_ATTENTION_SLICED"
+                                  ? mk::test::SpillRule::PrintOnly
+                                  : mk::test::SpillRule::TemplatesOnly,
+                              {option});
+  }
 }
 
 // MLA attention in groups of 16 heads (attention-head-group=16: all 16 A

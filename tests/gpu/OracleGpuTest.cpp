@@ -200,12 +200,17 @@ using TracedStep = std::function<OracleTrace(const OracleOptions &)>;
 /// arithmetic, and for a kernel declaring unrounded weights (its manifest's
 /// `packed_arithmetic` "scaled" or "folded") those of its own arithmetic too,
 /// measured on the spec's path by `step` (declaredRouterTrace; run only
-/// then).
+/// then, and its trace left in `*declaredOut` where given).
 std::vector<OracleOptions> tieRoutings(const Fixture &f, const OracleTrace &trace,
-                                       const OracleOptions &followed, const TracedStep &step) {
+                                       const OracleOptions &followed, const TracedStep &step,
+                                       OracleTrace *declaredOut = nullptr) {
   if (f.kernel->manifest().packedArithmetic == "exact")
     return nearTieRoutings(f.cfg, trace);
-  return nearTieRoutings(f.cfg, trace, declaredRouterTrace(f.cfg, trace, followed, step));
+  OracleTrace declared = declaredRouterTrace(f.cfg, trace, followed, step);
+  std::vector<OracleOptions> out = nearTieRoutings(f.cfg, trace, declared);
+  if (declaredOut)
+    *declaredOut = std::move(declared);
+  return out;
 }
 
 /// The oracle's step from `state` (updated in place), following the
@@ -252,7 +257,8 @@ std::vector<BFloat16> tieAwareOracleStep(const Fixture &f, DecodeState &state,
     std::vector<BFloat16> bestOut;
     DecodeState bestState;
     Divergence bestD = d;
-    for (const OracleOptions &alt : tieRoutings(f, trace, followed, step)) {
+    OracleTrace declared; // the unrounded weights' routers (a scaled / folded kernel)
+    for (const OracleOptions &alt : tieRoutings(f, trace, followed, step, &declared)) {
       if (alt.forcedExperts.begin()->first != router)
         continue;
       tried = true;
@@ -284,7 +290,11 @@ std::vector<BFloat16> tieAwareOracleStep(const Fixture &f, DecodeState &state,
                   "weights)\n",
                   label.c_str(), (long long)d.layer, d.cos, (long long)router,
                   routerGapUlps(f.cfg, trace, router),
-                  routerGapUlps(f.cfg, declaredRouterTrace(f.cfg, trace, followed, step), router));
+                  routerGapUlps(f.cfg,
+                                declared.values.empty()
+                                    ? declaredRouterTrace(f.cfg, trace, followed, step)
+                                    : declared,
+                                router));
       break;
     }
     if (!moved)

@@ -352,6 +352,18 @@ TEST_F(TinyStep, DeclaredRouterTraceFollowsTheSpecsPath) {
     return spec;
   });
   EXPECT_EQ(calls.size(), 1u);
+  // Off the path only at the last router: nothing above it to measure, one
+  // step, and that router's declared routing kept.
+  calls.clear();
+  const OracleTrace last = declaredRouterTrace(cfg, spec, OracleOptions{}, [&](const OracleOptions &o) {
+    calls.push_back(o);
+    OracleTrace t = spec;
+    t.values["layer" + std::to_string(nLayers - 1) + ".topk_idx"] = {0.f, 3.f};
+    return t;
+  });
+  EXPECT_EQ(calls.size(), 1u);
+  EXPECT_EQ(last.values.at("layer" + std::to_string(nLayers - 1) + ".topk_idx"),
+            (std::vector<float>{0.f, 3.f}));
 }
 
 TEST(OracleOtherSpecs, MlaFirstAndNoSharedExpert) {

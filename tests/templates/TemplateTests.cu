@@ -407,6 +407,80 @@ TEST(W4A16Gemv, Fp32Input) {
   runGemv<16, 128, true>(1024, 256, 1, 11);
 }
 
+/// A prologue wait that also counts its calls (one per task instance).
+struct CountingWait {
+  mk::CounterWaits wait;
+  unsigned *calls;
+  __device__ void operator()() const {
+    wait();
+    if (threadIdx.x == 0)
+      atomicAdd(calls, 1u);
+  }
+};
+
+/// w4a16_gemv_tile_staged_waiting (schedule-prologue-waits gemv=true): in
+/// one launch, every block first writes its share of the input to global
+/// memory and signals counter 0; then the tiles, which stage that input only
+/// after their prologue wait for all those signals.
+template <int TN, int GROUP>
+__global__ void __launch_bounds__(T, 1)
+    gemvStagedWaitingKernel(const float *src, float *x, int K, const uint8_t *wq,
+                            const mk::bf16 *s, const mk::bf16 *z, int N, int ksplit, float *y,
+                            unsigned *sync, unsigned *calls) {
+  extern __shared__ float smem[];
+  const int per = (K + gridDim.x - 1) / gridDim.x;
+  for (int i = blockIdx.x * per + threadIdx.x; i < min(K, (blockIdx.x + 1) * per); i += T)
+    x[i] = src[i];
+  mk::counter_signal(sync, 0);
+  const int tiles = (N + TN - 1) / TN;
+  for (int t = blockIdx.x; t < tiles * ksplit; t += gridDim.x) {
+    const int tile = t % tiles, ks = t / tiles;
+    const int k0 = (K / 2) * ks / ksplit * 2, k1 = (K / 2) * (ks + 1) / ksplit * 2;
+    const int n0 = tile * TN;
+    mk::w4a16_gemv_tile_staged_waiting<T, TN, GROUP, mk::EpiAtomicAddF32, false,
+                                       mk::kOrderRowMajor, float>(
+        x, smem, wq, s, z, N, n0, min(TN, N - n0), k0, k1, smem + K / ksplit,
+        mk::EpiAtomicAddF32{y, 1.f, 0}, false,
+        CountingWait{mk::CounterWaits{sync, 0, 1, gridDim.x}, calls});
+    __syncthreads();
+  }
+}
+
+TEST(W4A16Gemv, StagedTileWaitsInItsPrologue) {
+  REQUIRE_GPU();
+  constexpr int TN = 128, G = 128;
+  const int K = 2304, N = 640, ksplit = 2, grid = 23;
+  Rng r(12);
+  QMat m(r, K, N, G);
+  std::vector<float> x(K);
+  for (int k = 0; k < K; ++k)
+    x[k] = HB(r.normal(1.f)).toFloat();
+  Dev<float> dsrc(x), dx(K), dy(N);
+  Dev<HB> ds(m.s), dz(m.z);
+  Dev<uint8_t> dw(m.wq);
+  Dev<unsigned> sync(mk::sync_bytes(1) / 4), calls(1);
+  dy.zero();
+  sync.zero();
+  calls.zero();
+  const size_t smem = (K / ksplit + mk::w4a16_red_floats<T, TN>()) * sizeof(float);
+  auto kernel = gemvStagedWaitingKernel<TN, G>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  kernel<<<grid, T, smem>>>(dsrc.p, dx.p, K, dw.p, ds.as<mk::bf16>(), dz.as<mk::bf16>(), N,
+                            ksplit, dy.p, sync.p, calls.p);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  const int tasks = (N + TN - 1) / TN * ksplit;
+  EXPECT_EQ(calls.get()[0], unsigned(tasks)) << "one prologue wait per tile";
+  auto y = dy.get();
+  std::vector<double> rounded(N, 0.0);
+  for (int k = 0; k < K; ++k)
+    for (int n = 0; n < N; ++n)
+      rounded[n] += double(x[k]) * m.w(k, n);
+  for (float v : y)
+    ASSERT_TRUE(std::isfinite(v));
+  EXPECT_LT(relErr(y, rounded), 2e-6);
+}
+
 /// Row slices (w4a16_row_slice_stage + w4a16_row_slice_atomic): instance i
 /// multiplies rows [i*KS, (i+1)*KS) of x with the same rows of the weight
 /// and adds into y, so all instances together are the whole GEMV (the KDA
@@ -987,6 +1061,33 @@ __global__ void __launch_bounds__(AT, 1)
       mk::mla_attention_chunk_task<AT, HM, HG, LORA, ROPE, SUB>(t, nch, rows, scale, qabs, qr,
                                                                 ckv, kr, pm, pl, pa, smem);
 }
+// The absorb tasks and then the attention chunks in one launch, each
+// chunk in its waiting form (schedule-prologue-waits attention=true): its
+// first cache rows are asked for, then it waits for every absorb task's
+// signal (counter 0), then stages the absorbed queries.
+template <int HM, int HG, int SUB>
+__global__ void __launch_bounds__(T, 1)
+    absorbAttnWaitingKernel(const mk::bf16 *q, const uint8_t *wq, const mk::bf16 *s,
+                            const mk::bf16 *z, float *qabs, int rows, float scale,
+                            const mk::bf16 *qr, const mk::bf16 *ckv, const mk::bf16 *kr,
+                            float *pm, float *pl, float *pa, int *nchOut, unsigned *sync,
+                            unsigned *calls) {
+  extern __shared__ float smem[];
+  constexpr int absorbTasks = HM * LORA / mk::mla_absorb_rows<T, NOPE, LORA>();
+  for (int t = blockIdx.x; t < absorbTasks; t += gridDim.x) {
+    mk::mla_q_absorb_task<T, HM, NOPE, ROPE, VH, LORA, 128>(t, q, wq, s, z, qabs, smem);
+    mk::counter_signal(sync, 0);
+  }
+  __syncthreads();
+  const int nch = mk::mla_num_chunks(rows, gridDim.x, 64);
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    *nchOut = nch;
+  for (int t = blockIdx.x; t < nch * (HM / HG); t += gridDim.x)
+    mk::mla_attention_chunk_task_waiting<T, HM, HG, LORA, ROPE, SUB>(
+        t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem,
+        CountingWait{mk::CounterWaits{sync, 0, 1, unsigned(absorbTasks)}, calls});
+}
+
 // Latent-dim slices per head, as the partition cuts them (fp32 sums).
 constexpr int kCombineSlices = 4;
 template <int HM>
@@ -1005,8 +1106,10 @@ __global__ void __launch_bounds__(T, 1)
 /// HM heads in attention tasks of HG heads (2: A rows 8-15 carry the lo
 /// parts; 16: they carry heads), sub-chunks of SUB cache rows, the
 /// attention in blocks of AT threads (SLICED: its sliced form).
-template <int HM = 4, int HG = 2, int SUB = mk::kMlaSub, int AT = T, bool SLICED = false>
+template <int HM = 4, int HG = 2, int SUB = mk::kMlaSub, int AT = T, bool SLICED = false,
+          bool WAITING = false>
 void runMla(int ctx, bool adopt, uint64_t seed) {
+  static_assert(!WAITING || (AT == T && !SLICED), "the waiting form runs in the absorb's blocks");
   Rng r(seed);
   const int rows = ctx + 1;
   auto q = randBf16(r, HM * QD, 1.f), kv = randBf16(r, LORA + ROPE, 1.f);
@@ -1032,22 +1135,38 @@ void runMla(int ctx, bool adopt, uint64_t seed) {
   ropeKernel<HM><<<7, T>>>(ctx, dq.as<mk::bf16>(), dkv.as<mk::bf16>(), dqr.as<mk::bf16>(),
                        ckvIn.as<mk::bf16>(), krIn.as<mk::bf16>(), (mk::bf16 *)co, (mk::bf16 *)ko);
   CK(cudaGetLastError());
-  absorbKernel<HM><<<9, T, NOPE * sizeof(float)>>>(dq.as<mk::bf16>(), dw.p, ds.as<mk::bf16>(),
-                                               dz.as<mk::bf16>(), qabs.p);
-  CK(cudaGetLastError());
   const size_t asmem = mk::mla_attention_smem_floats<AT, HG, LORA, ROPE, SUB>() * sizeof(float);
-  auto attn = attnKernel<HM, HG, SUB, AT, SLICED>;
-  CK(cudaFuncSetAttribute(attn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)asmem));
   const float scale = 1.f / std::sqrt(float(QD));
-  attn<<<23, AT, asmem>>>(rows, scale, qabs.p, dqr.as<mk::bf16>(), (mk::bf16 *)co, (mk::bf16 *)ko,
-                          pm.p, pl.p, pa.p, nch.p);
-  CK(cudaGetLastError());
+  Dev<unsigned> sync(mk::sync_bytes(1) / 4), calls(1);
+  if constexpr (WAITING) {
+    // One launch: the absorb tasks signal, the chunks wait in their prologue.
+    sync.zero();
+    calls.zero();
+    const size_t wsmem = std::max(asmem, NOPE * sizeof(float));
+    auto fused = absorbAttnWaitingKernel<HM, HG, SUB>;
+    CK(cudaFuncSetAttribute(fused, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wsmem));
+    fused<<<23, T, wsmem>>>(dq.as<mk::bf16>(), dw.p, ds.as<mk::bf16>(), dz.as<mk::bf16>(), qabs.p,
+                            rows, scale, dqr.as<mk::bf16>(), (mk::bf16 *)co, (mk::bf16 *)ko, pm.p,
+                            pl.p, pa.p, nch.p, sync.p, calls.p);
+    CK(cudaGetLastError());
+  } else {
+    absorbKernel<HM><<<9, T, NOPE * sizeof(float)>>>(dq.as<mk::bf16>(), dw.p,
+                                                     ds.as<mk::bf16>(), dz.as<mk::bf16>(), qabs.p);
+    CK(cudaGetLastError());
+    auto attn = attnKernel<HM, HG, SUB, AT, SLICED>;
+    CK(cudaFuncSetAttribute(attn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)asmem));
+    attn<<<23, AT, asmem>>>(rows, scale, qabs.p, dqr.as<mk::bf16>(), (mk::bf16 *)co,
+                            (mk::bf16 *)ko, pm.p, pl.p, pa.p, nch.p);
+    CK(cudaGetLastError());
+  }
   const size_t csmem = mk::mla_combine_smem_floats<T, VH, LORA>() * sizeof(float);
   CK(cudaFuncSetAttribute(combineKernel<HM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)csmem));
   combineKernel<HM><<<3, T, csmem>>>(nch.p, pm.p, pl.p, pa.p, dw.p, ds.as<mk::bf16>(),
                                  dz.as<mk::bf16>(), dO.p);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
+  if constexpr (WAITING)
+    EXPECT_EQ(calls.get()[0], unsigned(nch.get()[0] * (HM / HG))) << "one wait per chunk task";
 
   // Reference: materialized form in double, from the spec.
   auto rope = [&](float x0, float x1, int p, float *out) {
@@ -1156,6 +1275,17 @@ TEST(Mla, SlicedForm) {
   runMla<32, 16, 16, 256, true>(2000, false, 34); // 16 heads: A rows 8-15 carry heads 8-15
   runMla<16, 16, 16, 256, true>(40, true, 35);
   runMla<4, 2, 16, T, true>(300, false, 36);
+}
+// The waiting form (schedule-prologue-waits attention=true): the absorb
+// tasks and the chunks in one launch, each chunk waiting for the absorbed
+// queries in its prologue, after its first rows are asked for; the unit's
+// head group, 16 heads, a short context and a single row.
+TEST(Mla, WaitingFormWaitsInItsPrologue) {
+  REQUIRE_GPU();
+  runMla<32, 8, mk::kMlaSub, T, false, true>(2000, false, 37);
+  runMla<16, 16, mk::kMlaSub, T, false, true>(300, true, 38);
+  runMla<4, 2, mk::kMlaSub, T, false, true>(40, false, 39);
+  runMla<4, 2, mk::kMlaSub, T, false, true>(0, false, 40);
 }
 // 32-row sub-chunks (attention-sub-rows=32): two ring slots, a k-step of
 // the weighted sum per 16 rows; short and single-row contexts included.

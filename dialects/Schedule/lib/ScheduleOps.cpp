@@ -325,6 +325,15 @@ LogicalResult KernelOp::verifyRegions() {
         // wait on it.
         if (w.getInPrologue()) {
           const StringRef allowed = prologueGuardedBuffer(tasks[consumer].op);
+          // A GEMV waits in its prologue only before staging an input from
+          // global memory: one in shared memory has no staging to wait
+          // before (the emitter's lowering refuses it too).
+          if (BufferOp in = buffers.lookup(allowed);
+              in && isa<W4A16GemvOp>(tasks[consumer].op.getOperation()) &&
+              in.getSpace() == "shared")
+            return w.emitOpError("in_prologue: task '")
+                   << w.getTask() << "' reads its input @" << allowed
+                   << " from shared memory: no staging to wait before";
           const StringRef b = guardedBesides(tasks[producer].op, tasks[consumer].op, allowed);
           if (!b.empty())
             return w.emitOpError("in_prologue: task '")

@@ -455,3 +455,48 @@ schedule.kernel @k attributes {threads = 256 : i64} {
 // expected-error @+1 {{'schedule.kernel' op packed_arithmetic must be "exact", "scaled" or "folded", got "int4"}}
 schedule.kernel @k attributes {threads = 128 : i64, packed_arithmetic = "int4"} {
 }
+
+// -----
+
+// An attention chunk's prologue wait guards only its absorbed queries: a
+// signaller that also writes its rope queries must be waited for before it.
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @state.0.c_kv {dtype = "bf16", layer = 0 : i64, shape = array<i64: -1, 128>, space = "state"}
+  schedule.buffer @state.0.k_rope {dtype = "bf16", layer = 0 : i64, shape = array<i64: -1, 16>, space = "state"}
+  schedule.buffer @q_rope {dtype = "bf16", shape = array<i64: 32>}
+  schedule.buffer @q_abs {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @part_m {dtype = "f32", shape = array<i64: 128>}
+  schedule.buffer @part_l {dtype = "f32", shape = array<i64: 128>}
+  schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 16384>}
+  schedule.counter @absorb.done {size = 1 : i64}
+  schedule.phase "absorb" {
+    schedule.opaque "absorb" {writes = [@q_abs, @q_rope]}
+    schedule.signal @absorb.done {divisor = 1 : i64, task = "absorb"}
+  }
+  schedule.phase "attention" {
+    schedule.mla_attention_chunk "attn" {c_kv = @state.0.c_kv, count = 64 : i64, head_group = 2 : i64, heads = 2 : i64, k_rope = @state.0.k_rope, lora = 128 : i64, max_chunks = 64 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = "chunks", q_abs = @q_abs, q_rope = @q_rope, rope = 16 : i64, scale = 0.14433756729740646 : f64}
+    // expected-error @+1 {{in_prologue: task 'attn' reads @q_rope, which its signaller 'absorb' writes: only its staged @q_abs may be waited for in its prologue}}
+    schedule.wait @absorb.done {divisor = 64 : i64, in_prologue, target = 1 : i64, task = "attn"}
+  }
+}
+
+// -----
+
+// A GEMV of an input in shared memory has no staging to wait before.
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.weight @proj.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 128, 256>}
+  schedule.weight @proj.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 256>}
+  schedule.weight @proj.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 256>}
+  schedule.counter @p.done {size = 1 : i64}
+  schedule.phase "p" {
+    schedule.opaque "p" {writes = [@y]}
+    schedule.signal @p.done {divisor = 1 : i64, task = "p"}
+  }
+  schedule.phase "after" {
+    schedule.w4a16_gemv "proj" {epilogue = "bf16", group = 32 : i64, input = @x, input_offset = 0 : i64, k = 256 : i64, ksplit = 1 : i64, n = [256], outputs = [@y], tiles = 2 : i64, tn = 128 : i64, weights = ["proj"], bytes = 40960 : i64, count = 2 : i64, partition = "tiles"}
+    // expected-error @+1 {{in_prologue: task 'proj' reads its input @x from shared memory: no staging to wait before}}
+    schedule.wait @p.done {divisor = 2 : i64, in_prologue, target = 1 : i64, task = "proj"}
+  }
+}

@@ -8,7 +8,8 @@
 // The down task's wait for its expert's gate/up sums moves into its
 // prologue (its weights do not depend on them); its wait for the router,
 // which picks the expert and so its weights, stays before it. The GEMV's
-// wait stays too: only moe_down tasks wait in their prologue.
+// wait stays too unless gemv=true (GEMV prefix); attention=true leaves it
+// (ATTN prefix).
 // CHECK-LABEL: schedule.phase "down"
 // CHECK-DAG: schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "down"}
 // CHECK-DAG: schedule.wait @gu.ready {divisor = 32 : i64, in_prologue, target = 32 : i64, task = "down"}
@@ -18,6 +19,9 @@
 // the tile stages) moves too.
 // GEMV-LABEL: schedule.phase "after"
 // GEMV: schedule.wait @gu.ready {divisor = 2 : i64, in_prologue, span = 2 : i64, target = 32 : i64, task = "proj"}
+// ATTN-LABEL: schedule.phase "after"
+// ATTN-NOT: in_prologue
+// ATTN-LABEL: schedule.kernel @k2
 // OFF-NOT: in_prologue
 // Two counters guard the sums (two gate/up tasks): the first wait moves, the
 // second stays, also when the pass runs again on its own output.
@@ -126,6 +130,8 @@ schedule.kernel @k2 attributes {threads = 256 : i64} {
 // new cache row and its rope queries, stays before it.
 // CHECK-LABEL: schedule.kernel @mla
 // CHECK-NOT: in_prologue
+// GEMV-LABEL: schedule.kernel @mla
+// GEMV-NOT: in_prologue
 // ATTN-LABEL: schedule.kernel @mla
 // ATTN-DAG: schedule.wait @rope.done {divisor = 64 : i64, target = 1 : i64, task = "attn"}
 // ATTN-DAG: schedule.wait @absorb.done {divisor = 64 : i64, in_prologue, target = 4 : i64, task = "attn"}
