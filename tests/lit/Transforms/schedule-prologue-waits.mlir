@@ -157,3 +157,24 @@ schedule.kernel @mla attributes {threads = 256 : i64} {
     schedule.wait @absorb.done {divisor = 64 : i64, target = 4 : i64, task = "attn"}
   }
 }
+
+// A GEMV whose input is in shared memory has no staging to wait before:
+// its wait stays before it even with gemv=true.
+// GEMV-LABEL: schedule.kernel @gemv_shared
+// GEMV-NOT: in_prologue
+schedule.kernel @gemv_shared attributes {threads = 256 : i64} {
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.weight @proj.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 128, 256>}
+  schedule.weight @proj.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 256>}
+  schedule.weight @proj.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 256>}
+  schedule.counter @p.done {size = 1 : i64}
+  schedule.phase "p" {
+    schedule.opaque "p" {writes = [@x]}
+    schedule.signal @p.done {divisor = 1 : i64, task = "p"}
+  }
+  schedule.phase "after" {
+    schedule.w4a16_gemv "proj" {epilogue = "bf16", group = 32 : i64, input = @x, input_offset = 0 : i64, k = 256 : i64, ksplit = 1 : i64, n = [256], outputs = [@y], tiles = 2 : i64, tn = 128 : i64, weights = ["proj"], bytes = 40960 : i64, count = 2 : i64, partition = "tiles"}
+    schedule.wait @p.done {divisor = 2 : i64, target = 1 : i64, task = "proj"}
+  }
+}
