@@ -7,7 +7,8 @@
 # MK_KERNELS_DIR holds one subdirectory per generated kernel
 # (kimi_linear_w4a16/, tiny/: `mkc SPEC --emit=cuda -o DIR` output); default
 # ./kernels. Logs go to $MK_BUILD_DIR/gpu-logs; where $OUT is set (the device
-# tool) they are also packed into $OUT/gpu-logs.tar.gz. GoogleTest:
+# tool) they are also packed into $OUT/gpu-logs.tar.gz as the run goes (a
+# call cut off at its limit still returns them). GoogleTest:
 # an installed one, else the source tree in $MK_GTEST_SOURCE_DIR, .carry/googletest,
 # shared/googletest or /usr/src/googletest. Exit status: non-zero if anything failed.
 #
@@ -25,7 +26,23 @@ LOGS="$ROOT/$MK_BUILD_DIR/gpu-logs"
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
 status=0
-step() { echo "== $*"; }
+# The logs so far are packed into $OUT/gpu-logs.tar.gz at each step and
+# every 30 s in between (the device tool returns $OUT even when a call is
+# cut off at its time limit, but only a few files of it: one archive,
+# refreshed as the run goes; written aside, then renamed, so that a cut
+# never leaves half an archive).
+pack() {
+  [ -n "${OUT:-}" ] || return 0
+  tar -C "$LOGS/.." -czf "$OUT/.gpu-logs.tmp" "$(basename "$LOGS")" 2>/dev/null &&
+    mv -f "$OUT/.gpu-logs.tmp" "$OUT/gpu-logs.tar.gz"
+  return 0
+}
+if [ -n "${OUT:-}" ]; then
+  (while sleep 30; do pack; done) &
+  packer=$!
+  trap 'kill $packer 2>/dev/null' EXIT
+fi
+step() { pack; echo "== $* ($(date +%T))"; }
 part=${MK_GPU_PART:-all}
 case "$part" in all|tests|rest) ;; *) echo "MK_GPU_PART must be all, tests or rest, not '$part'"; exit 2 ;; esac
 run_tests=$([ "$part" != rest ] && echo 1)
@@ -78,7 +95,7 @@ done
 fi
 finish() {
   echo "== done (status $status); logs in $LOGS"
-  [ -n "${OUT:-}" ] && tar -C "$LOGS/.." -czf "$OUT/gpu-logs.tar.gz" "$(basename "$LOGS")"
+  pack
   exit $status
 }
 [ -n "$run_rest" ] || finish
