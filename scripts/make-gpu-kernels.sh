@@ -118,10 +118,10 @@ variant tspread schedule-partition-work=balance-spread=true
 # after their first cache rows are asked for (opt-in until the whole suite
 # has run on it; perf notes #153 measured it faster).
 variant tqwait schedule-prologue-waits=attention=true
-# The same, and the output projections' waits for their inputs in their
-# tiles' prologues, after their first weights are asked for (not yet
-# measured).
-variant tpwait "schedule-prologue-waits=attention=true gemv=true"
+# The same, and the output projections' and the MLA query absorption's
+# waits for their inputs in their prologues, after their first weights are
+# asked for (not yet measured).
+variant tpwait "schedule-prologue-waits=attention=true gemv=true absorb=true"
 if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   # 32-row MLA attention sub-chunks (opt-in; perf notes #98: slower).
   variant tsub32 schedule-partition-work=attention-sub-rows=32

@@ -112,6 +112,16 @@ __device__ void mla_rope_append_form(int task, int ntasks, int pos, float theta,
       latent_eps);
 }
 
+namespace detail {
+/// Whether a task's prologue callable is NoPrologue (no wait to run under).
+template <class W> struct IsNoPrologue {
+  static constexpr bool value = false;
+};
+template <> struct IsNoPrologue<NoPrologue> {
+  static constexpr bool value = true;
+};
+} // namespace detail
+
 /// Rows of c per q_absorb task.
 template <int THREADS, int NOPE, int LORA>
 __host__ __device__ constexpr int mla_absorb_rows() {
@@ -122,10 +132,18 @@ __host__ __device__ constexpr int mla_absorb_rows() {
 /// q_abs[h][c] = sum_n W[c, h*(NOPE+VH) + n] q_nope[h][n], c in this task's
 /// rows; W = kv_b, dequantized exactly as the spec (bf16((q - z) * s)).
 /// Tasks: HM * LORA / mla_absorb_rows().  smem: NOPE floats.
-template <int THREADS, int HM, int NOPE, int ROPE, int VH, int LORA, int GROUP>
-__device__ void mla_q_absorb_task(int task, const bf16 *q, const uint8_t *__restrict__ wq,
-                                  const bf16 *__restrict__ scales, const bf16 *__restrict__ zeros,
-                                  float *q_abs, float *smem) {
+///
+/// mla_q_absorb_task_waiting: the same after `wait()` (the task's wait for
+/// the projected queries, which the schedule put in its prologue:
+/// schedule-prologue-waits absorb=true): each thread's first row pair of
+/// W (its weights, scales and zero points, which depend on nothing of this
+/// step) is loaded first, then the task waits, then stages q_nope, so that
+/// the weights' round trip runs under the wait.
+template <int THREADS, int HM, int NOPE, int ROPE, int VH, int LORA, int GROUP, class Wait>
+__device__ void mla_q_absorb_task_waiting(int task, const bf16 *q, const uint8_t *__restrict__ wq,
+                                          const bf16 *__restrict__ scales,
+                                          const bf16 *__restrict__ zeros, float *q_abs,
+                                          float *smem, Wait wait) {
   static_assert(NOPE % 16 == 0 && 32 % (NOPE / 16) == 0, "NOPE/16 must divide 32");
   constexpr int LPR = NOPE / 16;     // lanes per row pair
   constexpr int RPW = 32 / LPR;      // row pairs per warp
@@ -134,21 +152,52 @@ __device__ void mla_q_absorb_task(int task, const bf16 *q, const uint8_t *__rest
   constexpr int N = HM * (NOPE + VH);
   const int h = task / TPH;
   const int c0 = (task % TPH) * ROWS;
-  for (int i = threadIdx.x; i < NOPE; i += THREADS)
-    smem[i] = bf2f(__ldcg(q + h * (NOPE + ROPE) + i));
-  __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int lid = lane % LPR;
   const int col = h * (NOPE + VH) + lid * 16;
-  for (int rp = c0 / 2 + warp * RPW + lane / LPR; rp < (c0 + ROWS) / 2; rp += (THREADS / 32) * RPW) {
-    const uint4 w = ldg_weights(reinterpret_cast<const uint4 *>(wq + (size_t)rp * N + col));
+  // A row pair's weights (16 bytes: 16 columns of two rows), its group's
+  // scales and zero points (16 bf16 each).
+  struct RowPair {
+    uint4 w, s0, s1, z0, z1;
+  };
+  auto load = [&](int rp) {
+    RowPair r;
+    r.w = ldg_weights(reinterpret_cast<const uint4 *>(wq + (size_t)rp * N + col));
     const int g = (2 * rp) / GROUP;
     const uint4 *sp = reinterpret_cast<const uint4 *>(scales + (size_t)g * N + col);
     const uint4 *zp = reinterpret_cast<const uint4 *>(zeros + (size_t)g * N + col);
-    const uint4 s0 = __ldg(sp), s1 = __ldg(sp + 1), z0 = __ldg(zp), z1 = __ldg(zp + 1);
-    const uint32_t ww[4] = {w.x, w.y, w.z, w.w};
-    const uint32_t sw[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
-    const uint32_t zw[8] = {z0.x, z0.y, z0.z, z0.w, z1.x, z1.y, z1.z, z1.w};
+    r.s0 = __ldg(sp);
+    r.s1 = __ldg(sp + 1);
+    r.z0 = __ldg(zp);
+    r.z1 = __ldg(zp + 1);
+    return r;
+  };
+  // Without a prologue wait (mla_q_absorb_task) the order stays q_nope
+  // first, then each row pair as its turn comes.
+  constexpr bool kEarly = !detail::IsNoPrologue<Wait>::value;
+  const int rpEnd = (c0 + ROWS) / 2, rpStride = (THREADS / 32) * RPW;
+  int rp = c0 / 2 + warp * RPW + lane / LPR;
+  RowPair next{};
+  if (kEarly && rp < rpEnd)
+    next = load(rp);
+  wait();
+  for (int i = threadIdx.x; i < NOPE; i += THREADS)
+    smem[i] = bf2f(__ldcg(q + h * (NOPE + ROPE) + i));
+  __syncthreads();
+  for (; rp < rpEnd; rp += rpStride) {
+    RowPair cur;
+    if constexpr (kEarly) {
+      cur = next;
+      if (rp + rpStride < rpEnd)
+        next = load(rp + rpStride);
+    } else {
+      cur = load(rp);
+    }
+    const uint32_t ww[4] = {cur.w.x, cur.w.y, cur.w.z, cur.w.w};
+    const uint32_t sw[8] = {cur.s0.x, cur.s0.y, cur.s0.z, cur.s0.w,
+                            cur.s1.x, cur.s1.y, cur.s1.z, cur.s1.w};
+    const uint32_t zw[8] = {cur.z0.x, cur.z0.y, cur.z0.z, cur.z0.w,
+                            cur.z1.x, cur.z1.y, cur.z1.z, cur.z1.w};
     float d0 = 0.f, d1 = 0.f;
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
@@ -170,6 +219,13 @@ __device__ void mla_q_absorb_task(int task, const bf16 *q, const uint8_t *__rest
     }
   }
   __syncthreads();
+}
+template <int THREADS, int HM, int NOPE, int ROPE, int VH, int LORA, int GROUP>
+__device__ void mla_q_absorb_task(int task, const bf16 *q, const uint8_t *__restrict__ wq,
+                                  const bf16 *__restrict__ scales, const bf16 *__restrict__ zeros,
+                                  float *q_abs, float *smem) {
+  mla_q_absorb_task_waiting<THREADS, HM, NOPE, ROPE, VH, LORA, GROUP>(
+      task, q, wq, scales, zeros, q_abs, smem, NoPrologue{});
 }
 
 namespace detail {

@@ -370,10 +370,15 @@ LogicalResult Emitter::lowerTask(MlaQAbsorbOp op, int64_t G, llvm::raw_ostream &
                 lora = int64_t(op.getLora());
   needWork(nope);
   std::string w = op.getKvB().str();
-  o << "      mkgen::call<&mk::mla_q_absorb_task<" << T << ", " << hm << ", " << nope
-    << ", " << rope << ", " << vh << ", " << lora << ", " << G << ">>(i, "
-    << ptr(op.getQ()) << ", " << wq(w) << ", " << ws_(w) << ", " << wz(w)
-    << ", " << ptr(op.getQAbs(), true) << ", work);\n";
+  // A wait for the projected queries in the task's prologue
+  // (schedule-prologue-waits absorb=true): the waiting form, which loads
+  // its first weights before it waits.
+  const std::string wait = takePrologueWait();
+  o << "      mkgen::call<&mk::mla_q_absorb_task" << (wait.empty() ? "" : "_waiting") << "<" << T
+    << ", " << hm << ", " << nope << ", " << rope << ", " << vh << ", " << lora << ", " << G
+    << (wait.empty() ? "" : ", mk::CounterWaits") << ">>(i, " << ptr(op.getQ()) << ", "
+    << wq(w) << ", " << ws_(w) << ", " << wz(w) << ", " << ptr(op.getQAbs(), true) << ", work"
+    << (wait.empty() ? std::string() : ", " + wait) << ");\n";
   return success();
 }
 

@@ -292,7 +292,7 @@ def ScheduleBarriersToCounters
 }
 
 def SchedulePrologueWaits : Pass<"schedule-prologue-waits", "::mlir::ModuleOp"> {
-  let summary = "Let MoE down tasks wait for their gate/up sums after their weight copies start (opt-in: MLA attention chunks for their queries after their first rows, GEMVs for their inputs after their first weights)";
+  let summary = "Let MoE down tasks wait for their gate/up sums after their weight copies start (opt-in: MLA attention chunks for their queries after their first rows, GEMVs and the MLA query absorption for their inputs after their first weights)";
   let description = [{
     Marks `in_prologue` each counter wait of a `moe_down` task whose
     signallers write, of what the task reads, only its `sums` (the
@@ -314,7 +314,10 @@ def SchedulePrologueWaits : Pass<"schedule-prologue-waits", "::mlir::ModuleOp"> 
     GEMV's wait for its input where the input is in global memory (the
     output projections, waiting for the KDA heads or the MLA combine): the
     tile (w4a16_gemv_tile_staged_waiting) asks for its first weights, then
-    waits, then stages the input. Off: not yet measured.
+    waits, then stages the input. `absorb=true` marks an MLA query
+    absorption's wait for the projected queries (`q`): the task
+    (mla_q_absorb_task_waiting) loads its first rows of W_kv_b, then waits,
+    then stages q_nope. Both off: not yet measured.
   }];
   let options = [
     Option<"enabled", "enabled", "bool", "true",
@@ -325,6 +328,9 @@ def SchedulePrologueWaits : Pass<"schedule-prologue-waits", "::mlir::ModuleOp"> 
     Option<"gemv", "gemv", "bool", "false",
            "also move W4A16 GEMV tasks' waits for an input in global memory "
            "into the tile's prologue (after its first weights are asked for)">,
+    Option<"absorb", "absorb", "bool", "false",
+           "also move MLA query absorption tasks' waits for the projected "
+           "queries into the task's prologue (after its first weights are loaded)">,
   ];
 }
 

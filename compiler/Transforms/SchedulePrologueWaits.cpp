@@ -19,8 +19,10 @@
 // the task, are asked for before it. With `gemv=true` for a W4A16 GEMV's
 // wait for its input where the input is in global memory (the tile stages
 // it: the output projections after the KDA heads and the MLA combine): its
-// first weights are asked for before it. prologueGuardedBuffer (the
-// dialect) says which buffer each kind may wait for there.
+// first weights are asked for before it. With `absorb=true` for an MLA
+// query absorption's wait for the projected queries (`q`): its first rows
+// of W_kv_b are loaded before it. prologueGuardedBuffer (the dialect) says
+// which buffer each kind may wait for there.
 //
 //===----------------------------------------------------------------------===//
 
@@ -79,6 +81,7 @@ void SchedulePrologueWaitsPass::runOnOperation() {
         TaskOpInterface t = tasks.lookup(w.getTask());
         if (!t || marked.contains(w.getTask()) ||
             (isa<MlaAttentionChunkOp>(t.getOperation()) && !attention) ||
+            (isa<MlaQAbsorbOp>(t.getOperation()) && !absorb) ||
             (isa<W4A16GemvOp>(t.getOperation()) &&
              (!gemv || sharedBufs.contains(t.getStrArg("input")))))
           continue;

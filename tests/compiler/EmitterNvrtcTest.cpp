@@ -316,11 +316,12 @@ TEST(EmitterNvrtc, KimiLinearAttentionPrologueWait) {
 }
 
 // The output projections' waits for their inputs in the tile's prologue
-// (schedule-prologue-waits gemv=true): the KDA and MLA o_proj tiles take the
-// staged tile's waiting form, and the kernel compiles for both targets
-// without a template spill.
+// (schedule-prologue-waits gemv=true) and the MLA query absorption's
+// (absorb=true), with attention=true: the KDA and MLA o_proj tiles take the
+// staged tile's waiting form, the absorption its own, and the kernel
+// compiles for both targets without a template spill.
 TEST(EmitterNvrtc, KimiLinearGemvPrologueWait) {
-  const std::string opt = "schedule-prologue-waits=gemv=true attention=true";
+  const std::string opt = "schedule-prologue-waits=gemv=true attention=true absorb=true";
   kimiLinearWith(opt);
   const std::string src =
       emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, opt).source;
@@ -332,6 +333,10 @@ TEST(EmitterNvrtc, KimiLinearGemvPrologueWait) {
     EXPECT_NE(line.find("mk::CounterWaits{sync"), std::string::npos) << line;
   }
   EXPECT_EQ(n, 4u) << "the three KDA o_proj and the MLA o_proj";
+  const size_t absorb = src.find("mk::mla_q_absorb_task_waiting<");
+  ASSERT_NE(absorb, std::string::npos);
+  EXPECT_NE(src.substr(absorb, src.find('\n', absorb) - absorb).find("mk::CounterWaits{sync"),
+            std::string::npos);
   // The waiting forms under the templates' opt-in builds (timing stages,
   // the other attention forms, the serial staging). Under the sliced
   // attention the outlined norm spills 8 B on sm_90, as it does in the

@@ -1061,21 +1061,31 @@ __global__ void __launch_bounds__(AT, 1)
       mk::mla_attention_chunk_task<AT, HM, HG, LORA, ROPE, SUB>(t, nch, rows, scale, qabs, qr,
                                                                 ckv, kr, pm, pl, pa, smem);
 }
-// The absorb tasks and then the attention chunks in one launch, each
-// chunk in its waiting form (schedule-prologue-waits attention=true): its
-// first cache rows are asked for, then it waits for every absorb task's
-// signal (counter 0), then stages the absorbed queries.
+// The queries' copy, the absorb tasks and the attention chunks in one
+// launch, the absorb tasks and the chunks in their waiting forms
+// (schedule-prologue-waits absorb=true, attention=true): every block
+// copies its share of the projected queries and signals counter 1; each
+// absorb task loads its first weights, waits for those signals, stages
+// q_nope and signals counter 0; each chunk asks for its first cache rows,
+// waits for every absorb task's signal, then stages the absorbed queries.
+// calls[0] counts the chunks' waits, calls[1] the absorb tasks'.
 template <int HM, int HG, int SUB>
 __global__ void __launch_bounds__(T, 1)
-    absorbAttnWaitingKernel(const mk::bf16 *q, const uint8_t *wq, const mk::bf16 *s,
-                            const mk::bf16 *z, float *qabs, int rows, float scale,
-                            const mk::bf16 *qr, const mk::bf16 *ckv, const mk::bf16 *kr,
-                            float *pm, float *pl, float *pa, int *nchOut, unsigned *sync,
-                            unsigned *calls) {
+    absorbAttnWaitingKernel(const mk::bf16 *qsrc, mk::bf16 *q, int qn, const uint8_t *wq,
+                            const mk::bf16 *s, const mk::bf16 *z, float *qabs, int rows,
+                            float scale, const mk::bf16 *qr, const mk::bf16 *ckv,
+                            const mk::bf16 *kr, float *pm, float *pl, float *pa, int *nchOut,
+                            unsigned *sync, unsigned *calls) {
   extern __shared__ float smem[];
+  const int per = (qn + gridDim.x - 1) / gridDim.x;
+  for (int i = blockIdx.x * per + threadIdx.x; i < min(qn, (blockIdx.x + 1) * per); i += T)
+    q[i] = qsrc[i];
+  mk::counter_signal(sync, 1);
   constexpr int absorbTasks = HM * LORA / mk::mla_absorb_rows<T, NOPE, LORA>();
   for (int t = blockIdx.x; t < absorbTasks; t += gridDim.x) {
-    mk::mla_q_absorb_task<T, HM, NOPE, ROPE, VH, LORA, 128>(t, q, wq, s, z, qabs, smem);
+    mk::mla_q_absorb_task_waiting<T, HM, NOPE, ROPE, VH, LORA, 128>(
+        t, q, wq, s, z, qabs, smem,
+        CountingWait{mk::CounterWaits{sync, 1, 1, gridDim.x}, calls + 1});
     mk::counter_signal(sync, 0);
   }
   __syncthreads();
@@ -1137,17 +1147,20 @@ void runMla(int ctx, bool adopt, uint64_t seed) {
   CK(cudaGetLastError());
   const size_t asmem = mk::mla_attention_smem_floats<AT, HG, LORA, ROPE, SUB>() * sizeof(float);
   const float scale = 1.f / std::sqrt(float(QD));
-  Dev<unsigned> sync(mk::sync_bytes(1) / 4), calls(1);
+  Dev<unsigned> sync(mk::sync_bytes(2) / 4), calls(2);
+  Dev<HB> qcopy(q.size());
   if constexpr (WAITING) {
-    // One launch: the absorb tasks signal, the chunks wait in their prologue.
+    // One launch: the queries' copy and the absorb tasks signal, the absorb
+    // tasks and the chunks wait in their prologues.
     sync.zero();
     calls.zero();
     const size_t wsmem = std::max(asmem, NOPE * sizeof(float));
     auto fused = absorbAttnWaitingKernel<HM, HG, SUB>;
     CK(cudaFuncSetAttribute(fused, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wsmem));
-    fused<<<23, T, wsmem>>>(dq.as<mk::bf16>(), dw.p, ds.as<mk::bf16>(), dz.as<mk::bf16>(), qabs.p,
-                            rows, scale, dqr.as<mk::bf16>(), (mk::bf16 *)co, (mk::bf16 *)ko, pm.p,
-                            pl.p, pa.p, nch.p, sync.p, calls.p);
+    fused<<<23, T, wsmem>>>(dq.as<mk::bf16>(), qcopy.as<mk::bf16>(), int(q.size()), dw.p,
+                            ds.as<mk::bf16>(), dz.as<mk::bf16>(), qabs.p, rows, scale,
+                            dqr.as<mk::bf16>(), (mk::bf16 *)co, (mk::bf16 *)ko, pm.p, pl.p, pa.p,
+                            nch.p, sync.p, calls.p);
     CK(cudaGetLastError());
   } else {
     absorbKernel<HM><<<9, T, NOPE * sizeof(float)>>>(dq.as<mk::bf16>(), dw.p,
@@ -1165,8 +1178,12 @@ void runMla(int ctx, bool adopt, uint64_t seed) {
                                  dz.as<mk::bf16>(), dO.p);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
-  if constexpr (WAITING)
-    EXPECT_EQ(calls.get()[0], unsigned(nch.get()[0] * (HM / HG))) << "one wait per chunk task";
+  if constexpr (WAITING) {
+    const std::vector<unsigned> c = calls.get();
+    EXPECT_EQ(c[0], unsigned(nch.get()[0] * (HM / HG))) << "one wait per chunk task";
+    EXPECT_EQ(c[1], unsigned(HM * LORA / mk::mla_absorb_rows<T, NOPE, LORA>()))
+        << "one wait per absorb task";
+  }
 
   // Reference: materialized form in double, from the spec.
   auto rope = [&](float x0, float x1, int p, float *out) {
@@ -1276,10 +1293,11 @@ TEST(Mla, SlicedForm) {
   runMla<16, 16, 16, 256, true>(40, true, 35);
   runMla<4, 2, 16, T, true>(300, false, 36);
 }
-// The waiting form (schedule-prologue-waits attention=true): the absorb
-// tasks and the chunks in one launch, each chunk waiting for the absorbed
-// queries in its prologue, after its first rows are asked for; the unit's
-// head group, 16 heads, a short context and a single row.
+// The waiting forms (schedule-prologue-waits absorb=true attention=true):
+// the queries' copy, the absorb tasks and the chunks in one launch, each
+// absorb task waiting for the queries after its first weights are loaded,
+// each chunk for the absorbed queries after its first rows are asked for;
+// the unit's head group, 16 heads, a short context and a single row.
 TEST(Mla, WaitingFormWaitsInItsPrologue) {
   REQUIRE_GPU();
   runMla<32, 8, mk::kMlaSub, T, false, true>(2000, false, 37);

@@ -561,7 +561,8 @@ LogicalResult WaitOp::verify() {
   // A prologue wait belongs to a task of its phase that waits in its
   // prologue (a moe_down: moe_down_task_waiting; an mla_attention_chunk:
   // mla_attention_chunk_task_waiting; a w4a16_gemv of an input in global
-  // memory: w4a16_gemv_tile_staged_waiting), and is its only one.
+  // memory: w4a16_gemv_tile_staged_waiting; an mla_q_absorb:
+  // mla_q_absorb_task_waiting), and is its only one.
   auto phase = (*this)->getParentOfType<PhaseOp>();
   Operation *task = nullptr;
   for (TaskOpInterface t : phase.getBodyBlock().getOps<TaskOpInterface>())
@@ -572,8 +573,8 @@ LogicalResult WaitOp::verify() {
   if (prologueGuardedBuffer(cast<TaskOpInterface>(task)).empty())
     return emitOpError("in_prologue: task '")
            << getTask() << "' is a " << task->getName().getStringRef()
-           << ", which waits before it starts (only moe_down, mla_attention_chunk and "
-              "w4a16_gemv wait in their prologue)";
+           << ", which waits before it starts (only moe_down, mla_attention_chunk, "
+              "mla_q_absorb and w4a16_gemv wait in their prologue)";
   // The second of two is the one reported.
   for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>()) {
     if (w == *this)

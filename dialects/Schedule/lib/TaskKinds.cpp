@@ -318,6 +318,8 @@ StringRef prologueGuardedBuffer(TaskOpInterface t) {
     return t.getStrArg("q_abs");
   if (isa<W4A16GemvOp>(t.getOperation()))
     return t.getStrArg("input");
+  if (isa<MlaQAbsorbOp>(t.getOperation()))
+    return t.getStrArg("q");
   return "";
 }
 

@@ -4,6 +4,7 @@
 // RUN: mk-opt %s --schedule-prologue-waits --schedule-prologue-waits | FileCheck %s
 // RUN: mk-opt %s "--schedule-prologue-waits=attention=true" | FileCheck %s --check-prefix=ATTN
 // RUN: mk-opt %s "--schedule-prologue-waits=gemv=true" | FileCheck %s --check-prefix=GEMV
+// RUN: mk-opt %s "--schedule-prologue-waits=absorb=true" | FileCheck %s --check-prefix=ABSORB
 
 // The down task's wait for its expert's gate/up sums moves into its
 // prologue (its weights do not depend on them); its wait for the router,
@@ -176,5 +177,31 @@ schedule.kernel @gemv_shared attributes {threads = 256 : i64} {
   schedule.phase "after" {
     schedule.w4a16_gemv "proj" {epilogue = "bf16", group = 32 : i64, input = @x, input_offset = 0 : i64, k = 256 : i64, ksplit = 1 : i64, n = [256], outputs = [@y], tiles = 2 : i64, tn = 128 : i64, weights = ["proj"], bytes = 40960 : i64, count = 2 : i64, partition = "tiles"}
     schedule.wait @p.done {divisor = 2 : i64, target = 1 : i64, task = "proj"}
+  }
+}
+
+// The MLA query absorption's wait for the projected queries moves into its
+// prologue only with absorb=true (its first rows of W_kv_b are loaded
+// before it).
+// CHECK-LABEL: schedule.kernel @absorb
+// CHECK-NOT: in_prologue
+// ATTN-LABEL: schedule.kernel @absorb
+// ATTN-NOT: in_prologue
+// ABSORB-LABEL: schedule.kernel @absorb
+// ABSORB: schedule.wait @proj.done {divisor = 2 : i64, in_prologue, target = 1 : i64, task = "absorb"}
+schedule.kernel @absorb attributes {threads = 256 : i64} {
+  schedule.buffer @q {dtype = "bf16", shape = array<i64: 96>}
+  schedule.buffer @q_abs {dtype = "f32", shape = array<i64: 256>}
+  schedule.weight @kv_b.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 64, 128>}
+  schedule.weight @kv_b.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 4, 128>}
+  schedule.weight @kv_b.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 4, 128>}
+  schedule.counter @proj.done {size = 1 : i64}
+  schedule.phase "proj" {
+    schedule.opaque "proj" {writes = [@q]}
+    schedule.signal @proj.done {divisor = 1 : i64, task = "proj"}
+  }
+  schedule.phase "absorb" {
+    schedule.mla_q_absorb "absorb" {bytes = 4096 : i64, count = 2 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 32 : i64, partition = "heads", q = @q, q_abs = @q_abs, rope = 16 : i64, v_head = 32 : i64}
+    schedule.wait @proj.done {divisor = 2 : i64, target = 1 : i64, task = "absorb"}
   }
 }

@@ -148,7 +148,8 @@ llvm::StringRef guardedBesides(TaskOpInterface producer, TaskOpInterface consume
 /// staged gate and up `sums` (its weights are asked for first), an
 /// mla_attention_chunk's absorbed queries `q_abs` (its first cache rows
 /// are), a w4a16_gemv's `input` (its first weights are; only an input in
-/// global memory, which the tile stages: the emitter refuses a shared one);
+/// global memory, which the tile stages: the verifier refuses a shared
+/// one), an mla_q_absorb's projected queries `q` (its first weights are);
 /// "" for every other kind, whose waits stay before the task
 /// (schedule-prologue-waits, the kernel verifier).
 llvm::StringRef prologueGuardedBuffer(TaskOpInterface t);
