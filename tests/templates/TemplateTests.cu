@@ -407,6 +407,16 @@ TEST(W4A16Gemv, Fp32Input) {
   runGemv<16, 128, true>(1024, 256, 1, 11);
 }
 
+/// The producer side of the waiting forms' tests: this block copies its
+/// share of src[0, n) to dst, then signals counter `counter`.
+template <class V>
+__device__ void copyShareThenSignal(const V *src, V *dst, int n, unsigned *sync, int counter) {
+  const int per = (n + gridDim.x - 1) / gridDim.x;
+  for (int i = blockIdx.x * per + threadIdx.x; i < min(n, (blockIdx.x + 1) * per); i += T)
+    dst[i] = src[i];
+  mk::counter_signal(sync, counter);
+}
+
 /// A prologue wait that also counts its calls (one per task instance).
 struct CountingWait {
   mk::CounterWaits wait;
@@ -428,10 +438,7 @@ __global__ void __launch_bounds__(T, 1)
                             const mk::bf16 *s, const mk::bf16 *z, int N, int ksplit, float *y,
                             unsigned *sync, unsigned *calls) {
   extern __shared__ float smem[];
-  const int per = (K + gridDim.x - 1) / gridDim.x;
-  for (int i = blockIdx.x * per + threadIdx.x; i < min(K, (blockIdx.x + 1) * per); i += T)
-    x[i] = src[i];
-  mk::counter_signal(sync, 0);
+  copyShareThenSignal(src, x, K, sync, 0);
   const int tiles = (N + TN - 1) / TN;
   for (int t = blockIdx.x; t < tiles * ksplit; t += gridDim.x) {
     const int tile = t % tiles, ks = t / tiles;
@@ -1077,10 +1084,7 @@ __global__ void __launch_bounds__(T, 1)
                             const mk::bf16 *kr, float *pm, float *pl, float *pa, int *nchOut,
                             unsigned *sync, unsigned *calls) {
   extern __shared__ float smem[];
-  const int per = (qn + gridDim.x - 1) / gridDim.x;
-  for (int i = blockIdx.x * per + threadIdx.x; i < min(qn, (blockIdx.x + 1) * per); i += T)
-    q[i] = qsrc[i];
-  mk::counter_signal(sync, 1);
+  copyShareThenSignal(qsrc, q, qn, sync, 1);
   constexpr int absorbTasks = HM * LORA / mk::mla_absorb_rows<T, NOPE, LORA>();
   for (int t = blockIdx.x; t < absorbTasks; t += gridDim.x) {
     mk::mla_q_absorb_task_waiting<T, HM, NOPE, ROPE, VH, LORA, 128>(
