@@ -31,16 +31,23 @@ status=0
 # cut off at its time limit, but only a few files of it: one archive,
 # refreshed as the run goes; written aside, then renamed, so that a cut
 # never leaves half an archive).
+# Each pack writes its own temporary archive (the background one and a
+# step's may overlap); tar's status 1 (a log grew while it was read) still
+# gives a whole archive of what was there.
 pack() {
   [ -n "${OUT:-}" ] || return 0
-  tar -C "$LOGS/.." -czf "$OUT/.gpu-logs.tmp" "$(basename "$LOGS")" 2>/dev/null &&
-    mv -f "$OUT/.gpu-logs.tmp" "$OUT/gpu-logs.tar.gz"
+  local tmp="$OUT/.gpu-logs.$BASHPID.tmp"
+  tar -C "$LOGS/.." -czf "$tmp" "$(basename "$LOGS")" 2>/dev/null
+  if [ $? -le 1 ]; then mv -f "$tmp" "$OUT/gpu-logs.tar.gz"; else rm -f "$tmp"; fi
   return 0
 }
 if [ -n "${OUT:-}" ]; then
-  (while sleep 30; do pack; done) &
+  # Its sleep is waited for, not run in the foreground, so that TERM ends
+  # it at once; its output goes nowhere, so nothing it leaves holds the
+  # script's.
+  (trap 'exit 0' TERM; while :; do sleep 30 & wait $!; pack; done) >/dev/null 2>&1 &
   packer=$!
-  trap 'kill $packer 2>/dev/null' EXIT
+  trap 'kill $packer 2>/dev/null; wait $packer 2>/dev/null; pack' EXIT
 fi
 step() { pack; echo "== $* ($(date +%T))"; }
 part=${MK_GPU_PART:-all}

@@ -308,6 +308,10 @@ TEST(EmitterNvrtc, KimiLinearAttentionPrologueWait) {
     ++waits;
   EXPECT_EQ(waits, 1u) << before;
   EXPECT_EQ(before.find("counter_wait(sync, " + base + " "), std::string::npos) << before;
+  // An instance past the context's chunks runs no task but still waits.
+  EXPECT_NE(before.find("if (i >= nch * 4) mk::CounterWaits{sync, " + base + " "),
+            std::string::npos)
+      << before;
   // The default keeps every attention wait before the task.
   const std::string plain =
       emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;

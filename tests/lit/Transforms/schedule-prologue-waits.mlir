@@ -23,6 +23,9 @@
 // ATTN-LABEL: schedule.phase "after"
 // ATTN-NOT: in_prologue
 // ATTN-LABEL: schedule.kernel @k2
+// ABSORB-LABEL: schedule.phase "after"
+// ABSORB-NOT: in_prologue
+// ABSORB-LABEL: schedule.kernel @k2
 // OFF-NOT: in_prologue
 // Two counters guard the sums (two gate/up tasks): the first wait moves, the
 // second stays, also when the pass runs again on its own output.
@@ -133,6 +136,8 @@ schedule.kernel @k2 attributes {threads = 256 : i64} {
 // CHECK-NOT: in_prologue
 // GEMV-LABEL: schedule.kernel @mla
 // GEMV-NOT: in_prologue
+// ABSORB-LABEL: schedule.kernel @mla
+// ABSORB-NOT: in_prologue
 // ATTN-LABEL: schedule.kernel @mla
 // ATTN-DAG: schedule.wait @rope.done {divisor = 64 : i64, target = 1 : i64, task = "attn"}
 // ATTN-DAG: schedule.wait @absorb.done {divisor = 64 : i64, in_prologue, target = 4 : i64, task = "attn"}
