@@ -135,7 +135,7 @@ __host__ __device__ constexpr int mla_absorb_rows() {
 ///
 /// mla_q_absorb_task_waiting: the same after `wait()` (the task's wait for
 /// the projected queries, which the schedule put in its prologue:
-/// schedule-prologue-waits absorb=true): each thread's first row pair of
+/// schedule-prologue-waits absorb=true): each thread's row pair of
 /// W (its weights, scales and zero points, which depend on nothing of this
 /// step) is loaded first, then the task waits, then stages q_nope, so that
 /// the weights' round trip runs under the wait.
@@ -172,27 +172,23 @@ __device__ void mla_q_absorb_task_waiting(int task, const bf16 *q, const uint8_t
     r.z1 = __ldg(zp + 1);
     return r;
   };
-  // Without a prologue wait (mla_q_absorb_task) the order stays q_nope
-  // first, then each row pair as its turn comes.
+  // ROWS is at most two rows per thread: each thread has at most one row
+  // pair. Without a prologue wait (mla_q_absorb_task) the order stays
+  // q_nope first, then the row pair.
+  static_assert(ROWS <= 2 * (THREADS / 32) * RPW, "one row pair per thread at most");
   constexpr bool kEarly = !detail::IsNoPrologue<Wait>::value;
-  const int rpEnd = (c0 + ROWS) / 2, rpStride = (THREADS / 32) * RPW;
-  int rp = c0 / 2 + warp * RPW + lane / LPR;
-  RowPair next{};
-  if (kEarly && rp < rpEnd)
-    next = load(rp);
+  const int rp = c0 / 2 + warp * RPW + lane / LPR;
+  const bool mine = rp < (c0 + ROWS) / 2;
+  RowPair cur{};
+  if (kEarly && mine)
+    cur = load(rp);
   wait();
   for (int i = threadIdx.x; i < NOPE; i += THREADS)
     smem[i] = bf2f(__ldcg(q + h * (NOPE + ROPE) + i));
   __syncthreads();
-  for (; rp < rpEnd; rp += rpStride) {
-    RowPair cur;
-    if constexpr (kEarly) {
-      cur = next;
-      if (rp + rpStride < rpEnd)
-        next = load(rp + rpStride);
-    } else {
+  if (mine) {
+    if constexpr (!kEarly)
       cur = load(rp);
-    }
     const uint32_t ww[4] = {cur.w.x, cur.w.y, cur.w.z, cur.w.w};
     const uint32_t sw[8] = {cur.s0.x, cur.s0.y, cur.s0.z, cur.s0.w,
                             cur.s1.x, cur.s1.y, cur.s1.z, cur.s1.w};
