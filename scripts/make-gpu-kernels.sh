@@ -114,14 +114,11 @@ variant tfuse schedule-fuse-kda-o-proj=enabled=true
 # Phase balancing with its spread-only moves (the zeroing tasks leave phase
 # 0; off by default since perf notes #72): measured against the default.
 variant tspread schedule-partition-work=balance-spread=true
-# The MLA attention chunks' wait for the absorbed queries in their prologue,
-# after their first cache rows are asked for (opt-in until the whole suite
-# has run on it; perf notes #153 measured it faster).
-variant tqwait schedule-prologue-waits=attention=true
-# The same, and the output projections' and the MLA query absorption's
-# waits for their inputs in their prologues, after their first weights are
-# asked for (not yet measured).
-variant tpwait "schedule-prologue-waits=attention=true gemv=true absorb=true"
+# The MLA query absorption's wait for the projected queries in its prologue,
+# after its first rows of W_kv_b are loaded (opt-in: perf notes #155
+# measured it no faster beside the default's attention and GEMV prologue
+# waits): oracle test and bench.
+variant tawait schedule-prologue-waits=absorb=true
 if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   # 32-row MLA attention sub-chunks (opt-in; perf notes #98: slower).
   variant tsub32 schedule-partition-work=attention-sub-rows=32
@@ -137,4 +134,7 @@ if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   variant tnobalance schedule-partition-work=balance-phases=false
   variant tprefetch1 schedule-prefetch-weights=distance=1
   variant thg16c128 "schedule-partition-work=attention-head-group=16 attention-chunks=128"
+  # The attention's and the output projections' waits before their tasks
+  # (the default until session 29).
+  variant tnowait "schedule-prologue-waits=attention=false gemv=false"
 fi

@@ -1850,7 +1850,7 @@ __device__ void w4a16_gemv_tile_staged(const In *src, float *stage, const uint8_
 
 /// w4a16_gemv_tile_staged after `wait()` (the task's wait for its input,
 /// which the schedule put in its prologue: schedule-prologue-waits
-/// gemv=true): the tile asks for its first weights, then waits, then stages
+/// `gemv`, on by default): the tile asks for its first weights, then waits, then stages
 /// its input, so that the weights' round trip runs under the wait.
 template <int THREADS, int TN, int GROUP, class Epi, bool FP32X, int ORDER, class In, class Wait>
 __device__ void w4a16_gemv_tile_staged_waiting(const In *src, float *stage,

@@ -72,7 +72,8 @@ LogicalResult Emitter::lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o
   // a bf16 input as stored, an fp32 one a sum the spec rounds to bf16
   // before the projection, the MLA combine's slices).
   // A wait for the input in the tile's prologue (schedule-prologue-waits
-  // gemv=true): the staged tile's waiting form, after its first weights.
+  // `gemv`, on by default): the staged tile's waiting form, after its first
+  // weights.
   const std::string wait = takePrologueWait();
   if (!wait.empty() && shared)
     return t.emitOpError("waits for its input in its prologue, but the input @")
@@ -430,7 +431,7 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
                     T, hg, lora, rope, subArg, f)
           .str());
   // A wait for the absorbed queries in the task's prologue
-  // (schedule-prologue-waits attention=true): the waiting form, which asks
+  // (schedule-prologue-waits `attention`, on by default): the waiting form, which asks
   // for its first rows before it waits.
   const std::string wait = takePrologueWait();
   const bool waiting = !wait.empty();

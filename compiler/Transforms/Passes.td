@@ -292,7 +292,7 @@ def ScheduleBarriersToCounters
 }
 
 def SchedulePrologueWaits : Pass<"schedule-prologue-waits", "::mlir::ModuleOp"> {
-  let summary = "Let MoE down tasks wait for their gate/up sums after their weight copies start (opt-in: MLA attention chunks for their queries after their first rows, GEMVs and the MLA query absorption for their inputs after their first weights)";
+  let summary = "Let tasks wait for their inputs after their first weight or cache loads start: MoE down tasks, MLA attention chunks and GEMVs of an input in global memory (opt-in: the MLA query absorption)";
   let description = [{
     Marks `in_prologue` each counter wait of a `moe_down` task whose
     signallers write, of what the task reads, only its `sums` (the
@@ -304,28 +304,31 @@ def SchedulePrologueWaits : Pass<"schedule-prologue-waits", "::mlir::ModuleOp"> 
     wait per task. Runs after schedule-barriers-to-counters, which makes
     the waits. Measured on the H200 (docs/perf-notes.md, #102): -1.3 us per
     token at context 2048, -1.9 to -2.8 at 16384. `enabled=false` keeps
-    every wait before its task. `attention=true` marks an MLA attention
-    chunk's wait for the absorbed queries (`q_abs`) too: the emitted task
+    every wait before its task.
+
+    `attention` (on by default) marks an MLA attention chunk's wait for
+    the absorbed queries (`q_abs`) too: the emitted task
     (mla_attention_chunk_task_waiting) asks for its first cache rows, then
     waits, then stages the queries (its wait for the rope/append task,
-    which writes the step's new row, stays before the task). Measured
-    -1.8 to -3.7 us per token at 2048, -2.6 to -5.0 at 16384
-    (docs/perf-notes.md #153); off until the whole GPU suite has run on it. `gemv=true` marks a W4A16
-    GEMV's wait for its input where the input is in global memory (the
-    output projections, waiting for the KDA heads or the MLA combine): the
-    tile (w4a16_gemv_tile_staged_waiting) asks for its first weights, then
-    waits, then stages the input. `absorb=true` marks an MLA query
-    absorption's wait for the projected queries (`q`): the task
-    (mla_q_absorb_task_waiting) loads its first rows of W_kv_b, then waits,
-    then stages q_nope. Both off: not yet measured.
+    which writes the step's new row, stays before the task); -1.8 to -3.7
+    us per token at 2048, -2.6 to -5.0 at 16384 (#153). `gemv` (on by
+    default) marks a W4A16 GEMV's wait for its input where the input is in
+    global memory (the output projections, waiting for the KDA heads or the
+    MLA combine): the tile (w4a16_gemv_tile_staged_waiting) asks for its
+    first weights, then waits, then stages the input; a further -3.0 to
+    -5.6 us at 2048, -1.8 to -5.6 at 16384 (#155). `absorb=true` (opt-in)
+    marks an MLA query absorption's wait for the projected queries (`q`):
+    the task (mla_q_absorb_task_waiting) loads its first rows of W_kv_b,
+    then waits, then stages q_nope; measured no faster on top of the other
+    two (#155).
   }];
   let options = [
     Option<"enabled", "enabled", "bool", "true",
            "move qualifying MoE down waits into the task's prologue">,
-    Option<"attention", "attention", "bool", "false",
+    Option<"attention", "attention", "bool", "true",
            "also move MLA attention chunks' waits for the absorbed queries "
            "into the task's prologue (after its first cache rows are asked for)">,
-    Option<"gemv", "gemv", "bool", "false",
+    Option<"gemv", "gemv", "bool", "true",
            "also move W4A16 GEMV tasks' waits for an input in global memory "
            "into the tile's prologue (after its first weights are asked for)">,
     Option<"absorb", "absorb", "bool", "false",

@@ -13,15 +13,15 @@
 // only its `sums` (the router's counter, which decides the expert and so
 // the weights, stays before the task).
 //
-// With `attention=true` the same for an MLA attention chunk's wait for the
+// With `attention` (on by default) the same for an MLA attention chunk's wait for the
 // absorbed queries (`q_abs`): its first cache rows, written by earlier
 // steps or (the new row) by the rope/append task whose wait stays before
-// the task, are asked for before it. With `gemv=true` for a W4A16 GEMV's
+// the task, are asked for before it. With `gemv` (on by default) for a W4A16 GEMV's
 // wait for its input where the input is in global memory (the tile stages
 // it: the output projections after the KDA heads and the MLA combine): its
 // first weights are asked for before it. With `absorb=true` for an MLA
 // query absorption's wait for the projected queries (`q`): its first rows
-// of W_kv_b are loaded before it. prologueGuardedBuffer (the dialect) says
+// of W_kv_b are loaded before it (opt-in: measured no faster, #155). prologueGuardedBuffer (the dialect) says
 // which buffer each kind may wait for there.
 //
 //===----------------------------------------------------------------------===//

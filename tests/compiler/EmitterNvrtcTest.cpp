@@ -282,14 +282,14 @@ TEST(EmitterNvrtc, KimiLinearEarlyRequests) {
 }
 
 // The MLA attention chunks' wait for the absorbed queries in their prologue
-// (schedule-prologue-waits attention=true): the task takes the waiting
-// form and that wait, its wait for the rope/append task stays before it,
-// and the kernel compiles for both targets without a template spill.
+// (schedule-prologue-waits attention, on by default): the task takes the
+// waiting form and that wait, its wait for the rope/append task stays
+// before it, and the kernel compiles for both targets without a template
+// spill.
 TEST(EmitterNvrtc, KimiLinearAttentionPrologueWait) {
-  const std::string opt = "schedule-prologue-waits=attention=true";
-  kimiLinearWith(opt);
+  kimiLinearWith("");
   const std::string src =
-      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, opt).source;
+      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
   EXPECT_NE(src.find("mk::mla_attention_chunk_task_waiting<"), std::string::npos);
   const size_t call = src.find("mla_attention_chunk_task_waiting<");
   ASSERT_NE(call, std::string::npos);
@@ -312,31 +312,43 @@ TEST(EmitterNvrtc, KimiLinearAttentionPrologueWait) {
   EXPECT_NE(before.find("if (i >= nch * 4) mk::CounterWaits{sync, " + base + " "),
             std::string::npos)
       << before;
-  // The default keeps every attention wait before the task.
-  const std::string plain =
-      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
+  // attention=false keeps every attention wait before the task.
+  const std::string plain = emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16",
+                                 false, "schedule-prologue-waits=attention=false")
+                                .source;
   EXPECT_EQ(plain.find("mla_attention_chunk_task_waiting"), std::string::npos);
   EXPECT_NE(plain.find("mk::mla_attention_chunk_task<"), std::string::npos);
 }
 
 // The output projections' waits for their inputs in the tile's prologue
-// (schedule-prologue-waits gemv=true) and the MLA query absorption's
-// (absorb=true), with attention=true: the KDA and MLA o_proj tiles take the
+// (schedule-prologue-waits gemv, on by default) and the MLA query
+// absorption's (absorb=true, opt-in): the KDA and MLA o_proj tiles take the
 // staged tile's waiting form, the absorption its own, and the kernel
 // compiles for both targets without a template spill.
 TEST(EmitterNvrtc, KimiLinearGemvPrologueWait) {
-  const std::string opt = "schedule-prologue-waits=gemv=true attention=true absorb=true";
+  const auto waitingTiles = [](const std::string &src) {
+    size_t n = 0;
+    for (size_t p = src.find("w4a16_gemv_tile_staged_waiting<"); p != std::string::npos;
+         p = src.find("w4a16_gemv_tile_staged_waiting<", p + 1)) {
+      ++n;
+      const std::string line = src.substr(p, src.find('\n', p) - p);
+      EXPECT_NE(line.find("mk::CounterWaits{sync"), std::string::npos) << line;
+    }
+    return n;
+  };
+  const std::string plain =
+      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
+  EXPECT_EQ(waitingTiles(plain), 4u) << "the three KDA o_proj and the MLA o_proj";
+  EXPECT_EQ(plain.find("mla_q_absorb_task_waiting<"), std::string::npos);
+  EXPECT_EQ(waitingTiles(emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false,
+                              "schedule-prologue-waits=gemv=false")
+                             .source),
+            0u);
+  const std::string opt = "schedule-prologue-waits=absorb=true";
   kimiLinearWith(opt);
   const std::string src =
       emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, opt).source;
-  size_t n = 0;
-  for (size_t p = src.find("w4a16_gemv_tile_staged_waiting<"); p != std::string::npos;
-       p = src.find("w4a16_gemv_tile_staged_waiting<", p + 1)) {
-    ++n;
-    const std::string line = src.substr(p, src.find('\n', p) - p);
-    EXPECT_NE(line.find("mk::CounterWaits{sync"), std::string::npos) << line;
-  }
-  EXPECT_EQ(n, 4u) << "the three KDA o_proj and the MLA o_proj";
+  EXPECT_EQ(waitingTiles(src), 4u);
   const size_t absorb = src.find("mk::mla_q_absorb_task_waiting<");
   ASSERT_NE(absorb, std::string::npos);
   EXPECT_NE(src.substr(absorb, src.find('\n', absorb) - absorb).find("mk::CounterWaits{sync"),

@@ -2,30 +2,26 @@
 // RUN: mk-opt %s "--schedule-prologue-waits=enabled=false" | FileCheck %s --check-prefix=OFF
 // Run twice: the marked wait stays the task's only prologue wait.
 // RUN: mk-opt %s --schedule-prologue-waits --schedule-prologue-waits | FileCheck %s
-// RUN: mk-opt %s "--schedule-prologue-waits=attention=true" | FileCheck %s --check-prefix=ATTN
-// RUN: mk-opt %s "--schedule-prologue-waits=gemv=true" | FileCheck %s --check-prefix=GEMV
+// RUN: mk-opt %s "--schedule-prologue-waits=attention=false gemv=false" | FileCheck %s --check-prefix=DOWN
 // RUN: mk-opt %s "--schedule-prologue-waits=absorb=true" | FileCheck %s --check-prefix=ABSORB
 
 // The down task's wait for its expert's gate/up sums moves into its
 // prologue (its weights do not depend on them); its wait for the router,
 // which picks the expert and so its weights, stays before it. The GEMV's
-// wait stays too unless gemv=true (GEMV prefix); attention=true leaves it
-// (ATTN prefix).
+// wait for its input (in global memory, which the tile stages) moves too
+// (`gemv`, on by default); with gemv=false (DOWN prefix) it stays.
 // CHECK-LABEL: schedule.phase "down"
 // CHECK-DAG: schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "down"}
 // CHECK-DAG: schedule.wait @gu.ready {divisor = 32 : i64, in_prologue, target = 32 : i64, task = "down"}
 // CHECK-LABEL: schedule.phase "after"
-// CHECK: schedule.wait @gu.ready {divisor = 2 : i64, span = 2 : i64, target = 32 : i64, task = "proj"}
-// With gemv=true the GEMV's wait for its input (in global memory, which
-// the tile stages) moves too.
-// GEMV-LABEL: schedule.phase "after"
-// GEMV: schedule.wait @gu.ready {divisor = 2 : i64, in_prologue, span = 2 : i64, target = 32 : i64, task = "proj"}
-// ATTN-LABEL: schedule.phase "after"
-// ATTN-NOT: in_prologue
-// ATTN-LABEL: schedule.kernel @k2
+// CHECK: schedule.wait @gu.ready {divisor = 2 : i64, in_prologue, span = 2 : i64, target = 32 : i64, task = "proj"}
+// DOWN-LABEL: schedule.phase "down"
+// DOWN: schedule.wait @gu.ready {divisor = 32 : i64, in_prologue, target = 32 : i64, task = "down"}
+// DOWN-LABEL: schedule.phase "after"
+// DOWN-NOT: in_prologue
+// DOWN-LABEL: schedule.kernel @k2
 // ABSORB-LABEL: schedule.phase "after"
-// ABSORB-NOT: in_prologue
-// ABSORB-LABEL: schedule.kernel @k2
+// ABSORB: schedule.wait @gu.ready {divisor = 2 : i64, in_prologue, span = 2 : i64, target = 32 : i64, task = "proj"}
 // OFF-NOT: in_prologue
 // Two counters guard the sums (two gate/up tasks): the first wait moves, the
 // second stays, also when the pass runs again on its own output.
@@ -129,18 +125,18 @@ schedule.kernel @k2 attributes {threads = 256 : i64} {
 }
 
 // An MLA attention chunk's wait for the absorbed queries moves into its
-// prologue only with attention=true (its first cache rows are asked for
+// prologue (`attention`, on by default: its first cache rows are asked for
 // before it); its wait for the rope/append task, which writes the step's
-// new cache row and its rope queries, stays before it.
+// new cache row and its rope queries, stays before it. With
+// attention=false (DOWN prefix) both stay.
 // CHECK-LABEL: schedule.kernel @mla
-// CHECK-NOT: in_prologue
-// GEMV-LABEL: schedule.kernel @mla
-// GEMV-NOT: in_prologue
+// CHECK-DAG: schedule.wait @rope.done {divisor = 64 : i64, target = 1 : i64, task = "attn"}
+// CHECK-DAG: schedule.wait @absorb.done {divisor = 64 : i64, in_prologue, target = 4 : i64, task = "attn"}
+// DOWN-LABEL: schedule.kernel @mla
+// DOWN-NOT: in_prologue
+// DOWN-LABEL: schedule.kernel @gemv_shared
 // ABSORB-LABEL: schedule.kernel @mla
-// ABSORB-NOT: in_prologue
-// ATTN-LABEL: schedule.kernel @mla
-// ATTN-DAG: schedule.wait @rope.done {divisor = 64 : i64, target = 1 : i64, task = "attn"}
-// ATTN-DAG: schedule.wait @absorb.done {divisor = 64 : i64, in_prologue, target = 4 : i64, task = "attn"}
+// ABSORB: schedule.wait @absorb.done {divisor = 64 : i64, in_prologue, target = 4 : i64, task = "attn"}
 schedule.kernel @mla attributes {threads = 256 : i64} {
   schedule.buffer @state.0.c_kv {dtype = "bf16", layer = 0 : i64, shape = array<i64: -1, 128>, space = "state"}
   schedule.buffer @state.0.k_rope {dtype = "bf16", layer = 0 : i64, shape = array<i64: -1, 16>, space = "state"}
@@ -165,9 +161,10 @@ schedule.kernel @mla attributes {threads = 256 : i64} {
 }
 
 // A GEMV whose input is in shared memory has no staging to wait before:
-// its wait stays before it even with gemv=true.
-// GEMV-LABEL: schedule.kernel @gemv_shared
-// GEMV-NOT: in_prologue
+// its wait stays before it.
+// CHECK-LABEL: schedule.kernel @gemv_shared
+// CHECK-NOT: in_prologue
+// CHECK-LABEL: schedule.kernel @absorb
 schedule.kernel @gemv_shared attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
@@ -188,10 +185,9 @@ schedule.kernel @gemv_shared attributes {threads = 256 : i64} {
 // The MLA query absorption's wait for the projected queries moves into its
 // prologue only with absorb=true (its first rows of W_kv_b are loaded
 // before it).
-// CHECK-LABEL: schedule.kernel @absorb
 // CHECK-NOT: in_prologue
-// ATTN-LABEL: schedule.kernel @absorb
-// ATTN-NOT: in_prologue
+// DOWN-LABEL: schedule.kernel @absorb
+// DOWN-NOT: in_prologue
 // ABSORB-LABEL: schedule.kernel @absorb
 // ABSORB: schedule.wait @proj.done {divisor = 2 : i64, in_prologue, target = 1 : i64, task = "absorb"}
 schedule.kernel @absorb attributes {threads = 256 : i64} {
