@@ -137,4 +137,8 @@ if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   # The attention's and the output projections' waits before their tasks
   # (the default until session 29).
   variant tnowait "schedule-prologue-waits=attention=false gemv=false"
+  # The MLA combine's wait for the attention chunks' partials in its
+  # prologue, after its first W_v rows are asked for (opt-in; perf notes
+  # #158: slower).
+  variant tcwait schedule-prologue-waits=combine=true
 fi

@@ -1242,33 +1242,38 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
 
 template <int THREADS, int VH, int LORA>
 __host__ __device__ constexpr int mla_combine_smem_floats() { return LORA + w4a16_red_floats<THREADS, VH>(); }
+/// The merge's own scratch in the waiting form (which cannot use the
+/// GEMV's ring: its first weights are in flight there): the chunk weights
+/// and sums, and the (dim, chunk share) partial sums of a `span`-wide slice.
+template <int THREADS>
+__host__ __device__ constexpr int mla_combine_merge_floats(int span, int max_chunks) {
+  return 2 * ((max_chunks + 3) / 4 * 4) + span * (span >= THREADS ? 1 : THREADS / span);
+}
+template <int THREADS, int VH, int LORA>
+__host__ __device__ constexpr int mla_combine_waiting_smem_floats(int span, int max_chunks) {
+  return mla_combine_smem_floats<THREADS, VH, LORA>() +
+         mla_combine_merge_floats<THREADS>(span, max_chunks);
+}
 
-/// One latent-dim slice [d0, d1) of head h: merges the chunk partials into
-/// o_lat[d0, d1) and adds that slice's share of W_kv_b's value half to the
-/// head's fp32 output sums:
-///   o_acc[h*VH + n] += sum_{c in [d0, d1)} W[c, h*(NOPE+VH) + NOPE + n] o_lat[c].
-/// The slices of a head together give the spec's o (its consumer rounds the
-/// sum to bf16). Slicing the merge spreads the partials' traffic over many
-/// blocks; (d1 - d0) a multiple of 16.
-///
-/// One round trip for all the partials: the slice's rows of every chunk go
-/// to shared memory by cp.async (when they fit the GEMV's ring, which they
-/// use until the GEMV starts) while the chunks' maxima and sums are loaded;
-/// every warp then forms the chunk weights exp(m_i - M) and their sum W
-/// itself (no block barrier), and each (dim, chunk quarter) pair of threads
-/// sums its chunks.
-template <int THREADS, int HM, int NOPE, int VH, int LORA, int GROUP>
-__device__ void mla_combine_wv_task(int h, int d0, int d1, int nchunks, const float *part_m,
-                                    const float *part_l, const float *part_acc,
-                                    const uint8_t *wq, const bf16 *scales, const bf16 *zeros,
-                                    float *o_acc, float *smem) {
-  float *xs = smem, *red = smem + LORA;
-  constexpr int RED = w4a16_red_floats<THREADS, VH>();
+/// Merges the chunk partials of head h's latent slice [d0, d1) into
+/// xs[d0, d1) (o_lat, fp32). `scratch` holds `scratch_floats` floats: the
+/// chunk weights and sums and the partial sums (mla_combine_merge_floats),
+/// and where the slice's rows of every chunk fit beside them, their staged
+/// copy (one cp.async round trip for all the partials, issued while the
+/// chunks' maxima and sums are loaded); else the rows are read from L2 in
+/// the sums' loop. Every warp forms the chunk weights exp(m_i - M) and
+/// their sum W itself (no block barrier), and each (dim, chunk share) pair
+/// of threads sums its chunks. Ends with a block barrier.
+template <int THREADS, int HM, int LORA>
+__device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const float *part_m,
+                                  const float *part_l, const float *part_acc, float *xs,
+                                  float *scratch, int scratch_floats) {
   const int span = d1 - d0;
   const int parts = span >= THREADS ? 1 : THREADS / span;
   const int cpad = (nchunks + 3) / 4 * 4;
-  float *e = red, *lw = red + cpad, *part = red + 2 * cpad, *stage = part + span * parts;
-  const bool staged = 2 * cpad + span * parts + nchunks * span <= RED && span % 4 == 0;
+  float *e = scratch, *lw = scratch + cpad, *part = scratch + 2 * cpad,
+        *stage = part + span * parts;
+  const bool staged = 2 * cpad + span * parts + nchunks * span <= scratch_floats && span % 4 == 0;
   if (staged) {
     for (int i = threadIdx.x; i < nchunks * span / 4; i += THREADS) {
       const int c = i / (span / 4), p = i % (span / 4);
@@ -1321,11 +1326,59 @@ MK_UNROLL_CODE_N(16)
     xs[d0 + t] = v / W;
   }
   __syncthreads();
+}
+
+/// One latent-dim slice [d0, d1) of head h: merges the chunk partials into
+/// o_lat[d0, d1) and adds that slice's share of W_kv_b's value half to the
+/// head's fp32 output sums:
+///   o_acc[h*VH + n] += sum_{c in [d0, d1)} W[c, h*(NOPE+VH) + NOPE + n] o_lat[c].
+/// The slices of a head together give the spec's o (its consumer rounds the
+/// sum to bf16). Slicing the merge spreads the partials' traffic over many
+/// blocks; (d1 - d0) a multiple of 16. The merge stages its partials in the
+/// GEMV's ring (mla_combine_merge), which they use until the GEMV starts.
+template <int THREADS, int HM, int NOPE, int VH, int LORA, int GROUP>
+__device__ void mla_combine_wv_task(int h, int d0, int d1, int nchunks, const float *part_m,
+                                    const float *part_l, const float *part_acc,
+                                    const uint8_t *wq, const bf16 *scales, const bf16 *zeros,
+                                    float *o_acc, float *smem) {
+  float *xs = smem, *red = smem + LORA;
+  constexpr int RED = w4a16_red_floats<THREADS, VH>();
+  mla_combine_merge<THREADS, HM, LORA>(h, d0, d1, nchunks, part_m, part_l, part_acc, xs, red,
+                                       RED);
   constexpr int N = HM * (NOPE + VH);
   const int n0 = h * (NOPE + VH) + NOPE;
   // o_lat is fp32.
   w4a16_gemv_tile<THREADS, VH, GROUP, EpiAtomicAddF32, true>(
       xs, wq, scales, zeros, N, n0, VH, d0, d1, red, EpiAtomicAddF32{o_acc, 1.f, h * VH - n0});
+}
+
+/// mla_combine_wv_task after `wait()` (the task's wait for the attention
+/// chunks' partials, which the schedule put in its prologue:
+/// schedule-prologue-waits combine=true): the GEMV asks for its first W_v
+/// rows, then the task waits and merges the partials (in its own scratch
+/// past the ring, mla_combine_waiting_smem_floats, reading them from L2
+/// unless the slice's rows fit there), so that the weights' round trip runs
+/// under the wait. `max_chunks` bounds nchunks (the scratch's size).
+template <int THREADS, int HM, int NOPE, int VH, int LORA, int GROUP, class Wait>
+__device__ void mla_combine_wv_task_waiting(int h, int d0, int d1, int nchunks, int max_chunks,
+                                            const float *part_m, const float *part_l,
+                                            const float *part_acc, const uint8_t *wq,
+                                            const bf16 *scales, const bf16 *zeros, float *o_acc,
+                                            float *smem, Wait wait) {
+  constexpr int RED = w4a16_red_floats<THREADS, VH>();
+  float *xs = smem, *red = smem + LORA, *scratch = red + RED;
+  const int scratch_floats = mla_combine_merge_floats<THREADS>(d1 - d0, max_chunks);
+  constexpr int N = HM * (NOPE + VH);
+  const int n0 = h * (NOPE + VH) + NOPE;
+  auto pro = [&] {
+    wait();
+    mla_combine_merge<THREADS, HM, LORA>(h, d0, d1, nchunks, part_m, part_l, part_acc, xs,
+                                         scratch, scratch_floats);
+  };
+  // o_lat is fp32.
+  w4a16_gemv_tile_with<THREADS, VH, GROUP, EpiAtomicAddF32, true, kOrderRowMajor>(
+      xs, wq, scales, zeros, N, n0, VH, d0, d1, red, EpiAtomicAddF32{o_acc, 1.f, h * VH - n0},
+      false, pro);
 }
 
 } // namespace mk

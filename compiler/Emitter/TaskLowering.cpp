@@ -458,19 +458,37 @@ LogicalResult Emitter::lowerTask(MlaCombineWvOp op, int64_t G, llvm::raw_ostream
   const int64_t hm = int64_t(op.getHeads()), nope = int64_t(op.getNope()),
                 vh = int64_t(op.getVHead()), lora = int64_t(op.getLora());
   const AttentionChunks chunks = attentionChunksOf(op.getPartM());
-  needWork(lora + w4Red(vh));
   asserts.insert(w4RedCheck(vh));
   std::string w = op.getKvB().str();
   int64_t slices = int64_t(op.getSlices().value_or(0)), span = lora / slices;
+  // A wait for the chunks' partials in the task's prologue
+  // (schedule-prologue-waits combine=true): the waiting form, whose GEMV
+  // asks for its first W_v rows before the wait, and whose merge then
+  // works in its own scratch past the GEMV's ring.
+  const std::string wait = takePrologueWait();
+  const bool waiting = !wait.empty();
+  if (waiting) {
+    const int64_t cpad = (chunks.maxChunks + 3) / 4 * 4;
+    const int64_t f = lora + w4Red(vh) + 2 * cpad + span * (span >= T ? 1 : T / span);
+    needWork(f);
+    asserts.insert(llvm::formatv("mk::mla_combine_waiting_smem_floats<{0}, {1}, {2}>({3}, {4}) "
+                                 "== {5}",
+                                 T, vh, lora, span, chunks.maxChunks, f)
+                       .str());
+  } else {
+    needWork(lora + w4Red(vh));
+  }
   o << "      const int nch = " << chunks.count << ";\n"
     << "      const int h = i / " << slices << ", d0 = (i % " << slices
     << ") * " << span << ";\n"
-    << "      mkgen::call<&mk::mla_combine_wv_task<" << T << ", " << hm << ", " << nope
-    << ", " << vh << ", " << lora << ", " << G << ">>(h, d0, d0 + " << span
-    << ", nch, "
+    << "      mkgen::call<&mk::mla_combine_wv_task" << (waiting ? "_waiting" : "") << "<" << T
+    << ", " << hm << ", " << nope << ", " << vh << ", " << lora << ", " << G
+    << (waiting ? ", mk::CounterWaits" : "") << ">>(h, d0, d0 + " << span << ", nch, "
+    << (waiting ? std::to_string(chunks.maxChunks) + ", " : std::string())
     << ptr(op.getPartM()) << ", " << ptr(op.getPartL()) << ", "
     << ptr(op.getPartAcc()) << ", " << wq(w) << ", " << ws_(w) << ", "
-    << wz(w) << ", " << ptr(op.getO(), true) << ", work);\n";
+    << wz(w) << ", " << ptr(op.getO(), true) << ", work"
+    << (waiting ? ", " + wait : std::string()) << ");\n";
   return success();
 }
 

@@ -21,8 +21,12 @@
 // it: the output projections after the KDA heads and the MLA combine): its
 // first weights are asked for before it. With `absorb=true` for an MLA
 // query absorption's wait for the projected queries (`q`): its first rows
-// of W_kv_b are loaded before it (opt-in: measured no faster, #155). prologueGuardedBuffer (the dialect) says
-// which buffer each kind may wait for there.
+// of W_kv_b are loaded before it (opt-in: measured no faster, #155). With
+// `combine=true` for an MLA combine's wait for the attention chunks'
+// partials: its first W_v weights are asked for before it (opt-in: measured
+// slower, #158).
+// prologueGuardedBuffers (the dialect) says which buffers each kind may
+// wait for there.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,11 +51,17 @@ struct SchedulePrologueWaitsPass
   void runOnOperation() override;
 };
 
-/// Whether `producer` writes or accumulates into `staged` (what `consumer`
-/// stages after its prologue wait) and nothing else `consumer` reads.
-bool writesOnlyStaged(TaskOpInterface producer, TaskOpInterface consumer, StringRef staged) {
+/// Whether `producer` writes or accumulates into one of `staged` (what
+/// `consumer` stages after its prologue wait) and nothing else `consumer`
+/// reads.
+bool writesOnlyStaged(TaskOpInterface producer, TaskOpInterface consumer,
+                      ArrayRef<StringRef> staged) {
   const TaskAccesses p = taskAccesses(producer);
-  return (llvm::is_contained(p.writes, staged) || llvm::is_contained(p.accumulates, staged)) &&
+  return llvm::any_of(staged,
+                      [&](StringRef b) {
+                        return llvm::is_contained(p.writes, b) ||
+                               llvm::is_contained(p.accumulates, b);
+                      }) &&
          guardedBesides(producer, consumer, staged).empty();
 }
 
@@ -82,10 +92,11 @@ void SchedulePrologueWaitsPass::runOnOperation() {
         if (!t || marked.contains(w.getTask()) ||
             (isa<MlaAttentionChunkOp>(t.getOperation()) && !attention) ||
             (isa<MlaQAbsorbOp>(t.getOperation()) && !absorb) ||
+            (isa<MlaCombineWvOp>(t.getOperation()) && !combine) ||
             (isa<W4A16GemvOp>(t.getOperation()) &&
              (!gemv || sharedBufs.contains(t.getStrArg("input")))))
           continue;
-        const StringRef staged = prologueGuardedBuffer(t);
+        const SmallVector<StringRef> staged = prologueGuardedBuffers(t);
         auto it = signallers.find(w.getCounter());
         if (staged.empty() || it == signallers.end() ||
             !llvm::all_of(it->second, [&](StringRef p) {

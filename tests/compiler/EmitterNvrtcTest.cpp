@@ -369,6 +369,36 @@ TEST(EmitterNvrtc, KimiLinearGemvPrologueWait) {
   }
 }
 
+// The MLA combine's wait for the attention chunks' partials in its
+// prologue (schedule-prologue-waits combine=true, opt-in): the combine
+// takes its waiting form and that wait (none left before it), its merge's
+// scratch past the GEMV's ring fits the work area the other tasks already
+// need (the same dynamic shared memory as the default), and the kernel
+// compiles for both targets without a template spill.
+TEST(EmitterNvrtc, KimiLinearCombinePrologueWait) {
+  const std::string opt = "schedule-prologue-waits=combine=true";
+  const mk::rt::Manifest waiting = kimiLinearWith(opt);
+  mk::rt::Manifest plain;
+  ASSERT_TRUE(mk::rt::parseManifest(
+                  emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "")
+                      .manifest,
+                  plain)
+                  .isOk());
+  EXPECT_EQ(waiting.dynamicSharedBytes, plain.dynamicSharedBytes);
+  const std::string src =
+      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, opt).source;
+  const size_t call = src.find("mk::mla_combine_wv_task_waiting<");
+  ASSERT_NE(call, std::string::npos);
+  const std::string line = src.substr(call, src.find('\n', call) - call);
+  EXPECT_NE(line.find("mk::CounterWaits{sync"), std::string::npos) << line;
+  const size_t task = src.rfind("// blocks.3.attn.combine_wv", call);
+  ASSERT_NE(task, std::string::npos);
+  EXPECT_EQ(src.substr(task, call - task).find("mk::counter_wait("), std::string::npos);
+  EXPECT_EQ(emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "")
+                .source.find("mla_combine_wv_task_waiting"),
+            std::string::npos);
+}
+
 // MLA attention in groups of 16 heads (attention-head-group=16: all 16 A
 // rows of the mma are heads, a 2-slot ring): the kernel still fits sm_120's
 // 99 KB and compiles for both targets (perf notes #75 measured it; its

@@ -1085,21 +1085,26 @@ __global__ void __launch_bounds__(AT, 1)
       mk::mla_attention_chunk_task<AT, HM, HG, LORA, ROPE, SUB>(t, nch, rows, scale, qabs, qr,
                                                                 ckv, kr, pm, pl, pa, smem);
 }
-// The queries' copy, the absorb tasks and the attention chunks in one
-// launch, the absorb tasks and the chunks in their waiting forms
-// (schedule-prologue-waits absorb=true, attention=true): every block
-// copies its share of the projected queries and signals counter 1; each
-// absorb task loads its first weights, waits for those signals, stages
-// q_nope and signals counter 0; each chunk asks for its first cache rows,
-// waits for every absorb task's signal, then stages the absorbed queries.
-// calls[0] counts the chunks' waits, calls[1] the absorb tasks'.
+// Latent-dim slices per head, as the partition cuts them (fp32 sums).
+constexpr int kCombineSlices = 4;
+// The queries' copy, the absorb tasks, the attention chunks and the
+// combine tasks in one launch, the last three in their waiting forms
+// (schedule-prologue-waits absorb=true, attention, combine=true): every
+// block copies its share of the projected queries and signals counter 1;
+// each absorb task loads its first weights, waits for those signals,
+// stages q_nope and signals counter 0; each chunk asks for its first cache
+// rows, waits for every absorb task's signal, then stages the absorbed
+// queries, and signals counter 2; each combine task asks for its first W_v
+// rows, waits for every chunk's signal, then merges the partials.
+// calls[0] counts the chunks' waits, calls[1] the absorb tasks', calls[2]
+// the combine tasks'.
 template <int HM, int HG, int SUB>
 __global__ void __launch_bounds__(T, 1)
     absorbAttnWaitingKernel(const mk::bf16 *qsrc, mk::bf16 *q, int qn, const uint8_t *wq,
                             const mk::bf16 *s, const mk::bf16 *z, float *qabs, int rows,
                             float scale, const mk::bf16 *qr, const mk::bf16 *ckv,
                             const mk::bf16 *kr, float *pm, float *pl, float *pa, int *nchOut,
-                            unsigned *sync, unsigned *calls) {
+                            float *o, unsigned *sync, unsigned *calls) {
   extern __shared__ float smem[];
   copyShareThenSignal(qsrc, q, qn, sync, 1);
   constexpr int absorbTasks = HM * LORA / mk::mla_absorb_rows<T, NOPE, LORA>();
@@ -1113,14 +1118,22 @@ __global__ void __launch_bounds__(T, 1)
   const int nch = mk::mla_num_chunks(rows, gridDim.x, 64);
   if (blockIdx.x == 0 && threadIdx.x == 0)
     *nchOut = nch;
-  for (int t = blockIdx.x; t < nch * (HM / HG); t += gridDim.x)
+  for (int t = blockIdx.x; t < nch * (HM / HG); t += gridDim.x) {
     mk::mla_attention_chunk_task_waiting<T, HM, HG, LORA, ROPE, SUB>(
         t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem,
         CountingWait{mk::CounterWaits{sync, 0, 1, unsigned(absorbTasks)}, calls});
+    mk::counter_signal(sync, 2);
+  }
+  __syncthreads();
+  constexpr int span = LORA / kCombineSlices;
+  for (int t = blockIdx.x; t < HM * kCombineSlices; t += gridDim.x) {
+    const int h = t / kCombineSlices, d0 = (t % kCombineSlices) * span;
+    mk::mla_combine_wv_task_waiting<T, HM, NOPE, VH, LORA, 128>(
+        h, d0, d0 + span, nch, 64, pm, pl, pa, wq, s, z, o, smem,
+        CountingWait{mk::CounterWaits{sync, 2, 1, unsigned(nch * (HM / HG))}, calls + 2});
+    __syncthreads();
+  }
 }
-
-// Latent-dim slices per head, as the partition cuts them (fp32 sums).
-constexpr int kCombineSlices = 4;
 template <int HM>
 __global__ void __launch_bounds__(T, 1)
     combineKernel(const int *nch, const float *pm, const float *pl, const float *pa,
@@ -1168,14 +1181,17 @@ void runMla(int ctx, bool adopt, uint64_t seed) {
   CK(cudaGetLastError());
   const size_t asmem = mk::mla_attention_smem_floats<AT, HG, LORA, ROPE, SUB>() * sizeof(float);
   const float scale = 1.f / std::sqrt(float(QD));
-  Dev<unsigned> sync(mk::sync_bytes(2) / 4), calls(2);
+  Dev<unsigned> sync(mk::sync_bytes(3) / 4), calls(3);
   Dev<HB> qcopy(q.size());
   if constexpr (WAITING) {
     // One launch: the queries' copy and the absorb tasks signal, the absorb
     // tasks and the chunks wait in their prologues.
     sync.zero();
     calls.zero();
-    const size_t wsmem = std::max(asmem, NOPE * sizeof(float));
+    const size_t wsmem =
+        std::max({asmem, NOPE * sizeof(float),
+                  mk::mla_combine_waiting_smem_floats<T, VH, LORA>(LORA / kCombineSlices, 64) *
+                      sizeof(float)});
     auto fused = absorbAttnWaitingKernel<HM, HG, SUB>;
     CK(cudaFuncSetAttribute(fused, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wsmem));
     if (!allResident(fused, 23, T, wsmem))
@@ -1183,7 +1199,7 @@ void runMla(int ctx, bool adopt, uint64_t seed) {
     fused<<<23, T, wsmem>>>(dq.as<mk::bf16>(), qcopy.as<mk::bf16>(), int(q.size()), dw.p,
                             ds.as<mk::bf16>(), dz.as<mk::bf16>(), qabs.p, rows, scale,
                             dqr.as<mk::bf16>(), (mk::bf16 *)co, (mk::bf16 *)ko, pm.p, pl.p, pa.p,
-                            nch.p, sync.p, calls.p);
+                            nch.p, dO.p, sync.p, calls.p);
     CK(cudaGetLastError());
   } else {
     absorbKernel<HM><<<9, T, NOPE * sizeof(float)>>>(dq.as<mk::bf16>(), dw.p,
@@ -1195,17 +1211,21 @@ void runMla(int ctx, bool adopt, uint64_t seed) {
                             (mk::bf16 *)ko, pm.p, pl.p, pa.p, nch.p);
     CK(cudaGetLastError());
   }
-  const size_t csmem = mk::mla_combine_smem_floats<T, VH, LORA>() * sizeof(float);
-  CK(cudaFuncSetAttribute(combineKernel<HM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)csmem));
-  combineKernel<HM><<<3, T, csmem>>>(nch.p, pm.p, pl.p, pa.p, dw.p, ds.as<mk::bf16>(),
-                                 dz.as<mk::bf16>(), dO.p);
-  CK(cudaGetLastError());
+  if constexpr (!WAITING) { // else the fused launch's combine tasks
+    const size_t csmem = mk::mla_combine_smem_floats<T, VH, LORA>() * sizeof(float);
+    CK(cudaFuncSetAttribute(combineKernel<HM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            (int)csmem));
+    combineKernel<HM><<<3, T, csmem>>>(nch.p, pm.p, pl.p, pa.p, dw.p, ds.as<mk::bf16>(),
+                                       dz.as<mk::bf16>(), dO.p);
+    CK(cudaGetLastError());
+  }
   CK(cudaDeviceSynchronize());
   if constexpr (WAITING) {
     const std::vector<unsigned> c = calls.get();
     EXPECT_EQ(c[0], unsigned(nch.get()[0] * (HM / HG))) << "one wait per chunk task";
     EXPECT_EQ(c[1], unsigned(HM * LORA / mk::mla_absorb_rows<T, NOPE, LORA>()))
         << "one wait per absorb task";
+    EXPECT_EQ(c[2], unsigned(HM * kCombineSlices)) << "one wait per combine task";
   }
 
   // Reference: materialized form in double, from the spec.
@@ -1316,11 +1336,13 @@ TEST(Mla, SlicedForm) {
   runMla<16, 16, 16, 256, true>(40, true, 35);
   runMla<4, 2, 16, T, true>(300, false, 36);
 }
-// The waiting forms (schedule-prologue-waits absorb=true attention=true):
-// the queries' copy, the absorb tasks and the chunks in one launch, each
-// absorb task waiting for the queries after its first weights are loaded,
-// each chunk for the absorbed queries after its first rows are asked for;
-// the unit's head group, 16 heads, a short context and a single row.
+// The waiting forms (schedule-prologue-waits absorb=true, attention,
+// combine=true): the queries' copy, the absorb tasks, the chunks and the
+// combine tasks in one launch, each absorb task waiting for the queries
+// after its first weights are loaded, each chunk for the absorbed queries
+// after its first rows are asked for, each combine task for every chunk's
+// partials after its first W_v rows are; the unit's head group, 16 heads,
+// a short context and a single row.
 TEST(Mla, WaitingFormWaitsInItsPrologue) {
   REQUIRE_GPU();
   runMla<32, 8, mk::kMlaSub, T, false, true>(2000, false, 37);

@@ -14,6 +14,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -319,27 +320,27 @@ LogicalResult KernelOp::verifyRegions() {
           ++received[i / s.getDivisor()];
         preds[consumer].push_back(producer);
         // A wait in the prologue guards only what the prologue stages (a
-        // moe_down's gate/up sums, an attention chunk's absorbed queries):
-        // what the task asks for before it (the down's weights, chosen
-        // through the router's logits; the attention's cache rows) must not
-        // wait on it.
+        // moe_down's gate/up sums, an attention chunk's absorbed queries,
+        // a combine's chunk partials): what the task asks for before it
+        // (the down's weights, chosen through the router's logits; the
+        // attention's cache rows) must not wait on it.
         if (w.getInPrologue()) {
-          const StringRef allowed = prologueGuardedBuffer(tasks[consumer].op);
+          const SmallVector<StringRef> allowed = prologueGuardedBuffers(tasks[consumer].op);
           // A GEMV waits in its prologue only before staging an input from
           // global memory: one in shared memory has no staging to wait
           // before (the emitter's lowering refuses it too).
-          if (BufferOp in = buffers.lookup(allowed);
-              in && isa<W4A16GemvOp>(tasks[consumer].op.getOperation()) &&
-              in.getSpace() == "shared")
-            return w.emitOpError("in_prologue: task '")
-                   << w.getTask() << "' reads its input @" << allowed
-                   << " from shared memory: no staging to wait before";
+          if (isa<W4A16GemvOp>(tasks[consumer].op.getOperation()))
+            if (BufferOp in = buffers.lookup(allowed.front());
+                in && in.getSpace() == "shared")
+              return w.emitOpError("in_prologue: task '")
+                     << w.getTask() << "' reads its input @" << allowed.front()
+                     << " from shared memory: no staging to wait before";
           const StringRef b = guardedBesides(tasks[producer].op, tasks[consumer].op, allowed);
           if (!b.empty())
             return w.emitOpError("in_prologue: task '")
                    << w.getTask() << "' reads @" << b << ", which its signaller '"
-                   << tasks[producer].op.getName() << "' writes: only its staged @" << allowed
-                   << " may be waited for in its prologue";
+                   << tasks[producer].op.getName() << "' writes: only its staged @"
+                   << llvm::join(allowed, ", @") << " may be waited for in its prologue";
         }
       }
       int64_t count = tasks[consumer].op.getCount();
@@ -562,7 +563,8 @@ LogicalResult WaitOp::verify() {
   // prologue (a moe_down: moe_down_task_waiting; an mla_attention_chunk:
   // mla_attention_chunk_task_waiting; a w4a16_gemv of an input in global
   // memory: w4a16_gemv_tile_staged_waiting; an mla_q_absorb:
-  // mla_q_absorb_task_waiting), and is its only one.
+  // mla_q_absorb_task_waiting; an mla_combine_wv:
+  // mla_combine_wv_task_waiting), and is its only one.
   auto phase = (*this)->getParentOfType<PhaseOp>();
   Operation *task = nullptr;
   for (TaskOpInterface t : phase.getBodyBlock().getOps<TaskOpInterface>())
@@ -570,11 +572,11 @@ LogicalResult WaitOp::verify() {
       task = t.getOperation();
   if (!task) // the kernel's verifier names the missing task
     return success();
-  if (prologueGuardedBuffer(cast<TaskOpInterface>(task)).empty())
+  if (prologueGuardedBuffers(cast<TaskOpInterface>(task)).empty())
     return emitOpError("in_prologue: task '")
            << getTask() << "' is a " << task->getName().getStringRef()
            << ", which waits before it starts (only moe_down, mla_attention_chunk, "
-              "mla_q_absorb and w4a16_gemv wait in their prologue)";
+              "mla_q_absorb, mla_combine_wv and w4a16_gemv wait in their prologue)";
   // The second of two is the one reported.
   for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>()) {
     if (w == *this)

@@ -302,25 +302,29 @@ TaskAccesses taskArgAccesses(TaskOpInterface t) {
   return out;
 }
 
-StringRef guardedBesides(TaskOpInterface producer, TaskOpInterface consumer, StringRef allowed) {
+StringRef guardedBesides(TaskOpInterface producer, TaskOpInterface consumer,
+                         ArrayRef<StringRef> allowed) {
   const TaskAccesses p = taskAccesses(producer), c = taskAccesses(consumer);
   for (const SmallVector<StringRef> *set : {&p.writes, &p.accumulates})
     for (StringRef b : *set)
-      if (b != allowed && llvm::is_contained(c.reads, b))
+      if (!llvm::is_contained(allowed, b) && llvm::is_contained(c.reads, b))
         return b;
   return "";
 }
 
-StringRef prologueGuardedBuffer(TaskOpInterface t) {
-  if (isa<MoeDownOp>(t.getOperation()))
-    return t.getStrArg("sums");
-  if (isa<MlaAttentionChunkOp>(t.getOperation()))
-    return t.getStrArg("q_abs");
-  if (isa<W4A16GemvOp>(t.getOperation()))
-    return t.getStrArg("input");
-  if (isa<MlaQAbsorbOp>(t.getOperation()))
-    return t.getStrArg("q");
-  return "";
+SmallVector<StringRef> prologueGuardedBuffers(TaskOpInterface t) {
+  Operation *op = t.getOperation();
+  if (isa<MoeDownOp>(op))
+    return {t.getStrArg("sums")};
+  if (isa<MlaAttentionChunkOp>(op))
+    return {t.getStrArg("q_abs")};
+  if (isa<W4A16GemvOp>(op))
+    return {t.getStrArg("input")};
+  if (isa<MlaQAbsorbOp>(op))
+    return {t.getStrArg("q")};
+  if (isa<MlaCombineWvOp>(op))
+    return {t.getStrArg("part_m"), t.getStrArg("part_l"), t.getStrArg("part_acc")};
+  return {};
 }
 
 TaskAccesses taskAccesses(TaskOpInterface t) {

@@ -4,6 +4,7 @@
 // RUN: mk-opt %s --schedule-prologue-waits --schedule-prologue-waits | FileCheck %s
 // RUN: mk-opt %s "--schedule-prologue-waits=attention=false gemv=false" | FileCheck %s --check-prefix=DOWN
 // RUN: mk-opt %s "--schedule-prologue-waits=absorb=true" | FileCheck %s --check-prefix=ABSORB
+// RUN: mk-opt %s "--schedule-prologue-waits=combine=true" | FileCheck %s --check-prefix=COMBINE
 
 // The down task's wait for its expert's gate/up sums moves into its
 // prologue (its weights do not depend on them); its wait for the router,
@@ -204,5 +205,38 @@ schedule.kernel @absorb attributes {threads = 256 : i64} {
   schedule.phase "absorb" {
     schedule.mla_q_absorb "absorb" {bytes = 4096 : i64, count = 2 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 32 : i64, partition = "heads", q = @q, q_abs = @q_abs, rope = 16 : i64, v_head = 32 : i64}
     schedule.wait @proj.done {divisor = 2 : i64, target = 1 : i64, task = "absorb"}
+  }
+}
+
+// The MLA combine's wait for the attention chunks' partials (three
+// buffers, all of them what its merge reads after the wait) moves into its
+// prologue only with combine=true (its first W_v rows are asked for before
+// it).
+// CHECK-LABEL: schedule.kernel @combine
+// CHECK-NOT: in_prologue
+// ABSORB-LABEL: schedule.kernel @combine
+// ABSORB-NOT: in_prologue
+// COMBINE-LABEL: schedule.kernel @combine
+// COMBINE: schedule.wait @attn.done {divisor = 8 : i64, in_prologue, target = 4 : i64, task = "combine"}
+schedule.kernel @combine attributes {threads = 256 : i64} {
+  schedule.buffer @part_m {dtype = "f32", shape = array<i64: 128>}
+  schedule.buffer @part_l {dtype = "f32", shape = array<i64: 128>}
+  schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 16384>}
+  schedule.buffer @o {dtype = "f32", shape = array<i64: 64>}
+  schedule.weight @kv_b.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 64, 128>}
+  schedule.weight @kv_b.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 4, 128>}
+  schedule.weight @kv_b.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 4, 128>}
+  schedule.counter @attn.done {size = 1 : i64}
+  schedule.phase "zero" {
+    schedule.zero_f32 "o.zero" {buffer = @o, n = 64 : i64, bytes = 256 : i64, count = 1 : i64}
+  }
+  schedule.barrier
+  schedule.phase "attention" {
+    schedule.opaque "attn" {count = 4 : i64, writes = [@part_m, @part_l, @part_acc]}
+    schedule.signal @attn.done {divisor = 4 : i64, task = "attn"}
+  }
+  schedule.phase "combine" {
+    schedule.mla_combine_wv "combine" {bytes = 4096 : i64, count = 8 : i64, group = 32 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 32 : i64, o = @o, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = "heads", slices = 4 : i64, v_head = 32 : i64}
+    schedule.wait @attn.done {divisor = 8 : i64, target = 4 : i64, task = "combine"}
   }
 }

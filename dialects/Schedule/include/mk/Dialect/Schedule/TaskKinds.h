@@ -135,24 +135,24 @@ struct TaskAccesses {
 TaskAccesses taskAccesses(TaskOpInterface t);
 /// Only what `t`'s buffer arguments name (the first part of taskAccesses).
 TaskAccesses taskArgAccesses(TaskOpInterface t);
-/// The first buffer other than `allowed` that `producer` writes or
-/// accumulates into and `consumer` reads ("" if none): what a wait of
-/// `consumer` on `producer` guards besides `allowed` (a moe_down's prologue
-/// wait may guard only its staged sums: schedule-prologue-waits, the
-/// kernel verifier).
+/// The first buffer not in `allowed` that `producer` writes or accumulates
+/// into and `consumer` reads ("" if none): what a wait of `consumer` on
+/// `producer` guards besides `allowed` (a prologue wait may guard only what
+/// its task stages after it: schedule-prologue-waits, the kernel verifier).
 llvm::StringRef guardedBesides(TaskOpInterface producer, TaskOpInterface consumer,
-                               llvm::StringRef allowed);
+                               llvm::ArrayRef<llvm::StringRef> allowed);
 
-/// The one buffer a wait of `t` may guard and still sit in its prologue
-/// (after the task has asked for what does not depend on it): a moe_down's
-/// staged gate and up `sums` (its weights are asked for first), an
-/// mla_attention_chunk's absorbed queries `q_abs` (its first cache rows
+/// The buffers a wait of `t` may guard and still sit in its prologue
+/// (after the task has asked for what does not depend on them): a
+/// moe_down's staged gate and up `sums` (its weights are asked for first),
+/// an mla_attention_chunk's absorbed queries `q_abs` (its first cache rows
 /// are), a w4a16_gemv's `input` (its first weights are; only an input in
 /// global memory, which the tile stages: the verifier refuses a shared
-/// one), an mla_q_absorb's projected queries `q` (its first weights are);
-/// "" for every other kind, whose waits stay before the task
-/// (schedule-prologue-waits, the kernel verifier).
-llvm::StringRef prologueGuardedBuffer(TaskOpInterface t);
+/// one), an mla_q_absorb's projected queries `q` (its first weights are),
+/// an mla_combine_wv's chunk partials `part_m`, `part_l`, `part_acc` (its
+/// first W_v weights are); none for every other kind, whose waits stay
+/// before the task (schedule-prologue-waits, the kernel verifier).
+llvm::SmallVector<llvm::StringRef> prologueGuardedBuffers(TaskOpInterface t);
 
 /// Arguments `args` of a `kind` task with every buffer argument the kind
 /// declares given as a symbol reference (a builder names buffers by string;
