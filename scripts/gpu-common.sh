@@ -25,3 +25,30 @@ fi
 [ -n "${MK_GTEST_SOURCE_DIR:-}" ] && gtest_args=(-DMK_GTEST_SOURCE_DIR="$MK_GTEST_SOURCE_DIR")
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
+
+# pack_to_out DIR NAME: packs DIR into $OUT/NAME (a .tar.gz) where $OUT is
+# set (the device tool returns $OUT even when a call is cut off at its time
+# limit, but only a few files of it: one archive, refreshed as the run
+# goes). Written aside, then renamed, so that a cut never leaves half an
+# archive; each call writes its own temporary (a background pack and a
+# step's may overlap); tar's status 1 (a log grew while it was read) still
+# gives a whole archive of what was there.
+pack_to_out() {
+  [ -n "${OUT:-}" ] || return 0
+  local tmp="$OUT/.$2.$BASHPID.tmp"
+  tar -C "$(dirname "$1")" -czf "$tmp" "$(basename "$1")" 2>/dev/null
+  if [ $? -le 1 ]; then mv -f "$tmp" "$OUT/$2"; else rm -f "$tmp"; fi
+  return 0
+}
+# pack_to_out_as_it_goes DIR NAME: pack_to_out every 30 s in the background
+# and once more when the script exits. The packer's sleep is waited for,
+# not run in the foreground, so that TERM ends it at once; its output goes
+# nowhere, so nothing it leaves holds the script's.
+pack_to_out_as_it_goes() {
+  [ -n "${OUT:-}" ] || return 0
+  (trap 'exit 0' TERM; while :; do sleep 30 & wait $!; pack_to_out "$1" "$2"; done) \
+    >/dev/null 2>&1 &
+  _mk_packer=$!
+  # shellcheck disable=SC2064 # the packer's pid and the paths are fixed now
+  trap "kill $_mk_packer 2>/dev/null; wait $_mk_packer 2>/dev/null; pack_to_out '$1' '$2'" EXIT
+}

@@ -27,28 +27,9 @@ rm -rf "$LOGS"
 mkdir -p "$LOGS"
 status=0
 # The logs so far are packed into $OUT/gpu-logs.tar.gz at each step and
-# every 30 s in between (the device tool returns $OUT even when a call is
-# cut off at its time limit, but only a few files of it: one archive,
-# refreshed as the run goes; written aside, then renamed, so that a cut
-# never leaves half an archive).
-# Each pack writes its own temporary archive (the background one and a
-# step's may overlap); tar's status 1 (a log grew while it was read) still
-# gives a whole archive of what was there.
-pack() {
-  [ -n "${OUT:-}" ] || return 0
-  local tmp="$OUT/.gpu-logs.$BASHPID.tmp"
-  tar -C "$LOGS/.." -czf "$tmp" "$(basename "$LOGS")" 2>/dev/null
-  if [ $? -le 1 ]; then mv -f "$tmp" "$OUT/gpu-logs.tar.gz"; else rm -f "$tmp"; fi
-  return 0
-}
-if [ -n "${OUT:-}" ]; then
-  # Its sleep is waited for, not run in the foreground, so that TERM ends
-  # it at once; its output goes nowhere, so nothing it leaves holds the
-  # script's.
-  (trap 'exit 0' TERM; while :; do sleep 30 & wait $!; pack; done) >/dev/null 2>&1 &
-  packer=$!
-  trap 'kill $packer 2>/dev/null; wait $packer 2>/dev/null; pack' EXIT
-fi
+# every 30 s in between (pack_to_out, gpu-common.sh).
+pack() { pack_to_out "$LOGS" gpu-logs.tar.gz; }
+pack_to_out_as_it_goes "$LOGS" gpu-logs.tar.gz
 step() { pack; echo "== $* ($(date +%T))"; }
 part=${MK_GPU_PART:-all}
 case "$part" in all|tests|rest) ;; *) echo "MK_GPU_PART must be all, tests or rest, not '$part'"; exit 2 ;; esac
