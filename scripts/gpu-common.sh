@@ -1,13 +1,14 @@
-# Sourced by the GPU machine's scripts (gpu-tests.sh, gpu-measure.sh,
-# gpu-profile.sh) after `cd` to the repository root: the settings they share
-# and the CMake arguments of a build without the compiler.
+# Sourced by the GPU machine's scripts (gpu-tests.sh, gpu-suite.sh,
+# gpu-measure.sh, gpu-profile.sh) after `cd` to the repository root: the
+# settings they share, the CMake arguments of a build without the compiler
+# and the packing of logs into the device tool's $OUT.
 #
 #   MK_BUILD_DIR (build-gpu), MK_JOBS (all cores), MK_KERNELS_DIR (kernels/)
 #   MK_GTEST_SOURCE_DIR: GoogleTest's sources, else the first of
 #   .carry/googletest, shared/googletest, /usr/src/googletest that exists
 #
 # Sets ROOT, gtest_args (empty if no GoogleTest was found) and generator
-# (Ninja where installed).
+# (Ninja where installed); defines pack_to_out and pack_to_out_as_it_goes.
 export PATH="$PATH:/usr/local/cuda/bin"
 ROOT=$PWD
 : "${MK_BUILD_DIR:=build-gpu}"

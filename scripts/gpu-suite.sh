@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The whole GPU suite in two device calls of a few minutes each: its parts
+# The whole GPU suite in two or three device calls of a few minutes each: its parts
 # run side by side, each under a time limit (scripts/gpu-tests.sh runs the
 # same parts one after another and needs three or more calls).
 #
 #   MK_KERNELS_DIR=$PWD/.carry/kernels scripts/gpu-suite.sh main   # first call
 #   MK_KERNELS_DIR=$PWD/.carry/kernels scripts/gpu-suite.sh deep   # then, warm
+#   MK_KERNELS_DIR=$PWD/.carry/kernels scripts/gpu-suite.sh released
 #
 # main: builds the runtime, the tools and the tests (no MLIR); runs
 #   `mk-bench --json` on the unit's kernel alone (bench.json beside the logs,
@@ -21,9 +22,13 @@
 #   step and layer by layer, the DeepSeek-V3- and Mixtral-width specs, the
 #   36 dense layers): their kernels come from `MK_DEEP_KERNELS=1
 #   scripts/make-gpu-kernels.sh`; ~5.5 minutes (#157).
+# released: the released model's 27 layers and head layer by layer
+#   (OracleGpu.ReleasedModelLayerByLayer; its ~26 GB of random weights
+#   beside the deep tests' would crowd the host's memory); not yet run.
 #
 # Each part's log is $MK_BUILD_DIR/gpu-suite/<part>.log, its exit status
-# <part>.rc (124: cut off by MK_SUITE_TIMEOUT, default 420 s); where $OUT is
+# <part>.rc (124: cut off by its time limit, MK_SUITE_TIMEOUT, default 420
+# s, 560 for `released`, or less where MK_SUITE_DEADLINE is near); where $OUT is
 # set (the device tool) the logs are packed into $OUT/gpu-suite.tar.gz every
 # 30 s and at the end (the tool returns at most a few files of $OUT). The
 # embedded JIT's test is gpu-tests.sh's only. Exit status: non-zero if a
@@ -34,7 +39,9 @@ cd "$(dirname "$0")/.."
 . scripts/gpu-common.sh
 export MK_KERNELS_DIR MK_REQUIRE_KERNELS=1
 wave=${1:-main}
-case "$wave" in main|deep) ;; *) echo "usage: $0 [main|deep]" >&2; exit 2 ;; esac
+case "$wave" in main|deep|released) ;; *) echo "usage: $0 [main|deep|released]" >&2; exit 2 ;; esac
+# The released model's one part may take most of a call.
+[ "$wave" = released ] && : "${MK_SUITE_TIMEOUT:=560}"
 : "${MK_SUITE_TIMEOUT:=420}"
 : "${MK_SUITE_SHARDS:=6}"
 case "$MK_BUILD_DIR" in /*) B=$MK_BUILD_DIR ;; *) B=$ROOT/$MK_BUILD_DIR ;; esac
@@ -46,11 +53,19 @@ mkdir -p "$LOGS"
 pack_to_out_as_it_goes "$LOGS" gpu-suite.tar.gz
 
 # part NAME CMD: runs the shell command CMD in the background under the
-# time limit, its output in NAME.log, its exit status in NAME.rc.
+# time limit, its output in NAME.log, its exit status in NAME.rc. The limit
+# is MK_SUITE_TIMEOUT or what is left before MK_SUITE_DEADLINE (seconds
+# from the script's start, default 570: the device tool cuts a call at 600
+# s, and a part cut off by it would leave no status), whichever is less; a
+# part that ignores TERM is killed 10 s later.
+: "${MK_SUITE_DEADLINE:=570}"
 pids=()
 part() {
   local name=$1 cmd=$2
-  (timeout "$MK_SUITE_TIMEOUT" bash -c "set -o pipefail; $cmd" >"$LOGS/$name.log" 2>&1
+  local limit=$((MK_SUITE_DEADLINE - SECONDS - 15))
+  [ "$limit" -lt "$MK_SUITE_TIMEOUT" ] || limit=$MK_SUITE_TIMEOUT
+  [ "$limit" -ge 30 ] || limit=30
+  (timeout -k 10 "$limit" bash -c "set -o pipefail; $cmd" >"$LOGS/$name.log" 2>&1
    echo $? >"$LOGS/$name.rc") &
   pids+=($!)
 }
@@ -79,7 +94,7 @@ if [ "$wave" = main ]; then
     part "$t" "'$B/tests/templates/$t'"
   done
   part ctest-runtime "ctest --test-dir '$B' -L runtime --output-on-failure"
-  filter='OracleGpu.*:SessionGpu.*-OracleGpu.DeepSpec*:OracleGpu.Wide*:OracleGpu.Qwen3ThirtySix*'
+  filter='OracleGpu.*:SessionGpu.*-OracleGpu.DeepSpec*:OracleGpu.Wide*:OracleGpu.Qwen3ThirtySix*:OracleGpu.ReleasedModelLayerByLayer'
   for ((i = 0; i < MK_SUITE_SHARDS; ++i)); do
     part "gpu-shard$i" "cd '$G' && GTEST_TOTAL_SHARDS=$MK_SUITE_SHARDS GTEST_SHARD_INDEX=$i \
       ./mk-gpu-tests --gtest_filter='$filter'"
@@ -116,9 +131,10 @@ if [ "$wave" = main ]; then
       s=0
       for v in ${set_[*]}; do
         echo \"== \$v\"
-        (cd '$G' && MK_FULL_KERNEL=\$v ./mk-gpu-tests --gtest_filter=OracleGpu.FullUnitOneStep) |
-          grep -E 'OK|FAILED|cosine'
-        rc=\${PIPESTATUS[0]}
+        (cd '$G' && MK_FULL_KERNEL=\$v ./mk-gpu-tests --gtest_filter=OracleGpu.FullUnitOneStep) \
+          >'$LOGS'/variant-\$v.log 2>&1
+        rc=\$?
+        grep -E 'OK|FAILED|cosine' '$LOGS'/variant-\$v.log
         case \"\$v\" in
           *_tint8) [ \$rc = 0 ] || echo \"(\$v: opt-in integer arithmetic; disagreement reported, not failed)\" ;;
           *) [ \$rc = 0 ] || s=1 ;;
@@ -137,6 +153,9 @@ if [ "$wave" = main ]; then
       fi
     done
     exit \$s"
+elif [ "$wave" = released ]; then
+  echo "== the released model layer by layer ($(date +%T))"
+  part ReleasedModelLayerByLayer "cd '$G' && ./mk-gpu-tests --gtest_filter=OracleGpu.ReleasedModelLayerByLayer"
 else
   echo "== the deep tests side by side ($(date +%T))"
   for t in DeepSpecOneStep DeepSpecLayerByLayer WideDeepSeekOneStep WideMixtralOneStep \

@@ -61,10 +61,14 @@ mkdir -p "$out/kimi48b_tiny"
   --hf-name kimi48b_tiny -o "$out/kimi48b_tiny/spec.json" 2>&1 | { grep -v "^mkc: note:" || true; } >&2
 "$mkc" "$out/kimi48b_tiny/spec.json" --emit=cuda -o "$out/kimi48b_tiny"
 echo "$out/kimi48b_tiny"
-rm -rf "${out:?}/tiny_dense_first_debug" "${out:?}/qwen3_8b_36l_debug" "${out:?}/tiny_released_forms_debug"
+rm -rf "${out:?}/tiny_dense_first_debug" "${out:?}/qwen3_8b_36l_debug" "${out:?}/tiny_released_forms_debug" \
+  "${out:?}/tiny_model_debug"
 "$mkc" examples/specs/tiny_dense_first.json --emit=cuda --debug-capture -o "$out/tiny_dense_first_debug"
 # The released forms with captures (mk-diff: the FFNs' bf16 steps among them).
 "$mkc" examples/specs/tiny_released_forms.json --emit=cuda --debug-capture -o "$out/tiny_released_forms_debug"
+# The tiny whole model with captures (OracleGpu.TinyModelLayerByLayer: each
+# layer from the kernel's own input, then the head).
+"$mkc" examples/specs/tiny_model.json --emit=cuda --debug-capture -o "$out/tiny_model_debug"
 # The 36 dense layers with captures (OracleGpu.Qwen3ThirtySixLayersLayerByLayer).
 "$mkc" examples/specs/qwen3_8b_36l.json --emit=cuda --debug-capture -o "$out/qwen3_8b_36l_debug"
 # The tiny spec with tile-contiguous weights (OracleGpu.TinyTiledWeights).
@@ -84,7 +88,7 @@ variant() {
 # OracleGpu.DeepSpecLayerByLayer, mk-bench; its random weights are ~24 GB).
 # With captures too (OracleGpu.DeepSpecLayerByLayer: every layer against the
 # oracle from the kernel's own input to it).
-rm -rf "${out:?}/kimi_linear_27l" "${out:?}/kimi_linear_27l_debug"
+rm -rf "${out:?}/kimi_linear_27l" "${out:?}/kimi_linear_27l_debug" "${out:?}/kimi_linear_48b_debug"
 # The wide specs too (OracleGpu.Wide*: DeepSeek-V3's and Mixtral's widths in
 # the unit's family, ~6 GB and ~1.6 GB of random weights).
 rm -rf "${out:?}/kimi_wide_dsv3" "${out:?}/kimi_wide_mixtral"
@@ -92,6 +96,10 @@ if [ -n "${MK_DEEP_KERNELS:-}" ]; then
   "$mkc" examples/specs/kimi_linear_27l.json --emit=cuda -o "$out/kimi_linear_27l"
   "$mkc" examples/specs/kimi_linear_27l.json --emit=cuda --debug-capture -o "$out/kimi_linear_27l_debug"
   echo "$out/kimi_linear_27l, $out/kimi_linear_27l_debug"
+  # The released model's 27 layers and head with captures
+  # (OracleGpu.ReleasedModelLayerByLayer).
+  "$mkc" examples/specs/kimi_linear_48b.json --emit=cuda --debug-capture -o "$out/kimi_linear_48b_debug"
+  echo "$out/kimi_linear_48b_debug"
   for s in kimi_wide_dsv3 kimi_wide_mixtral; do
     "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/$s"
     echo "$out/$s"

@@ -1258,13 +1258,15 @@ __host__ __device__ constexpr int mla_combine_waiting_smem_floats(int span, int 
 /// Merges the chunk partials of head h's latent slice [d0, d1) into
 /// xs[d0, d1) (o_lat, fp32). `scratch` holds `scratch_floats` floats: the
 /// chunk weights and sums and the partial sums (mla_combine_merge_floats),
-/// and where the slice's rows of every chunk fit beside them, their staged
-/// copy (one cp.async round trip for all the partials, issued while the
-/// chunks' maxima and sums are loaded); else the rows are read from L2 in
-/// the sums' loop. Every warp forms the chunk weights exp(m_i - M) and
+/// and with MAY_STAGE, where the slice's rows of every chunk fit beside
+/// them, their staged copy (one cp.async round trip for all the partials,
+/// issued while the chunks' maxima and sums are loaded); else the rows are
+/// read from L2 in the sums' loop. (Without MAY_STAGE the merge issues no
+/// cp.async: a caller with copies in flight, whose cp.async wait would
+/// wait for those too.) Every warp forms the chunk weights exp(m_i - M) and
 /// their sum W itself (no block barrier), and each (dim, chunk share) pair
 /// of threads sums its chunks. Ends with a block barrier.
-template <int THREADS, int HM, int LORA>
+template <int THREADS, int HM, int LORA, bool MAY_STAGE>
 __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const float *part_m,
                                   const float *part_l, const float *part_acc, float *xs,
                                   float *scratch, int scratch_floats) {
@@ -1273,7 +1275,8 @@ __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const floa
   const int cpad = (nchunks + 3) / 4 * 4;
   float *e = scratch, *lw = scratch + cpad, *part = scratch + 2 * cpad,
         *stage = part + span * parts;
-  const bool staged = 2 * cpad + span * parts + nchunks * span <= scratch_floats && span % 4 == 0;
+  const bool staged =
+      MAY_STAGE && 2 * cpad + span * parts + nchunks * span <= scratch_floats && span % 4 == 0;
   if (staged) {
     for (int i = threadIdx.x; i < nchunks * span / 4; i += THREADS) {
       const int c = i / (span / 4), p = i % (span / 4);
@@ -1343,8 +1346,8 @@ __device__ void mla_combine_wv_task(int h, int d0, int d1, int nchunks, const fl
                                     float *o_acc, float *smem) {
   float *xs = smem, *red = smem + LORA;
   constexpr int RED = w4a16_red_floats<THREADS, VH>();
-  mla_combine_merge<THREADS, HM, LORA>(h, d0, d1, nchunks, part_m, part_l, part_acc, xs, red,
-                                       RED);
+  mla_combine_merge<THREADS, HM, LORA, true>(h, d0, d1, nchunks, part_m, part_l, part_acc, xs,
+                                             red, RED);
   constexpr int N = HM * (NOPE + VH);
   const int n0 = h * (NOPE + VH) + NOPE;
   // o_lat is fp32.
@@ -1356,9 +1359,10 @@ __device__ void mla_combine_wv_task(int h, int d0, int d1, int nchunks, const fl
 /// chunks' partials, which the schedule put in its prologue:
 /// schedule-prologue-waits combine=true): the GEMV asks for its first W_v
 /// rows, then the task waits and merges the partials (in its own scratch
-/// past the ring, mla_combine_waiting_smem_floats, reading them from L2
-/// unless the slice's rows fit there), so that the weights' round trip runs
-/// under the wait. `max_chunks` bounds nchunks (the scratch's size).
+/// past the ring, mla_combine_waiting_smem_floats, reading them from L2:
+/// no copies of its own beside the GEMV's in flight), so that the weights'
+/// round trip runs under the wait. `max_chunks` bounds nchunks (the
+/// scratch's size).
 template <int THREADS, int HM, int NOPE, int VH, int LORA, int GROUP, class Wait>
 __device__ void mla_combine_wv_task_waiting(int h, int d0, int d1, int nchunks, int max_chunks,
                                             const float *part_m, const float *part_l,
@@ -1372,8 +1376,8 @@ __device__ void mla_combine_wv_task_waiting(int h, int d0, int d1, int nchunks, 
   const int n0 = h * (NOPE + VH) + NOPE;
   auto pro = [&] {
     wait();
-    mla_combine_merge<THREADS, HM, LORA>(h, d0, d1, nchunks, part_m, part_l, part_acc, xs,
-                                         scratch, scratch_floats);
+    mla_combine_merge<THREADS, HM, LORA, false>(h, d0, d1, nchunks, part_m, part_l, part_acc,
+                                                xs, scratch, scratch_floats);
   };
   // o_lat is fp32.
   w4a16_gemv_tile_with<THREADS, VH, GROUP, EpiAtomicAddF32, true, kOrderRowMajor>(

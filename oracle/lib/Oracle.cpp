@@ -487,6 +487,17 @@ ModelStepResult oracleModelStep(const BlockConfig &cfg, const TensorMap &weights
   std::vector<BFloat16> h = oracleStep(cfg, weights, state,
                                        std::vector<BFloat16>(row, row + cfg.hidden), trace,
                                        options);
+  return oracleModelHead(cfg, weights, h, trace, options);
+}
+
+ModelStepResult oracleModelHead(const BlockConfig &cfg, const TensorMap &weights,
+                                const std::vector<BFloat16> &h, OracleTrace *trace,
+                                const OracleOptions *options) {
+  if (cfg.vocab <= 0)
+    fatal("oracleModelHead: the spec has no vocabulary (a block, not a whole model)");
+  if (int64_t(h.size()) != cfg.hidden)
+    fatal("oracleModelHead: hidden has " + std::to_string(h.size()) + " values, not " +
+          std::to_string(cfg.hidden));
   // The final norm (the family's norm arithmetic), the LM head, the argmax.
   std::vector<BFloat16> y(static_cast<size_t>(cfg.hidden));
   oracle::rmsNorm(h.data(), weight(weights, "final_norm").bf16(), cfg.hidden, float(cfg.eps),

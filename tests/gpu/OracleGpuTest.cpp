@@ -685,6 +685,80 @@ void wideSpecOneStep(const std::string &kernelName) {
   oneStepFrom(dev, f, 2048, 2, kernelName + " seed 1 ctx 2048");
 }
 
+/// Every layer of one device step checked from the device's own input to
+/// it (layer 0 from `in`, layer l from the capture "layer{l-1}.out") against
+/// oracleLayerStep on `oracleState` (the state the step started from): the
+/// layer's output and state tensors (caches: the new row, at ctx) within
+/// kStepCos, a router near tie taken either way; `gpuState` is the state
+/// after the step. Leaves the last layer's captured output in `last`.
+void checkLayersFromDeviceInputs(Fixture &f, const std::string &label, int64_t ctx,
+                                 DecodeState oracleState, const DecodeState &gpuState,
+                                 std::vector<BFloat16> in, std::vector<BFloat16> &last) {
+  const int64_t nLayers = int64_t(f.cfg.pattern.size());
+  // Layer l's agreement: its output against the capture, its state
+  // tensors against the device's (caches: the new row, at ctx).
+  auto agreement = [&](int64_t l, const std::vector<BFloat16> &out,
+                       const std::vector<BFloat16> &gpuLayerOut, const DecodeState &os) {
+    double worst = cosine(bf16ToFloat(gpuLayerOut), bf16ToFloat(out));
+    const std::string pre = "state." + std::to_string(l) + ".";
+    for (const auto &kv : os.tensors) {
+      if (kv.first.rfind(pre, 0) != 0)
+        continue;
+      const HostTensor &gt = gpuState.tensors.at(kv.first);
+      const bool cache = isCacheState(f.cfg, kv.first);
+      const double c = cache ? cosine(cacheRows(gt, ctx, ctx + 1), cacheRows(kv.second, ctx, ctx + 1))
+                             : cosine(gt.toFloat(), kv.second.toFloat());
+      EXPECT_TRUE(allFinite(gt.toFloat())) << label << ": non-finite " << kv.first;
+      worst = std::min(worst, c);
+    }
+    return worst;
+  };
+  std::vector<BFloat16> &gpuLayerOut = last;
+  double worstAll = 1.0;
+  int ties = 0;
+  for (int64_t l = 0; l < nLayers; ++l) {
+    std::vector<uint8_t> bytes;
+    MK_ASSERT_OK(f.session->readCapture("layer" + std::to_string(l) + ".out", bytes));
+    ASSERT_EQ(bytes.size(), size_t(f.cfg.hidden) * 2) << label << " layer " << l;
+    gpuLayerOut.resize(size_t(f.cfg.hidden));
+    std::memcpy(gpuLayerOut.data(), bytes.data(), bytes.size());
+    EXPECT_TRUE(allFinite(bf16ToFloat(gpuLayerOut))) << label << ": layer " << l << " output";
+    const DecodeState before = oracleState;
+    OracleTrace trace;
+    std::vector<BFloat16> out = oracleLayerStep(f.cfg, f.weights, oracleState, l, in, &trace);
+    double c = agreement(l, out, gpuLayerOut, oracleState);
+    const TracedStep step = [&](const OracleOptions &o) {
+      DecodeState s = before;
+      OracleTrace t;
+      oracleLayerStep(f.cfg, f.weights, s, l, in, &t, &o);
+      return t;
+    };
+    bool tookTie = false;
+    if (c < kStepCos) {
+      for (const OracleOptions &alt : tieRoutings(f, trace, OracleOptions{}, step)) {
+        DecodeState s = before;
+        std::vector<BFloat16> o = oracleLayerStep(f.cfg, f.weights, s, l, in, nullptr, &alt);
+        const double ca = agreement(l, o, gpuLayerOut, s);
+        std::printf("[ info ] %s: router near tie at layer %lld; the other tie-break "
+                    "gives cosine %.6f (oracle's own: %.6f)\n",
+                    label.c_str(), (long long)l, ca, c);
+        if (ca > c) {
+          c = ca;
+          oracleState = std::move(s);
+          tookTie = true;
+        }
+      }
+      ties += tookTie;
+    }
+    EXPECT_GE(c, kStepCos) << label << ": layer " << l << " (output or state) cosine " << c;
+    worstAll = std::min(worstAll, c);
+    in = gpuLayerOut; // the next layer from the device's own input
+  }
+  std::printf("[ info ] %s: %lld layers, each against the oracle from the device's input: "
+              "lowest cosine %.6f, %d near ties taken the other way\n",
+              label.c_str(), (long long)nLayers, worstAll, ties);
+}
+
 /// Every layer of a deep spec's step checked on its own: the oracle runs
 /// layer l (oracleLayerStep) on the device's input to it (the step's input,
 /// then the debug-capture kernel's `layer<l-1>.out`), and its output and
@@ -704,79 +778,86 @@ void deepSpecLayerByLayer(const std::string &kernelName) {
   Fixture f;
   MK_ASSERT_OK(makeFixture(dev, kernelName, 1, 2048 + 8, f));
   ASSERT_TRUE(f.kernel->manifest().debugCapture) << kernelName << " has no captures";
-  const int64_t nLayers = int64_t(f.cfg.pattern.size());
   for (int64_t ctx : {0, 2048}) {
     const std::string label = kernelName + " seed 1 ctx " + std::to_string(ctx);
     DeviceStep ds;
     deviceStepFromRandom(dev, f, ctx, ds);
     if (::testing::Test::HasFatalFailure())
       return;
-    DecodeState &oracleState = ds.before;
-    const DecodeState &gpuState = ds.after;
-    const std::vector<BFloat16> &hidden = ds.hidden, &gpuOut = ds.out;
-    // Layer l's agreement: its output against the capture, its state
-    // tensors against the device's (caches: the new row, at ctx).
-    auto agreement = [&](int64_t l, const std::vector<BFloat16> &out,
-                         const std::vector<BFloat16> &gpuLayerOut, const DecodeState &os) {
-      double worst = cosine(bf16ToFloat(gpuLayerOut), bf16ToFloat(out));
-      const std::string pre = "state." + std::to_string(l) + ".";
-      for (const auto &kv : os.tensors) {
-        if (kv.first.rfind(pre, 0) != 0)
-          continue;
-        const HostTensor &gt = gpuState.tensors.at(kv.first);
-        const bool cache = isCacheState(f.cfg, kv.first);
-        const double c = cache ? cosine(cacheRows(gt, ctx, ctx + 1), cacheRows(kv.second, ctx, ctx + 1))
-                               : cosine(gt.toFloat(), kv.second.toFloat());
-        EXPECT_TRUE(allFinite(gt.toFloat())) << label << ": non-finite " << kv.first;
-        worst = std::min(worst, c);
-      }
-      return worst;
-    };
-    std::vector<BFloat16> in = hidden, gpuLayerOut;
-    double worstAll = 1.0;
-    int ties = 0;
-    for (int64_t l = 0; l < nLayers; ++l) {
-      std::vector<uint8_t> bytes;
-      MK_ASSERT_OK(f.session->readCapture("layer" + std::to_string(l) + ".out", bytes));
-      ASSERT_EQ(bytes.size(), size_t(f.cfg.hidden) * 2) << label << " layer " << l;
-      gpuLayerOut.resize(size_t(f.cfg.hidden));
-      std::memcpy(gpuLayerOut.data(), bytes.data(), bytes.size());
-      EXPECT_TRUE(allFinite(bf16ToFloat(gpuLayerOut))) << label << ": layer " << l << " output";
-      const DecodeState before = oracleState;
-      OracleTrace trace;
-      std::vector<BFloat16> out = oracleLayerStep(f.cfg, f.weights, oracleState, l, in, &trace);
-      double c = agreement(l, out, gpuLayerOut, oracleState);
-      const TracedStep step = [&](const OracleOptions &o) {
-        DecodeState s = before;
-        OracleTrace t;
-        oracleLayerStep(f.cfg, f.weights, s, l, in, &t, &o);
-        return t;
-      };
-      bool tookTie = false;
-      if (c < kStepCos) {
-        for (const OracleOptions &alt : tieRoutings(f, trace, OracleOptions{}, step)) {
-          DecodeState s = before;
-          std::vector<BFloat16> o = oracleLayerStep(f.cfg, f.weights, s, l, in, nullptr, &alt);
-          const double ca = agreement(l, o, gpuLayerOut, s);
-          std::printf("[ info ] %s: router near tie at layer %lld; the other tie-break "
-                      "gives cosine %.6f (oracle's own: %.6f)\n",
-                      label.c_str(), (long long)l, ca, c);
-          if (ca > c) {
-            c = ca;
-            oracleState = std::move(s);
-            tookTie = true;
-          }
-        }
-        ties += tookTie;
-      }
-      EXPECT_GE(c, kStepCos) << label << ": layer " << l << " (output or state) cosine " << c;
-      worstAll = std::min(worstAll, c);
-      in = gpuLayerOut; // the next layer from the device's own input
+    std::vector<BFloat16> last;
+    checkLayersFromDeviceInputs(f, label, ctx, ds.before, ds.after, ds.hidden, last);
+    if (::testing::Test::HasFatalFailure())
+      return;
+    EXPECT_TRUE(sameBits(ds.out, last)) << label << ": output is not the last layer's";
+  }
+}
+
+/// A whole model's debug-capture kernel, one token step from contexts 0 and
+/// 2048, checked layer by layer from the device's own input to each layer
+/// (the first layer's input is the token's embedding row), then its head
+/// (final norm, LM head, argmax) from the device's last layer output: the
+/// logits within kStepCos of oracleModelHead's, the next token the same
+/// unless the two logits are a bf16 near tie. A deep random stack's
+/// rounding and router near ties compound end to end (deepSpecOneStep
+/// reports that); from each layer's own input they do not.
+/// `deep`: a kernel only MK_DEEP_KERNELS=1 makes (skipped without it).
+void modelLayerByLayer(const std::string &kernelName, bool deep) {
+  MK_REQUIRE_GPU(dev);
+  if (deep && !kernelGenerated(kernelName))
+    GTEST_SKIP() << kernelName << " not generated (MK_DEEP_KERNELS=1 scripts/make-gpu-kernels.sh)";
+  Fixture f;
+  MK_ASSERT_OK(makeFixture(dev, kernelName, 1, 2048 + 8, f));
+  ASSERT_TRUE(f.kernel->manifest().debugCapture) << kernelName << " has no captures";
+  ASSERT_GT(f.cfg.vocab, 0) << kernelName << " is no whole model";
+  const size_t vocab = size_t(f.cfg.vocab), hidden = size_t(f.cfg.hidden);
+  for (int64_t ctx : {0, 2048}) {
+    const std::string label = kernelName + " seed 1 ctx " + std::to_string(ctx);
+    DecodeState before = makeRandomState(f.cfg, ctx, 8);
+    if (ctx == 0) // a fresh sequence's state
+      for (auto &kv : before.tensors)
+        std::fill(kv.second.data.begin(), kv.second.data.end(), uint8_t(0));
+    MK_ASSERT_OK(writeState(*f.session, before));
+    const int32_t token = int32_t(7 % f.cfg.vocab);
+    int32_t next = -1;
+    MK_ASSERT_OK(f.session->stepTokenHost(token, &next));
+    std::vector<uint16_t> bits(vocab);
+    MK_ASSERT_OK(f.session->readLogitsHost(bits.data()));
+    std::vector<BFloat16> gpuLogits(vocab);
+    for (size_t v = 0; v < vocab; ++v)
+      gpuLogits[v].bits = bits[v];
+    DecodeState after;
+    MK_ASSERT_OK(readState(*f.session, after));
+    EXPECT_EQ(after.ctxLen, ctx + 1) << label;
+    const BFloat16 *row = f.weights.at("embed.weight").bf16() + size_t(token) * hidden;
+    std::vector<BFloat16> last;
+    checkLayersFromDeviceInputs(f, label, ctx, before, after,
+                                std::vector<BFloat16>(row, row + hidden), last);
+    if (::testing::Test::HasFatalFailure())
+      return;
+    const ModelStepResult want = oracleModelHead(f.cfg, f.weights, last);
+    const std::vector<float> g = bf16ToFloat(gpuLogits), o = bf16ToFloat(want.logits);
+    EXPECT_TRUE(allFinite(g)) << label << ": non-finite logits";
+    const double c = cosine(g, o);
+    EXPECT_GE(c, kStepCos) << label << ": logits cosine " << c
+                           << " (the head from the device's last layer output)";
+    ASSERT_GE(next, 0) << label;
+    ASSERT_LT(size_t(next), vocab) << label;
+    // The device's token is the argmax of its own logits (the first of the
+    // largest, as the oracle's).
+    size_t best = 0;
+    for (size_t v = 1; v < vocab; ++v)
+      if (g[v] > g[best])
+        best = v;
+    EXPECT_EQ(size_t(next), best) << label << ": the token is not its logits' argmax";
+    if (next != want.next) {
+      const float a = o[size_t(want.next)], b = o[size_t(next)];
+      const float ulp = std::ldexp(1.f, std::ilogb(std::fabs(a)) - 7);
+      EXPECT_LE(a - b, ulp) << label << ": next token " << next << " where the oracle's is "
+                            << want.next << " (logits " << b << " and " << a << ": no tie)";
     }
-    EXPECT_TRUE(sameBits(gpuOut, gpuLayerOut)) << label << ": output is not the last layer's";
-    std::printf("[ info ] %s: %lld layers, each against the oracle from the device's input: "
-                "lowest cosine %.6f, %d near ties taken the other way\n",
-                label.c_str(), (long long)nLayers, worstAll, ties);
+    std::printf("[ info ] %s: the head from the device's last layer output: logits cosine "
+                "%.6f, token %d -> %d (oracle %lld)\n",
+                label.c_str(), c, token, next, (long long)want.next);
   }
 }
 
@@ -785,6 +866,11 @@ void deepSpecLayerByLayer(const std::string &kernelName) {
 TEST(OracleGpu, FullUnitOneStep) { oneStepAgainstOracle(fullName()); }
 TEST(OracleGpu, DeepSpecOneStep) { deepSpecOneStep("kimi_linear_27l"); }
 TEST(OracleGpu, DeepSpecLayerByLayer) { deepSpecLayerByLayer("kimi_linear_27l_debug"); }
+// Whole models layer by layer, then the head: the tiny model, and the
+// released model's 27 layers with its 163840-token head (its kernels with
+// MK_DEEP_KERNELS=1; ~26 GB of random weights).
+TEST(OracleGpu, TinyModelLayerByLayer) { modelLayerByLayer("tiny_model_debug", false); }
+TEST(OracleGpu, ReleasedModelLayerByLayer) { modelLayerByLayer("kimi_linear_48b_debug", true); }
 TEST(OracleGpu, WideDeepSeekOneStep) { wideSpecOneStep("kimi_wide_dsv3"); }
 TEST(OracleGpu, WideMixtralOneStep) { wideSpecOneStep("kimi_wide_mixtral"); }
 TEST(OracleGpu, TinyOneStep) { oneStepAgainstOracle(tinyName()); }

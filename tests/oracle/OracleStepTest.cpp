@@ -402,6 +402,32 @@ TEST(OracleOtherSpecs, MlaKvTraceIsTheAppendedRow) {
   }
 }
 
+TEST(OracleOtherSpecs, ModelStepIsItsLayersThenItsHead) {
+  // A whole model's step is its token's embedding row through the layers
+  // (oracleLayerStep chained), then oracleModelHead: logits, argmax and the
+  // head's trace bit for bit; the head refuses a hidden of the wrong width.
+  BlockConfig cfg = loadSpec("examples/specs/tiny_model.json");
+  ASSERT_GT(cfg.vocab, 0);
+  TensorMap weights = makeRandomWeights(cfg, 1);
+  DecodeState whole = makeRandomState(cfg, 4, 2), layered = whole;
+  const int64_t token = 5;
+  OracleTrace wt;
+  const ModelStepResult want = oracleModelStep(cfg, weights, whole, token, &wt);
+  const BFloat16 *row = weights.at("embed.weight").bf16() + token * cfg.hidden;
+  std::vector<BFloat16> x(row, row + cfg.hidden);
+  for (int64_t l = 0; l < int64_t(cfg.pattern.size()); ++l)
+    x = oracleLayerStep(cfg, weights, layered, l, x);
+  OracleTrace ht;
+  const ModelStepResult got = oracleModelHead(cfg, weights, x, &ht);
+  EXPECT_TRUE(sameBits(want.logits, got.logits));
+  EXPECT_EQ(want.next, got.next);
+  ASSERT_TRUE(ht.values.count("logits"));
+  EXPECT_EQ(wt.values.at("logits"), ht.values.at("logits"));
+  EXPECT_EQ(wt.values.at("final_norm"), ht.values.at("final_norm"));
+  x.pop_back();
+  EXPECT_DEATH(oracleModelHead(cfg, weights, x), "values, not");
+}
+
 TEST(OracleOtherSpecs, LayerStepsChainPastAnMlaLayer) {
   // The MLA layer first: its cache has its new row (ctxLen + 1 rows) while
   // the later layers step; oracleLayerStep checks only its own layer's state.

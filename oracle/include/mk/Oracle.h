@@ -96,6 +96,14 @@ ModelStepResult oracleModelStep(const BlockConfig &cfg, const TensorMap &weights
                                 DecodeState &state, int64_t token,
                                 OracleTrace *trace = nullptr,
                                 const OracleOptions *options = nullptr);
+/// The head of oracleModelStep alone, on the last layer's output `hidden`
+/// (cfg.hidden values): the final norm, the LM head and the argmax; the
+/// trace adds "final_norm" and "logits". What a per-layer comparison of a
+/// whole model needs after its layers: the head from the device's own input.
+ModelStepResult oracleModelHead(const BlockConfig &cfg, const TensorMap &weights,
+                                const std::vector<BFloat16> &hidden,
+                                OracleTrace *trace = nullptr,
+                                const OracleOptions *options = nullptr);
 /// Layer `layer` alone of oracleStep, on its input hidden `input` (the
 /// previous layer's output, or the step's input for layer 0): updates that
 /// layer's state at position state.ctxLen (which it leaves as it is; the

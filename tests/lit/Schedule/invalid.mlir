@@ -482,6 +482,36 @@ schedule.kernel @k attributes {threads = 256 : i64} {
 
 // -----
 
+// A combine's prologue wait guards only the chunks' partials (all three):
+// a signaller that also writes another buffer the combine reads must be
+// waited for before it.
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @part_m {dtype = "f32", shape = array<i64: 128>}
+  schedule.buffer @part_l {dtype = "f32", shape = array<i64: 128>}
+  schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 16384>}
+  schedule.buffer @scale {dtype = "f32", shape = array<i64: 2>}
+  schedule.buffer @o {dtype = "f32", shape = array<i64: 64>}
+  schedule.weight @kv_b.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 64, 128>}
+  schedule.weight @kv_b.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 4, 128>}
+  schedule.weight @kv_b.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 4, 128>}
+  schedule.counter @attn.done {size = 1 : i64}
+  schedule.phase "zero" {
+    schedule.zero_f32 "o.zero" {buffer = @o, n = 64 : i64, bytes = 256 : i64, count = 1 : i64}
+  }
+  schedule.barrier
+  schedule.phase "attention" {
+    schedule.opaque "attn" {count = 4 : i64, writes = [@part_m, @part_l, @part_acc, @scale]}
+    schedule.signal @attn.done {divisor = 4 : i64, task = "attn"}
+  }
+  schedule.phase "combine" {
+    schedule.mla_combine_wv "combine" {bytes = 4096 : i64, count = 8 : i64, group = 32 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 32 : i64, o = @o, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = "heads", reads = [@scale], slices = 4 : i64, v_head = 32 : i64}
+    // expected-error @+1 {{in_prologue: task 'combine' reads @scale, which its signaller 'attn' writes: only its staged @part_m, @part_l, @part_acc may be waited for in its prologue}}
+    schedule.wait @attn.done {divisor = 8 : i64, in_prologue, target = 4 : i64, task = "combine"}
+  }
+}
+
+// -----
+
 // A GEMV of an input in shared memory has no staging to wait before.
 schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
