@@ -209,15 +209,33 @@ std::vector<std::string> phaseNames(const std::string &manifestText, int phases)
   return names;
 }
 
+/// Each phase's static bytes from the manifest's "phase_bytes" (empty where
+/// the manifest has none, or not one per phase: a kernel emitted before
+/// session 29).
+std::vector<double> phaseBytes(const std::string &manifestText, int phases) {
+  std::vector<double> bytes;
+  json::Value root;
+  std::string err;
+  if (json::parse(manifestText, root, err))
+    if (const json::Value *b = root.find("phase_bytes"))
+      if (b->array.size() == size_t(phases))
+        for (const json::Value &v : b->array)
+          bytes.push_back(v.number);
+  return bytes;
+}
+
 /// Prints, per phase, medians over the steps of: span (first block entering
 /// it to first block entering the next; the spans add up to the step), the
 /// work of the slowest and the average block (done - entry - counter waits),
 /// the longest counter wait, and when the last block was done (from the
 /// first entry). A phase whose slowest block works much longer than the
 /// average is imbalanced; one whose waits are long is waiting for its
-/// producers.
+/// producers. With `bytes` (one per phase) also each phase's floor, its
+/// static bytes at `bandwidth` (B/s; the attention's cache rows are not in
+/// them), and its span against it.
 void printPhaseProfile(const std::vector<StepStamps> &steps,
-                       const std::vector<std::string> &names, int grid) {
+                       const std::vector<std::string> &names, int grid,
+                       const std::vector<double> &bytes, double bandwidth) {
   const size_t P = names.size(), G = size_t(grid);
   enum { kSpan, kWorkMax, kWorkMean, kWaitMax, kTail, kStats };
   std::vector<std::vector<double>> stat(P * kStats);
@@ -246,20 +264,37 @@ void printPhaseProfile(const std::vector<StepStamps> &steps,
       stat[p * kStats + kTail].push_back((last - start) * 1e-3);
     }
   }
-  double total = 0;
-  std::printf("  phase profile (all %d blocks, median of %zu steps, us):\n", grid,
-              steps.size());
-  std::printf("  %3s %8s %9s %10s %9s %9s  %s\n", "#", "span", "work max",
-              "work mean", "wait max", "last done", "phase");
+  double total = 0, totalFloor = 0;
+  const bool floors = bytes.size() == P && bandwidth > 0;
+  std::printf("  phase profile (all %d blocks, median of %zu steps, us%s):\n", grid,
+              steps.size(),
+              floors ? "; floor: the phase's static bytes at the bench's bandwidth" : "");
+  std::printf("  %3s %8s %9s %10s %9s %9s", "#", "span", "work max", "work mean", "wait max",
+              "last done");
+  if (floors)
+    std::printf(" %8s %8s", "floor", "x floor");
+  std::printf("  %s\n", "phase");
   for (size_t p = 0; p < P; ++p) {
     double v[kStats];
     for (int k = 0; k < kStats; ++k)
       v[k] = median(stat[p * kStats + size_t(k)]);
     total += v[kSpan];
-    std::printf("  %3zu %8.2f %9.2f %10.2f %9.2f %9.2f  %s\n", p, v[kSpan], v[kWorkMax],
-                v[kWorkMean], v[kWaitMax], v[kTail], names[p].c_str());
+    std::printf("  %3zu %8.2f %9.2f %10.2f %9.2f %9.2f", p, v[kSpan], v[kWorkMax],
+                v[kWorkMean], v[kWaitMax], v[kTail]);
+    if (floors) {
+      const double floorUs = bytes[p] / bandwidth * 1e6;
+      totalFloor += floorUs;
+      if (floorUs > 0)
+        std::printf(" %8.2f %8.1f", floorUs, v[kSpan] / floorUs);
+      else
+        std::printf(" %8.2f %8s", floorUs, "-");
+    }
+    std::printf("  %s\n", names[p].c_str());
   }
-  std::printf("  sum %8.2f\n", total);
+  std::printf("  sum %8.2f", total);
+  if (floors)
+    std::printf("  (floor of the static bytes %.2f, x %.1f)", totalFloor, total / totalFloor);
+  std::printf("\n");
 }
 
 /// Prints, per task stage that ran (phase_timing.cuh's StageClock), medians
@@ -467,6 +502,7 @@ int main(int argc, char **argv) {
   std::vector<BenchRow> rows;
   const int phases = int(kernel->manifest().phases);
   const std::vector<std::string> names = phaseNames(kernel->manifestText(), phases);
+  const std::vector<double> bytesOfPhases = phaseBytes(kernel->manifestText(), phases);
   PhaseTrace trace;
   for (size_t ci = 0; ci < ctxs.size(); ++ci) {
     const int64_t ctx = ctxs[ci];
@@ -502,7 +538,7 @@ int main(int argc, char **argv) {
       if (!(st = collectPhaseStamps(*s, phases, 20, steps)).isOk())
         return fail(st, "phase timing");
       if (phaseTiming) {
-        printPhaseProfile(steps, names, s->launchConfig().grid);
+        printPhaseProfile(steps, names, s->launchConfig().grid, bytesOfPhases, bandwidth);
         printStageProfile(steps, phases, s->launchConfig().grid, dev->clockKHz());
         printStagesPerPhase(steps, names, s->launchConfig().grid, dev->clockKHz());
       }
@@ -516,8 +552,9 @@ int main(int argc, char **argv) {
         trace.entryNs.assign(one.entry.begin(), one.entry.begin() + std::ptrdiff_t(n));
         trace.waitNs.assign(one.wait.begin(), one.wait.begin() + std::ptrdiff_t(n));
         trace.doneNs = one.done;
-        // Per-phase bytes are not known to the bench (only the step's
-        // total): the slices carry none rather than a guess.
+        // Each phase's static bytes (the manifest's phase_bytes; none from
+        // a manifest without them).
+        trace.phaseBytes = bytesOfPhases;
         char span[32];
         std::snprintf(span, sizeof span, "%.3f", double(one.span) * 1e-3);
         trace.otherData = {
