@@ -116,8 +116,10 @@ struct FoldOProjIntoKdaTask : OpRewritePattern<W4A16GemvOp> {
       kdaOp.setOWeightAttr(b.getStringAttr(g.getStrArrayArg("weights")[0]));
       kdaOp.setOAccAttr(FlatSymbolRefAttr::get(b.getContext(), g.getStrArrayArg("outputs")[0]));
       kdaOp.setONAttr(b.getI64IntegerAttr(g.getIntArrayArg("n")[0]));
-      // `o_acc` says that the task now accumulates into the sums.
-      kda.setBytes(kda.getBytes() + g.getBytes() / std::max<int64_t>(1, kda.getCount()));
+      // `o_acc` says that the task now accumulates into the sums; its
+      // instances stream the projection's weights too (`bytes` counts all
+      // instances together, as the projection's does).
+      kda.setBytes(kda.getBytes() + g.getBytes());
     });
     auto phase = op->getParentOfType<PhaseOp>();
     rewriter.eraseOp(op);

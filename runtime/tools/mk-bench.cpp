@@ -210,8 +210,8 @@ std::vector<std::string> phaseNames(const std::string &manifestText, int phases)
 }
 
 /// Each phase's static bytes from the manifest's "phase_bytes" (empty where
-/// the manifest has none, or not one per phase: a kernel emitted before
-/// session 29).
+/// the manifest has none, not one per phase, or an entry that is no
+/// non-negative number: a kernel emitted before session 29, or a bad one).
 std::vector<double> phaseBytes(const std::string &manifestText, int phases) {
   std::vector<double> bytes;
   json::Value root;
@@ -219,8 +219,11 @@ std::vector<double> phaseBytes(const std::string &manifestText, int phases) {
   if (json::parse(manifestText, root, err))
     if (const json::Value *b = root.find("phase_bytes"))
       if (b->array.size() == size_t(phases))
-        for (const json::Value &v : b->array)
+        for (const json::Value &v : b->array) {
+          if (!v.isNumber() || !(v.number >= 0))
+            return {};
           bytes.push_back(v.number);
+        }
   return bytes;
 }
 
@@ -292,7 +295,7 @@ void printPhaseProfile(const std::vector<StepStamps> &steps,
     std::printf("  %s\n", names[p].c_str());
   }
   std::printf("  sum %8.2f", total);
-  if (floors)
+  if (floors && totalFloor > 0)
     std::printf("  (floor of the static bytes %.2f, x %.1f)", totalFloor, total / totalFloor);
   std::printf("\n");
 }

@@ -11,7 +11,8 @@
 // leaves empty and that phase's barrier.
 // CHECK-LABEL: schedule.kernel @k
 // CHECK: schedule.phase "a.delta"
-// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "a.delta" {{{.*}}o_acc = @a.acc{{.*}}o_n = 256 : i64{{.*}}o_weight = "a.o_proj"
+// The fused task streams its own bytes and all of the projection's.
+// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "a.delta" {{{.*}}bytes = 33768 : i64{{.*}}o_acc = @a.acc{{.*}}o_n = 256 : i64{{.*}}o_weight = "a.o_proj"
 // CHECK-NOT: schedule.{{[a-z0-9_]+}} "a.o_proj"
 // CHECK-NOT: schedule.phase "a.o_proj"
 // Layer b: chunks of 8 rows are no whole step: the GEMV stays.
@@ -60,11 +61,11 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   }
   schedule.barrier
   schedule.phase "a.delta" {
-    schedule.kda_head_chunk "a.delta" {count = 16 : i64, reads = [@q, @g, @beta, @cq, @S], writes = [@S, @a.o], q = @q, k = @q, v = @q, g = @g, beta = @beta, o = @a.o, S = @S, cq = @cq, ck = @cq, cv = @cq, conv_w = "conv_w", conv = 4 : i64, head_dim = 128 : i64, heads = 2 : i64, chunk = 16 : i64}
+    schedule.kda_head_chunk "a.delta" {bytes = 1000 : i64, count = 16 : i64, reads = [@q, @g, @beta, @cq, @S], writes = [@S, @a.o], q = @q, k = @q, v = @q, g = @g, beta = @beta, o = @a.o, S = @S, cq = @cq, ck = @cq, cv = @cq, conv_w = "conv_w", conv = 4 : i64, head_dim = 128 : i64, heads = 2 : i64, chunk = 16 : i64}
   }
   schedule.barrier
   schedule.phase "a.o_proj" {
-    schedule.w4a16_gemv "a.o_proj" {count = 4 : i64, reads = [@a.o], accumulates = [@a.acc], epilogue = "atomic_f32", input = @a.o, input_offset = 0 : i64, outputs = [@a.acc], group = 128 : i64, k = 256 : i64, ksplit = 2 : i64, n = [256], tn = 128 : i64, weights = ["a.o_proj"]}
+    schedule.w4a16_gemv "a.o_proj" {bytes = 32768 : i64, count = 4 : i64, reads = [@a.o], accumulates = [@a.acc], epilogue = "atomic_f32", input = @a.o, input_offset = 0 : i64, outputs = [@a.acc], group = 128 : i64, k = 256 : i64, ksplit = 2 : i64, n = [256], tn = 128 : i64, weights = ["a.o_proj"]}
   }
   schedule.barrier
   schedule.phase "b.delta" {
