@@ -197,34 +197,34 @@ Status collectPhaseStamps(Session &s, int phases, int steps,
   return s.setContextLength(ctx0);
 }
 
-/// Phase names from the manifest's "phase_names" ("?" where missing).
-std::vector<std::string> phaseNames(const std::string &manifestText, int phases) {
-  std::vector<std::string> names(static_cast<size_t>(phases), "?");
-  json::Value root;
-  std::string err;
-  if (json::parse(manifestText, root, err))
-    if (const json::Value *n = root.find("phase_names"))
-      for (size_t i = 0; i < n->array.size() && i < names.size(); ++i)
-        names[i] = n->array[i].string;
-  return names;
-}
-
-/// Each phase's static bytes from the manifest's "phase_bytes" (empty where
-/// the manifest has none, not one per phase, or an entry that is no
+/// What the manifest says of each phase: its name ("phase_names"; "?"
+/// where missing) and its static bytes ("phase_bytes"; empty where the
+/// manifest has none, not one per phase, or an entry that is no
 /// non-negative number: a kernel emitted before session 29, or a bad one).
-std::vector<double> phaseBytes(const std::string &manifestText, int phases) {
+struct PhaseInfo {
+  std::vector<std::string> names;
   std::vector<double> bytes;
+};
+PhaseInfo phaseInfo(const std::string &manifestText, int phases) {
+  PhaseInfo info;
+  info.names.assign(static_cast<size_t>(phases), "?");
   json::Value root;
   std::string err;
-  if (json::parse(manifestText, root, err))
-    if (const json::Value *b = root.find("phase_bytes"))
-      if (b->array.size() == size_t(phases))
-        for (const json::Value &v : b->array) {
-          if (!v.isNumber() || !(v.number >= 0))
-            return {};
-          bytes.push_back(v.number);
+  if (!json::parse(manifestText, root, err))
+    return info;
+  if (const json::Value *n = root.find("phase_names"))
+    for (size_t i = 0; i < n->array.size() && i < info.names.size(); ++i)
+      info.names[i] = n->array[i].string;
+  if (const json::Value *b = root.find("phase_bytes"))
+    if (b->array.size() == size_t(phases))
+      for (const json::Value &v : b->array) {
+        if (!v.isNumber() || !(v.number >= 0)) {
+          info.bytes.clear();
+          break;
         }
-  return bytes;
+        info.bytes.push_back(v.number);
+      }
+  return info;
 }
 
 /// Prints, per phase, medians over the steps of: span (first block entering
@@ -504,8 +504,9 @@ int main(int argc, char **argv) {
   std::vector<BFloat16> hidden = makeRandomHidden(cfg, seed + 2);
   std::vector<BenchRow> rows;
   const int phases = int(kernel->manifest().phases);
-  const std::vector<std::string> names = phaseNames(kernel->manifestText(), phases);
-  const std::vector<double> bytesOfPhases = phaseBytes(kernel->manifestText(), phases);
+  const PhaseInfo phaseInfoOf = phaseInfo(kernel->manifestText(), phases);
+  const std::vector<std::string> &names = phaseInfoOf.names;
+  const std::vector<double> &bytesOfPhases = phaseInfoOf.bytes;
   PhaseTrace trace;
   for (size_t ci = 0; ci < ctxs.size(); ++ci) {
     const int64_t ctx = ctxs[ci];

@@ -407,6 +407,18 @@ void eightSteps(const std::string &kernelName) {
 /// so that such a tie does not fork the sequence. Then the state after the
 /// 8 steps, and a token outside the vocabulary refused before any launch.
 /// `weights`: the model's weights (else the spec's random test weights).
+/// The device's next token is the oracle's (`want`), unless the oracle's
+/// logits `o` of the two are a bf16 near tie (within an ulp of the larger).
+void expectOraclesTokenOrTie(const std::string &label, const std::vector<float> &o,
+                             int32_t next, int64_t want) {
+  if (next == want)
+    return;
+  const float a = o[size_t(want)], b = o[size_t(next)];
+  const float ulp = std::ldexp(1.f, std::ilogb(std::fabs(a)) - 7);
+  EXPECT_LE(a - b, ulp) << label << ": next token " << next << " where the oracle's is "
+                        << want << " (logits " << b << " and " << a << ": no tie)";
+}
+
 void modelSteps(const std::string &kernelName, int64_t ctx, const TensorMap *weights = nullptr) {
   MK_REQUIRE_GPU(dev);
   Fixture f;
@@ -468,13 +480,7 @@ void modelSteps(const std::string &kernelName, int64_t ctx, const TensorMap *wei
                 label.c_str(), i, token, next, (long long)want.next, c);
     ASSERT_GE(next, 0) << label;
     ASSERT_LT(size_t(next), vocab) << label;
-    if (next != want.next) {
-      const float a = o[size_t(want.next)], b = o[size_t(next)];
-      const float ulp = std::ldexp(1.f, std::ilogb(std::fabs(a)) - 7);
-      EXPECT_LE(a - b, ulp) << label << " step " << i << ": next token " << next
-                            << " where the oracle's is " << want.next << " (logits " << b
-                            << " and " << a << ": no tie)";
-    }
+    expectOraclesTokenOrTie(label + " step " + std::to_string(i), o, next, want.next);
     token = int32_t(want.next);
   }
   DecodeState gpuState;
@@ -849,12 +855,7 @@ void modelLayerByLayer(const std::string &kernelName, bool deep) {
       if (g[v] > g[best])
         best = v;
     EXPECT_EQ(size_t(next), best) << label << ": the token is not its logits' argmax";
-    if (next != want.next) {
-      const float a = o[size_t(want.next)], b = o[size_t(next)];
-      const float ulp = std::ldexp(1.f, std::ilogb(std::fabs(a)) - 7);
-      EXPECT_LE(a - b, ulp) << label << ": next token " << next << " where the oracle's is "
-                            << want.next << " (logits " << b << " and " << a << ": no tie)";
-    }
+    expectOraclesTokenOrTie(label, o, next, want.next);
     std::printf("[ info ] %s: the head from the device's last layer output: logits cosine "
                 "%.6f, token %d -> %d (oracle %lld)\n",
                 label.c_str(), c, token, next, (long long)want.next);
