@@ -1179,15 +1179,15 @@ __device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restri
     cp_async_wait<STAGES>();
     __syncwarp();
   }
-  // The first group's scales and zero points: loaded first, taken into the
-  // slot's registers (which reads them, so waits for their load) before the
-  // weight copies are issued, or with -DMK_GEMV_SCALES_AFTER_ISSUE (opt-in,
-  // not yet measured) only after the copies and the caller's prologue, so
-  // that the load's round trip runs under the first chunks' (as the
-  // row-major tile's `prol` does) instead of before them.
-  const bool haveCols = colActive && nmine > 0;
-  detail::GroupScalesRaw raw{};
-  auto takeFirstScales = [&] {
+  // The first group's scales and zero points: loaded first and taken into
+  // the slot's registers before the weight copies are issued. (Taking
+  // them after the copies, so that their round trip runs under the first
+  // chunks', measured no faster, perf notes #160: the copies' issue is
+  // paced by the SM's queue of outstanding requests, not by this wait.)
+  if (colActive && nmine > 0) {
+    const detail::GroupScalesRaw raw =
+        started ? detail::staged_first_scales<TN>(red, warp, cg)
+                : detail::load_group_scales_raw(scales, zeros, N, gFirst, col);
     if (slotD == 0) {
       slotS0 = raw.sa, slotS1 = raw.sb;
       if constexpr (ZFOLD)
@@ -1195,13 +1195,6 @@ __device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restri
     }
     if constexpr (!ZFOLD)
       cur.set(raw);
-  };
-  if (haveCols) {
-    raw = started ? detail::staged_first_scales<TN>(red, warp, cg)
-                  : detail::load_group_scales_raw(scales, zeros, N, gFirst, col);
-#ifndef MK_GEMV_SCALES_AFTER_ISSUE
-    takeFirstScales();
-#endif
     MK_UNROLL_RUNTIME
     for (int gi = gFirst + 1; gi <= gLast; ++gi)
       detail::prefetch_group_scales<false>(scales, zeros, N, gi, col);
@@ -1212,10 +1205,6 @@ MK_UNROLL_CODE
       detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c);
   }
   pro();
-#ifdef MK_GEMV_SCALES_AFTER_ISSUE
-  if (haveCols)
-    takeFirstScales();
-#endif
 
   // acc[m][0] / [2]: the slot's sums of columns 2m / 2m + 1 (D rows g /
   // g + 8); acc[m][1] / [3]: their totals.

@@ -420,8 +420,7 @@ TEST(EmitterNvrtc, KimiLinearThirtyTwoRowAttention) {
 // The timing build mk-bench --phase-timing makes (-DMK_PHASE_TIMING: phase
 // stamps, and the stage clocks inside the MLA attention and the packed
 // GEMV tile) and the attention's earlier forms -DMK_MLA_SCORE_CHAIN and
-// -DMK_MLA_QUERIES_TWO_TRIPS and the packed tile's opt-in
-// -DMK_GEMV_SCALES_AFTER_ISSUE compile for both targets without a template
+// -DMK_MLA_QUERIES_TWO_TRIPS compile for both targets without a template
 // spill. The timing build's module holds the
 // globals mk-bench looks up by name, unmangled (a symbol of the cubin's
 // string table between two NULs; one declared inside namespace mk would be
@@ -431,8 +430,7 @@ TEST(EmitterNvrtc, KimiLinearTimingAndOptInBuilds) {
   const std::vector<std::vector<std::string>> builds = {
       {"-DMK_PHASE_TIMING"},
       {"-DMK_MLA_SCORE_CHAIN"},
-      {"-DMK_MLA_QUERIES_TWO_TRIPS"},
-      {"-DMK_GEMV_SCALES_AFTER_ISSUE"}};
+      {"-DMK_MLA_QUERIES_TWO_TRIPS"}};
   for (const std::vector<std::string> &options : builds)
     for (const char *arch : {"sm_90", "sm_120"}) {
       SCOPED_TRACE(options.front());
