@@ -16,15 +16,16 @@
 #   examples, the one-step oracle test on each schedule variant
 #   (kimi_linear_w4a16_t*/) and mk-diff on the debug-capture kernels.
 #   The step times the examples print there are not measurements: other
-#   processes share the GPU. Session 29 ran it in ~4 minutes after the build
-#   (perf notes #156).
+#   processes share the GPU. ~4.7 minutes with the build (perf notes
+#   #163).
 # deep: the deep tests side by side (the 27-layer 256-expert stack in one
 #   step and layer by layer, the DeepSeek-V3- and Mixtral-width specs, the
 #   36 dense layers): their kernels come from `MK_DEEP_KERNELS=1
-#   scripts/make-gpu-kernels.sh`; ~5.5 minutes (#157).
+#   scripts/make-gpu-kernels.sh`; ~4.6 minutes (#164).
 # released: the released model's 27 layers and head layer by layer
 #   (OracleGpu.ReleasedModelLayerByLayer; its ~26 GB of random weights
-#   beside the deep tests' would crowd the host's memory); not yet run.
+#   beside the deep tests' would crowd the host's memory); ~3.3 minutes
+#   (#161).
 #
 # Each part's log is $MK_BUILD_DIR/gpu-suite/<part>.log, its exit status
 # <part>.rc (124: cut off by its time limit, MK_SUITE_TIMEOUT, default 420
