@@ -16,7 +16,9 @@
 # MK_PROFILE_CTX (2048,16384) set the rounds and contexts; MK_MEASURE_TEST
 # the oracle test each variant must pass (default OracleGpu.FullUnitOneStep,
 # which takes the variant's directory; for the dense layer's NVRTC variants,
-# e.g. qwen3_8b_layer:-DMK_GQA_LANE_ROWS, OracleGpu.Qwen3LayerOneStep). Logs go to
+# e.g. qwen3_8b_layer:-DMK_GQA_LANE_ROWS, OracleGpu.Qwen3LayerOneStep);
+# MK_PROFILE_VARIANTS how many of the variants, in order, get the profile
+# (default 1; `all`: every one, to compare profiles from the same machine). Logs go to
 # $OUT (the device tool) or $MK_BUILD_DIR/measure. Exit status: non-zero if
 # a build, an oracle test or a bench failed.
 set -uo pipefail
@@ -26,6 +28,7 @@ cd "$(dirname "$0")/.."
 : "${MK_MEASURE_CTX:=2048,8192,16384}"
 : "${MK_PROFILE_CTX:=2048,16384}"
 : "${MK_MEASURE_TEST:=OracleGpu.FullUnitOneStep}"
+: "${MK_PROFILE_VARIANTS:=1}"
 export MK_KERNELS_DIR MK_REQUIRE_KERNELS=1
 case "$MK_BUILD_DIR" in /*) build=$MK_BUILD_DIR ;; *) build=$ROOT/$MK_BUILD_DIR ;; esac
 DEST=${OUT:-$build/measure}
@@ -33,6 +36,11 @@ mkdir -p "$DEST"
 variants=("$@")
 [ ${#variants[@]} -gt 0 ] || variants=(kimi_linear_w4a16)
 status=0
+case "$MK_PROFILE_VARIANTS" in
+  all) nprof=${#variants[@]} ;;
+  *[!0-9]*|'') echo "MK_PROFILE_VARIANTS must be a count or 'all', got '$MK_PROFILE_VARIANTS'" >&2; exit 2 ;;
+  *) nprof=$MK_PROFILE_VARIANTS ;;
+esac
 
 cmake -S . -B "$MK_BUILD_DIR" "${generator[@]}" -DMK_BUILD_COMPILER=OFF -DCMAKE_BUILD_TYPE=Release \
   "${gtest_args[@]}" >"$DEST/configure.log" 2>&1 || { tail -30 "$DEST/configure.log"; exit 1; }
@@ -71,11 +79,17 @@ for r in $(seq 1 "$MK_MEASURE_ROUNDS"); do
   done
 done
 
-v=${variants[0]}
-echo "== phase and task stage profile of $v (ctx $MK_PROFILE_CTX)"
-MK_NVRTC_OPTIONS="$(opts_of "$v")" "$bench" --kernel-dir "$MK_KERNELS_DIR/$(dir_of "$v")" \
-  --ctx "$MK_PROFILE_CTX" --iters 20 --phase-timing --trace "$DEST/trace.json" \
-  >"$DEST/phases.log" 2>&1 || status=1
-cat "$DEST/phases.log"
+# The first nprof variants' profiles: the first in phases.log / trace.json,
+# the others in phases-<variant>.log / trace-<variant>.json.
+for ((pi = 0; pi < nprof && pi < ${#variants[@]}; ++pi)); do
+  v=${variants[$pi]}
+  [ -d "$MK_KERNELS_DIR/$(dir_of "$v")" ] || continue
+  suffix=$([ $pi = 0 ] && echo "" || echo "-$(echo "$v" | tr -c 'A-Za-z0-9_\n' _)")
+  echo "== phase and task stage profile of $v (ctx $MK_PROFILE_CTX)"
+  MK_NVRTC_OPTIONS="$(opts_of "$v")" "$bench" --kernel-dir "$MK_KERNELS_DIR/$(dir_of "$v")" \
+    --ctx "$MK_PROFILE_CTX" --iters 20 --phase-timing --trace "$DEST/trace$suffix.json" \
+    >"$DEST/phases$suffix.log" 2>&1 || status=1
+  cat "$DEST/phases$suffix.log"
+done
 echo "== done (status $status); logs in $DEST"
 exit $status
