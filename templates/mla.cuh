@@ -1259,24 +1259,30 @@ __host__ __device__ constexpr int mla_combine_waiting_smem_floats(int span, int 
 /// xs[d0, d1) (o_lat, fp32). `scratch` holds `scratch_floats` floats: the
 /// chunk weights and sums and the partial sums (mla_combine_merge_floats),
 /// and with MAY_STAGE, where the slice's rows of every chunk fit beside
-/// them, their staged copy (one cp.async round trip for all the partials,
-/// issued while the chunks' maxima and sums are loaded); else the rows are
-/// read from L2 in the sums' loop. (Without MAY_STAGE the merge issues no
-/// cp.async: a caller with copies in flight, whose cp.async wait would
-/// wait for those too.) Every warp forms the chunk weights exp(m_i - M) and
-/// their sum W itself (no block barrier), and each (dim, chunk share) pair
-/// of threads sums its chunks. Ends with a block barrier.
-template <int THREADS, int HM, int LORA, bool MAY_STAGE>
+/// them (LENT_STAGE: in the caller's `stage_area`, 16-byte aligned, of
+/// `stage_floats` floats, if not null), their staged copy (one cp.async round trip
+/// for all the partials, issued while the chunks' maxima and sums are
+/// loaded); else the rows are read from L2 in the sums' loop. (Without
+/// MAY_STAGE the merge issues no cp.async; with it, its wait also waits for
+/// whatever copies the caller has in flight.) Every warp forms the chunk
+/// weights exp(m_i - M) and their sum W itself (no block barrier), and each
+/// (dim, chunk share) pair of threads sums its chunks. Ends with a block
+/// barrier.
+template <int THREADS, int HM, int LORA, bool MAY_STAGE, bool LENT_STAGE = false>
 __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const float *part_m,
                                   const float *part_l, const float *part_acc, float *xs,
-                                  float *scratch, int scratch_floats) {
+                                  float *scratch, int scratch_floats,
+                                  float *stage_area = nullptr, int stage_floats = 0) {
   const int span = d1 - d0;
   const int parts = span >= THREADS ? 1 : THREADS / span;
   const int cpad = (nchunks + 3) / 4 * 4;
   float *e = scratch, *lw = scratch + cpad, *part = scratch + 2 * cpad,
-        *stage = part + span * parts;
+        *stage = LENT_STAGE ? stage_area : part + span * parts;
+  // LENT_STAGE: the caller's `stage_area` (null: nothing staged).
   const bool staged =
-      MAY_STAGE && 2 * cpad + span * parts + nchunks * span <= scratch_floats && span % 4 == 0;
+      LENT_STAGE ? MAY_STAGE && stage_area && nchunks * span <= stage_floats && span % 4 == 0
+                 : MAY_STAGE && 2 * cpad + span * parts + nchunks * span <= scratch_floats &&
+                       span % 4 == 0;
   if (staged) {
     for (int i = threadIdx.x; i < nchunks * span / 4; i += THREADS) {
       const int c = i / (span / 4), p = i % (span / 4);
@@ -1358,11 +1364,17 @@ __device__ void mla_combine_wv_task(int h, int d0, int d1, int nchunks, const fl
 /// mla_combine_wv_task after `wait()` (the task's wait for the attention
 /// chunks' partials, which the schedule put in its prologue:
 /// schedule-prologue-waits combine=true): the GEMV asks for its first W_v
-/// rows, then the task waits and merges the partials (in its own scratch
-/// past the ring, mla_combine_waiting_smem_floats, reading them from L2:
-/// no copies of its own beside the GEMV's in flight), so that the weights'
-/// round trip runs under the wait. `max_chunks` bounds nchunks (the
-/// scratch's size).
+/// rows, then the task waits and merges the partials (its chunk weights and
+/// sums in its own scratch past the ring, mla_combine_waiting_smem_floats),
+/// so that the weights' round trip runs under the wait. Where the slice's
+/// W_v rows all lie in the ring's first stage (every warp's steps, and
+/// under the SIMT path every thread's rows, fit one stage: slices of up to
+/// 384 rows at 256 threads), the partials are staged in the ring's later
+/// stages, which the GEMV then never fills (its later copies are empty);
+/// their wait also waits for the GEMV's first copies, asked for before the
+/// task's wait. Else the merge reads them from L2. `max_chunks` bounds
+/// nchunks (the scratch's size). -DMK_COMBINE_WAITING_UNSTAGED: never
+/// staged (the form #158 measured).
 template <int THREADS, int HM, int NOPE, int VH, int LORA, int GROUP, class Wait>
 __device__ void mla_combine_wv_task_waiting(int h, int d0, int d1, int nchunks, int max_chunks,
                                             const float *part_m, const float *part_l,
@@ -1374,10 +1386,28 @@ __device__ void mla_combine_wv_task_waiting(int h, int d0, int d1, int nchunks, 
   const int scratch_floats = mla_combine_merge_floats<THREADS>(d1 - d0, max_chunks);
   constexpr int N = HM * (NOPE + VH);
   const int n0 = h * (NOPE + VH) + NOPE;
+  // The ring's first stage (w4a16_gemv_tile_mma's and the SIMT path's
+  // layouts: kW4A16StageRows 16-byte slots per thread) and whether the
+  // slice's rows stay in it: at most kW4A16StageRows / 2 steps of 16 rows
+  // per warp (the tensor-core path) and kW4A16StageRows row pairs per
+  // thread (the SIMT path's THREADS / (VH / 16) row streams).
+  constexpr int kStageFloats = kW4A16StageRows * THREADS * 4;
+  constexpr int kWarps = THREADS / 32, kRowStreams = THREADS / (VH / 16);
+  const int rows = d1 - d0;
+  const bool inFirstStage = rows % 16 == 0 &&
+                            (rows / 16 + kWarps - 1) / kWarps <= kW4A16StageRows / 2 &&
+                            (rows / 2 + kRowStreams - 1) / kRowStreams <= kW4A16StageRows;
+#ifdef MK_COMBINE_WAITING_UNSTAGED
+  const bool lend = false;
+#else
+  const bool lend = kW4A16Stages > 1 && inFirstStage;
+#endif
+  float *const ring = red + kWarps * VH;
   auto pro = [&] {
     wait();
-    mla_combine_merge<THREADS, HM, LORA, false>(h, d0, d1, nchunks, part_m, part_l, part_acc,
-                                                xs, scratch, scratch_floats);
+    mla_combine_merge<THREADS, HM, LORA, true, true>(
+        h, d0, d1, nchunks, part_m, part_l, part_acc, xs, scratch, scratch_floats,
+        lend ? ring + kStageFloats : nullptr, lend ? (kW4A16Stages - 1) * kStageFloats : 0);
   };
   // o_lat is fp32.
   w4a16_gemv_tile_with<THREADS, VH, GROUP, EpiAtomicAddF32, true, kOrderRowMajor>(
