@@ -3,8 +3,8 @@
 # mk-bench and mk-gpu-tests, then for every kernel variant checks it against
 # the oracle (OracleGpu.FullUnitOneStep: 3 seeds x contexts 2048 / 8192) and
 # benches all variants in alternating rounds, then prints the phase and task
-# stage profile of the first one (and its median step at the last profile
-# context as a Chrome/Perfetto trace, trace.json). What the perf notes' same-run comparisons
+# stage profile of the first one or more (and the median step at the last
+# profile context as a Chrome/Perfetto trace, trace.json). What the perf notes' same-run comparisons
 # need, in one call (~3 minutes for three variants).
 #
 #   MK_KERNELS_DIR=$PWD/.carry/kernels scripts/gpu-measure.sh [VARIANT ...]
@@ -18,9 +18,11 @@
 # which takes the variant's directory; for the dense layer's NVRTC variants,
 # e.g. qwen3_8b_layer:-DMK_GQA_LANE_ROWS, OracleGpu.Qwen3LayerOneStep);
 # MK_PROFILE_VARIANTS how many of the variants, in order, get the profile
-# (default 1; `all`: every one, to compare profiles from the same machine). Logs go to
-# $OUT (the device tool) or $MK_BUILD_DIR/measure. Exit status: non-zero if
-# a build, an oracle test or a bench failed.
+# (default 1; `all`: every one, to compare profiles from the same machine;
+# the first is printed, the others only written). Logs go to
+# $MK_BUILD_DIR/measure, packed into $OUT/measure.tar.gz where $OUT is set
+# (the device tool returns only a few files). Exit status: non-zero if a
+# build, an oracle test or a bench failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gpu-common.sh
@@ -31,15 +33,17 @@ cd "$(dirname "$0")/.."
 : "${MK_PROFILE_VARIANTS:=1}"
 export MK_KERNELS_DIR MK_REQUIRE_KERNELS=1
 case "$MK_BUILD_DIR" in /*) build=$MK_BUILD_DIR ;; *) build=$ROOT/$MK_BUILD_DIR ;; esac
-DEST=${OUT:-$build/measure}
+DEST=$build/measure
+rm -rf "$DEST"
 mkdir -p "$DEST"
+pack_to_out_as_it_goes "$DEST" measure.tar.gz
 variants=("$@")
 [ ${#variants[@]} -gt 0 ] || variants=(kimi_linear_w4a16)
 status=0
 case "$MK_PROFILE_VARIANTS" in
   all) nprof=${#variants[@]} ;;
   *[!0-9]*|'') echo "MK_PROFILE_VARIANTS must be a count or 'all', got '$MK_PROFILE_VARIANTS'" >&2; exit 2 ;;
-  *) nprof=$MK_PROFILE_VARIANTS ;;
+  *) nprof=$((10#$MK_PROFILE_VARIANTS)) ;;
 esac
 
 cmake -S . -B "$MK_BUILD_DIR" "${generator[@]}" -DMK_BUILD_COMPILER=OFF -DCMAKE_BUILD_TYPE=Release \
@@ -89,7 +93,7 @@ for ((pi = 0; pi < nprof && pi < ${#variants[@]}; ++pi)); do
   MK_NVRTC_OPTIONS="$(opts_of "$v")" "$bench" --kernel-dir "$MK_KERNELS_DIR/$(dir_of "$v")" \
     --ctx "$MK_PROFILE_CTX" --iters 20 --phase-timing --trace "$DEST/trace$suffix.json" \
     >"$DEST/phases$suffix.log" 2>&1 || status=1
-  cat "$DEST/phases$suffix.log"
+  if [ $pi = 0 ]; then cat "$DEST/phases$suffix.log"; else echo "   in phases$suffix.log"; fi
 done
 echo "== done (status $status); logs in $DEST"
 exit $status

@@ -147,6 +147,7 @@ if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   variant tnowait "schedule-prologue-waits=attention=false gemv=false"
   # The MLA combine's wait for the attention chunks' partials in its
   # prologue, after its first W_v rows are asked for (opt-in; perf notes
-  # #158: slower).
+  # #158 measured the form that read its partials from L2 slower; the form
+  # that stages them in the ring's later stages is not yet measured).
   variant tcwait schedule-prologue-waits=combine=true
 fi

@@ -1243,8 +1243,10 @@ __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float 
 template <int THREADS, int VH, int LORA>
 __host__ __device__ constexpr int mla_combine_smem_floats() { return LORA + w4a16_red_floats<THREADS, VH>(); }
 /// The merge's own scratch in the waiting form (which cannot use the
-/// GEMV's ring: its first weights are in flight there): the chunk weights
-/// and sums, and the (dim, chunk share) partial sums of a `span`-wide slice.
+/// GEMV's ring's first stage: its first weights are in flight there; the
+/// later stages, which a slice's rows leave empty, take the staged
+/// partials): the chunk weights and sums, and the (dim, chunk share)
+/// partial sums of a `span`-wide slice.
 template <int THREADS>
 __host__ __device__ constexpr int mla_combine_merge_floats(int span, int max_chunks) {
   return 2 * ((max_chunks + 3) / 4 * 4) + span * (span >= THREADS ? 1 : THREADS / span);
@@ -1386,23 +1388,16 @@ __device__ void mla_combine_wv_task_waiting(int h, int d0, int d1, int nchunks, 
   const int scratch_floats = mla_combine_merge_floats<THREADS>(d1 - d0, max_chunks);
   constexpr int N = HM * (NOPE + VH);
   const int n0 = h * (NOPE + VH) + NOPE;
-  // The ring's first stage (w4a16_gemv_tile_mma's and the SIMT path's
-  // layouts: kW4A16StageRows 16-byte slots per thread) and whether the
-  // slice's rows stay in it: at most kW4A16StageRows / 2 steps of 16 rows
-  // per warp (the tensor-core path) and kW4A16StageRows row pairs per
-  // thread (the SIMT path's THREADS / (VH / 16) row streams).
-  constexpr int kStageFloats = kW4A16StageRows * THREADS * 4;
-  constexpr int kWarps = THREADS / 32, kRowStreams = THREADS / (VH / 16);
-  const int rows = d1 - d0;
-  const bool inFirstStage = rows % 16 == 0 &&
-                            (rows / 16 + kWarps - 1) / kWarps <= kW4A16StageRows / 2 &&
-                            (rows / 2 + kRowStreams - 1) / kRowStreams <= kW4A16StageRows;
+  // Where the slice's W_v rows all lie in the ring's first stage, its later
+  // stages hold the staged partials.
 #ifdef MK_COMBINE_WAITING_UNSTAGED
-  const bool lend = false;
+  constexpr bool kMayLend = false;
 #else
-  const bool lend = kW4A16Stages > 1 && inFirstStage;
+  constexpr bool kMayLend = kW4A16Stages > 1;
 #endif
-  float *const ring = red + kWarps * VH;
+  constexpr int kStageFloats = w4a16_ring_stage_floats<THREADS>();
+  const bool lend = kMayLend && w4a16_rows_in_first_stage<THREADS, VH>(d0, d1);
+  float *const ring = red + (THREADS / 32) * VH;
   auto pro = [&] {
     wait();
     mla_combine_merge<THREADS, HM, LORA, true, true>(

@@ -236,6 +236,30 @@ __host__ __device__ constexpr int w4a16_red_floats() {
   return (THREADS / 32) * TN + kW4A16Stages * kW4A16StageRows * THREADS * 4;
 }
 
+/// Floats of one stage of a tile's weight ring (which starts WARPS * TN
+/// floats into `red`): kW4A16StageRows 16-byte slots per thread, stage c at
+/// c times this, in the packed, the row-major tensor-core and the SIMT
+/// tiles alike.
+template <int THREADS> __host__ __device__ constexpr int w4a16_ring_stage_floats() {
+  return kW4A16StageRows * THREADS * 4;
+}
+
+/// Whether a row-major tile of TN columns over rows [k0, k1) (k0 a multiple
+/// of 16) copies weights into ring stage 0 only, on the tensor-core path (at
+/// most kW4A16StageRows / 2 steps per warp) and on the SIMT path (at most
+/// kW4A16StageRows row pairs per thread) alike: its later stages then stay
+/// empty for the whole tile (their copies are empty groups), and a caller's
+/// `pro` may use them (the MLA combine's waiting form stages its partials
+/// there).
+template <int THREADS, int TN>
+__host__ __device__ constexpr bool w4a16_rows_in_first_stage(int k0, int k1) {
+  constexpr int WARPS = THREADS / 32, KG = 8 / (TN / 16), STEP = 8 * KG;
+  constexpr int ROW_STREAMS = THREADS / (TN / 16);
+  const int pairs = (k1 - k0) / 2, steps = (pairs + STEP - 1) / STEP;
+  return k0 % 16 == 0 && k1 > k0 && (steps + WARPS - 1) / WARPS <= kW4A16StageRows / 2 &&
+         (pairs + ROW_STREAMS - 1) / ROW_STREAMS <= kW4A16StageRows;
+}
+
 namespace detail {
 /// Which rows and columns of a task one thread streams, and its slice of the
 /// cp.async ring.
@@ -1741,7 +1765,8 @@ struct NoPrologue {
 /// `pro()` runs (every thread, once) after the tile's first scale and weight
 /// loads are issued and before its math: work the tile depends on that can
 /// overlap those loads, e.g. staging x into `xs` (end it with
-/// __syncthreads()). It must not touch `red`.
+/// __syncthreads()). It must not touch `red`, but for the ring stages a
+/// row-major tile leaves empty (w4a16_rows_in_first_stage: stages 1 and up).
 template <int THREADS, int TN, int GROUP, class Epi, bool FP32X, int ORDER, class Pro>
 __device__ void w4a16_gemv_tile_with(const float *xs, const uint8_t *__restrict__ wq,
                                      const bf16 *__restrict__ scales,
