@@ -48,12 +48,12 @@ void writeBytes(const std::string &path, const std::vector<uint8_t> &b) {
 
 /// A file with a hand-written header and `dataBytes` zero bytes of data.
 std::vector<uint8_t> rawFile(const std::string &header, size_t dataBytes) {
-  std::vector<uint8_t> b(8);
+  std::vector<uint8_t> b(8 + header.size() + dataBytes, 0);
   uint64_t n = header.size();
   for (int i = 0; i < 8; ++i)
     b[i] = uint8_t(n >> (8 * i));
-  b.insert(b.end(), header.begin(), header.end());
-  b.resize(b.size() + dataBytes, 0);
+  if (!header.empty())
+    std::memcpy(b.data() + 8, header.data(), header.size());
   return b;
 }
 
