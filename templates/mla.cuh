@@ -1260,17 +1260,16 @@ __host__ __device__ constexpr int mla_combine_waiting_smem_floats(int span, int 
 /// Merges the chunk partials of head h's latent slice [d0, d1) into
 /// xs[d0, d1) (o_lat, fp32). `scratch` holds `scratch_floats` floats: the
 /// chunk weights and sums and the partial sums (mla_combine_merge_floats),
-/// and with MAY_STAGE, where the slice's rows of every chunk fit beside
-/// them (LENT_STAGE: in the caller's `stage_area`, 16-byte aligned, of
-/// `stage_floats` floats, if not null), their staged copy (one cp.async round trip
-/// for all the partials, issued while the chunks' maxima and sums are
-/// loaded); else the rows are read from L2 in the sums' loop. (Without
-/// MAY_STAGE the merge issues no cp.async; with it, its wait also waits for
-/// whatever copies the caller has in flight.) Every warp forms the chunk
+/// and, where the slice's rows of every chunk fit beside them (LENT_STAGE:
+/// in the caller's `stage_area`, 16-byte aligned, of `stage_floats` floats,
+/// if not null), their staged copy (one cp.async round trip for all the
+/// partials, issued while the chunks' maxima and sums are loaded; its wait
+/// also waits for whatever copies the caller has in flight); else the rows
+/// are read from L2 in the sums' loop. Every warp forms the chunk
 /// weights exp(m_i - M) and their sum W itself (no block barrier), and each
 /// (dim, chunk share) pair of threads sums its chunks. Ends with a block
 /// barrier.
-template <int THREADS, int HM, int LORA, bool MAY_STAGE, bool LENT_STAGE = false>
+template <int THREADS, int HM, int LORA, bool LENT_STAGE = false>
 __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const float *part_m,
                                   const float *part_l, const float *part_acc, float *xs,
                                   float *scratch, int scratch_floats,
@@ -1281,10 +1280,9 @@ __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const floa
   float *e = scratch, *lw = scratch + cpad, *part = scratch + 2 * cpad,
         *stage = LENT_STAGE ? stage_area : part + span * parts;
   // LENT_STAGE: the caller's `stage_area` (null: nothing staged).
-  const bool staged =
-      LENT_STAGE ? MAY_STAGE && stage_area && nchunks * span <= stage_floats && span % 4 == 0
-                 : MAY_STAGE && 2 * cpad + span * parts + nchunks * span <= scratch_floats &&
-                       span % 4 == 0;
+  const bool staged = (LENT_STAGE ? stage_area && nchunks * span <= stage_floats
+                                  : 2 * cpad + span * parts + nchunks * span <= scratch_floats) &&
+                      span % 4 == 0;
   if (staged) {
     for (int i = threadIdx.x; i < nchunks * span / 4; i += THREADS) {
       const int c = i / (span / 4), p = i % (span / 4);
@@ -1354,8 +1352,8 @@ __device__ void mla_combine_wv_task(int h, int d0, int d1, int nchunks, const fl
                                     float *o_acc, float *smem) {
   float *xs = smem, *red = smem + LORA;
   constexpr int RED = w4a16_red_floats<THREADS, VH>();
-  mla_combine_merge<THREADS, HM, LORA, true>(h, d0, d1, nchunks, part_m, part_l, part_acc, xs,
-                                             red, RED);
+  mla_combine_merge<THREADS, HM, LORA>(h, d0, d1, nchunks, part_m, part_l, part_acc, xs, red,
+                                       RED);
   constexpr int N = HM * (NOPE + VH);
   const int n0 = h * (NOPE + VH) + NOPE;
   // o_lat is fp32.
@@ -1400,7 +1398,7 @@ __device__ void mla_combine_wv_task_waiting(int h, int d0, int d1, int nchunks, 
   float *const ring = red + (THREADS / 32) * VH;
   auto pro = [&] {
     wait();
-    mla_combine_merge<THREADS, HM, LORA, true, true>(
+    mla_combine_merge<THREADS, HM, LORA, true>(
         h, d0, d1, nchunks, part_m, part_l, part_acc, xs, scratch, scratch_floats,
         lend ? ring + kStageFloats : nullptr, lend ? (kW4A16Stages - 1) * kStageFloats : 0);
   };
