@@ -1387,11 +1387,11 @@ __device__ void mla_combine_wv_task_waiting(int h, int d0, int d1, int nchunks, 
   constexpr int N = HM * (NOPE + VH);
   const int n0 = h * (NOPE + VH) + NOPE;
   // Where the slice's W_v rows all lie in the ring's first stage, its later
-  // stages hold the staged partials.
+  // stages (the ring has at least two) hold the staged partials.
 #ifdef MK_COMBINE_WAITING_UNSTAGED
   constexpr bool kMayLend = false;
 #else
-  constexpr bool kMayLend = kW4A16Stages > 1;
+  constexpr bool kMayLend = true;
 #endif
   constexpr int kStageFloats = w4a16_ring_stage_floats<THREADS>();
   const bool lend = kMayLend && w4a16_rows_in_first_stage<THREADS, VH>(d0, d1);

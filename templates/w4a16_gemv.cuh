@@ -229,19 +229,19 @@ constexpr int kW4A16StageRows = 6;
 constexpr int kW4A16Stages = MK_W4A16_STAGES;
 static_assert(kW4A16Stages >= 2, "the weight ring needs at least two stages");
 
-/// Shared memory a tile needs, in floats: the cross-warp reduction plus the
-/// cp.async ring of weight rows.
-template <int THREADS, int TN>
-__host__ __device__ constexpr int w4a16_red_floats() {
-  return (THREADS / 32) * TN + kW4A16Stages * kW4A16StageRows * THREADS * 4;
-}
-
 /// Floats of one stage of a tile's weight ring (which starts WARPS * TN
 /// floats into `red`): kW4A16StageRows 16-byte slots per thread, stage c at
 /// c times this, in the packed, the row-major tensor-core and the SIMT
 /// tiles alike.
 template <int THREADS> __host__ __device__ constexpr int w4a16_ring_stage_floats() {
   return kW4A16StageRows * THREADS * 4;
+}
+
+/// Shared memory a tile needs, in floats: the cross-warp reduction plus the
+/// cp.async ring of weight rows.
+template <int THREADS, int TN>
+__host__ __device__ constexpr int w4a16_red_floats() {
+  return (THREADS / 32) * TN + kW4A16Stages * w4a16_ring_stage_floats<THREADS>();
 }
 
 /// Whether a row-major tile of TN columns over rows [k0, k1) (k0 a multiple
