@@ -1258,9 +1258,9 @@ __host__ __device__ constexpr int mla_combine_waiting_smem_floats(int span, int 
 }
 
 /// Merges the chunk partials of head h's latent slice [d0, d1) into
-/// xs[d0, d1) (o_lat, fp32). `scratch` holds `scratch_floats` floats: the
-/// chunk weights and sums and the partial sums (mla_combine_merge_floats),
-/// and, where the slice's rows of every chunk fit beside them (LENT_STAGE:
+/// xs[d0, d1) (o_lat, fp32). `scratch` holds the chunk weights and sums and
+/// the partial sums (mla_combine_merge_floats), and, where the slice's rows
+/// of every chunk fit beside them within `scratch_floats` (LENT_STAGE:
 /// in the caller's `stage_area`, 16-byte aligned, of `stage_floats` floats,
 /// if not null), their staged copy (one cp.async round trip for all the
 /// partials, issued while the chunks' maxima and sums are loaded; its wait
@@ -1372,18 +1372,18 @@ __device__ void mla_combine_wv_task(int h, int d0, int d1, int nchunks, const fl
 /// 384 rows at 256 threads), the partials are staged in the ring's later
 /// stages, which the GEMV then never fills (its later copies are empty);
 /// their wait also waits for the GEMV's first copies, asked for before the
-/// task's wait. Else the merge reads them from L2. `max_chunks` bounds
-/// nchunks (the scratch's size). -DMK_COMBINE_WAITING_UNSTAGED: never
-/// staged (the form #158 measured).
+/// task's wait. Else the merge reads them from L2. Its scratch past the
+/// ring (mla_combine_merge_floats) must hold nchunks' weights and sums: the
+/// caller sizes it for the most chunks. -DMK_COMBINE_WAITING_UNSTAGED:
+/// never staged (the form #158 measured).
 template <int THREADS, int HM, int NOPE, int VH, int LORA, int GROUP, class Wait>
-__device__ void mla_combine_wv_task_waiting(int h, int d0, int d1, int nchunks, int max_chunks,
+__device__ void mla_combine_wv_task_waiting(int h, int d0, int d1, int nchunks,
                                             const float *part_m, const float *part_l,
                                             const float *part_acc, const uint8_t *wq,
                                             const bf16 *scales, const bf16 *zeros, float *o_acc,
                                             float *smem, Wait wait) {
   constexpr int RED = w4a16_red_floats<THREADS, VH>();
   float *xs = smem, *red = smem + LORA, *scratch = red + RED;
-  const int scratch_floats = mla_combine_merge_floats<THREADS>(d1 - d0, max_chunks);
   constexpr int N = HM * (NOPE + VH);
   const int n0 = h * (NOPE + VH) + NOPE;
   // Where the slice's W_v rows all lie in the ring's first stage, its later
@@ -1399,7 +1399,7 @@ __device__ void mla_combine_wv_task_waiting(int h, int d0, int d1, int nchunks, 
   auto pro = [&] {
     wait();
     mla_combine_merge<THREADS, HM, LORA, true>(
-        h, d0, d1, nchunks, part_m, part_l, part_acc, xs, scratch, scratch_floats,
+        h, d0, d1, nchunks, part_m, part_l, part_acc, xs, scratch, 0,
         lend ? ring + kStageFloats : nullptr, lend ? (kW4A16Stages - 1) * kStageFloats : 0);
   };
   // o_lat is fp32.

@@ -76,12 +76,8 @@ std::string Emitter::manifest(int64_t dynSmem, int64_t syncBytes) {
     // schedule counts them (the summary's MB), not the attention's cache
     // rows, which grow with the context. mk-bench's per-phase floor.
     j.attributeArray("phase_bytes", [&] {
-      for (PhaseOp ph : kernel.getBodyBlock().getOps<PhaseOp>()) {
-        int64_t bytes = 0;
-        for (TaskOpInterface t : ph.getBodyBlock().getOps<TaskOpInterface>())
-          bytes += t.getBytes();
-        j.value(bytes);
-      }
+      for (PhaseOp ph : kernel.getBodyBlock().getOps<PhaseOp>())
+        j.value(ph.getTaskBytes());
     });
     // A debug_capture kernel has one more before its capture copies, and
     // one more ends the step where a wait follows the schedule's last one.

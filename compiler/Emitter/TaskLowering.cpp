@@ -484,7 +484,6 @@ LogicalResult Emitter::lowerTask(MlaCombineWvOp op, int64_t G, llvm::raw_ostream
     << "      mkgen::call<&mk::mla_combine_wv_task" << (waiting ? "_waiting" : "") << "<" << T
     << ", " << hm << ", " << nope << ", " << vh << ", " << lora << ", " << G
     << (waiting ? ", mk::CounterWaits" : "") << ">>(h, d0, d0 + " << span << ", nch, "
-    << (waiting ? std::to_string(chunks.maxChunks) + ", " : std::string())
     << ptr(op.getPartM()) << ", " << ptr(op.getPartL()) << ", "
     << ptr(op.getPartAcc()) << ", " << wq(w) << ", " << ws_(w) << ", "
     << wz(w) << ", " << ptr(op.getO(), true) << ", work"

@@ -323,9 +323,10 @@ def SchedulePrologueWaits : Pass<"schedule-prologue-waits", "::mlir::ModuleOp"> 
     two (#155). `combine=true` (opt-in) marks an MLA combine's wait for the
     attention chunks' partials (`part_m`, `part_l`, `part_acc`): the task
     (mla_combine_wv_task_waiting) asks for its first W_v weights, then
-    waits, then merges the partials (read from L2 in its sums' loop: they
-    do not fit beside the GEMV's ring); measured 0.2 to 4.1 us slower
-    (#158).
+    waits, then merges the partials, staged in the GEMV ring's later
+    stages, which a slice's W_v rows leave empty (not yet measured); the
+    form that read them from L2 (-DMK_COMBINE_WAITING_UNSTAGED) measured
+    0.2 to 4.1 us slower (#158).
   }];
   let options = [
     Option<"enabled", "enabled", "bool", "true",

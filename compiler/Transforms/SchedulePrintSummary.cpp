@@ -35,11 +35,10 @@ void mk::schedule::printScheduleSummary(ModuleOp module, raw_ostream &os) {
       auto p = dyn_cast<PhaseOp>(op);
       if (!p)
         continue;
-      int64_t bytes = 0, n = 0;
-      for (TaskOpInterface t : p.getBodyBlock().getOps<TaskOpInterface>()) {
-        bytes += t.getBytes();
+      const int64_t bytes = p.getTaskBytes();
+      int64_t n = 0;
+      for (TaskOpInterface t : p.getBodyBlock().getOps<TaskOpInterface>())
         n += t.getCount();
-      }
       total += bytes;
       os << llvm::format("  phase %2d  %6lld tasks  %10.3f MB  ", idx++,
                          (long long)n, bytes / 1e6)

@@ -398,15 +398,6 @@ void eightSteps(const std::string &kernelName) {
               kernelName + " after 8 steps");
 }
 
-/// The whole model (a spec with a vocabulary): 8 greedy steps from context
-/// `ctx` (a random state; 0: a fresh sequence, all state zero), one launch
-/// each through stepTokenHost. Every step's logits (cosine) and next token
-/// are checked against the oracle's from the same input token; where the
-/// kernel picks another token the oracle's two logits must be a tie up to
-/// one bf16 ulp (summation order), and the oracle's token goes on to both,
-/// so that such a tie does not fork the sequence. Then the state after the
-/// 8 steps, and a token outside the vocabulary refused before any launch.
-/// `weights`: the model's weights (else the spec's random test weights).
 /// The device's next token is the oracle's (`want`), unless the oracle's
 /// logits `o` of the two are a bf16 near tie (within an ulp of the larger).
 void expectOraclesTokenOrTie(const std::string &label, const std::vector<float> &o,
@@ -419,6 +410,15 @@ void expectOraclesTokenOrTie(const std::string &label, const std::vector<float> 
                         << want << " (logits " << b << " and " << a << ": no tie)";
 }
 
+/// The whole model (a spec with a vocabulary): 8 greedy steps from context
+/// `ctx` (a random state; 0: a fresh sequence, all state zero), one launch
+/// each through stepTokenHost. Every step's logits (cosine) and next token
+/// are checked against the oracle's from the same input token; where the
+/// kernel picks another token the oracle's two logits must be a tie up to
+/// one bf16 ulp (summation order), and the oracle's token goes on to both,
+/// so that such a tie does not fork the sequence. Then the state after the
+/// 8 steps, and a token outside the vocabulary refused before any launch.
+/// `weights`: the model's weights (else the spec's random test weights).
 void modelSteps(const std::string &kernelName, int64_t ctx, const TensorMap *weights = nullptr) {
   MK_REQUIRE_GPU(dev);
   Fixture f;

@@ -1129,7 +1129,7 @@ __global__ void __launch_bounds__(T, 1)
   for (int t = blockIdx.x; t < HM * kCombineSlices; t += gridDim.x) {
     const int h = t / kCombineSlices, d0 = (t % kCombineSlices) * span;
     mk::mla_combine_wv_task_waiting<T, HM, NOPE, VH, LORA, 128>(
-        h, d0, d0 + span, nch, 64, pm, pl, pa, wq, s, z, o, smem,
+        h, d0, d0 + span, nch, pm, pl, pa, wq, s, z, o, smem,
         CountingWait{mk::CounterWaits{sync, 2, 1, unsigned(nch * (HM / HG))}, calls + 2});
     __syncthreads();
   }

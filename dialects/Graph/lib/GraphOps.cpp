@@ -506,7 +506,7 @@ MlaAttentionOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     return failure();
   return expectShape(*this, "kv_b", getKvBAttr(), w->getTensorType(),
                      {dim(getCKv(), 1),
-                      static_cast<int64_t>(getHeads() * (getQkNope() + getVHead()))});
+                      int64_t(getHeads()) * int64_t(getQkNope() + getVHead())});
 }
 
 //===----------------------------------------------------------------------===//

@@ -593,6 +593,13 @@ void PhaseOp::build(OpBuilder &b, OperationState &state, StringRef name) {
   body->push_back(new Block());
 }
 
+int64_t PhaseOp::getTaskBytes() {
+  int64_t bytes = 0;
+  for (TaskOpInterface t : getBodyBlock().getOps<TaskOpInterface>())
+    bytes += t.getBytes();
+  return bytes;
+}
+
 LogicalResult mk::schedule::verifyTaskOp(TaskOpInterface t) {
   const int64_t count = t.getCount(), bytes = t.getBytes();
   if (count <= 0)

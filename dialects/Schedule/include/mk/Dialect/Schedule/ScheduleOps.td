@@ -219,6 +219,9 @@ def Schedule_PhaseOp : Schedule_Op<"phase", [
   let builders = [OpBuilder<(ins "::llvm::StringRef":$name)>];
   let extraClassDeclaration = [{
     ::mlir::Block &getBodyBlock() { return getBody().front(); }
+    /// The bytes its tasks stream as the schedule counts them (each task's
+    /// `bytes`: weights and activations, not the MLA cache's rows).
+    int64_t getTaskBytes();
   }];
 }
 
