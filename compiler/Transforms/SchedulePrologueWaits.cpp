@@ -25,8 +25,9 @@
 // `combine=true` for an MLA combine's wait for the attention chunks'
 // partials: its first W_v weights are asked for before it (opt-in: measured
 // slower, #158).
-// prologueGuardedBuffers (the dialect) says which buffers each kind may
-// wait for there.
+// Each kind's getPrologueGuardedBuffers (TaskOpInterface) says which
+// buffers its waits may guard there; the options say which kinds' waits
+// move.
 //
 //===----------------------------------------------------------------------===//
 
@@ -96,7 +97,7 @@ void SchedulePrologueWaitsPass::runOnOperation() {
             (isa<W4A16GemvOp>(t.getOperation()) &&
              (!gemv || sharedBufs.contains(t.getStrArg("input")))))
           continue;
-        const SmallVector<StringRef> staged = prologueGuardedBuffers(t);
+        const SmallVector<StringRef> staged = t.getPrologueGuardedBuffers();
         auto it = signallers.find(w.getCounter());
         if (staged.empty() || it == signallers.end() ||
             !llvm::all_of(it->second, [&](StringRef p) {

@@ -325,7 +325,7 @@ LogicalResult KernelOp::verifyRegions() {
         // (the down's weights, chosen through the router's logits; the
         // attention's cache rows) must not wait on it.
         if (w.getInPrologue()) {
-          const SmallVector<StringRef> allowed = prologueGuardedBuffers(tasks[consumer].op);
+          const SmallVector<StringRef> allowed = tasks[consumer].op.getPrologueGuardedBuffers();
           // A GEMV waits in its prologue only before staging an input from
           // global memory: one in shared memory has no staging to wait
           // before (the emitter's lowering refuses it too).
@@ -559,12 +559,9 @@ LogicalResult CounterOp::verify() {
 LogicalResult WaitOp::verify() {
   if (!getInPrologue())
     return success();
-  // A prologue wait belongs to a task of its phase that waits in its
-  // prologue (a moe_down: moe_down_task_waiting; an mla_attention_chunk:
-  // mla_attention_chunk_task_waiting; a w4a16_gemv of an input in global
-  // memory: w4a16_gemv_tile_staged_waiting; an mla_q_absorb:
-  // mla_q_absorb_task_waiting; an mla_combine_wv:
-  // mla_combine_wv_task_waiting), and is its only one.
+  // A prologue wait belongs to a task of its phase whose kind has a form
+  // that waits in its prologue (one that names the buffers such a wait may
+  // guard: getPrologueGuardedBuffers), and is its only one.
   auto phase = (*this)->getParentOfType<PhaseOp>();
   Operation *task = nullptr;
   for (TaskOpInterface t : phase.getBodyBlock().getOps<TaskOpInterface>())
@@ -572,11 +569,10 @@ LogicalResult WaitOp::verify() {
       task = t.getOperation();
   if (!task) // the kernel's verifier names the missing task
     return success();
-  if (prologueGuardedBuffers(cast<TaskOpInterface>(task)).empty())
+  if (cast<TaskOpInterface>(task).getPrologueGuardedBuffers().empty())
     return emitOpError("in_prologue: task '")
            << getTask() << "' is a " << task->getName().getStringRef()
-           << ", which waits before it starts (only moe_down, mla_attention_chunk, "
-              "mla_q_absorb, mla_combine_wv and w4a16_gemv wait in their prologue)";
+           << ", which has no form that waits in its prologue: its waits stay before it";
   // The second of two is the one reported.
   for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>()) {
     if (w == *this)

@@ -312,19 +312,26 @@ StringRef guardedBesides(TaskOpInterface producer, TaskOpInterface consumer,
   return "";
 }
 
-SmallVector<StringRef> prologueGuardedBuffers(TaskOpInterface t) {
-  Operation *op = t.getOperation();
-  if (isa<MoeDownOp>(op))
-    return {t.getStrArg("sums")};
-  if (isa<MlaAttentionChunkOp>(op))
-    return {t.getStrArg("q_abs")};
-  if (isa<W4A16GemvOp>(op))
-    return {t.getStrArg("input")};
-  if (isa<MlaQAbsorbOp>(op))
-    return {t.getStrArg("q")};
-  if (isa<MlaCombineWvOp>(op))
-    return {t.getStrArg("part_m"), t.getStrArg("part_l"), t.getStrArg("part_acc")};
-  return {};
+// The kinds whose templates wait in their prologue (TaskOpInterface's
+// getPrologueGuardedBuffers): what each stages after its wait.
+
+/// A moe_down's staged gate and up `sums` (its weights, chosen through the
+/// router's logits, are asked for first).
+SmallVector<StringRef> MoeDownOp::getPrologueGuardedBuffers() { return {getSums()}; }
+/// An mla_attention_chunk's absorbed queries (its first cache rows are
+/// asked for first).
+SmallVector<StringRef> MlaAttentionChunkOp::getPrologueGuardedBuffers() { return {getQAbs()}; }
+/// A w4a16_gemv's `input` (its first weights are asked for first; only an
+/// input in global memory, which the tile stages: the kernel verifier
+/// refuses a wait before a shared one in the prologue).
+SmallVector<StringRef> W4A16GemvOp::getPrologueGuardedBuffers() { return {getInput()}; }
+/// An mla_q_absorb's projected queries (its first W_kv_b rows are loaded
+/// first).
+SmallVector<StringRef> MlaQAbsorbOp::getPrologueGuardedBuffers() { return {getQ()}; }
+/// An mla_combine_wv's chunk partials (its first W_v weights are asked for
+/// first).
+SmallVector<StringRef> MlaCombineWvOp::getPrologueGuardedBuffers() {
+  return {getPartM(), getPartL(), getPartAcc()};
 }
 
 TaskAccesses taskAccesses(TaskOpInterface t) {

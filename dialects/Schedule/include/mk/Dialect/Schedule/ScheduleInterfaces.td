@@ -39,6 +39,17 @@ def Schedule_TaskOpInterface : OpInterface<"TaskOpInterface"> {
       }],
       "::mlir::FailureOr<std::vector<::mk::schedule::TaskCut>>", "getLegalCuts",
       (ins "const ::mk::schedule::TaskCutContext &":$ctx)>,
+    InterfaceMethod<[{
+        The buffers a wait of the task may guard and still sit in its
+        prologue, after the task has asked for what does not depend on them
+        (its first weights or cache rows): the buffers the kind's waiting
+        template stages after its wait. Empty (the default) for a kind
+        without such a template: its waits stay before the task.
+        schedule-prologue-waits marks waits by it; the kernel verifier
+        refuses a prologue wait that guards anything else.
+      }],
+      "::llvm::SmallVector<::llvm::StringRef>", "getPrologueGuardedBuffers", (ins), [{}],
+      [{ return {}; }]>,
     InterfaceMethod<"The task's name (unique in its kernel).",
       "::llvm::StringRef", "getName", (ins), [{ return $_op.getName(); }]>,
     InterfaceMethod<"Instances of the task.",

@@ -270,9 +270,14 @@ def Schedule_Bf16StepsArg
 // Tasks: one op per kind (the device template its instances call), all
 // with the attributes of Schedule_TaskBase and TaskOpInterface
 // (ScheduleInterfaces.td), and each with its own arguments, `kindArgs`.
-class Schedule_TaskBase<string mnemonic, string kindCase, string what, dag kindArgs>
+// A kind whose template waits in its prologue lists the
+// TaskOpInterface methods it answers itself in `methods`
+// (`getPrologueGuardedBuffers`, TaskKinds.cpp).
+class Schedule_TaskBase<string mnemonic, string kindCase, string what, dag kindArgs,
+                        list<string> methods = []>
     : Schedule_Op<mnemonic, [HasParent<"PhaseOp">,
-                             DeclareOpInterfaceMethods<Schedule_TaskOpInterface, ["getKind", "getLegalCuts"]>]> {
+                             DeclareOpInterfaceMethods<Schedule_TaskOpInterface,
+                                 !listconcat(["getKind", "getLegalCuts"], methods)>]> {
   let summary = "A task of kind " # mnemonic # ": " # what;
   let description = [{
     `count` instances of the kind's template call, spread over the grid's
@@ -363,7 +368,7 @@ def Schedule_W4A16GemvOp : Schedule_TaskBase<"w4a16_gemv", "W4A16Gemv",
     OptionalAttr<Schedule_NonNegArg>:$input_offset, OptionalAttr<Schedule_NonNegArg>:$unit_cols,
     OptionalAttr<Schedule_EpilogueArg>:$epilogue, OptionalAttr<Schedule_PosArg>:$tn,
     OptionalAttr<Schedule_PosArg>:$ksplit, OptionalAttr<Schedule_PosArg>:$tiles,
-    OptionalAttr<StrArrayAttr>:$captures)>;
+    OptionalAttr<StrArrayAttr>:$captures), ["getPrologueGuardedBuffers"]>;
 def Schedule_Bf16RowsOp : Schedule_TaskBase<"bf16_rows", "Bf16Rows",
     "dot products of bf16 weight rows with the input (router, beta)", (ins
     Schedule_WeightName:$weight, OptionalAttr<FlatSymbolRefAttr>:$input,
@@ -421,20 +426,21 @@ def Schedule_MlaQAbsorbOp : Schedule_TaskBase<"mla_q_absorb", "MlaQAbsorb",
     "MLA queries absorbed into the latent space (W_kv_b's key part)", (ins
     FlatSymbolRefAttr:$q, FlatSymbolRefAttr:$q_abs, Schedule_WeightName:$kv_b,
     Schedule_PosArg:$nope, Schedule_PosArg:$lora, Schedule_PosArg:$heads,
-    Schedule_PosArg:$v_head, Schedule_PosArg:$rope)>;
+    Schedule_PosArg:$v_head, Schedule_PosArg:$rope), ["getPrologueGuardedBuffers"]>;
 def Schedule_MlaAttentionChunkOp : Schedule_TaskBase<"mla_attention_chunk", "MlaAttentionChunk",
     "MLA attention over a chunk of cache rows for a group of heads (partial softmax sums)", (ins
     FlatSymbolRefAttr:$q_abs, FlatSymbolRefAttr:$q_rope, FlatSymbolRefAttr:$c_kv,
     FlatSymbolRefAttr:$k_rope, FlatSymbolRefAttr:$part_m, FlatSymbolRefAttr:$part_l,
     FlatSymbolRefAttr:$part_acc, F64Attr:$scale, Schedule_PosArg:$heads,
     Schedule_PosArg:$lora, Schedule_PosArg:$rope, OptionalAttr<Schedule_PosArg>:$head_group,
-    OptionalAttr<Schedule_PosArg>:$max_chunks, OptionalAttr<Schedule_NonNegArg>:$sub_rows)>;
+    OptionalAttr<Schedule_PosArg>:$max_chunks, OptionalAttr<Schedule_NonNegArg>:$sub_rows),
+    ["getPrologueGuardedBuffers"]>;
 def Schedule_MlaCombineWvOp : Schedule_TaskBase<"mla_combine_wv", "MlaCombineWv",
     "MLA partials merged and W_kv_b's value part applied, per head and latent slice", (ins
     FlatSymbolRefAttr:$part_m, FlatSymbolRefAttr:$part_l, FlatSymbolRefAttr:$part_acc,
     FlatSymbolRefAttr:$o, Schedule_WeightName:$kv_b, Schedule_PosArg:$heads,
     Schedule_PosArg:$lora, Schedule_PosArg:$v_head, Schedule_PosArg:$nope,
-    Schedule_PosArg:$group, OptionalAttr<Schedule_PosArg>:$slices)>;
+    Schedule_PosArg:$group, OptionalAttr<Schedule_PosArg>:$slices), ["getPrologueGuardedBuffers"]>;
 def Schedule_MoeGateUpOp : Schedule_TaskBase<"moe_gate_up", "MoeGateUp",
     "MoE expert gate and up projection tiles (fp32 sums)", !con((ins
     Schedule_WeightName:$gate, Schedule_WeightName:$up, OptionalAttr<FlatSymbolRefAttr>:$input,
@@ -444,7 +450,7 @@ def Schedule_MoeDownOp : Schedule_TaskBase<"moe_down", "MoeDown",
     "in the bf16 steps `bf16_steps` says)", !con((ins
     Schedule_WeightName:$down, FlatSymbolRefAttr:$sums, FlatSymbolRefAttr:$acc,
     OptionalAttr<Schedule_Bf16StepsArg>:$bf16_steps),
-    Schedule_ExpertArgs)>;
+    Schedule_ExpertArgs), ["getPrologueGuardedBuffers"]>;
 def Schedule_GqaRopeAppendOp : Schedule_TaskBase<"gqa_rope_append", "GqaRopeAppend",
     "GQA q and k heads normalized and rotated, the new key and value rows appended", (ins
     FlatSymbolRefAttr:$q, FlatSymbolRefAttr:$k, FlatSymbolRefAttr:$v,

@@ -142,18 +142,6 @@ TaskAccesses taskArgAccesses(TaskOpInterface t);
 llvm::StringRef guardedBesides(TaskOpInterface producer, TaskOpInterface consumer,
                                llvm::ArrayRef<llvm::StringRef> allowed);
 
-/// The buffers a wait of `t` may guard and still sit in its prologue
-/// (after the task has asked for what does not depend on them): a
-/// moe_down's staged gate and up `sums` (its weights are asked for first),
-/// an mla_attention_chunk's absorbed queries `q_abs` (its first cache rows
-/// are), a w4a16_gemv's `input` (its first weights are; only an input in
-/// global memory, which the tile stages: the verifier refuses a shared
-/// one), an mla_q_absorb's projected queries `q` (its first weights are),
-/// an mla_combine_wv's chunk partials `part_m`, `part_l`, `part_acc` (its
-/// first W_v weights are); none for every other kind, whose waits stay
-/// before the task (schedule-prologue-waits, the kernel verifier).
-llvm::SmallVector<llvm::StringRef> prologueGuardedBuffers(TaskOpInterface t);
-
 /// Arguments `args` of a `kind` task with every buffer argument the kind
 /// declares given as a symbol reference (a builder names buffers by string;
 /// "" means none and drops the argument): what createTaskOp sets.
