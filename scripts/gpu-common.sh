@@ -7,11 +7,13 @@
 #   MK_GTEST_SOURCE_DIR: GoogleTest's sources, else the first of
 #   .carry/googletest, shared/googletest, /usr/src/googletest that exists
 #
-# Sets ROOT, gtest_args (empty if no GoogleTest was found) and generator
-# (Ninja where installed); defines pack_to_out and pack_to_out_as_it_goes.
+# Sets ROOT, BUILD ($MK_BUILD_DIR made absolute), gtest_args (empty if no
+# GoogleTest was found) and generator (Ninja where installed); defines
+# configure_and_build, pack_to_out and pack_to_out_as_it_goes.
 export PATH="$PATH:/usr/local/cuda/bin"
 ROOT=$PWD
 : "${MK_BUILD_DIR:=build-gpu}"
+case "$MK_BUILD_DIR" in /*) BUILD=$MK_BUILD_DIR ;; *) BUILD=$ROOT/$MK_BUILD_DIR ;; esac
 : "${MK_JOBS:=$(nproc 2>/dev/null || echo 4)}"
 : "${MK_KERNELS_DIR:=$ROOT/kernels}"
 gtest_args=()
@@ -26,6 +28,22 @@ fi
 [ -n "${MK_GTEST_SOURCE_DIR:-}" ] && gtest_args=(-DMK_GTEST_SOURCE_DIR="$MK_GTEST_SOURCE_DIR")
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
+
+# configure_and_build LOGDIR TARGET...: configures $BUILD the one way every
+# GPU script does (the runtime, tools and tests without the compiler,
+# Release, GoogleTest as found above, then MK_CMAKE_ARGS), then builds
+# TARGETs; logs in LOGDIR/configure.log and LOGDIR/build.log. On a failure
+# prints the log's tail and returns 1.
+configure_and_build() {
+  local logs=$1
+  shift
+  # shellcheck disable=SC2086 # MK_CMAKE_ARGS is a list of arguments
+  cmake -S "$ROOT" -B "$BUILD" "${generator[@]}" -DMK_BUILD_COMPILER=OFF -DMK_BUILD_TESTS=ON \
+    -DCMAKE_BUILD_TYPE=Release "${gtest_args[@]}" ${MK_CMAKE_ARGS:-} \
+    >"$logs/configure.log" 2>&1 || { tail -30 "$logs/configure.log"; return 1; }
+  cmake --build "$BUILD" -j "$MK_JOBS" --target "$@" >"$logs/build.log" 2>&1 ||
+    { tail -40 "$logs/build.log"; return 1; }
+}
 
 # pack_to_out DIR NAME: packs DIR into $OUT/NAME (a .tar.gz) where $OUT is
 # set (the device tool returns $OUT even when a call is cut off at its time

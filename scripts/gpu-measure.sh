@@ -32,8 +32,7 @@ cd "$(dirname "$0")/.."
 : "${MK_MEASURE_TEST:=OracleGpu.FullUnitOneStep}"
 : "${MK_PROFILE_VARIANTS:=1}"
 export MK_KERNELS_DIR MK_REQUIRE_KERNELS=1
-case "$MK_BUILD_DIR" in /*) build=$MK_BUILD_DIR ;; *) build=$ROOT/$MK_BUILD_DIR ;; esac
-DEST=$build/measure
+DEST=$BUILD/measure
 rm -rf "$DEST"
 mkdir -p "$DEST"
 pack_to_out_as_it_goes "$DEST" measure.tar.gz
@@ -46,12 +45,9 @@ case "$MK_PROFILE_VARIANTS" in
   *) nprof=$((10#$MK_PROFILE_VARIANTS)) ;;
 esac
 
-cmake -S . -B "$MK_BUILD_DIR" "${generator[@]}" -DMK_BUILD_COMPILER=OFF -DCMAKE_BUILD_TYPE=Release \
-  "${gtest_args[@]}" >"$DEST/configure.log" 2>&1 || { tail -30 "$DEST/configure.log"; exit 1; }
-cmake --build "$MK_BUILD_DIR" -j "$MK_JOBS" --target mk-bench mk-gpu-tests >"$DEST/build.log" 2>&1 ||
-  { tail -40 "$DEST/build.log"; exit 1; }
-bench="$build/runtime/tools/mk-bench"
-tests="$build/tests/gpu/mk-gpu-tests"
+configure_and_build "$DEST" mk-bench mk-gpu-tests || exit 1
+bench="$BUILD/runtime/tools/mk-bench"
+tests="$BUILD/tests/gpu/mk-gpu-tests"
 
 # NAME[:OPTIONS] -> kernel dir name, options
 dir_of() { echo "${1%%:*}"; }

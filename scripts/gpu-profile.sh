@@ -13,15 +13,12 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gpu-common.sh
 : "${MK_PROFILE_CTX:=2048}"
-DEST=${OUT:-$ROOT/$MK_BUILD_DIR/profile}
+DEST=${OUT:-$BUILD/profile}
 mkdir -p "$DEST"
 kernel="$MK_KERNELS_DIR/kimi_linear_w4a16"
 
-cmake -S . -B "$MK_BUILD_DIR" "${generator[@]}" -DMK_BUILD_COMPILER=OFF -DMK_BUILD_TESTS=OFF \
-  -DCMAKE_BUILD_TYPE=Release >"$DEST/configure.log" 2>&1 || { tail -30 "$DEST/configure.log"; exit 1; }
-cmake --build "$MK_BUILD_DIR" -j "$MK_JOBS" --target mk-bench >"$DEST/build.log" 2>&1 ||
-  { tail -40 "$DEST/build.log"; exit 1; }
-bench="$MK_BUILD_DIR/runtime/tools/mk-bench"
+configure_and_build "$DEST" mk-bench || exit 1
+bench="$BUILD/runtime/tools/mk-bench"
 
 echo "== mk-bench (ctx $MK_PROFILE_CTX)"
 "$bench" --kernel-dir "$kernel" --ctx "$MK_PROFILE_CTX" 2>&1 | tee "$DEST/bench.log" | tail -4

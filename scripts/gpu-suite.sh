@@ -45,7 +45,7 @@ case "$wave" in main|deep|released) ;; *) echo "usage: $0 [main|deep|released]" 
 [ "$wave" = released ] && : "${MK_SUITE_TIMEOUT:=560}"
 : "${MK_SUITE_TIMEOUT:=420}"
 : "${MK_SUITE_SHARDS:=6}"
-case "$MK_BUILD_DIR" in /*) B=$MK_BUILD_DIR ;; *) B=$ROOT/$MK_BUILD_DIR ;; esac
+B=$BUILD
 LOGS=$B/gpu-suite
 G=$B/tests/gpu
 rm -rf "$LOGS"
@@ -71,16 +71,17 @@ part() {
   pids+=($!)
 }
 
+# The deep wave's tests, which the main wave leaves out (with the released
+# wave's).
+deep_tests=(DeepSpecOneStep DeepSpecLayerByLayer WideDeepSeekOneStep WideMixtralOneStep
+            Qwen3ThirtySixLayersOneStep Qwen3ThirtySixLayersLayerByLayer)
+
 echo "== configure and build ($(date +%T))"
 targets=(mk_runtime mk_runtime_c mk-runtime-tests mk-runtime-nodriver-tests mk-gpu-tests
          mk-bench mk-diff mk-decode mk-oracle)
 [ "$wave" = main ] &&
   targets+=(mk_template_tests mk_template_tests_variants mk_template_tests_forms)
-cmake -S . -B "$MK_BUILD_DIR" "${generator[@]}" -DMK_BUILD_COMPILER=OFF \
-  -DCMAKE_BUILD_TYPE=Release "${gtest_args[@]}" ${MK_CMAKE_ARGS:-} \
-  >"$LOGS/configure.log" 2>&1 || { tail -30 "$LOGS/configure.log"; exit 1; }
-cmake --build "$MK_BUILD_DIR" -j "$MK_JOBS" --target "${targets[@]}" >"$LOGS/build.log" 2>&1 ||
-  { tail -40 "$LOGS/build.log"; exit 1; }
+configure_and_build "$LOGS" "${targets[@]}" || exit 1
 nvidia-smi -L 2>&1 | tee "$LOGS/device.txt"
 
 if [ "$wave" = main ]; then
@@ -95,7 +96,8 @@ if [ "$wave" = main ]; then
     part "$t" "'$B/tests/templates/$t'"
   done
   part ctest-runtime "ctest --test-dir '$B' -L runtime --output-on-failure"
-  filter='OracleGpu.*:SessionGpu.*-OracleGpu.DeepSpec*:OracleGpu.Wide*:OracleGpu.Qwen3ThirtySix*:OracleGpu.ReleasedModelLayerByLayer'
+  filter="OracleGpu.*:SessionGpu.*-$(printf 'OracleGpu.%s:' "${deep_tests[@]}" \
+    ReleasedModelLayerByLayer | sed 's/:$//')"
   for ((i = 0; i < MK_SUITE_SHARDS; ++i)); do
     part "gpu-shard$i" "cd '$G' && GTEST_TOTAL_SHARDS=$MK_SUITE_SHARDS GTEST_SHARD_INDEX=$i \
       ./mk-gpu-tests --gtest_filter='$filter'"
@@ -159,8 +161,7 @@ elif [ "$wave" = released ]; then
   part ReleasedModelLayerByLayer "cd '$G' && ./mk-gpu-tests --gtest_filter=OracleGpu.ReleasedModelLayerByLayer"
 else
   echo "== the deep tests side by side ($(date +%T))"
-  for t in DeepSpecOneStep DeepSpecLayerByLayer WideDeepSeekOneStep WideMixtralOneStep \
-           Qwen3ThirtySixLayersOneStep Qwen3ThirtySixLayersLayerByLayer; do
+  for t in "${deep_tests[@]}"; do
     part "$t" "cd '$G' && ./mk-gpu-tests --gtest_filter=OracleGpu.$t"
   done
 fi

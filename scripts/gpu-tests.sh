@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 . scripts/gpu-common.sh
 export MK_KERNELS_DIR
 export MK_REQUIRE_KERNELS=1
-LOGS="$ROOT/$MK_BUILD_DIR/gpu-logs"
+LOGS="$BUILD/gpu-logs"
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
 status=0
@@ -36,17 +36,10 @@ case "$part" in all|tests|rest) ;; *) echo "MK_GPU_PART must be all, tests or re
 run_tests=$([ "$part" != rest ] && echo 1)
 run_rest=$([ "$part" != tests ] && echo 1)
 
-step "configure ($MK_BUILD_DIR)"
-cmake -S . -B "$MK_BUILD_DIR" "${generator[@]}" -DMK_BUILD_COMPILER=OFF \
-  -DCMAKE_BUILD_TYPE=Release "${gtest_args[@]}" ${MK_CMAKE_ARGS:-} \
-  >"$LOGS/configure.log" 2>&1 || { cat "$LOGS/configure.log"; exit 1; }
-
-step "build"
-targets=(mk_runtime mk_runtime_c mk-runtime-tests mk-runtime-nodriver-tests
-         mk-gpu-tests mk-bench mk-diff mk-decode mk-oracle
-         mk_template_tests mk_template_tests_variants mk_template_tests_forms mk_template_bench)
-cmake --build "$MK_BUILD_DIR" -j "$MK_JOBS" --target "${targets[@]}" \
-  >"$LOGS/build.log" 2>&1 || { tail -50 "$LOGS/build.log"; exit 1; }
+step "configure and build ($BUILD)"
+configure_and_build "$LOGS" mk_runtime mk_runtime_c mk-runtime-tests mk-runtime-nodriver-tests \
+  mk-gpu-tests mk-bench mk-diff mk-decode mk-oracle \
+  mk_template_tests mk_template_tests_variants mk_template_tests_forms mk_template_bench || exit 1
 
 step "kernels in $MK_KERNELS_DIR"
 ls -d "$MK_KERNELS_DIR"/*/ 2>&1 | tee "$LOGS/kernels.txt"
@@ -55,7 +48,7 @@ nvidia-smi -L 2>&1 | tee -a "$LOGS/kernels.txt"
 if [ -n "$run_tests" ]; then
   step "template unit tests (default and opt-in variants)"
   for t in mk_template_tests mk_template_tests_variants mk_template_tests_forms; do
-    "$MK_BUILD_DIR/tests/templates/$t" 2>&1 | tee "$LOGS/$t.log" | tail -3
+    "$BUILD/tests/templates/$t" 2>&1 | tee "$LOGS/$t.log" | tail -3
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
   done
 fi
@@ -66,7 +59,7 @@ bench_only=${MK_BENCH_ONLY:-}
 IFS=';' read -r -a variants <<< "${MK_GPU_VARIANTS:-}"
 if [ -z "$bench_only" ] && [ -n "$run_tests" ]; then
 step "ctest: runtime + gpu"
-ctest --test-dir "$MK_BUILD_DIR" -L 'runtime|gpu' --output-on-failure \
+ctest --test-dir "$BUILD" -L 'runtime|gpu' --output-on-failure \
   --timeout 3600 2>&1 | tee "$LOGS/ctest.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 
@@ -75,23 +68,23 @@ ctest --test-dir "$MK_BUILD_DIR" -L 'runtime|gpu' --output-on-failure \
 for v in "${variants[@]}"; do
   [ -n "$v" ] || continue
   step "oracle tests with MK_NVRTC_OPTIONS='$v'"
-  MK_NVRTC_OPTIONS="$v" "$MK_BUILD_DIR/tests/gpu/mk-gpu-tests" --gtest_filter='OracleGpu.*' \
+  MK_NVRTC_OPTIONS="$v" "$BUILD/tests/gpu/mk-gpu-tests" --gtest_filter='OracleGpu.*' \
     2>&1 | tee "$LOGS/variant-tests${v//[^A-Za-z0-9_]/_}.log" | grep -E "OK|FAILED|near tie|cosine 0.9[0-8]"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 done
 
 fi
+# The EXIT trap (pack_to_out_as_it_goes) packs the logs a last time.
 finish() {
   echo "== done (status $status); logs in $LOGS"
-  pack
   exit $status
 }
 [ -n "$run_rest" ] || finish
 
 if [ -z "$bench_only" ]; then
 step "python drop-in"
-export MK_RUNTIME_LIB="$ROOT/$MK_BUILD_DIR/runtime/libmk_runtime_c.so"
-export MK_ORACLE_BIN="$ROOT/$MK_BUILD_DIR/oracle/mk-oracle"
+export MK_RUNTIME_LIB="$BUILD/runtime/libmk_runtime_c.so"
+export MK_ORACLE_BIN="$BUILD/oracle/mk-oracle"
 python3 -m pytest -q python/tests 2>&1 | tee "$LOGS/pytest.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
@@ -100,19 +93,19 @@ fi
 # weight layout (tests/templates/TemplateBench.cu).
 if [ -n "${MK_TEMPLATE_BENCH:-}" ]; then
   step "GEMV tile bench"
-  "$MK_BUILD_DIR/tests/templates/mk_template_bench" 2>&1 | tee "$LOGS/template-bench.log"
+  "$BUILD/tests/templates/mk_template_bench" 2>&1 | tee "$LOGS/template-bench.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 
 step "mk-bench"
 if [ -d "$MK_KERNELS_DIR/kimi_linear_w4a16" ]; then
-  "$MK_BUILD_DIR/runtime/tools/mk-bench" --kernel-dir "$MK_KERNELS_DIR/kimi_linear_w4a16" \
+  "$BUILD/runtime/tools/mk-bench" --kernel-dir "$MK_KERNELS_DIR/kimi_linear_w4a16" \
     --ctx 2048,8192,16384 --measure-bandwidth 2>&1 | tee "$LOGS/bench.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   for v in "${variants[@]}"; do
     [ -n "$v" ] || continue
     step "mk-bench with MK_NVRTC_OPTIONS='$v'"
-    MK_NVRTC_OPTIONS="$v" "$MK_BUILD_DIR/runtime/tools/mk-bench" \
+    MK_NVRTC_OPTIONS="$v" "$BUILD/runtime/tools/mk-bench" \
       --kernel-dir "$MK_KERNELS_DIR/kimi_linear_w4a16" --ctx 2048,8192,16384 \
       --measure-bandwidth 2>&1 | tee -a "$LOGS/bench.log" | tail -4
   done
@@ -120,7 +113,7 @@ if [ -d "$MK_KERNELS_DIR/kimi_linear_w4a16" ]; then
   # build, or of MK_PHASE_PROFILE_OPTIONS.
   if [ -n "${MK_PHASE_PROFILE:-}" ]; then
     step "phase profile (MK_NVRTC_OPTIONS='${MK_PHASE_PROFILE_OPTIONS:-}')"
-    MK_NVRTC_OPTIONS="${MK_PHASE_PROFILE_OPTIONS:-}" "$MK_BUILD_DIR/runtime/tools/mk-bench" \
+    MK_NVRTC_OPTIONS="${MK_PHASE_PROFILE_OPTIONS:-}" "$BUILD/runtime/tools/mk-bench" \
       --kernel-dir "$MK_KERNELS_DIR/kimi_linear_w4a16" --ctx 2048 --iters 20 \
       --phase-timing 2>&1 | tee "$LOGS/phases.log"
   fi
@@ -135,7 +128,7 @@ for d in "$MK_KERNELS_DIR"/kimi_linear_w4a16_t*/; do
   [ -d "$d" ] || continue
   v=$(basename "$d")
   step "schedule variant $v: oracle test and bench"
-  MK_FULL_KERNEL="$v" "$MK_BUILD_DIR/tests/gpu/mk-gpu-tests" \
+  MK_FULL_KERNEL="$v" "$BUILD/tests/gpu/mk-gpu-tests" \
     --gtest_filter='OracleGpu.FullUnitOneStep' 2>&1 | tee "$LOGS/variant-$v.log" | grep -E "OK|FAILED|cosine"
   # The opt-in integer arithmetic does not round weights to bf16 as the
   # spec does, so the MoE top-k can differ from the oracle's beyond near
@@ -143,13 +136,13 @@ for d in "$MK_KERNELS_DIR"/kimi_linear_w4a16_t*/; do
   if [ "${PIPESTATUS[0]}" != 0 ]; then
     case "$v" in *_tint8) echo "($v: opt-in integer arithmetic; disagreement reported, not failed)" ;; *) status=1 ;; esac
   fi
-  "$MK_BUILD_DIR/runtime/tools/mk-bench" --kernel-dir "$d" --ctx 2048,8192,16384 \
+  "$BUILD/runtime/tools/mk-bench" --kernel-dir "$d" --ctx 2048,8192,16384 \
     2>&1 | tee -a "$LOGS/bench.log" | tail -4
 done
 
 step "examples"
 if [ -z "$bench_only" ] && [ -d "$MK_KERNELS_DIR/kimi_linear_w4a16" ]; then
-  "$MK_BUILD_DIR/examples/mk-decode" "$MK_KERNELS_DIR/kimi_linear_w4a16" --tokens 32 \
+  "$BUILD/examples/mk-decode" "$MK_KERNELS_DIR/kimi_linear_w4a16" --tokens 32 \
     2>&1 | tee "$LOGS/decode.log" | tail -3
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   MK_KERNEL_DIR="$MK_KERNELS_DIR/kimi_linear_w4a16" python3 examples/decode.py --tokens 16 \
@@ -168,7 +161,7 @@ for k in tiny_debug kimi_linear_w4a16_debug tiny_dense_first_debug tiny_released
   if [ -n "$bench_only" ]; then
     :
   elif [ -d "$MK_KERNELS_DIR/$k" ]; then
-    "$MK_BUILD_DIR/runtime/tools/mk-diff" --kernel-dir "$MK_KERNELS_DIR/$k" --ctx 2048 \
+    "$BUILD/runtime/tools/mk-diff" --kernel-dir "$MK_KERNELS_DIR/$k" --ctx 2048 \
       2>&1 | tee "$LOGS/diff-$k.log" | tail -40
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
   else
@@ -201,7 +194,7 @@ fi
 if [ -n "${MK_SANITIZE:-}" ] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck synccheck; do
     step "compute-sanitizer --tool $tool (full-size unit)"
-    (cd "$MK_BUILD_DIR/tests/gpu" && timeout "${MK_SANITIZE_TIMEOUT:-300}" \
+    (cd "$BUILD/tests/gpu" && timeout "${MK_SANITIZE_TIMEOUT:-300}" \
       compute-sanitizer --tool $tool --error-exitcode 3 \
       ./mk-gpu-tests --gtest_filter=OracleGpu.FullUnitRecomputeOnLiveData) \
       2>&1 | tee "$LOGS/sanitize-$tool.log" | tail -3

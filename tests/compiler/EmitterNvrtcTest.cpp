@@ -79,16 +79,18 @@ Emitted emit(const std::string &spec, const std::string &kernel,
   o.inputPath = spec.front() == '/' ? spec : std::string(MK_SOURCE_DIR) + "/" + spec;
   o.emit = "cuda";
   o.debugCapture = debugCapture;
-  // One directory per emission: tests that ctest runs at once must not
-  // write and read each other's files (two pass options shared "-opt").
+  // One directory per test and emission: tests that ctest runs at once
+  // (each its own process) must not write and read each other's files,
+  // though several emit the same kernel with the same options.
   std::string opt;
   for (char ch : passOption)
     opt += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
   // Specs of one kernel name (mk_tiny) get their own directories too.
   std::string stem = spec.substr(spec.find_last_of('/') + 1);
   stem = stem.substr(0, stem.find('.'));
-  o.outputPath = std::string(MK_TEST_TMPDIR) + "/nvrtc-" + stem + "-" + kernel +
-                 (debugCapture ? "-debug" : "") + (opt.empty() ? "" : "-" + opt);
+  const ::testing::TestInfo *test = ::testing::UnitTest::GetInstance()->current_test_info();
+  o.outputPath = std::string(MK_TEST_TMPDIR) + "/nvrtc-" + test->name() + "-" + stem + "-" +
+                 kernel + (debugCapture ? "-debug" : "") + (opt.empty() ? "" : "-" + opt);
   std::string optErr;
   if (!passOption.empty())
     EXPECT_TRUE(mk::addPassOption(passOption, o.passOptions, optErr)) << optErr;
