@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ScopedTempDir.h"
 #include "TestKernels.h"
 #include "mk/runtime/mk.h"
 
@@ -45,15 +46,10 @@ template <typename T> T *sentinel() {
   return reinterpret_cast<T *>(uintptr_t(0x5e5e5e5e));
 }
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/mk-capi-args-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+struct TempDir : mk::testing::ScopedTempDir {
+  TempDir() : ScopedTempDir("mk-capi-args-") {}
   void write(const std::string &name, const std::string &text) const {
-    std::ofstream(path + "/" + name) << text;
+    std::ofstream(path() + "/" + name) << text;
   }
 };
 
@@ -191,26 +187,26 @@ TEST(CApiArguments, KernelLoadDir) {
 
   TempDir dir;
   // An empty directory: no manifest.
-  EXPECT_FAILS(mk_kernel_load_dir(nullptr, dir.path.c_str(), nullptr, "sm_90",
+  EXPECT_FAILS(mk_kernel_load_dir(nullptr, dir.path().c_str(), nullptr, "sm_90",
                                   nullptr, 0, &k),
                MK_ERR_IO, "0 *.manifest.json");
   // A named kernel that is not there.
-  EXPECT_FAILS(mk_kernel_load_dir(nullptr, dir.path.c_str(), "missing",
+  EXPECT_FAILS(mk_kernel_load_dir(nullptr, dir.path().c_str(), "missing",
                                   "sm_90", nullptr, 0, &k),
                MK_ERR_IO, "missing.manifest.json");
   // A malformed manifest: the error names the file.
   dir.write("a.manifest.json", "{ \"format\": ");
-  EXPECT_FAILS(mk_kernel_load_dir(nullptr, dir.path.c_str(), nullptr, "sm_90",
+  EXPECT_FAILS(mk_kernel_load_dir(nullptr, dir.path().c_str(), nullptr, "sm_90",
                                   nullptr, 0, &k),
                MK_ERR_MANIFEST, "a.manifest.json: not valid JSON");
   // Two manifests and no name: ambiguous.
   dir.write("b.manifest.json",
             mk::testing::makeManifest(mk::testing::tinyConfig()));
-  EXPECT_FAILS(mk_kernel_load_dir(nullptr, dir.path.c_str(), nullptr, "sm_90",
+  EXPECT_FAILS(mk_kernel_load_dir(nullptr, dir.path().c_str(), nullptr, "sm_90",
                                   nullptr, 0, &k),
                MK_ERR_IO, "2 *.manifest.json");
   // A valid manifest whose source file is missing.
-  EXPECT_FAILS(mk_kernel_load_dir(nullptr, dir.path.c_str(), "b", "sm_90",
+  EXPECT_FAILS(mk_kernel_load_dir(nullptr, dir.path().c_str(), "b", "sm_90",
                                   nullptr, 0, &k),
                MK_ERR_IO, "mk_test_stub.cu");
   EXPECT_EQ(k, sentinel<mk_kernel>());

@@ -3,6 +3,8 @@
 #include "mk/runtime/KernelCache.h"
 #include "mk/runtime/Sha256.h"
 
+#include "ScopedTempDir.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -15,13 +17,6 @@
 using namespace mk::rt;
 
 namespace {
-
-std::string makeTempDir() {
-  char tmpl[] = "/tmp/mk-cache-test-XXXXXX";
-  char *d = mkdtemp(tmpl);
-  EXPECT_NE(d, nullptr);
-  return d ? d : "/tmp";
-}
 
 std::string readFile(const std::string &p) {
   std::ifstream f(p, std::ios::binary);
@@ -105,7 +100,8 @@ TEST(KernelCache, DefaultDirHonoursEnvironment) {
 }
 
 TEST(KernelCache, StoreLookupAndReplace) {
-  std::string dir = makeTempDir() + "/nested/dir";
+  mk::testing::ScopedTempDir tmp("mk-cache-test-");
+  std::string dir = tmp.path() + "/nested/dir";
   KernelCache cache(dir);
   std::string key(64, 'a'), payload;
   EXPECT_EQ(cache.lookup(key, payload), KernelCache::LookupResult::Miss);
@@ -123,7 +119,8 @@ TEST(KernelCache, StoreLookupAndReplace) {
 }
 
 TEST(KernelCache, CorruptEntriesAreDetected) {
-  KernelCache cache(makeTempDir());
+  mk::testing::ScopedTempDir tmp("mk-cache-test-");
+  KernelCache cache(tmp.path());
   std::string key(64, 'b'), payload, why;
   std::string bin(5000, 'x');
   for (size_t i = 0; i < bin.size(); ++i)

@@ -1,5 +1,6 @@
 //===- NvrtcTest.cpp - Compiling kernels without a GPU --------------------===//
 
+#include "ScopedTempDir.h"
 #include "TestKernels.h"
 #include "mk/runtime/Kernel.h"
 
@@ -36,11 +37,6 @@ bool supports(int cc) {
   return std::find(archs.begin(), archs.end(), cc) != archs.end();
 }
 
-std::string tempDir() {
-  char tmpl[] = "/tmp/mk-nvrtc-test-XXXXXX";
-  char *d = mkdtemp(tmpl);
-  return d ? d : "/tmp";
-}
 
 /// Whether this build embeds the device templates (mk/megakernel.cuh).
 bool templatesEmbedded() {
@@ -50,9 +46,9 @@ bool templatesEmbedded() {
   return false;
 }
 
-/// A fresh directory holding the stub kernel of `cfg` as mkc writes one.
-std::string stubKernelDir(const BlockConfig &cfg) {
-  std::string dir = tempDir();
+/// Writes the stub kernel of `cfg` into `dir` as mkc writes one; returns
+/// `dir`.
+std::string writeStubKernelDir(const BlockConfig &cfg, const std::string &dir) {
   std::ofstream(dir + "/mk_test_stub.manifest.json") << mk::testing::makeManifest(cfg);
   std::ofstream(dir + "/mk_test_stub.cu") << mk::testing::makeStubKernelSource(cfg);
   return dir;
@@ -187,7 +183,8 @@ TEST(Kernel, BuildUsesTheCacheAndRecoversFromCorruption) {
   src.sourceName = "mk_test_stub.cu";
   KernelBuildOptions opts;
   opts.compile.arch = "sm_90";
-  opts.cacheDir = tempDir();
+  mk::testing::ScopedTempDir cacheDir("mk-nvrtc-test-");
+  opts.cacheDir = cacheDir.path();
 
   std::shared_ptr<Kernel> k1, k2, k3;
   ASSERT_TRUE(Kernel::build(src, opts, k1).isOk());
@@ -222,7 +219,8 @@ TEST(Kernel, BuildUsesTheCacheAndRecoversFromCorruption) {
 
 TEST(Kernel, ReadKernelDir) {
   BlockConfig cfg = mk::testing::tinyConfig();
-  std::string dir = stubKernelDir(cfg);
+  mk::testing::ScopedTempDir tmp("mk-nvrtc-test-");
+  std::string dir = writeStubKernelDir(cfg, tmp.path());
   KernelSource src;
   Status st = readKernelDir(dir, "", src);
   ASSERT_TRUE(st.isOk()) << st.toString();
@@ -243,7 +241,8 @@ TEST(Kernel, ReadKernelDir) {
 
 TEST(Kernel, BuildFromDirForAnArchitecture) {
   BlockConfig cfg = mk::testing::tinyConfig();
-  std::string dir = stubKernelDir(cfg);
+  mk::testing::ScopedTempDir tmp("mk-nvrtc-test-");
+  std::string dir = writeStubKernelDir(cfg, tmp.path());
   KernelBuildOptions opts;
   opts.useCache = false;
   std::shared_ptr<Kernel> k;
