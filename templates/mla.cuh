@@ -1395,7 +1395,7 @@ __device__ void mla_combine_wv_task_waiting(int h, int d0, int d1, int nchunks,
 #endif
   constexpr int kStageFloats = w4a16_ring_stage_floats<THREADS>();
   const bool lend = kMayLend && w4a16_rows_in_first_stage<THREADS, VH>(d0, d1);
-  float *const ring = red + (THREADS / 32) * VH;
+  float *const ring = red + w4a16_ring_offset_floats<THREADS, VH>();
   auto pro = [&] {
     wait();
     mla_combine_merge<THREADS, HM, LORA, true>(

@@ -229,19 +229,34 @@ constexpr int kW4A16StageRows = 6;
 constexpr int kW4A16Stages = MK_W4A16_STAGES;
 static_assert(kW4A16Stages >= 2, "the weight ring needs at least two stages");
 
-/// Floats of one stage of a tile's weight ring (which starts WARPS * TN
-/// floats into `red`): kW4A16StageRows 16-byte slots per thread, stage c at
-/// c times this, in the packed, the row-major tensor-core and the SIMT
-/// tiles alike.
+/// Floats of one stage of a tile's weight ring (which starts
+/// w4a16_ring_offset_floats into `red`): kW4A16StageRows 16-byte slots per
+/// thread, stage c at c times this, in the packed, the row-major
+/// tensor-core and the SIMT tiles alike.
 template <int THREADS> __host__ __device__ constexpr int w4a16_ring_stage_floats() {
   return kW4A16StageRows * THREADS * 4;
+}
+
+/// Where a TN-wide tile's weight ring starts in `red`, in floats: after the
+/// cross-warp sums (WARPS x TN).
+template <int THREADS, int TN> __host__ __device__ constexpr int w4a16_ring_offset_floats() {
+  return (THREADS / 32) * TN;
 }
 
 /// Shared memory a tile needs, in floats: the cross-warp reduction plus the
 /// cp.async ring of weight rows.
 template <int THREADS, int TN>
 __host__ __device__ constexpr int w4a16_red_floats() {
-  return (THREADS / 32) * TN + kW4A16Stages * w4a16_ring_stage_floats<THREADS>();
+  return w4a16_ring_offset_floats<THREADS, TN>() +
+         kW4A16Stages * w4a16_ring_stage_floats<THREADS>();
+}
+
+/// The tensor-core tiles' step of a TN-wide tile: a warp's eight lane
+/// groups cover TN / 16 column groups and w4a16_ksub k-subslices of 8 row
+/// pairs each, so one warp step covers w4a16_step_pairs row pairs.
+template <int TN> __host__ __device__ constexpr int w4a16_ksub() { return 8 / (TN / 16); }
+template <int TN> __host__ __device__ constexpr int w4a16_step_pairs() {
+  return 8 * w4a16_ksub<TN>();
 }
 
 /// Whether a row-major tile of TN columns over rows [k0, k1) (k0 a multiple
@@ -253,7 +268,7 @@ __host__ __device__ constexpr int w4a16_red_floats() {
 /// there).
 template <int THREADS, int TN>
 __host__ __device__ constexpr bool w4a16_rows_in_first_stage(int k0, int k1) {
-  constexpr int WARPS = THREADS / 32, KG = 8 / (TN / 16), STEP = 8 * KG;
+  constexpr int WARPS = THREADS / 32, STEP = w4a16_step_pairs<TN>();
   constexpr int ROW_STREAMS = THREADS / (TN / 16);
   const int pairs = (k1 - k0) / 2, steps = (pairs + STEP - 1) / STEP;
   return k0 % 16 == 0 && k1 > k0 && (steps + WARPS - 1) / WARPS <= kW4A16StageRows / 2 &&
@@ -821,8 +836,8 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
   static_assert(GROUP % 16 == 0, "mma path: GROUP must be a multiple of 16");
   constexpr int WARPS = THREADS / 32;
   constexpr int GPER = TN / 16;     // column groups per warp
-  constexpr int KG = 8 / GPER;      // k-subslices per warp step
-  constexpr int STEP = 8 * KG;      // row pairs per warp step
+  constexpr int KG = w4a16_ksub<TN>();        // k-subslices per warp step
+  constexpr int STEP = w4a16_step_pairs<TN>(); // row pairs per warp step
   constexpr int NB = FP32X ? 2 * KG : KG; // B columns in use
   static_assert(NB <= 8, "FP32X needs TN >= 32 (a free B column per subslice)");
   static_assert(WARPS * NB * TN <= kW4A16Stages * kW4A16StageRows * THREADS * 4,
@@ -847,7 +862,7 @@ __device__ void w4a16_gemv_tile_mma(const float *xs, const uint8_t *__restrict__
   const int sbeg = ws_.sbeg, send = ws_.send;
   const int nmine = send > sbeg ? send - sbeg : 0;
   const int nchunks = (nmine + S - 1) / S;
-  uint4 *stage = reinterpret_cast<uint4 *>(red + WARPS * TN);
+  uint4 *stage = reinterpret_cast<uint4 *>(red + w4a16_ring_offset_floats<THREADS, TN>());
   // Row pair of step `st` for this lane: A rows t (ra) and t + 4 (rb).
   auto rowA = [&](int st) { return pa + st * STEP + sub * 8 + t; };
   auto issue = [&](int c) {
@@ -1161,8 +1176,8 @@ __device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restri
   static_assert(TN == 128 || TN == 64, "packed tiles are 128 or 64 wide");
   constexpr int WARPS = THREADS / 32;
   constexpr int GPER = TN / 16; // column groups per warp
-  constexpr int KG = 8 / GPER;  // k-subslices per step
-  constexpr int STEP = 8 * KG;  // row pairs per step
+  constexpr int KG = w4a16_ksub<TN>();        // k-subslices per step
+  constexpr int STEP = w4a16_step_pairs<TN>(); // row pairs per step
   constexpr int SLOTS = 4 / KG;
   static_assert(GROUP % (2 * STEP) == 0, "a step lies inside one quantization group");
   constexpr int S = kW4A16StageRows / 2, STAGES = kW4A16Stages;
@@ -1187,7 +1202,7 @@ __device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restri
   const int sbeg = ws_.sbeg, send = ws_.send;
   const int nmine = send > sbeg ? send - sbeg : 0;
   const int nchunks = (nmine + S - 1) / S;
-  uint4 *stage = reinterpret_cast<uint4 *>(red + WARPS * TN);
+  uint4 *stage = reinterpret_cast<uint4 *>(red + w4a16_ring_offset_floats<THREADS, TN>());
   auto groupOf = [&](int st) { return 2 * (pa + st * STEP) / GROUP; };
   const int gFirst = groupOf(sbeg), gLast = nmine > 0 ? groupOf(send - 1) : gFirst - 1;
   // The scales of the group in this lane's slot, loaded when the group
@@ -1606,7 +1621,7 @@ __device__ void w4a16_gemv_tile_int8(const float *xs, const uint8_t *__restrict_
   const int g = lane >> 2, t = lane & 3;
   const int rows = k1 - k0, nsteps = rows / 32;
   const int gq0 = k0 / GROUP, ngq = (k1 - 1) / GROUP - gq0 + 1;
-  uint8_t *ring = reinterpret_cast<uint8_t *>(red + WARPS * TN);
+  uint8_t *ring = reinterpret_cast<uint8_t *>(red + w4a16_ring_offset_floats<THREADS, TN>());
   // Quantized x: xh[rows], xl[rows] (int8), per-step sums of 254 xh + xl
   // (int32), per-group u (fp32).
   int8_t *xq = reinterpret_cast<int8_t *>(ring + WARPS * SLICE);
@@ -1924,10 +1939,10 @@ __device__ void w4a16_gemv_begin(const uint8_t *__restrict__ wq, const bf16 *__r
                                  const bf16 *__restrict__ zeros, int N, int n0, int nvalid,
                                  int k0, int k1, float *red) {
   constexpr int WARPS = THREADS / 32;
-  uint8_t *ring = reinterpret_cast<uint8_t *>(red + WARPS * TN);
+  uint8_t *ring = reinterpret_cast<uint8_t *>(red + w4a16_ring_offset_floats<THREADS, TN>());
   const int warp = threadIdx.x >> 5;
   if constexpr (ORDER == kOrderMma || ORDER == kOrderMmaScaled || ORDER == kOrderMmaFolded) {
-    constexpr int STEP = 8 * (8 / (TN / 16)); // row pairs per step, as w4a16_gemv_tile_mma
+    constexpr int STEP = w4a16_step_pairs<TN>();
     const int p0 = k0 / 2, pa = p0 & ~7, nsteps = (k1 / 2 - pa + STEP - 1) / STEP;
     const detail::WarpSteps w = detail::warp_steps<WARPS>(nsteps, warp);
 #ifdef MK_PACKED_BULK
