@@ -410,6 +410,26 @@ void expectOraclesTokenOrTie(const std::string &label, const std::vector<float> 
                         << want << " (logits " << b << " and " << a << ": no tie)";
 }
 
+/// A whole model's decode state at context `ctx` (seed `seed`): random,
+/// or, at 0, a fresh sequence's (all zero); written to the session.
+rt::Status writeModelState(Fixture &f, int64_t ctx, uint64_t seed, DecodeState &state) {
+  state = makeRandomState(f.cfg, ctx, seed);
+  if (ctx == 0)
+    for (auto &kv : state.tensors)
+      std::fill(kv.second.data.begin(), kv.second.data.end(), uint8_t(0));
+  return writeState(*f.session, state);
+}
+
+/// The logits of the session's last token step (cfg.vocab bf16 values).
+rt::Status readLogits(Fixture &f, std::vector<BFloat16> &logits) {
+  std::vector<uint16_t> bits(size_t(f.cfg.vocab));
+  MK_RETURN_IF_ERROR(f.session->readLogitsHost(bits.data()));
+  logits.resize(bits.size());
+  for (size_t v = 0; v < bits.size(); ++v)
+    logits[v].bits = bits[v];
+  return rt::Status::ok();
+}
+
 /// The whole model (a spec with a vocabulary): 8 greedy steps from context
 /// `ctx` (a random state; 0: a fresh sequence, all state zero), one launch
 /// each through stepTokenHost. Every step's logits (cosine) and next token
@@ -428,11 +448,8 @@ void modelSteps(const std::string &kernelName, int64_t ctx, const TensorMap *wei
     f.weights = *weights;
     MK_ASSERT_OK(bindAllWeights(*f.session, f.weights));
   }
-  DecodeState state = makeRandomState(f.cfg, ctx, 42);
-  if (ctx == 0)
-    for (auto &kv : state.tensors)
-      std::fill(kv.second.data.begin(), kv.second.data.end(), uint8_t(0));
-  MK_ASSERT_OK(writeState(*f.session, state));
+  DecodeState state;
+  MK_ASSERT_OK(writeModelState(f, ctx, 42, state));
   const std::string label = kernelName + " ctx " + std::to_string(ctx);
   const size_t vocab = size_t(f.cfg.vocab);
   int32_t token = int32_t(7 % f.cfg.vocab);
@@ -441,10 +458,7 @@ void modelSteps(const std::string &kernelName, int64_t ctx, const TensorMap *wei
   for (int i = 0; i < 8; ++i) {
     int32_t next = -1;
     MK_ASSERT_OK(f.session->stepTokenHost(token, &next));
-    std::vector<uint16_t> bits(vocab);
-    MK_ASSERT_OK(f.session->readLogitsHost(bits.data()));
-    for (size_t v = 0; v < vocab; ++v)
-      gpuLogits[v].bits = bits[v];
+    MK_ASSERT_OK(readLogits(f, gpuLogits));
     const DecodeState before = state;
     OracleTrace trace;
     want = oracleModelStep(f.cfg, f.weights, state, token, &trace);
@@ -719,6 +733,17 @@ void checkLayersFromDeviceInputs(Fixture &f, const std::string &label, int64_t c
     }
     return worst;
   };
+  // Layer l's own state tensors, all oracleLayerStep reads and writes: what
+  // a near tie's re-runs start from (not a copy of every layer's state).
+  auto layerState = [&](int64_t l) {
+    DecodeState s;
+    s.ctxLen = oracleState.ctxLen;
+    const std::string pre = "state." + std::to_string(l) + ".";
+    for (const auto &kv : oracleState.tensors)
+      if (kv.first.rfind(pre, 0) == 0)
+        s.tensors.emplace(kv.first, kv.second);
+    return s;
+  };
   std::vector<BFloat16> &gpuLayerOut = last;
   double worstAll = 1.0;
   int ties = 0;
@@ -729,7 +754,7 @@ void checkLayersFromDeviceInputs(Fixture &f, const std::string &label, int64_t c
     gpuLayerOut.resize(size_t(f.cfg.hidden));
     std::memcpy(gpuLayerOut.data(), bytes.data(), bytes.size());
     EXPECT_TRUE(allFinite(bf16ToFloat(gpuLayerOut))) << label << ": layer " << l << " output";
-    const DecodeState before = oracleState;
+    const DecodeState before = layerState(l);
     OracleTrace trace;
     std::vector<BFloat16> out = oracleLayerStep(f.cfg, f.weights, oracleState, l, in, &trace);
     double c = agreement(l, out, gpuLayerOut, oracleState);
@@ -750,7 +775,8 @@ void checkLayersFromDeviceInputs(Fixture &f, const std::string &label, int64_t c
                     label.c_str(), (long long)l, ca, c);
         if (ca > c) {
           c = ca;
-          oracleState = std::move(s);
+          for (auto &kv : s.tensors)
+            oracleState.tensors.at(kv.first) = std::move(kv.second);
           tookTie = true;
         }
       }
@@ -818,19 +844,13 @@ void modelLayerByLayer(const std::string &kernelName, bool deep) {
   const size_t vocab = size_t(f.cfg.vocab), hidden = size_t(f.cfg.hidden);
   for (int64_t ctx : {0, 2048}) {
     const std::string label = kernelName + " seed 1 ctx " + std::to_string(ctx);
-    DecodeState before = makeRandomState(f.cfg, ctx, 8);
-    if (ctx == 0) // a fresh sequence's state
-      for (auto &kv : before.tensors)
-        std::fill(kv.second.data.begin(), kv.second.data.end(), uint8_t(0));
-    MK_ASSERT_OK(writeState(*f.session, before));
+    DecodeState before;
+    MK_ASSERT_OK(writeModelState(f, ctx, 8, before));
     const int32_t token = int32_t(7 % f.cfg.vocab);
     int32_t next = -1;
     MK_ASSERT_OK(f.session->stepTokenHost(token, &next));
-    std::vector<uint16_t> bits(vocab);
-    MK_ASSERT_OK(f.session->readLogitsHost(bits.data()));
-    std::vector<BFloat16> gpuLogits(vocab);
-    for (size_t v = 0; v < vocab; ++v)
-      gpuLogits[v].bits = bits[v];
+    std::vector<BFloat16> gpuLogits;
+    MK_ASSERT_OK(readLogits(f, gpuLogits));
     DecodeState after;
     MK_ASSERT_OK(readState(*f.session, after));
     EXPECT_EQ(after.ctxLen, ctx + 1) << label;
