@@ -128,6 +128,9 @@ std::string BlockConfig::validate() const {
            ") exceeds 'n_experts' (" + std::to_string(nExperts) + ")";
   if (pattern.empty())
     return "'pattern' must list at least one layer";
+  if (int64_t(pattern.size()) > kMaxLayers)
+    return "'pattern' lists " + std::to_string(pattern.size()) + " layers, at most " +
+           std::to_string(kMaxLayers);
   // Every quantized linear's input dim must be a multiple of the group.
   for (const QuantLinearDesc &q : quantLinears(*this))
     if (q.in % group)

@@ -153,6 +153,19 @@ protected:
     return true;
   }
   bool topInt(const char *key, int64_t &out) { return topIntAlias({key}, out); }
+  /// num_hidden_layers: a positive integer up to BlockConfig::kMaxLayers
+  /// (each layer gets a pattern entry), else 0 with the problem recorded.
+  int64_t layerCount() {
+    int64_t layers = 0;
+    if (topInt("num_hidden_layers", layers) && layers > BlockConfig::kMaxLayers) {
+      problems.push_back(r.get("num_hidden_layers")->where() +
+                         ": num_hidden_layers must be at most " +
+                         std::to_string(BlockConfig::kMaxLayers) + ", got " +
+                         std::to_string(layers));
+      layers = 0;
+    }
+    return layers;
+  }
   /// A required integer >= `least` under any of `keys` (aliases).
   bool topIntAlias(std::initializer_list<const char *> keys, int64_t &out, int64_t least = 1) {
     std::string which;
@@ -266,9 +279,8 @@ bool KimiLinearImport::pattern(const json::Value &lac, int64_t layers,
 
 bool KimiLinearImport::run(HfImport &out, std::string &error) {
   BlockConfig cfg;
-  int64_t layers = 0;
   topInt("hidden_size", cfg.hidden);
-  topInt("num_hidden_layers", layers);
+  const int64_t layers = layerCount();
   const json::Value *lac = r.get("linear_attn_config");
   if (lac && lac->isObject()) {
     intKey(*lac, "num_heads", cfg.kdaHeads, "linear_attn_config.");
@@ -439,9 +451,8 @@ public:
   bool run(HfImport &out, std::string &error) {
     BlockConfig cfg;
     cfg.family = BlockFamily::DenseGqa;
-    int64_t layers = 0;
     topInt("hidden_size", cfg.hidden);
-    topInt("num_hidden_layers", layers);
+    const int64_t layers = layerCount();
     topInt("num_attention_heads", cfg.gqaHeads);
     topInt("num_key_value_heads", cfg.gqaKvHeads);
     topInt("head_dim", cfg.gqaHeadDim);

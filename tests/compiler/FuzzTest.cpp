@@ -16,10 +16,8 @@
 //    `mk-opt --<pass>`); any outcome but a crash passes, a diagnostic always
 //    has a location.
 //
-// Mutations: byte flips, deletions, duplications and insertions of
-// separators, numbers replaced by boundary values (0, -1, 1, 2^24, 2^31,
-// 1e308, 3.5), truncation, splicing two seeds. A crash found here is a bug
-// to fix, then its input joins the corpus (tests/fuzz/specs for specs).
+// Mutations: tests/support/FuzzMutator.h. A crash found here is a bug to
+// fix, then its input joins the corpus (tests/fuzz/specs for specs).
 //
 // Known, upstream: MLIR 19's parser writes into a freed block when a
 // top-level op refers forward to a value defined inside a later func.func
@@ -35,6 +33,7 @@
 // mutants are refused with that message, as the tools refuse them.
 //===----------------------------------------------------------------------===//
 
+#include "FuzzMutator.h"
 #include "Pipeline/Driver.h"
 #include "Pipeline/InitAll.h"
 #include "Pipeline/IrPrecheck.h"
@@ -60,107 +59,15 @@
 namespace {
 
 namespace fs = std::filesystem;
+using mk::testing::iterations;
+using mk::testing::mutate;
+using mk::testing::seedOr;
 
 std::string slurp(const fs::path &p) {
   std::ifstream f(p);
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
-}
-
-/// MK_FUZZ_SEED varies the run (a failure prints the mutant it found).
-uint64_t seedOr(uint64_t dflt) {
-  if (const char *e = std::getenv("MK_FUZZ_SEED"); e && *e)
-    return std::strtoull(e, nullptr, 10);
-  return dflt;
-}
-
-int iterations(int dflt) {
-  if (const char *e = std::getenv("MK_FUZZ_ITERS"); e && *e)
-    return std::max(1, std::atoi(e));
-  return dflt;
-}
-
-/// One mutation of `s` (or a splice with `other`), drawn from `rng`.
-std::string mutate(std::string s, const std::string &other, std::mt19937_64 &rng) {
-  auto pick = [&](size_t n) { return n ? size_t(rng() % n) : size_t(0); };
-  static const char *kValues[] = {"0", "-1", "1", "16777216", "2147483648", "1e308",
-                                  "3.5", "-0", "65", "7", "\"\"", "null", "[]", "{}"};
-  static const char *kBytes[] = {"{", "}", "[", "]", ",", ":", "\"", "@", "<", ">",
-                                 "=", "\n", " ", "-", "x"};
-  const int rounds = 1 + int(rng() % 3);
-  for (int r = 0; r < rounds && !s.empty(); ++r) {
-    // Half the mutations replace a number, which keeps the text well formed
-    // and reaches the checks past the parser.
-    const unsigned op = rng() % 2 ? 4u : unsigned(rng() % 8);
-    switch (op) {
-    case 0: // flip a byte
-      s[pick(s.size())] ^= char(1 << (rng() % 7));
-      break;
-    case 1: { // delete a span
-      size_t at = pick(s.size()), n = 1 + pick(16);
-      s.erase(at, std::min(n, s.size() - at));
-      break;
-    }
-    case 2: { // duplicate a span
-      size_t at = pick(s.size()), n = 1 + pick(64);
-      s.insert(at, s.substr(at, n));
-      break;
-    }
-    case 3: // insert a separator
-      s.insert(pick(s.size() + 1), kBytes[pick(std::size(kBytes))]);
-      break;
-    case 4: { // replace a number by a boundary value
-      std::vector<std::pair<size_t, size_t>> nums;
-      for (size_t i = 0; i < s.size();) {
-        if (isdigit((unsigned char)s[i])) {
-          size_t j = i;
-          while (j < s.size() && (isdigit((unsigned char)s[j]) || s[j] == '.' || s[j] == 'e'))
-            ++j;
-          nums.push_back({i, j - i});
-          i = j;
-        } else {
-          ++i;
-        }
-      }
-      if (!nums.empty()) {
-        auto [at, n] = nums[pick(nums.size())];
-        const std::string num = s.substr(at, n);
-        std::string repl = kValues[pick(std::size(kValues))];
-        // Or a neighbour of the value that often stays valid: doubled,
-        // halved, plus or minus one.
-        if (num.find_first_of(".e") == std::string::npos && n < 9 && rng() % 2) {
-          const long long v = std::stoll(num);
-          const long long cand[] = {2 * v, v / 2, v + 1, v - 1};
-          repl = std::to_string(cand[pick(4)]);
-        }
-        s.replace(at, n, repl);
-      }
-      break;
-    }
-    case 5: // truncate
-      s.resize(pick(s.size()));
-      break;
-    case 6: { // splice with another seed
-      if (!other.empty())
-        s = s.substr(0, pick(s.size())) + other.substr(pick(other.size()));
-      break;
-    }
-    default: { // swap two lines
-      std::vector<std::string> lines;
-      std::stringstream in(s);
-      for (std::string l; std::getline(in, l);)
-        lines.push_back(l);
-      if (lines.size() > 1)
-        std::swap(lines[pick(lines.size())], lines[pick(lines.size())]);
-      s.clear();
-      for (const std::string &l : lines)
-        s += l + "\n";
-      break;
-    }
-    }
-  }
-  return s;
 }
 
 std::vector<std::string> specSeeds() {

@@ -188,6 +188,13 @@ TEST(BlockSpec, BadPattern) {
             "string");
   EXPECT_EQ(specError(tinyWith("[\"K\", \"K\", \"K\", \"M\"]", "[]")),
             "invalid block spec: 'pattern' must list at least one layer");
+  // At most BlockConfig::kMaxLayers layers.
+  std::string many = "[\"K\"";
+  for (int i = 1; i < 1025; ++i)
+    many += ", \"K\"";
+  many += "]";
+  EXPECT_EQ(specError(tinyWith("[\"K\", \"K\", \"K\", \"M\"]", many)),
+            "invalid block spec: 'pattern' lists 1025 layers, at most 1024");
 }
 
 TEST(BlockSpec, ContradictoryDims) {

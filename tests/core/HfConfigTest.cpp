@@ -8,6 +8,8 @@
 #include "mk/BlockSpec.h"
 #include "mk/HfConfig.h"
 
+#include "FuzzMutator.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -195,6 +197,10 @@ TEST(HfConfig, MalformedConfigsAreNamed) {
        "rms_norm_eps must be a positive number"},
       {releasedWith("\"qk_rope_head_dim\": 64", "\"qk_rope_head_dim\": 63"),
        "the mapped spec is not valid"},
+      // A layer count is bounded before anything is made per layer (a
+      // seeded mutant with 2^31 layers once exhausted the memory).
+      {releasedWith("\"num_hidden_layers\": 27", "\"num_hidden_layers\": 2147483648"),
+       "num_hidden_layers must be at most 1024, got 2147483648"},
   };
   for (const Case &c : cases) {
     std::string err = importError(c.text);
@@ -288,45 +294,35 @@ TEST(HfConfig, DenseFirstLayers) {
   EXPECT_EQ(out.config.denseLayers, 0);
 }
 
-// Seeded mutants of the released config (bytes replaced, inserted or cut,
-// lines dropped): every one is imported or refused in one line, and what is
-// imported is a valid spec.
+// Seeded mutants of the released config and of Qwen3-8B's
+// (tests/support/FuzzMutator.h: MK_FUZZ_SEED, MK_FUZZ_ITERS): every one is
+// imported or refused in one line, and what is imported is a valid spec.
 TEST(HfConfig, MutantsAreImportedOrRefusedInOneLine) {
   const std::string base = released();
-  std::mt19937_64 rng(20261202);
-  const char bytes[] = "{}[],:\"0123456789-.eE+ truefalsn\n\\x";
+  std::ifstream qin(std::string(MK_SOURCE_DIR) + "/examples/hf/qwen3_8b.config.json");
+  std::ostringstream qss;
+  qss << qin.rdbuf();
+  const std::string qwen = qss.str();
+  ASSERT_FALSE(qwen.empty());
+  std::mt19937_64 rng(mk::testing::seedOr(20261202));
+  const int n = mk::testing::iterations(3000);
   int imported = 0;
-  for (int i = 0; i < 3000; ++i) {
-    std::string s = base;
-    for (int m = 0, n = 1 + int(rng() % 4); m < n && !s.empty(); ++m) {
-      size_t p = rng() % s.size();
-      switch (rng() % 4) {
-      case 0:
-        s[p] = bytes[rng() % (sizeof(bytes) - 1)];
-        break;
-      case 1:
-        s.insert(p, 1, bytes[rng() % (sizeof(bytes) - 1)]);
-        break;
-      case 2:
-        s.erase(p, 1 + rng() % 8);
-        break;
-      default: { // drop the line holding p
-        size_t a = s.rfind('\n', p), b = s.find('\n', p);
-        a = a == std::string::npos ? 0 : a;
-        s.erase(a, (b == std::string::npos ? s.size() : b) - a);
-      }
-      }
-    }
+  for (int i = 0; i < n; ++i) {
+    const bool q = rng() % 4 == 0;
+    const std::string s = mk::testing::mutate(q ? qwen : base, q ? base : qwen, rng);
     HfImportOptions o = asUnit();
     HfImport out;
+    out.config.hidden = 77;
     std::string err;
     if (importHfConfig(s, o, out, err)) {
       ++imported;
       BlockConfig back;
-      ASSERT_TRUE(parseBlockSpec(blockConfigToJson(out.config), back, err)) << err;
+      ASSERT_TRUE(parseBlockSpec(blockConfigToJson(out.config), back, err)) << "mutant " << i
+                                                                             << ": " << err;
     } else {
-      ASSERT_FALSE(err.empty());
-      ASSERT_EQ(err.find('\n'), std::string::npos) << err;
+      ASSERT_FALSE(err.empty()) << "mutant " << i;
+      ASSERT_EQ(err.find('\n'), std::string::npos) << "mutant " << i << ": " << err;
+      ASSERT_EQ(out.config.hidden, 77) << "mutant " << i << ": the output changed on a failure";
     }
   }
   EXPECT_GT(imported, 0) << "some mutants (in ignored values, say) still import";
@@ -412,6 +408,9 @@ TEST(HfConfig, Qwen3DifferencesAndErrors) {
             std::string::npos);
   EXPECT_NE(importError(qwen3With("\"num_key_value_heads\": 8", "\"num_key_value_heads\": 5"))
                 .find("'heads' (32) must be a multiple of 'kv_heads' (5)"),
+            std::string::npos);
+  EXPECT_NE(importError(qwen3With("\"num_hidden_layers\": 36", "\"num_hidden_layers\": 1025"))
+                .find("num_hidden_layers must be at most 1024, got 1025"),
             std::string::npos);
   EXPECT_NE(importError(qwen3With("\"head_dim\": 128,", "")).find("missing head_dim"),
             std::string::npos);

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FuzzMutator.h"
 #include "TestKernels.h"
 #include "mk/runtime/Manifest.h"
 
@@ -16,6 +17,7 @@
 #include <climits>
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -563,4 +565,34 @@ TEST(MalformedManifest, EveryMemberRemovedOrRetyped) {
       EXPECT_EQ(sw.code(), ErrorCode::Manifest);
     }
   }
+}
+
+TEST(MalformedManifest, SeededMutantsParseOrFailCleanly) {
+  // Seeded mutants (tests/support/FuzzMutator.h: MK_FUZZ_SEED,
+  // MK_FUZZ_ITERS) of a plain and a debug-capture manifest, pretty-printed
+  // so that line swaps move whole members: each parses, or fails with a
+  // Manifest error that says what is wrong and leaves the output as it was.
+  const std::string plain = json::write(makeManifestValue(tinyConfig()), 1),
+                    debug = json::write(debugManifest(), 1);
+  std::mt19937_64 rng(mk::testing::seedOr(20261204));
+  const int n = mk::testing::iterations(4000);
+  int parsed = 0, refused = 0;
+  for (int i = 0; i < n; ++i) {
+    const bool d = rng() % 2;
+    const std::string text = mk::testing::mutate(d ? debug : plain, d ? plain : debug, rng);
+    Manifest m;
+    m.kernel = "sentinel";
+    const Status st = parseManifest(text, m);
+    if (st.isOk()) {
+      ++parsed;
+      ASSERT_NE(m.kernel, "sentinel") << "mutant " << i << ": accepted but not written";
+    } else {
+      ++refused;
+      ASSERT_EQ(st.code(), ErrorCode::Manifest) << "mutant " << i << ": " << st.toString();
+      ASSERT_FALSE(st.message().empty()) << "mutant " << i;
+      ASSERT_EQ(m.kernel, "sentinel") << "mutant " << i << ": the output changed on a failure";
+    }
+  }
+  EXPECT_GT(parsed, 0);
+  EXPECT_GT(refused, 0);
 }

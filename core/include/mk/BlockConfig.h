@@ -124,6 +124,11 @@ struct BlockConfig {
   /// Returns an empty string if the configuration is consistent, otherwise a
   /// one-line description of the first problem found.
   std::string validate() const;
+
+  /// The most layers a configuration may have: far past any released model
+  /// (DeepSeek-V3 has 61), and a bound on what a layer count read from a
+  /// config file makes the importers and the compiler allocate.
+  static constexpr int64_t kMaxLayers = 1024;
 };
 
 enum class DType { U8, BF16, F32, I32 };
