@@ -102,7 +102,7 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
            "concurrent blocks to balance the work for: SMs x blocks per SM "
            "(H200: 132 x 2; the emitted kernel fits two blocks per SM)">,
     Option<"overheadBytes", "task-overhead-bytes", "int64_t", "24576",
-           "fixed cost of one task, in bytes-streamed equivalents">,
+           "fixed cost of one task, in bytes-streamed equivalents (0..2^40)">,
     Option<"attentionChunks", "attention-chunks", "int64_t", "64",
            "most context chunks of MLA attention">,
     Option<"attentionHeadGroup", "attention-head-group", "int64_t", "8",

@@ -419,8 +419,12 @@ void SchedulePartitionWorkPass::runOnOperation() {
     return bad("target-sms",
                "in 1.." + Twine(kMaxBlocks) + " (blocks the grid runs at once)",
                targetSms);
-  if (overheadBytes < 0)
-    return bad("task-overhead-bytes", ">= 0", overheadBytes);
+  // The balancing sums phases' costs (bytes per task plus this) in int64:
+  // 2^40 (a terabyte per task) keeps every sum of up to kMaxBlocks tasks
+  // of any phase far from overflow.
+  constexpr int64_t kMaxOverheadBytes = int64_t(1) << 40;
+  if (overheadBytes < 0 || overheadBytes > kMaxOverheadBytes)
+    return bad("task-overhead-bytes", "in 0.." + Twine(kMaxOverheadBytes), overheadBytes);
   if (attentionHeadGroup < 1 || attentionHeadGroup > 16)
     return bad("attention-head-group", "in 1..16 (the mma's A rows)", attentionHeadGroup);
   if (attentionSubRows != 16 && attentionSubRows != 32)

@@ -2,7 +2,8 @@
 # with -DJIT=1, the jit component) into a fresh prefix, configures and builds
 # examples/consumer against it with find_package(megakernel), and runs the
 # consumer on a manifest mkc writes (if MKC is given) and, with JIT, on a
-# spec it compiles in process.
+# spec it compiles in process. With -DSANITIZE= (a sanitizer build) the
+# consumer links the sanitizers' runtime.
 foreach(v BUILD_DIR SOURCE_DIR WORK_DIR)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "ConsumerTest.cmake needs -D${v}=")
@@ -26,8 +27,14 @@ if(NOT EXISTS ${prefix}/lib/cmake/megakernel/megakernelConfig.cmake AND
    NOT EXISTS ${prefix}/lib64/cmake/megakernel/megakernelConfig.cmake)
   message(FATAL_ERROR "no megakernelConfig.cmake under ${prefix}")
 endif()
+# SANITIZE (a -fsanitize= list): the build's libraries are instrumented, so
+# the consumer links the sanitizers' runtime.
+set(link_flags "")
+if(SANITIZE)
+  set(link_flags "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${SANITIZE}")
+endif()
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/consumer -B ${WORK_DIR}/build
-    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
+    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release ${link_flags})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 if(JIT)
   run(${WORK_DIR}/build/mk-consumer --compile ${SOURCE_DIR}/examples/specs/tiny.json

@@ -31,7 +31,7 @@
 //
 // BAD-SMS0: schedule-partition-work: target-sms must be in 1..1024 (blocks the grid runs at once), got 0
 // BAD-SMS1025: schedule-partition-work: target-sms must be in 1..1024 (blocks the grid runs at once), got 1025
-// BAD-OVERHEAD: schedule-partition-work: task-overhead-bytes must be >= 0, got -1
+// BAD-OVERHEAD: schedule-partition-work: task-overhead-bytes must be in 0..1099511627776, got -1
 // BAD-CHUNKS: schedule-partition-work: attention-chunks must be in 1..1024 (at most one per block), got 0
 // BAD-SEGMENT: schedule-partition-work: full-segment-bytes must be >= 0 (0: no penalty), got -1
 // BAD-HG17: schedule-partition-work: attention-head-group must be in 1..16 (the mma's A rows), got 17
