@@ -3,7 +3,8 @@
 # settings they share, the CMake arguments of a build without the compiler
 # and the packing of logs into the device tool's $OUT.
 #
-#   MK_BUILD_DIR (build-gpu), MK_JOBS (all cores), MK_KERNELS_DIR (kernels/)
+#   MK_BUILD_DIR (build-gpu), MK_JOBS (all cores), MK_KERNELS_DIR (kernels/),
+#   MK_CMAKE_ARGS (more CMake arguments for configure_and_build)
 #   MK_GTEST_SOURCE_DIR: GoogleTest's sources, else the first of
 #   .carry/googletest, shared/googletest, /usr/src/googletest that exists
 #

@@ -5,7 +5,10 @@
 #
 #   MK_KERNELS_DIR=/path/kernels scripts/gpu-profile.sh
 #
-# Writes to $OUT (the device tool) or $MK_BUILD_DIR/profile: bench.log,
+# Configures the build directory the other GPU scripts share
+# (configure_and_build, gpu-common.sh: with the tests, so GoogleTest must be
+# found as they find it). Writes to $OUT (the device tool) or
+# $MK_BUILD_DIR/profile: bench.log,
 # step-details.txt (ncu's details page: warp states, scheduler, occupancy),
 # step-source.csv.xz (per-instruction samples, SASS with CUDA lines) and
 # step.ncu-rep (open in the Nsight Compute GUI).

@@ -300,7 +300,7 @@ struct W4A16Lane {
     rend = min(p1, rbeg + per);
     nrows = ct * 16 < nvalid && rend > rbeg ? rend - rbeg : 0;
     nchunks = (nrows + S - 1) / S;
-    stage = reinterpret_cast<uint4 *>(red + (THREADS / 32) * TN);
+    stage = reinterpret_cast<uint4 *>(red + w4a16_ring_offset_floats<THREADS, TN>());
     wbase = wq + col;
   }
 

@@ -77,10 +77,6 @@ const RealKey kDenseRealKeys[] = {
 };
 const char *const kDenseConfigOrder[] = {"hidden", "heads",      "kv_heads", "head_dim", "inter",
                                          "rope_theta", "eps",    "group",    "layers"};
-/// More layers than this is a typo, not a model (the tensor catalogue is
-/// built per layer).
-constexpr int64_t kMaxLayers = 4096;
-
 std::string at(const json::Value &v) { return v.where() + ": "; }
 
 bool isNameChar(char c) {
@@ -136,9 +132,11 @@ bool parseConfigKeys(const json::Value &obj, BlockConfig &cfg, const IntKey (&in
       }
       *intField = i;
       if (dense && key == "layers") {
-        if (i < 1 || i > kMaxLayers) {
-          error = at(v) + "config key 'layers' must be in 1.." + std::to_string(kMaxLayers) +
-                  ", got " + std::to_string(i);
+        // More layers than this is a typo, not a model (the tensor
+        // catalogue is built per layer).
+        if (i < 1 || i > BlockConfig::kMaxLayers) {
+          error = at(v) + "config key 'layers' must be in 1.." +
+                  std::to_string(BlockConfig::kMaxLayers) + ", got " + std::to_string(i);
           return false;
         }
         cfg.pattern.assign(size_t(i), LayerKind::GQA);

@@ -214,6 +214,9 @@ bool parseKimi48bConfig(const std::string &jsonOrPath, Kimi48bConfig &c, std::st
   Reader r{v, "", ""};
   r.integer("hidden_size", c.hidden, 1);
   r.integer("num_hidden_layers", c.layers, 1);
+  if (r.error.empty() && c.layers > BlockConfig::kMaxLayers)
+    r.error = "'num_hidden_layers' must be at most " + std::to_string(BlockConfig::kMaxLayers) +
+              ", got " + std::to_string(c.layers);
   r.integer("vocab_size", c.vocab, 1);
   r.integer("num_attention_heads", c.mlaHeads, 1);
   r.integer("kv_lora_rank", c.kvLora, 1);

@@ -313,7 +313,9 @@ TEST(BlockSpec, DenseGqaErrors) {
   EXPECT_EQ(specError(denseWith(", \"layers\": 3", "")),
             "line 3, column 13: config is missing required key 'layers'");
   EXPECT_EQ(specError(denseWith("\"layers\": 3", "\"layers\": 0")),
-            "line 4, column 60: config key 'layers' must be in 1..4096, got 0");
+            "line 4, column 60: config key 'layers' must be in 1..1024, got 0");
+  EXPECT_EQ(specError(denseWith("\"layers\": 3", "\"layers\": 1025")),
+            "line 4, column 60: config key 'layers' must be in 1..1024, got 1025");
   EXPECT_EQ(specError(denseWith("\"kv_heads\": 2", "\"kv_heads\": 3")),
             "invalid block spec: 'heads' (4) must be a multiple of 'kv_heads' (3)");
   EXPECT_EQ(specError(denseWith("\"head_dim\": 64", "\"head_dim\": 63")),

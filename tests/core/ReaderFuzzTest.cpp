@@ -4,9 +4,9 @@
 // quantizer's output): every seeded mutant of a small valid file (its bytes,
 // or its JSON header with the length prefix kept consistent, which reaches
 // the checks past the header's framing) is decoded or refused with its
-// problems listed, the output untouched; what decodes holds each tensor's
-// exact byte count. Mutator and knobs (MK_FUZZ_SEED, MK_FUZZ_ITERS):
-// tests/support/FuzzMutator.h.
+// problems listed, the output untouched; what decodes is well formed (it
+// writes back and reads again as the same tensors and metadata). Mutator
+// and knobs (MK_FUZZ_SEED, MK_FUZZ_ITERS): tests/support/FuzzMutator.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,7 +70,8 @@ TEST(Fuzz, SafetensorsDecoder) {
   for (int i = 0; i < n; ++i) {
     std::vector<uint8_t> bytes;
     if (rng() % 2) { // the header's text, its length prefix kept consistent
-      bytes = join(mutate(p1.header, p2.header, rng), rng() % 4 ? p1.data : p2.data);
+      const std::string header = mutate(p1.header, p2.header, rng);
+      bytes = join(header, rng() % 4 ? p1.data : p2.data);
     } else { // the file's bytes, length prefix and data included
       const std::string s = mutate(std::string(f1.begin(), f1.end()),
                                    std::string(f2.begin(), f2.end()), rng);
@@ -82,10 +83,28 @@ TEST(Fuzz, SafetensorsDecoder) {
     std::map<std::string, std::string> metadata;
     if (decodeSafetensors(bytes, out, problems, &metadata)) {
       ++decoded;
+      // What decodes is well formed: written back and read again, it is the
+      // same tensors, bit for bit, and the same metadata.
+      std::vector<const HostTensor *> back;
       for (const auto &[name, t] : out) {
-        ASSERT_EQ(int64_t(t.data.size()), t.desc.bytes()) << "mutant " << i << ": " << name;
+        ASSERT_EQ(name, t.desc.name) << "mutant " << i;
         for (int64_t dim : t.desc.shape)
           ASSERT_GE(dim, 0) << "mutant " << i << ": " << name;
+        back.push_back(&t);
+      }
+      TensorMap again;
+      std::vector<std::string> againProblems;
+      std::map<std::string, std::string> againMetadata;
+      ASSERT_TRUE(decodeSafetensors(encodeSafetensors(back, metadata), again, againProblems,
+                                    &againMetadata))
+          << "mutant " << i << ": " << (againProblems.empty() ? "" : againProblems[0]);
+      ASSERT_EQ(againMetadata, metadata) << "mutant " << i;
+      ASSERT_EQ(again.size(), out.size()) << "mutant " << i;
+      for (const auto &[name, t] : out) {
+        const HostTensor &u = again.at(name);
+        ASSERT_EQ(u.desc.dtype, t.desc.dtype) << "mutant " << i << ": " << name;
+        ASSERT_EQ(u.desc.shape, t.desc.shape) << "mutant " << i << ": " << name;
+        ASSERT_EQ(u.data, t.data) << "mutant " << i << ": " << name;
       }
       // A success replaces the output (no mutant names a tensor "sentinel").
       ASSERT_EQ(out.count("sentinel"), 0u) << "mutant " << i << ": the output was not replaced";

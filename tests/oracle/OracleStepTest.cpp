@@ -216,20 +216,25 @@ TEST_F(TinyStep, LayerStepsChainedAreTheStep) {
   for (const auto &kv : one.tensors)
     EXPECT_EQ(kv.first.rfind("state.1.", 0) == 0, kv.second.data != before.tensors.at(kv.first).data)
         << kv.first;
-  // A state of that layer's own tensors alone is enough, and steps alike
-  // (what the GPU tests' layer-by-layer checks copy for a near tie's re-run).
-  DecodeState own;
-  own.ctxLen = before.ctxLen;
-  for (const auto &kv : before.tensors)
-    if (kv.first.rfind("state.1.", 0) == 0)
-      own.tensors.emplace(kv.first, kv.second);
-  ASSERT_FALSE(own.tensors.empty());
-  ASSERT_LT(own.tensors.size(), before.tensors.size());
-  DecodeState all = before;
-  EXPECT_TRUE(sameBits(oracleLayerStep(cfg, weights, own, 1, h),
-                       oracleLayerStep(cfg, weights, all, 1, h)));
-  for (const auto &kv : own.tensors)
-    EXPECT_EQ(kv.second.data, one.tensors.at(kv.first).data) << kv.first;
+  // A state of a layer's own tensors alone is enough, and steps alike, for
+  // every layer (KDA and MLA): what the GPU tests' layer-by-layer checks
+  // copy for a near tie's re-run.
+  for (int64_t l = 0; l < int64_t(cfg.pattern.size()); ++l) {
+    const std::string pre = "state." + std::to_string(l) + ".";
+    DecodeState own;
+    own.ctxLen = before.ctxLen;
+    for (const auto &kv : before.tensors)
+      if (kv.first.rfind(pre, 0) == 0)
+        own.tensors.emplace(kv.first, kv.second);
+    ASSERT_FALSE(own.tensors.empty()) << pre;
+    ASSERT_LT(own.tensors.size(), before.tensors.size()) << pre;
+    DecodeState all = before;
+    EXPECT_TRUE(sameBits(oracleLayerStep(cfg, weights, own, l, h),
+                         oracleLayerStep(cfg, weights, all, l, h)))
+        << "layer " << l;
+    for (const auto &kv : own.tensors)
+      EXPECT_EQ(kv.second.data, all.tensors.at(kv.first).data) << kv.first;
+  }
   EXPECT_DEATH(oracleLayerStep(cfg, weights, one, int64_t(cfg.pattern.size()), h),
                "outside");
 }

@@ -6,6 +6,10 @@
 // knobs MK_FUZZ_SEED (another deterministic sequence) and MK_FUZZ_ITERS
 // (how many mutants).
 //
+// Every draw from the generator is its own statement (or declarator), so
+// that no draw order is left to the compiler: a seed means the same mutants
+// under every compiler.
+//
 // Mutations: byte flips, deletions, duplications and insertions of
 // separators, numbers replaced by boundary values (0, -1, 1, 2^24, 2^31,
 // 1e308, 3.5) or neighbours, truncation, splicing two seeds, swapped lines.
@@ -55,9 +59,11 @@ inline std::string mutate(std::string s, const std::string &other, std::mt19937_
     // and reaches the checks past the parser.
     const unsigned op = rng() % 2 ? 4u : unsigned(rng() % 8);
     switch (op) {
-    case 0: // flip a byte
-      s[pick(s.size())] ^= char(1 << (rng() % 7));
+    case 0: { // flip a byte
+      const size_t at = pick(s.size());
+      s[at] ^= char(1 << (rng() % 7));
       break;
+    }
     case 1: { // delete a span
       size_t at = pick(s.size()), n = 1 + pick(16);
       s.erase(at, std::min(n, s.size() - at));
@@ -68,9 +74,11 @@ inline std::string mutate(std::string s, const std::string &other, std::mt19937_
       s.insert(at, s.substr(at, n));
       break;
     }
-    case 3: // insert a separator
-      s.insert(pick(s.size() + 1), kBytes[pick(std::size(kBytes))]);
+    case 3: { // insert a separator
+      const size_t at = pick(s.size() + 1);
+      s.insert(at, kBytes[pick(std::size(kBytes))]);
       break;
+    }
     case 4: { // replace a number by a boundary value
       std::vector<std::pair<size_t, size_t>> nums;
       for (size_t i = 0; i < s.size();) {
@@ -103,8 +111,10 @@ inline std::string mutate(std::string s, const std::string &other, std::mt19937_
       s.resize(pick(s.size()));
       break;
     case 6: { // splice with another seed
-      if (!other.empty())
-        s = s.substr(0, pick(s.size())) + other.substr(pick(other.size()));
+      if (!other.empty()) {
+        const size_t keep = pick(s.size()), from = pick(other.size());
+        s = s.substr(0, keep) + other.substr(from);
+      }
       break;
     }
     default: { // swap two lines
@@ -112,8 +122,10 @@ inline std::string mutate(std::string s, const std::string &other, std::mt19937_
       std::stringstream in(s);
       for (std::string l; std::getline(in, l);)
         lines.push_back(l);
-      if (lines.size() > 1)
-        std::swap(lines[pick(lines.size())], lines[pick(lines.size())]);
+      if (lines.size() > 1) {
+        const size_t a = pick(lines.size()), b = pick(lines.size());
+        std::swap(lines[a], lines[b]);
+      }
       s.clear();
       for (const std::string &l : lines)
         s += l + "\n";
