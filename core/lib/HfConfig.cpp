@@ -7,6 +7,7 @@
 #include "mk/TextFile.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -152,22 +153,13 @@ protected:
     }
     return true;
   }
-  bool topInt(const char *key, int64_t &out) { return topIntAlias({key}, out); }
-  /// num_hidden_layers: a positive integer up to BlockConfig::kMaxLayers
-  /// (each layer gets a pattern entry), else 0 with the problem recorded.
-  int64_t layerCount() {
-    int64_t layers = 0;
-    if (topInt("num_hidden_layers", layers) && layers > BlockConfig::kMaxLayers) {
-      problems.push_back(r.get("num_hidden_layers")->where() +
-                         ": num_hidden_layers must be at most " +
-                         std::to_string(BlockConfig::kMaxLayers) + ", got " +
-                         std::to_string(layers));
-      layers = 0;
-    }
-    return layers;
+  bool topInt(const char *key, int64_t &out, int64_t most = INT64_MAX) {
+    return topIntAlias({key}, out, 1, most);
   }
-  /// A required integer >= `least` under any of `keys` (aliases).
-  bool topIntAlias(std::initializer_list<const char *> keys, int64_t &out, int64_t least = 1) {
+  /// A required integer in least..most under any of `keys` (aliases); `out`
+  /// is set only when it is one.
+  bool topIntAlias(std::initializer_list<const char *> keys, int64_t &out, int64_t least = 1,
+                   int64_t most = INT64_MAX) {
     std::string which;
     const json::Value *v = r.getAny(keys, which);
     if (!v) {
@@ -175,12 +167,13 @@ protected:
       return false;
     }
     int64_t n = 0;
-    if (!v->getInt(n) || n < least) {
-      problems.push_back(v->where() + ": " + which +
-                         (least == 1 ? " must be a positive integer, got "
-                                     : " must be an integer >= " + std::to_string(least) +
-                                           ", got ") +
-                         describe(*v));
+    if (!v->getInt(n) || n < least || n > most) {
+      const std::string rule =
+          most != INT64_MAX ? " must be an integer in " + std::to_string(least) + ".." +
+                                  std::to_string(most)
+          : least == 1      ? std::string(" must be a positive integer")
+                            : " must be an integer >= " + std::to_string(least);
+      problems.push_back(v->where() + ": " + which + rule + ", got " + describe(*v));
       return false;
     }
     out = n;
@@ -280,7 +273,8 @@ bool KimiLinearImport::pattern(const json::Value &lac, int64_t layers,
 bool KimiLinearImport::run(HfImport &out, std::string &error) {
   BlockConfig cfg;
   topInt("hidden_size", cfg.hidden);
-  const int64_t layers = layerCount();
+  int64_t layers = 0; // each layer gets a pattern entry
+  topInt("num_hidden_layers", layers, BlockConfig::kMaxLayers);
   const json::Value *lac = r.get("linear_attn_config");
   if (lac && lac->isObject()) {
     intKey(*lac, "num_heads", cfg.kdaHeads, "linear_attn_config.");
@@ -452,7 +446,8 @@ public:
     BlockConfig cfg;
     cfg.family = BlockFamily::DenseGqa;
     topInt("hidden_size", cfg.hidden);
-    const int64_t layers = layerCount();
+    int64_t layers = 0; // each layer gets a pattern entry
+    topInt("num_hidden_layers", layers, BlockConfig::kMaxLayers);
     topInt("num_attention_heads", cfg.gqaHeads);
     topInt("num_key_value_heads", cfg.gqaKvHeads);
     topInt("head_dim", cfg.gqaHeadDim);

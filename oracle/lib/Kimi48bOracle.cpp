@@ -105,13 +105,15 @@ struct Reader {
       error = "missing key '" + prefix + key + "'";
     return v;
   }
-  void integer(const char *key, int64_t &out, int64_t minValue) {
+  void integer(const char *key, int64_t &out, int64_t minValue,
+               int64_t maxValue = int64_t(1) << 24) {
     const json::Value *v = need(key);
     if (!v)
       return;
-    if (!v->getInt(out) || out < minValue || out > (int64_t(1) << 24))
-      error = "'" + prefix + key + "' must be an integer in " + std::to_string(minValue) +
-              "..2^24 at " + v->where();
+    if (!v->getInt(out) || out < minValue || out > maxValue)
+      error = "'" + prefix + key + "' must be an integer in " + std::to_string(minValue) + ".." +
+              (maxValue == int64_t(1) << 24 ? std::string("2^24") : std::to_string(maxValue)) +
+              " at " + v->where();
   }
   void number(const char *key, double &out) {
     const json::Value *v = need(key);
@@ -213,10 +215,7 @@ bool parseKimi48bConfig(const std::string &jsonOrPath, Kimi48bConfig &c, std::st
   }
   Reader r{v, "", ""};
   r.integer("hidden_size", c.hidden, 1);
-  r.integer("num_hidden_layers", c.layers, 1);
-  if (r.error.empty() && c.layers > BlockConfig::kMaxLayers)
-    r.error = "'num_hidden_layers' must be at most " + std::to_string(BlockConfig::kMaxLayers) +
-              ", got " + std::to_string(c.layers);
+  r.integer("num_hidden_layers", c.layers, 1, BlockConfig::kMaxLayers);
   r.integer("vocab_size", c.vocab, 1);
   r.integer("num_attention_heads", c.mlaHeads, 1);
   r.integer("kv_lora_rank", c.kvLora, 1);

@@ -200,7 +200,7 @@ TEST(HfConfig, MalformedConfigsAreNamed) {
       // A layer count is bounded before anything is made per layer (a
       // seeded mutant with 2^31 layers once exhausted the memory).
       {releasedWith("\"num_hidden_layers\": 27", "\"num_hidden_layers\": 2147483648"),
-       "num_hidden_layers must be at most 1024, got 2147483648"},
+       "num_hidden_layers must be an integer in 1..1024, got 2147483648"},
   };
   for (const Case &c : cases) {
     std::string err = importError(c.text);
@@ -410,7 +410,7 @@ TEST(HfConfig, Qwen3DifferencesAndErrors) {
                 .find("'heads' (32) must be a multiple of 'kv_heads' (5)"),
             std::string::npos);
   EXPECT_NE(importError(qwen3With("\"num_hidden_layers\": 36", "\"num_hidden_layers\": 1025"))
-                .find("num_hidden_layers must be at most 1024, got 1025"),
+                .find("num_hidden_layers must be an integer in 1..1024, got 1025"),
             std::string::npos);
   EXPECT_NE(importError(qwen3With("\"head_dim\": 128,", "")).find("missing head_dim"),
             std::string::npos);
