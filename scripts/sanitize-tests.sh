@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 : "${MK_SANITIZE_BUILD_DIR:=build-sanitize}"
 : "${MK_JOBS:=2}"
 cmake -S . -B "$MK_SANITIZE_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DMK_SANITIZE=address,undefined -DMK_BUILD_TEMPLATE_TESTS=OFF
+  -DMK_SANITIZE=address,undefined
 cmake --build "$MK_SANITIZE_BUILD_DIR" -j "$MK_JOBS"
 export ASAN_OPTIONS="detect_leaks=${MK_DETECT_LEAKS:-1}:abort_on_error=1"
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:abort_on_error=1

@@ -22,14 +22,21 @@ using namespace mk;
 namespace {
 
 const std::string kReleased = std::string(MK_SOURCE_DIR) + "/examples/hf/kimi_linear_48b_a3b.config.json";
+// A Qwen3 config.json (examples/hf/qwen3_8b.config.json: Qwen3-8B's
+// dimensions in the Hugging Face layout) maps onto the dense GQA family:
+// the same config as examples/specs/qwen3_8b_36l.json.
+const std::string kQwen3 = std::string(MK_SOURCE_DIR) + "/examples/hf/qwen3_8b.config.json";
 
-std::string released() {
-  std::ifstream in(kReleased);
+/// The text of a config file (a test failure if it is empty).
+std::string configText(const std::string &path) {
+  std::ifstream in(path);
   std::ostringstream ss;
   ss << in.rdbuf();
-  EXPECT_FALSE(ss.str().empty()) << kReleased;
+  EXPECT_FALSE(ss.str().empty()) << path;
   return ss.str();
 }
+
+std::string released() { return configText(kReleased); }
 
 /// The released config with the first occurrence of `from` replaced by `to`.
 std::string releasedWith(const std::string &from, const std::string &to) {
@@ -299,11 +306,7 @@ TEST(HfConfig, DenseFirstLayers) {
 // imported or refused in one line, and what is imported is a valid spec.
 TEST(HfConfig, MutantsAreImportedOrRefusedInOneLine) {
   const std::string base = released();
-  std::ifstream qin(std::string(MK_SOURCE_DIR) + "/examples/hf/qwen3_8b.config.json");
-  std::ostringstream qss;
-  qss << qin.rdbuf();
-  const std::string qwen = qss.str();
-  ASSERT_FALSE(qwen.empty());
+  const std::string qwen = configText(kQwen3);
   std::mt19937_64 rng(mk::testing::seedOr(20261202));
   const int n = mk::testing::iterations(3000);
   int imported = 0;
@@ -346,17 +349,8 @@ TEST(HfConfig, FileErrorsNameThePath) {
   EXPECT_NE(err.find("hf-checkpoint/config.json: cannot open"), std::string::npos) << err;
 }
 
-
-// A Qwen3 config.json (examples/hf/qwen3_8b.config.json: Qwen3-8B's
-// dimensions in the Hugging Face layout) maps onto the dense GQA family:
-// the same config as examples/specs/qwen3_8b_36l.json.
-const std::string kQwen3 = std::string(MK_SOURCE_DIR) + "/examples/hf/qwen3_8b.config.json";
 std::string qwen3With(const std::string &from, const std::string &to) {
-  std::ifstream in(kQwen3);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  EXPECT_FALSE(s.empty()) << kQwen3;
+  std::string s = configText(kQwen3);
   size_t p = s.find(from);
   EXPECT_NE(p, std::string::npos) << from;
   if (p != std::string::npos)
