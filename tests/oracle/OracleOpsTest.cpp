@@ -238,6 +238,26 @@ TEST(TestData, NormalIsDeterministicChunkableAndNormal) {
   EXPECT_NEAR(k4 / n / (s2 * s2), 3, 0.1);
 }
 
+TEST(TestData, BatchedPairsEqualTheScalarPairs) {
+  // fillNormal draws whole pairs four lanes at a time; each element must be
+  // bit for bit standardNormal's (the one-pair path), from every start
+  // parity and for lengths around the batch's edges.
+  const uint64_t st = testdata::streamFor(3, "blocks.1.moe.experts.w1");
+  for (uint64_t first : {uint64_t(0), uint64_t(1), uint64_t(6), uint64_t(1) << 40})
+    for (int64_t count : {1, 7, 8, 9, 15, 16, 17, 511, 512, 513, 1031, 70001}) {
+      std::vector<float> v(static_cast<size_t>(count));
+      std::vector<BFloat16> b(static_cast<size_t>(count));
+      testdata::fillNormal(st, first, count, 0.02, v.data());
+      testdata::fillNormalBf16(st, first, count, 0.25, b.data());
+      for (int64_t i = 0; i < count; ++i) {
+        const double z = testdata::standardNormal(st, first + uint64_t(i));
+        ASSERT_EQ(v[size_t(i)], float(z * 0.02)) << first << " + " << i;
+        ASSERT_EQ(b[size_t(i)].bits, BFloat16(float(z * 0.25)).bits)
+            << first << " + " << i;
+      }
+    }
+}
+
 TEST(TestData, GoldenValuesPinTheGenerator) {
   // Pins the generator bit for bit: any change to it changes every test
   // weight, so it must be deliberate (and GPU baselines regenerated).
