@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <memory>
+#include <new>
 
 namespace mk {
 namespace rt {
@@ -170,20 +172,18 @@ Status Session::bindWeightHost(const std::string &name, const void *data,
                      "weight '" + name + "': null host pointer");
   MK_RETURN_IF_ERROR(dev_->makeCurrent());
   size_t bytes = size_t(tensorBytes(dtype, shape));
-  // A tile-contiguous weight of this kernel is repacked on the way.
-  std::vector<uint8_t> tiled, packed;
+  // A tile-contiguous weight of this kernel is repacked on the way (on all
+  // cores: a whole model's weights are tens of GB).
+  std::unique_ptr<uint8_t[]> laidOut;
   const ManifestParam &mp = manifest().params[size_t(param)];
   if (mp.tile) {
-    tiled.resize(bytes);
-    tileColumns(data, tiled.data(), shape, mp.tile, size_t(dtypeBytes(dtype)));
-    data = tiled.data();
-    if (mp.order != PackedOrder::None) {
-      packed.resize(bytes);
-      const int64_t rows = shape[shape.size() - 2];
-      (mp.order == PackedOrder::Int8 ? packInt8Steps : packMmaSteps)(
-          tiled.data(), packed.data(), int64_t(bytes) / (rows * mp.tile), rows, mp.tile);
-      data = packed.data();
-    }
+    laidOut.reset(new (std::nothrow) uint8_t[bytes]);
+    if (!laidOut)
+      return makeError(ErrorCode::InvalidArgument, // as the C API reports bad_alloc
+                       "weight '" + name + "': no host memory (" + std::to_string(bytes) +
+                           " bytes) to repack it in");
+    layoutTiledWeight(data, laidOut.get(), shape, mp.tile, size_t(dtypeBytes(dtype)), mp.order);
+    data = laidOut.get();
   }
   DeviceBuffer &buf = ownedWeights_[size_t(param)];
   if (!buf || buf.bytes() != bytes)

@@ -2,7 +2,10 @@
 
 #include "mk/runtime/WeightLayout.h"
 
+#include <algorithm>
 #include <cstring>
+#include <system_error>
+#include <thread>
 
 namespace mk::rt {
 
@@ -50,9 +53,15 @@ void packMmaSteps(const void *tiled, void *dst, int64_t blocks, int64_t rows, in
 }
 
 void packMmaWordNibbles(uint8_t *word) {
-  uint32_t out = 0;
-  for (int j = 0; j < 4; ++j)
-    out |= uint32_t(word[j] & 15) << (4 * j) | uint32_t(word[j] >> 4) << (16 + 4 * j);
+  const uint32_t w = uint32_t(word[0]) | uint32_t(word[1]) << 8 |
+                     uint32_t(word[2]) << 16 | uint32_t(word[3]) << 24;
+  // Byte j's low (high) nibble sits at bit 8j (8j + 4): gather the four low
+  // nibbles into bits 0-15, nibble j at 4j, and the high ones likewise.
+  auto gather = [](uint32_t n) { // n = nibble j at bits 8j..8j+3
+    n = (n | n >> 4) & 0x00ff00ffu;
+    return (n | n >> 8) & 0x0000ffffu;
+  };
+  const uint32_t out = gather(w & 0x0f0f0f0fu) | gather((w >> 4) & 0x0f0f0f0fu) << 16;
   for (int j = 0; j < 4; ++j)
     word[j] = uint8_t(out >> (8 * j));
 }
@@ -82,6 +91,60 @@ void packInt8Steps(const void *tiled, void *dst, int64_t blocks, int64_t rows, i
                 uint8_t(nibble(sb, step, k, int8Column(tile, m, g)) |
                         nibble(sb, step, k, int8Column(tile, m, g + 8)) << 4);
   }
+}
+
+void layoutTiledWeight(const void *src, void *dst, const std::vector<int64_t> &shape,
+                       int64_t tile, size_t elemBytes, PackedOrder order,
+                       unsigned threads) {
+  const int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  int64_t outer = 1;
+  for (size_t i = 0; i + 2 < shape.size(); ++i)
+    outer *= shape[i];
+  const int64_t tilesPerRow = cols / tile, blocks = outer * tilesPerRow;
+  const size_t run = size_t(tile) * elemBytes, blockBytes = size_t(rows) * run;
+  const auto *s = static_cast<const uint8_t *>(src);
+  auto *d = static_cast<uint8_t *>(dst);
+  // Blocks [b, e): each gathered from its rows (tileColumns' order), then
+  // packed from a block-sized buffer that stays in cache.
+  auto layOut = [&](int64_t b, int64_t e) {
+    std::vector<uint8_t> gathered(order == PackedOrder::None ? 0 : blockBytes);
+    for (int64_t blk = b; blk < e; ++blk) {
+      const int64_t o = blk / tilesPerRow, t = blk % tilesPerRow;
+      uint8_t *out = d + size_t(blk) * blockBytes;
+      uint8_t *to = order == PackedOrder::None ? out : gathered.data();
+      const uint8_t *from = s + (size_t(o * rows * cols) + size_t(t * tile)) * elemBytes;
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(to + size_t(r) * run, from + size_t(r * cols) * elemBytes, run);
+      if (order == PackedOrder::Mma)
+        packMmaSteps(to, out, 1, rows, tile);
+      else if (order == PackedOrder::Int8)
+        packInt8Steps(to, out, 1, rows, tile);
+    }
+  };
+  // A thread per ~8 MB at most: below that, starting threads costs more
+  // than the copy.
+  constexpr size_t kBytesPerThread = size_t(8) << 20;
+  unsigned hw = threads ? threads : std::thread::hardware_concurrency();
+  const int64_t byBytes = int64_t(size_t(blocks) * blockBytes / kBytesPerThread);
+  const int64_t workers = std::max<int64_t>(
+      1, std::min<int64_t>({int64_t(hw ? hw : 1), blocks, threads ? blocks : byBytes}));
+  if (workers <= 1) {
+    layOut(0, blocks);
+    return;
+  }
+  const int64_t per = (blocks + workers - 1) / workers;
+  std::vector<std::thread> pool;
+  for (int64_t b = per; b < blocks; b += per) {
+    const int64_t e = std::min(blocks, b + per);
+    try {
+      pool.emplace_back(layOut, b, e);
+    } catch (const std::system_error &) {
+      layOut(b, e); // no thread to be had: this one does the range
+    }
+  }
+  layOut(0, std::min(blocks, per));
+  for (std::thread &t : pool)
+    t.join();
 }
 
 } // namespace mk::rt

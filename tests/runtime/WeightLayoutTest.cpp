@@ -196,3 +196,71 @@ TEST(WeightLayout, MmaWordNibblesPutColumnJAtBits4JAnd16Plus4J) {
     EXPECT_EQ((v >> (16 + 4 * j)) & 15, uint32_t(2 * j + 2)) << j;
   }
 }
+
+TEST(WeightLayout, MmaWordNibblesOfEveryByteValue) {
+  // Byte j = lo | hi << 4 must leave lo at bits 4j and hi at 16 + 4j, for
+  // every byte value in every position.
+  for (int v = 0; v < 256; ++v)
+    for (int j = 0; j < 4; ++j) {
+      uint8_t w[4] = {0x5a, 0xc3, 0x96, 0x3c};
+      w[j] = uint8_t(v);
+      const uint8_t before[4] = {w[0], w[1], w[2], w[3]};
+      packMmaWordNibbles(w);
+      const uint32_t out = uint32_t(w[0]) | uint32_t(w[1]) << 8 | uint32_t(w[2]) << 16 |
+                           uint32_t(w[3]) << 24;
+      for (int i = 0; i < 4; ++i) {
+        ASSERT_EQ((out >> (4 * i)) & 15, uint32_t(before[i] & 15)) << v << " at " << j;
+        ASSERT_EQ((out >> (16 + 4 * i)) & 15, uint32_t(before[i] >> 4)) << v << " at " << j;
+      }
+    }
+}
+
+/// layoutTiledWeight against its definition: tileColumns, then the order's
+/// packing, for any thread count.
+static void expectLayoutIsTileThenPack(const std::vector<int64_t> &shape, int64_t tile,
+                                       size_t elemBytes, PackedOrder order) {
+  size_t bytes = elemBytes;
+  for (int64_t d : shape)
+    bytes *= size_t(d);
+  std::vector<uint8_t> src(bytes), tiled(bytes), want(bytes);
+  uint32_t st = 12345;
+  for (uint8_t &b : src)
+    b = uint8_t((st = st * 1664525u + 1013904223u) >> 24);
+  tileColumns(src.data(), tiled.data(), shape, tile, elemBytes);
+  const int64_t rows = shape[shape.size() - 2], blocks = int64_t(bytes) / (rows * tile);
+  if (order == PackedOrder::Mma)
+    packMmaSteps(tiled.data(), want.data(), blocks, rows, tile);
+  else if (order == PackedOrder::Int8)
+    packInt8Steps(tiled.data(), want.data(), blocks, rows, tile);
+  else
+    want = tiled;
+  for (unsigned threads : {1u, 2u, 3u, 7u, 64u, 0u}) {
+    std::vector<uint8_t> got(bytes, 0xee);
+    layoutTiledWeight(src.data(), got.data(), shape, tile, elemBytes, order, threads);
+    ASSERT_EQ(got, want) << "order " << int(order) << " tile " << tile << " threads " << threads;
+  }
+}
+
+TEST(WeightLayout, OnePassLayoutIsTileThenPack) {
+  // w_q of 3 experts x 64 row pairs x 512 columns, both int4 orders.
+  expectLayoutIsTileThenPack({3, 64, 512}, 128, 1, PackedOrder::Mma);
+  expectLayoutIsTileThenPack({3, 64, 512}, 64, 1, PackedOrder::Mma);
+  expectLayoutIsTileThenPack({2, 32, 384}, 128, 1, PackedOrder::Int8);
+  expectLayoutIsTileThenPack({2, 32, 384}, 64, 1, PackedOrder::Int8);
+  // Scales and zeros: bf16, tiled only; a rank-2 tensor.
+  expectLayoutIsTileThenPack({5, 18, 256}, 64, 2, PackedOrder::None);
+  expectLayoutIsTileThenPack({18, 2304}, 128, 2, PackedOrder::None);
+}
+
+TEST(WeightLayout, OnePassLayoutSplitsLargeTensorsOverThreads) {
+  // 24 MB: three or more 8 MB shares with the hardware's thread count; the
+  // bytes must be the single-threaded ones.
+  const std::vector<int64_t> shape = {8, 1536, 2048};
+  const size_t bytes = size_t(8) * 1536 * 2048;
+  std::vector<uint8_t> src(bytes), one(bytes), all(bytes);
+  for (size_t i = 0; i < bytes; ++i)
+    src[i] = uint8_t((i * 2654435761u) >> 11);
+  layoutTiledWeight(src.data(), one.data(), shape, 128, 1, PackedOrder::Mma, 1);
+  layoutTiledWeight(src.data(), all.data(), shape, 128, 1, PackedOrder::Mma, 0);
+  EXPECT_EQ(one, all);
+}

@@ -27,6 +27,7 @@ void tileColumns(const void *src, void *dst, const std::vector<int64_t> &shape,
                  int64_t tile, size_t elemBytes);
 
 using mk::kPackedStepBytes; // one step: 8 row pairs x 128 columns, or 16 x 64
+using mk::PackedOrder;
 
 /// Reorders tile-contiguous int4 weights (u8 [blocks, rows, tile], as
 /// tileColumns leaves them, `blocks` = outer x cols/tile; tile 128 or 64)
@@ -54,6 +55,18 @@ void packMmaWordNibbles(uint8_t *word);
 ///   c(m, r) = (tile / 32) * (4 (r % 8) + m % 4) + 2 (m / 4) + r / 8.
 /// `rows` (row pairs) % 16 == 0.
 void packInt8Steps(const void *tiled, void *dst, int64_t blocks, int64_t rows, int64_t tile);
+
+/// The stored form of a weight that a kernel reads tile by tile (its
+/// manifest entry's `tile` and `order`): tileColumns of `src`, then, for an
+/// int4 order, packMmaSteps or packInt8Steps, written to `dst` (as large as
+/// `src`, not overlapping it) in one pass over each [rows, tile] block. The
+/// blocks are independent: up to `threads` threads each take a contiguous
+/// range of them (0: the hardware's count, and no more than one per 8 MB,
+/// so that small tensors use one). The bytes written never depend on the
+/// thread count.
+void layoutTiledWeight(const void *src, void *dst, const std::vector<int64_t> &shape,
+                       int64_t tile, size_t elemBytes, PackedOrder order,
+                       unsigned threads = 0);
 
 /// Byte offset within a step of the integer order of the byte holding rows
 /// (k, c(m, g)) and (k, c(m, g + 8)): packInt8Steps' one statement of the
