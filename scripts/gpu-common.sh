@@ -8,15 +8,32 @@
 #   MK_GTEST_SOURCE_DIR: GoogleTest's sources, else the first of
 #   .carry/googletest, shared/googletest, /usr/src/googletest that exists
 #
+#   MK_CACHE_DIR: the runtime's NVRTC cache; default .carry/nvrtc-cache where
+#   it exists (CUBINs that scripts/make-gpu-kernels.sh compiled ahead of
+#   time with mk-compile: a fresh machine skips those compiles)
+#
 # Sets ROOT, BUILD ($MK_BUILD_DIR made absolute), gtest_args (empty if no
 # GoogleTest was found) and generator (Ninja where installed); defines
-# configure_and_build, pack_to_out and pack_to_out_as_it_goes.
+# configure_and_build, nvrtc_cache_note, pack_to_out and
+# pack_to_out_as_it_goes.
 export PATH="$PATH:/usr/local/cuda/bin"
 ROOT=$PWD
 : "${MK_BUILD_DIR:=build-gpu}"
 case "$MK_BUILD_DIR" in /*) BUILD=$MK_BUILD_DIR ;; *) BUILD=$ROOT/$MK_BUILD_DIR ;; esac
 : "${MK_JOBS:=$(nproc 2>/dev/null || echo 4)}"
 : "${MK_KERNELS_DIR:=$ROOT/kernels}"
+if [ -z "${MK_CACHE_DIR:-}" ] && [ -d "$ROOT/.carry/nvrtc-cache" ]; then
+  export MK_CACHE_DIR=$ROOT/.carry/nvrtc-cache
+fi
+_mk_cubins() { find "${MK_CACHE_DIR:-/nonexistent}" -maxdepth 1 -name '*.cubin' 2>/dev/null | wc -l; }
+_mk_cubins_carried=$(_mk_cubins)
+# nvrtc_cache_note: how many kernels this machine had to compile (cache
+# misses) beside the ones that came compiled.
+nvrtc_cache_note() {
+  [ -n "${MK_CACHE_DIR:-}" ] || return 0
+  echo "nvrtc cache $MK_CACHE_DIR: $_mk_cubins_carried CUBINs at the start," \
+    "$(($(_mk_cubins) - _mk_cubins_carried)) compiled on this machine"
+}
 gtest_args=()
 if [ -z "${MK_GTEST_SOURCE_DIR:-}" ]; then
   for d in .carry/googletest shared/googletest /usr/src/googletest; do

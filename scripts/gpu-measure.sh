@@ -91,5 +91,6 @@ for ((pi = 0; pi < nprof && pi < ${#variants[@]}; ++pi)); do
     >"$DEST/phases$suffix.log" 2>&1 || status=1
   if [ $pi = 0 ]; then cat "$DEST/phases$suffix.log"; else echo "   in phases$suffix.log"; fi
 done
+nvrtc_cache_note
 echo "== done (status $status); logs in $DEST"
 exit $status

@@ -167,6 +167,7 @@ else
 fi
 wait "${pids[@]}"
 
+nvrtc_cache_note
 echo "== done ($(date +%T))"
 status=0
 for rc in "$LOGS"/*.rc; do

@@ -76,6 +76,7 @@ done
 fi
 # The EXIT trap (pack_to_out_as_it_goes) packs the logs a last time.
 finish() {
+  nvrtc_cache_note
   echo "== done (status $status); logs in $LOGS"
   exit $status
 }

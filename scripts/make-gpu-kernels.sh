@@ -6,6 +6,12 @@
 # a copy of Debian's GoogleTest sources in .carry/googletest and of CLI11's
 # headers in .carry/cli11. Carry .carry to
 # the GPU machine and point MK_KERNELS_DIR at the kernels (scripts/gpu-tests.sh).
+# Then every kernel's CUBIN (and the phase-timing builds mk-bench
+# --phase-timing uses for the unit and the released model) compiled here by
+# mk-compile into the NVRTC cache .carry/nvrtc-cache, for
+# ${MK_NVRTC_CACHE_ARCH:-sm_90}: the GPU scripts point the runtime at it
+# (gpu-common.sh), so a fresh GPU machine skips those compiles.
+# MK_NVRTC_CACHE=0 skips this step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-.carry/kernels}"
@@ -150,4 +156,28 @@ if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   # #158 measured the form that read its partials from L2 slower; the form
   # that stages them in the ring's later stages is not yet measured).
   variant tcwait schedule-prologue-waits=combine=true
+fi
+# The NVRTC cache for the GPU machine (see the top): entries of kernels no
+# longer generated are dropped; the ones still current are kept, not rebuilt.
+if [ "${MK_NVRTC_CACHE:-1}" != 0 ]; then
+  compile="${MK_BUILD_DIR:-build}/runtime/tools/mk-compile"
+  [ -x "$compile" ] || { echo "no $compile: build the runtime tools first (or MK_NVRTC_CACHE=0)" >&2; exit 1; }
+  cache=.carry/nvrtc-cache
+  arch="${MK_NVRTC_CACHE_ARCH:-sm_90}"
+  mkdir -p "$cache"
+  log=$(mktemp)
+  find "$out" -name '*.manifest.json' -printf '%h\n' | sort -u |
+    xargs -P "$(nproc)" -n 2 "$compile" --arch "$arch" --cache-dir "$cache" >"$log" ||
+    { cat "$log"; rm -f "$log"; exit 1; }
+  for k in kimi_linear_w4a16 kimi_linear_48b; do
+    "$compile" --arch "$arch" --cache-dir "$cache" --option=-DMK_PHASE_TIMING "$out/$k" >>"$log" ||
+      { cat "$log"; rm -f "$log"; exit 1; }
+  done
+  keep=$(grep -o '[0-9a-f]\{64\}' "$log" | sort -u)
+  for f in "$cache"/*.cubin; do
+    [ -e "$f" ] || continue
+    grep -qx "$(basename "$f" .cubin)" <<<"$keep" || rm -f "$f"
+  done
+  echo "$cache: $(ls "$cache" | wc -l) CUBINs for $arch ($(du -sh "$cache" | cut -f1)), $(grep -c 'compiled into' "$log") compiled now"
+  rm -f "$log"
 fi
