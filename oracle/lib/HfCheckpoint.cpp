@@ -4,6 +4,7 @@
 
 #include "mk/Json.h"
 #include "mk/Oracle.h" // quantizeW4A16
+#include "ParallelFor.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -268,7 +269,11 @@ bool convertHfCheckpoint(const BlockConfig &cfg, const std::string &dir, TensorM
 
   // One file at a time (a checkpoint's shards together can outgrow the
   // host's memory): each tensor converted as its file is read, into its
-  // slot of the destination.
+  // slot of the destination. A file's tensors are converted in parallel
+  // (the transposes and the quantizer are most of the time): their
+  // destinations are made first, then each conversion writes only its own
+  // slot of them, and its problems go to its own list, reported in the
+  // file's order.
   std::set<std::string> seen;
   std::vector<std::string> unused;
   TensorMap result;
@@ -284,7 +289,18 @@ bool convertHfCheckpoint(const BlockConfig &cfg, const std::string &dir, TensorM
       m.emplace(d.name, d);
     return m;
   }();
-  auto convert = [&](const std::string &name, const Want &w, const HostTensor &t) {
+  // The destinations `w` writes, made before any conversion runs.
+  auto makeDestinations = [&](const Want &w) {
+    if (const QuantLinearDesc *q = w.linear) {
+      for (const char *part : {".w_q", ".scales", ".zeros"})
+        dest(byName.at(q->prefix + part));
+    } else {
+      dest(*w.vector);
+    }
+  };
+  auto convert = [&](const std::string &name, const Want &w, const HostTensor &t,
+                     std::vector<std::string> &problems) {
+    auto dest = [&](const TensorDesc &d) -> HostTensor & { return result.find(d.name)->second; };
     std::vector<float> v;
     if (!floatsOf(t, name, w.hfShape, v, problems))
       return;
@@ -319,17 +335,32 @@ bool convertHfCheckpoint(const BlockConfig &cfg, const std::string &dir, TensorM
         problems.push_back(f + ": " + p);
       continue;
     }
+    struct Job {
+      const std::string *name;
+      const Want *want;
+      const HostTensor *tensor;
+      std::vector<std::string> problems;
+    };
+    std::vector<Job> jobs;
     for (const auto &[name, t] : part) {
       if (!seen.insert(name).second) {
         problems.push_back(name + ": in more than one file (again in " + f + ")");
         continue;
       }
       auto it = wanted.find(name);
-      if (it == wanted.end())
+      if (it == wanted.end()) {
         unused.push_back(name);
-      else
-        convert(name, it->second, t);
+        continue;
+      }
+      makeDestinations(it->second);
+      jobs.push_back(Job{&name, &it->second, &t, {}});
     }
+    detail::parallelForEach(int64_t(jobs.size()), [&](int64_t i) {
+      Job &j = jobs[size_t(i)];
+      convert(*j.name, *j.want, *j.tensor, j.problems);
+    });
+    for (const Job &j : jobs)
+      problems.insert(problems.end(), j.problems.begin(), j.problems.end());
   }
   for (const auto &[name, w] : wanted)
     if (!seen.count(name))

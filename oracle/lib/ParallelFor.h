@@ -1,7 +1,8 @@
 //===- ParallelFor.h - Static work splitting over std::thread ----*- C++ -*-===//
 //
 // Internal to the oracle. Splits [0, n) into contiguous chunks run on up to
-// oracleThreads() threads. Callers only ever split independent outputs, so
+// oracleThreads() threads (parallelFor), or hands its indices out one at a
+// time (parallelForEach). Callers only ever split independent outputs, so
 // results never depend on the thread count.
 //
 //===----------------------------------------------------------------------===//
@@ -12,6 +13,7 @@
 #include "mk/Oracle.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -40,6 +42,27 @@ void parallelFor(int64_t n, int64_t grain, const Fn &fn) {
       threads.emplace_back([&fn, b, e] { fn(b, e); });
   }
   fn(int64_t(0), std::min(n, per));
+  for (std::thread &t : threads)
+    t.join();
+}
+
+/// Runs fn(i) for every i in [0, n), each index taken by the next free
+/// thread (up to oracleThreads(), the calling one among them): for items of
+/// very different sizes, where parallelFor's equal chunks would leave
+/// threads idle behind the largest.
+template <typename Fn> void parallelForEach(int64_t n, const Fn &fn) {
+  if (n <= 0)
+    return;
+  const int64_t workers = std::min<int64_t>(oracleThreads(), n);
+  std::atomic<int64_t> next{0};
+  auto work = [&] {
+    for (int64_t i; (i = next.fetch_add(1)) < n;)
+      fn(i);
+  };
+  std::vector<std::thread> threads;
+  for (int64_t w = 1; w < workers; ++w)
+    threads.emplace_back(work);
+  work();
   for (std::thread &t : threads)
     t.join();
 }
