@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A measuring run for the GPU machine, lighter than gpu-tests.sh: builds only
-# mk-bench and mk-gpu-tests, then for every kernel variant checks it against
+# mk-bench, mk-gpu-tests and mk-compile, compiles every kernel the run needs
+# side by side (or finds it in the carried NVRTC cache), then for every
+# kernel variant checks it against
 # the oracle (OracleGpu.FullUnitOneStep: 3 seeds x contexts 2048 / 8192) and
 # benches all variants in alternating rounds, then prints the phase and task
 # stage profile of the first one or more (and the median step at the last
@@ -45,13 +47,33 @@ case "$MK_PROFILE_VARIANTS" in
   *) nprof=$((10#$MK_PROFILE_VARIANTS)) ;;
 esac
 
-configure_and_build "$DEST" mk-bench mk-gpu-tests || exit 1
+configure_and_build "$DEST" mk-bench mk-gpu-tests mk-compile || exit 1
 bench="$BUILD/runtime/tools/mk-bench"
 tests="$BUILD/tests/gpu/mk-gpu-tests"
 
 # NAME[:OPTIONS] -> kernel dir name, options
 dir_of() { echo "${1%%:*}"; }
 opts_of() { case "$1" in *:*) echo "${1#*:}" ;; *) echo "" ;; esac; }
+
+# Every kernel this run builds (each variant, and the phase-timing build of
+# the profiled ones), compiled side by side before anything runs, or found
+# in the carried NVRTC cache (gpu-common.sh); the steps below then find
+# them all in the cache instead of compiling one after another.
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+if [ -n "$arch" ]; then
+  echo "== NVRTC: the variants' kernels for sm_$arch"
+  for ((pi = 0; pi < ${#variants[@]}; ++pi)); do
+    v=${variants[$pi]}
+    d="$MK_KERNELS_DIR/$(dir_of "$v")"
+    [ -d "$d" ] || continue
+    MK_NVRTC_OPTIONS="$(opts_of "$v")" "$BUILD/runtime/tools/mk-compile" --arch "sm_$arch" "$d" \
+      >>"$DEST/nvrtc.log" 2>&1 &
+    [ $pi -lt "$nprof" ] && MK_NVRTC_OPTIONS="$(opts_of "$v")" "$BUILD/runtime/tools/mk-compile" \
+      --arch "sm_$arch" --option=-DMK_PHASE_TIMING "$d" >>"$DEST/nvrtc.log" 2>&1 &
+  done
+  wait
+  grep -c 'compiled into' "$DEST/nvrtc.log" | sed 's/^/compiled here: /'
+fi
 
 echo "== oracle: $MK_MEASURE_TEST on each variant"
 for v in "${variants[@]}"; do
