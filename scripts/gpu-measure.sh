@@ -62,17 +62,27 @@ opts_of() { case "$1" in *:*) echo "${1#*:}" ;; *) echo "" ;; esac; }
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
 if [ -n "$arch" ]; then
   echo "== NVRTC: the variants' kernels for sm_$arch"
-  for ((pi = 0; pi < ${#variants[@]}; ++pi)); do
-    v=${variants[$pi]}
-    d="$MK_KERNELS_DIR/$(dir_of "$v")"
-    [ -d "$d" ] || continue
-    MK_NVRTC_OPTIONS="$(opts_of "$v")" "$BUILD/runtime/tools/mk-compile" --arch "sm_$arch" "$d" \
-      >>"$DEST/nvrtc.log" 2>&1 &
-    [ $pi -lt "$nprof" ] && MK_NVRTC_OPTIONS="$(opts_of "$v")" "$BUILD/runtime/tools/mk-compile" \
-      --arch "sm_$arch" --option=-DMK_PHASE_TIMING "$d" >>"$DEST/nvrtc.log" 2>&1 &
-  done
-  wait
-  grep -c 'compiled into' "$DEST/nvrtc.log" | sed 's/^/compiled here: /'
+  : >"$DEST/nvrtc.log"
+  # In a subshell, whose jobs are the compiles alone (the log packer runs
+  # in the background of this one).
+  (
+    # compile_bg OPTIONS DIR [MK-COMPILE ARGS]: in the background, at most
+    # MK_JOBS at once.
+    compile_bg() {
+      while [ "$(jobs -rp | wc -l)" -ge "$MK_JOBS" ]; do wait -n; done
+      MK_NVRTC_OPTIONS="$1" "$BUILD/runtime/tools/mk-compile" --arch "sm_$arch" "${@:3}" "$2" \
+        >>"$DEST/nvrtc.log" 2>&1 &
+    }
+    for ((pi = 0; pi < ${#variants[@]}; ++pi)); do
+      v=${variants[$pi]}
+      d="$MK_KERNELS_DIR/$(dir_of "$v")"
+      [ -d "$d" ] || continue
+      compile_bg "$(opts_of "$v")" "$d"
+      [ $pi -lt "$nprof" ] && compile_bg "$(opts_of "$v")" "$d" --option=-DMK_PHASE_TIMING
+    done
+    wait
+  )
+  echo "compiled here: $(grep -c 'compiled into' "$DEST/nvrtc.log")"
 fi
 
 echo "== oracle: $MK_MEASURE_TEST on each variant"

@@ -10,8 +10,10 @@
 # --phase-timing uses for the unit and the released model) compiled here by
 # mk-compile into the NVRTC cache .carry/nvrtc-cache, for
 # ${MK_NVRTC_CACHE_ARCH:-sm_90}: the GPU scripts point the runtime at it
-# (gpu-common.sh), so a fresh GPU machine skips those compiles.
-# MK_NVRTC_CACHE=0 skips this step.
+# (gpu-common.sh), so a fresh GPU machine skips those compiles where its
+# NVRTC version and CUDA root's include paths give the same cache keys (else
+# it compiles them as before; the scripts print how many it compiled).
+# MK_NVRTC_CACHE=0 skips this step, as does a build without mk-compile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-.carry/kernels}"
@@ -159,25 +161,28 @@ if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
 fi
 # The NVRTC cache for the GPU machine (see the top): entries of kernels no
 # longer generated are dropped; the ones still current are kept, not rebuilt.
-if [ "${MK_NVRTC_CACHE:-1}" != 0 ]; then
-  compile="${MK_BUILD_DIR:-build}/runtime/tools/mk-compile"
-  [ -x "$compile" ] || { echo "no $compile: build the runtime tools first (or MK_NVRTC_CACHE=0)" >&2; exit 1; }
+compile="${MK_BUILD_DIR:-build}/runtime/tools/mk-compile"
+if [ "${MK_NVRTC_CACHE:-1}" = 0 ]; then
+  :
+elif [ ! -x "$compile" ]; then
+  echo "note: no $compile (a build without the runtime tools): the GPU machine compiles every kernel itself" >&2
+else
   cache=.carry/nvrtc-cache
   arch="${MK_NVRTC_CACHE_ARCH:-sm_90}"
   mkdir -p "$cache"
   log=$(mktemp)
-  find "$out" -name '*.manifest.json' -printf '%h\n' | sort -u |
-    xargs -P "$(nproc)" -n 2 "$compile" --arch "$arch" --cache-dir "$cache" >"$log" ||
-    { cat "$log"; rm -f "$log"; exit 1; }
+  trap 'rm -f "$log"' EXIT
+  find "$out" -name '*.manifest.json' -printf '%h\0' | sort -zu |
+    xargs -0 -P "$(nproc)" -n 2 "$compile" --arch "$arch" --cache-dir "$cache" >"$log" ||
+    { cat "$log"; exit 1; }
   for k in kimi_linear_w4a16 kimi_linear_48b; do
     "$compile" --arch "$arch" --cache-dir "$cache" --option=-DMK_PHASE_TIMING "$out/$k" >>"$log" ||
-      { cat "$log"; rm -f "$log"; exit 1; }
+      { cat "$log"; exit 1; }
   done
-  keep=$(grep -o '[0-9a-f]\{64\}' "$log" | sort -u)
+  keep=$(grep -o '[0-9a-f]\{64\}' "$log" | sort -u || true)
   for f in "$cache"/*.cubin; do
     [ -e "$f" ] || continue
     grep -qx "$(basename "$f" .cubin)" <<<"$keep" || rm -f "$f"
   done
-  echo "$cache: $(ls "$cache" | wc -l) CUBINs for $arch ($(du -sh "$cache" | cut -f1)), $(grep -c 'compiled into' "$log") compiled now"
-  rm -f "$log"
+  echo "$cache: $(ls "$cache" | wc -l) CUBINs for $arch ($(du -sh "$cache" | cut -f1)), $(grep -c 'compiled into' "$log" || true) compiled now"
 fi

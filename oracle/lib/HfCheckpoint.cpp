@@ -273,7 +273,9 @@ bool convertHfCheckpoint(const BlockConfig &cfg, const std::string &dir, TensorM
   // (the transposes and the quantizer are most of the time): their
   // destinations are made first, then each conversion writes only its own
   // slot of them, and its problems go to its own list, reported in the
-  // file's order.
+  // file's order. Each conversion in flight holds its tensor in fp32 (and
+  // a linear's transpose): ~8 bytes per element, on up to
+  // MK_ORACLE_THREADS tensors at once beside the file.
   std::set<std::string> seen;
   std::vector<std::string> unused;
   TensorMap result;
@@ -335,6 +337,8 @@ bool convertHfCheckpoint(const BlockConfig &cfg, const std::string &dir, TensorM
         problems.push_back(f + ": " + p);
       continue;
     }
+    // A job per tensor in the file's order; one already seen in another
+    // file is a job with its problem and nothing to convert.
     struct Job {
       const std::string *name;
       const Want *want;
@@ -344,7 +348,8 @@ bool convertHfCheckpoint(const BlockConfig &cfg, const std::string &dir, TensorM
     std::vector<Job> jobs;
     for (const auto &[name, t] : part) {
       if (!seen.insert(name).second) {
-        problems.push_back(name + ": in more than one file (again in " + f + ")");
+        jobs.push_back(Job{&name, nullptr, nullptr,
+                           {name + ": in more than one file (again in " + f + ")"}});
         continue;
       }
       auto it = wanted.find(name);
@@ -357,7 +362,8 @@ bool convertHfCheckpoint(const BlockConfig &cfg, const std::string &dir, TensorM
     }
     detail::parallelForEach(int64_t(jobs.size()), [&](int64_t i) {
       Job &j = jobs[size_t(i)];
-      convert(*j.name, *j.want, *j.tensor, j.problems);
+      if (j.want)
+        convert(*j.name, *j.want, *j.tensor, j.problems);
     });
     for (const Job &j : jobs)
       problems.insert(problems.end(), j.problems.begin(), j.problems.end());

@@ -15,6 +15,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <exception>
+#include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -49,22 +52,41 @@ void parallelFor(int64_t n, int64_t grain, const Fn &fn) {
 /// Runs fn(i) for every i in [0, n), each index taken by the next free
 /// thread (up to oracleThreads(), the calling one among them): for items of
 /// very different sizes, where parallelFor's equal chunks would leave
-/// threads idle behind the largest.
+/// threads idle behind the largest. An exception from fn stops the handing
+/// out; the first one is rethrown after every thread has joined.
 template <typename Fn> void parallelForEach(int64_t n, const Fn &fn) {
   if (n <= 0)
     return;
   const int64_t workers = std::min<int64_t>(oracleThreads(), n);
   std::atomic<int64_t> next{0};
+  std::exception_ptr error;
+  std::mutex errorLock;
   auto work = [&] {
-    for (int64_t i; (i = next.fetch_add(1)) < n;)
-      fn(i);
+    for (int64_t i; (i = next.fetch_add(1)) < n;) {
+      try {
+        fn(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> hold(errorLock);
+        if (!error)
+          error = std::current_exception();
+        next.store(n);
+      }
+    }
   };
   std::vector<std::thread> threads;
-  for (int64_t w = 1; w < workers; ++w)
-    threads.emplace_back(work);
+  threads.reserve(size_t(workers)); // before any thread starts
+  for (int64_t w = 1; w < workers; ++w) {
+    try {
+      threads.emplace_back(work);
+    } catch (const std::system_error &) {
+      break; // no more threads to be had: the ones started and this one do it
+    }
+  }
   work();
   for (std::thread &t : threads)
     t.join();
+  if (error)
+    std::rethrow_exception(error);
 }
 
 } // namespace detail

@@ -102,8 +102,8 @@ inline void normalPair(uint64_t stream, uint64_t pair, double &z0,
 // bit the scalar one (TestData.BatchedPairsEqualTheScalarPairs checks it).
 // Table lookups become selects, and a product with -1 a flip of the sign
 // bit, which is the same IEEE result. Where the CPU has AVX2 the four lanes
-// are one 256-bit register (a clone picked at load time), else two SSE2
-// halves. The Box-Muller draws are most of makeRandomWeights' time.
+// are one 256-bit register (a clone picked at load time, GCC on x86-64),
+// else what the target has (two SSE2 halves on x86-64). The Box-Muller draws are most of makeRandomWeights' time.
 
 typedef double V4d __attribute__((vector_size(32)));
 typedef uint64_t V4u __attribute__((vector_size(32)));
@@ -158,11 +158,18 @@ inline void detSinCosx4(const V4d &a, V4d &s, V4d &c) {
 
 constexpr int64_t kPairBatch = 256;
 
+// GCC on x86-64: an AVX2 clone beside the default, picked at load time
+// (clang refuses target_clones with noinline; other CPUs have no "avx2").
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MK_AVX2_CLONE __attribute__((target_clones("avx2", "default"), noinline))
+#else
+#define MK_AVX2_CLONE
+#endif
+
 /// Pairs firstPair .. firstPair + pairs - 1 (pairs a multiple of 4, at most
 /// kPairBatch) of `stream`, scaled by stddev and rounded to float:
 /// out[2j], out[2j + 1] = pair j's (z0, z1).
-__attribute__((target_clones("avx2", "default"), noinline)) void
-normalPairsx4(uint64_t stream, uint64_t firstPair, int64_t pairs,
+MK_AVX2_CLONE void normalPairsx4(uint64_t stream, uint64_t firstPair, int64_t pairs,
               double stddev, float *out) {
   const V4u lane = {0, 1, 2, 3};
   const V4u signBit = V4u{} + 0x8000000000000000ULL;

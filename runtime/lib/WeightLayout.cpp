@@ -105,13 +105,13 @@ void layoutTiledWeight(const void *src, void *dst, const std::vector<int64_t> &s
   const auto *s = static_cast<const uint8_t *>(src);
   auto *d = static_cast<uint8_t *>(dst);
   // Blocks [b, e): each gathered from its rows (tileColumns' order), then
-  // packed from a block-sized buffer that stays in cache.
-  auto layOut = [&](int64_t b, int64_t e) {
-    std::vector<uint8_t> gathered(order == PackedOrder::None ? 0 : blockBytes);
+  // packed from a block-sized buffer that stays in cache. Nothing in it
+  // throws: its buffer is allocated before any thread starts.
+  auto layOut = [&](int64_t b, int64_t e, uint8_t *gathered) {
     for (int64_t blk = b; blk < e; ++blk) {
       const int64_t o = blk / tilesPerRow, t = blk % tilesPerRow;
       uint8_t *out = d + size_t(blk) * blockBytes;
-      uint8_t *to = order == PackedOrder::None ? out : gathered.data();
+      uint8_t *to = order == PackedOrder::None ? out : gathered;
       const uint8_t *from = s + (size_t(o * rows * cols) + size_t(t * tile)) * elemBytes;
       for (int64_t r = 0; r < rows; ++r)
         std::memcpy(to + size_t(r) * run, from + size_t(r * cols) * elemBytes, run);
@@ -128,21 +128,23 @@ void layoutTiledWeight(const void *src, void *dst, const std::vector<int64_t> &s
   const int64_t byBytes = int64_t(size_t(blocks) * blockBytes / kBytesPerThread);
   const int64_t workers = std::max<int64_t>(
       1, std::min<int64_t>({int64_t(hw ? hw : 1), blocks, threads ? blocks : byBytes}));
-  if (workers <= 1) {
-    layOut(0, blocks);
-    return;
-  }
   const int64_t per = (blocks + workers - 1) / workers;
+  // Every allocation before the first thread (a bad_alloc then leaves no
+  // thread to join): the workers' gather buffers and the pool.
+  const size_t bufBytes = order == PackedOrder::None ? 0 : blockBytes;
+  std::vector<uint8_t> buffers(size_t(workers) * bufBytes);
   std::vector<std::thread> pool;
-  for (int64_t b = per; b < blocks; b += per) {
-    const int64_t e = std::min(blocks, b + per);
+  pool.reserve(size_t(workers));
+  for (int64_t w = 1; w * per < blocks; ++w) {
+    const int64_t b = w * per, e = std::min(blocks, b + per);
+    uint8_t *buf = buffers.data() + size_t(w) * bufBytes;
     try {
-      pool.emplace_back(layOut, b, e);
+      pool.emplace_back(layOut, b, e, buf);
     } catch (const std::system_error &) {
-      layOut(b, e); // no thread to be had: this one does the range
+      layOut(b, e, buf); // no thread to be had: this one does the range
     }
   }
-  layOut(0, std::min(blocks, per));
+  layOut(0, std::min(blocks, per), buffers.data());
   for (std::thread &t : pool)
     t.join();
 }

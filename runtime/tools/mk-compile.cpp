@@ -9,8 +9,8 @@
 // No GPU or driver is needed, so a machine without one (an image build, a CI
 // job) can fill the cache that the GPU machine then reads: its first launch
 // skips the compile. A kernel already in the cache is reported, not rebuilt.
-// Exit status 1 if any kernel fails to read or compile (NVRTC's log on
-// stderr), 2 on a malformed command line.
+// Exit status 1 if any kernel fails to read, compile (NVRTC's log on
+// stderr) or be stored in the cache, 2 on a malformed command line.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,8 +41,8 @@ int main(int argc, char **argv) {
                    : "expected sm_<digits>, e.g. sm_90";
       });
   app.add_option("--cache-dir", cacheDir,
-                 "kernel cache directory (default: the runtime's, $MK_CACHE_DIR or "
-                 "~/.cache/megakernel)");
+                 "kernel cache directory (default: the runtime's: $MK_CACHE_DIR, else "
+                 "$XDG_CACHE_HOME/megakernel, else ~/.cache/megakernel)");
   app.add_option("--option", options,
                  "an NVRTC option the consumer adds too (e.g. -DMK_PHASE_TIMING for "
                  "mk-bench --phase-timing); repeatable");
@@ -69,6 +69,16 @@ int main(int argc, char **argv) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!st.isOk()) {
       std::fprintf(stderr, "mk-compile: %s: %s\n", dir.c_str(), st.toString().c_str());
+      ++failures;
+      continue;
+    }
+    // Filling the cache is the point: an entry that did not get written
+    // (the session only notes it) is a failure here.
+    std::string stored;
+    if (KernelCache(cacheDir).lookup(kernel->cacheKey(), stored) != KernelCache::LookupResult::Hit) {
+      std::fprintf(stderr, "mk-compile: %s: compiled, but not stored in the cache%s%s\n",
+                   dir.c_str(), kernel->cacheNote().empty() ? "" : ": ",
+                   kernel->cacheNote().c_str());
       ++failures;
       continue;
     }

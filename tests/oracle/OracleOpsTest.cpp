@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 using namespace mk;
 using namespace mk::oracle;
@@ -249,9 +250,14 @@ TEST(TestData, BatchedPairsEqualTheScalarPairs) {
       std::vector<BFloat16> b(static_cast<size_t>(count));
       testdata::fillNormal(st, first, count, 0.02, v.data());
       testdata::fillNormalBf16(st, first, count, 0.25, b.data());
+      auto bitsOf = [](float f) {
+        uint32_t b;
+        std::memcpy(&b, &f, 4);
+        return b;
+      };
       for (int64_t i = 0; i < count; ++i) {
         const double z = testdata::standardNormal(st, first + uint64_t(i));
-        ASSERT_EQ(v[size_t(i)], float(z * 0.02)) << first << " + " << i;
+        ASSERT_EQ(bitsOf(v[size_t(i)]), bitsOf(float(z * 0.02))) << first << " + " << i;
         ASSERT_EQ(b[size_t(i)].bits, BFloat16(float(z * 0.25)).bits)
             << first << " + " << i;
       }

@@ -1,6 +1,7 @@
 # mk-compile end to end, without a GPU: a kernel mkc generates is compiled
 # into an empty cache (one CUBIN, its full key printed), then found there
-# under the same key; a directory without a manifest fails with status 1.
+# under the same key; a directory without a manifest, and a cache that
+# cannot be written, fail with status 1.
 # -DMKC=path -DTOOL=path -DSPEC=spec.json -DWORK_DIR=dir
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}/empty")
@@ -34,4 +35,12 @@ endif()
 run_compile(1 bad ${WORK_DIR}/empty)
 if(NOT bad MATCHES "mk-compile: .*empty: .*manifest")
   message(FATAL_ERROR "a directory without a manifest was not named:\n${bad}")
+endif()
+# A cache directory that cannot be made (under a regular file).
+file(WRITE "${WORK_DIR}/not-a-dir" "")
+execute_process(COMMAND ${TOOL} --arch sm_90 --cache-dir ${WORK_DIR}/not-a-dir/cache
+                        ${WORK_DIR}/kernel
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 1 OR NOT "${err}" MATCHES "not stored in the cache")
+  message(FATAL_ERROR "an unwritable cache was not a failure (${rc}):\n${out}${err}")
 endif()
