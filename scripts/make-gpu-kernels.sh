@@ -61,6 +61,14 @@ for s in tiny_dense_first kimi_linear_dense_first tiny_sigmoid_router kimi_linea
   "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/$s"
   echo "$out/$s"
 done
+# The released forms with each KDA layer's gated output norm staged by its
+# output projection (schedule-fuse-kda-gated-norm, opt-in until measured:
+# OracleGpu.ReleasedFormsGatedNormFusedOneStep, and the bench against
+# kimi_linear_released_forms).
+rm -rf "${out:?}/kimi_linear_released_forms_tgnorm"
+"$mkc" examples/specs/kimi_linear_released_forms.json --emit=cuda \
+  -o "$out/kimi_linear_released_forms_tgnorm" --pass-option=schedule-fuse-kda-gated-norm=enabled=true
+echo "$out/kimi_linear_released_forms_tgnorm"
 # A Hugging Face config of the released model's layout, reduced
 # (OracleGpu.TinyHfCheckpointDecodes: its random checkpoint converted).
 rm -rf "${out:?}/kimi48b_tiny"

@@ -202,6 +202,67 @@ __device__ void kda_gated_norm_task(int h, const bf16 *o, const bf16 *gate, cons
   }
 }
 
+/// kda_gated_norm_task's values of heads k0 / DK .. k1 / DK - 1 (k0 and k1
+/// multiples of DK), as a GEMV stages its input: stage[c - k0] =
+/// bf2f(z[c]), the float of the bf16 the norm task would store, so a
+/// projection that stages these reads what it would read from the norm's
+/// output. Each warp takes whole heads and computes them as the task's
+/// warps do (the same lane order of the sums of squares, warp_sum, the one
+/// rounding): the same bits. Caller synchronizes.
+template <int THREADS, int DK>
+__device__ __forceinline__ void kda_gated_norm_stage(const bf16 *o, const bf16 *gate,
+                                                     const bf16 *w, float eps, float *stage,
+                                                     int k0, int k1) {
+  static_assert(DK % 32 == 0, "a head is whole lane steps");
+  const int lane = threadIdx.x & 31;
+  for (int h = k0 / DK + (threadIdx.x >> 5); h < k1 / DK; h += THREADS / 32) {
+    const bf16 *oh = o + (size_t)h * DK;
+    float ss = 0.f;
+    for (int i = lane; i < DK; i += 32) {
+      const float x = bf2f(__ldcg(oh + i));
+      ss = fmaf(x, x, ss);
+    }
+    const float r = 1.f / sqrtf(warp_sum(ss) / float(DK) + eps);
+    for (int i = lane; i < DK; i += 32) {
+      const size_t c = (size_t)h * DK + i;
+      stage[c - k0] =
+          bf2f(f2bf(bf2f(__ldcg(oh + i)) * r * bf2f(w[i]) * sigmoidf_(bf2f(__ldcg(gate + c)))));
+    }
+  }
+}
+
+/// w4a16_gemv_tile_staged_waiting whose input is the released KDA's gated
+/// output norm of the gated delta's output `o` (schedule-fuse-kda-gated-norm):
+/// after its first weights are asked for and `wait()` returns, the tile
+/// stages its k-slice's heads through kda_gated_norm_stage, so the norm
+/// needs no task, counter or buffer of its own.
+template <int THREADS, int TN, int GROUP, class Epi, bool FP32X, int ORDER, int DK, class Wait>
+__device__ void w4a16_gemv_tile_gated_norm_staged_waiting(
+    const bf16 *o, const bf16 *gate, const bf16 *w, float eps, float *stage,
+    const uint8_t *__restrict__ wq, const bf16 *__restrict__ scales,
+    const bf16 *__restrict__ zeros, int N, int n0, int nvalid, int k0, int k1, float *red,
+    Epi epi, bool prefetched, Wait wait) {
+  auto pro = [&] {
+    wait();
+    kda_gated_norm_stage<THREADS, DK>(o, gate, w, eps, stage, k0, k1);
+    __syncthreads();
+  };
+  w4a16_gemv_tile_with<THREADS, TN, GROUP, Epi, FP32X, ORDER>(
+      stage - k0, wq, scales, zeros, N, n0, nvalid, k0, k1, red, epi, prefetched, pro);
+}
+
+/// The same without a wait in the prologue (the task's waits ran before it).
+template <int THREADS, int TN, int GROUP, class Epi, bool FP32X, int ORDER, int DK>
+__device__ void w4a16_gemv_tile_gated_norm_staged(
+    const bf16 *o, const bf16 *gate, const bf16 *w, float eps, float *stage,
+    const uint8_t *__restrict__ wq, const bf16 *__restrict__ scales,
+    const bf16 *__restrict__ zeros, int N, int n0, int nvalid, int k0, int k1, float *red,
+    Epi epi, bool prefetched = false) {
+  w4a16_gemv_tile_gated_norm_staged_waiting<THREADS, TN, GROUP, Epi, FP32X, ORDER, DK>(
+      o, gate, w, eps, stage, wq, scales, zeros, N, n0, nvalid, k0, k1, red, epi, prefetched,
+      [] {});
+}
+
 /// Asks L2 for what kda_head_chunk_task `task` reads that does not depend
 /// on this step (its state slice, its conv weights and old windows), so
 /// that after its counter wait those loads hit L2. A hint: nothing is copied

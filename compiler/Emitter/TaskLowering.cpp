@@ -78,10 +78,26 @@ LogicalResult Emitter::lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o
   if (!wait.empty() && shared)
     return t.emitOpError("waits for its input in its prologue, but the input @")
            << in.getSymName() << " is in shared memory (no staging to wait before)";
+  // A gated norm input (schedule-fuse-kda-gated-norm): the tile stages the
+  // norm of its heads of `input` (the gated delta's o) itself.
+  const bool gatedNorm = bool(op.getGatedNormGateAttr());
+  if (gatedNorm) {
+    BufferOp gate = buffers.lookup(*op.getGatedNormGate());
+    if (shared || in.getDtype() != "bf16" || !gate || gate.getDtype() != "bf16")
+      return t.emitOpError("stages a gated norm of @")
+             << in.getSymName() << ": its input and gate must be bf16 buffers outside shared "
+             << "memory";
+  }
   std::string staged;
-  if (!shared) {
+  if (gatedNorm) {
+    staged = ptr(in.getSymName()) + ", " + ptr(*op.getGatedNormGate()) + ", " +
+             ident(*op.getGatedNormWeight()) + ", " +
+             fmtFloat(op.getGatedNormEps()->convertToDouble()) + ", work";
+  } else if (!shared) {
     staged = ptr(in.getSymName()) + " + " +
              std::to_string(int64_t(op.getInputOffset().value_or(0))) + ", work";
+  }
+  if (!staged.empty()) {
     needWork(kslice + w4Red(tn));
     o << "      float *red = work + " << kslice << ";\n";
   } else {
@@ -101,7 +117,14 @@ LogicalResult Emitter::lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o
   SmallVector<Segment> segs;
   for (size_t s = 0; s < weights.size(); ++s) {
     Segment g;
-    if (!staged.empty())
+    if (gatedNorm)
+      g.callee = "mkgen::call<&mk::w4a16_gemv_tile_gated_norm_staged" +
+                 std::string(wait.empty() ? "" : "_waiting") + "<" + std::to_string(T) + ", " +
+                 std::to_string(tn) + ", " + std::to_string(G) + ", " + epiType + ", false, " +
+                 orderName(weights[s]) + ", " +
+                 std::to_string(int64_t(*op.getGatedNormHeadDim())) +
+                 (wait.empty() ? "" : ", mk::CounterWaits") + ">>(" + staged + ", ";
+    else if (!staged.empty())
       g.callee = "mkgen::call<&mk::w4a16_gemv_tile_staged" +
                  std::string(wait.empty() ? "" : "_waiting") + "<" + std::to_string(T) + ", " +
                  std::to_string(tn) + ", " + std::to_string(G) + ", " + epiType + ", false, " +

@@ -137,6 +137,35 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
   ];
 }
 
+def ScheduleFuseKdaGatedNorm : Pass<"schedule-fuse-kda-gated-norm", "::mlir::ModuleOp"> {
+  let summary = "Fold each released KDA layer's gated output norm into the "
+                "output projection's input staging";
+  let description = [{
+    The released KDA layer normalizes each head's output before its output
+    projection: `kda_gated_norm` (one task per head) writes z = bf16(o *
+    rsqrt(mean(o^2) + eps) * w * sigmoid(gate)), and the projection's
+    split-K GEMV stages its k-slice of z. Each slice is whole heads, so the
+    GEMV can compute those heads' norms while it stages its input: it reads
+    o and the gate instead (`gated_norm_gate`, `gated_norm_weight`,
+    `gated_norm_eps`, `gated_norm_head_dim` on the `w4a16_gemv`, whose
+    `input` becomes o), the norm task goes, and with it its phase, its
+    counters (schedule-barriers-to-counters places the GEMV's waits on the
+    gated delta and the gate instead) and the z buffer: one dependent hop
+    less per KDA layer. The staged values are the norm task's, bit for bit
+    (templates/kda.cuh, kda_gated_norm_stage). Applies where the norm's
+    output is read by that one GEMV only, with one weight, from offset 0,
+    its k-slices (k / ksplit) whole heads, its input and gate bf16 outside
+    shared memory. Opt-in (`enabled=true`) until measured on a GPU.
+    Runs after schedule-partition-work (which sets `ksplit`) and before
+    schedule-barriers-to-counters; a rewrite pattern on the norm
+    (FoldGatedNormIntoStaging), applied by the greedy driver.
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", "false",
+           "fold the norms (not yet measured on a GPU, off by default)">,
+  ];
+}
+
 def ScheduleFuseKdaOProj : Pass<"schedule-fuse-kda-o-proj", "::mlir::ModuleOp"> {
   let summary = "Fold each KDA output projection into the gated-delta tasks";
   let description = [{

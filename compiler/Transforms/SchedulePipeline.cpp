@@ -11,6 +11,7 @@ void mk::schedule::buildSchedulePipeline(OpPassManager &pm) {
   pm.addPass(createScheduleFormPhases());
   pm.addPass(createSchedulePartitionWork());
   pm.addPass(createScheduleFuseKdaOProj());
+  pm.addPass(createScheduleFuseKdaGatedNorm());
   pm.addPass(createScheduleTileWeights());
   pm.addPass(createSchedulePrefetchWeights());
   pm.addPass(createScheduleBarriersToCounters());

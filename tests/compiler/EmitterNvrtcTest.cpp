@@ -195,6 +195,28 @@ TEST(EmitterNvrtc, ReleasedForms) {
   check("examples/specs/kimi_linear_released_forms.json", "mk_kimi_linear_released_forms");
 }
 
+// The released KDA's gated output norm staged by the output projection
+// (schedule-fuse-kda-gated-norm=enabled=true, opt-in): no norm task is
+// left, every projection stages the norm after its prologue wait for the
+// gated delta, and the kernel compiles for both targets.
+TEST(EmitterNvrtc, ReleasedFormsGatedNormInTheProjection) {
+  const std::string opt = "schedule-fuse-kda-gated-norm=enabled=true";
+  check("examples/specs/kimi_linear_released_forms.json", "mk_kimi_linear_released_forms", false,
+        opt);
+  const std::string src = emit("examples/specs/kimi_linear_released_forms.json",
+                               "mk_kimi_linear_released_forms", false, opt)
+                              .source;
+  EXPECT_EQ(src.find("kda_gated_norm_task"), std::string::npos);
+  size_t calls = 0;
+  for (size_t at = src.find("mk::w4a16_gemv_tile_gated_norm_staged_waiting<"); at != std::string::npos;
+       at = src.find("mk::w4a16_gemv_tile_gated_norm_staged_waiting<", at + 1)) {
+    const std::string line = src.substr(at, src.find('\n', at) - at);
+    EXPECT_NE(line.find(", 128, mk::CounterWaits>>("), std::string::npos) << line;
+    ++calls;
+  }
+  EXPECT_EQ(calls, 3u); // the three KDA layers' projections
+}
+
 // The whole model (token in, next token out): the tiny one and the unit's
 // width with the released model's 163840-token LM head; the manifest names
 // the token, the next token and where the logits are.

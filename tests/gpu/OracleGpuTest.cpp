@@ -968,6 +968,11 @@ TEST(OracleGpu, TinyHfCheckpointDecodes) {
   modelSteps("kimi48b_tiny", 0, &w);
 }
 TEST(OracleGpu, ReleasedFormsOneStep) { oneStepAgainstOracle("kimi_linear_released_forms"); }
+// The same with the gated output norms staged by the output projections
+// (schedule-fuse-kda-gated-norm; make-gpu-kernels.sh generates it).
+TEST(OracleGpu, ReleasedFormsGatedNormFusedOneStep) {
+  oneStepAgainstOracle("kimi_linear_released_forms_tgnorm");
+}
 // The dense GQA family: a tiny two-layer spec and a Qwen3-8B-sized layer.
 TEST(OracleGpu, TinyDenseGqaOneStep) { oneStepAgainstOracle("tiny_dense_gqa"); }
 TEST(OracleGpu, TinyDenseGqaEightSteps) { eightSteps("tiny_dense_gqa"); }

@@ -1043,6 +1043,63 @@ TEST(Kda, HeadChunksMatchDeltaRule) {
   }
 }
 
+/// The released KDA's gated output norm as its own task (one block per
+/// head) and as the output projection stages it (kda_gated_norm_stage over
+/// a slice of whole heads, heads [k0 / DK, k1 / DK)).
+constexpr int GNH = 6, GNC = GNH * KDK;
+__global__ void __launch_bounds__(T, 1)
+    gatedNormTaskKernel(const mk::bf16 *o, const mk::bf16 *gate, const mk::bf16 *w, mk::bf16 *z) {
+  mk::kda_gated_norm_task<T, KDK>(blockIdx.x, o, gate, w, 1e-5f, z);
+}
+__global__ void __launch_bounds__(T, 1)
+    gatedNormStageKernel(const mk::bf16 *o, const mk::bf16 *gate, const mk::bf16 *w, int k0,
+                         int k1, float *out) {
+  __shared__ float stage[GNC];
+  mk::kda_gated_norm_stage<T, KDK>(o, gate, w, 1e-5f, stage, k0, k1);
+  __syncthreads();
+  for (int i = threadIdx.x; i < k1 - k0; i += T)
+    out[k0 + i] = stage[i];
+}
+
+TEST(Kda, GatedNormStagedAsItsTaskWritesIt) {
+  REQUIRE_GPU();
+  Rng r(12);
+  auto o = randBf16(r, GNC, 0.7f), gate = randBf16(r, GNC, 2.f), w = randBf16(r, KDK, 1.f);
+  Dev<HB> dO(o), dG(gate), dW(w), dZ(GNC);
+  Dev<float> dS(GNC);
+  gatedNormTaskKernel<<<GNH, T>>>(dO.as<mk::bf16>(), dG.as<mk::bf16>(), dW.as<mk::bf16>(),
+                                  dZ.as<mk::bf16>());
+  CK(cudaGetLastError());
+  // Slices of 1, 4 and 1 heads: fewer, as many and fewer heads than warps.
+  for (auto [h0, h1] : {std::pair{0, 1}, std::pair{1, 5}, std::pair{5, 6}})
+    gatedNormStageKernel<<<1, T>>>(dO.as<mk::bf16>(), dG.as<mk::bf16>(), dW.as<mk::bf16>(),
+                                   h0 * KDK, h1 * KDK, dS.p);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  auto z = dZ.get();
+  auto staged = dS.get();
+  for (int c = 0; c < GNC; ++c) {
+    uint32_t got, want;
+    const float zf = z[c].toFloat();
+    std::memcpy(&got, &staged[c], 4);
+    std::memcpy(&want, &zf, 4);
+    ASSERT_EQ(got, want) << "value " << c << ": staged " << staged[c] << ", task " << zf;
+  }
+  // And the task against the formula (fp32 until the one rounding).
+  for (int h = 0; h < GNH; ++h) {
+    double ss = 0;
+    for (int i = 0; i < KDK; ++i)
+      ss += double(o[h * KDK + i].toFloat()) * o[h * KDK + i].toFloat();
+    const double rr = 1.0 / std::sqrt(ss / KDK + 1e-5);
+    for (int i = 0; i < KDK; ++i) {
+      const int c = h * KDK + i;
+      const double want = o[c].toFloat() * rr * w[i].toFloat() /
+                          (1.0 + std::exp(-double(gate[c].toFloat())));
+      EXPECT_NEAR(z[c].toFloat(), want, 0.01 * std::abs(want) + 1e-5) << "value " << c;
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // MLA: rope + append, absorbed attention, combine + W_v
 //===----------------------------------------------------------------------===//

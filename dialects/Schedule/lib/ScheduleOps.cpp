@@ -620,7 +620,33 @@ LogicalResult mk::schedule::verifyTaskOp(TaskOpInterface t) {
       return t.emitOpError("has no argument '")
              << a.getName().getValue() << "' (a " << taskKindName(t.getKind())
              << " task's arguments: " << describeTaskArgs(t.getKind()) << ")";
+  if (auto g = dyn_cast<W4A16GemvOp>(t.getOperation()))
+    if (failed(verifyGatedNormInput(g)))
+      return failure();
   return verifyTaskArgs(t, TaskArgStage::Formed);
+}
+
+LogicalResult mk::schedule::verifyGatedNormInput(W4A16GemvOp g) {
+  const int present = int(bool(g.getGatedNormGateAttr())) + int(bool(g.getGatedNormWeightAttr())) +
+                      int(bool(g.getGatedNormEpsAttr())) + int(bool(g.getGatedNormHeadDimAttr()));
+  if (present == 0)
+    return success();
+  if (present != 4)
+    return g.emitOpError("a gated norm input takes gated_norm_gate, gated_norm_weight, "
+                         "gated_norm_eps and gated_norm_head_dim together");
+  const int64_t dk = int64_t(*g.getGatedNormHeadDim()), k = int64_t(g.getK());
+  if (g.getWeights().size() != 1)
+    return g.emitOpError("a gated norm input is staged for one weight, not ")
+           << g.getWeights().size();
+  if (g.getInputOffset().value_or(0) != 0)
+    return g.emitOpError("a gated norm input is read from offset 0 (whole heads), not ")
+           << *g.getInputOffset();
+  // Each instance stages its k-slice: whole heads of the norm.
+  const int64_t slice = g.getKsplit() ? k / int64_t(*g.getKsplit()) : k;
+  if (k % dk || slice % dk)
+    return g.emitOpError("a gated norm input's k-slices must be whole heads of ")
+           << dk << " values (k " << k << ", slice " << slice << ")";
+  return success();
 }
 
 TaskOpInterface mk::schedule::createTaskOp(OpBuilder &b, Location loc, TaskKind kind,

@@ -49,7 +49,13 @@ const TaskArgSpec kW4A16Gemv[] = {
     {"tn", T::Pos, P},
     {"ksplit", T::Pos, P},
     {"tiles", T::Pos, P},
-    {"captures", T::Captures}};
+    {"captures", T::Captures},
+    // The released KDA's gated output norm staged from `input`
+    // (schedule-fuse-kda-gated-norm; all four or none: verifyTaskOp).
+    optIn("gated_norm_gate"),
+    {"gated_norm_weight", T::Weight, O},
+    {"gated_norm_eps", T::Float, O},
+    {"gated_norm_head_dim", T::Pos, O}};
 const TaskArgSpec kBf16Rows[] = {{"weight", T::Weight},
                                  optIn("input"),
                                  out("output"),

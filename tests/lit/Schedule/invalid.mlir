@@ -530,3 +530,30 @@ schedule.kernel @k attributes {threads = 256 : i64} {
     schedule.wait @p.done {divisor = 2 : i64, in_prologue, target = 1 : i64, task = "proj"}
   }
 }
+
+// -----
+
+// A gated norm input (schedule-fuse-kda-gated-norm) takes its four
+// arguments together.
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.buffer @o {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @g {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
+  schedule.phase "q" {
+    // expected-error @+1 {{a gated norm input takes gated_norm_gate, gated_norm_weight, gated_norm_eps and gated_norm_head_dim together}}
+    schedule.w4a16_gemv "t" {input = @o, outputs = [@y], weights = ["w"], n = [64], k = 256, group = 32, gated_norm_gate = @g, gated_norm_head_dim = 128}
+  }
+}
+
+// -----
+
+// Each instance stages whole heads: k / ksplit a multiple of the head size.
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.buffer @o {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @g {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
+  schedule.phase "q" {
+    // expected-error @+1 {{a gated norm input's k-slices must be whole heads of 128 values (k 256, slice 64)}}
+    schedule.w4a16_gemv "t" {input = @o, outputs = [@y], weights = ["w"], n = [64], k = 256, group = 32, ksplit = 4, gated_norm_gate = @g, gated_norm_weight = "nw", gated_norm_eps = 1.0e-05, gated_norm_head_dim = 128}
+  }
+}

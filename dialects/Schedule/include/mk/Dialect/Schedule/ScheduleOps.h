@@ -32,6 +32,9 @@ llvm::SmallVector<int64_t> argInts(mlir::ArrayAttr a);
 #include "mk/Dialect/Schedule/ScheduleOps.h.inc"
 
 namespace mk::schedule {
+/// A W4A16 GEMV's gated norm input (schedule-fuse-kda-gated-norm): its
+/// four arguments together, one weight, and k-slices of whole heads.
+mlir::LogicalResult verifyGatedNormInput(W4A16GemvOp g);
 /// Creates the task op of `kind` (`schedule.<keyword>`) named `name` at
 /// `b`'s insertion point, with one instance, no partition yet and the
 /// arguments `args`, each its own attribute (buffers named by string become

@@ -368,7 +368,15 @@ def Schedule_W4A16GemvOp : Schedule_TaskBase<"w4a16_gemv", "W4A16Gemv",
     OptionalAttr<Schedule_NonNegArg>:$input_offset, OptionalAttr<Schedule_NonNegArg>:$unit_cols,
     OptionalAttr<Schedule_EpilogueArg>:$epilogue, OptionalAttr<Schedule_PosArg>:$tn,
     OptionalAttr<Schedule_PosArg>:$ksplit, OptionalAttr<Schedule_PosArg>:$tiles,
-    OptionalAttr<StrArrayAttr>:$captures), ["getPrologueGuardedBuffers"]>;
+    OptionalAttr<StrArrayAttr>:$captures,
+    // The released KDA's gated output norm folded into the input's staging
+    // (schedule-fuse-kda-gated-norm): `input` is then the gated delta's
+    // output o, and the tile stages bf16(o * rsqrt(mean(o^2) + eps) * w *
+    // sigmoid(gate)) per head of `gated_norm_head_dim` values.
+    OptionalAttr<FlatSymbolRefAttr>:$gated_norm_gate,
+    OptionalAttr<Schedule_WeightName>:$gated_norm_weight,
+    OptionalAttr<F64Attr>:$gated_norm_eps, OptionalAttr<Schedule_PosArg>:$gated_norm_head_dim),
+    ["getPrologueGuardedBuffers"]>;
 def Schedule_Bf16RowsOp : Schedule_TaskBase<"bf16_rows", "Bf16Rows",
     "dot products of bf16 weight rows with the input (router, beta)", (ins
     Schedule_WeightName:$weight, OptionalAttr<FlatSymbolRefAttr>:$input,
