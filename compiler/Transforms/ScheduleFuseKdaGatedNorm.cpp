@@ -16,9 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Transforms/Passes.h"
-
-#include "mlir/IR/PatternMatch.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "Transforms/TaskRewrites.h"
 
 namespace mk::schedule {
 #define GEN_PASS_DEF_SCHEDULEFUSEKDAGATEDNORM
@@ -54,21 +52,16 @@ SmallVector<TaskOpInterface> readersOf(KernelOp kernel, StringRef b) {
   return out;
 }
 
-/// Whether a signal or wait of the kernel names task `t`, or a task other
-/// than `writer` and `reader` reads, writes or accumulates into buffer `b`.
-bool hasCountersOrOtherUses(KernelOp kernel, StringRef t, StringRef b, Operation *writer,
-                            Operation *reader) {
+/// Whether a task other than `writer` and `reader` reads, writes or
+/// accumulates into buffer `b`.
+bool hasOtherUses(KernelOp kernel, StringRef b, Operation *writer, Operation *reader) {
   bool found = false;
-  kernel.walk([&](Operation *op) {
-    if (auto s = dyn_cast<SignalOp>(op))
-      found |= s.getTask() == t;
-    else if (auto w = dyn_cast<WaitOp>(op))
-      found |= w.getTask() == t;
-    else if (auto task = dyn_cast<TaskOpInterface>(op); task && op != writer && op != reader) {
-      const TaskAccesses a = taskAccesses(task);
-      found |= llvm::is_contained(a.reads, b) || llvm::is_contained(a.writes, b) ||
-               llvm::is_contained(a.accumulates, b);
-    }
+  kernel.walk([&](TaskOpInterface task) {
+    if (task.getOperation() == writer || task.getOperation() == reader)
+      return;
+    const TaskAccesses a = taskAccesses(task);
+    found |= llvm::is_contained(a.reads, b) || llvm::is_contained(a.writes, b) ||
+             llvm::is_contained(a.accumulates, b);
   });
   return found;
 }
@@ -100,8 +93,9 @@ struct FoldGatedNormIntoStaging : OpRewritePattern<KdaGatedNormOp> {
         gate.getDtype() != "bf16")
       return rewriter.notifyMatchFailure(norm, "o and the gate are not bf16 in global memory");
     TaskOpInterface normTask = norm;
-    if (hasCountersOrOtherUses(kernel, normTask.getName(), z, norm, gemv) ||
-        hasCountersOrOtherUses(kernel, TaskOpInterface(gemv).getName(), z, norm, gemv))
+    if (hasCounters(kernel, normTask.getName()) ||
+        hasCounters(kernel, TaskOpInterface(gemv).getName()) ||
+        hasOtherUses(kernel, z, norm, gemv))
       return rewriter.notifyMatchFailure(norm, "counters are placed, or z has other uses");
     Builder &b = rewriter;
     rewriter.modifyOpInPlace(gemv, [&] {
@@ -121,13 +115,7 @@ struct FoldGatedNormIntoStaging : OpRewritePattern<KdaGatedNormOp> {
       if (reads.size() != listed.size())
         gemv->setAttr("reads", b.getArrayAttr(reads));
     });
-    auto phase = norm->getParentOfType<PhaseOp>();
-    rewriter.eraseOp(norm);
-    if (phase && phase.getBody().front().getOps<TaskOpInterface>().empty()) {
-      if (auto barrier = dyn_cast_or_null<BarrierOp>(phase->getPrevNode()))
-        rewriter.eraseOp(barrier);
-      rewriter.eraseOp(phase);
-    }
+    eraseTaskAndEmptiedPhase(rewriter, norm);
     if (BufferOp zb = bufferNamed(kernel, z))
       rewriter.eraseOp(zb);
     return success();
@@ -139,10 +127,7 @@ void ScheduleFuseKdaGatedNormPass::runOnOperation() {
     return;
   RewritePatternSet patterns(&getContext());
   patterns.add<FoldGatedNormIntoStaging>(&getContext());
-  GreedyRewriteConfig config;
-  config.useTopDownTraversal = true;
-  config.enableRegionSimplification = GreedySimplifyRegionLevel::Disabled;
-  if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns), config)))
+  if (failed(applyTaskRewrites(getOperation(), std::move(patterns))))
     signalPassFailure();
 }
 

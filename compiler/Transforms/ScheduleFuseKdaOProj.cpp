@@ -24,10 +24,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "Transforms/Passes.h"
+#include "Transforms/TaskRewrites.h"
 #include "mk/PackedLayout.h"
-
-#include "mlir/IR/PatternMatch.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mk::schedule {
 #define GEN_PASS_DEF_SCHEDULEFUSEKDAOPROJ
@@ -69,19 +67,6 @@ bool isFusable(KernelOp kernel, TaskOpInterface kda, TaskOpInterface g) {
                         budget - 1024;
 }
 
-/// Whether a signal or wait of the kernel names task `t` (none exist before
-/// schedule-barriers-to-counters; a hand-written schedule may have them).
-bool hasCounters(KernelOp kernel, StringRef t) {
-  bool found = false;
-  kernel.walk([&](Operation *op) {
-    if (auto s = dyn_cast<SignalOp>(op))
-      found |= s.getTask() == t;
-    else if (auto w = dyn_cast<WaitOp>(op))
-      found |= w.getTask() == t;
-  });
-  return found;
-}
-
 /// The KDA task of `kernel` that writes buffer `o` and has no projection
 /// folded in yet (null if none).
 TaskOpInterface unfoldedProducer(KernelOp kernel, StringRef o) {
@@ -121,13 +106,7 @@ struct FoldOProjIntoKdaTask : OpRewritePattern<W4A16GemvOp> {
       // instances together, as the projection's does).
       kda.setBytes(kda.getBytes() + g.getBytes());
     });
-    auto phase = op->getParentOfType<PhaseOp>();
-    rewriter.eraseOp(op);
-    if (phase && phase.getBody().front().getOps<TaskOpInterface>().empty()) {
-      if (auto barrier = dyn_cast_or_null<BarrierOp>(phase->getPrevNode()))
-        rewriter.eraseOp(barrier);
-      rewriter.eraseOp(phase);
-    }
+    eraseTaskAndEmptiedPhase(rewriter, op);
     return success();
   }
 };
@@ -137,13 +116,8 @@ void ScheduleFuseKdaOProjPass::runOnOperation() {
     return;
   RewritePatternSet patterns(&getContext());
   patterns.add<FoldOProjIntoKdaTask>(&getContext());
-  // Program order (a task's projection is the first GEMV reading its o) and
-  // no region simplification: the schedule's ops (which have no folders)
-  // are kept as they are but for the rewrites.
-  GreedyRewriteConfig config;
-  config.useTopDownTraversal = true;
-  config.enableRegionSimplification = GreedySimplifyRegionLevel::Disabled;
-  if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns), config)))
+  // Program order: a task's projection is the first GEMV reading its o.
+  if (failed(applyTaskRewrites(getOperation(), std::move(patterns))))
     signalPassFailure();
 }
 
