@@ -208,26 +208,33 @@ __device__ void kda_gated_norm_task(int h, const bf16 *o, const bf16 *gate, cons
 /// projection that stages these reads what it would read from the norm's
 /// output. Each warp takes whole heads and computes them as the task's
 /// warps do (the same lane order of the sums of squares, warp_sum, the one
-/// rounding): the same bits. Caller synchronizes.
+/// rounding): the same bits, with the head's values, gate and weight
+/// loaded at once (one round trip). Caller synchronizes.
 template <int THREADS, int DK>
 __device__ __forceinline__ void kda_gated_norm_stage(const bf16 *o, const bf16 *gate,
                                                      const bf16 *w, float eps, float *stage,
                                                      int k0, int k1) {
   static_assert(DK % 32 == 0, "a head is whole lane steps");
+  constexpr int PER = DK / 32; // values per lane
   const int lane = threadIdx.x & 31;
   for (int h = k0 / DK + (threadIdx.x >> 5); h < k1 / DK; h += THREADS / 32) {
-    const bf16 *oh = o + (size_t)h * DK;
+    // One round trip: the head's values, gate and weight at once.
+    const size_t c0 = (size_t)h * DK;
+    float x[PER], g[PER], wt[PER];
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+      x[j] = bf2f(__ldcg(o + c0 + lane + 32 * j));
+      g[j] = bf2f(__ldcg(gate + c0 + lane + 32 * j));
+      wt[j] = bf2f(w[lane + 32 * j]);
+    }
     float ss = 0.f;
-    for (int i = lane; i < DK; i += 32) {
-      const float x = bf2f(__ldcg(oh + i));
-      ss = fmaf(x, x, ss);
-    }
+#pragma unroll
+    for (int j = 0; j < PER; ++j)
+      ss = fmaf(x[j], x[j], ss);
     const float r = 1.f / sqrtf(warp_sum(ss) / float(DK) + eps);
-    for (int i = lane; i < DK; i += 32) {
-      const size_t c = (size_t)h * DK + i;
-      stage[c - k0] =
-          bf2f(f2bf(bf2f(__ldcg(oh + i)) * r * bf2f(w[i]) * sigmoidf_(bf2f(__ldcg(gate + c)))));
-    }
+#pragma unroll
+    for (int j = 0; j < PER; ++j)
+      stage[c0 + lane + 32 * j - k0] = bf2f(f2bf(x[j] * r * wt[j] * sigmoidf_(g[j])));
   }
 }
 

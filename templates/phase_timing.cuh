@@ -160,4 +160,17 @@ struct CounterWaits {
   }
 };
 
+/// Two prologue waits run one after the other, as one: a task whose
+/// prologue stages the outputs of two producers (a W4A16 GEMV staging a
+/// gated norm of one producer's o with another's gate) waits for both
+/// after its first weights are asked for.
+template <class A, class B> struct BothWaits {
+  A first;
+  B second;
+  __device__ __forceinline__ void operator()() const {
+    first();
+    second();
+  }
+};
+
 } // namespace mk

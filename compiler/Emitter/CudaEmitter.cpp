@@ -183,16 +183,17 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
       bool waits = false;
       prologueWait.clear();
       prologueWaitCounter.clear();
+      SmallVector<std::string, 2> inPrologue;
       for (WaitOp w : waitsOf.lookup(t.getName())) {
         CounterOp c = counters.lookup(w.getCounter());
         if (w.getInPrologue()) { // the task's lowering passes it on
           prologueWaitCounter = w.getCounter().str();
-          prologueWait =
+          inPrologue.push_back(
               llvm::formatv("mk::CounterWaits{{sync, {0} + (i / {1}) * {2}, {2}, {3}u "
                             "MK_PROLOGUE_WAIT_TIMED({4})}",
                             c.getBase(), w.getDivisor(), w.getSpan(), w.getTarget(),
                             phaseIndex - 1)
-                  .str();
+                  .str());
           continue;
         }
         if (!waits)
@@ -205,6 +206,16 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
       }
       if (waits)
         os << "      MK_WAIT_END(" << phaseIndex - 1 << ");\n";
+      // One prologue wait, or two run as one (the verifier allows no more).
+      prologueWaitType = "mk::CounterWaits";
+      if (inPrologue.size() == 1) {
+        prologueWait = inPrologue[0];
+      } else if (inPrologue.size() == 2) {
+        prologueWaitType = "mk::BothWaits<mk::CounterWaits, mk::CounterWaits>";
+        prologueWait = prologueWaitType + "{" + inPrologue[0] + ", " + inPrologue[1] + "}";
+      } else if (inPrologue.size() > 2) {
+        return t.emitOpError("has ") << inPrologue.size() << " prologue waits (at most two)";
+      }
       std::string inst;
       llvm::raw_string_ostream is(inst);
       workTask = t;

@@ -475,8 +475,12 @@ private:
   /// The task being emitted's wait marked `in_prologue`, as the argument
   /// its lowering passes on (mk::CounterWaits{...}); empty if none. A
   /// lowering that runs it takes it (takePrologueWait); the emitter refuses
-  /// a task whose lowering left it (the wait would be dropped).
+  /// a task whose lowering left it (the wait would be dropped). A task
+  /// that stages two producers' outputs may have two such waits (a GEMV
+  /// with a gated norm input): they are passed on as one
+  /// mk::BothWaits<...>{...}, and `prologueWaitType` names the type.
   std::string prologueWait;
+  std::string prologueWaitType;
   /// The counter of that wait (for the emitter's error).
   std::string prologueWaitCounter;
   std::string takePrologueWait() { return std::exchange(prologueWait, std::string()); }

@@ -74,7 +74,7 @@ LogicalResult Emitter::lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o
   // A wait for the input in the tile's prologue (schedule-prologue-waits
   // `gemv`, on by default): the staged tile's waiting form, after its first
   // weights.
-  const std::string wait = takePrologueWait();
+  const std::string waitType = prologueWaitType, wait = takePrologueWait();
   if (!wait.empty() && shared)
     return t.emitOpError("waits for its input in its prologue, but the input @")
            << in.getSymName() << " is in shared memory (no staging to wait before)";
@@ -83,10 +83,14 @@ LogicalResult Emitter::lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o
   const bool gatedNorm = bool(op.getGatedNormGateAttr());
   if (gatedNorm) {
     BufferOp gate = buffers.lookup(*op.getGatedNormGate());
-    if (shared || in.getDtype() != "bf16" || !gate || gate.getDtype() != "bf16")
+    if (shared || in.getDtype() != "bf16" || !gate || gate.getDtype() != "bf16" ||
+        gate.getSpace() == "shared")
       return t.emitOpError("stages a gated norm of @")
              << in.getSymName() << ": its input and gate must be bf16 buffers outside shared "
              << "memory";
+    if (*op.getGatedNormHeadDim() % 32)
+      return t.emitOpError("stages a gated norm of heads of ")
+             << *op.getGatedNormHeadDim() << " values: the staging takes multiples of 32";
   }
   std::string staged;
   if (gatedNorm) {
@@ -123,7 +127,7 @@ LogicalResult Emitter::lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o
                  std::to_string(tn) + ", " + std::to_string(G) + ", " + epiType + ", false, " +
                  orderName(weights[s]) + ", " +
                  std::to_string(int64_t(*op.getGatedNormHeadDim())) +
-                 (wait.empty() ? "" : ", mk::CounterWaits") + ">>(" + staged + ", ";
+                 (wait.empty() ? "" : ", " + waitType) + ">>(" + staged + ", ";
     else if (!staged.empty())
       g.callee = "mkgen::call<&mk::w4a16_gemv_tile_staged" +
                  std::string(wait.empty() ? "" : "_waiting") + "<" + std::to_string(T) + ", " +

@@ -81,16 +81,20 @@ struct FoldGatedNormIntoStaging : OpRewritePattern<KdaGatedNormOp> {
                                     : W4A16GemvOp();
     if (!gemv || gemv.getInput() != z || gemv.getGatedNormGateAttr())
       return rewriter.notifyMatchFailure(norm, "its output is not one GEMV's input alone");
+    // The partition's k-slices (ksplit set: schedule-partition-work ran)
+    // are whole heads; a head is whole lane steps (kda_gated_norm_stage).
     const int64_t dk = int64_t(norm.getHeadDim()), k = int64_t(gemv.getK());
-    const int64_t slice = gemv.getKsplit() ? k / int64_t(*gemv.getKsplit()) : k;
+    if (!gemv.getKsplit())
+      return rewriter.notifyMatchFailure(norm, "the GEMV is not partitioned yet");
+    const int64_t slice = k / int64_t(*gemv.getKsplit());
     if (gemv.getWeights().size() != 1 || gemv.getInputOffset().value_or(0) != 0 ||
-        k != int64_t(norm.getHeads()) * dk || k % slice || slice % dk)
-      return rewriter.notifyMatchFailure(norm, "the GEMV's k-slices are not whole heads of one "
-                                               "weight from offset 0");
+        k != int64_t(norm.getHeads()) * dk || k % slice || slice % dk || dk % 32)
+      return rewriter.notifyMatchFailure(norm, "the GEMV's k-slices are not whole heads (of a "
+                                               "multiple of 32) of one weight from offset 0");
     BufferOp in = bufferNamed(kernel, norm.getInput()),
              gate = bufferNamed(kernel, norm.getGate());
-    if (!in || !gate || in.getSpace() == "shared" || in.getDtype() != "bf16" ||
-        gate.getDtype() != "bf16")
+    if (!in || !gate || in.getSpace() == "shared" || gate.getSpace() == "shared" ||
+        in.getDtype() != "bf16" || gate.getDtype() != "bf16")
       return rewriter.notifyMatchFailure(norm, "o and the gate are not bf16 in global memory");
     TaskOpInterface normTask = norm;
     if (hasCounters(kernel, normTask.getName()) ||

@@ -47,7 +47,10 @@ struct ScheduleFuseKdaOProjPass
 /// a form the row-slice product computes, with the task's shared memory
 /// (its own and the staged rows of W_o) inside the kernel's budget.
 bool isFusable(KernelOp kernel, TaskOpInterface kda, TaskOpInterface g) {
-  if (g.getStrArg("epilogue") != "atomic_f32" || g.getIntArg("input_offset") != 0)
+  // A GEMV that stages a gated norm of its input (schedule-fuse-kda-gated-
+  // norm) multiplies the norm's values, not o's.
+  if (g.getStrArg("epilogue") != "atomic_f32" || g.getIntArg("input_offset") != 0 ||
+      g.getArg("gated_norm_gate"))
     return false;
   SmallVector<std::string> weights = g.getStrArrayArg("weights"),
                            outputs = g.getStrArrayArg("outputs");

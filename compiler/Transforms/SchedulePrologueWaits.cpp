@@ -27,7 +27,10 @@
 // slower, #158).
 // Each kind's getPrologueGuardedBuffers (TaskOpInterface) says which
 // buffers its waits may guard there; the options say which kinds' waits
-// move.
+// move. A task gets one prologue wait per buffer it stages, two at most: a
+// GEMV staging a gated norm of its input (schedule-fuse-kda-gated-norm)
+// waits there for the gated delta's o and for the gate; the emitter runs
+// the two as one (mk::BothWaits).
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,14 +86,17 @@ void SchedulePrologueWaitsPass::runOnOperation() {
         signallers[s.getCounter()].push_back(s.getTask());
     });
     for (PhaseOp phase : kernel.getBodyBlock().getOps<PhaseOp>()) {
-      // One prologue wait per task: those the input already has count.
-      llvm::StringSet<> marked;
+      // One prologue wait per buffer the task stages (two at most): those
+      // the input already has count.
+      llvm::StringMap<size_t> marked;
       for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>())
         if (w.getInPrologue())
-          marked.insert(w.getTask());
+          ++marked[w.getTask()];
       for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>()) {
         TaskOpInterface t = tasks.lookup(w.getTask());
-        if (!t || marked.contains(w.getTask()) ||
+        if (!t || w.getInPrologue() ||
+            marked.lookup(w.getTask()) >=
+                std::min<size_t>(t.getPrologueGuardedBuffers().size(), 2) ||
             (isa<MlaAttentionChunkOp>(t.getOperation()) && !attention) ||
             (isa<MlaQAbsorbOp>(t.getOperation()) && !absorb) ||
             (isa<MlaCombineWvOp>(t.getOperation()) && !combine) ||
@@ -106,7 +112,7 @@ void SchedulePrologueWaitsPass::runOnOperation() {
             }))
           continue;
         w.setInPrologue(true);
-        marked.insert(w.getTask());
+        ++marked[w.getTask()];
       }
     }
   }

@@ -197,8 +197,9 @@ TEST(EmitterNvrtc, ReleasedForms) {
 
 // The released KDA's gated output norm staged by the output projection
 // (schedule-fuse-kda-gated-norm=enabled=true, opt-in): no norm task is
-// left, every projection stages the norm after its prologue wait for the
-// gated delta, and the kernel compiles for both targets.
+// left, every projection stages the norm after its two prologue waits (the
+// gate's producer and the gated delta: no counter wait of theirs before
+// the task), and the kernel compiles for both targets.
 TEST(EmitterNvrtc, ReleasedFormsGatedNormInTheProjection) {
   const std::string opt = "schedule-fuse-kda-gated-norm=enabled=true";
   check("examples/specs/kimi_linear_released_forms.json", "mk_kimi_linear_released_forms", false,
@@ -211,7 +212,22 @@ TEST(EmitterNvrtc, ReleasedFormsGatedNormInTheProjection) {
   for (size_t at = src.find("mk::w4a16_gemv_tile_gated_norm_staged_waiting<"); at != std::string::npos;
        at = src.find("mk::w4a16_gemv_tile_gated_norm_staged_waiting<", at + 1)) {
     const std::string line = src.substr(at, src.find('\n', at) - at);
-    EXPECT_NE(line.find(", 128, mk::CounterWaits>>("), std::string::npos) << line;
+    EXPECT_NE(line.find(", 128, mk::BothWaits<mk::CounterWaits, mk::CounterWaits>>>("),
+              std::string::npos)
+        << line;
+    const size_t task = src.rfind("if (t < ", at);
+    ASSERT_NE(task, std::string::npos);
+    const std::string before = src.substr(task, at - task);
+    // Before the task at most the wait for the sums' zeroing (target 1; in
+    // layer 0, where no barrier orders it).
+    size_t waits = 0;
+    for (size_t w = before.find("mk::counter_wait("); w != std::string::npos;
+         w = before.find("mk::counter_wait(", w + 1)) {
+      ++waits;
+      const std::string wline = before.substr(w, before.find('\n', w) - w);
+      EXPECT_EQ(wline.substr(wline.size() - 6), ", 1u);") << wline;
+    }
+    EXPECT_LE(waits, 1u) << before;
     ++calls;
   }
   EXPECT_EQ(calls, 3u); // the three KDA layers' projections

@@ -1046,7 +1046,7 @@ TEST(Kda, HeadChunksMatchDeltaRule) {
 /// The released KDA's gated output norm as its own task (one block per
 /// head) and as the output projection stages it (kda_gated_norm_stage over
 /// a slice of whole heads, heads [k0 / DK, k1 / DK)).
-constexpr int GNH = 6, GNC = GNH * KDK;
+constexpr int GNH = 20, GNC = GNH * KDK;
 __global__ void __launch_bounds__(T, 1)
     gatedNormTaskKernel(const mk::bf16 *o, const mk::bf16 *gate, const mk::bf16 *w, mk::bf16 *z) {
   mk::kda_gated_norm_task<T, KDK>(blockIdx.x, o, gate, w, 1e-5f, z);
@@ -1070,8 +1070,10 @@ TEST(Kda, GatedNormStagedAsItsTaskWritesIt) {
   gatedNormTaskKernel<<<GNH, T>>>(dO.as<mk::bf16>(), dG.as<mk::bf16>(), dW.as<mk::bf16>(),
                                   dZ.as<mk::bf16>());
   CK(cudaGetLastError());
-  // Slices of 1, 4 and 1 heads: fewer, as many and fewer heads than warps.
-  for (auto [h0, h1] : {std::pair{0, 1}, std::pair{1, 5}, std::pair{5, 6}})
+  // Slices of 1, 2 and 17 heads: fewer heads than the block's warps (T /
+  // 32), and more (a warp then takes a second head).
+  static_assert(17 > T / 32, "the last slice has more heads than warps");
+  for (auto [h0, h1] : {std::pair{0, 1}, std::pair{1, 3}, std::pair{3, 20}})
     gatedNormStageKernel<<<1, T>>>(dO.as<mk::bf16>(), dG.as<mk::bf16>(), dW.as<mk::bf16>(),
                                    h0 * KDK, h1 * KDK, dS.p);
   CK(cudaGetLastError());

@@ -561,7 +561,8 @@ LogicalResult WaitOp::verify() {
     return success();
   // A prologue wait belongs to a task of its phase whose kind has a form
   // that waits in its prologue (one that names the buffers such a wait may
-  // guard: getPrologueGuardedBuffers), and is its only one.
+  // guard: getPrologueGuardedBuffers), and is its only one, or one of two
+  // where the task stages two buffers (a GEMV's gated norm input).
   auto phase = (*this)->getParentOfType<PhaseOp>();
   Operation *task = nullptr;
   for (TaskOpInterface t : phase.getBodyBlock().getOps<TaskOpInterface>())
@@ -569,17 +570,23 @@ LogicalResult WaitOp::verify() {
       task = t.getOperation();
   if (!task) // the kernel's verifier names the missing task
     return success();
-  if (cast<TaskOpInterface>(task).getPrologueGuardedBuffers().empty())
+  const size_t guarded = cast<TaskOpInterface>(task).getPrologueGuardedBuffers().size();
+  if (guarded == 0)
     return emitOpError("in_prologue: task '")
            << getTask() << "' is a " << task->getName().getStringRef()
            << ", which has no form that waits in its prologue: its waits stay before it";
-  // The second of two is the one reported.
+  // The one past the limit is the one reported.
+  size_t before = 0;
   for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>()) {
     if (w == *this)
       break;
-    if (w.getInPrologue() && w.getTask() == getTask())
-      return emitOpError("in_prologue: task '") << getTask() << "' has a second prologue wait";
+    before += w.getInPrologue() && w.getTask() == getTask();
   }
+  if (before >= std::min<size_t>(guarded, 2))
+    return emitOpError("in_prologue: task '")
+           << getTask() << "' has " << (before == 1 ? "a second" : "another")
+           << " prologue wait (at most " << std::min<size_t>(guarded, 2)
+           << ": one per buffer its prologue stages)";
   return success();
 }
 

@@ -329,8 +329,13 @@ SmallVector<StringRef> MoeDownOp::getPrologueGuardedBuffers() { return {getSums(
 SmallVector<StringRef> MlaAttentionChunkOp::getPrologueGuardedBuffers() { return {getQAbs()}; }
 /// A w4a16_gemv's `input` (its first weights are asked for first; only an
 /// input in global memory, which the tile stages: the kernel verifier
-/// refuses a wait before a shared one in the prologue).
-SmallVector<StringRef> W4A16GemvOp::getPrologueGuardedBuffers() { return {getInput()}; }
+/// refuses a wait before a shared one in the prologue), and the gate of a
+/// gated norm input, which the tile stages with it.
+SmallVector<StringRef> W4A16GemvOp::getPrologueGuardedBuffers() {
+  if (std::optional<StringRef> gate = getGatedNormGate())
+    return {getInput(), *gate};
+  return {getInput()};
+}
 /// An mla_q_absorb's projected queries (its first W_kv_b rows are loaded
 /// first).
 SmallVector<StringRef> MlaQAbsorbOp::getPrologueGuardedBuffers() { return {getQ()}; }

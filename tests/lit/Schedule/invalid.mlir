@@ -557,3 +557,30 @@ schedule.kernel @k attributes {threads = 128 : i64} {
     schedule.w4a16_gemv "t" {input = @o, outputs = [@y], weights = ["w"], n = [64], k = 256, group = 32, ksplit = 4, gated_norm_gate = @g, gated_norm_weight = "nw", gated_norm_eps = 1.0e-05, gated_norm_head_dim = 128}
   }
 }
+
+// -----
+
+// ... from offset 0 (whole heads) ...
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.buffer @o {dtype = "bf16", shape = array<i64: 384>}
+  schedule.buffer @g {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
+  schedule.phase "q" {
+    // expected-error @+1 {{a gated norm input is read from offset 0 (whole heads), not 128}}
+    schedule.w4a16_gemv "t" {input = @o, input_offset = 128, outputs = [@y], weights = ["w"], n = [64], k = 256, group = 32, gated_norm_gate = @g, gated_norm_weight = "nw", gated_norm_eps = 1.0e-05, gated_norm_head_dim = 128}
+  }
+}
+
+// -----
+
+// ... for one weight.
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.buffer @o {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @g {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
+  schedule.buffer @y2 {dtype = "bf16", shape = array<i64: 64>}
+  schedule.phase "q" {
+    // expected-error @+1 {{a gated norm input is staged for one weight, not 2}}
+    schedule.w4a16_gemv "t" {input = @o, outputs = [@y, @y2], weights = ["w", "w2"], n = [64, 64], k = 256, group = 32, gated_norm_gate = @g, gated_norm_weight = "nw", gated_norm_eps = 1.0e-05, gated_norm_head_dim = 128}
+  }
+}

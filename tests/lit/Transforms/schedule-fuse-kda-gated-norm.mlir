@@ -10,8 +10,10 @@
 // CHECK-NOT: @a.z
 // CHECK: schedule.buffer @b.z
 // CHECK: schedule.phase "a.delta"
-// CHECK-NOT: "a.norm"
-// CHECK: schedule.barrier
+// CHECK-NEXT: schedule.opaque "a.delta"
+// CHECK-NEXT: schedule.opaque "a.gate"
+// CHECK-NEXT: {{^ *}}}{{$}}
+// CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "a.o_proj"
 // CHECK-NEXT: schedule.w4a16_gemv "a.o_proj" {{{.*}}bytes = 33280 : i64{{.*}}gated_norm_eps = 1.000000e-05 : f64, gated_norm_gate = @a.gate, gated_norm_head_dim = 128 : i64, gated_norm_weight = "a.o_norm"{{.*}}input = @a.o,
 // CHECK-NOT: @a.z

@@ -240,3 +240,41 @@ schedule.kernel @combine attributes {threads = 256 : i64} {
     schedule.wait @attn.done {divisor = 8 : i64, target = 4 : i64, task = "combine"}
   }
 }
+
+// A GEMV staging a gated norm of its input (schedule-fuse-kda-gated-norm)
+// stages two producers' outputs, o and the gate: both waits move into its
+// prologue (two at most); the wait for the sums' zeroing stays before it.
+// CHECK-LABEL: schedule.kernel @gated
+// CHECK: schedule.wait @zero.done {divisor = 2 : i64, target = 1 : i64, task = "proj"}
+// CHECK-NEXT: schedule.wait @gate.done {divisor = 2 : i64, in_prologue, target = 1 : i64, task = "proj"}
+// CHECK-NEXT: schedule.wait @delta.done {divisor = 2 : i64, in_prologue, target = 2 : i64, task = "proj"}
+// DOWN-LABEL: schedule.kernel @gated
+// DOWN-NOT: in_prologue
+// ABSORB-LABEL: schedule.kernel @gated
+// ABSORB: in_prologue
+schedule.kernel @gated attributes {threads = 256 : i64} {
+  schedule.buffer @o {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @gate {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 64>}
+  schedule.weight @w.w_q {dtype = "u8", group = 128 : i64, shape = array<i64: 128, 64>}
+  schedule.weight @w.scales {dtype = "bf16", group = 128 : i64, shape = array<i64: 2, 64>}
+  schedule.weight @w.zeros {dtype = "bf16", group = 128 : i64, shape = array<i64: 2, 64>}
+  schedule.weight @nw {dtype = "bf16", shape = array<i64: 128>}
+  schedule.counter @zero.done {size = 1 : i64}
+  schedule.counter @gate.done {size = 1 : i64}
+  schedule.counter @delta.done {size = 1 : i64}
+  schedule.phase "produce" {
+    schedule.zero_f32 "zero" {buffer = @acc, n = 64 : i64, count = 1 : i64}
+    schedule.opaque "delta" {count = 2 : i64, writes = [@o]}
+    schedule.opaque "gate" {count = 1 : i64, writes = [@gate]}
+    schedule.signal @zero.done {task = "zero"}
+    schedule.signal @delta.done {divisor = 2 : i64, task = "delta"}
+    schedule.signal @gate.done {task = "gate"}
+  }
+  schedule.phase "project" {
+    schedule.w4a16_gemv "proj" {count = 2 : i64, epilogue = "atomic_f32", input = @o, input_offset = 0 : i64, outputs = [@acc], group = 128 : i64, k = 256 : i64, ksplit = 2 : i64, n = [64], tn = 64 : i64, weights = ["w"], gated_norm_gate = @gate, gated_norm_weight = "nw", gated_norm_eps = 1.0e-05, gated_norm_head_dim = 128}
+    schedule.wait @zero.done {divisor = 2 : i64, target = 1 : i64, task = "proj"}
+    schedule.wait @gate.done {divisor = 2 : i64, target = 1 : i64, task = "proj"}
+    schedule.wait @delta.done {divisor = 2 : i64, target = 2 : i64, task = "proj"}
+  }
+}
