@@ -478,7 +478,8 @@ private:
   /// a task whose lowering left it (the wait would be dropped). A task
   /// that stages two producers' outputs may have two such waits (a GEMV
   /// with a gated norm input): they are passed on as one
-  /// mk::BothWaits<...>{...}, and `prologueWaitType` names the type.
+  /// mk::BothWaits<...>{...}. `prologueWaitType` names the type, which the
+  /// lowerings give their waiting templates as the Wait argument.
   std::string prologueWait;
   std::string prologueWaitType;
   /// The counter of that wait (for the emitter's error).

@@ -134,7 +134,7 @@ LogicalResult Emitter::lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o
                  std::to_string(tn) + ", " + std::to_string(G) + ", " + epiType + ", false, " +
                  orderName(weights[s]) + ", " +
                  (in.getDtype() == "f32" ? "float" : "mk::bf16") +
-                 (wait.empty() ? "" : ", mk::CounterWaits") + ">>(" + staged + ", ";
+                 (wait.empty() ? "" : ", " + waitType) + ">>(" + staged + ", ";
     else
       g.callee = "mkgen::call<&mk::w4a16_gemv_tile<" + std::to_string(T) + ", " +
                  std::to_string(tn) + ", " + std::to_string(G) + ", " + epiType +
@@ -404,7 +404,7 @@ LogicalResult Emitter::lowerTask(MlaQAbsorbOp op, int64_t G, llvm::raw_ostream &
   const std::string wait = takePrologueWait();
   o << "      mkgen::call<&mk::mla_q_absorb_task" << (wait.empty() ? "" : "_waiting") << "<" << T
     << ", " << hm << ", " << nope << ", " << rope << ", " << vh << ", " << lora << ", " << G
-    << (wait.empty() ? "" : ", mk::CounterWaits") << ">>(i, " << ptr(op.getQ()) << ", "
+    << (wait.empty() ? "" : ", " + prologueWaitType) << ">>(i, " << ptr(op.getQ()) << ", "
     << wq(w) << ", " << ws_(w) << ", " << wz(w) << ", " << ptr(op.getQAbs(), true) << ", work"
     << (wait.empty() ? std::string() : ", " + wait) << ");\n";
   return success();
@@ -471,7 +471,7 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
   o << "      if (i < nch * " << hm / hg << ")\n"
     << "        mkgen::call<&mk::mla_attention_chunk_task" << (waiting ? "_waiting" : "") << "<"
     << T << ", " << hm << ", " << hg << ", " << lora << ", " << rope
-    << (waiting ? ", " + std::to_string(sub) + ", mk::CounterWaits" : subArg)
+    << (waiting ? ", " + std::to_string(sub) + ", " + prologueWaitType : subArg)
     << ">>(i, nch, ctx_len + 1, " << fmtFloat(op.getScale().convertToDouble()) << ", "
     << ptr(op.getQAbs()) << ", " << ptr(op.getQRope()) << ", " << ptr(op.getCKv(), true)
     << ", " << ptr(op.getKRope(), true) << ", " << ptr(op.getPartM(), true) << ", "
@@ -510,7 +510,7 @@ LogicalResult Emitter::lowerTask(MlaCombineWvOp op, int64_t G, llvm::raw_ostream
     << ") * " << span << ";\n"
     << "      mkgen::call<&mk::mla_combine_wv_task" << (waiting ? "_waiting" : "") << "<" << T
     << ", " << hm << ", " << nope << ", " << vh << ", " << lora << ", " << G
-    << (waiting ? ", mk::CounterWaits" : "") << ">>(h, d0, d0 + " << span << ", nch, "
+    << (waiting ? ", " + prologueWaitType : "") << ">>(h, d0, d0 + " << span << ", nch, "
     << ptr(op.getPartM()) << ", " << ptr(op.getPartL()) << ", "
     << ptr(op.getPartAcc()) << ", " << wq(w) << ", " << ws_(w) << ", "
     << wz(w) << ", " << ptr(op.getO(), true) << ", work"
@@ -678,7 +678,7 @@ LogicalResult Emitter::lowerMoe(ExpertOp op, int64_t G, llvm::raw_ostream &o) {
                            (waiting ? "_waiting" : "");
     std::string targs;
     if (waiting)
-      targs = ", " + orderName(w) + (slice ? ", true" : ", false") + ", mk::CounterWaits";
+      targs = ", " + orderName(w) + (slice ? ", true" : ", false") + ", " + prologueWaitType;
     else if (!steps.empty())
       targs = ", " + orderName(w) + (slice ? ", true" : ", false");
     else

@@ -86,17 +86,37 @@ void SchedulePrologueWaitsPass::runOnOperation() {
         signallers[s.getCounter()].push_back(s.getTask());
     });
     for (PhaseOp phase : kernel.getBodyBlock().getOps<PhaseOp>()) {
-      // One prologue wait per buffer the task stages (two at most): those
-      // the input already has count.
-      llvm::StringMap<size_t> marked;
+      // Up to maxPrologueWaits per task (those the input already has
+      // count), each covering a staged buffer no earlier one covers: a
+      // gated norm GEMV's two go to o and to the gate.
+      llvm::StringMap<unsigned> marked;
+      llvm::StringMap<llvm::StringSet<>> covered;
+      auto coveredBy = [&](WaitOp w, TaskOpInterface t) {
+        SmallVector<StringRef> bufs;
+        auto it = signallers.find(w.getCounter());
+        if (it == signallers.end())
+          return bufs;
+        for (StringRef b : t.getPrologueGuardedBuffers())
+          for (StringRef p : it->second)
+            if (TaskOpInterface producer = tasks.lookup(p)) {
+              const TaskAccesses a = taskAccesses(producer);
+              if (llvm::is_contained(a.writes, b) || llvm::is_contained(a.accumulates, b)) {
+                bufs.push_back(b);
+                break;
+              }
+            }
+        return bufs;
+      };
       for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>())
-        if (w.getInPrologue())
+        if (w.getInPrologue()) {
           ++marked[w.getTask()];
+          if (TaskOpInterface t = tasks.lookup(w.getTask()))
+            for (StringRef b : coveredBy(w, t))
+              covered[w.getTask()].insert(b);
+        }
       for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>()) {
         TaskOpInterface t = tasks.lookup(w.getTask());
-        if (!t || w.getInPrologue() ||
-            marked.lookup(w.getTask()) >=
-                std::min<size_t>(t.getPrologueGuardedBuffers().size(), 2) ||
+        if (!t || w.getInPrologue() || marked.lookup(w.getTask()) >= maxPrologueWaits(t) ||
             (isa<MlaAttentionChunkOp>(t.getOperation()) && !attention) ||
             (isa<MlaQAbsorbOp>(t.getOperation()) && !absorb) ||
             (isa<MlaCombineWvOp>(t.getOperation()) && !combine) ||
@@ -111,8 +131,14 @@ void SchedulePrologueWaitsPass::runOnOperation() {
               return producer && writesOnlyStaged(producer, t, staged);
             }))
           continue;
+        const SmallVector<StringRef> bufs = coveredBy(w, t);
+        llvm::StringSet<> &done = covered[w.getTask()];
+        if (llvm::all_of(bufs, [&](StringRef b) { return done.contains(b); }))
+          continue; // what it guards is waited for in the prologue already
         w.setInPrologue(true);
         ++marked[w.getTask()];
+        for (StringRef b : bufs)
+          done.insert(b);
       }
     }
   }

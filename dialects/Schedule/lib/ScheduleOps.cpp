@@ -562,7 +562,8 @@ LogicalResult WaitOp::verify() {
   // A prologue wait belongs to a task of its phase whose kind has a form
   // that waits in its prologue (one that names the buffers such a wait may
   // guard: getPrologueGuardedBuffers), and is its only one, or one of two
-  // where the task stages two buffers (a GEMV's gated norm input).
+  // where the task stages two producers' outputs (maxPrologueWaits: a
+  // GEMV's gated norm input).
   auto phase = (*this)->getParentOfType<PhaseOp>();
   Operation *task = nullptr;
   for (TaskOpInterface t : phase.getBodyBlock().getOps<TaskOpInterface>())
@@ -570,23 +571,23 @@ LogicalResult WaitOp::verify() {
       task = t.getOperation();
   if (!task) // the kernel's verifier names the missing task
     return success();
-  const size_t guarded = cast<TaskOpInterface>(task).getPrologueGuardedBuffers().size();
-  if (guarded == 0)
+  const unsigned limit = maxPrologueWaits(cast<TaskOpInterface>(task));
+  if (limit == 0)
     return emitOpError("in_prologue: task '")
            << getTask() << "' is a " << task->getName().getStringRef()
            << ", which has no form that waits in its prologue: its waits stay before it";
   // The one past the limit is the one reported.
-  size_t before = 0;
+  unsigned before = 0;
   for (WaitOp w : phase.getBodyBlock().getOps<WaitOp>()) {
     if (w == *this)
       break;
     before += w.getInPrologue() && w.getTask() == getTask();
   }
-  if (before >= std::min<size_t>(guarded, 2))
+  if (before >= limit)
     return emitOpError("in_prologue: task '")
-           << getTask() << "' has " << (before == 1 ? "a second" : "another")
-           << " prologue wait (at most " << std::min<size_t>(guarded, 2)
-           << ": one per buffer its prologue stages)";
+           << getTask() << "' has " << (before == 1 ? "a second" : "a third")
+           << " prologue wait (at most " << limit
+           << (limit == 1 ? "" : ": a gated norm input's o and gate") << ")";
   return success();
 }
 
@@ -648,6 +649,9 @@ LogicalResult mk::schedule::verifyGatedNormInput(W4A16GemvOp g) {
   if (g.getInputOffset().value_or(0) != 0)
     return g.emitOpError("a gated norm input is read from offset 0 (whole heads), not ")
            << *g.getInputOffset();
+  if (dk % 32)
+    return g.emitOpError("a gated norm input's heads are staged 32 values per lane step: ")
+           << dk << " is no multiple of 32";
   // Each instance stages its k-slice: whole heads of the norm.
   const int64_t slice = g.getKsplit() ? k / int64_t(*g.getKsplit()) : k;
   if (k % dk || slice % dk)

@@ -308,6 +308,14 @@ TaskAccesses taskArgAccesses(TaskOpInterface t) {
   return out;
 }
 
+unsigned maxPrologueWaits(TaskOpInterface t) {
+  if (t.getPrologueGuardedBuffers().empty())
+    return 0;
+  if (auto g = dyn_cast<W4A16GemvOp>(t.getOperation()); g && g.getGatedNormGateAttr())
+    return 2;
+  return 1;
+}
+
 StringRef guardedBesides(TaskOpInterface producer, TaskOpInterface consumer,
                          ArrayRef<StringRef> allowed) {
   const TaskAccesses p = taskAccesses(producer), c = taskAccesses(consumer);

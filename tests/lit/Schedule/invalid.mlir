@@ -584,3 +584,80 @@ schedule.kernel @k attributes {threads = 128 : i64} {
     schedule.w4a16_gemv "t" {input = @o, outputs = [@y, @y2], weights = ["w", "w2"], n = [64, 64], k = 256, group = 32, gated_norm_gate = @g, gated_norm_weight = "nw", gated_norm_eps = 1.0e-05, gated_norm_head_dim = 128}
   }
 }
+
+// -----
+
+// ... its heads whole lane steps of 32 values.
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.buffer @o {dtype = "bf16", shape = array<i64: 192>}
+  schedule.buffer @g {dtype = "bf16", shape = array<i64: 192>}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 64>}
+  schedule.phase "q" {
+    // expected-error @+1 {{a gated norm input's heads are staged 32 values per lane step: 48 is no multiple of 32}}
+    schedule.w4a16_gemv "t" {input = @o, outputs = [@y], weights = ["w"], n = [64], k = 192, group = 32, gated_norm_gate = @g, gated_norm_weight = "nw", gated_norm_eps = 1.0e-05, gated_norm_head_dim = 48}
+  }
+}
+
+// -----
+
+// A GEMV staging a gated norm waits in its prologue for o and for the gate:
+// a third prologue wait is refused.
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @o {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @g {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 64>}
+  schedule.weight @w.w_q {dtype = "u8", group = 128 : i64, shape = array<i64: 128, 64>}
+  schedule.weight @w.scales {dtype = "bf16", group = 128 : i64, shape = array<i64: 2, 64>}
+  schedule.weight @w.zeros {dtype = "bf16", group = 128 : i64, shape = array<i64: 2, 64>}
+  schedule.counter @a {size = 1 : i64}
+  schedule.counter @b {size = 1 : i64}
+  schedule.counter @c {size = 1 : i64}
+  schedule.phase "p" {
+    schedule.zero_f32 "z" {buffer = @acc, n = 64 : i64}
+    schedule.opaque "p1" {writes = [@o]}
+    schedule.opaque "p2" {writes = [@g]}
+    schedule.opaque "p3" {writes = [@o]}
+    schedule.signal @a {task = "p1"}
+    schedule.signal @b {task = "p2"}
+    schedule.signal @c {task = "p3"}
+  }
+  schedule.barrier
+  schedule.phase "proj" {
+    schedule.w4a16_gemv "t" {count = 2 : i64, epilogue = "atomic_f32", input = @o, input_offset = 0 : i64, outputs = [@acc], group = 128 : i64, k = 256 : i64, ksplit = 2 : i64, n = [64], tn = 64 : i64, weights = ["w"], gated_norm_gate = @g, gated_norm_weight = "nw", gated_norm_eps = 1.0e-05, gated_norm_head_dim = 128}
+    schedule.wait @a {divisor = 2 : i64, task = "t", target = 1 : i64, in_prologue}
+    schedule.wait @b {divisor = 2 : i64, task = "t", target = 1 : i64, in_prologue}
+    // expected-error @+1 {{in_prologue: task 't' has a third prologue wait (at most 2: a gated norm input's o and gate)}}
+    schedule.wait @c {divisor = 2 : i64, task = "t", target = 1 : i64, in_prologue}
+  }
+}
+
+// -----
+
+// A combine stages three partial buffers, but waits in its prologue once.
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @part_m {dtype = "f32", shape = array<i64: 128>}
+  schedule.buffer @part_l {dtype = "f32", shape = array<i64: 128>}
+  schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 16384>}
+  schedule.buffer @o {dtype = "f32", shape = array<i64: 64>}
+  schedule.weight @kv_b.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 64, 128>}
+  schedule.weight @kv_b.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 4, 128>}
+  schedule.weight @kv_b.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 4, 128>}
+  schedule.counter @a {size = 1 : i64}
+  schedule.counter @b {size = 1 : i64}
+  schedule.phase "zero" {
+    schedule.zero_f32 "o.zero" {buffer = @o, n = 64 : i64}
+  }
+  schedule.barrier
+  schedule.phase "attention" {
+    schedule.opaque "attn" {count = 4 : i64, writes = [@part_m, @part_l]}
+    schedule.opaque "attn2" {count = 4 : i64, writes = [@part_acc]}
+    schedule.signal @a {divisor = 4 : i64, task = "attn"}
+    schedule.signal @b {divisor = 4 : i64, task = "attn2"}
+  }
+  schedule.phase "combine" {
+    schedule.mla_combine_wv "combine" {bytes = 4096 : i64, count = 8 : i64, group = 32 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 32 : i64, o = @o, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = "heads", slices = 4 : i64, v_head = 32 : i64}
+    schedule.wait @a {divisor = 8 : i64, target = 4 : i64, task = "combine", in_prologue}
+    // expected-error @+1 {{in_prologue: task 'combine' has a second prologue wait (at most 1)}}
+    schedule.wait @b {divisor = 8 : i64, target = 4 : i64, task = "combine", in_prologue}
+  }
+}

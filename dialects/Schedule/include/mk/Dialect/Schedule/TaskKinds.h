@@ -141,6 +141,11 @@ TaskAccesses taskArgAccesses(TaskOpInterface t);
 /// its task stages after it: schedule-prologue-waits, the kernel verifier).
 llvm::StringRef guardedBesides(TaskOpInterface producer, TaskOpInterface consumer,
                                llvm::ArrayRef<llvm::StringRef> allowed);
+/// How many of `t`'s waits may run in its prologue: 0 for a kind without
+/// such a form (no getPrologueGuardedBuffers), 2 for a W4A16 GEMV staging a
+/// gated norm (the gated delta's o and the gate: the emitter runs the two
+/// as one mk::BothWaits), else 1.
+unsigned maxPrologueWaits(TaskOpInterface t);
 
 /// Arguments `args` of a `kind` task with every buffer argument the kind
 /// declares given as a symbol reference (a builder names buffers by string;
