@@ -104,7 +104,8 @@ variant() {
 # OracleGpu.DeepSpecLayerByLayer, mk-bench; its random weights are ~24 GB).
 # With captures too (OracleGpu.DeepSpecLayerByLayer: every layer against the
 # oracle from the kernel's own input to it).
-rm -rf "${out:?}/kimi_linear_27l" "${out:?}/kimi_linear_27l_debug" "${out:?}/kimi_linear_48b_debug"
+rm -rf "${out:?}/kimi_linear_27l" "${out:?}/kimi_linear_27l_debug" "${out:?}/kimi_linear_48b_debug" \
+  "${out:?}/kimi_linear_48b_tgnorm"
 # The wide specs too (OracleGpu.Wide*: DeepSeek-V3's and Mixtral's widths in
 # the unit's family, ~6 GB and ~1.6 GB of random weights).
 rm -rf "${out:?}/kimi_wide_dsv3" "${out:?}/kimi_wide_mixtral"
@@ -116,6 +117,12 @@ if [ -n "${MK_DEEP_KERNELS:-}" ]; then
   # (OracleGpu.ReleasedModelLayerByLayer).
   "$mkc" examples/specs/kimi_linear_48b.json --emit=cuda --debug-capture -o "$out/kimi_linear_48b_debug"
   echo "$out/kimi_linear_48b_debug"
+  # The released model with its gated norms staged by the output
+  # projections (schedule-fuse-kda-gated-norm): mk-bench against
+  # kimi_linear_48b.
+  "$mkc" examples/specs/kimi_linear_48b.json --emit=cuda -o "$out/kimi_linear_48b_tgnorm" \
+    --pass-option=schedule-fuse-kda-gated-norm=enabled=true
+  echo "$out/kimi_linear_48b_tgnorm"
   for s in kimi_wide_dsv3 kimi_wide_mixtral; do
     "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/$s"
     echo "$out/$s"
