@@ -1,21 +1,32 @@
 //===- mk-bench.cpp - Time decode steps of a generated kernel -------------===//
 //
-//   mk-bench [--kernel-dir DIR] [--ctx 2048,8192] [--iters 200] [--warmup 20]
-//            [--weights FILE.safetensors] [--seed N] [--bandwidth BYTES_PER_S]
-//            [--measure-bandwidth] [--phase-timing] [--json FILE]
-//            [--trace FILE]
+//   mk-bench [--kernel-dir DIR ...] [--ctx 2048,8192] [--iters 200]
+//            [--warmup 20] [--rounds 1] [--weights FILE.safetensors]
+//            [--seed N] [--bandwidth BYTES_PER_S] [--measure-bandwidth]
+//            [--phase-timing] [--json FILE] [--trace FILE]
 //
 // Each step is one device-pointer step() bracketed by CUDA events, all at the
 // same context length; prints the median ms/token, the achieved GB/s for the
 // bytes a token must move, and the HBM floor (bytes / bandwidth).
 //
+// --kernel-dir given several times benches the kernels (which must take the
+// same weights: a schedule variant against its default, say) on ONE set of
+// weights, each in its own session, in alternating rounds (--rounds): the
+// released model's 26 GB of random weights are generated once, not once per
+// kernel. Each round is every kernel at every context; with more than one
+// round or kernel a summary follows: per kernel and context, the median of
+// the rounds' medians and its difference against the first kernel.
+//
 // --json FILE also writes the results, after the table, as one JSON object:
 //
 //   {"gpu": "NVIDIA H200", "kernel": {"name", "source", "source_sha256",
-//    "cache_key"}, "kernel_dir", "iters", "warmup", "bandwidth_bytes_per_s",
-//    "bandwidth_measured", "phase_timing",
+//    "cache_key"}, "kernel_dir", "iters", "warmup", "rounds",
+//    "bandwidth_bytes_per_s", "bandwidth_measured", "phase_timing",
 //    "rows": [{"context", "ms_per_token_median", "ms_per_token_min",
 //              "gb_per_s", "floor_ms", "fraction_of_floor"}, ...]}
+//
+// (rows: the summary's, which for one round are that round's). --json and
+// --trace take one kernel.
 //
 // source_sha256 is the SHA-256 of the emitted .cu source; cache_key is the
 // kernel cache's key (source, headers, architecture, NVRTC version and
@@ -27,11 +38,11 @@
 // attention's and the packed GEMV tile's), in SM cycles converted at the
 // device's peak clock, over the step and per phase (with the every-block
 // norm, the router's top-k and the counter signals).
-// --trace FILE (same build) writes one of those steps at the last --ctx, the
-// median by stamped span, as a Chrome/Perfetto trace (chrome://tracing,
-// ui.perfetto.dev): a track per block, a slice per phase from the block's
-// entry to its done stamp, a nested "counter wait" slice where it waited
-// (format in mk/runtime/Trace.h). A file that cannot be written is an error
+// --trace FILE (same build) writes one of those steps at the last --ctx of
+// the last round, the median by stamped span, as a Chrome/Perfetto trace
+// (chrome://tracing, ui.perfetto.dev): a track per block, a slice per phase
+// from the block's entry to its done stamp, a nested "counter wait" slice
+// where it waited (format in mk/runtime/Trace.h). A file that cannot be written is an error
 // (exit status 1).
 //
 //===----------------------------------------------------------------------===//
@@ -398,21 +409,47 @@ size_t medianStep(const std::vector<StepStamps> &steps) {
   return order[order.size() / 2];
 }
 
+/// One kernel under test: its directory, source, build, session and rows
+/// (every round's, in order).
+struct BenchKernel {
+  std::string dir;
+  KernelSource src;
+  std::shared_ptr<Kernel> kernel;
+  std::unique_ptr<Session> session;
+  std::vector<BenchRow> rows;
+};
+
+/// The first difference between two kernels' parameter lists ("" if they
+/// take the same weights: the same names, dtypes and shapes, in order).
+std::string weightsDifference(const BlockConfig &a, const BlockConfig &b) {
+  const std::vector<TensorDesc> pa = parameterTensors(a), pb = parameterTensors(b);
+  for (size_t i = 0; i < std::min(pa.size(), pb.size()); ++i)
+    if (pa[i].name != pb[i].name || pa[i].dtype != pb[i].dtype || pa[i].shape != pb[i].shape)
+      return "parameter " + std::to_string(i) + " is '" + pa[i].name + "' against '" +
+             pb[i].name + "' (or its dtype or shape differs)";
+  if (pa.size() != pb.size())
+    return std::to_string(pa.size()) + " parameters against " + std::to_string(pb.size());
+  return "";
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string dir, weightsPath, jsonPath, tracePath;
+  std::vector<std::string> dirs;
+  std::string weightsPath, jsonPath, tracePath;
   std::vector<int64_t> ctxs = {2048, 8192};
-  int iters = 200, warmup = 20;
+  int iters = 200, warmup = 20, rounds = 1;
   uint64_t seed = 1;
   double bandwidth = kH200Bandwidth;
   bool measure = false, phaseTiming = false;
   CLI::App app{"Times decode steps of a generated kernel: median ms/token, GB/s and the HBM "
                "floor at each context (one cooperative launch per step)",
                "mk-bench"};
-  app.add_option("--kernel-dir", dir,
+  app.add_option("--kernel-dir", dirs,
                  "kernel directory (mkc --emit=cuda output); default: "
-                 "$MK_KERNELS_DIR/kimi_linear_w4a16")
+                 "$MK_KERNELS_DIR/kimi_linear_w4a16. Given more than once, the kernels "
+                 "(which must take the same weights) are benched in alternating rounds "
+                 "on one set of weights")
       ->check(CLI::ExistingDirectory);
   app.add_option("--ctx", ctxs, "context lengths, comma-separated")
       ->delimiter(',')
@@ -424,6 +461,11 @@ int main(int argc, char **argv) {
   app.add_option("--warmup", warmup, "untimed steps first")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
+  app.add_option("--rounds", rounds,
+                 "rounds over the kernels (each: every kernel at every context); with more "
+                 "than one, a summary of the rounds' medians follows")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   tools::addSeedOption(app, seed, "seed of the random weights, state and inputs");
   tools::addWeightsOption(app, weightsPath);
   app.add_option("--bandwidth", bandwidth, "HBM bandwidth for the floor, bytes/s")
@@ -432,21 +474,27 @@ int main(int argc, char **argv) {
   app.add_flag("--measure-bandwidth", measure,
                "measure the copy bandwidth first and use it for the floor");
   app.add_flag("--phase-timing", phaseTiming, "per-phase profile of the blocks' stamps");
-  app.add_option("--json", jsonPath, "also write the results as JSON to FILE");
-  app.add_option("--trace", tracePath, "write one step as a Chrome/Perfetto trace to FILE")
+  app.add_option("--json", jsonPath, "also write the results as JSON to FILE (one kernel)");
+  app.add_option("--trace", tracePath,
+                 "write one step as a Chrome/Perfetto trace to FILE (one kernel)")
       ->check([](const std::string &v) { return v.empty() ? "needs a file name" : ""; });
   if (int rc = tools::parseOrExitCode(app, argc, argv); rc >= 0)
     return rc;
-  if (dir.empty()) {
+  if (dirs.empty()) {
     if (const char *k = std::getenv("MK_KERNELS_DIR"))
-      dir = std::string(k) + "/kimi_linear_w4a16";
+      dirs.push_back(std::string(k) + "/kimi_linear_w4a16");
   }
   if (ctxs.empty()) {
     std::fprintf(stderr, "mk-bench: --ctx needs at least one context\n");
     return 2;
   }
-  if (dir.empty()) {
+  if (dirs.empty()) {
     std::fprintf(stderr, "mk-bench: no kernel: pass --kernel-dir or set MK_KERNELS_DIR\n");
+    return 2;
+  }
+  if (dirs.size() > 1 && (!jsonPath.empty() || !tracePath.empty())) {
+    std::fprintf(stderr, "mk-bench: --json and --trace take one --kernel-dir, got %zu\n",
+                 dirs.size());
     return 2;
   }
 
@@ -460,120 +508,182 @@ int main(int argc, char **argv) {
   // --trace lays the same stamps out as a timeline.
   if (phaseTiming || !tracePath.empty())
     bo.compile.extraOptions.push_back("-DMK_PHASE_TIMING");
-  // What buildKernelFromDir does, keeping the source to hash it for --json.
-  KernelSource src;
-  if (!(st = readKernelDir(dir, "", src)).isOk())
-    return fail(st, "reading the kernel");
   bo.compile.arch = dev->arch();
-  std::shared_ptr<Kernel> kernel;
-  if (!(st = Kernel::build(src, bo, kernel)).isOk())
-    return fail(st, "compiling");
-  const BlockConfig &cfg = kernel->manifest().config;
   int64_t maxCtx = *std::max_element(ctxs.begin(), ctxs.end());
-  SessionOptions so;
-  so.cacheCapacity = maxCtx + 1;
-  std::unique_ptr<Session> s;
-  if (!(st = Session::create(dev, kernel, so, s)).isOk())
-    return fail(st, "creating the session");
-  if (!weightsPath.empty()) {
-    if (!(st = s->bindSafetensors(weightsPath)).isOk())
-      return fail(st, "binding weights");
-  } else {
-    if (!(st = s->bindWeightsHost(makeRandomWeights(cfg, seed))).isOk())
-      return fail(st, "binding weights");
+  std::vector<BenchKernel> kernels(dirs.size());
+  for (size_t k = 0; k < dirs.size(); ++k) {
+    BenchKernel &b = kernels[k];
+    b.dir = dirs[k];
+    // What buildKernelFromDir does, keeping the source to hash it for --json.
+    if (!(st = readKernelDir(b.dir, "", b.src)).isOk())
+      return fail(st, ("reading the kernel in " + b.dir).c_str());
+    if (!(st = Kernel::build(b.src, bo, b.kernel)).isOk())
+      return fail(st, ("compiling " + b.dir).c_str());
+    if (k > 0) {
+      const std::string diff = weightsDifference(kernels[0].kernel->manifest().config,
+                                                 b.kernel->manifest().config);
+      if (!diff.empty()) {
+        std::fprintf(stderr, "mk-bench: %s and %s take different weights (%s): bench them "
+                             "separately\n",
+                     kernels[0].dir.c_str(), b.dir.c_str(), diff.c_str());
+        return 2;
+      }
+    }
+    SessionOptions so;
+    so.cacheCapacity = maxCtx + 1;
+    if (!(st = Session::create(dev, b.kernel, so, b.session)).isOk())
+      return fail(st, "creating the session");
   }
-  if (!s->unboundWeights().empty()) {
-    std::fprintf(stderr, "mk-bench: weight '%s' missing\n",
-                 s->unboundWeights()[0].c_str());
-    return 1;
+  // One set of weights for every kernel: random ones are generated once.
+  TensorMap randomWeights;
+  if (weightsPath.empty())
+    randomWeights = makeRandomWeights(kernels[0].kernel->manifest().config, seed);
+  for (BenchKernel &b : kernels) {
+    if (!(st = weightsPath.empty() ? b.session->bindWeightsHost(randomWeights)
+                                   : b.session->bindSafetensors(weightsPath))
+             .isOk())
+      return fail(st, "binding weights");
+    if (!b.session->unboundWeights().empty()) {
+      std::fprintf(stderr, "mk-bench: weight '%s' missing\n",
+                   b.session->unboundWeights()[0].c_str());
+      return 1;
+    }
   }
+  randomWeights.clear();
   if (measure && !(st = measureBandwidth(dev, bandwidth)).isOk())
     return fail(st, "measuring bandwidth");
 
-  std::printf("device   %s (%s, %d SMs), kernel %s%s\n", dev->name().c_str(),
-              dev->arch().c_str(), dev->multiprocessors(),
-              kernel->manifest().kernel.c_str(),
-              kernel->fromCache() ? " (cached)" : "");
-  std::printf("launch   grid %d x %d threads, %d blocks/SM, %d B dynamic smem\n",
-              s->launchConfig().grid, s->launchConfig().threadsPerBlock,
-              s->launchConfig().blocksPerSm, s->launchConfig().dynamicSharedBytes);
+  std::printf("device   %s (%s, %d SMs)\n", dev->name().c_str(), dev->arch().c_str(),
+              dev->multiprocessors());
+  for (const BenchKernel &b : kernels) {
+    std::printf("kernel   %s%s%s%s\n", b.kernel->manifest().kernel.c_str(),
+                b.kernel->fromCache() ? " (cached)" : "", kernels.size() > 1 ? ", " : "",
+                kernels.size() > 1 ? b.dir.c_str() : "");
+    std::printf("launch   grid %d x %d threads, %d blocks/SM, %d B dynamic smem\n",
+                b.session->launchConfig().grid, b.session->launchConfig().threadsPerBlock,
+                b.session->launchConfig().blocksPerSm,
+                b.session->launchConfig().dynamicSharedBytes);
+  }
   std::printf("bandwidth %.2f TB/s (%s)\n", bandwidth / 1e12,
               measure ? "measured copy" : "constant");
-  std::printf("%8s %12s %12s %10s %12s %9s\n", "ctx", "ms/token", "min ms",
-              "GB/s", "floor ms", "of floor");
-  std::vector<BFloat16> hidden = makeRandomHidden(cfg, seed + 2);
-  std::vector<BenchRow> rows;
-  const int phases = int(kernel->manifest().phases);
-  const PhaseInfo phaseInfoOf = phaseInfo(kernel->manifestText(), phases);
-  const std::vector<std::string> &names = phaseInfoOf.names;
-  const std::vector<double> &bytesOfPhases = phaseInfoOf.bytes;
+  const bool labelled = kernels.size() > 1 || rounds > 1;
   PhaseTrace trace;
-  for (size_t ci = 0; ci < ctxs.size(); ++ci) {
-    const int64_t ctx = ctxs[ci];
-    DecodeState state = makeRandomState(cfg, ctx, seed + 1);
-    if (!(st = s->loadStateHost(state.tensors, ctx)).isOk())
-      return fail(st, "writing state");
-    const DriverApi &drv = dev->driver();
-    drv.cuMemcpyHtoD(s->stagingIn(), hidden.data(), hidden.size() * 2);
-    std::vector<float> ms;
-    if (!(st = cfg.vocab > 0
-                   ? s->timeTokenSteps(0, s->stagingOut(), warmup, iters, ms)
-                   : s->timeSteps(s->stagingIn(), s->stagingOut(), warmup, iters, ms))
-             .isOk())
-      return fail(st, "timing");
-    std::sort(ms.begin(), ms.end());
-    double med = ms[ms.size() / 2];
-    double bytes = bytesPerToken(cfg, ctx).total();
-    double floorMs = bytes / bandwidth * 1e3;
-    BenchRow row;
-    row.ctx = ctx;
-    row.medianMs = med;
-    row.minMs = double(ms.front());
-    row.gbPerS = bytes / (med * 1e-3) / 1e9;
-    row.floorMs = floorMs;
-    rows.push_back(row);
-    std::printf("%8lld %12.4f %12.4f %10.1f %12.4f %8.1f%%\n", (long long)ctx,
-                med, row.minMs, row.gbPerS, floorMs, 100.0 * floorMs / med);
-    // --trace: one step at the last context, the median by stamped span of
-    // the 20 that --phase-timing summarizes.
-    const bool traceHere = !tracePath.empty() && ci + 1 == ctxs.size();
-    if (phaseTiming || traceHere) {
-      std::vector<StepStamps> steps;
-      if (!(st = collectPhaseStamps(*s, phases, 20, steps)).isOk())
-        return fail(st, "phase timing");
-      if (phaseTiming) {
-        printPhaseProfile(steps, names, s->launchConfig().grid, bytesOfPhases, bandwidth);
-        printStageProfile(steps, phases, s->launchConfig().grid, dev->clockKHz());
-        printStagesPerPhase(steps, names, s->launchConfig().grid, dev->clockKHz());
+  for (int r = 0; r < rounds; ++r) {
+    for (BenchKernel &b : kernels) {
+      Session &s = *b.session;
+      const Kernel &kernel = *b.kernel;
+      const BlockConfig &cfg = kernel.manifest().config;
+      if (labelled)
+        std::printf("round %d of %d: %s\n", r + 1, rounds,
+                    kernels.size() > 1 ? b.dir.c_str() : kernel.manifest().kernel.c_str());
+      std::printf("%8s %12s %12s %10s %12s %9s\n", "ctx", "ms/token", "min ms", "GB/s",
+                  "floor ms", "of floor");
+      std::vector<BFloat16> hidden = makeRandomHidden(cfg, seed + 2);
+      const int phases = int(kernel.manifest().phases);
+      const PhaseInfo phaseInfoOf = phaseInfo(kernel.manifestText(), phases);
+      const std::vector<std::string> &names = phaseInfoOf.names;
+      const std::vector<double> &bytesOfPhases = phaseInfoOf.bytes;
+      for (size_t ci = 0; ci < ctxs.size(); ++ci) {
+        const int64_t ctx = ctxs[ci];
+        DecodeState state = makeRandomState(cfg, ctx, seed + 1);
+        if (!(st = s.loadStateHost(state.tensors, ctx)).isOk())
+          return fail(st, "writing state");
+        const DriverApi &drv = dev->driver();
+        drv.cuMemcpyHtoD(s.stagingIn(), hidden.data(), hidden.size() * 2);
+        std::vector<float> ms;
+        if (!(st = cfg.vocab > 0
+                       ? s.timeTokenSteps(0, s.stagingOut(), warmup, iters, ms)
+                       : s.timeSteps(s.stagingIn(), s.stagingOut(), warmup, iters, ms))
+                 .isOk())
+          return fail(st, "timing");
+        std::sort(ms.begin(), ms.end());
+        double med = ms[ms.size() / 2];
+        double bytes = bytesPerToken(cfg, ctx).total();
+        double floorMs = bytes / bandwidth * 1e3;
+        BenchRow row;
+        row.ctx = ctx;
+        row.medianMs = med;
+        row.minMs = double(ms.front());
+        row.gbPerS = bytes / (med * 1e-3) / 1e9;
+        row.floorMs = floorMs;
+        b.rows.push_back(row);
+        std::printf("%8lld %12.4f %12.4f %10.1f %12.4f %8.1f%%\n", (long long)ctx, med,
+                    row.minMs, row.gbPerS, floorMs, 100.0 * floorMs / med);
+        // --trace: one step at the last context of the last round, the
+        // median by stamped span of the 20 that --phase-timing summarizes.
+        const bool traceHere =
+            !tracePath.empty() && ci + 1 == ctxs.size() && r + 1 == rounds;
+        if (phaseTiming || traceHere) {
+          std::vector<StepStamps> steps;
+          if (!(st = collectPhaseStamps(s, phases, 20, steps)).isOk())
+            return fail(st, "phase timing");
+          if (phaseTiming) {
+            printPhaseProfile(steps, names, s.launchConfig().grid, bytesOfPhases, bandwidth);
+            printStageProfile(steps, phases, s.launchConfig().grid, dev->clockKHz());
+            printStagesPerPhase(steps, names, s.launchConfig().grid, dev->clockKHz());
+          }
+          if (traceHere) {
+            const size_t pick = medianStep(steps);
+            const StepStamps &one = steps[pick];
+            const size_t n = size_t(phases) * size_t(s.launchConfig().grid);
+            trace.processName = "mk-bench " + kernel.manifest().kernel;
+            trace.phaseNames = names;
+            trace.grid = s.launchConfig().grid;
+            trace.entryNs.assign(one.entry.begin(), one.entry.begin() + std::ptrdiff_t(n));
+            trace.waitNs.assign(one.wait.begin(), one.wait.begin() + std::ptrdiff_t(n));
+            trace.doneNs = one.done;
+            // Each phase's static bytes (the manifest's phase_bytes; none
+            // from a manifest without them).
+            trace.phaseBytes = bytesOfPhases;
+            char span[32];
+            std::snprintf(span, sizeof span, "%.3f", double(one.span) * 1e-3);
+            trace.otherData = {
+                {"gpu", dev->name()},
+                {"kernel", kernel.manifest().kernel},
+                {"kernel_dir", b.dir},
+                {"context", std::to_string(ctx)},
+                {"grid", std::to_string(trace.grid)},
+                {"step", "median by stamped span of " + std::to_string(steps.size()) +
+                             " steps (step " + std::to_string(pick) + ")"},
+                {"step_span_us", span},
+                {"counter_wait_slices",
+                 "a block's total counter-wait time in the phase, drawn from the "
+                 "phase's start (the stamps do not say when it waited)"}};
+          }
+        }
       }
-      if (traceHere) {
-        const size_t pick = medianStep(steps);
-        const StepStamps &one = steps[pick];
-        const size_t n = size_t(phases) * size_t(s->launchConfig().grid);
-        trace.processName = "mk-bench " + kernel->manifest().kernel;
-        trace.phaseNames = names;
-        trace.grid = s->launchConfig().grid;
-        trace.entryNs.assign(one.entry.begin(), one.entry.begin() + std::ptrdiff_t(n));
-        trace.waitNs.assign(one.wait.begin(), one.wait.begin() + std::ptrdiff_t(n));
-        trace.doneNs = one.done;
-        // Each phase's static bytes (the manifest's phase_bytes; none from
-        // a manifest without them).
-        trace.phaseBytes = bytesOfPhases;
-        char span[32];
-        std::snprintf(span, sizeof span, "%.3f", double(one.span) * 1e-3);
-        trace.otherData = {
-            {"gpu", dev->name()},
-            {"kernel", kernel->manifest().kernel},
-            {"kernel_dir", dir},
-            {"context", std::to_string(ctx)},
-            {"grid", std::to_string(trace.grid)},
-            {"step", "median by stamped span of " + std::to_string(steps.size()) +
-                         " steps (step " + std::to_string(pick) + ")"},
-            {"step_span_us", span},
-            {"counter_wait_slices",
-             "a block's total counter-wait time in the phase, drawn from the "
-             "phase's start (the stamps do not say when it waited)"}};
+    }
+  }
+
+  // Each kernel's rows over the rounds: per context, the median of the
+  // rounds' medians and the lowest step.
+  std::vector<std::vector<BenchRow>> summary(kernels.size());
+  for (size_t k = 0; k < kernels.size(); ++k)
+    for (size_t ci = 0; ci < ctxs.size(); ++ci) {
+      std::vector<double> meds;
+      BenchRow row = kernels[k].rows[ci];
+      for (int r = 0; r < rounds; ++r) {
+        const BenchRow &x = kernels[k].rows[size_t(r) * ctxs.size() + ci];
+        meds.push_back(x.medianMs);
+        row.minMs = std::min(row.minMs, x.minMs);
       }
+      row.medianMs = median(meds);
+      row.gbPerS = row.gbPerS * kernels[k].rows[ci].medianMs / row.medianMs;
+      summary[k].push_back(row);
+    }
+  if (labelled) {
+    std::printf("summary: median of %d round%s' medians, ms/token (difference against the "
+                "first kernel, us)\n",
+                rounds, rounds > 1 ? "s" : "");
+    for (size_t k = 0; k < kernels.size(); ++k) {
+      std::printf("  %s:", kernels.size() > 1 ? kernels[k].dir.c_str()
+                                              : kernels[k].kernel->manifest().kernel.c_str());
+      for (size_t ci = 0; ci < ctxs.size(); ++ci) {
+        std::printf("  ctx %lld %.4f", (long long)ctxs[ci], summary[k][ci].medianMs);
+        if (k > 0)
+          std::printf(" (%+.1f)", (summary[k][ci].medianMs - summary[0][ci].medianMs) * 1e3);
+      }
+      std::printf("\n");
     }
   }
 
@@ -583,30 +693,32 @@ int main(int argc, char **argv) {
       return 1;
     }
     std::printf("trace    %s (ctx %lld, %d blocks x %d phases)\n", tracePath.c_str(),
-                (long long)ctxs.back(), trace.grid, phases);
+                (long long)ctxs.back(), trace.grid, int(kernels[0].kernel->manifest().phases));
   }
 
   if (!jsonPath.empty()) {
+    const BenchKernel &b = kernels[0];
     Sha256 h;
-    h.update(src.source);
+    h.update(b.src.source);
     json::Value k = json::Value::makeObject();
-    k.set("name", json::Value::fromString(kernel->manifest().kernel));
-    k.set("source", json::Value::fromString(src.sourceName));
+    k.set("name", json::Value::fromString(b.kernel->manifest().kernel));
+    k.set("source", json::Value::fromString(b.src.sourceName));
     k.set("source_sha256", json::Value::fromString(h.hexDigest()));
-    k.set("cache_key", json::Value::fromString(kernel->cacheKey()));
+    k.set("cache_key", json::Value::fromString(b.kernel->cacheKey()));
     json::Value out = json::Value::makeObject();
     out.set("gpu", json::Value::fromString(dev->name()));
     out.set("kernel", std::move(k));
-    out.set("kernel_dir", json::Value::fromString(dir));
+    out.set("kernel_dir", json::Value::fromString(b.dir));
     out.set("iters", json::Value::fromInt(iters));
     out.set("warmup", json::Value::fromInt(warmup));
+    out.set("rounds", json::Value::fromInt(rounds));
     out.set("bandwidth_bytes_per_s", json::Value::fromNumber(bandwidth));
     out.set("bandwidth_measured", json::Value::fromBool(measure));
     // Whether the timed kernel carried the timing stamps (their cost is in
     // the ms/token): --phase-timing or --trace.
     out.set("phase_timing", json::Value::fromBool(phaseTiming || !tracePath.empty()));
     json::Value arr = json::Value::makeArray();
-    for (const BenchRow &r : rows) {
+    for (const BenchRow &r : summary[0]) {
       json::Value o = json::Value::makeObject();
       o.set("context", json::Value::fromInt(r.ctx));
       o.set("ms_per_token_median", json::Value::fromNumber(r.medianMs));
