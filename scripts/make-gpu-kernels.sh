@@ -69,6 +69,15 @@ rm -rf "${out:?}/kimi_linear_released_forms_tgnorm"
 "$mkc" examples/specs/kimi_linear_released_forms.json --emit=cuda \
   -o "$out/kimi_linear_released_forms_tgnorm" --pass-option=schedule-fuse-kda-gated-norm=enabled=true
 echo "$out/kimi_linear_released_forms_tgnorm"
+# Whole models with the greedy argmax merged by the LM head's tiles
+# (schedule-fuse-argmax, opt-in until measured: OracleGpu.*ArgmaxInTheHead*,
+# and the bench against tiny_model / kimi_linear_model).
+for s in tiny_model kimi_linear_model; do
+  rm -rf "${out:?}/${s}_fargmax"
+  "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/${s}_fargmax" \
+    --pass-option=schedule-fuse-argmax=enabled=true
+  echo "$out/${s}_fargmax"
+done
 # A Hugging Face config of the released model's layout, reduced
 # (OracleGpu.TinyHfCheckpointDecodes: its random checkpoint converted).
 rm -rf "${out:?}/kimi48b_tiny"

@@ -30,17 +30,16 @@ __device__ __forceinline__ unsigned long long argmax_key(float v, int i) {
   return ((unsigned long long)ordered << 32) | (0xffffffffu - unsigned(i));
 }
 
-/// One of `ntasks` slices of the argmax of n bf16 values: the slice's best
-/// key goes into scratch[0..1] (atomicMax on the u64 key; zeroed before the
-/// step), then the instance counts itself done in scratch[2]; the last one
-/// done writes the index of the best to *out (the first index of the
-/// largest value). scratch: 4 floats of the workspace, 8-byte aligned.
+/// The argmax of values[i0, i1) merged into the running one: the range's
+/// best key goes into scratch[0..1] (atomicMax on the u64 key; zeroed
+/// before the step), then the caller counts itself done in scratch[2]; the
+/// last of `ntasks` callers writes the index of the best to *out (the first
+/// index of the largest value). scratch: 4 floats of the workspace, 8-byte
+/// aligned.
 template <int THREADS>
-__device__ void argmax_task(int task, int ntasks, int n, const bf16 *values, float *scratch,
-                            int *out) {
+__device__ void argmax_merge_range(int i0, int i1, int ntasks, const bf16 *values, float *scratch,
+                                   int *out) {
   __shared__ unsigned long long best_of_warp[32];
-  const int per = (n + ntasks - 1) / ntasks;
-  const int i0 = task * per, i1 = min(n, i0 + per);
   unsigned long long best = 0;
   for (int i = i0 + (int)threadIdx.x; i < i1; i += THREADS) {
     const unsigned long long k = argmax_key(bf2f(__ldcg(values + i)), i);
@@ -62,12 +61,35 @@ __device__ void argmax_task(int task, int ntasks, int n, const bf16 *values, flo
     __threadfence();
     unsigned *done = reinterpret_cast<unsigned *>(scratch + 2);
     if (atomicAdd(done, 1u) == unsigned(ntasks - 1)) {
-      // Every instance's key is in: read it through L2.
+      // Every caller's key is in: read it through L2.
       const unsigned long long k = atomicMax(key, 0ull);
       *out = int(0xffffffffu - unsigned(k & 0xffffffffu));
     }
   }
   __syncthreads(); // best_of_warp is free for the block's next task
+}
+
+/// One of `ntasks` slices of the argmax of n bf16 values (argmax_merge_range
+/// over the slice).
+template <int THREADS>
+__device__ void argmax_task(int task, int ntasks, int n, const bf16 *values, float *scratch,
+                            int *out) {
+  const int per = (n + ntasks - 1) / ntasks;
+  const int i0 = task * per, i1 = min(n, i0 + per);
+  argmax_merge_range<THREADS>(i0, i1, ntasks, values, scratch, out);
+}
+
+/// The argmax folded into a GEMV's tiles (schedule-fuse-argmax): after the
+/// tile has stored its columns [n0, n0 + nvalid) of `values`, the block
+/// merges their argmax; the last of the GEMV's `ntiles` tiles writes *out.
+/// The barrier orders the tile's stores (its epilogue's threads) before the
+/// block's loads of them; they read the bf16 values as stored, as the
+/// argmax task does.
+template <int THREADS>
+__device__ void argmax_of_tile(int n0, int nvalid, int ntiles, const bf16 *values, float *scratch,
+                               int *out) {
+  __syncthreads();
+  argmax_merge_range<THREADS>(n0, n0 + nvalid, ntiles, values, scratch, out);
 }
 
 } // namespace mk

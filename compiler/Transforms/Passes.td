@@ -166,6 +166,33 @@ def ScheduleFuseKdaGatedNorm : Pass<"schedule-fuse-kda-gated-norm", "::mlir::Mod
   ];
 }
 
+def ScheduleFuseArgmax : Pass<"schedule-fuse-argmax", "::mlir::ModuleOp"> {
+  let summary = "Fold a whole model's greedy argmax into the LM head's tiles";
+  let description = [{
+    A whole model's last task, `argmax` (slices of the logits, each merging
+    its best (value, index) key into a scratch key, the last writing the
+    index), waits for every LM-head tile and reads the logits back. Each
+    LM-head tile can merge the argmax of the columns it has just stored
+    instead: the GEMV gets `argmax_output` and `argmax_scratch`, its tiles
+    merge into the scratch with the argmax task's key and the last of them
+    writes the index, and the argmax task goes, with a phase it leaves
+    empty (and the barrier in front of it) and its counters
+    (schedule-barriers-to-counters places none for it then): one dependent
+    hop less at the end of every token. Both forms read the stored bf16
+    logits and take the first index of the largest, so the index is the
+    same. Applies where one W4A16 GEMV alone writes the argmax's input, of
+    one weight, stored as bf16 (not atomic_f32 sums), in whole tiles
+    (ksplit 1, no unit_cols). Opt-in (`enabled=true`) until measured on a
+    GPU. Runs after schedule-partition-work (which sets `ksplit`) and
+    before schedule-barriers-to-counters; a rewrite pattern on the argmax
+    (FoldArgmaxIntoTiles), applied by the greedy driver.
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", "false",
+           "fold the argmax (not yet measured on a GPU, off by default)">,
+  ];
+}
+
 def ScheduleFuseKdaOProj : Pass<"schedule-fuse-kda-o-proj", "::mlir::ModuleOp"> {
   let summary = "Fold each KDA output projection into the gated-delta tasks";
   let description = [{

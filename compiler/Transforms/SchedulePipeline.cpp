@@ -12,6 +12,7 @@ void mk::schedule::buildSchedulePipeline(OpPassManager &pm) {
   pm.addPass(createSchedulePartitionWork());
   pm.addPass(createScheduleFuseKdaOProj());
   pm.addPass(createScheduleFuseKdaGatedNorm());
+  pm.addPass(createScheduleFuseArgmax());
   pm.addPass(createScheduleTileWeights());
   pm.addPass(createSchedulePrefetchWeights());
   pm.addPass(createScheduleBarriersToCounters());

@@ -233,6 +233,31 @@ TEST(EmitterNvrtc, ReleasedFormsGatedNormInTheProjection) {
   EXPECT_EQ(calls, 3u); // the three KDA layers' projections
 }
 
+// The greedy argmax merged by the LM head's tiles (schedule-fuse-argmax=
+// enabled=true, opt-in): no argmax task is left, the LM head's one call
+// site is followed by the tiles' argmax over all its tiles into the next
+// token, and the kernels compile for both targets.
+TEST(EmitterNvrtc, WholeModelArgmaxInTheHeadTiles) {
+  const std::string opt = "schedule-fuse-argmax=enabled=true";
+  check("examples/specs/tiny_model.json", "mk_tiny_model", false, opt);
+  check("examples/specs/kimi_linear_model.json", "mk_kimi_linear_model", false, opt);
+  for (const char *spec : {"examples/specs/tiny_model.json", "examples/specs/kimi_linear_model.json"}) {
+    const std::string src =
+        emit(spec, std::string("mk_") + (std::string(spec).find("tiny") != std::string::npos
+                                             ? "tiny_model"
+                                             : "kimi_linear_model"),
+             false, opt)
+            .source;
+    EXPECT_EQ(src.find("mk::argmax_task<"), std::string::npos) << spec;
+    const size_t at = src.find("mk::argmax_of_tile<");
+    ASSERT_NE(at, std::string::npos) << spec;
+    EXPECT_EQ(src.find("mk::argmax_of_tile<", at + 1), std::string::npos) << spec;
+    const std::string line = src.substr(at, src.find('\n', at) - at);
+    EXPECT_NE(line.find("(n0, nvalid, "), std::string::npos) << line;
+    EXPECT_NE(line.find(", next_token);"), std::string::npos) << line;
+  }
+}
+
 // The whole model (token in, next token out): the tiny one and the unit's
 // width with the released model's 163840-token LM head; the manifest names
 // the token, the next token and where the logits are.

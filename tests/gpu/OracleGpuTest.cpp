@@ -16,6 +16,7 @@
 #include "mk/HfCheckpoint.h"
 #include "mk/Kimi48bOracle.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -494,6 +495,14 @@ void modelSteps(const std::string &kernelName, int64_t ctx, const TensorMap *wei
                 label.c_str(), i, token, next, (long long)want.next, c);
     ASSERT_GE(next, 0) << label;
     ASSERT_LT(size_t(next), vocab) << label;
+    // The kernel's token is exactly the first index of the largest of its
+    // own stored logits (the argmax task's rule, and the LM-head tiles' where
+    // they merge it: schedule-fuse-argmax).
+    int64_t own = -1;
+    for (size_t v = 0; v < vocab; ++v)
+      if (!std::isnan(g[v]) && (own < 0 || g[v] > g[size_t(own)]))
+        own = int64_t(v);
+    EXPECT_EQ(next, own) << label << " step " << i << ": not the argmax of its own logits";
     expectOraclesTokenOrTie(label + " step " + std::to_string(i), o, next, want.next);
     token = int32_t(want.next);
   }
@@ -939,6 +948,12 @@ TEST(OracleGpu, TinyModelBf16HeadFromContext2048) { modelSteps("tiny_model_bf16_
 // argmax over 40 slices (the tiny model's 8208 tokens take 3).
 TEST(OracleGpu, ModelFromContext0) { modelSteps("kimi_linear_model", 0); }
 TEST(OracleGpu, ModelFromContext8192) { modelSteps("kimi_linear_model", 8192); }
+// The greedy argmax merged by the LM head's tiles (schedule-fuse-argmax,
+// opt-in): the same tokens and logits, from contexts 0 and 2048.
+TEST(OracleGpu, TinyModelArgmaxInTheHeadTiles) { modelSteps("tiny_model_fargmax", 2048); }
+TEST(OracleGpu, ModelArgmaxInTheHeadTilesFromContext0) {
+  modelSteps("kimi_linear_model_fargmax", 0);
+}
 // A Hugging Face checkpoint of the released model's layout (the reduced
 // config tests/python/configs/kimi48b_tiny.json; random weights under its
 // state-dict names, written as safetensors): the kernel mkc compiled from

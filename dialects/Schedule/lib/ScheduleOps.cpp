@@ -629,7 +629,7 @@ LogicalResult mk::schedule::verifyTaskOp(TaskOpInterface t) {
              << a.getName().getValue() << "' (a " << taskKindName(t.getKind())
              << " task's arguments: " << describeTaskArgs(t.getKind()) << ")";
   if (auto g = dyn_cast<W4A16GemvOp>(t.getOperation()))
-    if (failed(verifyGatedNormInput(g)))
+    if (failed(verifyGatedNormInput(g)) || failed(verifyArgmaxOfTiles(g)))
       return failure();
   return verifyTaskArgs(t, TaskArgStage::Formed);
 }
@@ -657,6 +657,26 @@ LogicalResult mk::schedule::verifyGatedNormInput(W4A16GemvOp g) {
   if (k % dk || slice % dk)
     return g.emitOpError("a gated norm input's k-slices must be whole heads of ")
            << dk << " values (k " << k << ", slice " << slice << ")";
+  return success();
+}
+
+LogicalResult mk::schedule::verifyArgmaxOfTiles(W4A16GemvOp g) {
+  if (!g.getArgmaxOutputAttr() && !g.getArgmaxScratchAttr())
+    return success();
+  if (!g.getArgmaxOutputAttr() || !g.getArgmaxScratchAttr())
+    return g.emitOpError("an argmax of the tiles takes argmax_output and argmax_scratch together");
+  // Each instance is one whole tile of one weight's columns, stored as bf16.
+  if (g.getWeights().size() != 1 || g.getN().size() != 1)
+    return g.emitOpError("an argmax of the tiles is over one weight's output, not ")
+           << g.getWeights().size();
+  if (g.getEpilogue().value_or("") == "atomic_f32")
+    return g.emitOpError("an argmax of the tiles needs the stored (bf16) output, not the "
+                         "atomic_f32 sums");
+  if (g.getKsplit() && *g.getKsplit() != 1)
+    return g.emitOpError("an argmax of the tiles needs whole tiles (ksplit 1), not ksplit ")
+           << *g.getKsplit();
+  if (g.getUnitCols().value_or(0) != 0)
+    return g.emitOpError("an argmax of the tiles takes plain column tiles, not unit_cols");
   return success();
 }
 

@@ -55,7 +55,11 @@ const TaskArgSpec kW4A16Gemv[] = {
     optIn("gated_norm_gate"),
     {"gated_norm_weight", T::Weight, O},
     {"gated_norm_eps", T::Float, O},
-    {"gated_norm_head_dim", T::Pos, O}};
+    {"gated_norm_head_dim", T::Pos, O},
+    // The output's argmax merged by the tiles (schedule-fuse-argmax; both
+    // or neither: verifyTaskOp).
+    optOut("argmax_output"),
+    {"argmax_scratch", T::OptBuffer, Formed, false, A::ReadWrite}};
 const TaskArgSpec kBf16Rows[] = {{"weight", T::Weight},
                                  optIn("input"),
                                  out("output"),

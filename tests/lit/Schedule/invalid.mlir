@@ -661,3 +661,45 @@ schedule.kernel @k attributes {threads = 256 : i64} {
     schedule.wait @b {divisor = 8 : i64, target = 4 : i64, task = "combine", in_prologue}
   }
 }
+
+// -----
+
+// An argmax of the tiles (schedule-fuse-argmax) takes its two arguments
+// together.
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @next {dtype = "i32", shape = array<i64: 1>}
+  schedule.phase "q" {
+    // expected-error @+1 {{an argmax of the tiles takes argmax_output and argmax_scratch together}}
+    schedule.w4a16_gemv "t" {input = @x, outputs = [@y], weights = ["w"], n = [256], k = 256, group = 32, argmax_output = @next}
+  }
+}
+
+// -----
+
+// ... over the stored bf16 output, not atomic_f32 sums ...
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @y {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @next {dtype = "i32", shape = array<i64: 1>}
+  schedule.buffer @scratch {dtype = "f32", shape = array<i64: 4>}
+  schedule.phase "q" {
+    // expected-error @+1 {{an argmax of the tiles needs the stored (bf16) output, not the atomic_f32 sums}}
+    schedule.w4a16_gemv "t" {input = @x, outputs = [@y], weights = ["w"], n = [256], k = 256, group = 32, epilogue = "atomic_f32", argmax_output = @next, argmax_scratch = @scratch}
+  }
+}
+
+// -----
+
+// ... in whole tiles.
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @next {dtype = "i32", shape = array<i64: 1>}
+  schedule.buffer @scratch {dtype = "f32", shape = array<i64: 4>}
+  schedule.phase "q" {
+    // expected-error @+1 {{an argmax of the tiles needs whole tiles (ksplit 1), not ksplit 2}}
+    schedule.w4a16_gemv "t" {input = @x, outputs = [@y], weights = ["w"], n = [256], k = 256, group = 32, ksplit = 2, argmax_output = @next, argmax_scratch = @scratch}
+  }
+}

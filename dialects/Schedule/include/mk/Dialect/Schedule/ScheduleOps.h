@@ -35,6 +35,9 @@ namespace mk::schedule {
 /// A W4A16 GEMV's gated norm input (schedule-fuse-kda-gated-norm): its
 /// four arguments together, one weight, and k-slices of whole heads.
 mlir::LogicalResult verifyGatedNormInput(W4A16GemvOp g);
+/// A W4A16 GEMV's argmax of its tiles (schedule-fuse-argmax): its two
+/// arguments together, one weight's stored bf16 output, whole tiles.
+mlir::LogicalResult verifyArgmaxOfTiles(W4A16GemvOp g);
 /// Creates the task op of `kind` (`schedule.<keyword>`) named `name` at
 /// `b`'s insertion point, with one instance, no partition yet and the
 /// arguments `args`, each its own attribute (buffers named by string become

@@ -375,7 +375,13 @@ def Schedule_W4A16GemvOp : Schedule_TaskBase<"w4a16_gemv", "W4A16Gemv",
     // sigmoid(gate)) per head of `gated_norm_head_dim` values.
     OptionalAttr<FlatSymbolRefAttr>:$gated_norm_gate,
     OptionalAttr<Schedule_WeightName>:$gated_norm_weight,
-    OptionalAttr<F64Attr>:$gated_norm_eps, OptionalAttr<Schedule_PosArg>:$gated_norm_head_dim),
+    OptionalAttr<F64Attr>:$gated_norm_eps, OptionalAttr<Schedule_PosArg>:$gated_norm_head_dim,
+    // The argmax of the output folded into the tiles (schedule-fuse-argmax):
+    // each tile merges the argmax of the columns it stored into
+    // `argmax_scratch` (as the argmax task's), and the last tile writes the
+    // index to `argmax_output`.
+    OptionalAttr<FlatSymbolRefAttr>:$argmax_output,
+    OptionalAttr<FlatSymbolRefAttr>:$argmax_scratch),
     ["getPrologueGuardedBuffers"]>;
 def Schedule_Bf16RowsOp : Schedule_TaskBase<"bf16_rows", "Bf16Rows",
     "dot products of bf16 weight rows with the input (router, beta)", (ins

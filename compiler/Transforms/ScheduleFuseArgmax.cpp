@@ -1,0 +1,90 @@
+//===- ScheduleFuseArgmax.cpp - The argmax into the LM head's tiles -------===//
+//
+// A whole model ends with the greedy argmax of the LM head's logits: the
+// `argmax` task (40 slices) waits for every LM-head tile, reads the logits
+// back and merges the slices' best through a scratch key. Each LM-head
+// tile can merge the argmax of the columns it just stored instead (the
+// same key, the same scratch, the last of the tiles writing the index):
+// this pass gives the GEMV `argmax_output` and `argmax_scratch` and erases
+// the argmax task and a phase it leaves empty (with the barrier in front of
+// it): one dependent hop (signal, poll, the logits' round trip) less at the
+// end of every token. The index is the argmax task's, bit for bit: both
+// read the stored bf16 logits (templates/elementwise.cuh, argmax_of_tile).
+// Runs after schedule-partition-work (which sets `ksplit`) and before
+// schedule-barriers-to-counters. Opt-in (`enabled=true`).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Transforms/Passes.h"
+#include "Transforms/TaskRewrites.h"
+
+namespace mk::schedule {
+#define GEN_PASS_DEF_SCHEDULEFUSEARGMAX
+#include "Transforms/Passes.h.inc"
+} // namespace mk::schedule
+
+using namespace mlir;
+using namespace mk::schedule;
+
+namespace {
+
+struct ScheduleFuseArgmaxPass
+    : mk::schedule::impl::ScheduleFuseArgmaxBase<ScheduleFuseArgmaxPass> {
+  using Base::Base;
+  void runOnOperation() override;
+};
+
+/// schedule.argmax -> `argmax_*` on the one W4A16 GEMV that writes its
+/// input; the argmax task and a phase it leaves empty go.
+struct FoldArgmaxIntoTiles : OpRewritePattern<ArgmaxOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ArgmaxOp argmax, PatternRewriter &rewriter) const override {
+    auto kernel = argmax->getParentOfType<KernelOp>();
+    if (!kernel)
+      return rewriter.notifyMatchFailure(argmax, "not inside a schedule.kernel");
+    const StringRef logits = argmax.getInput();
+    // The one task that writes the logits: a GEMV storing them whole.
+    W4A16GemvOp gemv;
+    int writers = 0;
+    kernel.walk([&](TaskOpInterface t) {
+      const TaskAccesses a = taskAccesses(t);
+      if (llvm::is_contained(a.writes, logits) || llvm::is_contained(a.accumulates, logits)) {
+        ++writers;
+        gemv = dyn_cast<W4A16GemvOp>(t.getOperation());
+      }
+    });
+    if (writers != 1 || !gemv)
+      return rewriter.notifyMatchFailure(argmax, "its input is not one GEMV's output alone");
+    if (gemv.getArgmaxOutputAttr() || gemv.getWeights().size() != 1 ||
+        gemv.getN().size() != 1 || gemv.getEpilogue().value_or("") == "atomic_f32" ||
+        gemv.getUnitCols().value_or(0) != 0)
+      return rewriter.notifyMatchFailure(argmax, "the GEMV's tiles do not store one weight's "
+                                                 "output as bf16 columns");
+    if (!gemv.getKsplit() || *gemv.getKsplit() != 1)
+      return rewriter.notifyMatchFailure(argmax, "the GEMV is not cut into whole tiles (yet)");
+    auto ns = argInts(gemv.getN());
+    if (ns.front() != int64_t(argmax.getN()))
+      return rewriter.notifyMatchFailure(argmax, "the GEMV's columns are not the argmax's n");
+    TaskOpInterface argmaxTask = argmax;
+    if (hasCounters(kernel, argmaxTask.getName()) ||
+        hasCounters(kernel, TaskOpInterface(gemv).getName()))
+      return rewriter.notifyMatchFailure(argmax, "counters are placed");
+    rewriter.modifyOpInPlace(gemv, [&] {
+      gemv.setArgmaxOutputAttr(argmax.getOutputAttr());
+      gemv.setArgmaxScratchAttr(argmax.getScratchAttr());
+    });
+    eraseTaskAndEmptiedPhase(rewriter, argmax);
+    return success();
+  }
+};
+
+void ScheduleFuseArgmaxPass::runOnOperation() {
+  if (!enabled)
+    return;
+  RewritePatternSet patterns(&getContext());
+  patterns.add<FoldArgmaxIntoTiles>(&getContext());
+  if (failed(applyTaskRewrites(getOperation(), std::move(patterns))))
+    signalPassFailure();
+}
+
+} // namespace
