@@ -163,11 +163,11 @@ LogicalResult Emitter::lowerTask(W4A16GemvOp op, int64_t G, llvm::raw_ostream &o
     o << "      }\n";
     // The output's argmax merged by the tiles (schedule-fuse-argmax; one
     // weight, whole tiles: verifyArgmaxOfTiles), over the columns the tile
-    // has just stored.
+    // has just stored; the last of the task's instances writes the index.
     if (std::optional<StringRef> argmaxOut = op.getArgmaxOutput()) {
       needStaticShared("argmax", 8 * 32); // the block's best keys (argmax_merge_range)
-      o << "      mkgen::call<&mk::argmax_of_tile<" << T << ">>(n0, nvalid, " << tiles << ", "
-        << ptr(outputs.front()) << ", " << ptr(*op.getArgmaxScratch(), true) << ", "
+      o << "      mkgen::call<&mk::argmax_of_tile<" << T << ">>(n0, nvalid, " << t.getCount()
+        << ", " << ptr(outputs.front()) << ", " << ptr(*op.getArgmaxScratch(), true) << ", "
         << ptr(*argmaxOut, true) << ");\n";
     }
     return success();
