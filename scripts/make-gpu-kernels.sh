@@ -70,8 +70,9 @@ rm -rf "${out:?}/kimi_linear_released_forms_tgnorm"
   -o "$out/kimi_linear_released_forms_tgnorm" --pass-option=schedule-fuse-kda-gated-norm=enabled=true
 echo "$out/kimi_linear_released_forms_tgnorm"
 # Whole models with the greedy argmax merged by the LM head's tiles
-# (schedule-fuse-argmax, opt-in until measured: OracleGpu.*ArgmaxInTheHead*,
-# and the bench against tiny_model / kimi_linear_model).
+# (schedule-fuse-argmax, opt-in until measured: OracleGpu.*ArgmaxInTheHead*;
+# the perf notes' next list benches kimi_linear_model_fargmax against
+# kimi_linear_model).
 for s in tiny_model kimi_linear_model; do
   rm -rf "${out:?}/${s}_fargmax"
   "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/${s}_fargmax" \

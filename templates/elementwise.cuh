@@ -35,8 +35,11 @@ __device__ __forceinline__ unsigned long long argmax_key(float v, int i) {
 /// before the step), then the caller counts itself done in scratch[2]; the
 /// last of `ntasks` callers writes the index of the best to *out (the first
 /// index of the largest value). scratch: 4 floats of the workspace, 8-byte
-/// aligned.
-template <int THREADS>
+/// aligned. RELEASE_EARLY: only thread 0 does the atomics, after a block
+/// barrier that frees the warps' keys, and the other warps go on to the
+/// block's next task (as a counter signal's: counter_signal); otherwise the
+/// block waits for them.
+template <int THREADS, bool RELEASE_EARLY = false>
 __device__ void argmax_merge_range(int i0, int i1, int ntasks, const bf16 *values, float *scratch,
                                    int *out) {
   __shared__ unsigned long long best_of_warp[32];
@@ -53,9 +56,12 @@ __device__ void argmax_merge_range(int i0, int i1, int ntasks, const bf16 *value
   if ((threadIdx.x & 31) == 0)
     best_of_warp[threadIdx.x >> 5] = best;
   __syncthreads();
-  if (threadIdx.x == 0) {
+  if (threadIdx.x == 0)
     for (int w = 1; w < THREADS / 32; ++w)
       best = best_of_warp[w] > best ? best_of_warp[w] : best;
+  if (RELEASE_EARLY)
+    __syncthreads(); // best_of_warp is free for the block's next task
+  if (threadIdx.x == 0) {
     unsigned long long *key = reinterpret_cast<unsigned long long *>(scratch);
     atomicMax(key, best);
     __threadfence();
@@ -66,7 +72,8 @@ __device__ void argmax_merge_range(int i0, int i1, int ntasks, const bf16 *value
       *out = int(0xffffffffu - unsigned(k & 0xffffffffu));
     }
   }
-  __syncthreads(); // best_of_warp is free for the block's next task
+  if (!RELEASE_EARLY)
+    __syncthreads(); // best_of_warp is free for the block's next task
 }
 
 /// One of `ntasks` slices of the argmax of n bf16 values (argmax_merge_range
@@ -84,12 +91,13 @@ __device__ void argmax_task(int task, int ntasks, int n, const bf16 *values, flo
 /// merges their argmax; the last of the GEMV's `ntiles` tiles writes *out.
 /// The barrier orders the tile's stores (its epilogue's threads) before the
 /// block's loads of them; they read the bf16 values as stored, as the
-/// argmax task does.
+/// argmax task does. Only thread 0 waits for the atomics (RELEASE_EARLY):
+/// the block's other warps go on to its next tile.
 template <int THREADS>
 __device__ void argmax_of_tile(int n0, int nvalid, int ntiles, const bf16 *values, float *scratch,
                                int *out) {
   __syncthreads();
-  argmax_merge_range<THREADS>(n0, n0 + nvalid, ntiles, values, scratch, out);
+  argmax_merge_range<THREADS, true>(n0, n0 + nvalid, ntiles, values, scratch, out);
 }
 
 } // namespace mk

@@ -282,7 +282,8 @@ LogicalResult Emitter::run(EmittedKernel &out) {
     numCounters = std::max<int64_t>(numCounters, c.getBase() + c.getSize());
   }
   // Counters are reset after the last barrier: where something waits after
-  // it (the whole model's argmax after its LM head), or there is none, one
+  // it (the whole model's argmax after its LM head, unless
+  // schedule-fuse-argmax merged it into the tiles), or there is none, one
   // more grid barrier ends the step before the reset.
   bool afterLast = true;
   for (Operation &op : llvm::reverse(kernel.getBodyBlock())) {

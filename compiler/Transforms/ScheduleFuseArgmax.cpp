@@ -65,6 +65,32 @@ struct FoldArgmaxIntoTiles : OpRewritePattern<ArgmaxOp> {
     auto ns = argInts(gemv.getN());
     if (ns.front() != int64_t(argmax.getN()))
       return rewriter.notifyMatchFailure(argmax, "the GEMV's columns are not the argmax's n");
+    // The GEMV's tiles now merge into the scratch and may write the token:
+    // the GEMV must come before the argmax, and every other task touching
+    // the scratch or the token (the scratch's zeroing) in an earlier phase,
+    // which the barriers or counters then order before the tiles.
+    llvm::DenseMap<Operation *, int> phaseIndex;
+    int next = 0;
+    for (PhaseOp p : kernel.getBodyBlock().getOps<PhaseOp>())
+      phaseIndex[p.getOperation()] = next++;
+    auto phaseOf = [&](Operation *t) { return phaseIndex.lookup(t->getParentOfType<PhaseOp>()); };
+    const int gemvPhase = phaseOf(gemv);
+    if (gemvPhase >= phaseOf(argmax))
+      return rewriter.notifyMatchFailure(argmax, "the GEMV does not run before the argmax");
+    const StringRef scratch = argmax.getScratch(), token = argmax.getOutput();
+    bool ordered = true;
+    kernel.walk([&](TaskOpInterface t) {
+      if (t.getOperation() == gemv.getOperation() || t.getOperation() == argmax.getOperation())
+        return;
+      const TaskAccesses a = taskAccesses(t);
+      for (const SmallVector<StringRef> *set : {&a.reads, &a.writes, &a.accumulates})
+        if ((llvm::is_contained(*set, scratch) || llvm::is_contained(*set, token)) &&
+            phaseOf(t) >= gemvPhase)
+          ordered = false;
+    });
+    if (!ordered)
+      return rewriter.notifyMatchFailure(argmax, "a task touching the scratch or the token "
+                                                 "does not run before the GEMV's phase");
     TaskOpInterface argmaxTask = argmax;
     if (hasCounters(kernel, argmaxTask.getName()) ||
         hasCounters(kernel, TaskOpInterface(gemv).getName()))

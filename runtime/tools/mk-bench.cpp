@@ -15,7 +15,9 @@
 // released model's 26 GB of random weights are generated once, not once per
 // kernel. Each round is every kernel at every context; with more than one
 // round or kernel a summary follows: per kernel and context, the median of
-// the rounds' medians and its difference against the first kernel.
+// the rounds' medians (of an even count the mean of the middle two) and its
+// difference against the first kernel. Each session holds its own copy of
+// the weights on the device; --weights FILE is read once per kernel.
 //
 // --json FILE also writes the results, after the table, as one JSON object:
 //
@@ -667,7 +669,11 @@ int main(int argc, char **argv) {
         meds.push_back(x.medianMs);
         row.minMs = std::min(row.minMs, x.minMs);
       }
-      row.medianMs = median(meds);
+      // The middle value, or the mean of the middle two of an even count
+      // (median() gives the upper one, which for two rounds is the slower).
+      std::sort(meds.begin(), meds.end());
+      const size_t h = meds.size() / 2;
+      row.medianMs = meds.size() % 2 ? meds[h] : 0.5 * (meds[h - 1] + meds[h]);
       row.gbPerS = row.gbPerS * kernels[k].rows[ci].medianMs / row.medianMs;
       summary[k].push_back(row);
     }

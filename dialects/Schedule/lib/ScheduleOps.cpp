@@ -668,7 +668,7 @@ LogicalResult mk::schedule::verifyArgmaxOfTiles(W4A16GemvOp g) {
   // Each instance is one whole tile of one weight's columns, stored as bf16.
   if (g.getWeights().size() != 1 || g.getN().size() != 1)
     return g.emitOpError("an argmax of the tiles is over one weight's output, not ")
-           << g.getWeights().size();
+           << g.getWeights().size() << " weights and " << g.getN().size() << " outputs";
   if (g.getEpilogue().value_or("") == "atomic_f32")
     return g.emitOpError("an argmax of the tiles needs the stored (bf16) output, not the "
                          "atomic_f32 sums");
@@ -677,6 +677,11 @@ LogicalResult mk::schedule::verifyArgmaxOfTiles(W4A16GemvOp g) {
            << *g.getKsplit();
   if (g.getUnitCols().value_or(0) != 0)
     return g.emitOpError("an argmax of the tiles takes plain column tiles, not unit_cols");
+  // Every instance is one tile and merges once: the last of `count` writes.
+  TaskOpInterface t = g;
+  if (g.getTiles() && int64_t(*g.getTiles()) != t.getCount())
+    return g.emitOpError("an argmax of the tiles needs one instance per tile: count ")
+           << t.getCount() << ", tiles " << *g.getTiles();
   return success();
 }
 

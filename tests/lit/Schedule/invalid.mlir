@@ -703,3 +703,17 @@ schedule.kernel @k attributes {threads = 128 : i64} {
     schedule.w4a16_gemv "t" {input = @x, outputs = [@y], weights = ["w"], n = [256], k = 256, group = 32, ksplit = 2, argmax_output = @next, argmax_scratch = @scratch}
   }
 }
+
+// -----
+
+// ... one instance per tile.
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.buffer @next {dtype = "i32", shape = array<i64: 1>}
+  schedule.buffer @scratch {dtype = "f32", shape = array<i64: 4>}
+  schedule.phase "q" {
+    // expected-error @+1 {{an argmax of the tiles needs one instance per tile: count 4, tiles 2}}
+    schedule.w4a16_gemv "t" {count = 4 : i64, input = @x, outputs = [@y], weights = ["w"], n = [256], k = 256, group = 32, ksplit = 1, tiles = 2, tn = 128, argmax_output = @next, argmax_scratch = @scratch}
+  }
+}

@@ -14,6 +14,11 @@
 // CHECK: schedule.argmax "b.argmax"
 // Model c: the head is split-K (fp32 sums): the argmax stays.
 // CHECK: schedule.argmax "c.argmax"
+// Model d: the argmax's n is not the GEMV's columns: the argmax stays.
+// CHECK: schedule.argmax "d.argmax"
+// Model e: the scratch is zeroed between the head and the argmax (the
+// tiles would merge into it before): the argmax stays.
+// CHECK: schedule.argmax "e.argmax"
 // OFF: schedule.argmax "a.argmax"
 // OFF-NOT: argmax_output
 // The folded head's tiles wait for the scratch's zeroing (they merge into
@@ -35,6 +40,12 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @c.logits {dtype = "f32", shape = array<i64: 512>}
   schedule.buffer @c.next {dtype = "i32", shape = array<i64: 1>, space = "io"}
   schedule.buffer @c.scratch {dtype = "f32", shape = array<i64: 4>}
+  schedule.buffer @d.logits {dtype = "bf16", shape = array<i64: 512>}
+  schedule.buffer @d.next {dtype = "i32", shape = array<i64: 1>, space = "io"}
+  schedule.buffer @d.scratch {dtype = "f32", shape = array<i64: 4>}
+  schedule.buffer @e.logits {dtype = "bf16", shape = array<i64: 512>}
+  schedule.buffer @e.next {dtype = "i32", shape = array<i64: 1>, space = "io"}
+  schedule.buffer @e.scratch {dtype = "f32", shape = array<i64: 4>}
   schedule.weight @head.w_q {dtype = "u8", shape = array<i64: 128, 512>, group = 128 : i64}
   schedule.weight @head.scales {dtype = "bf16", shape = array<i64: 2, 512>, group = 128 : i64}
   schedule.weight @head.zeros {dtype = "bf16", shape = array<i64: 2, 512>, group = 128 : i64}
@@ -43,6 +54,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
     schedule.zero_f32 "b.scratch.zero" {count = 1 : i64, buffer = @b.scratch, n = 4 : i64}
     schedule.zero_f32 "c.scratch.zero" {count = 1 : i64, buffer = @c.scratch, n = 4 : i64}
     schedule.zero_f32 "c.logits.zero" {count = 1 : i64, buffer = @c.logits, n = 512 : i64}
+    schedule.zero_f32 "d.scratch.zero" {count = 1 : i64, buffer = @d.scratch, n = 4 : i64}
   }
   schedule.barrier
   schedule.phase "a.head" {
@@ -71,5 +83,25 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.barrier
   schedule.phase "c.argmax" {
     schedule.argmax "c.argmax" {count = 2 : i64, input = @c.logits, output = @c.next, scratch = @c.scratch, n = 512 : i64}
+  }
+  schedule.barrier
+  schedule.phase "d.head" {
+    schedule.w4a16_gemv "d.head" {count = 4 : i64, input = @x, input_offset = 0 : i64, outputs = [@d.logits], group = 128 : i64, k = 256 : i64, ksplit = 1 : i64, tiles = 4 : i64, n = [512], tn = 128 : i64, weights = ["head"]}
+  }
+  schedule.barrier
+  schedule.phase "d.argmax" {
+    schedule.argmax "d.argmax" {count = 2 : i64, input = @d.logits, output = @d.next, scratch = @d.scratch, n = 256 : i64}
+  }
+  schedule.barrier
+  schedule.phase "e.head" {
+    schedule.w4a16_gemv "e.head" {count = 4 : i64, input = @x, input_offset = 0 : i64, outputs = [@e.logits], group = 128 : i64, k = 256 : i64, ksplit = 1 : i64, tiles = 4 : i64, n = [512], tn = 128 : i64, weights = ["head"]}
+  }
+  schedule.barrier
+  schedule.phase "e.zero" {
+    schedule.zero_f32 "e.scratch.zero" {count = 1 : i64, buffer = @e.scratch, n = 4 : i64}
+  }
+  schedule.barrier
+  schedule.phase "e.argmax" {
+    schedule.argmax "e.argmax" {count = 2 : i64, input = @e.logits, output = @e.next, scratch = @e.scratch, n = 512 : i64}
   }
 }
