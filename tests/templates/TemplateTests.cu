@@ -1669,4 +1669,69 @@ TEST(GridSync, BarriersAndCountersHoldAcrossLaunches) {
   }
 }
 
+/// The argmax merged by GEMV tiles (schedule-fuse-argmax): each block
+/// stores tiles of `tw` columns of src into values (as a tile's epilogue
+/// does), then merges their argmax; a block takes several tiles, so the
+/// early release of its warps meets the next tile's merge.
+__global__ void __launch_bounds__(T, 1)
+    argmaxTilesKernel(const mk::bf16 *src, mk::bf16 *values, int n, int tw, float *scratch,
+                      int *out) {
+  const int ntiles = (n + tw - 1) / tw;
+  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+    const int n0 = tile * tw, nvalid = min(tw, n - n0);
+    for (int i = threadIdx.x; i < nvalid; i += T)
+      values[n0 + i] = src[n0 + i];
+    mk::argmax_of_tile<T>(n0, nvalid, ntiles, values, scratch, out);
+  }
+}
+
+// The first index of the largest value (NaN never chosen, -1 if all are;
+// -0 equals +0), across tiles and in a short last tile.
+TEST(Argmax, MergedByTheTilesAsTheTask) {
+  REQUIRE_GPU();
+  const int n = 1000, tw = 128; // 8 tiles, the last of 104 columns
+  Rng r(7);
+  std::vector<float> base(n);
+  for (float &v : base)
+    v = -1.f - std::fabs(r.normal(1.f));
+  struct Case {
+    const char *what;
+    std::vector<std::pair<int, float>> set;
+    bool allNan;
+  };
+  const float nan = std::nanf("");
+  const std::vector<Case> cases = {
+      {"the largest in the short last tile", {{990, 3.f}, {5, 2.f}}, false},
+      {"a tie across tiles: the first index", {{300, 5.f}, {130, 5.f}, {900, 5.f}}, false},
+      {"+0 before -0, all else negative", {{700, -0.f}, {200, 0.f}}, false},
+      {"-0 before +0", {{100, -0.f}, {600, 0.f}}, false},
+      {"NaN beside the largest", {{50, nan}, {51, nan}, {999, 1.f}}, false},
+      {"all NaN", {}, true}};
+  for (const Case &c : cases) {
+    std::vector<float> v = base;
+    if (c.allNan)
+      std::fill(v.begin(), v.end(), nan);
+    for (auto [i, x] : c.set)
+      v[size_t(i)] = x;
+    std::vector<HB> hv(n);
+    for (int i = 0; i < n; ++i)
+      hv[size_t(i)] = HB(v[size_t(i)]);
+    int want = -1;
+    for (int i = 0; i < n; ++i) {
+      const float x = hv[size_t(i)].toFloat();
+      if (!std::isnan(x) && (want < 0 || x > hv[size_t(want)].toFloat()))
+        want = i;
+    }
+    Dev<HB> dsrc(hv), dvals(static_cast<size_t>(n));
+    Dev<float> scratch(4);
+    Dev<int> out(1);
+    scratch.zero();
+    argmaxTilesKernel<<<3, T>>>(dsrc.as<mk::bf16>(), dvals.as<mk::bf16>(), n, tw, scratch.p,
+                                out.p);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    EXPECT_EQ(out.get()[0], want) << c.what;
+  }
+}
+
 } // namespace
