@@ -55,13 +55,13 @@ struct FoldArgmaxIntoTiles : OpRewritePattern<ArgmaxOp> {
     });
     if (writers != 1 || !gemv)
       return rewriter.notifyMatchFailure(argmax, "its input is not one GEMV's output alone");
-    if (gemv.getArgmaxOutputAttr() || gemv.getWeights().size() != 1 ||
-        gemv.getN().size() != 1 || gemv.getEpilogue().value_or("") == "atomic_f32" ||
-        gemv.getUnitCols().value_or(0) != 0)
-      return rewriter.notifyMatchFailure(argmax, "the GEMV's tiles do not store one weight's "
-                                                 "output as bf16 columns");
-    if (!gemv.getKsplit() || *gemv.getKsplit() != 1)
-      return rewriter.notifyMatchFailure(argmax, "the GEMV is not cut into whole tiles (yet)");
+    if (gemv.getArgmaxOutputAttr())
+      return rewriter.notifyMatchFailure(argmax, "the GEMV merges an argmax already");
+    if (!gemv.getKsplit())
+      return rewriter.notifyMatchFailure(argmax, "the GEMV is not partitioned yet");
+    // The verifier's conditions on a GEMV that merges an argmax.
+    if (std::string why = argmaxOfTilesRefusal(gemv); !why.empty())
+      return rewriter.notifyMatchFailure(argmax, why);
     auto ns = argInts(gemv.getN());
     if (ns.front() != int64_t(argmax.getN()))
       return rewriter.notifyMatchFailure(argmax, "the GEMV's columns are not the argmax's n");

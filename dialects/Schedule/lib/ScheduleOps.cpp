@@ -660,28 +660,34 @@ LogicalResult mk::schedule::verifyGatedNormInput(W4A16GemvOp g) {
   return success();
 }
 
+std::string mk::schedule::argmaxOfTilesRefusal(W4A16GemvOp g) {
+  // Each instance is one whole tile of one weight's columns, stored as bf16.
+  if (g.getWeights().size() != 1 || g.getN().size() != 1)
+    return "an argmax of the tiles is over one weight's output, not " +
+           std::to_string(g.getWeights().size()) + " weights and " +
+           std::to_string(g.getN().size()) + " outputs";
+  if (g.getEpilogue().value_or("") == "atomic_f32")
+    return "an argmax of the tiles needs the stored (bf16) output, not the atomic_f32 sums";
+  if (g.getKsplit() && *g.getKsplit() != 1)
+    return "an argmax of the tiles needs whole tiles (ksplit 1), not ksplit " +
+           std::to_string(*g.getKsplit());
+  if (g.getUnitCols().value_or(0) != 0)
+    return "an argmax of the tiles takes plain column tiles, not unit_cols";
+  // Every instance is one tile and merges once: the last of `count` writes.
+  TaskOpInterface t = g;
+  if (g.getTiles() && int64_t(*g.getTiles()) != t.getCount())
+    return "an argmax of the tiles needs one instance per tile: count " +
+           std::to_string(t.getCount()) + ", tiles " + std::to_string(*g.getTiles());
+  return "";
+}
+
 LogicalResult mk::schedule::verifyArgmaxOfTiles(W4A16GemvOp g) {
   if (!g.getArgmaxOutputAttr() && !g.getArgmaxScratchAttr())
     return success();
   if (!g.getArgmaxOutputAttr() || !g.getArgmaxScratchAttr())
     return g.emitOpError("an argmax of the tiles takes argmax_output and argmax_scratch together");
-  // Each instance is one whole tile of one weight's columns, stored as bf16.
-  if (g.getWeights().size() != 1 || g.getN().size() != 1)
-    return g.emitOpError("an argmax of the tiles is over one weight's output, not ")
-           << g.getWeights().size() << " weights and " << g.getN().size() << " outputs";
-  if (g.getEpilogue().value_or("") == "atomic_f32")
-    return g.emitOpError("an argmax of the tiles needs the stored (bf16) output, not the "
-                         "atomic_f32 sums");
-  if (g.getKsplit() && *g.getKsplit() != 1)
-    return g.emitOpError("an argmax of the tiles needs whole tiles (ksplit 1), not ksplit ")
-           << *g.getKsplit();
-  if (g.getUnitCols().value_or(0) != 0)
-    return g.emitOpError("an argmax of the tiles takes plain column tiles, not unit_cols");
-  // Every instance is one tile and merges once: the last of `count` writes.
-  TaskOpInterface t = g;
-  if (g.getTiles() && int64_t(*g.getTiles()) != t.getCount())
-    return g.emitOpError("an argmax of the tiles needs one instance per tile: count ")
-           << t.getCount() << ", tiles " << *g.getTiles();
+  if (std::string why = argmaxOfTilesRefusal(g); !why.empty())
+    return g.emitOpError(why);
   return success();
 }
 

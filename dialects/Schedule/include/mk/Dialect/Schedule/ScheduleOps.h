@@ -38,6 +38,9 @@ mlir::LogicalResult verifyGatedNormInput(W4A16GemvOp g);
 /// A W4A16 GEMV's argmax of its tiles (schedule-fuse-argmax): its two
 /// arguments together, one weight's stored bf16 output, whole tiles.
 mlir::LogicalResult verifyArgmaxOfTiles(W4A16GemvOp g);
+/// Why GEMV `g`'s tiles cannot merge the argmax of their output (the
+/// verifier's conditions after the arguments' presence; "" if they can).
+std::string argmaxOfTilesRefusal(W4A16GemvOp g);
 /// Creates the task op of `kind` (`schedule.<keyword>`) named `name` at
 /// `b`'s insertion point, with one instance, no partition yet and the
 /// arguments `args`, each its own attribute (buffers named by string become
