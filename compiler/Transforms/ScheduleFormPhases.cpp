@@ -45,7 +45,8 @@ struct BufferSpec {
 };
 
 struct TaskSpec {
-  std::string name, op, partition;
+  std::string name, op;
+  std::optional<schedule::Partition> partition;
   schedule::TaskKind kind;
   SmallVector<std::string> reads, writes, accums;
   NamedAttrList args;
@@ -166,7 +167,7 @@ private:
   std::string accumulator(const std::string &name, int64_t n) {
     std::string acc = buffer(name, "f32", {n});
     TaskSpec &z = task(name + ".zero", schedule::TaskKind::ZeroF32, nullptr);
-    z.partition = "slices";
+    z.partition = schedule::Partition::Slices;
     z.writes.push_back(acc);
     setArg(z, "buffer", acc);
     setArg(z, "n", n);
@@ -537,7 +538,7 @@ LogicalResult Lowering::lowerNorm(graph::RMSNormOp op) {
   }
   std::string xs = buffer(name + ".out", "f32", {hidden}, "shared");
   TaskSpec &tk = task(name, schedule::TaskKind::ResidualRmsnorm, op);
-  tk.partition = "every_block";
+  tk.partition = schedule::Partition::EveryBlock;
   tk.reads.push_back(base);
   if (!acc.empty())
     tk.reads.push_back(acc);
@@ -1349,8 +1350,8 @@ void ScheduleFormPhasesPass::runOnOperation() {
       b.create<schedule::BarrierOp>(fn.getLoc());
     // Every-block tasks run first in their phase.
     llvm::stable_sort(members, [&](int x, int y) {
-      return tasks[x].partition == "every_block" &&
-             tasks[y].partition != "every_block";
+      return tasks[x].partition == schedule::Partition::EveryBlock &&
+             tasks[y].partition != schedule::Partition::EveryBlock;
     });
     auto phase = b.create<schedule::PhaseOp>(
         fn.getLoc(), tasks[members.front()].name);

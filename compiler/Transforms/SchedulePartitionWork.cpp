@@ -45,10 +45,10 @@ struct SchedulePartitionWorkPass
     return planning::choosePartition(opts, budget ? budget : current ? current : targetSms,
                                      {overheadBytes, fullSegmentBytes});
   }
-  void finish(TaskOpInterface t, int64_t count, int64_t bytesPerTask, StringRef how) {
+  void finish(TaskOpInterface t, int64_t count, int64_t bytesPerTask, Partition how) {
     t.setCount(count);
     t.setBytes(count * bytesPerTask);
-    if (t.getPartition().empty())
+    if (!t.getPartition())
       t.setPartition(how);
   }
   llvm::StringMap<TaskOpInterface> producer; // buffer -> (last) writing task
@@ -75,7 +75,7 @@ struct SchedulePartitionWorkPass
 
 LogicalResult SchedulePartitionWorkPass::partition(TaskOpInterface t, KernelOp kernel) {
   if (t.isEveryBlock()) {
-    finish(t, 1, t.getIntArg("dim") * 2, "every_block");
+    finish(t, 1, t.getIntArg("dim") * 2, Partition::EveryBlock);
     return success();
   }
   // The task's kind says how its work may be cut (TaskOpInterface), the

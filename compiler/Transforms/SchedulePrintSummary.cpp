@@ -50,8 +50,8 @@ void mk::schedule::printScheduleSummary(ModuleOp module, raw_ostream &os) {
                            taskKindName(t.getKind()).str().c_str(), (long long)t.getCount(),
                            t.getBytes() / 1e6)
            << t.getName();
-        if (!t.getPartition().empty())
-          os << " [" << t.getPartition() << "]";
+        if (std::optional<schedule::Partition> p = t.getPartition())
+          os << " [" << schedule::stringifyPartition(*p) << "]";
         os << "\n";
       }
       for (WaitOp w : p.getBodyBlock().getOps<WaitOp>()) {

@@ -95,7 +95,7 @@ template <class Fn> void forEachKindOp(Ctx &c, Fn fn) {
   b.setInsertionPointToEnd(m->getBody());
   for (uint32_t i = 0; i <= getMaxEnumValForTaskKind(); ++i) {
     const TaskKind kind = *symbolizeTaskKind(i);
-    TaskOpInterface t = createTaskOp(b, b.getUnknownLoc(), kind, "t", "", "",
+    TaskOpInterface t = createTaskOp(b, b.getUnknownLoc(), kind, "t", "", std::nullopt,
                                      mlir::DictionaryAttr::get(c.ctx.get()));
     ASSERT_TRUE(t) << taskKindName(kind).str();
     fn(kind, t);
@@ -197,7 +197,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
     const int64_t tn = arg(cut, "tn"), ks = arg(cut, "ksplit");
     sum.insert({tn, ks});
     EXPECT_EQ(cut.count, (256 / tn) * ks);
-    EXPECT_EQ(cut.partition, ks > 1 ? "split_k" : "cols");
+    EXPECT_EQ(cut.partition, ks > 1 ? Partition::SplitK : Partition::Cols);
     EXPECT_EQ((1024 / ks) % 128, 0) << "split-K slices are whole groups";
     // K/ks rows x tn columns of nibbles, with their groups' scales and zeros.
     EXPECT_EQ(cut.bytesPerTask, 1024 / ks * tn / 2 + 2 * (1024 / ks / 128) * tn * 2);
@@ -221,7 +221,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.weight @n {dtype = "bf16", shape = array<i64: 256>}
   schedule.buffer @x {dtype = "bf16", shape = array<i64: 256>, space = "io"}
   schedule.phase "p" {
-    schedule.residual_rmsnorm "norm" {partition = "every_block", base = @x, weight = "n", dim = 256 : i64, eps = 1.0e-06 : f64}
+    schedule.residual_rmsnorm "norm" {partition = #schedule.partition<every_block>, base = @x, weight = "n", dim = 256 : i64, eps = 1.0e-06 : f64}
     schedule.opaque "other" {count = 2 : i64}
   }
 }

@@ -692,14 +692,15 @@ LogicalResult mk::schedule::verifyArgmaxOfTiles(W4A16GemvOp g) {
 }
 
 TaskOpInterface mk::schedule::createTaskOp(OpBuilder &b, Location loc, TaskKind kind,
-                                           StringRef name, StringRef op, StringRef partition,
+                                           StringRef name, StringRef op,
+                                           std::optional<Partition> partition,
                                            DictionaryAttr args) {
   OperationState state(loc, ("schedule." + stringifyTaskKind(kind)).str());
   state.addAttribute("name", b.getStringAttr(name));
   if (!op.empty())
     state.addAttribute("op", b.getStringAttr(op));
-  if (!partition.empty())
-    state.addAttribute("partition", b.getStringAttr(partition));
+  if (partition)
+    state.addAttribute("partition", PartitionAttr::get(b.getContext(), *partition));
   for (NamedAttribute a : withBufferSymbols(b.getContext(), kind, args))
     state.addAttribute(a.getName(), a.getValue());
   return cast<TaskOpInterface>(b.create(state));

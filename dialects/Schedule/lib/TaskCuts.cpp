@@ -24,12 +24,12 @@ int64_t w4Bytes(int64_t k, int64_t tn, int64_t group) {
 // contiguous pieces) wins. At most 128: the tensor-core tile's width.
 const int64_t kTiles[] = {128, 64, 32, 16};
 
-TaskCut cut(int64_t count, int64_t bytesPerTask, StringRef partition, int64_t segment = 0) {
+TaskCut cut(int64_t count, int64_t bytesPerTask, Partition partition, int64_t segment = 0) {
   TaskCut c;
   c.count = count;
   c.bytesPerTask = bytesPerTask;
   c.segmentBytes = segment;
-  c.partition = partition.str();
+  c.partition = partition;
   return c;
 }
 
@@ -81,7 +81,7 @@ Cuts expertCuts(TaskOpInterface t, const TaskCutContext &ctx, bool down) {
       if (k % ks || (k / ks) % 16 || (down && k / ks > kMoeDownMaxStagedRows))
         continue;
       int64_t tiles = llvm::divideCeil(n, tn);
-      TaskCut c = cut(slots * (down ? 1 : 2) * tiles * ks, w4Bytes(k / ks, tn, g), "experts", tn);
+      TaskCut c = cut(slots * (down ? 1 : 2) * tiles * ks, w4Bytes(k / ks, tn, g), Partition::Experts, tn);
       c.intArgs = {{"tn", tn},
                    {"ksplit", ks},
                    {"tiles", tiles},
@@ -139,7 +139,7 @@ Cuts W4A16GemvOp::getLegalCuts(const TaskCutContext &ctx) {
           (units == 1 && ks > 1 && (k / ks) % g))
         continue;
       // A tile streams tn bytes of each row pair (w_q is [K/2, N]).
-      TaskCut c = cut(tiles * ks, w4Bytes(k / ks, tn, g), ks > 1 ? "split_k" : "cols", tn);
+      TaskCut c = cut(tiles * ks, w4Bytes(k / ks, tn, g), ks > 1 ? Partition::SplitK : Partition::Cols, tn);
       c.intArgs = {{"tn", tn}, {"ksplit", ks}, {"tiles", tiles}};
       if (unitCols) {
         // Unit-major tile order: unit u's tiles of every segment are adjacent.
@@ -163,14 +163,14 @@ Cuts Bf16RowsOp::getLegalCuts(const TaskCutContext &) {
   int64_t rows = t.getIntArg("rows"), k = t.getIntArg("k");
   if (!t.getStrArg("unit").empty()) {
     // One row per task, each a unit its consumers wait for.
-    TaskCut c = cut(rows, k * 2, "rows");
+    TaskCut c = cut(rows, k * 2, Partition::Rows);
     c.intArgs = {{"rows_per_task", 1}, {"grain_per", 1}};
     c.strArgs = {{"grain", t.getStrArg("unit").str()}};
     return std::vector<TaskCut>{std::move(c)};
   }
   std::vector<TaskCut> cuts;
   for (int64_t r = 1; r <= rows; r *= 2) {
-    TaskCut c = cut(llvm::divideCeil(rows, r), r * k * 2, "rows");
+    TaskCut c = cut(llvm::divideCeil(rows, r), r * k * 2, Partition::Rows);
     c.intArgs = {{"rows_per_task", r}};
     cuts.push_back(std::move(c));
   }
@@ -184,7 +184,7 @@ Cuts KdaHeadChunkOp::getLegalCuts(const TaskCutContext &ctx) {
   for (int64_t c : {16, 32, 64, 128, 256}) {
     if (c > dk || dk % c || ctx.threads % c || dk % (ctx.threads / c))
       continue;
-    TaskCut x = cut(h * dk / c, 2 * dk * c * 4 + 4 * dk * 2, "heads");
+    TaskCut x = cut(h * dk / c, 2 * dk * c * 4 + 4 * dk * 2, Partition::Heads);
     x.intArgs = {{"chunk", c}, {"grain_per", dk / c}};
     x.strArgs = {{"grain", t.getStrArg("unit").str()}};
     cuts.push_back(std::move(x));
@@ -199,7 +199,7 @@ Cuts KdaGatedNormOp::getLegalCuts(const TaskCutContext &) {
   // One head per task: its output, gate and result, head_dim values each.
   TaskOpInterface t = *this;
   int64_t h = t.getIntArg("heads"), dk = t.getIntArg("head_dim");
-  TaskCut c = cut(h, dk * 3 * 2, "heads");
+  TaskCut c = cut(h, dk * 3 * 2, Partition::Heads);
   if (!t.getStrArg("unit").empty()) {
     // A head each: the unit its producer (the KDA task) and its consumer
     // (the output projection's split-K tiles) count in.
@@ -213,26 +213,26 @@ Cuts ArgmaxOp::getLegalCuts(const TaskCutContext &) {
   // Slices of 4096 values (8 KB of bf16 each).
   const int64_t n = TaskOpInterface(*this).getIntArg("n");
   const int64_t count = llvm::divideCeil(n, 4096);
-  return std::vector<TaskCut>{cut(count, llvm::divideCeil(n, count) * 2, "slices")};
+  return std::vector<TaskCut>{cut(count, llvm::divideCeil(n, count) * 2, Partition::Slices)};
 }
 
 Cuts ConvCommitOp::getLegalCuts(const TaskCutContext &) {
   TaskOpInterface t = *this;
   int64_t c = t.getIntArg("channels");
   int64_t n = std::max<int64_t>(1, std::min<int64_t>(64, c / 512));
-  return std::vector<TaskCut>{cut(n, llvm::divideCeil(c, n) * 3 * 2 * 2 * t.getIntArg("conv"), "channels")};
+  return std::vector<TaskCut>{cut(n, llvm::divideCeil(c, n) * 3 * 2 * 2 * t.getIntArg("conv"), Partition::Channels)};
 }
 
 Cuts ZeroF32Op::getLegalCuts(const TaskCutContext &) {
-  return std::vector<TaskCut>{cut(1, TaskOpInterface(*this).getIntArg("n") * 4, "slices")};
+  return std::vector<TaskCut>{cut(1, TaskOpInterface(*this).getIntArg("n") * 4, Partition::Slices)};
 }
 
 Cuts FinalResidualOp::getLegalCuts(const TaskCutContext &) {
-  return std::vector<TaskCut>{cut(4, TaskOpInterface(*this).getIntArg("dim") * 8 / 4, "slices")};
+  return std::vector<TaskCut>{cut(4, TaskOpInterface(*this).getIntArg("dim") * 8 / 4, Partition::Slices)};
 }
 
 Cuts MlaRopeAppendOp::getLegalCuts(const TaskCutContext &) {
-  return std::vector<TaskCut>{cut(16, TaskOpInterface(*this).getIntArg("lora") * 4 / 16, "rows")};
+  return std::vector<TaskCut>{cut(16, TaskOpInterface(*this).getIntArg("lora") * 4 / 16, Partition::Rows)};
 }
 
 Cuts MlaQAbsorbOp::getLegalCuts(const TaskCutContext &ctx) {
@@ -243,7 +243,7 @@ Cuts MlaQAbsorbOp::getLegalCuts(const TaskCutContext &ctx) {
   int64_t rows = std::min(2 * (ctx.threads / 32) * (32 / (nope / 16)), lora);
   if (lora % rows)
     return t.emitOpError("kv_lora must be a multiple of ") << rows;
-  return std::vector<TaskCut>{cut(hm * lora / rows, rows * nope / 2, "heads")};
+  return std::vector<TaskCut>{cut(hm * lora / rows, rows * nope / 2, Partition::Heads)};
 }
 
 Cuts MlaAttentionChunkOp::getLegalCuts(const TaskCutContext &ctx) {
@@ -260,7 +260,7 @@ Cuts MlaAttentionChunkOp::getLegalCuts(const TaskCutContext &ctx) {
       headGroup = g;
       break;
     }
-  TaskCut c = cut(chunks * (hm / headGroup), 0, "chunks");
+  TaskCut c = cut(chunks * (hm / headGroup), 0, Partition::Chunks);
   c.intArgs = {{"max_chunks", chunks}, {"head_group", headGroup}};
   // 32-row sub-chunks (an option; 16, the template's default, is left
   // unsaid, so the default kernel's IR and source do not change).
@@ -288,7 +288,7 @@ Cuts MlaCombineWvOp::getLegalCuts(const TaskCutContext &ctx) {
   for (int64_t s = 2; s <= 16; s *= 2)
     if (lora % s == 0 && (lora / s) % 16 == 0 && hm * s <= ctx.targetBlocks)
       slices = s;
-  TaskCut c = cut(hm * slices, w4Bytes(lora / slices, vh, t.getIntArg("group")), "heads");
+  TaskCut c = cut(hm * slices, w4Bytes(lora / slices, vh, t.getIntArg("group")), Partition::Heads);
   c.intArgs = {{"slices", slices}, {"grain_per", slices}};
   c.strArgs = {{"grain", t.getStrArg("unit").str()}};
   return std::vector<TaskCut>{std::move(c)};
@@ -323,7 +323,7 @@ Cuts GqaRopeAppendOp::getLegalCuts(const TaskCutContext &ctx) {
   int64_t hq = t.getIntArg("heads"), hkv = t.getIntArg("kv_heads"), hd = t.getIntArg("head_dim");
   int64_t warps = ctx.threads / 32;
   int64_t n = llvm::divideCeil(hq + hkv, warps);
-  return std::vector<TaskCut>{cut(n, warps * hd * 2 * 3, "heads")};
+  return std::vector<TaskCut>{cut(n, warps * hd * 2 * 3, Partition::Heads)};
 }
 
 Cuts GqaAttentionChunkOp::getLegalCuts(const TaskCutContext &ctx) {
@@ -335,7 +335,7 @@ Cuts GqaAttentionChunkOp::getLegalCuts(const TaskCutContext &ctx) {
     return t.emitOpError("heads (") << hq << ") must be a multiple of kv_heads (" << hkv << ")";
   int64_t chunks = ctx.attentionChunks;
   // The rows a task reads depend on the context: no bytes for the cost model.
-  TaskCut c = cut(chunks * hkv, 0, "chunks");
+  TaskCut c = cut(chunks * hkv, 0, Partition::Chunks);
   c.intArgs = {{"max_chunks", chunks}};
   c.bufferShapes = {{t.getStrArg("part_m").str(), {chunks * hq}},
                     {t.getStrArg("part_l").str(), {chunks * hq}},
@@ -348,7 +348,7 @@ Cuts GqaCombineOp::getLegalCuts(const TaskCutContext &ctx) {
   int64_t hq = t.getIntArg("heads"), hd = t.getIntArg("head_dim");
   int64_t chunks = ctx.attentionChunks;
   // Its chunk count is the attention task's (the emitter reads it there).
-  TaskCut c = cut(hq, chunks * (hd + 2) * 4, "heads");
+  TaskCut c = cut(hq, chunks * (hd + 2) * 4, Partition::Heads);
   c.intArgs = {{"heads_per_task", 1}};
   return std::vector<TaskCut>{std::move(c)};
 }

@@ -400,7 +400,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
     schedule.signal @b {task = "p2"}
   }
   schedule.phase "down" {
-    schedule.moe_down "d" {acc = @acc, down = "down", experts = 1 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 1 : i64, slots = 1 : i64, sums = @sums, tiles = 2 : i64, tn = 128 : i64, bytes = 16384 : i64, count = 2 : i64, partition = "experts"}
+    schedule.moe_down "d" {acc = @acc, down = "down", experts = 1 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 1 : i64, slots = 1 : i64, sums = @sums, tiles = 2 : i64, tn = 128 : i64, bytes = 16384 : i64, count = 2 : i64, partition = #schedule.partition<experts>}
     schedule.wait @a {divisor = 2 : i64, task = "d", target = 1 : i64, in_prologue}
     // expected-error @+1 {{in_prologue: task 'd' has a second prologue wait}}
     schedule.wait @b {divisor = 2 : i64, task = "d", target = 1 : i64, in_prologue}
@@ -434,16 +434,16 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   }
   schedule.barrier
   schedule.phase "route" {
-    schedule.bf16_rows "route" {input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router", bytes = 4096 : i64, count = 4 : i64, partition = "rows"}
+    schedule.bf16_rows "route" {input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router", bytes = 4096 : i64, count = 4 : i64, partition = #schedule.partition<rows>}
     schedule.signal @route.done {divisor = 4 : i64, task = "route"}
   }
   schedule.phase "gate_up" {
-    schedule.moe_gate_up "gu" {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = "experts"}
+    schedule.moe_gate_up "gu" {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = #schedule.partition<experts>}
     schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "gu"}
     schedule.signal @gu.ready {divisor = 32 : i64, task = "gu"}
   }
   schedule.phase "down" {
-    schedule.moe_down "down" {acc = @acc, down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 4 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 16 : i64, tn = 16 : i64, top_k = 2 : i64, bytes = 49152 : i64, count = 64 : i64, partition = "experts"}
+    schedule.moe_down "down" {acc = @acc, down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 4 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 16 : i64, tn = 16 : i64, top_k = 2 : i64, bytes = 49152 : i64, count = 64 : i64, partition = #schedule.partition<experts>}
     // expected-error @+1 {{in_prologue: task 'down' reads @logits, which its signaller 'route' writes: only its staged @sums may be waited for in its prologue}}
     schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "down", in_prologue}
     schedule.wait @gu.ready {divisor = 32 : i64, target = 32 : i64, task = "down"}
@@ -474,7 +474,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
     schedule.signal @absorb.done {divisor = 1 : i64, task = "absorb"}
   }
   schedule.phase "attention" {
-    schedule.mla_attention_chunk "attn" {c_kv = @state.0.c_kv, count = 64 : i64, head_group = 2 : i64, heads = 2 : i64, k_rope = @state.0.k_rope, lora = 128 : i64, max_chunks = 64 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = "chunks", q_abs = @q_abs, q_rope = @q_rope, rope = 16 : i64, scale = 0.14433756729740646 : f64}
+    schedule.mla_attention_chunk "attn" {c_kv = @state.0.c_kv, count = 64 : i64, head_group = 2 : i64, heads = 2 : i64, k_rope = @state.0.k_rope, lora = 128 : i64, max_chunks = 64 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = #schedule.partition<chunks>, q_abs = @q_abs, q_rope = @q_rope, rope = 16 : i64, scale = 0.14433756729740646 : f64}
     // expected-error @+1 {{in_prologue: task 'attn' reads @q_rope, which its signaller 'absorb' writes: only its staged @q_abs may be waited for in its prologue}}
     schedule.wait @absorb.done {divisor = 64 : i64, in_prologue, target = 1 : i64, task = "attn"}
   }
@@ -504,7 +504,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
     schedule.signal @attn.done {divisor = 4 : i64, task = "attn"}
   }
   schedule.phase "combine" {
-    schedule.mla_combine_wv "combine" {bytes = 4096 : i64, count = 8 : i64, group = 32 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 32 : i64, o = @o, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = "heads", reads = [@scale], slices = 4 : i64, v_head = 32 : i64}
+    schedule.mla_combine_wv "combine" {bytes = 4096 : i64, count = 8 : i64, group = 32 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 32 : i64, o = @o, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = #schedule.partition<heads>, reads = [@scale], slices = 4 : i64, v_head = 32 : i64}
     // expected-error @+1 {{in_prologue: task 'combine' reads @scale, which its signaller 'attn' writes: only its staged @part_m, @part_l, @part_acc may be waited for in its prologue}}
     schedule.wait @attn.done {divisor = 8 : i64, in_prologue, target = 4 : i64, task = "combine"}
   }
@@ -525,7 +525,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
     schedule.signal @p.done {divisor = 1 : i64, task = "p"}
   }
   schedule.phase "after" {
-    schedule.w4a16_gemv "proj" {epilogue = "bf16", group = 32 : i64, input = @x, input_offset = 0 : i64, k = 256 : i64, ksplit = 1 : i64, n = [256], outputs = [@y], tiles = 2 : i64, tn = 128 : i64, weights = ["proj"], bytes = 40960 : i64, count = 2 : i64, partition = "tiles"}
+    schedule.w4a16_gemv "proj" {epilogue = "bf16", group = 32 : i64, input = @x, input_offset = 0 : i64, k = 256 : i64, ksplit = 1 : i64, n = [256], outputs = [@y], tiles = 2 : i64, tn = 128 : i64, weights = ["proj"], bytes = 40960 : i64, count = 2 : i64, partition = #schedule.partition<cols>}
     // expected-error @+1 {{in_prologue: task 'proj' reads its input @x from shared memory: no staging to wait before}}
     schedule.wait @p.done {divisor = 2 : i64, in_prologue, target = 1 : i64, task = "proj"}
   }
@@ -655,7 +655,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
     schedule.signal @b {divisor = 4 : i64, task = "attn2"}
   }
   schedule.phase "combine" {
-    schedule.mla_combine_wv "combine" {bytes = 4096 : i64, count = 8 : i64, group = 32 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 32 : i64, o = @o, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = "heads", slices = 4 : i64, v_head = 32 : i64}
+    schedule.mla_combine_wv "combine" {bytes = 4096 : i64, count = 8 : i64, group = 32 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 32 : i64, o = @o, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = #schedule.partition<heads>, slices = 4 : i64, v_head = 32 : i64}
     schedule.wait @a {divisor = 8 : i64, target = 4 : i64, task = "combine", in_prologue}
     // expected-error @+1 {{in_prologue: task 'combine' has a second prologue wait (at most 1)}}
     schedule.wait @b {divisor = 8 : i64, target = 4 : i64, task = "combine", in_prologue}

@@ -294,3 +294,27 @@ schedule.kernel @k attributes {threads = 256 : i64} {
     schedule.mla_q_absorb "a" {writes = [@q, @qa], q = @q, q_abs = @qa, kv_b = "kv_b", nope = 128 : i64, lora = 512 : i64, heads = 2 : i64, v_head = 128 : i64}
   }
 }
+
+// -----
+
+// A task's partition is one of the dialect's (#schedule.partition<...>):
+// an unknown one, or the name as a bare string, is refused where it stands.
+
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @b {dtype = "f32", shape = array<i64: 4>}
+  schedule.phase "p" {
+    // expected-error @+2 {{expected ::mk::schedule::Partition to be one of: every_block, cols, split_k, rows, heads, experts, chunks, slices, channels}}
+    // expected-error @+1 {{failed to parse Schedule_PartitionAttr parameter 'value'}}
+    schedule.zero_f32 "z" {partition = #schedule.partition<diagonal>, buffer = @b, n = 4 : i64}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @b {dtype = "f32", shape = array<i64: 4>}
+  schedule.phase "p" {
+    // expected-error @+1 {{op attribute 'partition' failed to satisfy constraint: how a task's work is cut into instances}}
+    schedule.zero_f32 "z" {partition = "slices", buffer = @b, n = 4 : i64}
+  }
+}

@@ -139,7 +139,7 @@ schedule.kernel @every_block_consumer attributes {threads = 256 : i64} {
   }
   schedule.barrier
   schedule.phase "norm" {
-    schedule.opaque "norm" {partition = "every_block", reads = [@acc], writes = [@xs], args = {acc = "acc", xs = "xs"}}
+    schedule.opaque "norm" {partition = #schedule.partition<every_block>, reads = [@acc], writes = [@xs], args = {acc = "acc", xs = "xs"}}
   }
 }
 
@@ -158,7 +158,7 @@ schedule.kernel @every_block_producer attributes {threads = 256 : i64} {
   schedule.buffer @xs {dtype = "f32", shape = array<i64: 256>, space = "shared"}
   schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
   schedule.phase "norm" {
-    schedule.opaque "norm" {partition = "every_block", reads = [@h], writes = [@res, @xs], args = {base = "h", out = "res", xs = "xs"}}
+    schedule.opaque "norm" {partition = #schedule.partition<every_block>, reads = [@h], writes = [@res, @xs], args = {base = "h", out = "res", xs = "xs"}}
   }
   schedule.barrier
   schedule.phase "use" {
@@ -184,12 +184,12 @@ schedule.kernel @shared_only attributes {threads = 256 : i64} {
   schedule.buffer @a {dtype = "bf16", shape = array<i64: 64>}
   schedule.buffer @b {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "a" {
-    schedule.opaque "norm_a" {partition = "every_block", reads = [@h], writes = [@xs], args = {base = "h", xs = "xs"}}
+    schedule.opaque "norm_a" {partition = #schedule.partition<every_block>, reads = [@h], writes = [@xs], args = {base = "h", xs = "xs"}}
     schedule.opaque "proj_a" {count = 4 : i64, reads = [@xs], writes = [@a], args = {input = "xs", outputs = ["a"]}}
   }
   schedule.barrier
   schedule.phase "b" {
-    schedule.opaque "norm_b" {partition = "every_block", reads = [@h], writes = [@xs], args = {base = "h", xs = "xs"}}
+    schedule.opaque "norm_b" {partition = #schedule.partition<every_block>, reads = [@h], writes = [@xs], args = {base = "h", xs = "xs"}}
     schedule.opaque "proj_b" {count = 4 : i64, reads = [@xs], writes = [@b], args = {input = "xs", outputs = ["b"]}}
   }
 }
@@ -244,7 +244,7 @@ schedule.kernel @after_kept attributes {threads = 256 : i64} {
   }
   schedule.barrier
   schedule.phase "norm" {
-    schedule.opaque "norm" {partition = "every_block", reads = [@a], writes = [@xs], args = {base = "a", xs = "xs"}}
+    schedule.opaque "norm" {partition = #schedule.partition<every_block>, reads = [@a], writes = [@xs], args = {base = "a", xs = "xs"}}
   }
   schedule.barrier
   schedule.phase "late" {

@@ -12,7 +12,7 @@
 // RESTART-NOT: deal_offset
 schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.phase "p0" {
-    schedule.opaque "n" {partition = "every_block", count = 1 : i64}
+    schedule.opaque "n" {partition = #schedule.partition<every_block>, count = 1 : i64}
     schedule.opaque "gate_up" {count = 256 : i64}
     schedule.opaque "shared_down" {count = 144 : i64}
   }

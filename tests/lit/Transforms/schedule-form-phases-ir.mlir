@@ -70,10 +70,10 @@
 // The norm and the fused projections that read it from shared memory
 // share a phase; the fp32 sums are zeroed in the first phase.
 // CHECK-NEXT: schedule.phase "blocks.0.attn_norm" {
-// CHECK-NEXT: schedule.residual_rmsnorm "blocks.0.attn_norm" {base = @hidden_in, dim = 64 : i64, eps = 9.9999999999999995E-7 : f64, op = "graph.rmsnorm", partition = "every_block", weight = "blocks.0.attn_norm", xs = @blocks.0.attn_norm.out}
+// CHECK-NEXT: schedule.residual_rmsnorm "blocks.0.attn_norm" {base = @hidden_in, dim = 64 : i64, eps = 9.9999999999999995E-7 : f64, op = "graph.rmsnorm", partition = #schedule.partition<every_block>, weight = "blocks.0.attn_norm", xs = @blocks.0.attn_norm.out}
 // CHECK-NEXT: schedule.w4a16_gemv "blocks.0.attn.q_proj.group" {epilogue = "bf16", group = 16 : i64, input = @blocks.0.attn_norm.out, input_offset = 0 : i64, k = 64 : i64, n = [16, 16, 16, 16], op = "graph.linear_w4a16", outputs = [@blocks.0.attn.q_proj.out, @blocks.0.attn.k_proj.out, @blocks.0.attn.v_proj.out, @blocks.0.attn.g_proj.out], unit = "blocks.0.kda_head", unit_cols = 8 : i64, weights = ["blocks.0.attn.q_proj", "blocks.0.attn.k_proj", "blocks.0.attn.v_proj", "blocks.0.attn.g_proj"]}
 // CHECK-NEXT: schedule.bf16_rows "blocks.0.attn.beta_proj.weight" {{{.*}}input = @blocks.0.attn_norm.out{{.*}}k = 64 : i64{{.*}}output = @blocks.0.attn.beta_proj.weight.out{{.*}}rows = 2 : i64{{.*}}unit = "blocks.0.kda_head"{{.*}}weight = "blocks.0.attn.beta_proj.weight"
-// CHECK-NEXT: schedule.zero_f32 "blocks.0.attn.o_proj.acc.zero" {buffer = @blocks.0.attn.o_proj.acc, n = 64 : i64, partition = "slices"}
+// CHECK-NEXT: schedule.zero_f32 "blocks.0.attn.o_proj.acc.zero" {buffer = @blocks.0.attn.o_proj.acc, n = 64 : i64, partition = #schedule.partition<slices>}
 // CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.0.moe.acc.zero"
 // CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.0.moe.experts.gate_up_sums.zero" {{{.*}}buffer = @blocks.0.moe.experts.gate_up_sums{{.*}}n = 128 : i64
 // CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.0.moe.shared_experts.gate_up_sums.zero"
@@ -92,7 +92,7 @@
 // CHECK-NEXT: schedule.barrier
 // The residual add is folded into the MoE norm, which stores the sum.
 // CHECK-NEXT: schedule.phase "blocks.0.moe_norm" {
-// CHECK-NEXT: schedule.residual_rmsnorm "blocks.0.moe_norm" {acc = @blocks.0.attn.o_proj.acc, base = @hidden_in, dim = 64 : i64, eps = 1.000000e-05 : f64, op = "graph.rmsnorm", out = @blocks.0.moe_norm.residual, partition = "every_block", weight = "blocks.0.moe_norm", xs = @blocks.0.moe_norm.out}
+// CHECK-NEXT: schedule.residual_rmsnorm "blocks.0.moe_norm" {acc = @blocks.0.attn.o_proj.acc, base = @hidden_in, dim = 64 : i64, eps = 1.000000e-05 : f64, op = "graph.rmsnorm", out = @blocks.0.moe_norm.residual, partition = #schedule.partition<every_block>, weight = "blocks.0.moe_norm", xs = @blocks.0.moe_norm.out}
 // CHECK-NEXT: schedule.bf16_rows "blocks.0.moe.router" {{{.*}}input = @blocks.0.moe_norm.out{{.*}}k = 64 : i64{{.*}}op = "graph.moe_router"{{.*}}output = @blocks.0.moe.router.logits{{.*}}rows = 4 : i64{{.*}}weight = "blocks.0.moe.router.weight"
 // CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.0.moe.shared_experts.gate_up" {{{.*}}experts = 1 : i64{{.*}}gate = "blocks.0.moe.s_gate"{{.*}}group = 32 : i64{{.*}}hidden = 64 : i64{{.*}}input = @blocks.0.moe_norm.out{{.*}}inter = 32 : i64{{.*}}slots = 1 : i64
 // CHECK-NEXT: {{^ +}$}}
@@ -185,7 +185,7 @@ module @unit attributes {mk.config = {config = {group = 16 : i64, hidden = 64 : 
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier
 // CHECK-NEXT: schedule.phase "blocks.1.attn_norm" {
-// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.1.attn_norm" {{{.*}}acc = @blocks.0.attn.o_proj.acc{{.*}}base = @hidden_in{{.*}}dim = 64 : i64{{.*}}out = @blocks.1.attn_norm.residual{{.*}}partition = "every_block"
+// CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.1.attn_norm" {{{.*}}acc = @blocks.0.attn.o_proj.acc{{.*}}base = @hidden_in{{.*}}dim = 64 : i64{{.*}}out = @blocks.1.attn_norm.residual{{.*}}partition = #schedule.partition<every_block>
 // CHECK-NEXT: schedule.{{[a-z0-9_]+}} "blocks.1.attn.o_proj" {{{.*}}epilogue = "atomic_f32"{{.*}}input = @blocks.1.attn_norm.out{{.*}}outputs = [@blocks.1.attn.o_proj.acc]
 // CHECK-NEXT: {{^ +}$}}
 // CHECK-NEXT: schedule.barrier

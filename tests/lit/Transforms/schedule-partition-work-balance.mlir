@@ -95,7 +95,7 @@ schedule.kernel @stays attributes {threads = 256 : i64} {
   }
   schedule.barrier
   schedule.phase "a" {
-    schedule.residual_rmsnorm "norm" {partition = "every_block", reads = [@x], writes = [@res, @xs], base = @x, dim = 1024 : i64, eps = 1.0e-06 : f64, out = @res, weight = "nw", xs = @xs}
+    schedule.residual_rmsnorm "norm" {partition = #schedule.partition<every_block>, reads = [@x], writes = [@res, @xs], base = @x, dim = 1024 : i64, eps = 1.0e-06 : f64, out = @res, weight = "nw", xs = @xs}
     schedule.w4a16_gemv "big" {reads = [@x], writes = [@y], epilogue = "bf16", group = 128 : i64, input = @x, k = 1024 : i64, n = [1024], outputs = [@y], weights = ["wb"]}
     schedule.w4a16_gemv "slack" {epilogue = "atomic_f32", group = 128 : i64, input = @x, k = 1024 : i64, n = [256], outputs = [@acc], weights = ["ws"]}
     schedule.zero_f32 "early" {reads = [@z], writes = [@e], buffer = @e, n = 256 : i64}

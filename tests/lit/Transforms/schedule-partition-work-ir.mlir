@@ -47,7 +47,7 @@
 // tile then costs what a 128-wide one does, and on equal estimates the
 // wider tile wins.
 // CHECK-LABEL: schedule.kernel @width attributes {target_sms = 264 : i64
-// CHECK: schedule.w4a16_gemv "proj" {{{.*}}bytes = 557056 : i64{{.*}}count = 64 : i64{{.*}}ksplit = 1 : i64{{.*}}partition = "cols"{{.*}}tiles = 64 : i64{{.*}}tn = 16 : i64
+// CHECK: schedule.w4a16_gemv "proj" {{{.*}}bytes = 557056 : i64{{.*}}count = 64 : i64{{.*}}ksplit = 1 : i64{{.*}}partition = #schedule.partition<cols>{{.*}}tiles = 64 : i64{{.*}}tn = 16 : i64
 // SMS4: schedule.kernel @width attributes {target_sms = 4 : i64
 // SMS4: schedule.{{[a-z0-9_]+}} "proj" {{{.*}}bytes = 557056 : i64{{.*}}count = 8 : i64{{.*}}tiles = 8 : i64{{.*}}tn = 128 : i64
 // SMS16: schedule.{{[a-z0-9_]+}} "proj" {{{.*}}bytes = 557056 : i64{{.*}}count = 16 : i64{{.*}}tiles = 16 : i64{{.*}}tn = 64 : i64
@@ -68,10 +68,10 @@ schedule.kernel @width attributes {threads = 256 : i64} {
 // K, in slices of whole groups (at most 4096 / 128 = 32), more of them the
 // more SMs there are; the same shape stored as bf16 is only cut by columns.
 // CHECK-LABEL: schedule.kernel @splitk
-// CHECK: schedule.w4a16_gemv "sum" {{{.*}}count = 256 : i64{{.*}}ksplit = 32 : i64{{.*}}partition = "split_k"{{.*}}tiles = 8 : i64{{.*}}tn = 32 : i64
-// CHECK: schedule.w4a16_gemv "store" {{{.*}}count = 16 : i64{{.*}}ksplit = 1 : i64{{.*}}partition = "cols"{{.*}}tiles = 16 : i64{{.*}}tn = 16 : i64
-// SMS4: schedule.w4a16_gemv "sum" {{{.*}}count = 4 : i64{{.*}}ksplit = 2 : i64{{.*}}partition = "split_k"{{.*}}tiles = 2 : i64{{.*}}tn = 128 : i64
-// SMS4: schedule.w4a16_gemv "store" {{{.*}}count = 4 : i64{{.*}}ksplit = 1 : i64{{.*}}partition = "cols"{{.*}}tiles = 4 : i64{{.*}}tn = 64 : i64
+// CHECK: schedule.w4a16_gemv "sum" {{{.*}}count = 256 : i64{{.*}}ksplit = 32 : i64{{.*}}partition = #schedule.partition<split_k>{{.*}}tiles = 8 : i64{{.*}}tn = 32 : i64
+// CHECK: schedule.w4a16_gemv "store" {{{.*}}count = 16 : i64{{.*}}ksplit = 1 : i64{{.*}}partition = #schedule.partition<cols>{{.*}}tiles = 16 : i64{{.*}}tn = 16 : i64
+// SMS4: schedule.w4a16_gemv "sum" {{{.*}}count = 4 : i64{{.*}}ksplit = 2 : i64{{.*}}partition = #schedule.partition<split_k>{{.*}}tiles = 2 : i64{{.*}}tn = 128 : i64
+// SMS4: schedule.w4a16_gemv "store" {{{.*}}count = 4 : i64{{.*}}ksplit = 1 : i64{{.*}}partition = #schedule.partition<cols>{{.*}}tiles = 4 : i64{{.*}}tn = 64 : i64
 // SMS16: schedule.{{[a-z0-9_]+}} "sum" {{{.*}}count = 16 : i64{{.*}}ksplit = 8 : i64{{.*}}tiles = 2 : i64{{.*}}tn = 128 : i64
 // SMS32: schedule.{{[a-z0-9_]+}} "sum" {{{.*}}count = 32 : i64{{.*}}ksplit = 16 : i64{{.*}}tiles = 2 : i64{{.*}}tn = 128 : i64
 schedule.kernel @splitk attributes {threads = 256 : i64} {
@@ -100,8 +100,8 @@ schedule.kernel @splitk attributes {threads = 256 : i64} {
 // o_proj reading an input no task of its kernel produces has no grain, and
 // its slices only follow the groups of 16 rows (ksplit 8 on 264 SMs).
 // CHECK-LABEL: schedule.kernel @heads
-// CHECK: schedule.kda_head_chunk "kda" {{{.*}}S = @S{{.*}}beta = @beta{{.*}}chunk = 16 : i64{{.*}}ck = @ck{{.*}}conv = 4 : i64{{.*}}conv_w = "conv_w"{{.*}}count = 8 : i64{{.*}}cq = @cq{{.*}}cv = @cv{{.*}}g = @g{{.*}}grain = "head"{{.*}}grain_per = 2 : i64{{.*}}partition = "heads"
-// CHECK: schedule.{{[a-z0-9_]+}} "o_proj" {{{.*}}accumulates = [@acc]{{.*}}count = 64 : i64{{.*}}epilogue = "atomic_f32"{{.*}}grain = "head"{{.*}}grain_per = 16 : i64{{.*}}grain_span = 1 : i64{{.*}}ksplit = 4 : i64{{.*}}partition = "split_k"{{.*}}tiles = 16 : i64{{.*}}tn = 16 : i64
+// CHECK: schedule.kda_head_chunk "kda" {{{.*}}S = @S{{.*}}beta = @beta{{.*}}chunk = 16 : i64{{.*}}ck = @ck{{.*}}conv = 4 : i64{{.*}}conv_w = "conv_w"{{.*}}count = 8 : i64{{.*}}cq = @cq{{.*}}cv = @cv{{.*}}g = @g{{.*}}grain = "head"{{.*}}grain_per = 2 : i64{{.*}}partition = #schedule.partition<heads>
+// CHECK: schedule.{{[a-z0-9_]+}} "o_proj" {{{.*}}accumulates = [@acc]{{.*}}count = 64 : i64{{.*}}epilogue = "atomic_f32"{{.*}}grain = "head"{{.*}}grain_per = 16 : i64{{.*}}grain_span = 1 : i64{{.*}}ksplit = 4 : i64{{.*}}partition = #schedule.partition<split_k>{{.*}}tiles = 16 : i64{{.*}}tn = 16 : i64
 // CHECK-LABEL: schedule.kernel @no_unit
 // CHECK: schedule.{{[a-z0-9_]+}} "o_proj" {{{.*}}accumulates = [@acc]{{.*}}count = 128 : i64{{.*}}epilogue = "atomic_f32"{{.*}}group = 16 : i64{{.*}}ksplit = 8 : i64{{.*}}tiles = 16 : i64{{.*}}tn = 16 : i64
 // SMS4: schedule.{{[a-z0-9_]+}} "kda" {{{.*}}S = @S{{.*}}beta = @beta{{.*}}chunk = 32 : i64{{.*}}ck = @ck{{.*}}conv = 4 : i64{{.*}}conv_w = "conv_w"{{.*}}count = 4 : i64{{.*}}cq = @cq{{.*}}cv = @cv{{.*}}g = @g{{.*}}grain = "head"{{.*}}grain_per = 1 : i64
@@ -159,7 +159,7 @@ schedule.kernel @grouped attributes {threads = 256 : i64} {
   schedule.buffer @q {dtype = "bf16", shape = array<i64: 64>}
   schedule.buffer @k {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "p" {
-    schedule.residual_rmsnorm "norm" {partition = "every_block", reads = [@h], writes = [@x], base = @h, dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = @x}
+    schedule.residual_rmsnorm "norm" {partition = #schedule.partition<every_block>, reads = [@h], writes = [@x], base = @h, dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = @x}
     schedule.w4a16_gemv "qk" {reads = [@x], writes = [@q, @k], epilogue = "bf16", group = 32 : i64, input = @x, k = 256 : i64, n = [64, 64], outputs = [@q, @k], unit = "head", unit_cols = 32 : i64, weights = ["wq", "wk"]}
   }
 }
@@ -169,7 +169,7 @@ schedule.kernel @grouped attributes {threads = 256 : i64} {
 // bf16 rows: rows_per_task is the power of two that balances best (one row
 // per task on 264 SMs, two on 4); with a unit, one row per task and unit.
 // CHECK-LABEL: schedule.kernel @rows
-// CHECK: schedule.bf16_rows "router" {{{.*}}bytes = 4096 : i64{{.*}}count = 8 : i64{{.*}}partition = "rows"{{.*}}rows_per_task = 1 : i64
+// CHECK: schedule.bf16_rows "router" {{{.*}}bytes = 4096 : i64{{.*}}count = 8 : i64{{.*}}partition = #schedule.partition<rows>{{.*}}rows_per_task = 1 : i64
 // CHECK: schedule.{{[a-z0-9_]+}} "beta" {{{.*}}count = 8 : i64{{.*}}grain = "head"{{.*}}grain_per = 1 : i64{{.*}}rows_per_task = 1 : i64
 // SMS4: schedule.{{[a-z0-9_]+}} "router" {{{.*}}bytes = 4096 : i64{{.*}}count = 4 : i64{{.*}}rows_per_task = 2 : i64
 // SMS4: schedule.{{[a-z0-9_]+}} "beta" {{{.*}}count = 8 : i64{{.*}}grain = "head"{{.*}}grain_per = 1 : i64{{.*}}rows_per_task = 1 : i64
@@ -191,8 +191,8 @@ schedule.kernel @rows attributes {threads = 256 : i64} {
 // (tiles x ksplit), split-K in slices of whole 16-row steps; grain_per is a
 // slot's instances.
 // CHECK-LABEL: schedule.kernel @moe
-// CHECK: schedule.moe_gate_up "gate_up" {{{.*}}count = 256 : i64{{.*}}grain = "slot"{{.*}}grain_per = 128 : i64{{.*}}ksplit = 8 : i64{{.*}}partition = "experts"{{.*}}tiles = 8 : i64{{.*}}tn = 16 : i64
-// CHECK: schedule.moe_down "down" {{{.*}}count = 256 : i64{{.*}}grain = "slot"{{.*}}grain_per = 128 : i64{{.*}}ksplit = 8 : i64{{.*}}partition = "experts"{{.*}}tiles = 16 : i64{{.*}}tn = 16 : i64
+// CHECK: schedule.moe_gate_up "gate_up" {{{.*}}count = 256 : i64{{.*}}grain = "slot"{{.*}}grain_per = 128 : i64{{.*}}ksplit = 8 : i64{{.*}}partition = #schedule.partition<experts>{{.*}}tiles = 8 : i64{{.*}}tn = 16 : i64
+// CHECK: schedule.moe_down "down" {{{.*}}count = 256 : i64{{.*}}grain = "slot"{{.*}}grain_per = 128 : i64{{.*}}ksplit = 8 : i64{{.*}}partition = #schedule.partition<experts>{{.*}}tiles = 16 : i64{{.*}}tn = 16 : i64
 // SMS4: schedule.{{[a-z0-9_]+}} "gate_up" {{{.*}}count = 4 : i64{{.*}}grain = "slot"{{.*}}grain_per = 2 : i64{{.*}}ksplit = 1 : i64{{.*}}tiles = 1 : i64{{.*}}tn = 128 : i64
 // SMS4: schedule.{{[a-z0-9_]+}} "down" {{{.*}}count = 4 : i64{{.*}}grain = "slot"{{.*}}grain_per = 2 : i64{{.*}}ksplit = 1 : i64{{.*}}tiles = 2 : i64{{.*}}tn = 128 : i64
 schedule.kernel @moe attributes {threads = 256 : i64} {
@@ -211,7 +211,7 @@ schedule.kernel @moe attributes {threads = 256 : i64} {
   }
   schedule.barrier
   schedule.phase "gate_up" {
-    schedule.residual_rmsnorm "norm" {partition = "every_block", reads = [@h], writes = [@x], base = @h, dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = @x}
+    schedule.residual_rmsnorm "norm" {partition = #schedule.partition<every_block>, reads = [@h], writes = [@x], base = @h, dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = @x}
     schedule.moe_gate_up "gate_up" {reads = [@x, @logits], accumulates = [@sums], experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, top_k = 2 : i64, unit = "slot", up = "up"}
   }
   schedule.barrier
@@ -257,17 +257,17 @@ schedule.kernel @wide_down attributes {threads = 256 : i64} {
 // CHECK: schedule.buffer @part_m {dtype = "f32", shape = array<i64: 1024>}
 // CHECK: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 1024>}
 // CHECK: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 65536>}
-// CHECK: schedule.mla_q_absorb "absorb" {{{.*}}bytes = 16384 : i64{{.*}}count = 16 : i64{{.*}}partition = "heads"
-// CHECK: schedule.mla_attention_chunk "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 128 : i64{{.*}}head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = "chunks"
-// CHECK: schedule.mla_combine_wv "combine" {{{.*}}count = 64 : i64{{.*}}grain = "mla_head"{{.*}}grain_per = 4 : i64{{.*}}partition = "heads"{{.*}}slices = 4 : i64
+// CHECK: schedule.mla_q_absorb "absorb" {{{.*}}bytes = 16384 : i64{{.*}}count = 16 : i64{{.*}}partition = #schedule.partition<heads>
+// CHECK: schedule.mla_attention_chunk "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 128 : i64{{.*}}head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = #schedule.partition<chunks>
+// CHECK: schedule.mla_combine_wv "combine" {{{.*}}count = 64 : i64{{.*}}grain = "mla_head"{{.*}}grain_per = 4 : i64{{.*}}partition = #schedule.partition<heads>{{.*}}slices = 4 : i64
 // SMS16: schedule.{{[a-z0-9_]+}} "combine" {{{.*}}count = 16 : i64{{.*}}grain_per = 1 : i64{{.*}}slices = 1 : i64
 // SMS32: schedule.{{[a-z0-9_]+}} "combine" {{{.*}}count = 32 : i64{{.*}}grain_per = 2 : i64{{.*}}slices = 2 : i64
-// HG16: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 64 : i64{{.*}}head_group = 16 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = "chunks"
-// HG12: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 128 : i64{{.*}}head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = "chunks"
+// HG16: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 64 : i64{{.*}}head_group = 16 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = #schedule.partition<chunks>
+// HG12: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 128 : i64{{.*}}head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = #schedule.partition<chunks>
 // 32-row sub-chunks: the attention task says so (sub_rows; 16, the
 // default, is not written).
 // CHECK-NOT: sub_rows
-// SUB32: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 128 : i64{{.*}}head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = "chunks"{{.*}}sub_rows = 32 : i64
+// SUB32: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 128 : i64{{.*}}head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = #schedule.partition<chunks>{{.*}}sub_rows = 32 : i64
 // CHUNKS: schedule.buffer @part_m {dtype = "f32", shape = array<i64: 256>}
 // CHUNKS: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 256>}
 // CHUNKS: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 16384>}
@@ -308,9 +308,9 @@ schedule.kernel @mla attributes {threads = 256 : i64} {
 // CHECK: schedule.buffer @part_m {dtype = "f32", shape = array<i64: 256>}
 // CHECK: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 256>}
 // CHECK: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 16384>}
-// CHECK: schedule.gqa_rope_append "append" {{{.*}}bytes = 3072 : i64{{.*}}partition = "heads"
-// CHECK: schedule.gqa_attention_chunk "attention" {{{.*}}count = 128 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = "chunks"
-// CHECK: schedule.gqa_combine "combine" {{{.*}}count = 4 : i64{{.*}}heads_per_task = 1 : i64{{.*}}partition = "heads"
+// CHECK: schedule.gqa_rope_append "append" {{{.*}}bytes = 3072 : i64{{.*}}partition = #schedule.partition<heads>
+// CHECK: schedule.gqa_attention_chunk "attention" {{{.*}}count = 128 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = #schedule.partition<chunks>
+// CHECK: schedule.gqa_combine "combine" {{{.*}}count = 4 : i64{{.*}}heads_per_task = 1 : i64{{.*}}partition = #schedule.partition<heads>
 // CHUNKS-LABEL: schedule.kernel @gqa
 // CHUNKS: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 4096>}
 // CHUNKS: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}count = 32 : i64{{.*}}max_chunks = 16 : i64
@@ -363,11 +363,11 @@ schedule.kernel @gqa_hd attributes {threads = 256 : i64} {
 // short-conv commit one per 512 channels, RoPE append 16 row tasks, the
 // final residual 4 slices.
 // CHECK-LABEL: schedule.kernel @fixed
-// CHECK: schedule.residual_rmsnorm "norm" {{{.*}}bytes = 512 : i64{{.*}}partition = "every_block"
-// CHECK: schedule.zero_f32 "acc.zero" {{{.*}}bytes = 1024 : i64{{.*}}partition = "slices"
-// CHECK: schedule.conv_commit "commit" {{{.*}}bytes = 196608 : i64{{.*}}count = 8 : i64{{.*}}partition = "channels"
-// CHECK: schedule.mla_rope_append "rope" {{{.*}}bytes = 512 : i64{{.*}}count = 16 : i64{{.*}}partition = "rows"
-// CHECK: schedule.final_residual "final" {{{.*}}bytes = 2048 : i64{{.*}}count = 4 : i64{{.*}}partition = "slices"
+// CHECK: schedule.residual_rmsnorm "norm" {{{.*}}bytes = 512 : i64{{.*}}partition = #schedule.partition<every_block>
+// CHECK: schedule.zero_f32 "acc.zero" {{{.*}}bytes = 1024 : i64{{.*}}partition = #schedule.partition<slices>
+// CHECK: schedule.conv_commit "commit" {{{.*}}bytes = 196608 : i64{{.*}}count = 8 : i64{{.*}}partition = #schedule.partition<channels>
+// CHECK: schedule.mla_rope_append "rope" {{{.*}}bytes = 512 : i64{{.*}}count = 16 : i64{{.*}}partition = #schedule.partition<rows>
+// CHECK: schedule.final_residual "final" {{{.*}}bytes = 2048 : i64{{.*}}count = 4 : i64{{.*}}partition = #schedule.partition<slices>
 // SMS4: schedule.{{[a-z0-9_]+}} "commit" {{{.*}}bytes = 196608 : i64{{.*}}count = 8 : i64
 // SMS4: schedule.{{[a-z0-9_]+}} "final" {{{.*}}bytes = 2048 : i64{{.*}}count = 4 : i64
 schedule.kernel @fixed attributes {threads = 256 : i64} {
@@ -388,7 +388,7 @@ schedule.kernel @fixed attributes {threads = 256 : i64} {
   schedule.buffer @c_kv {dtype = "bf16", shape = array<i64: 4096>, space = "state"}
   schedule.buffer @k_rope {dtype = "bf16", shape = array<i64: 2048>, space = "state"}
   schedule.phase "p" {
-    schedule.residual_rmsnorm "norm" {partition = "every_block", reads = [@h], writes = [@x], base = @h, dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = @x}
+    schedule.residual_rmsnorm "norm" {partition = #schedule.partition<every_block>, reads = [@h], writes = [@x], base = @h, dim = 256 : i64, eps = 1.0e-06 : f64, weight = "norm_w", xs = @x}
     schedule.zero_f32 "acc.zero" {writes = [@acc], buffer = @acc, n = 256 : i64}
     schedule.conv_commit "commit" {reads = [@q, @k, @v], writes = [@cq, @ck, @cv], channels = 4096 : i64, ck = @ck, conv = 4 : i64, cq = @cq, cv = @cv, k = @k, q = @q, v = @v}
     schedule.mla_rope_append "rope" {reads = [@mq, @kv], writes = [@q_rope, @c_kv, @k_rope], heads = 2 : i64, nope = 32 : i64, rope = 16 : i64, c_kv = @c_kv, k_rope = @k_rope, kv = @kv, lora = 128 : i64, q = @mq, q_rope = @q_rope, theta = 1.0e+04 : f64}

@@ -135,7 +135,7 @@ schedule.kernel @liveness attributes {threads = 256 : i64} {
   schedule.buffer @gate {dtype = "bf16", shape = array<i64: 2>}
   schedule.phase "p0" {
     schedule.zero_f32 "acc.zero" {writes = [@acc], buffer = @acc, n = 256}
-    schedule.opaque "norm" {partition = "every_block", reads = [@S, @c_kv], writes = [@xs]}
+    schedule.opaque "norm" {partition = #schedule.partition<every_block>, reads = [@S, @c_kv], writes = [@xs]}
     schedule.opaque "beta" {reads = [@xs], writes = [@beta]}
   }
   schedule.barrier

@@ -71,7 +71,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   }
   schedule.barrier
   schedule.phase "p1" {
-    schedule.residual_rmsnorm "norm" {partition = "every_block", reads = [@x], writes = [@xs],
+    schedule.residual_rmsnorm "norm" {partition = #schedule.partition<every_block>, reads = [@x], writes = [@xs],
                           base = @x, weight = "n1", dim = 256 : i64, eps = 1.0e-06 : f64, xs = @xs}
     schedule.w4a16_gemv "o" {count = 4 : i64, reads = [@q], writes = [@o],
                        weights = ["wo"], outputs = [@o], n = [256], k = 256 : i64, group = 128 : i64, input = @q}

@@ -48,19 +48,19 @@ schedule.kernel @mk_sum attributes {threads = 128 : i64, target_sms = 4 : i64, w
   schedule.counter @y.ready {size = 4 : i64, base = 0 : i64}
   schedule.counter @acc.done {size = 1 : i64, base = 4 : i64}
   schedule.phase "zero" {
-    schedule.zero_f32 "acc.zero" {partition = "slices", count = 2 : i64, bytes = 512 : i64, writes = [@acc],
+    schedule.zero_f32 "acc.zero" {partition = #schedule.partition<slices>, count = 2 : i64, bytes = 512 : i64, writes = [@acc],
                             buffer = @acc, n = 64 : i64}
   }
   schedule.barrier
   schedule.phase "norm" {
-    schedule.residual_rmsnorm "norm" {partition = "every_block", count = 1 : i64, bytes = 4096 : i64, reads = [@x], writes = [@xs],
+    schedule.residual_rmsnorm "norm" {partition = #schedule.partition<every_block>, count = 1 : i64, bytes = 4096 : i64, reads = [@x], writes = [@xs],
                         base = @x, weight = "nw", dim = 64 : i64, eps = 1.0e-06 : f64, xs = @xs}
-    schedule.w4a16_gemv "proj" {partition = "cols", count = 8 : i64, bytes = 1500000 : i64, reads = [@xs], writes = [@y],
+    schedule.w4a16_gemv "proj" {partition = #schedule.partition<cols>, count = 8 : i64, bytes = 1500000 : i64, reads = [@xs], writes = [@y],
                         weights = ["pw"], outputs = [@y], n = [64], k = 64 : i64, group = 32 : i64, input = @xs}
     schedule.signal @y.ready {task = "proj", divisor = 2 : i64}
   }
   schedule.phase "down" {
-    schedule.w4a16_gemv "down" {partition = "split_k", count = 4 : i64, bytes = 2048 : i64, reads = [@y], accumulates = [@acc],
+    schedule.w4a16_gemv "down" {partition = #schedule.partition<split_k>, count = 4 : i64, bytes = 2048 : i64, reads = [@y], accumulates = [@acc],
                         weights = ["dw"], outputs = [@acc], n = [64], k = 64 : i64, group = 32 : i64, input = @y, epilogue = "atomic_f32"}
     schedule.signal @acc.done {task = "down", divisor = 4 : i64}
     schedule.wait @y.ready {task = "down", target = 2 : i64}
@@ -110,7 +110,7 @@ schedule.kernel @first attributes {threads = 64 : i64, workspace_bytes = 0 : i64
 }
 schedule.kernel @second attributes {threads = 32 : i64} {
   schedule.phase "c" {
-    schedule.opaque "many" {partition = "experts", count = 123456 : i64, bytes = 1000000000 : i64}
+    schedule.opaque "many" {partition = #schedule.partition<experts>, count = 123456 : i64, bytes = 1000000000 : i64}
   }
 }
 

@@ -57,21 +57,21 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   }
   schedule.barrier
   schedule.phase "route" {
-    schedule.bf16_rows "route" {input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router", bytes = 4096 : i64, count = 4 : i64, partition = "rows"}
+    schedule.bf16_rows "route" {input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router", bytes = 4096 : i64, count = 4 : i64, partition = #schedule.partition<rows>}
     schedule.signal @route.done {divisor = 4 : i64, task = "route"}
   }
   schedule.phase "gate_up" {
-    schedule.moe_gate_up "gu" {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = "experts"}
+    schedule.moe_gate_up "gu" {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = #schedule.partition<experts>}
     schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "gu"}
     schedule.signal @gu.ready {divisor = 32 : i64, task = "gu"}
   }
   schedule.phase "down" {
-    schedule.moe_down "down" {acc = @acc, down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 4 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 16 : i64, tn = 16 : i64, top_k = 2 : i64, bytes = 49152 : i64, count = 64 : i64, partition = "experts"}
+    schedule.moe_down "down" {acc = @acc, down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 4 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 16 : i64, tn = 16 : i64, top_k = 2 : i64, bytes = 49152 : i64, count = 64 : i64, partition = #schedule.partition<experts>}
     schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "down"}
     schedule.wait @gu.ready {divisor = 32 : i64, target = 32 : i64, task = "down"}
   }
   schedule.phase "after" {
-    schedule.w4a16_gemv "proj" {epilogue = "bf16", group = 32 : i64, input = @sums, input_offset = 0 : i64, k = 256 : i64, ksplit = 1 : i64, n = [256], outputs = [@y], tiles = 2 : i64, tn = 128 : i64, weights = ["proj"], bytes = 40960 : i64, count = 2 : i64, partition = "tiles"}
+    schedule.w4a16_gemv "proj" {epilogue = "bf16", group = 32 : i64, input = @sums, input_offset = 0 : i64, k = 256 : i64, ksplit = 1 : i64, n = [256], outputs = [@y], tiles = 2 : i64, tn = 128 : i64, weights = ["proj"], bytes = 40960 : i64, count = 2 : i64, partition = #schedule.partition<cols>}
     schedule.wait @gu.ready {divisor = 2 : i64, span = 2 : i64, target = 32 : i64, task = "proj"}
   }
 }
@@ -104,21 +104,21 @@ schedule.kernel @k2 attributes {threads = 256 : i64} {
   }
   schedule.barrier
   schedule.phase "route" {
-    schedule.bf16_rows "route" {input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router", bytes = 4096 : i64, count = 4 : i64, partition = "rows"}
+    schedule.bf16_rows "route" {input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router", bytes = 4096 : i64, count = 4 : i64, partition = #schedule.partition<rows>}
     schedule.signal @route.done {divisor = 4 : i64, task = "route"}
   }
   schedule.phase "gate_up" {
-    schedule.moe_gate_up "gu" {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = "experts"}
+    schedule.moe_gate_up "gu" {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = #schedule.partition<experts>}
     schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "gu"}
     schedule.signal @gu.ready {divisor = 32 : i64, task = "gu"}
   }
   schedule.phase "gate_up2" {
-    schedule.moe_gate_up "gu2" {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = "experts"}
+    schedule.moe_gate_up "gu2" {experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = #schedule.partition<experts>}
     schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "gu2"}
     schedule.signal @gu2.ready {divisor = 32 : i64, task = "gu2"}
   }
   schedule.phase "down" {
-    schedule.moe_down "down" {acc = @acc, down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 4 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 16 : i64, tn = 16 : i64, top_k = 2 : i64, bytes = 49152 : i64, count = 64 : i64, partition = "experts"}
+    schedule.moe_down "down" {acc = @acc, down = "down", experts = 8 : i64, group = 32 : i64, hidden = 256 : i64, inter = 128 : i64, ksplit = 4 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 16 : i64, tn = 16 : i64, top_k = 2 : i64, bytes = 49152 : i64, count = 64 : i64, partition = #schedule.partition<experts>}
     schedule.wait @route.done {divisor = 64 : i64, target = 4 : i64, task = "down"}
     schedule.wait @gu.ready {divisor = 32 : i64, target = 32 : i64, task = "down"}
     schedule.wait @gu2.ready {divisor = 32 : i64, target = 32 : i64, task = "down"}
@@ -155,7 +155,7 @@ schedule.kernel @mla attributes {threads = 256 : i64} {
     schedule.signal @absorb.done {divisor = 4 : i64, task = "absorb"}
   }
   schedule.phase "attention" {
-    schedule.mla_attention_chunk "attn" {c_kv = @state.0.c_kv, count = 64 : i64, head_group = 2 : i64, heads = 2 : i64, k_rope = @state.0.k_rope, lora = 128 : i64, max_chunks = 64 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = "chunks", q_abs = @q_abs, q_rope = @q_rope, rope = 16 : i64, scale = 0.14433756729740646 : f64}
+    schedule.mla_attention_chunk "attn" {c_kv = @state.0.c_kv, count = 64 : i64, head_group = 2 : i64, heads = 2 : i64, k_rope = @state.0.k_rope, lora = 128 : i64, max_chunks = 64 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = #schedule.partition<chunks>, q_abs = @q_abs, q_rope = @q_rope, rope = 16 : i64, scale = 0.14433756729740646 : f64}
     schedule.wait @rope.done {divisor = 64 : i64, target = 1 : i64, task = "attn"}
     schedule.wait @absorb.done {divisor = 64 : i64, target = 4 : i64, task = "attn"}
   }
@@ -178,7 +178,7 @@ schedule.kernel @gemv_shared attributes {threads = 256 : i64} {
     schedule.signal @p.done {divisor = 1 : i64, task = "p"}
   }
   schedule.phase "after" {
-    schedule.w4a16_gemv "proj" {epilogue = "bf16", group = 32 : i64, input = @x, input_offset = 0 : i64, k = 256 : i64, ksplit = 1 : i64, n = [256], outputs = [@y], tiles = 2 : i64, tn = 128 : i64, weights = ["proj"], bytes = 40960 : i64, count = 2 : i64, partition = "tiles"}
+    schedule.w4a16_gemv "proj" {epilogue = "bf16", group = 32 : i64, input = @x, input_offset = 0 : i64, k = 256 : i64, ksplit = 1 : i64, n = [256], outputs = [@y], tiles = 2 : i64, tn = 128 : i64, weights = ["proj"], bytes = 40960 : i64, count = 2 : i64, partition = #schedule.partition<cols>}
     schedule.wait @p.done {divisor = 2 : i64, target = 1 : i64, task = "proj"}
   }
 }
@@ -203,7 +203,7 @@ schedule.kernel @absorb attributes {threads = 256 : i64} {
     schedule.signal @proj.done {divisor = 1 : i64, task = "proj"}
   }
   schedule.phase "absorb" {
-    schedule.mla_q_absorb "absorb" {bytes = 4096 : i64, count = 2 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 32 : i64, partition = "heads", q = @q, q_abs = @q_abs, rope = 16 : i64, v_head = 32 : i64}
+    schedule.mla_q_absorb "absorb" {bytes = 4096 : i64, count = 2 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 32 : i64, partition = #schedule.partition<heads>, q = @q, q_abs = @q_abs, rope = 16 : i64, v_head = 32 : i64}
     schedule.wait @proj.done {divisor = 2 : i64, target = 1 : i64, task = "absorb"}
   }
 }
@@ -236,7 +236,7 @@ schedule.kernel @combine attributes {threads = 256 : i64} {
     schedule.signal @attn.done {divisor = 4 : i64, task = "attn"}
   }
   schedule.phase "combine" {
-    schedule.mla_combine_wv "combine" {bytes = 4096 : i64, count = 8 : i64, group = 32 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 32 : i64, o = @o, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = "heads", slices = 4 : i64, v_head = 32 : i64}
+    schedule.mla_combine_wv "combine" {bytes = 4096 : i64, count = 8 : i64, group = 32 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 32 : i64, o = @o, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = #schedule.partition<heads>, slices = 4 : i64, v_head = 32 : i64}
     schedule.wait @attn.done {divisor = 8 : i64, target = 4 : i64, task = "combine"}
   }
 }

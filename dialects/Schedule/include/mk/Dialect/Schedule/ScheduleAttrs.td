@@ -8,6 +8,10 @@
 // see only through its accesses, counters and barriers (their tests use it),
 // which the partitioner and the emitter refuse.
 //
+// The partition: how a task's work is cut into its instances, set by
+// schedule-partition-work from the cut it picks (TaskCuts.h), or by
+// schedule-form-phases for the tasks every block runs.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MK_SCHEDULE_ATTRS_TD
@@ -39,6 +43,29 @@ def Schedule_TaskKind : I32EnumAttr<"TaskKind", "the device template of a task",
     I32EnumAttrCase<"Argmax", 18, "argmax">]> {
   let cppNamespace = "::mk::schedule";
   let genSpecializedAttr = 0;
+}
+
+def Schedule_Partition : I32EnumAttr<"Partition", "how a task's work is cut into instances", [
+    I32EnumAttrCase<"EveryBlock", 0, "every_block">,
+    I32EnumAttrCase<"Cols", 1, "cols">,
+    I32EnumAttrCase<"SplitK", 2, "split_k">,
+    I32EnumAttrCase<"Rows", 3, "rows">,
+    I32EnumAttrCase<"Heads", 4, "heads">,
+    I32EnumAttrCase<"Experts", 5, "experts">,
+    I32EnumAttrCase<"Chunks", 6, "chunks">,
+    I32EnumAttrCase<"Slices", 7, "slices">,
+    I32EnumAttrCase<"Channels", 8, "channels">]> {
+  let cppNamespace = "::mk::schedule";
+  let genSpecializedAttr = 0;
+}
+
+// `#schedule.partition<split_k>`: every block runs the task whole
+// (`every_block`: the norm it recomputes into shared memory), or its
+// instances each take a slice of the output columns (`cols`), of the
+// reduction (`split_k`, accumulated), of rows (`rows`), heads, expert
+// slots, context chunks, output slices or channels.
+def Schedule_PartitionAttr : EnumAttr<Schedule_Dialect, Schedule_Partition, "partition"> {
+  let assemblyFormat = "`<` $value `>`";
 }
 
 

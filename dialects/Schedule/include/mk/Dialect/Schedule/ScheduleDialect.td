@@ -15,6 +15,7 @@ include "mlir/IR/OpBase.td"
 def Schedule_Dialect : Dialect {
   let name = "schedule";
   let cppNamespace = "::mk::schedule";
+  let useDefaultAttributePrinterParser = 1;
   let summary = "Phases, tasks, barriers and counters of a cooperative megakernel";
   let extraClassDeclaration = [{
     /// An op name the dialect does not know is refused naming the task

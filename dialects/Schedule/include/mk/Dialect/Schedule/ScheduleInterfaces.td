@@ -58,9 +58,10 @@ def Schedule_TaskOpInterface : OpInterface<"TaskOpInterface"> {
       [{ $_op.setCount((uint64_t)count); }]>,
     InterfaceMethod<"The graph op the task implements (\"\" if none).",
       "::llvm::StringRef", "getOp", (ins), [{ return $_op.getOp(); }]>,
-    InterfaceMethod<"How the op's work is cut (\"cols\", \"split_k\", \"every_block\", ...).",
-      "::llvm::StringRef", "getPartition", (ins), [{ return $_op.getPartition(); }]>,
-    InterfaceMethod<"", "void", "setPartition", (ins "::llvm::StringRef":$partition),
+    InterfaceMethod<"How the op's work is cut (none before schedule-partition-work).",
+      "std::optional<::mk::schedule::Partition>", "getPartition", (ins),
+      [{ return $_op.getPartition(); }]>,
+    InterfaceMethod<"", "void", "setPartition", (ins "::mk::schedule::Partition":$partition),
       [{ $_op.setPartition(partition); }]>,
     InterfaceMethod<"Bytes all instances stream from memory together.",
       "int64_t", "getBytes", (ins), [{ return (int64_t)$_op.getBytes(); }]>,
@@ -90,7 +91,7 @@ def Schedule_TaskOpInterface : OpInterface<"TaskOpInterface"> {
       [{ $_op.removeCutBlocksAttr(); }]>,
   ];
   let extraClassDeclaration = [{
-    bool isEveryBlock() { return getPartition() == "every_block"; }
+    bool isEveryBlock() { return getPartition() == ::mk::schedule::Partition::EveryBlock; }
     /// The registered kind (TaskKinds.h), or none for an opaque task.
     std::optional<::mk::schedule::TaskKind> getTaskKind();
     /// Argument `name` (an attribute the kind's op declares, or one all

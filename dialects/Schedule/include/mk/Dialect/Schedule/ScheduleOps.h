@@ -16,6 +16,9 @@
 
 #include "mk/Dialect/Schedule/TaskCuts.h"
 
+#define GET_ATTRDEF_CLASSES
+#include "mk/Dialect/Schedule/ScheduleAttrs.h.inc"
+
 #include "mk/Dialect/Schedule/ScheduleInterfaces.h.inc"
 
 namespace mk::schedule {
@@ -42,12 +45,13 @@ mlir::LogicalResult verifyArgmaxOfTiles(W4A16GemvOp g);
 /// verifier's conditions after the arguments' presence; "" if they can).
 std::string argmaxOfTilesRefusal(W4A16GemvOp g);
 /// Creates the task op of `kind` (`schedule.<keyword>`) named `name` at
-/// `b`'s insertion point, with one instance, no partition yet and the
+/// `b`'s insertion point, with one instance, `partition` if given (only the
+/// tasks every block runs have one before schedule-partition-work) and the
 /// arguments `args`, each its own attribute (buffers named by string become
 /// symbol references: withBufferSymbols).
 TaskOpInterface createTaskOp(mlir::OpBuilder &b, mlir::Location loc, TaskKind kind,
                              llvm::StringRef name, llvm::StringRef op,
-                             llvm::StringRef partition, mlir::DictionaryAttr args);
+                             std::optional<Partition> partition, mlir::DictionaryAttr args);
 /// Bytes of one element of a buffer dtype ("u8", "bf16", "f32", "i32"); 0
 /// for an unknown name.
 int64_t dtypeSize(llvm::StringRef dtype);

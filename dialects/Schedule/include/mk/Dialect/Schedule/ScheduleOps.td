@@ -312,14 +312,15 @@ class Schedule_TaskBase<string mnemonic, string kindCase, string what, dag kindA
     schedule.w4a16_gemv "l0.o_proj" {bytes = 4718592 : i64, count = 128 : i64,
         epilogue = "atomic_f32", group = 128 : i64, input = @l0.kda_o,
         k = 4096 : i64, n = [2304], op = "graph.linear_w4a16",
-        outputs = [@l0.attn_acc], partition = "split_k", weights = ["l0.o_proj"]}
+        outputs = [@l0.attn_acc], partition = #schedule.partition<split_k>,
+        weights = ["l0.o_proj"]}
     ```
   }];
   let arguments = !con((ins
     StrAttr:$name,
     DefaultValuedAttr<I64Attr, "1">:$count,
     DefaultValuedStrAttr<StrAttr, "">:$op,
-    DefaultValuedStrAttr<StrAttr, "">:$partition,
+    OptionalAttr<Schedule_PartitionAttr>:$partition,
     DefaultValuedAttr<I64Attr, "0">:$bytes,
     DefaultValuedAttr<Schedule_BufferRefs, "{}">:$reads,
     DefaultValuedAttr<Schedule_BufferRefs, "{}">:$writes,

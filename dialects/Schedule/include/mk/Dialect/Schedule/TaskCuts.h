@@ -12,6 +12,8 @@
 #ifndef MK_DIALECT_SCHEDULE_TASKCUTS_H
 #define MK_DIALECT_SCHEDULE_TASKCUTS_H
 
+#include "mk/Dialect/Schedule/TaskKinds.h"
+
 #include "mlir/IR/Attributes.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -37,7 +39,7 @@ struct TaskCut {
   int64_t count = 1;
   int64_t bytesPerTask = 0;
   int64_t segmentBytes = 0;
-  std::string partition;
+  Partition partition = Partition::Cols;
   llvm::SmallVector<std::pair<std::string, int64_t>> intArgs;
   llvm::SmallVector<std::pair<std::string, std::string>> strArgs;
   llvm::SmallVector<std::pair<std::string, llvm::SmallVector<int64_t>>> bufferShapes;
