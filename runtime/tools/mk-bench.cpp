@@ -50,6 +50,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mk/Oracle.h"
+#include "mk/runtime/PhaseBands.h"
 #include "mk/runtime/Roofline.h"
 #include "mk/Json.h"
 #include "mk/runtime/Session.h"
@@ -240,6 +241,35 @@ PhaseInfo phaseInfo(const std::string &manifestText, int phases) {
   return info;
 }
 
+/// Prints the phases' median spans (and floors, where known) by band
+/// (PhaseBands.h): per kind of band, how many, their time's mean, least and
+/// most, the mean floor and the kind's share of the step. Only where some
+/// kind repeats (a kernel of two or more layers).
+void printBandProfile(const std::vector<std::string> &names, const std::vector<double> &spans,
+                      const std::vector<double> &floorsUs, double stepUs) {
+  const std::vector<rt::BandKindSummary> kinds =
+      rt::summarizeBands(rt::phaseBands(names), spans, floorsUs);
+  if (std::none_of(kinds.begin(), kinds.end(),
+                   [](const rt::BandKindSummary &k) { return k.count > 1; }))
+    return;
+  std::printf("  by band (a layer's attention or feed-forward phases; kinds by their phase "
+              "list; us):\n");
+  std::printf("  %5s %8s %8s %8s", "count", "mean", "least", "most");
+  if (!floorsUs.empty())
+    std::printf(" %8s %8s", "floor", "x floor");
+  std::printf(" %7s  %s\n", "of step", "phases");
+  for (const rt::BandKindSummary &k : kinds) {
+    std::printf("  %5d %8.2f %8.2f %8.2f", k.count, k.meanUs, k.minUs, k.maxUs);
+    if (!floorsUs.empty()) {
+      if (k.meanFloorUs > 0)
+        std::printf(" %8.2f %8.1f", k.meanFloorUs, k.meanUs / k.meanFloorUs);
+      else
+        std::printf(" %8.2f %8s", k.meanFloorUs, "-");
+    }
+    std::printf(" %6.1f%%  %s\n", stepUs > 0 ? 100.0 * k.totalUs / stepUs : 0.0, k.kind.c_str());
+  }
+}
+
 /// Prints, per phase, medians over the steps of: span (first block entering
 /// it to first block entering the next; the spans add up to the step), the
 /// work of the slowest and the average block (done - entry - counter waits),
@@ -281,6 +311,7 @@ void printPhaseProfile(const std::vector<StepStamps> &steps,
     }
   }
   double total = 0, totalFloor = 0;
+  std::vector<double> spans, floorsUs;
   const bool floors = bytes.size() == P && bandwidth > 0;
   std::printf("  phase profile (all %d blocks, median of %zu steps, us%s):\n", grid,
               steps.size(),
@@ -295,11 +326,13 @@ void printPhaseProfile(const std::vector<StepStamps> &steps,
     for (int k = 0; k < kStats; ++k)
       v[k] = median(stat[p * kStats + size_t(k)]);
     total += v[kSpan];
+    spans.push_back(v[kSpan]);
     std::printf("  %3zu %8.2f %9.2f %10.2f %9.2f %9.2f", p, v[kSpan], v[kWorkMax],
                 v[kWorkMean], v[kWaitMax], v[kTail]);
     if (floors) {
       const double floorUs = bytes[p] / bandwidth * 1e6;
       totalFloor += floorUs;
+      floorsUs.push_back(floorUs);
       if (floorUs > 0)
         std::printf(" %8.2f %8.1f", floorUs, v[kSpan] / floorUs);
       else
@@ -311,6 +344,7 @@ void printPhaseProfile(const std::vector<StepStamps> &steps,
   if (floors && totalFloor > 0)
     std::printf("  (floor of the static bytes %.2f, x %.1f)", totalFloor, total / totalFloor);
   std::printf("\n");
+  printBandProfile(names, spans, floors ? floorsUs : std::vector<double>{}, total);
 }
 
 /// Prints, per task stage that ran (phase_timing.cuh's StageClock), medians
