@@ -1,9 +1,14 @@
 //===- Passes.td - Graph -> schedule passes ----------------*- tablegen -*-===//
 //
-// Pipeline order (the "schedule" stage): graph-fuse-projections,
-// graph-absorb-mla, schedule-form-phases, schedule-partition-work,
-// schedule-barriers-to-counters, schedule-plan-workspace. docs/pipeline.md
-// shows each one's decision on the Kimi-Linear unit.
+// Pipeline order (the "schedule" stage, SchedulePipeline.cpp):
+// graph-fuse-projections, graph-absorb-mla, schedule-form-phases,
+// schedule-partition-work, the three opt-in folds (schedule-fuse-kda-o-proj,
+// schedule-fuse-kda-gated-norm, schedule-fuse-argmax),
+// schedule-tile-weights, schedule-prefetch-weights,
+// schedule-barriers-to-counters, schedule-prologue-waits,
+// schedule-deal-tasks, schedule-plan-workspace (schedule-print-summary is
+// mk-opt's alone). docs/pipeline.md shows each one's decision on the
+// Kimi-Linear unit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -357,7 +362,8 @@ def SchedulePrologueWaits : Pass<"schedule-prologue-waits", "::mlir::ModuleOp"> 
     copies first, waits in its tile's prologue, and stages silu(gate) * up
     after the wait (moe_down_task_waiting), so that its stream's start runs
     under the wait for the slowest gate/up tile of its expert. At most one
-    wait per task. Runs after schedule-barriers-to-counters, which makes
+    wait per task (two for a GEMV with a gated-norm input: one on o, one on
+    the gate). Runs after schedule-barriers-to-counters, which makes
     the waits. Measured on the H200 (docs/perf-notes.md, #102): -1.3 us per
     token at context 2048, -1.9 to -2.8 at 16384. `enabled=false` keeps
     every wait before its task.

@@ -13,8 +13,8 @@
 //  - Fuzz.IrParserAndVerifiers: the graph and schedule IR of the lit tests
 //    (split at `// -----`) mutated and parsed and verified as mk-opt does,
 //    and every mutant that verifies run through each pass on its own (as
-//    `mk-opt --<pass>`); any outcome but a crash passes, a diagnostic always
-//    has a location.
+//    `mk-opt --<pass>`, the opt-in folds enabled); any outcome but a crash
+//    passes, a diagnostic always has a location.
 //
 // Mutations: tests/support/FuzzMutator.h. A crash found here is a bug to
 // fix, then its input joins the corpus (tests/fuzz/specs for specs).
@@ -135,7 +135,12 @@ std::vector<std::string> irSeeds() {
                         "tests/lit/Transforms/schedule-tile-weights-rules.mlir",
                         "tests/lit/Transforms/schedule-deal-tasks.mlir",
                         "tests/lit/Transforms/schedule-partition-work-ir.mlir",
-                        "tests/lit/Transforms/schedule-partition-malformed.mlir",
+                        "tests/lit/Transforms/schedule-partition-work-balance.mlir",
+                        "tests/lit/Transforms/schedule-prologue-waits.mlir",
+                        "tests/lit/Transforms/schedule-fuse-kda-o-proj.mlir",
+                        "tests/lit/Transforms/schedule-fuse-kda-gated-norm.mlir",
+                        "tests/lit/Transforms/schedule-fuse-argmax.mlir",
+                        "tests/lit/Schedule/task-args-invalid.mlir",
                         "tests/lit/Transforms/schedule-barriers-to-counters-ir.mlir",
                         "tests/lit/Transforms/schedule-barriers-malformed.mlir",
                         "tests/lit/Transforms/schedule-plan-workspace-ir.mlir",
@@ -143,6 +148,8 @@ std::vector<std::string> irSeeds() {
                         "tests/lit/Transforms/graph-absorb-mla-ir.mlir",
                         "tests/lit/Transforms/schedule-form-phases-ir.mlir",
                         "tests/lit/Transforms/schedule-form-phases-malformed.mlir"}) {
+    // A seed file that went away must not quietly become an empty seed.
+    EXPECT_TRUE(fs::exists(root / f)) << "seed file " << f << " is missing";
     const std::string text = slurp(root / f);
     size_t at = 0;
     while (at < text.size()) {
@@ -156,12 +163,21 @@ std::vector<std::string> irSeeds() {
   return seeds;
 }
 
-/// The passes every verified mutant goes through, one at a time.
+/// The passes every verified mutant goes through, one at a time (the
+/// opt-in folds enabled).
 const char *const kFuzzedPasses[] = {
-    "graph-fuse-projections",        "graph-absorb-mla",
-    "schedule-form-phases",          "schedule-partition-work",
-    "schedule-tile-weights",         "schedule-prefetch-weights",
-    "schedule-barriers-to-counters", "schedule-deal-tasks",
+    "graph-fuse-projections",
+    "graph-absorb-mla",
+    "schedule-form-phases",
+    "schedule-partition-work",
+    "schedule-fuse-kda-o-proj{enabled=true}",
+    "schedule-fuse-kda-gated-norm{enabled=true}",
+    "schedule-fuse-argmax{enabled=true}",
+    "schedule-tile-weights",
+    "schedule-prefetch-weights",
+    "schedule-barriers-to-counters",
+    "schedule-prologue-waits",
+    "schedule-deal-tasks",
     "schedule-plan-workspace",
 };
 

@@ -199,12 +199,15 @@ def Schedule_PhaseOp : Schedule_Op<"phase", [
     every block asks for its share of them to be brought into L2 as it
     enters this phase, so that the memory system streams them while this
     phase computes, waits and synchronizes. `early_weight_streams` (set by
-    `schedule-prefetch-weights` on phases without an every-block norm):
+    `schedule-prefetch-weights`: `norm-free-streams` on phases without an
+    every-block norm, `norm-streams` on phases with one):
     each block's first instance of a packed GEMV task in this phase starts
     its weight stream at the phase's entry, before its counter waits, as the
     kernel's attribute of that name does for every phase.
-    `l2_first_tasks` (set by `schedule-prefetch-weights` on phases with an
-    every-block norm, which start after a grid barrier): each block asks L2
+    `l2_first_tasks` (set by `schedule-prefetch-weights`: `l2-first-tasks`
+    on phases with an every-block norm, which start after a grid barrier;
+    `kda-state-l2` on phases of KDA gated-delta tasks, whose first
+    instance's state slice and conv parameters it asks for): each block asks L2
     for the weights of its first instance of the phase's packed GEMV and
     bf16-row tasks as it enters the phase, so that they stream while every
     block computes the norm (no shared memory is used: the norm stages
@@ -514,9 +517,12 @@ def Schedule_WaitOp : Schedule_Op<"wait", [HasParent<"PhaseOp">]> {
     reached `target`. Every task that signals the counter must come
     before `task` in program order (deadlock freedom on a co-resident grid).
     With `in_prologue` the instance starts before that and waits in its
-    prologue, once its weight copies are requested, so that its weight
-    stream runs under the wait (schedule-prologue-waits): only a
-    `moe_down` task, and at most one such wait per task.
+    prologue, once its weight copies (or first cache rows) are requested,
+    so that they stream under the wait (schedule-prologue-waits): only a
+    task whose kind has a waiting form and on a counter guarding only what
+    that form stages after the wait (TaskOpInterface's
+    `getPrologueGuardedBuffers`), and at most one such wait per task (two
+    for a GEMV with a gated-norm input).
 
     ```mlir
     schedule.wait @l0.heads_ready {task = "l0.kda", divisor = 4 : i64, target = 9 : i64}
