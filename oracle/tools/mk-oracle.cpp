@@ -50,7 +50,8 @@ const char *kUsage =
     "  mk-oracle kimi48b-step CONFIG.json OUT.safetensors [--seed N] [--ctx L]\n"
     "                [--token T]   (CONFIG.json: a Kimi-Linear-48B HF config)\n"
     "  mk-oracle convert-hf SPEC.json CHECKPOINT_DIR OUT.safetensors\n"
-    "                (a dense GQA spec's weights from a Hugging Face checkpoint)\n"
+    "                (a dense GQA or released Kimi-Linear spec's weights from a\n"
+    "                Hugging Face checkpoint)\n"
     "defaults: --seed 0 --ctx 0 --state-seed 1 --hidden-seed 2 --steps 1 --token 1\n";
 
 int usageError(const std::string &msg) {

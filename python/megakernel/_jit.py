@@ -121,8 +121,11 @@ def _compile_into(text: str, out_dir: str, kernel_name: Optional[str],
             cmd.append("--pass-option=schedule-tile-weights=arithmetic=" + arithmetic)
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
-            raise RuntimeError("mkc failed (%d):\n%s%s" % (r.returncode,
-                                                           r.stdout, r.stderr))
+            # The same error as the in-process path's refusal: mkc's own
+            # one-line messages ("mkc: error: ...").
+            from ._capi import MegakernelError
+            raise MegakernelError(1, "mkc exited with %d: %s" % (
+                r.returncode, (r.stderr + r.stdout).strip()))
 
 
 def compile(spec: Union[str, "os.PathLike[str]", Mapping[str, Any], Any],

@@ -400,6 +400,33 @@ class CompileThroughTheJit(unittest.TestCase):
         self.assertIn("code 1 invalid argument: spec:", out)
         self.assertFalse(os.path.exists("/tmp/never-written"))
 
+    def test_refused_spec_through_mkc(self):
+        # Without the JIT library (no MK_JIT_LIB, and an mkc on PATH with no
+        # library beside it) compile runs mkc; a refused spec is the same
+        # MegakernelError, with mkc's message.
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            bindir = os.path.join(tmp, "bin")
+            os.mkdir(bindir)
+            wrapper = os.path.join(bindir, "mkc")
+            with open(wrapper, "w") as f:
+                f.write('#!/bin/sh\nexec "%s" "$@"\n' % MKC)
+            os.chmod(wrapper, 0o755)
+            env = {k: v for k, v in os.environ.items() if k != "MK_JIT_LIB"}
+            env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+            code = ("import megakernel\n"
+                    "assert megakernel.load_jit() is None\n"
+                    "try:\n"
+                    "    megakernel.compile({'name': 'bad', 'config': {'hidden': 64}, "
+                    "'pattern': ['K']}, %r)\n"
+                    "except megakernel.MegakernelError as e:\n"
+                    "    print('code', e.code, e)\n" % os.path.join(tmp, "never"))
+            out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                 text=True, cwd="/")
+            text = out.stdout + out.stderr
+            self.assertIn("code 1 invalid argument: mkc exited with 1: mkc: error:", text)
+            self.assertFalse(os.path.exists(os.path.join(tmp, "never")))
+
     def test_bad_override_is_an_error(self):
         code = ("import megakernel\n"
                 "try:\n"
