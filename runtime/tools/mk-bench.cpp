@@ -604,6 +604,14 @@ int main(int argc, char **argv) {
               measure ? "measured copy" : "constant");
   const bool labelled = kernels.size() > 1 || rounds > 1;
   PhaseTrace trace;
+  // One random hidden vector and one random state per context, for every
+  // kernel and round (the kernels take the same weights, so the same
+  // shapes).
+  const BlockConfig &cfg0 = kernels[0].kernel->manifest().config;
+  const std::vector<BFloat16> hidden = makeRandomHidden(cfg0, seed + 2);
+  std::vector<DecodeState> states;
+  for (int64_t ctx : ctxs)
+    states.push_back(makeRandomState(cfg0, ctx, seed + 1));
   for (int r = 0; r < rounds; ++r) {
     for (BenchKernel &b : kernels) {
       Session &s = *b.session;
@@ -614,15 +622,13 @@ int main(int argc, char **argv) {
                     kernels.size() > 1 ? b.dir.c_str() : kernel.manifest().kernel.c_str());
       std::printf("%8s %12s %12s %10s %12s %9s\n", "ctx", "ms/token", "min ms", "GB/s",
                   "floor ms", "of floor");
-      std::vector<BFloat16> hidden = makeRandomHidden(cfg, seed + 2);
       const int phases = int(kernel.manifest().phases);
       const PhaseInfo phaseInfoOf = phaseInfo(kernel.manifestText(), phases);
       const std::vector<std::string> &names = phaseInfoOf.names;
       const std::vector<double> &bytesOfPhases = phaseInfoOf.bytes;
       for (size_t ci = 0; ci < ctxs.size(); ++ci) {
         const int64_t ctx = ctxs[ci];
-        DecodeState state = makeRandomState(cfg, ctx, seed + 1);
-        if (!(st = s.loadStateHost(state.tensors, ctx)).isOk())
+        if (!(st = s.loadStateHost(states[ci].tensors, ctx)).isOk())
           return fail(st, "writing state");
         const DriverApi &drv = dev->driver();
         drv.cuMemcpyHtoD(s.stagingIn(), hidden.data(), hidden.size() * 2);
