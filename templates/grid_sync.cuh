@@ -45,6 +45,29 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
   return v;
 }
 
+__device__ __forceinline__ unsigned ld_relaxed(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+/// Polls `*p` until it is at least `target`, then orders the caller's later
+/// accesses after the load that saw it. Default: every poll an acquire load
+/// (in SASS a strong load and an invalidation of the SM's L1, each round
+/// trip). -DMK_POLL_RELAXED (to measure): relaxed polls, then one acq_rel
+/// fence once the value is seen (the L1 the co-resident block reads through
+/// is invalidated once per wait, not once per round trip).
+__device__ __forceinline__ void poll_at_least(const unsigned *p, unsigned target) {
+#ifdef MK_POLL_RELAXED
+  while (ld_relaxed(p) < target)
+    spin_pause();
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+#else
+  while (ld_acquire(p) < target)
+    spin_pause();
+#endif
+}
+
 __device__ __forceinline__ void red_release_add(unsigned *p, unsigned v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
@@ -83,6 +106,11 @@ __device__ __forceinline__ unsigned long long ld_acquire_u64(const unsigned long
   asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
+__device__ __forceinline__ unsigned long long ld_relaxed_u64(const unsigned long long *p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
 __device__ __forceinline__ void grid_barrier_flags(unsigned *sync);
 __device__ __forceinline__ void grid_barrier(unsigned *sync) {
 #ifdef MK_GRID_BARRIER_FLAGS
@@ -95,8 +123,14 @@ __device__ __forceinline__ void grid_barrier(unsigned *sync) {
     unsigned long long *count = reinterpret_cast<unsigned long long *>(sync);
     const unsigned long long g = gridDim.x;
     const unsigned long long target = (atom_acq_rel_add_u64(count, 1ull) / g + 1ull) * g;
+#ifdef MK_POLL_RELAXED
+    while (ld_relaxed_u64(count) < target)
+      spin_pause();
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+#else
     while (ld_acquire_u64(count) < target)
       spin_pause();
+#endif
   }
   __syncthreads();
 #endif
@@ -182,11 +216,8 @@ __device__ __forceinline__ void counter_signal_tail() {
 /// Deadlock-free as long as, in the phase's task order, every producer task
 /// comes before every task that waits for it and all blocks are co-resident.
 __device__ __forceinline__ void counter_wait(unsigned *sync, int i, unsigned target) {
-  if (threadIdx.x == 0) {
-    const unsigned *c = counter_ptr(sync, i);
-    while (ld_acquire(c) < target)
-      spin_pause();
-  }
+  if (threadIdx.x == 0)
+    poll_at_least(counter_ptr(sync, i), target);
   __syncthreads();
 }
 

@@ -143,10 +143,11 @@ TEST(Nvrtc, EmbeddedTemplatesCompileUnderNvrtc) {
 TEST(Nvrtc, TemplateVariantsCompileUnderNvrtc) {
   if (!templatesEmbedded())
     GTEST_SKIP() << "templates/megakernel.cuh not embedded in this build";
-  // The SIMT variants, and the packed exact tile's and the bf16 rows'
-  // opt-in forms (docs/runtime.md lists them).
+  // The SIMT variants, the relaxed polls of counters and barriers, and the
+  // packed exact tile's and the bf16 rows' opt-in forms (docs/runtime.md
+  // lists them).
   const std::vector<std::vector<std::string>> variants = {
-      {"-DMK_GEMV_SIMT", "-DMK_SPIN_NS=64", "-DMK_MLA_ATTENTION_SIMT"},
+      {"-DMK_GEMV_SIMT", "-DMK_SPIN_NS=64", "-DMK_MLA_ATTENTION_SIMT", "-DMK_POLL_RELAXED"},
       {"-DMK_GEMV_NO_AHEAD", "-DMK_ROWS_ONE_WARP", "-DMK_WEIGHTS_EVICT_NORMAL",
        "-DMK_WEIGHT_LOADS_EVICT_NORMAL"}};
   for (const std::vector<std::string> &options : variants)
@@ -158,8 +159,10 @@ TEST(Nvrtc, TemplateVariantsCompileUnderNvrtc) {
       Status st = compileWithNvrtc(
           "#include \"mk/megakernel.cuh\"\n"
           "extern \"C\" __global__ void k(const float *x, const uint8_t *w,\n"
-          "    const mk::bf16 *s, const mk::bf16 *z, float *y, mk::bf16 *h) {\n"
+          "    const mk::bf16 *s, const mk::bf16 *z, float *y, mk::bf16 *h, unsigned *sync) {\n"
           "  extern __shared__ float smem[];\n"
+          "  mk::counter_wait(sync, 0, 1u);\n"
+          "  mk::grid_barrier(sync);\n"
           "  mk::w4a16_gemv_tile<256, 64, 128>(x, w, s, z, 1024, 0, 64, 0, 2304,\n"
           "      smem, mk::EpiAtomicAddF32{y, 1.f, 0});\n"
           "  mk::w4a16_gemv_tile<256, 128, 128, mk::EpiAtomicAddF32, false, mk::kOrderMma>(\n"
