@@ -13,7 +13,9 @@
 # (gpu-common.sh), so a fresh GPU machine skips those compiles where its
 # NVRTC version and CUDA root's include paths give the same cache keys (else
 # it compiles them as before; the scripts print how many it compiled).
-# MK_NVRTC_CACHE=0 skips this step, as does a build without mk-compile.
+# MK_NVRTC_CACHE=0 skips this step, as does a build without mk-compile;
+# MK_NVRTC_UNIT_VARIANTS names the unit's NVRTC-option variants compiled
+# too (default: -DMK_SPIN_NS=64 -DMK_POLL_RELAXED).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-.carry/kernels}"
@@ -202,6 +204,13 @@ else
     { cat "$log"; exit 1; }
   for k in kimi_linear_w4a16 kimi_linear_48b; do
     "$compile" --arch "$arch" --cache-dir "$cache" --option=-DMK_PHASE_TIMING "$out/$k" >>"$log" ||
+      { cat "$log"; exit 1; }
+  done
+  # The unit's template variants that the perf notes' next measuring call
+  # benches (MK_NVRTC_UNIT_VARIANTS: space-separated NVRTC options, one
+  # variant each).
+  for opt in ${MK_NVRTC_UNIT_VARIANTS--DMK_SPIN_NS=64 -DMK_POLL_RELAXED}; do
+    "$compile" --arch "$arch" --cache-dir "$cache" --option="$opt" "$out/kimi_linear_w4a16" >>"$log" ||
       { cat "$log"; exit 1; }
   done
   keep=$(grep -o '[0-9a-f]\{64\}' "$log" | sort -u || true)
