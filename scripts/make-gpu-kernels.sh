@@ -71,6 +71,17 @@ rm -rf "${out:?}/kimi_linear_released_forms_tgnorm"
 "$mkc" examples/specs/kimi_linear_released_forms.json --emit=cuda \
   -o "$out/kimi_linear_released_forms_tgnorm" --pass-option=schedule-fuse-kda-gated-norm=enabled=true
 echo "$out/kimi_linear_released_forms_tgnorm"
+# The router's logits polled, not counted (schedule-poll-router-logits,
+# opt-in until measured): the tiny spec (softmax router, its 8-step test)
+# and the released forms (sigmoid router): OracleGpu.*RouterPolled*; the
+# unit's variant tpoll below (oracle test and bench).
+rm -rf "${out:?}/tiny_tpoll" "${out:?}/kimi_linear_released_forms_tpoll"
+"$mkc" examples/specs/tiny.json --emit=cuda -o "$out/tiny_tpoll" \
+  --pass-option=schedule-poll-router-logits=enabled=true
+echo "$out/tiny_tpoll"
+"$mkc" examples/specs/kimi_linear_released_forms.json --emit=cuda \
+  -o "$out/kimi_linear_released_forms_tpoll" --pass-option=schedule-poll-router-logits=enabled=true
+echo "$out/kimi_linear_released_forms_tpoll"
 # Whole models with the greedy argmax merged by the LM head's tiles
 # (schedule-fuse-argmax, opt-in until measured: OracleGpu.*ArgmaxInTheHead*;
 # the perf notes' next list benches kimi_linear_model_fargmax against
@@ -162,6 +173,9 @@ variant tspread schedule-partition-work=balance-spread=true
 # measured it no faster beside the default's attention and GEMV prologue
 # waits): oracle test and bench.
 variant tawait schedule-prologue-waits=absorb=true
+# The routed experts polling the router's logits instead of waiting for its
+# counter (opt-in, not yet measured): oracle test and bench.
+variant tpoll schedule-poll-router-logits=enabled=true
 if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   # 32-row MLA attention sub-chunks (opt-in; perf notes #98: slower).
   variant tsub32 schedule-partition-work=attention-sub-rows=32

@@ -29,13 +29,37 @@ __device__ __forceinline__ float dot8_bf16(const bf16 *w8, const float *x, float
   return fmaf(xb.w, bf_hi(w.w), acc);
 }
 /// A row's fp32 sum as its output stores it: rounded to bf16, or as is.
-__device__ __forceinline__ void store_row(bf16 *y, float v) { *y = f2bf(v); }
-__device__ __forceinline__ void store_row(float *y, float v) { *y = v; }
+/// POLLED (an output its readers poll: poll_nonzero_*): never the all-zero
+/// bits, which stand for "not yet written" (a +0.0 is stored as -0.0, equal
+/// in every comparison and function the readers apply), in one relaxed
+/// store that the readers' relaxed loads observe.
+template <bool POLLED = false>
+__device__ __forceinline__ void store_row(bf16 *y, float v) {
+  if constexpr (POLLED) {
+    unsigned short bits = __bfloat16_as_ushort(f2bf(v));
+    bits = bits ? bits : (unsigned short)0x8000u;
+    asm volatile("st.relaxed.gpu.global.b16 [%0], %1;" ::"l"(y), "h"(bits) : "memory");
+  } else {
+    *y = f2bf(v);
+  }
+}
+template <bool POLLED = false>
+__device__ __forceinline__ void store_row(float *y, float v) {
+  if constexpr (POLLED) {
+    unsigned bits = __float_as_uint(v);
+    bits = bits ? bits : 0x80000000u;
+    asm volatile("st.relaxed.gpu.global.b32 [%0], %1;" ::"l"(y), "r"(bits) : "memory");
+  } else {
+    *y = v;
+  }
+}
 } // namespace detail
 
 /// Rows [row0, row0 + nrows) of W [rows, K]; K a multiple of 8. Out: bf16
-/// (rounded once) or float.
-template <int THREADS, class Out = bf16>
+/// (rounded once) or float. POLLED: the output is polled by its readers
+/// (a router's logits, schedule-poll-router-logits): detail::store_row's
+/// polled form.
+template <int THREADS, class Out = bf16, bool POLLED = false>
 __device__ void bf16_rows_gemv(const float *xs, const bf16 *__restrict__ W, int K, int row0,
                                int nrows, Out *y) {
   constexpr int WARPS = THREADS / 32;
@@ -62,7 +86,7 @@ __device__ void bf16_rows_gemv(const float *xs, const bf16 *__restrict__ W, int 
 #pragma unroll
       for (int w = 0; w < WARPS; ++w)
         sum += part[w];
-      detail::store_row(y + row0, sum);
+      detail::store_row<POLLED>(y + row0, sum);
     }
     __syncthreads(); // `part` is free for the block's next task
     return;
@@ -76,7 +100,7 @@ __device__ void bf16_rows_gemv(const float *xs, const bf16 *__restrict__ W, int 
     }
     acc = warp_sum(acc);
     if (lane == 0)
-      detail::store_row(y + row, acc);
+      detail::store_row<POLLED>(y + row, acc);
   }
 }
 

@@ -68,6 +68,29 @@ __device__ __forceinline__ void poll_at_least(const unsigned *p, unsigned target
 #endif
 }
 
+/// A value another block writes once per step with a polled store
+/// (bf16_gemv.cuh's store_row<true>: never the all-zero bits, which the
+/// buffer holds until then): polled with relaxed loads until it is not
+/// zero. The reader needs nothing else the writer wrote, so no fence.
+__device__ __forceinline__ float poll_nonzero(const bf16 *p) {
+  unsigned short b;
+  for (;;) {
+    asm volatile("ld.relaxed.gpu.global.b16 %0, [%1];" : "=h"(b) : "l"(p) : "memory");
+    if (b)
+      return bf2f(__ushort_as_bfloat16(b));
+    spin_pause();
+  }
+}
+__device__ __forceinline__ float poll_nonzero(const float *p) {
+  unsigned b;
+  for (;;) {
+    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(b) : "l"(p) : "memory");
+    if (b)
+      return __uint_as_float(b);
+    spin_pause();
+  }
+}
+
 __device__ __forceinline__ void red_release_add(unsigned *p, unsigned v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }

@@ -16,14 +16,16 @@
 #pragma once
 
 #include "mk/common.cuh"
+#include "mk/grid_sync.cuh"
 #include "mk/w4a16_gemv.cuh"
 
 namespace mk {
 
 namespace detail {
 /// One warp's softmax numerators: lane `lane`'s v[i] = exp(logit[lane +
-/// 32 i] - max) (0 past E); returns their sum over the warp.
-template <int E>
+/// 32 i] - max) (0 past E); returns their sum over the warp. POLL: the
+/// logits are a polled output (poll_nonzero), read once written.
+template <int E, bool POLL = false>
 __device__ __forceinline__ float topk_exp(const bf16 *logits, int lane,
                                           float (&v)[(E + 31) / 32]) {
   constexpr int PER = (E + 31) / 32;
@@ -31,7 +33,10 @@ __device__ __forceinline__ float topk_exp(const bf16 *logits, int lane,
 #pragma unroll
   for (int i = 0; i < PER; ++i) {
     const int e = lane + 32 * i;
-    v[i] = e < E ? bf2f(__ldcg(logits + e)) : -INFINITY;
+    if constexpr (POLL)
+      v[i] = e < E ? poll_nonzero(logits + e) : -INFINITY;
+    else
+      v[i] = e < E ? bf2f(__ldcg(logits + e)) : -INFINITY;
     mx = fmaxf(mx, v[i]);
   }
   mx = warp_max(mx);
@@ -96,8 +101,10 @@ __device__ __forceinline__ void topk_by_rank(const float *sel, const float *scor
 /// chosen weights are summed in rank order, as K rounds of warp arg-max
 /// selection summed them (same results, bit for bit); those rounds were
 /// the form before (-DMK_TOPK_ROUNDS: K dependent chains of shuffles, ~1.9
-/// us per MoE on the H200, perf notes session 13).
-template <int E, int K>
+/// us per MoE on the H200, perf notes session 13). POLL: the logits are a
+/// polled output (schedule-poll-router-logits): each is read once written,
+/// with no counter before the call.
+template <int E, int K, bool POLL = false>
 __device__ void moe_topk(const bf16 *logits, float scaling, float *w_out, int *idx_out) {
   static_assert(K <= E, "top-k larger than the expert count");
   constexpr int PER = (E + 31) / 32;
@@ -106,7 +113,7 @@ __device__ void moe_topk(const bf16 *logits, float scaling, float *w_out, int *i
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
     float v[PER];
-    const float sum = detail::topk_exp<E>(logits, lane, v);
+    const float sum = detail::topk_exp<E, POLL>(logits, lane, v);
 #pragma unroll
     for (int i = 0; i < PER; ++i)
       if (lane + 32 * i < E)
@@ -118,7 +125,7 @@ __device__ void moe_topk(const bf16 *logits, float scaling, float *w_out, int *i
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
     float v[PER];
-    const float sum = detail::topk_exp<E>(logits, lane, v);
+    const float sum = detail::topk_exp<E, POLL>(logits, lane, v);
 #pragma unroll
     for (int i = 0; i < PER; ++i)
       v[i] = (lane + 32 * i) < E ? v[i] / sum : -1.f; // -1: never chosen
@@ -165,13 +172,15 @@ __device__ void moe_topk(const bf16 *logits, float scaling, float *w_out, int *i
 /// lower index wins), w = s / (sum(s) + 1e-20) * scaling over the chosen,
 /// summed in rank order. Results as moe_topk's (w_out[K], idx_out[K], the
 /// highest selection score first); all threads call it; ends synchronized.
-template <int E, int K>
+/// POLL: as moe_topk's.
+template <int E, int K, bool POLL = false>
 __device__ void moe_topk_sigmoid(const float *logits, const bf16 *bias, float scaling,
                                  float *w_out, int *idx_out) {
   static_assert(K <= E, "top-k larger than the expert count");
   __shared__ float score[E], sel[E];
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    const float s = 1.f / (1.f + expf(-__ldcg(logits + e)));
+    const float x = POLL ? poll_nonzero(logits + e) : __ldcg(logits + e);
+    const float s = 1.f / (1.f + expf(-x));
     score[e] = s;
     sel[e] = s + bf2f(bias[e]);
   }

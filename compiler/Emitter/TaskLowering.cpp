@@ -215,9 +215,13 @@ LogicalResult Emitter::lowerTask(Bf16RowsOp op, int64_t /*group*/, llvm::raw_ost
   TaskOpInterface t = op;
   int64_t rpt = int64_t(op.getRowsPerTask().value_or(0)), rows = int64_t(op.getRows());
   needStaticShared("bf16_rows_gemv", 4 * (T / 32)); // its warps' partial sums
+  // A polled output (schedule-poll-router-logits): the polled stores.
+  const bool f32 = buffers.lookup(op.getOutput()).getDtype() == "f32";
   o << "      const int row0 = i * " << rpt << ";\n"
     << "      mkgen::call<&mk::bf16_rows_gemv<" << T
-    << (buffers.lookup(op.getOutput()).getDtype() == "f32" ? ", float" : "") << ">>(xs, "
+    << (op.getPolledOutput() ? (f32 ? ", float, true" : ", mk::bf16, true")
+                             : (f32 ? ", float" : ""))
+    << ">>(xs, "
     << ident(op.getWeight())
     << ", " << int64_t(op.getK()) << ", row0, min(" << rpt << ", " << rows
     << " - row0), " << ptr(op.getOutput(), true) << ");\n";
@@ -341,7 +345,14 @@ LogicalResult Emitter::lowerTask(ConvCommitOp op, int64_t /*group*/, llvm::raw_o
 LogicalResult Emitter::lowerTask(ZeroF32Op op, int64_t /*group*/, llvm::raw_ostream &o) {
   TaskOpInterface t = op;
   int64_t n = int64_t(op.getN()), per = (n + t.getCount() - 1) / t.getCount();
-  o << "      float *p = " << ptr(op.getBuffer(), true) << ";\n"
+  // An f32 buffer, or any other as floats (a polled bf16 one: its words
+  // cleared).
+  const std::string buf = ptr(op.getBuffer(), true);
+  o << "      float *p = "
+    << (buffers.lookup(op.getBuffer()).getDtype() == "f32"
+            ? buf
+            : "reinterpret_cast<float *>(" + buf + ")")
+    << ";\n"
     << "      for (int j = i * " << per << " + threadIdx.x; j < min(" << n
     << ", (i + 1) * " << per << "); j += " << T << ") p[j] = 0.f;\n";
   return success();
@@ -611,7 +622,8 @@ LogicalResult Emitter::lowerMoe(ExpertOp op, int64_t G, llvm::raw_ostream &o) {
     o << "      if (tk_key != " << it->second << ") {\n"
       << "        MK_STAGE_BEGIN();\n"
       << "        mkgen::call<&mk::moe_topk" << (bias.empty() ? "" : "_sigmoid") << "<"
-      << experts << ", " << topK << ">>(" << ptr(logits)
+      << experts << ", " << topK << (op.getPollLogits() ? ", true" : "") << ">>("
+      << ptr(logits)
       << ", " << (bias.empty() ? std::string() : ident(bias) + ", ")
       << fmtFloat(op.getScaling() ? op.getScaling()->convertToDouble() : 0.0)
       << ", tk_w, tk_idx);\n        MK_STAGE_END(mk::kStageTopk);\n"

@@ -5,7 +5,8 @@
 // schedule-partition-work, the three opt-in folds (schedule-fuse-kda-o-proj,
 // schedule-fuse-kda-gated-norm, schedule-fuse-argmax),
 // schedule-tile-weights, schedule-prefetch-weights,
-// schedule-barriers-to-counters, schedule-prologue-waits,
+// schedule-barriers-to-counters, schedule-poll-router-logits (opt-in),
+// schedule-prologue-waits,
 // schedule-deal-tasks, schedule-plan-workspace (schedule-print-summary is
 // mk-opt's alone). docs/pipeline.md shows each one's decision on the
 // Kimi-Linear unit.
@@ -223,6 +224,31 @@ def ScheduleFuseKdaOProj : Pass<"schedule-fuse-kda-o-proj", "::mlir::ModuleOp"> 
     Option<"enabled", "enabled", "bool", "false",
            "fold the projections (measured no faster on the H200, off by "
            "default)">,
+  ];
+}
+
+def SchedulePollRouterLogits : Pass<"schedule-poll-router-logits", "::mlir::ModuleOp"> {
+  let summary = "Let routed expert tasks poll the router's logits instead of waiting for its counter (opt-in)";
+  let description = [{
+    A routed expert task (gate/up or down) waits for the router's counter
+    (a release fence per router row, the signal's trip to L2, the poll
+    that sees it) and then reads the logits, one more L2 round trip,
+    before it can choose its expert. With `enabled=true` the router stores
+    each logit for polling (`polled_output` on its `bf16_rows` task: never
+    the all-zero bits, one relaxed store; +0.0 as -0.0), the routed tasks
+    poll each logit until it is not zero (`poll_logits`, moe_topk's
+    polling form), their waits on the router's counter go (and the
+    counter, where nothing else waits on it), and a `zero_f32` task
+    (`<router>.clear`) in the kernel's first phase clears the logits a
+    grid barrier before the router writes them. Applies where the logits
+    are a workspace buffer of whole 4-byte words that the router alone
+    writes and routed expert tasks alone read, with a grid barrier between
+    the first phase and the router. Runs after
+    schedule-barriers-to-counters. Not yet measured on a GPU.
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", "false",
+           "poll the router's logits (opt-in, not yet measured)">,
   ];
 }
 

@@ -16,6 +16,7 @@ void mk::schedule::buildSchedulePipeline(OpPassManager &pm) {
   pm.addPass(createScheduleTileWeights());
   pm.addPass(createSchedulePrefetchWeights());
   pm.addPass(createScheduleBarriersToCounters());
+  pm.addPass(createSchedulePollRouterLogits());
   pm.addPass(createSchedulePrologueWaits());
   pm.addPass(createScheduleDealTasks());
   pm.addPass(createSchedulePlanWorkspace());

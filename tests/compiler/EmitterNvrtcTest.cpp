@@ -466,6 +466,52 @@ TEST(EmitterNvrtc, KimiLinearCombinePrologueWait) {
             std::string::npos);
 }
 
+// The router's logits polled (schedule-poll-router-logits=enabled=true,
+// opt-in): the routers store for polling, every routed expert task's top-k
+// polls (the softmax and the sigmoid router), no routed task waits for a
+// router counter, each layer's logits are cleared in the first phase, and
+// the kernels compile for both targets.
+TEST(EmitterNvrtc, RouterLogitsPolled) {
+  const std::string opt = "schedule-poll-router-logits=enabled=true";
+  struct Spec {
+    const char *path, *kernel, *topk;
+    size_t layers;
+  };
+  for (const Spec &sp : {Spec{"examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16",
+                              "mk::moe_topk<64, 8, true>", 4},
+                         Spec{"examples/specs/kimi_linear_released_forms.json",
+                              "mk_kimi_linear_released_forms", "mk::moe_topk_sigmoid<64, 8, true>",
+                              3}}) {
+    check(sp.path, sp.kernel, false, opt);
+    const std::string src = emit(sp.path, sp.kernel, false, opt).source;
+    auto count = [&](const std::string &what) {
+      size_t n = 0;
+      for (size_t at = src.find(what); at != std::string::npos; at = src.find(what, at + 1))
+        ++n;
+      return n;
+    };
+    EXPECT_EQ(count(sp.topk), 2 * sp.layers) << sp.path; // gate/up and down, per MoE layer
+    EXPECT_EQ(count(", true>>(xs, blocks_"), sp.layers) << sp.path; // the routers' stores
+    EXPECT_EQ(count(".moe.router.clear"), sp.layers) << sp.path;
+    // Between a routed task's start and its top-k: a counter wait (the
+    // router's) in the default kernel, none when polled.
+    auto waitsBeforeTopk = [](const std::string &text) {
+      size_t waits = 0;
+      for (const char *task : {".moe.experts.gate_up\n", ".moe.experts.down\n"})
+        for (size_t at = text.find(task); at != std::string::npos; at = text.find(task, at + 1)) {
+          const size_t topk = text.find("mk::moe_topk", at);
+          if (text.substr(at, topk - at).find("mk::counter_wait(") != std::string::npos)
+            ++waits;
+        }
+      return waits;
+    };
+    EXPECT_EQ(waitsBeforeTopk(src), 0u) << sp.path;
+    const std::string plain = emit(sp.path, sp.kernel, false, "").source;
+    EXPECT_EQ(waitsBeforeTopk(plain), 2 * sp.layers) << sp.path;
+    EXPECT_EQ(plain.find(", true>>(xs, blocks_"), std::string::npos) << sp.path;
+  }
+}
+
 // MLA attention in groups of 16 heads (attention-head-group=16: all 16 A
 // rows of the mma are heads, a 2-slot ring): the kernel still fits sm_120's
 // 99 KB and compiles for both targets (perf notes #75 measured it; its

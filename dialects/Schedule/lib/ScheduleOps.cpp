@@ -108,6 +108,15 @@ struct TaskInfo {
   int64_t phase;
   TaskAccesses accesses; // taskAccesses(op), computed once
 };
+
+/// `reader` polls buffer `buf` (a routed expert task's `logits` with
+/// `poll_logits`) that `writer` stores for polling (a bf16_rows task's
+/// `polled_output` output): schedule-poll-router-logits.
+bool pollsAfter(TaskOpInterface writer, TaskOpInterface reader, StringRef buf) {
+  return writer->hasAttr("polled_output") && isa<Bf16RowsOp>(writer.getOperation()) &&
+         writer.getStrArg("output") == buf && reader->hasAttr("poll_logits") &&
+         reader.getStrArg("logits") == buf;
+}
 } // namespace
 
 LogicalResult KernelOp::verifyRegions() {
@@ -210,13 +219,17 @@ LogicalResult KernelOp::verifyRegions() {
           return t.emitOpError("accumulates into @")
                  << b << ", a " << buf.getDtype()
                  << " buffer: the sums it adds are fp32 (an f32 buffer)";
+      // A zeroing task clears its whole buffer, in floats: an f32 buffer's
+      // elements, or any other's bytes / 4 (a polled buffer's, cleared
+      // before its polled stores: schedule-poll-router-logits).
       if (t.getTaskKind() == TaskKind::ZeroF32) {
         if (BufferOp buf = buffers.lookup(t.getStrArg("buffer"))) {
-          const int64_t numel = buf.getNumElements();
-          if (buf.getDtype() != "f32" || numel != t.getIntArg("n"))
+          const int64_t numel = buf.getNumElements(), n = t.getIntArg("n");
+          if (4 * n != buf.getSizeInBytes())
             return t.emitOpError("zeroes ")
-                   << t.getIntArg("n") << " floats of @" << buf.getSymName()
-                   << ", which holds " << numel << " " << buf.getDtype() << " elements";
+                   << n << " floats (" << 4 * n << " bytes) of @" << buf.getSymName()
+                   << ", which holds " << numel << " " << buf.getDtype() << " elements ("
+                   << buf.getSizeInBytes() << " bytes)";
         }
       }
       if (t.getTaskKind() == TaskKind::W4A16Gemv) {
@@ -421,6 +434,11 @@ LogicalResult KernelOp::verifyRegions() {
         bool conflict = ((ai & (Write | Accum)) && (aj & (Read | Write))) ||
                         ((ai & Read) && (aj & (Write | Accum))) ||
                         ((ai & Write) && (aj & Accum));
+        // A polled read after a polled store needs no barrier or counter:
+        // the reader polls each value until the store has landed.
+        if (conflict && ai == Write && aj == Read &&
+            pollsAfter(tasks[ti].op, tasks[tj].op, buf.getSymName()))
+          continue;
         if (conflict && !ordered(ti, tj))
           return tasks[tj]
                      .op.emitOpError("accesses @")
@@ -432,6 +450,15 @@ LogicalResult KernelOp::verifyRegions() {
         return tasks[tj].op.emitOpError("accumulates into @")
                << buf.getSymName()
                << " which no earlier, ordered task initializes";
+      // A polling reader polls what an earlier polled store writes, and
+      // the buffer is cleared (written) before both, ordered.
+      if (tasks[tj].op->hasAttr("poll_logits") &&
+          tasks[tj].op.getStrArg("logits") == buf.getSymName() &&
+          !llvm::any_of(ArrayRef(uses).take_front(j), [&](auto u) {
+            return pollsAfter(tasks[u.first].op, tasks[tj].op, buf.getSymName());
+          }))
+        return tasks[tj].op.emitOpError("polls @")
+               << buf.getSymName() << " which no earlier task writes with a polled store";
       if ((aj & Read) && !(aj & Write) && !initialized &&
           !llvm::any_of(ArrayRef(uses).take_front(j),
                         [](auto u) { return u.second & Accum; }))
@@ -615,6 +642,8 @@ LogicalResult mk::schedule::verifyTaskOp(TaskOpInterface t) {
     return t.emitOpError("an every_block task has count 1");
   if (bytes < 0)
     return t.emitOpError("bytes must be non-negative, got ") << bytes;
+  if (t->hasAttr("poll_logits") && t.getStrArg("logits").empty())
+    return t.emitOpError("poll_logits on a task without router logits");
   // A registered kind's arguments follow its specs (TaskKinds.h). An
   // `opaque` task: the analysis passes see only its accesses, counters and
   // barriers (their tests use such tasks), and the partition and the

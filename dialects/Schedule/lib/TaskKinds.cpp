@@ -66,7 +66,10 @@ const TaskArgSpec kBf16Rows[] = {{"weight", T::Weight},
                                  {"k", T::Pos},
                                  {"rows", T::Pos},
                                  {"rows_per_task", T::Pos, P},
-                                 {"captures", T::Captures}};
+                                 {"captures", T::Captures},
+                                 // Its output stored for polling readers
+                                 // (schedule-poll-router-logits).
+                                 {"polled_output", T::Flag, O}};
 const TaskArgSpec kKdaHeadChunk[] = {
     in("q"), in("k"), in("v"), in("g"), in("beta"), out("o"), inout("S"), in("cq"), in("ck"),
     in("cv"), {"conv_w", T::Weight}, {"conv", T::Pos}, {"head_dim", T::Pos}, {"heads", T::Pos},
@@ -131,7 +134,9 @@ const TaskArgSpec kExpertArgs[] = {
     {"scaling", T::Float, TaskArgStage::Formed, true},
     // A sigmoid router's correction bias [experts] (moe_topk_sigmoid);
     // absent: the softmax router.
-    {"router_bias", T::Weight, O}};
+    {"router_bias", T::Weight, O},
+    // The logits polled, not waited for (schedule-poll-router-logits).
+    {"poll_logits", T::Flag, O}};
 
 const TaskKindInfo kKinds[] = {
     {TaskKind::ResidualRmsnorm, kResidualRmsnorm},
@@ -180,6 +185,8 @@ const char *describe(TaskArgType t) {
     return "\"bf16\" or \"atomic_f32\", where present";
   case T::Bf16Steps:
     return "\"hidden\" or \"hidden_and_output\", where present";
+  case T::Flag:
+    return "a unit attribute, where present";
   }
   return "";
 }
@@ -379,7 +386,7 @@ LogicalResult verifyTaskArgs(TaskOpInterface t, TaskArgStage upTo) {
   for (const TaskArgSpec &a : taskArgSpecs(t)) {
     const bool required = a.type != T::NonNeg && a.type != T::OptBuffer &&
                           a.type != T::Captures && a.type != T::Epilogue &&
-                          a.type != T::Bf16Steps &&
+                          a.type != T::Bf16Steps && a.type != T::Flag &&
                           (a.stage == TaskArgStage::Formed ||
                            (a.stage == TaskArgStage::Partitioned &&
                             upTo == TaskArgStage::Partitioned));

@@ -360,7 +360,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
 schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @s {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "p" {
-    // expected-error @+1 {{zeroes 64 floats of @s, which holds 64 bf16 elements}}
+    // expected-error @+1 {{zeroes 64 floats (256 bytes) of @s, which holds 64 bf16 elements (128 bytes)}}
     schedule.zero_f32 "zero" {buffer = @s, n = 64 : i64}
   }
 }
@@ -715,5 +715,138 @@ schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.phase "q" {
     // expected-error @+1 {{an argmax of the tiles needs one instance per tile: count 4, tiles 2}}
     schedule.w4a16_gemv "t" {count = 4 : i64, input = @x, outputs = [@y], weights = ["w"], n = [256], k = 256, group = 32, ksplit = 1, tiles = 2, tn = 128, argmax_output = @next, argmax_scratch = @scratch}
+  }
+}
+
+// -----
+
+// schedule-poll-router-logits: a routed task polling logits that no earlier
+// task stores for polling (the router ordered by a barrier, but its stores
+// plain) is refused; so is a polled read of logits that nothing clears
+// (ordered) before the polled store; with the clearing, the polled read
+// needs no barrier or counter after the store.
+
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @logits {dtype = "bf16", shape = array<i64: 8>}
+  schedule.buffer @sums {dtype = "f32", shape = array<i64: 512>}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.weight @router {dtype = "bf16", shape = array<i64: 8, 256>}
+  schedule.weight @gate.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 128, 128>}
+  schedule.weight @gate.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @gate.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @up.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 128, 128>}
+  schedule.weight @up.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @up.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @down.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 64, 256>}
+  schedule.weight @down.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 4, 256>}
+  schedule.weight @down.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 4, 256>}
+  schedule.weight @proj.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 256, 256>}
+  schedule.weight @proj.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 16, 256>}
+  schedule.weight @proj.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 16, 256>}
+      schedule.phase "zero" {
+    schedule.zero_f32 "acc.zero" {buffer = @acc, n = 256 : i64, bytes = 1024 : i64, count = 1 : i64}
+    schedule.zero_f32 "sums.zero" {buffer = @sums, n = 512 : i64, bytes = 2048 : i64, count = 1 : i64}
+  }
+  schedule.barrier
+  schedule.phase "route" {
+    schedule.bf16_rows "route" {input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router", bytes = 4096 : i64, count = 4 : i64, partition = #schedule.partition<rows>}
+  }
+  schedule.barrier
+  schedule.phase "gate_up" {
+    // expected-error @+1 {{polls @logits which no earlier task writes with a polled store}}
+    schedule.moe_gate_up "gu" {poll_logits, experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = #schedule.partition<experts>}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @logits {dtype = "bf16", shape = array<i64: 8>}
+  schedule.buffer @sums {dtype = "f32", shape = array<i64: 512>}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.weight @router {dtype = "bf16", shape = array<i64: 8, 256>}
+  schedule.weight @gate.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 128, 128>}
+  schedule.weight @gate.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @gate.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @up.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 128, 128>}
+  schedule.weight @up.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @up.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @down.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 64, 256>}
+  schedule.weight @down.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 4, 256>}
+  schedule.weight @down.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 4, 256>}
+  schedule.weight @proj.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 256, 256>}
+  schedule.weight @proj.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 16, 256>}
+  schedule.weight @proj.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 16, 256>}
+      schedule.phase "zero" {
+    schedule.zero_f32 "acc.zero" {buffer = @acc, n = 256 : i64, bytes = 1024 : i64, count = 1 : i64}
+    schedule.zero_f32 "sums.zero" {buffer = @sums, n = 512 : i64, bytes = 2048 : i64, count = 1 : i64}
+  }
+  schedule.barrier
+  schedule.phase "route" {
+    schedule.bf16_rows "route" {polled_output, input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router", bytes = 4096 : i64, count = 4 : i64, partition = #schedule.partition<rows>}
+  }
+  schedule.phase "gate_up" {
+    // expected-error @+1 {{reads @logits before any task writes it}}
+    schedule.moe_gate_up "gu" {poll_logits, experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = #schedule.partition<experts>}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @logits {dtype = "bf16", shape = array<i64: 8>}
+  schedule.buffer @sums {dtype = "f32", shape = array<i64: 512>}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.weight @router {dtype = "bf16", shape = array<i64: 8, 256>}
+  schedule.weight @gate.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 128, 128>}
+  schedule.weight @gate.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @gate.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @up.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 128, 128>}
+  schedule.weight @up.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @up.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @down.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 64, 256>}
+  schedule.weight @down.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 4, 256>}
+  schedule.weight @down.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 4, 256>}
+  schedule.weight @proj.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 256, 256>}
+  schedule.weight @proj.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 16, 256>}
+  schedule.weight @proj.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 16, 256>}
+      schedule.phase "zero" {
+    schedule.zero_f32 "acc.zero" {buffer = @acc, n = 256 : i64, bytes = 1024 : i64, count = 1 : i64}
+    schedule.zero_f32 "sums.zero" {buffer = @sums, n = 512 : i64, bytes = 2048 : i64, count = 1 : i64}
+    schedule.zero_f32 "clear" {buffer = @logits, n = 4 : i64, bytes = 16 : i64, count = 1 : i64}
+  }
+  schedule.barrier
+  schedule.phase "route" {
+    schedule.bf16_rows "route" {polled_output, input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router", bytes = 4096 : i64, count = 4 : i64, partition = #schedule.partition<rows>}
+  }
+  schedule.phase "gate_up" {
+    schedule.moe_gate_up "gu" {poll_logits, experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = #schedule.partition<experts>}
+  }
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @sums {dtype = "f32", shape = array<i64: 512>}
+  schedule.weight @gate.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 1, 128, 128>}
+  schedule.weight @gate.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 1, 8, 128>}
+  schedule.weight @gate.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 1, 8, 128>}
+  schedule.weight @up.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 1, 128, 128>}
+  schedule.weight @up.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 1, 8, 128>}
+  schedule.weight @up.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 1, 8, 128>}
+  schedule.phase "zero" {
+    schedule.zero_f32 "sums.zero" {buffer = @sums, n = 512 : i64, bytes = 2048 : i64, count = 1 : i64}
+  }
+  schedule.barrier
+  schedule.phase "shared" {
+    // expected-error @+1 {{poll_logits on a task without router logits}}
+    schedule.moe_gate_up "gu" {poll_logits, experts = 1 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, slots = 1 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, up = "up", bytes = 8192 : i64, count = 32 : i64, partition = #schedule.partition<experts>}
   }
 }

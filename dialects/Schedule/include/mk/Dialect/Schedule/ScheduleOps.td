@@ -354,7 +354,11 @@ defvar Schedule_ExpertArgs = (ins
     Schedule_PosArg:$slots, Schedule_PosArg:$group, OptionalAttr<Schedule_PosArg>:$tn,
     OptionalAttr<Schedule_PosArg>:$ksplit, OptionalAttr<Schedule_PosArg>:$tiles,
     OptionalAttr<Schedule_PosArg>:$experts, OptionalAttr<Schedule_PosArg>:$top_k,
-    OptionalAttr<F64Attr>:$scaling, OptionalAttr<Schedule_WeightName>:$router_bias);
+    OptionalAttr<F64Attr>:$scaling, OptionalAttr<Schedule_WeightName>:$router_bias,
+    // schedule-poll-router-logits: the task reads `logits` by polling each
+    // value until its polled store has landed (a Bf16Rows task's
+    // `polled_output`), with no counter wait for the router.
+    UnitAttr:$poll_logits);
 
 def Schedule_ResidualRmsnormOp : Schedule_TaskBase<"residual_rmsnorm", "ResidualRmsnorm",
     "residual add (of `acc` rounded to bf16, or with `acc2` of bf16(bf16(acc) + bf16(acc2))) "
@@ -391,7 +395,10 @@ def Schedule_Bf16RowsOp : Schedule_TaskBase<"bf16_rows", "Bf16Rows",
     "dot products of bf16 weight rows with the input (router, beta)", (ins
     Schedule_WeightName:$weight, OptionalAttr<FlatSymbolRefAttr>:$input,
     FlatSymbolRefAttr:$output, Schedule_PosArg:$k, Schedule_PosArg:$rows,
-    OptionalAttr<Schedule_PosArg>:$rows_per_task, OptionalAttr<StrArrayAttr>:$captures)>;
+    OptionalAttr<Schedule_PosArg>:$rows_per_task, OptionalAttr<StrArrayAttr>:$captures,
+    // schedule-poll-router-logits: each output value stored for readers
+    // that poll it (never the all-zero bits, one relaxed store).
+    UnitAttr:$polled_output)>;
 def Schedule_KdaHeadChunkOp : Schedule_TaskBase<"kda_head_chunk", "KdaHeadChunk",
     "short convolutions and the gated delta rule over a chunk of a KDA head's state", (ins
     FlatSymbolRefAttr:$q, FlatSymbolRefAttr:$k, FlatSymbolRefAttr:$v, FlatSymbolRefAttr:$g,

@@ -59,6 +59,7 @@ enum class TaskArgType {
              ///< silu(gate) and their product rounded) or "hidden_and_output"
              ///< (and the expert's whole output, before its weight: the task
              ///< then takes the whole of its input, no split-K)
+  Flag,      ///< a unit attribute: present or absent
 };
 
 /// When an argument is required: from the task's creation
