@@ -5,7 +5,6 @@
 // RoPE, a bf16 KV cache with one row appended per step, grouped-query
 // attention, and a SwiGLU MLP. It reuses the Kimi oracle's W4A16 product,
 // RMSNorm and expert FFN (OracleOps.h), whose rounding the family shares.
-// The first piece of issue #12: the compiler does not lower this family yet.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,8 +44,8 @@ std::string validateDenseGqaConfig(const DenseGqaConfig &c);
 void ropeRotateHalf(BFloat16 *x, int64_t dim, int64_t pos, double theta);
 
 /// Grouped-query attention over `rows` cache rows: query head h reads kv
-/// head h / (heads / kvHeads); score[l] = q[h] . k[l, g] / sqrt(headDim)
-/// (sequential dot in fp32), softmax over rows, o[h] = sum_l p[l] v[l, g]
+/// head h / (heads / kvHeads); score[l] = (q[h] . k[l, g]) * s, s the fp32
+/// constant 1 / sqrt(headDim) (sequential dot in fp32), softmax over rows, o[h] = sum_l p[l] v[l, g]
 /// (sequential in l) rounded to bf16. q [heads, headDim]; kCache, vCache
 /// [rows, kvHeads, headDim]; o [heads, headDim].
 void gqaAttention(const BFloat16 *q, const BFloat16 *kCache, const BFloat16 *vCache,
