@@ -56,7 +56,8 @@ __device__ __forceinline__ unsigned ld_relaxed(const unsigned *p) {
 /// (in SASS a strong load and an invalidation of the SM's L1, each round
 /// trip). -DMK_POLL_RELAXED (to measure): relaxed polls, then one acq_rel
 /// fence once the value is seen (the L1 the co-resident block reads through
-/// is invalidated once per wait, not once per round trip).
+/// is invalidated once per wait, not once per round trip); the counting grid
+/// barrier's poll too, not the flag barrier's (-DMK_GRID_BARRIER_FLAGS).
 __device__ __forceinline__ void poll_at_least(const unsigned *p, unsigned target) {
 #ifdef MK_POLL_RELAXED
   while (ld_relaxed(p) < target)

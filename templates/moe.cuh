@@ -178,8 +178,16 @@ __device__ void moe_topk_sigmoid(const float *logits, const bf16 *bias, float sc
                                  float *w_out, int *idx_out) {
   static_assert(K <= E, "top-k larger than the expert count");
   __shared__ float score[E], sel[E];
+  if constexpr (POLL) {
+    // One warp polls (as moe_topk's), not every thread: E loads per round
+    // from one block instead of E per thread group.
+    if (threadIdx.x < 32)
+      for (int e = threadIdx.x; e < E; e += 32)
+        score[e] = poll_nonzero(logits + e);
+    __syncthreads();
+  }
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    const float x = POLL ? poll_nonzero(logits + e) : __ldcg(logits + e);
+    const float x = POLL ? score[e] : __ldcg(logits + e);
     const float s = 1.f / (1.f + expf(-x));
     score[e] = s;
     sel[e] = s + bf2f(bias[e]);

@@ -170,9 +170,15 @@ struct SchedulePollRouterLogitsPass
     NamedAttrList args;
     args.append("buffer", b.getStringAttr(buf.getSymName()));
     args.append("n", b.getI64IntegerAttr(words));
+    // A name no task of the kernel has.
+    llvm::StringSet<> names;
+    kernel.walk([&](TaskOpInterface t) { names.insert(t.getName()); });
+    std::string name = (routerName + ".clear").str();
+    for (int i = 1; names.contains(name); ++i)
+      name = (routerName + ".clear." + Twine(i)).str();
     TaskOpInterface zero =
-        createTaskOp(b, router.getLoc(), TaskKind::ZeroF32, (routerName + ".clear").str(), "",
-                     Partition::Slices, args.getDictionary(kernel.getContext()));
+        createTaskOp(b, router.getLoc(), TaskKind::ZeroF32, name, "", Partition::Slices,
+                     args.getDictionary(kernel.getContext()));
     zero.setCount(1);
     zero.setBytes(4 * words);
   }

@@ -168,6 +168,14 @@ LogicalResult KernelOp::verifyRegions() {
     return success();
   };
 
+  // The buffers a task stores for polling (schedule-poll-router-logits),
+  // which a zero_f32 task may clear as words whatever their dtype.
+  llvm::StringSet<> polledBuffers;
+  body.walk([&](Bf16RowsOp r) {
+    if (r.getPolledOutput())
+      polledBuffers.insert(r.getOutput());
+  });
+
   // Collect tasks; check names and buffer references.
   int64_t segment = 0, phase = 0;
   for (Operation &op : body) {
@@ -220,11 +228,16 @@ LogicalResult KernelOp::verifyRegions() {
                  << b << ", a " << buf.getDtype()
                  << " buffer: the sums it adds are fp32 (an f32 buffer)";
       // A zeroing task clears its whole buffer, in floats: an f32 buffer's
-      // elements, or any other's bytes / 4 (a polled buffer's, cleared
-      // before its polled stores: schedule-poll-router-logits).
+      // elements, or the words of a buffer a task stores for polling
+      // (schedule-poll-router-logits: a bf16 router's logits).
       if (t.getTaskKind() == TaskKind::ZeroF32) {
         if (BufferOp buf = buffers.lookup(t.getStrArg("buffer"))) {
           const int64_t numel = buf.getNumElements(), n = t.getIntArg("n");
+          if (buf.getDtype() != "f32" && !polledBuffers.contains(buf.getSymName()))
+            return t.emitOpError("zeroes @")
+                   << buf.getSymName() << ", a " << buf.getDtype()
+                   << " buffer: only f32 buffers, and buffers a task stores for polling, are "
+                      "cleared as floats";
           if (4 * n != buf.getSizeInBytes())
             return t.emitOpError("zeroes ")
                    << n << " floats (" << 4 * n << " bytes) of @" << buf.getSymName()
@@ -419,6 +432,74 @@ LogicalResult KernelOp::verifyRegions() {
           uses.push_back({i, accessOf(acc, buf)});
       }
   }
+  // A buffer polled by its readers (schedule-poll-router-logits): one
+  // polled store (a router's, covering every value its readers poll), each
+  // other write a zero_f32 clearing of the whole buffer before it in task
+  // order and ordered before it and before every polling read, and every
+  // polling read after the store in task order. Then a polling read sees
+  // zero until the store lands, and only this step's store.
+  auto verifyPolledBuffer = [&](BufferOp buf,
+                                ArrayRef<std::pair<int64_t, int>> uses) -> LogicalResult {
+    const StringRef name = buf.getSymName();
+    SmallVector<int64_t> stores, clears, polls;
+    for (auto [t, a] : uses) {
+      TaskOpInterface op = tasks[t].op;
+      if (op->hasAttr("poll_logits") && op.getStrArg("logits") == name)
+        polls.push_back(t);
+      if (!(a & (Write | Accum)))
+        continue;
+      if (op->hasAttr("polled_output") && isa<Bf16RowsOp>(op.getOperation()))
+        stores.push_back(t);
+      else if (isa<ZeroF32Op>(op.getOperation()) && !(a & Accum))
+        clears.push_back(t);
+      else if (!stores.empty() || !polls.empty())
+        return op.emitOpError("writes @")
+               << name << ", which a task stores for polling: only its clearing (zero_f32) may";
+      else
+        clears.push_back(-1 - t); // a plain write: an error if the buffer is polled
+    }
+    if (stores.empty() && polls.empty())
+      return success();
+    if (stores.empty())
+      return tasks[polls.front()].op.emitOpError("polls @")
+             << name << ", which no task writes with a polled store";
+    if (stores.size() > 1)
+      return tasks[stores[1]].op.emitOpError("stores @")
+             << name << " for polling, as '" << tasks[stores[0]].op.getName()
+             << "' does: one polled store per buffer";
+    for (int64_t c : clears)
+      if (c < 0)
+        return tasks[-1 - c].op.emitOpError("writes @")
+               << name << ", which a task stores for polling: only its clearing (zero_f32) may";
+    const int64_t store = stores.front();
+    TaskOpInterface storeOp = tasks[store].op;
+    if (clears.empty())
+      return storeOp.emitOpError("stores @")
+             << name << " for polling, but no zero_f32 task clears it before";
+    for (int64_t c : clears)
+      if (c > store || !ordered(c, store))
+        return tasks[c].op.emitOpError("clears @")
+               << name << ", which '" << storeOp.getName()
+               << "' stores for polling: the clearing must be ordered before the store";
+    const int64_t rows = storeOp.getIntArg("rows");
+    for (int64_t p : polls) {
+      TaskOpInterface r = tasks[p].op;
+      if (p < store)
+        return r.emitOpError("polls @") << name << " before '" << storeOp.getName()
+                                        << "' stores it (possible deadlock)";
+      for (int64_t c : clears)
+        if (!ordered(c, p))
+          return r.emitOpError("polls @")
+                 << name << " without a barrier or counter after its clearing '"
+                 << tasks[c].op.getName() << "'";
+      const int64_t experts = r.getIntArg("experts");
+      if (experts > rows || experts > buf.getNumElements())
+        return r.emitOpError("polls ")
+               << experts << " logits of @" << name << " but '" << storeOp.getName()
+               << "' stores " << rows << " (it would wait forever)";
+    }
+    return success();
+  };
   for (auto &entry : buffers) {
     BufferOp buf = entry.second;
     if (buf.getSpace() == "shared")
@@ -450,21 +531,14 @@ LogicalResult KernelOp::verifyRegions() {
         return tasks[tj].op.emitOpError("accumulates into @")
                << buf.getSymName()
                << " which no earlier, ordered task initializes";
-      // A polling reader polls what an earlier polled store writes, and
-      // the buffer is cleared (written) before both, ordered.
-      if (tasks[tj].op->hasAttr("poll_logits") &&
-          tasks[tj].op.getStrArg("logits") == buf.getSymName() &&
-          !llvm::any_of(ArrayRef(uses).take_front(j), [&](auto u) {
-            return pollsAfter(tasks[u.first].op, tasks[tj].op, buf.getSymName());
-          }))
-        return tasks[tj].op.emitOpError("polls @")
-               << buf.getSymName() << " which no earlier task writes with a polled store";
       if ((aj & Read) && !(aj & Write) && !initialized &&
           !llvm::any_of(ArrayRef(uses).take_front(j),
                         [](auto u) { return u.second & Accum; }))
         return tasks[tj].op.emitOpError("reads @")
                << buf.getSymName() << " before any task writes it";
     }
+    if (failed(verifyPolledBuffer(buf, uses)))
+      return failure();
   }
   return success();
 }

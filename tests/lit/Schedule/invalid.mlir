@@ -360,7 +360,7 @@ schedule.kernel @k attributes {threads = 128 : i64} {
 schedule.kernel @k attributes {threads = 128 : i64} {
   schedule.buffer @s {dtype = "bf16", shape = array<i64: 64>}
   schedule.phase "p" {
-    // expected-error @+1 {{zeroes 64 floats (256 bytes) of @s, which holds 64 bf16 elements (128 bytes)}}
+    // expected-error @+1 {{zeroes @s, a bf16 buffer: only f32 buffers, and buffers a task stores for polling, are cleared as floats}}
     schedule.zero_f32 "zero" {buffer = @s, n = 64 : i64}
   }
 }
@@ -755,7 +755,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   }
   schedule.barrier
   schedule.phase "gate_up" {
-    // expected-error @+1 {{polls @logits which no earlier task writes with a polled store}}
+    // expected-error @+1 {{polls @logits, which no task writes with a polled store}}
     schedule.moe_gate_up "gu" {poll_logits, experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = #schedule.partition<experts>}
   }
 }
@@ -848,5 +848,144 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.phase "shared" {
     // expected-error @+1 {{poll_logits on a task without router logits}}
     schedule.moe_gate_up "gu" {poll_logits, experts = 1 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, slots = 1 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, up = "up", bytes = 8192 : i64, count = 32 : i64, partition = #schedule.partition<experts>}
+  }
+}
+
+// -----
+
+// A plain write between the clearing and the polled store, or before a
+// polled buffer's store without its clearing: refused.
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @logits {dtype = "bf16", shape = array<i64: 8>}
+  schedule.buffer @sums {dtype = "f32", shape = array<i64: 512>}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.weight @router {dtype = "bf16", shape = array<i64: 8, 256>}
+  schedule.weight @gate.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 128, 128>}
+  schedule.weight @gate.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @gate.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @up.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 128, 128>}
+  schedule.weight @up.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @up.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @down.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 64, 256>}
+  schedule.weight @down.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 4, 256>}
+  schedule.weight @down.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 4, 256>}
+  schedule.weight @proj.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 256, 256>}
+  schedule.weight @proj.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 16, 256>}
+  schedule.weight @proj.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 16, 256>}
+  schedule.weight @router2 {dtype = "bf16", shape = array<i64: 8, 256>}
+  schedule.phase "zero" { schedule.zero_f32 "sums.zero" {buffer = @sums, n = 512 : i64, bytes = 2048 : i64, count = 1 : i64}
+    schedule.zero_f32 "acc.zero" {buffer = @acc, n = 256 : i64, bytes = 1024 : i64, count = 1 : i64}
+    // expected-error @+1 {{writes @logits, which a task stores for polling: only its clearing (zero_f32) may}}
+    schedule.bf16_rows "prev" {input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router2", bytes = 4096 : i64, count = 4 : i64, partition = #schedule.partition<rows>} }
+  schedule.barrier
+  schedule.phase "route" { schedule.bf16_rows "route" {polled_output, input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router", bytes = 4096 : i64, count = 4 : i64, partition = #schedule.partition<rows>} }
+  schedule.phase "gu" { schedule.moe_gate_up "gu" {poll_logits, experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = #schedule.partition<experts>} }
+}
+
+// -----
+
+// Two polled stores of one buffer: refused (a reader could take the first's).
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @logits {dtype = "bf16", shape = array<i64: 8>}
+  schedule.buffer @sums {dtype = "f32", shape = array<i64: 512>}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.weight @router {dtype = "bf16", shape = array<i64: 8, 256>}
+  schedule.weight @gate.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 128, 128>}
+  schedule.weight @gate.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @gate.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @up.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 128, 128>}
+  schedule.weight @up.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @up.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @down.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 64, 256>}
+  schedule.weight @down.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 4, 256>}
+  schedule.weight @down.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 4, 256>}
+  schedule.weight @proj.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 256, 256>}
+  schedule.weight @proj.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 16, 256>}
+  schedule.weight @proj.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 16, 256>}
+  schedule.weight @router2 {dtype = "bf16", shape = array<i64: 8, 256>}
+  schedule.counter @c {size = 1 : i64}
+  schedule.phase "zero" { schedule.zero_f32 "sums.zero" {buffer = @sums, n = 512 : i64, bytes = 2048 : i64, count = 1 : i64}
+    schedule.zero_f32 "acc.zero" {buffer = @acc, n = 256 : i64, bytes = 1024 : i64, count = 1 : i64}
+    schedule.zero_f32 "clear" {buffer = @logits, n = 4 : i64, bytes = 16 : i64, count = 1 : i64} }
+  schedule.barrier
+  schedule.phase "route" { schedule.bf16_rows "route" {polled_output, input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router", bytes = 4096 : i64, count = 4 : i64, partition = #schedule.partition<rows>}
+    schedule.signal @c {divisor = 4 : i64, task = "route"} }
+  // expected-error @+1 {{stores @logits for polling, as 'route' does: one polled store per buffer}}
+  schedule.phase "route2" { schedule.bf16_rows "route2" {polled_output, input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router2", bytes = 4096 : i64, count = 4 : i64, partition = #schedule.partition<rows>}
+    schedule.wait @c {divisor = 4 : i64, target = 4 : i64, task = "route2"} }
+  schedule.phase "gu" { schedule.moe_gate_up "gu" {poll_logits, experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = #schedule.partition<experts>} }
+}
+
+// -----
+
+// A reader polling more logits than the store writes would wait forever.
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @logits {dtype = "bf16", shape = array<i64: 8>}
+  schedule.buffer @sums {dtype = "f32", shape = array<i64: 512>}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.weight @router {dtype = "bf16", shape = array<i64: 8, 256>}
+  schedule.weight @gate.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 128, 128>}
+  schedule.weight @gate.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @gate.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @up.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 128, 128>}
+  schedule.weight @up.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @up.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @down.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 64, 256>}
+  schedule.weight @down.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 4, 256>}
+  schedule.weight @down.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 4, 256>}
+  schedule.weight @proj.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 256, 256>}
+  schedule.weight @proj.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 16, 256>}
+  schedule.weight @proj.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 16, 256>}
+  schedule.weight @router2 {dtype = "bf16", shape = array<i64: 8, 256>}
+  schedule.phase "zero" { schedule.zero_f32 "sums.zero" {buffer = @sums, n = 512 : i64, bytes = 2048 : i64, count = 1 : i64}
+    schedule.zero_f32 "acc.zero" {buffer = @acc, n = 256 : i64, bytes = 1024 : i64, count = 1 : i64}
+    schedule.zero_f32 "clear" {buffer = @logits, n = 4 : i64, bytes = 16 : i64, count = 1 : i64} }
+  schedule.barrier
+  schedule.phase "route" { schedule.bf16_rows "route" {polled_output, input = @x, k = 256 : i64, output = @logits, rows = 4 : i64, rows_per_task = 2 : i64, weight = "router", bytes = 4096 : i64, count = 2 : i64, partition = #schedule.partition<rows>} }
+  // expected-error @+1 {{polls 8 logits of @logits but 'route' stores 4 (it would wait forever)}}
+  schedule.phase "gu" { schedule.moe_gate_up "gu" {poll_logits, experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = #schedule.partition<experts>} }
+}
+
+// -----
+
+// A clearing after the polled store would leave its readers waiting.
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @x {dtype = "f32", shape = array<i64: 256>, space = "shared"}
+  schedule.buffer @logits {dtype = "bf16", shape = array<i64: 8>}
+  schedule.buffer @sums {dtype = "f32", shape = array<i64: 512>}
+  schedule.buffer @acc {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @y {dtype = "bf16", shape = array<i64: 256>}
+  schedule.weight @router {dtype = "bf16", shape = array<i64: 8, 256>}
+  schedule.weight @gate.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 128, 128>}
+  schedule.weight @gate.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @gate.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @up.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 128, 128>}
+  schedule.weight @up.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @up.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 8, 128>}
+  schedule.weight @down.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 8, 64, 256>}
+  schedule.weight @down.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 4, 256>}
+  schedule.weight @down.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 8, 4, 256>}
+  schedule.weight @proj.w_q {dtype = "u8", group = 32 : i64, shape = array<i64: 256, 256>}
+  schedule.weight @proj.scales {dtype = "bf16", group = 32 : i64, shape = array<i64: 16, 256>}
+  schedule.weight @proj.zeros {dtype = "bf16", group = 32 : i64, shape = array<i64: 16, 256>}
+  schedule.weight @router2 {dtype = "bf16", shape = array<i64: 8, 256>}
+  schedule.counter @c {size = 1 : i64}
+  schedule.phase "zero" { schedule.zero_f32 "sums.zero" {buffer = @sums, n = 512 : i64, bytes = 2048 : i64, count = 1 : i64}
+    schedule.zero_f32 "clear" {buffer = @logits, n = 4 : i64, bytes = 16 : i64, count = 1 : i64} }
+  schedule.barrier
+  schedule.phase "route" { schedule.bf16_rows "route" {polled_output, input = @x, k = 256 : i64, output = @logits, rows = 8 : i64, rows_per_task = 2 : i64, weight = "router", bytes = 4096 : i64, count = 4 : i64, partition = #schedule.partition<rows>} }
+  schedule.barrier
+  // expected-error @+1 {{clears @logits, which 'route' stores for polling: the clearing must be ordered before the store}}
+  schedule.phase "clear2" { schedule.zero_f32 "clear2" {buffer = @logits, n = 4 : i64, bytes = 16 : i64, count = 1 : i64}
+    schedule.signal @c {divisor = 1 : i64, task = "clear2"}
+  }
+  schedule.phase "gu" { schedule.moe_gate_up "gu" {poll_logits, experts = 8 : i64, gate = "gate", group = 32 : i64, hidden = 256 : i64, input = @x, inter = 128 : i64, ksplit = 2 : i64, logits = @logits, scaling = 1.0 : f64, slots = 2 : i64, sums = @sums, tiles = 8 : i64, tn = 16 : i64, top_k = 2 : i64, up = "up", bytes = 81920 : i64, count = 64 : i64, partition = #schedule.partition<experts>}
+    schedule.wait @c {divisor = 64 : i64, target = 1 : i64, task = "gu"}
   }
 }
