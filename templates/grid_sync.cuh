@@ -50,6 +50,17 @@ __device__ __forceinline__ unsigned ld_relaxed(const unsigned *p) {
   asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+/// The same on a 64-bit word (the counting grid barrier's arrivals).
+__device__ __forceinline__ unsigned long long ld_acquire(const unsigned long long *p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned long long ld_relaxed(const unsigned long long *p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
 
 /// Polls `*p` until it is at least `target`, then orders the caller's later
 /// accesses after the load that saw it. Default: every poll an acquire load
@@ -58,7 +69,8 @@ __device__ __forceinline__ unsigned ld_relaxed(const unsigned *p) {
 /// fence once the value is seen (the L1 the co-resident block reads through
 /// is invalidated once per wait, not once per round trip); the counting grid
 /// barrier's poll too, not the flag barrier's (-DMK_GRID_BARRIER_FLAGS).
-__device__ __forceinline__ void poll_at_least(const unsigned *p, unsigned target) {
+template <class Word>
+__device__ __forceinline__ void poll_at_least(const Word *p, Word target) {
 #ifdef MK_POLL_RELAXED
   while (ld_relaxed(p) < target)
     spin_pause();
@@ -125,16 +137,6 @@ __device__ __forceinline__ unsigned long long atom_acq_rel_add_u64(unsigned long
                : "memory");
   return old;
 }
-__device__ __forceinline__ unsigned long long ld_acquire_u64(const unsigned long long *p) {
-  unsigned long long v;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ unsigned long long ld_relaxed_u64(const unsigned long long *p) {
-  unsigned long long v;
-  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
 __device__ __forceinline__ void grid_barrier_flags(unsigned *sync);
 __device__ __forceinline__ void grid_barrier(unsigned *sync) {
 #ifdef MK_GRID_BARRIER_FLAGS
@@ -147,14 +149,7 @@ __device__ __forceinline__ void grid_barrier(unsigned *sync) {
     unsigned long long *count = reinterpret_cast<unsigned long long *>(sync);
     const unsigned long long g = gridDim.x;
     const unsigned long long target = (atom_acq_rel_add_u64(count, 1ull) / g + 1ull) * g;
-#ifdef MK_POLL_RELAXED
-    while (ld_relaxed_u64(count) < target)
-      spin_pause();
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");
-#else
-    while (ld_acquire_u64(count) < target)
-      spin_pause();
-#endif
+    poll_at_least<unsigned long long>(count, target);
   }
   __syncthreads();
 #endif
@@ -241,7 +236,7 @@ __device__ __forceinline__ void counter_signal_tail() {
 /// comes before every task that waits for it and all blocks are co-resident.
 __device__ __forceinline__ void counter_wait(unsigned *sync, int i, unsigned target) {
   if (threadIdx.x == 0)
-    poll_at_least(counter_ptr(sync, i), target);
+    poll_at_least<unsigned>(counter_ptr(sync, i), target);
   __syncthreads();
 }
 
