@@ -58,10 +58,10 @@ inline const char *ctypeOf(StringRef dtype) {
 /// them within a layer (mk-diff reports the first capture that disagrees, so
 /// the manifest lists them in dataflow order).
 constexpr const char *kCaptureOrder[] = {
-    "attn_in", "q",      "k",      "v",     "g",        "beta_logits",
-    "q_conv",  "k_conv", "v_conv", "kda_o", "mla_q",    "mla_kv",
-    "mla_o",   "attn_out", "h",    "moe_in", "router_logits", "topk_idx",
-    "topk_w",  "moe_out", "out"};
+    "attn_in", "q",      "k",      "v",      "g",        "beta_logits", "gate",
+    "q_conv",  "k_conv", "v_conv", "kda_o",  "mla_q",    "mla_kv",      "mla_o",
+    "attn_out", "h",     "moe_in", "router_logits", "topk_idx", "topk_w", "moe_out",
+    "out"};
 
 
 /// mk::kMaxGrid (grid_sync.cuh): the most blocks the grid barrier supports.

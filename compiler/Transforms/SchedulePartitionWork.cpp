@@ -48,8 +48,7 @@ struct SchedulePartitionWorkPass
   void finish(TaskOpInterface t, int64_t count, int64_t bytesPerTask, Partition how) {
     t.setCount(count);
     t.setBytes(count * bytesPerTask);
-    if (!t.getPartition())
-      t.setPartition(how);
+    t.setPartition(how);
   }
   llvm::StringMap<TaskOpInterface> producer; // buffer -> (last) writing task
 

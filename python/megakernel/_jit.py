@@ -120,12 +120,13 @@ def _compile_into(text: str, out_dir: str, kernel_name: Optional[str],
         if arithmetic:
             cmd.append("--pass-option=schedule-tile-weights=arithmetic=" + arithmetic)
         r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            # The same error as the in-process path's refusal: mkc's own
-            # one-line messages ("mkc: error: ...").
+        if r.returncode == 1:
+            # mkc's refusal (its one-line "mkc: error: ..." messages): the
+            # same error as the in-process path's.
             from ._capi import MegakernelError
-            raise MegakernelError(1, "mkc exited with %d: %s" % (
-                r.returncode, (r.stderr + r.stdout).strip()))
+            raise MegakernelError(1, "mkc exited with 1: %s" % (r.stderr + r.stdout).strip())
+        if r.returncode != 0:
+            raise RuntimeError("mkc failed (%d):\n%s%s" % (r.returncode, r.stdout, r.stderr))
 
 
 def compile(spec: Union[str, "os.PathLike[str]", Mapping[str, Any], Any],

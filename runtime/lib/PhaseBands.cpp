@@ -3,7 +3,9 @@
 #include "mk/runtime/PhaseBands.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <map>
 
 namespace mk::rt {
@@ -17,7 +19,10 @@ std::pair<int, std::string> splitLayer(const std::string &name) {
   size_t i = kPrefix.size(), j = i;
   while (j < name.size() && name[j] >= '0' && name[j] <= '9')
     ++j;
-  if (j == i || j - i > 6 || j + 1 >= name.size() || name[j] != '.')
+  // Digits without a leading zero (blocks.007 is no layer's), then a dot
+  // and the rest.
+  if (j == i || j - i > 6 || (name[i] == '0' && j - i > 1) || j + 1 >= name.size() ||
+      name[j] != '.')
     return {-1, name};
   return {std::atoi(name.substr(i, j - i).c_str()), name.substr(j + 1)};
 }
@@ -52,8 +57,11 @@ std::vector<BandKindSummary> summarizeBands(const std::vector<PhaseBand> &bands,
                                             const std::vector<double> &spanUs,
                                             const std::vector<double> &floorUs) {
   std::vector<BandKindSummary> out;
+  size_t phases = 0;
+  for (const PhaseBand &b : bands)
+    phases += b.phases.size();
   const bool floors = !floorUs.empty();
-  if (floors && floorUs.size() != spanUs.size())
+  if (spanUs.size() != phases || (floors && floorUs.size() != phases))
     return out;
   std::map<std::string, size_t> index;
   std::vector<double> floorSum;
@@ -77,8 +85,10 @@ std::vector<BandKindSummary> summarizeBands(const std::vector<PhaseBand> &bands,
     BandKindSummary &s = out[it->second];
     ++s.count;
     s.totalUs += us;
-    s.minUs = std::min(s.minUs, us);
-    s.maxUs = std::max(s.maxUs, us);
+    // A NaN span makes its kind's least and most NaN too (as its mean).
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    s.minUs = std::isnan(us) || std::isnan(s.minUs) ? nan : std::min(s.minUs, us);
+    s.maxUs = std::isnan(us) || std::isnan(s.maxUs) ? nan : std::max(s.maxUs, us);
     floorSum[it->second] += fl;
   }
   for (size_t i = 0; i < out.size(); ++i) {

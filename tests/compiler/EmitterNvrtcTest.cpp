@@ -671,3 +671,32 @@ TEST(EmitterDebugCapture, CapturesAreTheOracleTrace) {
   for (size_t i = 1; i < spans.size(); ++i)
     EXPECT_LE(spans[i - 1].second, spans[i].first);
 }
+
+// The manifest lists a layer's captures in dataflow order, so that the first
+// one mk-diff flags is the first phase that went wrong: the released KDA
+// form's `gate` right after `beta_logits`, before the convolutions and the
+// layer's output (it was once ranked after `out`).
+TEST(EmitterDebugCapture, CapturesInDataflowOrder) {
+  auto order = [](const char *spec, const char *kernel) {
+    Emitted k = emit(spec, kernel, true);
+    mk::rt::Manifest m;
+    mk::rt::Status s = mk::rt::parseManifest(k.manifest, m);
+    EXPECT_TRUE(s.isOk()) << s.message();
+    std::vector<std::string> layer0;
+    for (const mk::rt::Capture &c : m.captures)
+      if (c.name.rfind("layer0.", 0) == 0)
+        layer0.push_back(c.name.substr(7));
+    return layer0;
+  };
+  auto before = [](const std::vector<std::string> &v, const char *a, const char *b) {
+    auto ia = std::find(v.begin(), v.end(), a), ib = std::find(v.begin(), v.end(), b);
+    EXPECT_NE(ia, v.end()) << a;
+    EXPECT_NE(ib, v.end()) << b;
+    return ia < ib;
+  };
+  const std::vector<std::string> kda =
+      order("examples/specs/tiny_released_forms.json", "mk_tiny_released_forms");
+  EXPECT_TRUE(before(kda, "beta_logits", "gate"));
+  EXPECT_TRUE(before(kda, "gate", "q_conv"));
+  EXPECT_TRUE(before(kda, "gate", "attn_out"));
+}

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include <string>
 #include <vector>
 
@@ -40,10 +43,12 @@ TEST(PhaseBands, LayersSplitIntoAttentionAndFeedForwardParts) {
 }
 
 TEST(PhaseBands, NamesThatAreNoLayerStandAlone) {
-  // No digits, no dot after them, or nothing after the dot: not a layer's.
+  // No digits, no dot after them, nothing after the dot, or a leading zero:
+  // not a layer's.
   const std::vector<PhaseBand> b =
       phaseBands({"blocks.x.attn_norm", "blocks.3", "blocks.3.", "blocks.3.attn_norm"});
   ASSERT_EQ(b.size(), 4u);
+  EXPECT_EQ(phaseBands({"blocks.007.attn_norm"}).front().layer, -1);
   EXPECT_EQ(b[0].layer, -1);
   EXPECT_EQ(b[1].layer, -1);
   EXPECT_EQ(b[2].layer, -1);
@@ -94,6 +99,18 @@ TEST(PhaseBands, NoFloorsOrMismatchedSizes) {
   EXPECT_EQ(k[0].meanFloorUs, 0);
   EXPECT_TRUE(summarizeBands(phaseBands(names()), span, std::vector<double>(3, 1.0)).empty());
   EXPECT_TRUE(summarizeBands(phaseBands(names()), std::vector<double>(4, 1.0), {}).empty());
+  EXPECT_TRUE(summarizeBands(phaseBands(names()), std::vector<double>(17, 1.0), {}).empty());
+}
+
+TEST(PhaseBands, ANanSpanMarksItsKind) {
+  std::vector<double> span(16, 1.0);
+  span[6] = std::numeric_limits<double>::quiet_NaN(); // layer 1's gated delta
+  const std::vector<BandKindSummary> k = summarizeBands(phaseBands(names()), span, {});
+  ASSERT_EQ(k.size(), 5u);
+  EXPECT_TRUE(std::isnan(k[0].meanUs));
+  EXPECT_TRUE(std::isnan(k[0].minUs));
+  EXPECT_TRUE(std::isnan(k[0].maxUs));
+  EXPECT_DOUBLE_EQ(k[1].meanUs, 2.0); // the MoE parts are untouched
 }
 
 } // namespace

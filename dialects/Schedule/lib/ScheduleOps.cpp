@@ -714,6 +714,11 @@ LogicalResult mk::schedule::verifyTaskOp(TaskOpInterface t) {
                                    << " instances a task may have";
   if (t.isEveryBlock() && count != 1)
     return t.emitOpError("an every_block task has count 1");
+  if (t.isEveryBlock() && t.getKind() != TaskKind::ResidualRmsnorm &&
+      t.getKind() != TaskKind::Opaque)
+    return t.emitOpError("partition every_block is a residual_rmsnorm's (the norm every "
+                         "block recomputes), not a ")
+           << taskKindName(t.getKind()) << "'s";
   if (bytes < 0)
     return t.emitOpError("bytes must be non-negative, got ") << bytes;
   if (t->hasAttr("poll_logits") && t.getStrArg("logits").empty())

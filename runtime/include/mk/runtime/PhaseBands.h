@@ -47,9 +47,10 @@ struct BandKindSummary {
 };
 
 /// One summary per kind of band, in the order each kind first appears.
-/// `spanUs` has one span per phase; `floorUs` one floor per phase, or is
-/// empty (no floors). Sizes that differ from the phases' are an empty
-/// result.
+/// `spanUs` has one span per phase of `bands`; `floorUs` one floor per
+/// phase, or is empty (no floors). Sizes that differ from the bands'
+/// phase count are an empty result; a NaN span makes its kind's mean,
+/// least and most NaN.
 std::vector<BandKindSummary> summarizeBands(const std::vector<PhaseBand> &bands,
                                             const std::vector<double> &spanUs,
                                             const std::vector<double> &floorUs);

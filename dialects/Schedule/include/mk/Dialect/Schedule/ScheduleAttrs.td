@@ -9,8 +9,9 @@
 // which the partitioner and the emitter refuse.
 //
 // The partition: how a task's work is cut into its instances, set by
-// schedule-partition-work from the cut it picks (TaskCuts.h), or by
-// schedule-form-phases for the tasks every block runs.
+// schedule-partition-work from the cut it picks (TaskCuts.h); before it,
+// schedule-form-phases marks the tasks every block runs (`every_block`)
+// and the accumulators' zeroing tasks (`slices`).
 //
 //===----------------------------------------------------------------------===//
 

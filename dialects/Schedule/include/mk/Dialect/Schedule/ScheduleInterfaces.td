@@ -58,7 +58,8 @@ def Schedule_TaskOpInterface : OpInterface<"TaskOpInterface"> {
       [{ $_op.setCount((uint64_t)count); }]>,
     InterfaceMethod<"The graph op the task implements (\"\" if none).",
       "::llvm::StringRef", "getOp", (ins), [{ return $_op.getOp(); }]>,
-    InterfaceMethod<"How the op's work is cut (none before schedule-partition-work).",
+    InterfaceMethod<"How the op's work is cut (before schedule-partition-work: only the "
+                    "every-block and zeroing tasks').",
       "std::optional<::mk::schedule::Partition>", "getPartition", (ins),
       [{ return $_op.getPartition(); }]>,
     InterfaceMethod<"", "void", "setPartition", (ins "::mk::schedule::Partition":$partition),

@@ -45,8 +45,9 @@ mlir::LogicalResult verifyArgmaxOfTiles(W4A16GemvOp g);
 /// verifier's conditions after the arguments' presence; "" if they can).
 std::string argmaxOfTilesRefusal(W4A16GemvOp g);
 /// Creates the task op of `kind` (`schedule.<keyword>`) named `name` at
-/// `b`'s insertion point, with one instance, `partition` if given (only the
-/// tasks every block runs have one before schedule-partition-work) and the
+/// `b`'s insertion point, with one instance, `partition` if given (before
+/// schedule-partition-work only the tasks every block runs and the zeroing
+/// tasks have one) and the
 /// arguments `args`, each its own attribute (buffers named by string become
 /// symbol references: withBufferSymbols).
 TaskOpInterface createTaskOp(mlir::OpBuilder &b, mlir::Location loc, TaskKind kind,
