@@ -12,18 +12,12 @@ using namespace mk::schedule;
 
 #include "mk/Dialect/Schedule/ScheduleDialect.cpp.inc"
 
-#define GET_ATTRDEF_CLASSES
-#include "mk/Dialect/Schedule/ScheduleAttrs.cpp.inc"
-
 void ScheduleDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "mk/Dialect/Schedule/ScheduleOps.cpp.inc"
       >();
-  addAttributes<
-#define GET_ATTRDEF_LIST
-#include "mk/Dialect/Schedule/ScheduleAttrs.cpp.inc"
-      >();
+  registerAttributes(); // ScheduleAttrs.cpp
 }
 
 /// The parse hook of an op name the dialect does not register.

@@ -18,6 +18,8 @@ def Schedule_Dialect : Dialect {
   let useDefaultAttributePrinterParser = 1;
   let summary = "Phases, tasks, barriers and counters of a cooperative megakernel";
   let extraClassDeclaration = [{
+    /// Adds the dialect's attributes (ScheduleAttrs.cpp).
+    void registerAttributes();
     /// An op name the dialect does not know is refused naming the task
     /// kinds there are (most such names are a mistyped task kind).
     std::optional<ParseOpHook> getParseOperationHook(::llvm::StringRef opName) const override;
