@@ -50,17 +50,12 @@ struct SchedulePollRouterLogitsPass
       pollRouters(k);
   }
 
-  /// The segment (grid barriers before it) of every phase.
-  static llvm::DenseMap<Operation *, int64_t> segments(KernelOp kernel) {
-    llvm::DenseMap<Operation *, int64_t> seg;
-    int64_t s = 0;
-    for (Operation &o : kernel.getBodyBlock()) {
+  /// A grid barrier between phase `from` and the later phase `to`.
+  static bool barrierBetween(PhaseOp from, PhaseOp to) {
+    for (Operation *o = from->getNextNode(); o && o != to.getOperation(); o = o->getNextNode())
       if (isa<BarrierOp>(o))
-        ++s;
-      else if (isa<PhaseOp>(o))
-        seg[&o] = s;
-    }
-    return seg;
+        return true;
+    return false;
   }
 
   void pollRouters(KernelOp kernel) {
@@ -74,7 +69,6 @@ struct SchedulePollRouterLogitsPass
     }
     if (!first)
       return;
-    const llvm::DenseMap<Operation *, int64_t> seg = segments(kernel);
     // Every task's accesses, in program order.
     SmallVector<std::pair<TaskOpInterface, TaskAccesses>> tasks;
     kernel.walk([&](TaskOpInterface t) { tasks.push_back({t, taskAccesses(t)}); });
@@ -102,11 +96,14 @@ struct SchedulePollRouterLogitsPass
         else if (reads)
           readers.push_back(t);
       }
-      if (other || readers.empty())
+      // Every reader polls values the router stores (else it would wait
+      // forever: the verifier refuses it).
+      if (other || readers.empty() || llvm::any_of(readers, [&](TaskOpInterface r) {
+            return r.getIntArg("experts") > int64_t(router.getRows());
+          }))
         continue;
       // A grid barrier between the clearing (the first phase) and the router.
-      auto routerPhase = cast<PhaseOp>(router->getParentOp());
-      if (seg.lookup(first.getOperation()) >= seg.lookup(routerPhase.getOperation()))
+      if (!barrierBetween(first, cast<PhaseOp>(router->getParentOp())))
         continue;
       rewrite(kernel, first, router, buf, readers);
     }
