@@ -15,7 +15,7 @@
 # it compiles them as before; the scripts print how many it compiled).
 # MK_NVRTC_CACHE=0 skips this step, as does a build without mk-compile;
 # MK_NVRTC_UNIT_VARIANTS names the unit's NVRTC-option variants compiled
-# too (default: -DMK_SPIN_NS=64 -DMK_POLL_RELAXED).
+# too (default: none; e.g. "-DMK_SPIN_NS=64 -DMK_POLL_RELAXED", perf notes #167).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-.carry/kernels}"
@@ -71,17 +71,24 @@ rm -rf "${out:?}/kimi_linear_released_forms_tgnorm"
 "$mkc" examples/specs/kimi_linear_released_forms.json --emit=cuda \
   -o "$out/kimi_linear_released_forms_tgnorm" --pass-option=schedule-fuse-kda-gated-norm=enabled=true
 echo "$out/kimi_linear_released_forms_tgnorm"
-# The router's logits polled, not counted (schedule-poll-router-logits,
-# opt-in until measured): the tiny spec (softmax router, its 8-step test)
-# and the released forms (sigmoid router): OracleGpu.*RouterPolled*; the
-# unit's variant tpoll below (oracle test and bench).
-rm -rf "${out:?}/tiny_tpoll" "${out:?}/kimi_linear_released_forms_tpoll"
-"$mkc" examples/specs/tiny.json --emit=cuda -o "$out/tiny_tpoll" \
-  --pass-option=schedule-poll-router-logits=enabled=true
-echo "$out/tiny_tpoll"
+# The router's logits counted, not polled (schedule-poll-router-logits=
+# enabled=false; polling is the default since session 35): the tiny spec
+# (softmax router, its 8-step test) and the released forms (sigmoid router):
+# OracleGpu.*RouterCounted*; the unit's variant tcounted below (oracle test
+# and bench).
+rm -rf "${out:?}/tiny_tcounted" "${out:?}/kimi_linear_released_forms_tcounted"
+"$mkc" examples/specs/tiny.json --emit=cuda -o "$out/tiny_tcounted" \
+  --pass-option=schedule-poll-router-logits=enabled=false
+echo "$out/tiny_tcounted"
 "$mkc" examples/specs/kimi_linear_released_forms.json --emit=cuda \
-  -o "$out/kimi_linear_released_forms_tpoll" --pass-option=schedule-poll-router-logits=enabled=true
-echo "$out/kimi_linear_released_forms_tpoll"
+  -o "$out/kimi_linear_released_forms_tcounted" --pass-option=schedule-poll-router-logits=enabled=false
+echo "$out/kimi_linear_released_forms_tcounted"
+# The released model's counted form, for its bench against the default
+# (perf notes #168).
+rm -rf "${out:?}/kimi_linear_48b_tcounted"
+"$mkc" examples/specs/kimi_linear_48b.json --emit=cuda \
+  -o "$out/kimi_linear_48b_tcounted" --pass-option=schedule-poll-router-logits=enabled=false
+echo "$out/kimi_linear_48b_tcounted"
 # Whole models with the greedy argmax merged by the LM head's tiles
 # (schedule-fuse-argmax, opt-in until measured: OracleGpu.*ArgmaxInTheHead*;
 # the perf notes' next list benches kimi_linear_model_fargmax against
@@ -173,9 +180,10 @@ variant tspread schedule-partition-work=balance-spread=true
 # measured it no faster beside the default's attention and GEMV prologue
 # waits): oracle test and bench.
 variant tawait schedule-prologue-waits=absorb=true
-# The routed experts polling the router's logits instead of waiting for its
-# counter (opt-in, not yet measured): oracle test and bench.
-variant tpoll schedule-poll-router-logits=enabled=true
+# The routed experts waiting for the router's counter instead of polling its
+# logits (the default until session 35; perf notes #167): oracle test and
+# bench.
+variant tcounted schedule-poll-router-logits=enabled=false
 if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   # 32-row MLA attention sub-chunks (opt-in; perf notes #98: slower).
   variant tsub32 schedule-partition-work=attention-sub-rows=32
@@ -223,7 +231,7 @@ else
   # The unit's template variants that the perf notes' next measuring call
   # benches (MK_NVRTC_UNIT_VARIANTS: space-separated NVRTC options, one
   # variant each).
-  for opt in ${MK_NVRTC_UNIT_VARIANTS--DMK_SPIN_NS=64 -DMK_POLL_RELAXED}; do
+  for opt in ${MK_NVRTC_UNIT_VARIANTS-}; do
     "$compile" --arch "$arch" --cache-dir "$cache" --option="$opt" "$out/kimi_linear_w4a16" >>"$log" ||
       { cat "$log"; exit 1; }
   done

@@ -466,8 +466,8 @@ TEST(EmitterNvrtc, KimiLinearCombinePrologueWait) {
             std::string::npos);
 }
 
-// The router's logits polled (schedule-poll-router-logits=enabled=true,
-// opt-in): the routers store for polling, every routed expert task's top-k
+// The router's logits polled (schedule-poll-router-logits, on by default
+// since session 35; the counted form is enabled=false): the routers store for polling, every routed expert task's top-k
 // polls (the softmax and the sigmoid router), no routed task waits for a
 // router counter, each layer's logits are cleared in the first phase, and
 // the kernels compile for both targets.
@@ -494,7 +494,7 @@ TEST(EmitterNvrtc, RouterLogitsPolled) {
     EXPECT_EQ(count(", true>>(xs, blocks_"), sp.layers) << sp.path; // the routers' stores
     EXPECT_EQ(count(".moe.router.clear"), sp.layers) << sp.path;
     // Between a routed task's start and its top-k: a counter wait (the
-    // router's) in the default kernel, none when polled.
+    // router's) in the counted kernel, none when polled.
     auto waitsBeforeTopk = [](const std::string &text) {
       size_t waits = 0;
       for (const char *task : {".moe.experts.gate_up\n", ".moe.experts.down\n"})
@@ -506,7 +506,9 @@ TEST(EmitterNvrtc, RouterLogitsPolled) {
       return waits;
     };
     EXPECT_EQ(waitsBeforeTopk(src), 0u) << sp.path;
-    const std::string plain = emit(sp.path, sp.kernel, false, "").source;
+    EXPECT_EQ(emit(sp.path, sp.kernel, false, "").source, src) << sp.path; // the default
+    const std::string plain =
+        emit(sp.path, sp.kernel, false, "schedule-poll-router-logits=enabled=false").source;
     EXPECT_EQ(waitsBeforeTopk(plain), 2 * sp.layers) << sp.path;
     EXPECT_EQ(plain.find(", true>>(xs, blocks_"), std::string::npos) << sp.path;
   }

@@ -2,9 +2,9 @@
 //
 // Shared by the emitter's NVRTC tests and the spec matrix: compiles a kernel
 // with the embedded templates for one architecture (no GPU needed), expects
-// no error and no warning, and reads ptxas' verbose report: no spill in any
-// template (out-of-line function; reads of stack-passed arguments aside),
-// at most kBodySpillBytes in the kernel body.
+// no error and no warning, and reads ptxas' verbose report: at most
+// kTemplateSpillBytes in any template (out-of-line function; reads of
+// stack-passed arguments aside), at most kBodySpillBytes in the kernel body.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,8 +23,8 @@
 
 namespace mk::test {
 
-/// Spill bytes (stores, and loads) allowed in a default kernel's body: the
-/// templates it calls may spill nothing. The body's spills are scalars kept
+/// Spill bytes (stores, and loads) allowed in a default kernel's body (the
+/// templates it calls: kTemplateSpillBytes). The body's spills are scalars kept
 /// across the out-of-line template calls (ptxas allocates registers across
 /// them, so any template's register need moves them): sm_120 reloaded 128 B
 /// of them in session 4; with the tensor-core MLA attention (session 6) sm_90
@@ -32,14 +32,25 @@ namespace mk::test {
 /// run #43). The limit catches a body that starts spilling in earnest.
 constexpr int kBodySpillBytes = 192;
 
+/// Spill bytes (stores, and loads) allowed in a template (an out-of-line
+/// function) of a default kernel: a register or two that the calling
+/// convention ptxas chose for the whole call graph (by the 128-register
+/// body's pressure) asks the template to keep across its work. Seen since
+/// the routers' logits are polled by default (session 35): the released
+/// forms' outlined residual norm stores 8 B and loads 4, its MLA attention
+/// chunk stores 8 B and loads 12, on sm_90, a kernel measured faster than
+/// its counted form (perf notes #167). More is a template spilling in
+/// earnest.
+constexpr int kTemplateSpillBytes = 16;
+
 /// Stack bytes a template may read without a frame of its own or any spill
 /// store (arguments passed on the caller's stack).
 constexpr int kStackArgumentBytes = 16;
 
 /// What compileAndCheck holds the spills to.
 enum class SpillRule {
-  Strict,          ///< no template spill, the body within kBodySpillBytes
-  TemplatesOnly,   ///< no template spill (stack-passed arguments aside); the body's only printed
+  Strict,          ///< templates within kTemplateSpillBytes, the body within kBodySpillBytes
+  TemplatesOnly,   ///< templates within kTemplateSpillBytes (stack-passed arguments aside); the body's only printed
   PrintOnly,       ///< nothing enforced (debug and opt-in variants)
 };
 
@@ -91,7 +102,7 @@ inline void compileAndCheck(const std::string &source, const std::string &kernel
       }
       continue;
     }
-    EXPECT_EQ(stores, 0) << "spill stores in " << m[1] << " (" << arch << ")";
+    EXPECT_LE(stores, kTemplateSpillBytes) << "spill stores in " << m[1] << " (" << arch << ")";
     // Loads with no store and no stack frame of the function's own read the
     // caller's stack: arguments ptxas chose to pass there (its calling
     // convention is chosen per call graph, by the caller's register
@@ -102,7 +113,7 @@ inline void compileAndCheck(const std::string &source, const std::string &kernel
       if (rule == SpillRule::Strict)
         EXPECT_LE(loads, kStackArgumentBytes) << "stack reads in " << m[1] << " (" << arch << ")";
     } else {
-      EXPECT_EQ(loads, 0) << "spill loads in " << m[1] << " (" << arch << ")";
+      EXPECT_LE(loads, kTemplateSpillBytes) << "spill loads in " << m[1] << " (" << arch << ")";
     }
   }
   EXPECT_GT(functions, 0) << "no ptxas report in the NVRTC log:\n" << log;

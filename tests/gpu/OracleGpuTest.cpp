@@ -988,14 +988,15 @@ TEST(OracleGpu, ReleasedFormsOneStep) { oneStepAgainstOracle("kimi_linear_releas
 TEST(OracleGpu, ReleasedFormsGatedNormFusedOneStep) {
   oneStepAgainstOracle("kimi_linear_released_forms_tgnorm");
 }
-// The routed experts polling the router's logits instead of waiting for its
-// counter (schedule-poll-router-logits; make-gpu-kernels.sh generates
-// them): the softmax router over 8 steps (the clearing before each step's
-// router), the sigmoid router at the unit's width. The unit's own variant
-// is kimi_linear_w4a16_tpoll (the schedule variants' oracle test).
-TEST(OracleGpu, TinyRouterPolledEightSteps) { eightSteps("tiny_tpoll"); }
-TEST(OracleGpu, ReleasedFormsRouterPolledOneStep) {
-  oneStepAgainstOracle("kimi_linear_released_forms_tpoll");
+// The routed experts waiting for the router's counter instead of polling
+// its logits (schedule-poll-router-logits=enabled=false, the default until
+// session 35; make-gpu-kernels.sh generates them): the softmax router over 8
+// steps, the sigmoid router at the unit's width. Every default kernel polls;
+// the unit's counted form is kimi_linear_w4a16_tcounted (the schedule
+// variants' oracle test).
+TEST(OracleGpu, TinyRouterCountedEightSteps) { eightSteps("tiny_tcounted"); }
+TEST(OracleGpu, ReleasedFormsRouterCountedOneStep) {
+  oneStepAgainstOracle("kimi_linear_released_forms_tcounted");
 }
 // The dense GQA family: a tiny two-layer spec and a Qwen3-8B-sized layer.
 TEST(OracleGpu, TinyDenseGqaOneStep) { oneStepAgainstOracle("tiny_dense_gqa"); }

@@ -1,5 +1,5 @@
 // RUN: mk-opt %s "--schedule-poll-router-logits=enabled=true" | FileCheck %s
-// RUN: mk-opt %s --schedule-poll-router-logits | FileCheck %s --check-prefix=OFF
+// RUN: mk-opt %s "--schedule-poll-router-logits=enabled=false" | FileCheck %s --check-prefix=OFF
 // Run twice: the second run finds nothing left to poll.
 // RUN: mk-opt %s "--schedule-poll-router-logits=enabled=true" "--schedule-poll-router-logits=enabled=true" | FileCheck %s
 
