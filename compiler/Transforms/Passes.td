@@ -387,8 +387,9 @@ def SchedulePrologueWaits : Pass<"schedule-prologue-waits", "::mlir::ModuleOp"> 
   let description = [{
     Marks `in_prologue` each counter wait of a `moe_down` task whose
     signallers write, of what the task reads, only its `sums` (the
-    expert's gate and up sums; not the router's counter, which picks the
-    expert and so the weights). The emitted task then requests its weight
+    expert's gate and up sums; not the router's counter, where
+    schedule-poll-router-logits left one, which picks the expert and so the
+    weights). The emitted task then requests its weight
     copies first, waits in its tile's prologue, and stages silu(gate) * up
     after the wait (moe_down_task_waiting), so that its stream's start runs
     under the wait for the slowest gate/up tile of its expert. At most one

@@ -20,8 +20,9 @@
 // expert task's `logits`) whose output is a workspace buffer of whole
 // 4-byte words that only it writes and only routed expert tasks read, with
 // a grid barrier between the kernel's first phase and the router's. Runs
-// after schedule-barriers-to-counters (whose waits it removes). Opt-in
-// (`enabled=true`).
+// after schedule-barriers-to-counters (whose waits it removes). On by
+// default since session 35 (perf notes #167); `enabled=false` keeps the
+// router's counter.
 //
 //===----------------------------------------------------------------------===//
 

@@ -10,8 +10,9 @@
 // that the stream's start (the scales' and the first chunk's round trips)
 // runs under the wait. A wait qualifies when its task is a `moe_down` and
 // every task that signals its counter writes, of what the down task reads,
-// only its `sums` (the router's counter, which decides the expert and so
-// the weights, stays before the task).
+// only its `sums` (the router's counter, where schedule-poll-router-logits
+// left one, decides the expert and so the weights: it stays before the
+// task).
 //
 // With `attention` (on by default) the same for an MLA attention chunk's wait for the
 // absorbed queries (`q_abs`): its first cache rows, written by earlier

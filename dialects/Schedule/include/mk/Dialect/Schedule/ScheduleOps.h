@@ -57,7 +57,7 @@ TaskOpInterface createTaskOp(mlir::OpBuilder &b, mlir::Location loc, TaskKind ki
 /// for an unknown name.
 int64_t dtypeSize(llvm::StringRef dtype);
 /// Limits the verifiers hold the IR to, far above any block's needs (the
-/// Kimi-Linear unit: 371 counters in all, at most 400 instances per task)
+/// Kimi-Linear unit: 367 counters in all, at most 400 instances per task)
 /// and low enough that checks linear in them stay fast and the sync
 /// layout's 32-bit word offsets cannot overflow.
 constexpr int64_t kMaxCountersPerArray = int64_t(1) << 16;
