@@ -77,18 +77,14 @@ echo "$out/kimi_linear_released_forms_tgnorm"
 # OracleGpu.*RouterCounted*; the unit's variant tcounted below (oracle test
 # and bench).
 rm -rf "${out:?}/tiny_tcounted" "${out:?}/kimi_linear_released_forms_tcounted"
+# (The polled forms' folders of session 34, when polling was opt-in.)
+rm -rf "${out:?}/tiny_tpoll" "${out:?}/kimi_linear_released_forms_tpoll"
 "$mkc" examples/specs/tiny.json --emit=cuda -o "$out/tiny_tcounted" \
   --pass-option=schedule-poll-router-logits=enabled=false
 echo "$out/tiny_tcounted"
 "$mkc" examples/specs/kimi_linear_released_forms.json --emit=cuda \
   -o "$out/kimi_linear_released_forms_tcounted" --pass-option=schedule-poll-router-logits=enabled=false
 echo "$out/kimi_linear_released_forms_tcounted"
-# The released model's counted form, for its bench against the default
-# (perf notes #168).
-rm -rf "${out:?}/kimi_linear_48b_tcounted"
-"$mkc" examples/specs/kimi_linear_48b.json --emit=cuda \
-  -o "$out/kimi_linear_48b_tcounted" --pass-option=schedule-poll-router-logits=enabled=false
-echo "$out/kimi_linear_48b_tcounted"
 # Whole models with the greedy argmax merged by the LM head's tiles
 # (schedule-fuse-argmax, opt-in until measured: OracleGpu.*ArgmaxInTheHead*;
 # the perf notes' next list benches kimi_linear_model_fargmax against
@@ -135,7 +131,7 @@ variant() {
 # With captures too (OracleGpu.DeepSpecLayerByLayer: every layer against the
 # oracle from the kernel's own input to it).
 rm -rf "${out:?}/kimi_linear_27l" "${out:?}/kimi_linear_27l_debug" "${out:?}/kimi_linear_48b_debug" \
-  "${out:?}/kimi_linear_48b_tgnorm"
+  "${out:?}/kimi_linear_48b_tgnorm" "${out:?}/kimi_linear_48b_tcounted"
 # The wide specs too (OracleGpu.Wide*: DeepSeek-V3's and Mixtral's widths in
 # the unit's family, ~6 GB and ~1.6 GB of random weights).
 rm -rf "${out:?}/kimi_wide_dsv3" "${out:?}/kimi_wide_mixtral"
@@ -148,11 +144,16 @@ if [ -n "${MK_DEEP_KERNELS:-}" ]; then
   "$mkc" examples/specs/kimi_linear_48b.json --emit=cuda --debug-capture -o "$out/kimi_linear_48b_debug"
   echo "$out/kimi_linear_48b_debug"
   # The released model with its gated norms staged by the output
-  # projections (schedule-fuse-kda-gated-norm): mk-bench against
-  # kimi_linear_48b.
+  # projections (schedule-fuse-kda-gated-norm; #168 measured it no faster):
+  # mk-bench against kimi_linear_48b.
   "$mkc" examples/specs/kimi_linear_48b.json --emit=cuda -o "$out/kimi_linear_48b_tgnorm" \
     --pass-option=schedule-fuse-kda-gated-norm=enabled=true
   echo "$out/kimi_linear_48b_tgnorm"
+  # The released model with the router's counter (the form before session
+  # 35's polled default): mk-bench against kimi_linear_48b (not yet run).
+  "$mkc" examples/specs/kimi_linear_48b.json --emit=cuda -o "$out/kimi_linear_48b_tcounted" \
+    --pass-option=schedule-poll-router-logits=enabled=false
+  echo "$out/kimi_linear_48b_tcounted"
   for s in kimi_wide_dsv3 kimi_wide_mixtral; do
     "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/$s"
     echo "$out/$s"
