@@ -229,6 +229,10 @@ else
     "$compile" --arch "$arch" --cache-dir "$cache" --option=-DMK_PHASE_TIMING "$out/$k" >>"$log" ||
       { cat "$log"; exit 1; }
   done
+  # The released model's serial polls (-DMK_POLL_SERIAL), for its bench
+  # against the default (perf notes, "Next (after session 35)").
+  "$compile" --arch "$arch" --cache-dir "$cache" --option=-DMK_POLL_SERIAL "$out/kimi_linear_48b" >>"$log" ||
+    { cat "$log"; exit 1; }
   # The unit's template variants that the perf notes' next measuring call
   # benches (MK_NVRTC_UNIT_VARIANTS: space-separated NVRTC options, one
   # variant each).

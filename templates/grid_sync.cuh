@@ -83,25 +83,69 @@ __device__ __forceinline__ void poll_at_least(const Word *p, Word target) {
 
 /// A value another block writes once per step with a polled store
 /// (bf16_gemv.cuh's store_row<true>: never the all-zero bits, which the
-/// buffer holds until then): polled with relaxed loads until it is not
-/// zero. The reader needs nothing else the writer wrote, so no fence.
-__device__ __forceinline__ float poll_nonzero(const bf16 *p) {
+/// buffer holds until then): read with relaxed loads until it is not zero.
+/// The reader needs nothing else the writer wrote, so no fence.
+__device__ __forceinline__ unsigned ld_relaxed_bits(const bf16 *p) {
   unsigned short b;
+  asm volatile("ld.relaxed.gpu.global.b16 %0, [%1];" : "=h"(b) : "l"(p) : "memory");
+  return b;
+}
+__device__ __forceinline__ unsigned ld_relaxed_bits(const float *p) {
+  unsigned b;
+  asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(b) : "l"(p) : "memory");
+  return b;
+}
+__device__ __forceinline__ float value_of_bits(const bf16 *, unsigned b) {
+  return bf2f(__ushort_as_bfloat16(static_cast<unsigned short>(b)));
+}
+__device__ __forceinline__ float value_of_bits(const float *, unsigned b) {
+  return __uint_as_float(b);
+}
+
+/// One polled value (as above).
+template <class T> __device__ __forceinline__ float poll_nonzero(const T *p) {
   for (;;) {
-    asm volatile("ld.relaxed.gpu.global.b16 %0, [%1];" : "=h"(b) : "l"(p) : "memory");
-    if (b)
-      return bf2f(__ushort_as_bfloat16(b));
+    if (const unsigned b = ld_relaxed_bits(p))
+      return value_of_bits(p, b);
     spin_pause();
   }
 }
-__device__ __forceinline__ float poll_nonzero(const float *p) {
-  unsigned b;
+
+/// The polled values p[i * stride], i < n (n <= N), into out[i]: the loads
+/// of all n are issued before any is looked at, so a thread's n values cost
+/// one L2 round trip once written, not n dependent ones (the router's
+/// top-k: 2 values a lane at 64 experts, 8 at 256). -DMK_POLL_SERIAL polls them one after another (the form before
+/// session 35, to measure against).
+template <int N, class T>
+__device__ __forceinline__ void poll_nonzero_strided(const T *p, int stride, int n,
+                                                     float (&out)[N]) {
+#ifdef MK_POLL_SERIAL
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    if (i < n)
+      out[i] = poll_nonzero(p + i * stride);
+#else
+  // Every round loads all n (a round trip for them all) and ends the wait
+  // once none is zero.
   for (;;) {
-    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(b) : "l"(p) : "memory");
-    if (b)
-      return __uint_as_float(b);
+    unsigned b[N];
+    bool ready = true;
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      if (i < n) {
+        b[i] = ld_relaxed_bits(p + i * stride);
+        ready = ready && b[i] != 0u;
+      }
+    if (ready) {
+#pragma unroll
+      for (int i = 0; i < N; ++i)
+        if (i < n)
+          out[i] = value_of_bits(p, b[i]);
+      return;
+    }
     spin_pause();
   }
+#endif
 }
 
 __device__ __forceinline__ void red_release_add(unsigned *p, unsigned v) {

@@ -33,6 +33,9 @@ __device__ __forceinline__ float topk_exp(const bf16 *logits, int lane,
 #pragma unroll
   for (int i = 0; i < PER; ++i) {
     const int e = lane + 32 * i;
+    // Polled one after another: poll_nonzero_strided's loads all in flight
+    // at once made moe_topk spill 8 B on sm_90 (the unit's PER is 2;
+    // session 35), which the tests refuse in a default kernel's template.
     if constexpr (POLL)
       v[i] = e < E ? poll_nonzero(logits + e) : -INFINITY;
     else
@@ -180,10 +183,19 @@ __device__ void moe_topk_sigmoid(const float *logits, const bf16 *bias, float sc
   __shared__ float score[E], sel[E];
   if constexpr (POLL) {
     // One warp polls (as moe_topk's), not every thread: E loads per round
-    // from one block instead of E per thread group.
-    if (threadIdx.x < 32)
-      for (int e = threadIdx.x; e < E; e += 32)
-        score[e] = poll_nonzero(logits + e);
+    // from one block instead of E per thread group; each lane's E / 32
+    // values together (one round trip, not E / 32).
+    if (threadIdx.x < 32) {
+      constexpr int PER = (E + 31) / 32;
+      const int lane = threadIdx.x;
+      const int n = lane < E ? (E - 1 - lane) / 32 + 1 : 0;
+      float v[PER];
+      poll_nonzero_strided<PER>(logits + lane, 32, n, v);
+#pragma unroll
+      for (int i = 0; i < PER; ++i)
+        if (i < n)
+          score[lane + 32 * i] = v[i];
+    }
     __syncthreads();
   }
   for (int e = threadIdx.x; e < E; e += blockDim.x) {

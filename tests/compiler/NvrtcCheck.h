@@ -39,12 +39,9 @@ constexpr int kBodySpillBytes = 192;
 /// ptxas chose for the whole call graph (by the 128-register body's
 /// pressure) asks the template to keep a register or two across its work.
 /// Seen since the routers' logits are polled by default (session 35), on
-/// sm_90 only: the released forms' and the unit-sized whole model's
-/// outlined residual norm stores 8 B and loads 4, the released forms' MLA
-/// attention chunk stores 8 B and loads 12; the unit's norm under
-/// -DMK_MLA_ATTENTION_SIMT stores 8 B and loads 4. The unit's default,
-/// whose polled form measured faster (perf notes #167), has none. More is a
-/// template spilling in earnest.
+/// sm_90 only, in the unit's outlined residual norm under
+/// -DMK_MLA_ATTENTION_SIMT (8 B stored, 4 loaded); the default kernels have
+/// none. More is a template spilling in earnest.
 constexpr int kTemplateSpillAllowance = 16;
 
 /// Stack bytes a template may read without a frame of its own or any spill

@@ -143,11 +143,12 @@ TEST(Nvrtc, EmbeddedTemplatesCompileUnderNvrtc) {
 TEST(Nvrtc, TemplateVariantsCompileUnderNvrtc) {
   if (!templatesEmbedded())
     GTEST_SKIP() << "templates/megakernel.cuh not embedded in this build";
-  // The SIMT variants, the relaxed polls of counters and barriers, and the
-  // packed exact tile's and the bf16 rows' opt-in forms (docs/runtime.md
-  // lists them).
+  // The SIMT variants, the relaxed polls of counters and barriers, the
+  // serial polls of the router's logits, and the packed exact tile's and the
+  // bf16 rows' opt-in forms (docs/runtime.md lists them).
   const std::vector<std::vector<std::string>> variants = {
-      {"-DMK_GEMV_SIMT", "-DMK_SPIN_NS=64", "-DMK_MLA_ATTENTION_SIMT", "-DMK_POLL_RELAXED"},
+      {"-DMK_GEMV_SIMT", "-DMK_SPIN_NS=64", "-DMK_MLA_ATTENTION_SIMT", "-DMK_POLL_RELAXED",
+       "-DMK_POLL_SERIAL"},
       {"-DMK_GEMV_NO_AHEAD", "-DMK_ROWS_ONE_WARP", "-DMK_WEIGHTS_EVICT_NORMAL",
        "-DMK_WEIGHT_LOADS_EVICT_NORMAL"}};
   for (const std::vector<std::string> &options : variants)
