@@ -113,9 +113,10 @@ template <class T> __device__ __forceinline__ float poll_nonzero(const T *p) {
 
 /// The polled values p[i * stride], i < n (n <= N), into out[i]: the loads
 /// of all n are issued before any is looked at, so a thread's n values cost
-/// one L2 round trip once written, not n dependent ones (the router's
-/// top-k: 2 values a lane at 64 experts, 8 at 256). -DMK_POLL_SERIAL polls them one after another (the form before
-/// session 35, to measure against).
+/// one L2 round trip once written, not n dependent ones (the sigmoid
+/// router's top-k: 2 values a lane at 64 experts, 8 at 256).
+/// -DMK_POLL_SERIAL polls them one after another (the form before session
+/// 35's last commits, to measure against).
 template <int N, class T>
 __device__ __forceinline__ void poll_nonzero_strided(const T *p, int stride, int n,
                                                      float (&out)[N]) {
