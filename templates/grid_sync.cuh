@@ -91,9 +91,7 @@ __device__ __forceinline__ unsigned ld_relaxed_bits(const bf16 *p) {
   return b;
 }
 __device__ __forceinline__ unsigned ld_relaxed_bits(const float *p) {
-  unsigned b;
-  asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(b) : "l"(p) : "memory");
-  return b;
+  return ld_relaxed(reinterpret_cast<const unsigned *>(p));
 }
 __device__ __forceinline__ float value_of_bits(const bf16 *, unsigned b) {
   return bf2f(__ushort_as_bfloat16(static_cast<unsigned short>(b)));
