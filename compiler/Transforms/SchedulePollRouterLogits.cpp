@@ -51,51 +51,88 @@ struct SchedulePollRouterLogitsPass
       pollRouters(k);
   }
 
-  /// A grid barrier between phase `from` and the later phase `to`.
-  static bool barrierBetween(PhaseOp from, PhaseOp to) {
-    for (Operation *o = from->getNextNode(); o && o != to.getOperation(); o = o->getNextNode())
-      if (isa<BarrierOp>(o))
-        return true;
-    return false;
-  }
+  /// What the rewrites look up, gathered in one walk of the kernel (the
+  /// pass stays linear in the kernel's size: one router per MoE layer).
+  struct KernelIndex {
+    llvm::StringMap<SmallVector<SignalOp>> signalsOf; // by counter
+    llvm::StringMap<SmallVector<SignalOp>> signalsBy; // by task
+    llvm::StringMap<SmallVector<WaitOp>> waitsOf;     // by counter
+    llvm::StringMap<CounterOp> counters;
+    llvm::StringSet<> taskNames;
+    llvm::SmallPtrSet<Operation *, 16> erased; // erased at the end
+  };
 
   void pollRouters(KernelOp kernel) {
     llvm::StringMap<BufferOp> buffers;
     PhaseOp first;
+    // The position of each phase, and of the first grid barrier after the
+    // first phase (the clearing's).
+    llvm::DenseMap<Operation *, int> position;
+    int firstBarrier = -1, at = 0;
     for (Operation &o : kernel.getBodyBlock()) {
+      position[&o] = at++;
       if (auto b = dyn_cast<BufferOp>(o))
         buffers[b.getSymName()] = b;
       else if (auto p = dyn_cast<PhaseOp>(o); p && !first)
         first = p;
+      else if (isa<BarrierOp>(o) && first && firstBarrier < 0)
+        firstBarrier = position[&o];
     }
     if (!first)
       return;
-    // Every task's accesses, in program order.
+    KernelIndex index;
+    kernel.walk([&](Operation *o) {
+      if (auto s = dyn_cast<SignalOp>(o)) {
+        index.signalsOf[s.getCounter()].push_back(s);
+        index.signalsBy[s.getTask()].push_back(s);
+      }
+      else if (auto w = dyn_cast<WaitOp>(o))
+        index.waitsOf[w.getCounter()].push_back(w);
+      else if (auto c = dyn_cast<CounterOp>(o))
+        index.counters[c.getSymName()] = c;
+    });
+    // Every task's accesses, in program order, and each buffer's readers and
+    // writers (task indices).
     SmallVector<std::pair<TaskOpInterface, TaskAccesses>> tasks;
-    kernel.walk([&](TaskOpInterface t) { tasks.push_back({t, taskAccesses(t)}); });
-    SmallVector<Bf16RowsOp> routers;
-    for (auto &[t, a] : tasks)
-      if (auto r = dyn_cast<Bf16RowsOp>(t.getOperation()); r && !r.getPolledOutput())
-        routers.push_back(r);
-    for (Bf16RowsOp router : routers) {
+    kernel.walk([&](TaskOpInterface t) {
+      tasks.push_back({t, taskAccesses(t)});
+      index.taskNames.insert(t.getName());
+    });
+    llvm::StringMap<SmallVector<unsigned>> readersOf, writersOf;
+    auto note = [](SmallVector<unsigned> &list, unsigned i) {
+      if (list.empty() || list.back() != i)
+        list.push_back(i);
+    };
+    for (auto [i, ta] : llvm::enumerate(tasks)) {
+      const TaskAccesses &a = ta.second;
+      for (StringRef r : a.reads)
+        note(readersOf[r], i);
+      for (StringRef w : a.writes)
+        note(writersOf[w], i);
+      for (StringRef w : a.accumulates)
+        note(writersOf[w], i);
+    }
+    for (auto &[t, a] : tasks) {
+      auto router = dyn_cast<Bf16RowsOp>(t.getOperation());
+      if (!router || router.getPolledOutput())
+        continue;
       const StringRef logits = router.getOutput();
       BufferOp buf = buffers.lookup(logits);
       if (!buf || !buf.isWorkspace() || buf.getSizeInBytes() % 4)
         continue;
       // Its readers: routed expert tasks alone; its writer: the router alone.
+      bool other = llvm::any_of(writersOf.lookup(logits), [&](unsigned i) {
+        return tasks[i].first.getOperation() != router.getOperation();
+      });
       SmallVector<TaskOpInterface> readers;
-      bool other = false;
-      for (auto &[t, a] : tasks) {
-        const bool reads = llvm::is_contained(a.reads, logits),
-                   writes = llvm::is_contained(a.writes, logits) ||
-                            llvm::is_contained(a.accumulates, logits);
-        if (t.getOperation() == router.getOperation())
+      for (unsigned i : readersOf.lookup(logits)) {
+        TaskOpInterface r = tasks[i].first;
+        if (r.getOperation() == router.getOperation())
           continue;
-        if (writes || (reads && !isa<MoeGateUpOp, MoeDownOp>(t.getOperation())) ||
-            (reads && t.getStrArg("logits") != logits))
+        if (!isa<MoeGateUpOp, MoeDownOp>(r.getOperation()) || r.getStrArg("logits") != logits)
           other = true;
-        else if (reads)
-          readers.push_back(t);
+        else
+          readers.push_back(r);
       }
       // Every reader polls values the router stores (else it would wait
       // forever: the verifier refuses it).
@@ -104,58 +141,55 @@ struct SchedulePollRouterLogitsPass
           }))
         continue;
       // A grid barrier between the clearing (the first phase) and the router.
-      if (!barrierBetween(first, cast<PhaseOp>(router->getParentOp())))
+      if (firstBarrier < 0 || position.lookup(router->getParentOp()) < firstBarrier)
         continue;
-      rewrite(kernel, first, router, buf, readers);
+      rewrite(kernel, index, first, router, buf, readers);
     }
+    for (Operation *o : index.erased)
+      o->erase();
   }
 
-  void rewrite(KernelOp kernel, PhaseOp first, Bf16RowsOp router, BufferOp buf,
-               ArrayRef<TaskOpInterface> readers) {
+  void rewrite(KernelOp kernel, KernelIndex &index, PhaseOp first, Bf16RowsOp router,
+               BufferOp buf, ArrayRef<TaskOpInterface> readers) {
     OpBuilder b(kernel.getContext());
     const StringRef routerName = router.getName();
+    auto live = [&](Operation *o) { return !index.erased.contains(o); };
     // The counters only the router signals.
     llvm::SmallSetVector<StringRef, 2> routerCounters;
-    llvm::StringSet<> otherSignalled;
-    kernel.walk([&](SignalOp s) {
-      if (s.getTask() == routerName)
+    for (SignalOp s : index.signalsBy.lookup(routerName))
+      if (live(s))
         routerCounters.insert(s.getCounter());
-      else
-        otherSignalled.insert(s.getCounter());
-    });
+    auto otherSignalled = [&](StringRef c) {
+      return llvm::any_of(index.signalsOf.lookup(c), [&](SignalOp s) {
+        return live(s) && s.getTask() != routerName;
+      });
+    };
     llvm::StringSet<> readerNames;
     for (TaskOpInterface r : readers) {
       readerNames.insert(r.getName());
       r->setAttr("poll_logits", b.getUnitAttr());
     }
     router.setPolledOutput(true);
-    SmallVector<WaitOp> dropped;
-    kernel.walk([&](WaitOp w) {
-      if (readerNames.contains(w.getTask()) && routerCounters.contains(w.getCounter()) &&
-          !otherSignalled.contains(w.getCounter()))
-        dropped.push_back(w);
-    });
-    for (WaitOp w : dropped)
-      w.erase();
-    // A counter nothing waits on any more goes, with its signals.
     for (StringRef c : routerCounters) {
-      if (otherSignalled.contains(c))
+      if (otherSignalled(c))
         continue;
+      // The readers' waits on it go; a counter nothing waits on any more
+      // goes too, with its signals.
       bool waited = false;
-      kernel.walk([&](WaitOp w) { waited |= w.getCounter() == c; });
+      for (WaitOp w : index.waitsOf.lookup(c)) {
+        if (!live(w))
+          continue;
+        if (readerNames.contains(w.getTask()))
+          index.erased.insert(w);
+        else
+          waited = true;
+      }
       if (waited)
         continue;
-      SmallVector<Operation *> dead;
-      kernel.walk([&](SignalOp s) {
-        if (s.getCounter() == c)
-          dead.push_back(s);
-      });
-      kernel.walk([&](CounterOp k) {
-        if (k.getSymName() == c)
-          dead.push_back(k);
-      });
-      for (Operation *o : dead)
-        o->erase();
+      for (SignalOp s : index.signalsOf.lookup(c))
+        index.erased.insert(s);
+      if (CounterOp k = index.counters.lookup(c))
+        index.erased.insert(k);
     }
     // The clearing, in the kernel's first phase, after its tasks.
     const int64_t words = buf.getSizeInBytes() / 4;
@@ -169,11 +203,10 @@ struct SchedulePollRouterLogitsPass
     args.append("buffer", b.getStringAttr(buf.getSymName()));
     args.append("n", b.getI64IntegerAttr(words));
     // A name no task of the kernel has.
-    llvm::StringSet<> names;
-    kernel.walk([&](TaskOpInterface t) { names.insert(t.getName()); });
     std::string name = (routerName + ".clear").str();
-    for (int i = 1; names.contains(name); ++i)
+    for (int i = 1; index.taskNames.contains(name); ++i)
       name = (routerName + ".clear." + Twine(i)).str();
+    index.taskNames.insert(name);
     TaskOpInterface zero =
         createTaskOp(b, router.getLoc(), TaskKind::ZeroF32, name, "", Partition::Slices,
                      args.getDictionary(kernel.getContext()));
