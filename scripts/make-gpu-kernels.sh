@@ -85,15 +85,15 @@ echo "$out/tiny_tcounted"
 "$mkc" examples/specs/kimi_linear_released_forms.json --emit=cuda \
   -o "$out/kimi_linear_released_forms_tcounted" --pass-option=schedule-poll-router-logits=enabled=false
 echo "$out/kimi_linear_released_forms_tcounted"
-# Whole models with the greedy argmax merged by the LM head's tiles
-# (schedule-fuse-argmax, opt-in until measured: OracleGpu.*ArgmaxInTheHead*;
-# the perf notes' next list benches kimi_linear_model_fargmax against
-# kimi_linear_model).
+# Whole models with the greedy argmax as its own task after the LM head
+# (schedule-fuse-argmax=enabled=false; the default merges it in the head's
+# tiles since perf notes #171): OracleGpu.*ArgmaxTask*, and mk-bench
+# against the default.
 for s in tiny_model kimi_linear_model; do
-  rm -rf "${out:?}/${s}_fargmax"
-  "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/${s}_fargmax" \
-    --pass-option=schedule-fuse-argmax=enabled=true
-  echo "$out/${s}_fargmax"
+  rm -rf "${out:?}/${s}_fargmax" "${out:?}/${s}_argmax_task"
+  "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/${s}_argmax_task" \
+    --pass-option=schedule-fuse-argmax=enabled=false
+  echo "$out/${s}_argmax_task"
 done
 # A Hugging Face config of the released model's layout, reduced
 # (OracleGpu.TinyHfCheckpointDecodes: its random checkpoint converted).
@@ -131,7 +131,8 @@ variant() {
 # With captures too (OracleGpu.DeepSpecLayerByLayer: every layer against the
 # oracle from the kernel's own input to it).
 rm -rf "${out:?}/kimi_linear_27l" "${out:?}/kimi_linear_27l_debug" "${out:?}/kimi_linear_48b_debug" \
-  "${out:?}/kimi_linear_48b_tgnorm" "${out:?}/kimi_linear_48b_tcounted"
+  "${out:?}/kimi_linear_48b_tgnorm" "${out:?}/kimi_linear_48b_tcounted" \
+  "${out:?}/kimi_linear_48b_tpolled" "${out:?}/kimi_linear_48b_argmax_task"
 # The wide specs too (OracleGpu.Wide*: DeepSeek-V3's and Mixtral's widths in
 # the unit's family, ~6 GB and ~1.6 GB of random weights).
 rm -rf "${out:?}/kimi_wide_dsv3" "${out:?}/kimi_wide_mixtral"
@@ -149,11 +150,16 @@ if [ -n "${MK_DEEP_KERNELS:-}" ]; then
   "$mkc" examples/specs/kimi_linear_48b.json --emit=cuda -o "$out/kimi_linear_48b_tgnorm" \
     --pass-option=schedule-fuse-kda-gated-norm=enabled=true
   echo "$out/kimi_linear_48b_tgnorm"
-  # The released model with the router's counter (the form before session
-  # 35's polled default): mk-bench against kimi_linear_48b (not yet run).
-  "$mkc" examples/specs/kimi_linear_48b.json --emit=cuda -o "$out/kimi_linear_48b_tcounted" \
-    --pass-option=schedule-poll-router-logits=enabled=false
-  echo "$out/kimi_linear_48b_tcounted"
+  # The released model with its 256-expert routers polled (max-experts=256;
+  # the default keeps their counters: #171 measured polling 23 us slower)
+  # and with the argmax as its own task (the default folds it): mk-bench
+  # against kimi_linear_48b.
+  "$mkc" examples/specs/kimi_linear_48b.json --emit=cuda -o "$out/kimi_linear_48b_tpolled" \
+    --pass-option=schedule-poll-router-logits=max-experts=256
+  echo "$out/kimi_linear_48b_tpolled"
+  "$mkc" examples/specs/kimi_linear_48b.json --emit=cuda -o "$out/kimi_linear_48b_argmax_task" \
+    --pass-option=schedule-fuse-argmax=enabled=false
+  echo "$out/kimi_linear_48b_argmax_task"
   for s in kimi_wide_dsv3 kimi_wide_mixtral; do
     "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/$s"
     echo "$out/$s"
@@ -229,10 +235,6 @@ else
     "$compile" --arch "$arch" --cache-dir "$cache" --option=-DMK_PHASE_TIMING "$out/$k" >>"$log" ||
       { cat "$log"; exit 1; }
   done
-  # The released model's serial polls (-DMK_POLL_SERIAL), for its bench
-  # against the default (perf notes, "Next (after session 35)").
-  "$compile" --arch "$arch" --cache-dir "$cache" --option=-DMK_POLL_SERIAL "$out/kimi_linear_48b" >>"$log" ||
-    { cat "$log"; exit 1; }
   # The unit's template variants that the perf notes' next measuring call
   # benches (MK_NVRTC_UNIT_VARIANTS: space-separated NVRTC options, one
   # variant each).

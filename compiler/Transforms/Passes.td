@@ -188,14 +188,17 @@ def ScheduleFuseArgmax : Pass<"schedule-fuse-argmax", "::mlir::ModuleOp"> {
     logits and take the first index of the largest, so the index is the
     same. Applies where one W4A16 GEMV alone writes the argmax's input, of
     one weight, stored as bf16 (not atomic_f32 sums), in whole tiles
-    (ksplit 1, no unit_cols). Opt-in (`enabled=true`) until measured on a
-    GPU. Runs after schedule-partition-work (which sets `ksplit`) and
+    (ksplit 1, no unit_cols). On by default since it measured -6.6 us per
+    token on the unit-width whole model on an H100 (perf notes #171, three
+    alternating rounds at 2048); `enabled=false` keeps the argmax task.
+    Runs after schedule-partition-work (which sets `ksplit`) and
     before schedule-barriers-to-counters; a rewrite pattern on the argmax
     (FoldArgmaxIntoTiles), applied by the greedy driver.
   }];
   let options = [
-    Option<"enabled", "enabled", "bool", "false",
-           "fold the argmax (not yet measured on a GPU, off by default)">,
+    Option<"enabled", "enabled", "bool", "true",
+           "fold the argmax into the LM head's tiles (the default; false "
+           "keeps the argmax task)">,
   ];
 }
 
@@ -247,12 +250,20 @@ def SchedulePollRouterLogits : Pass<"schedule-poll-router-logits", "::mlir::Modu
     the first phase and the router. Runs after
     schedule-barriers-to-counters. Measured -6.3 to -8.1 us per unit token
     on an H100 (perf notes #167, three alternating rounds at 2048 and
-    16384); `enabled=false` keeps the router's counter.
+    16384; -4.9 / -5.2 in #171) and -2.8 / -0.7 on the released forms (64
+    experts, #171), but +23 us on the released 48B model's 256 (#171): every
+    routed task polls all E logits (E / 32 cache lines) while the router
+    writes them. So a router of more than `max-experts` rows keeps its
+    counter; `enabled=false` keeps every router's.
   }];
   let options = [
     Option<"enabled", "enabled", "bool", "true",
            "poll the router's logits (the default; false keeps the router's "
            "counter)">,
+    Option<"maxExperts", "max-experts", "int64_t", "64",
+           "poll only routers of at most this many experts (logit rows); a "
+           "larger one keeps its counter (256 measured slower polled, perf "
+           "notes #171)">,
   ];
 }
 

@@ -41,12 +41,25 @@ using namespace mk::schedule;
 
 namespace {
 
+/// The list under `key` (empty if none), without copying it.
+template <class T>
+ArrayRef<T> listOf(const llvm::StringMap<SmallVector<T>> &map, StringRef key) {
+  auto it = map.find(key);
+  return it == map.end() ? ArrayRef<T>() : ArrayRef<T>(it->second);
+}
+
 struct SchedulePollRouterLogitsPass
     : mk::schedule::impl::SchedulePollRouterLogitsBase<SchedulePollRouterLogitsPass> {
   using Base::Base;
   void runOnOperation() override {
     if (!enabled)
       return;
+    if (maxExperts < 1) {
+      mlir::emitError(getOperation().getLoc(), "schedule-poll-router-logits: max-experts must be "
+                                               "at least 1, got ")
+          << int64_t(maxExperts);
+      return signalPassFailure();
+    }
     for (KernelOp k : getOperation().getOps<KernelOp>())
       pollRouters(k);
   }
@@ -116,16 +129,20 @@ struct SchedulePollRouterLogitsPass
       auto router = dyn_cast<Bf16RowsOp>(t.getOperation());
       if (!router || router.getPolledOutput())
         continue;
+      // A wide router keeps its counter (max-experts: polling its E / 32
+      // cache lines from every routed task measured slower at 256).
+      if (int64_t(router.getRows()) > maxExperts)
+        continue;
       const StringRef logits = router.getOutput();
       BufferOp buf = buffers.lookup(logits);
       if (!buf || !buf.isWorkspace() || buf.getSizeInBytes() % 4)
         continue;
       // Its readers: routed expert tasks alone; its writer: the router alone.
-      bool other = llvm::any_of(writersOf.lookup(logits), [&](unsigned i) {
+      bool other = llvm::any_of(listOf(writersOf, logits), [&](unsigned i) {
         return tasks[i].first.getOperation() != router.getOperation();
       });
       SmallVector<TaskOpInterface> readers;
-      for (unsigned i : readersOf.lookup(logits)) {
+      for (unsigned i : listOf(readersOf, logits)) {
         TaskOpInterface r = tasks[i].first;
         if (r.getOperation() == router.getOperation())
           continue;
@@ -156,11 +173,11 @@ struct SchedulePollRouterLogitsPass
     auto live = [&](Operation *o) { return !index.erased.contains(o); };
     // The counters only the router signals.
     llvm::SmallSetVector<StringRef, 2> routerCounters;
-    for (SignalOp s : index.signalsBy.lookup(routerName))
+    for (SignalOp s : listOf(index.signalsBy, routerName))
       if (live(s))
         routerCounters.insert(s.getCounter());
     auto otherSignalled = [&](StringRef c) {
-      return llvm::any_of(index.signalsOf.lookup(c), [&](SignalOp s) {
+      return llvm::any_of(listOf(index.signalsOf, c), [&](SignalOp s) {
         return live(s) && s.getTask() != routerName;
       });
     };
@@ -176,7 +193,7 @@ struct SchedulePollRouterLogitsPass
       // The readers' waits on it go; a counter nothing waits on any more
       // goes too, with its signals.
       bool waited = false;
-      for (WaitOp w : index.waitsOf.lookup(c)) {
+      for (WaitOp w : listOf(index.waitsOf, c)) {
         if (!live(w))
           continue;
         if (readerNames.contains(w.getTask()))
@@ -186,7 +203,7 @@ struct SchedulePollRouterLogitsPass
       }
       if (waited)
         continue;
-      for (SignalOp s : index.signalsOf.lookup(c))
+      for (SignalOp s : listOf(index.signalsOf, c))
         index.erased.insert(s);
       if (CounterOp k = index.counters.lookup(c))
         index.erased.insert(k);

@@ -234,12 +234,13 @@ TEST(EmitterNvrtc, ReleasedFormsGatedNormInTheProjection) {
   EXPECT_EQ(calls, 3u); // the three KDA layers' projections
 }
 
-// The greedy argmax merged by the LM head's tiles (schedule-fuse-argmax=
-// enabled=true, opt-in): no argmax task is left, the LM head's one call
-// site is followed by the tiles' argmax over all its tiles into the next
-// token, and the kernels compile for both targets.
+// The greedy argmax merged by the LM head's tiles (schedule-fuse-argmax,
+// the default): no argmax task is left, the LM head's one call site is
+// followed by the tiles' argmax over all its tiles into the next token,
+// and the kernels compile for both targets. (WholeModel below compiles the
+// argmax task's form, enabled=false.)
 TEST(EmitterNvrtc, WholeModelArgmaxInTheHeadTiles) {
-  const std::string opt = "schedule-fuse-argmax=enabled=true";
+  const std::string opt = "";
   check("examples/specs/tiny_model.json", "mk_tiny_model", false, opt);
   check("examples/specs/kimi_linear_model.json", "mk_kimi_linear_model", false, opt);
   for (const char *spec : {"examples/specs/tiny_model.json", "examples/specs/kimi_linear_model.json"}) {
@@ -265,11 +266,14 @@ TEST(EmitterNvrtc, WholeModelArgmaxInTheHeadTiles) {
 
 // The whole model (token in, next token out): the tiny one and the unit's
 // width with the released model's 163840-token LM head; the manifest names
-// the token, the next token and where the logits are.
+// the token, the next token and where the logits are. In the argmax task's
+// form (schedule-fuse-argmax=enabled=false; the default folds it,
+// WholeModelArgmaxInTheHeadTiles above).
 TEST(EmitterNvrtc, WholeModel) {
-  check("examples/specs/tiny_model.json", "mk_tiny_model");
-  check("examples/specs/kimi_linear_model.json", "mk_kimi_linear_model");
-  Emitted k = emit("examples/specs/tiny_model.json", "mk_tiny_model", false, "");
+  const std::string opt = "schedule-fuse-argmax=enabled=false";
+  check("examples/specs/tiny_model.json", "mk_tiny_model", false, opt);
+  check("examples/specs/kimi_linear_model.json", "mk_kimi_linear_model", false, opt);
+  Emitted k = emit("examples/specs/tiny_model.json", "mk_tiny_model", false, opt);
   mk::rt::Manifest m;
   ASSERT_TRUE(mk::rt::parseManifest(k.manifest, m).isOk());
   EXPECT_EQ(m.config.vocab, 8208);

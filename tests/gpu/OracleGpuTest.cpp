@@ -948,12 +948,11 @@ TEST(OracleGpu, TinyModelBf16HeadFromContext2048) { modelSteps("tiny_model_bf16_
 // argmax over 40 slices (the tiny model's 8208 tokens take 3).
 TEST(OracleGpu, ModelFromContext0) { modelSteps("kimi_linear_model", 0); }
 TEST(OracleGpu, ModelFromContext8192) { modelSteps("kimi_linear_model", 8192); }
-// The greedy argmax merged by the LM head's tiles (schedule-fuse-argmax,
-// opt-in): the same tokens and logits, from contexts 0 and 2048.
-TEST(OracleGpu, TinyModelArgmaxInTheHeadTiles) { modelSteps("tiny_model_fargmax", 2048); }
-TEST(OracleGpu, ModelArgmaxInTheHeadTilesFromContext0) {
-  modelSteps("kimi_linear_model_fargmax", 0);
-}
+// The greedy argmax as its own task after the LM head (schedule-fuse-argmax=
+// enabled=false; the kernels above merge it in the head's tiles, the
+// default): the same tokens and logits, from contexts 0 and 2048.
+TEST(OracleGpu, TinyModelArgmaxTask) { modelSteps("tiny_model_argmax_task", 2048); }
+TEST(OracleGpu, ModelArgmaxTaskFromContext0) { modelSteps("kimi_linear_model_argmax_task", 0); }
 // A Hugging Face checkpoint of the released model's layout (the reduced
 // config tests/python/configs/kimi48b_tiny.json; random weights under its
 // state-dict names, written as safetensors): the kernel mkc compiled from

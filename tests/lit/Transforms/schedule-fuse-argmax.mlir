@@ -1,8 +1,9 @@
 // RUN: mk-opt %s "--schedule-fuse-argmax=enabled=true" | FileCheck %s
-// RUN: mk-opt %s --schedule-fuse-argmax | FileCheck %s --check-prefix=OFF
+// RUN: mk-opt %s --schedule-fuse-argmax | FileCheck %s
+// RUN: mk-opt %s "--schedule-fuse-argmax=enabled=false" | FileCheck %s --check-prefix=OFF
 // RUN: mk-opt %s "--schedule-fuse-argmax=enabled=true" --schedule-barriers-to-counters | FileCheck %s --check-prefix=COUNTERS
 
-// Opt-in. Model a: the LM head's tiles (ksplit 1) store the logits the
+// On by default (enabled=false keeps the argmax task). Model a: the LM head's tiles (ksplit 1) store the logits the
 // argmax reads: the GEMV takes the argmax's output and scratch, and the
 // argmax task, its phase and the barrier in front of it go.
 // CHECK-LABEL: schedule.kernel @k

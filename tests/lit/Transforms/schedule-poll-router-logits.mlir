@@ -1,5 +1,8 @@
 // RUN: mk-opt %s "--schedule-poll-router-logits=enabled=true" | FileCheck %s
 // RUN: mk-opt %s "--schedule-poll-router-logits=enabled=false" | FileCheck %s --check-prefix=OFF
+// A router of more experts than max-experts (here 8 > 4) keeps its counter.
+// RUN: mk-opt %s "--schedule-poll-router-logits=max-experts=4" | FileCheck %s --check-prefix=WIDE
+// RUN: not mk-opt %s "--schedule-poll-router-logits=max-experts=0" 2>&1 | FileCheck %s --check-prefix=BAD
 // Run twice: the second run finds nothing left to poll.
 // RUN: mk-opt %s "--schedule-poll-router-logits=enabled=true" "--schedule-poll-router-logits=enabled=true" | FileCheck %s
 
@@ -33,6 +36,11 @@
 // CHECK-LABEL: schedule.kernel @dup
 // CHECK: schedule.zero_f32 "route.clear" {buffer = @acc
 // CHECK: schedule.zero_f32 "route.clear.1" {buffer = @logits
+// WIDE-LABEL: schedule.kernel @k
+// WIDE: schedule.counter @route.done
+// WIDE-NOT: poll
+// WIDE: schedule.wait @route.done
+// BAD: error: schedule-poll-router-logits: max-experts must be at least 1, got 0
 // OFF-NOT: poll
 // OFF-NOT: clear.1
 
