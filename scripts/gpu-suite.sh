@@ -77,7 +77,7 @@ deep_tests=(DeepSpecOneStep DeepSpecLayerByLayer WideDeepSeekOneStep WideMixtral
             Qwen3ThirtySixLayersOneStep Qwen3ThirtySixLayersLayerByLayer)
 
 echo "== configure and build ($(date +%T))"
-targets=(mk_runtime mk_runtime_c mk-runtime-tests mk-runtime-nodriver-tests mk-gpu-tests
+targets=(mk_runtime mk_runtime_c mk-runtime-tests mk-runtime-nodriver-tests mk-gpu-tests mk-compile
          mk-bench mk-diff mk-decode mk-oracle)
 [ "$wave" = main ] &&
   targets+=(mk_template_tests mk_template_tests_variants mk_template_tests_forms)
