@@ -212,7 +212,7 @@ if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   # The MLA combine's wait for the attention chunks' partials in its
   # prologue, after its first W_v rows are asked for (opt-in; perf notes
   # #158 measured the form that read its partials from L2 slower; the form
-  # that stages them in the ring's later stages is not yet measured).
+  # that stages them in the ring's later stages within noise, #167).
   variant tcwait schedule-prologue-waits=combine=true
 fi
 # The NVRTC cache for the GPU machine (see the top): entries of kernels no
