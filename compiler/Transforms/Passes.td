@@ -254,9 +254,9 @@ def SchedulePollRouterLogits : Pass<"schedule-poll-router-logits", "::mlir::Modu
     schedule-barriers-to-counters. Measured -6.3 to -8.1 us per unit token
     on an H100 (perf notes #167, three alternating rounds at 2048 and
     16384; -4.9 / -5.2 in #171) and -2.8 / -0.7 on the released forms (64
-    experts, #171), but +23 us on the released 48B model's 256 (#171): every
-    routed task polls all E logits (E / 32 cache lines) while the router
-    writes them. So a router of more than `max-experts` rows keeps its
+    experts, #171), but +23 us on the released 48B model's 256 (#171; its
+    MoE bands' phase profile is unchanged, #175, so the cause is not yet
+    located). So a router of more than `max-experts` rows keeps its
     counter; `enabled=false` keeps every router's.
   }];
   let options = [

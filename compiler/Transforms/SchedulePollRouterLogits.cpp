@@ -129,8 +129,8 @@ struct SchedulePollRouterLogitsPass
       auto router = dyn_cast<Bf16RowsOp>(t.getOperation());
       if (!router || router.getPolledOutput())
         continue;
-      // A wide router keeps its counter (max-experts: polling its E / 32
-      // cache lines from every routed task measured slower at 256).
+      // A wide router keeps its counter (max-experts: the 48B's 256-expert
+      // routers polled measured slower, perf notes #171).
       if (int64_t(router.getRows()) > maxExperts)
         continue;
       const StringRef logits = router.getOutput();
