@@ -270,6 +270,14 @@ constexpr int kMlaSimtSub = 32;
 /// `attention-sub-rows`, up to 8 heads): two slots of 32 rows, half the
 /// barriers and softmax passes per row.
 constexpr int kMlaSub = 16;
+/// Whether the block-wide attention forms its probabilities in every warp
+/// (mla_attention_chunk_task_blockwide's WARP_SOFTMAX; opt-in, not yet
+/// measured on a GPU).
+#ifdef MK_MLA_WARP_SOFTMAX
+constexpr bool kMlaWarpSoftmax = true;
+#else
+constexpr bool kMlaWarpSoftmax = false;
+#endif
 template <int HG, int SUB = kMlaSub> __host__ __device__ constexpr int mla_attention_stages() {
   return HG > 8 || SUB > 16 ? 2 : 3;
 }
@@ -535,8 +543,21 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t
 /// the rows are read half as often per head, with a 2-slot ring (sm_120's
 /// 99 KB). (Perf notes #77: 1-2 us at context 2048 and 7-9 us at 16384 faster
 /// than element-wise row copies and hi and lo in separate mma.)
+///
+/// WARP_SOFTMAX (-DMK_MLA_WARP_SOFTMAX; up to 8 heads, 16-row sub-chunks,
+/// else ignored): no softmax stage. Every warp forms the probabilities its
+/// weighted-sum fragments need itself, right after the scores' barrier:
+/// lane (g, t) sums the K-split partial scores of head g's rows 2t, 2t + 1,
+/// 2t + 8, 2t + 9 from `spart`, the quad (the four lanes of head g) takes
+/// their maximum and their exp sum with two shuffles each, and the head's
+/// running maximum and sum live in the quad's registers (the same values
+/// in every warp: the same operations on the same inputs). One block
+/// barrier and the probabilities' trip through shared memory less per
+/// sub-chunk (perf notes #174: the softmax stage is 0.45 us of a 1.8 us
+/// sub-chunk at 16384 on an H100). The same arithmetic as the softmax
+/// stage's but for the order of the sum of the exponentials.
 template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub,
-          class Wait = NoPrologue>
+          class Wait = NoPrologue, bool WARP_SOFTMAX = kMlaWarpSoftmax>
 __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int rows, float scale,
                                                    const float *q_abs, const bf16 *q_rope,
                                                    const bf16 *ckv, const bf16 *kr, float *part_m,
@@ -565,6 +586,8 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
   constexpr int KPW = (KS + KQ - 1) / KQ;             // k-steps per warp
   constexpr int NT = LORA / 8, NTPW = (NT + WARPS - 1) / WARPS; // column tiles per warp
   constexpr int LP = LORA / 8, RP = ROPE / 8;         // 16-byte pieces of a row
+  // The probabilities formed in every warp (WARP_SOFTMAX, where it applies).
+  constexpr bool kWarpSoftmax = WARP_SOFTMAX && PACK && SUB == 16;
   StageClock clk; // -DMK_PHASE_TIMING: where the task's cycles go
   const int chunk = task / NG, h0 = (task % NG) * HG;
   bf16 *ring = reinterpret_cast<bf16 *>(smem);       // [NST][SUB][ROW]
@@ -684,6 +707,8 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
 #pragma unroll
   for (int i = 0; i < NTPW; ++i)
     acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+  // kWarpSoftmax: head g's running maximum and sum, in its quad's lanes.
+  [[maybe_unused]] float wmax = -INFINITY, wsum = 0.f;
   clk.lap(kStageMlaPrologue);
 
   for (int j = 0; j < nsub; ++j) {
@@ -780,88 +805,148 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
     }
     __syncthreads();
     clk.lap(kStageMlaScores);
-    // Softmax statistics, one warp per head, one row per lane.
-    static_assert(SUB <= 32, "one row per lane");
-    for (int h = warp; h < HG; h += WARPS) {
-      float s = -INFINITY;
-      if (lane < n) {
-        s = 0.f;
+    if constexpr (kWarpSoftmax) {
+      // Lane (g, t): head g's rows 2t, 2t + 1 (A columns of a0) and 2t + 8,
+      // 2t + 9 (of a2); lanes past HG heads hold zero probabilities.
+      const int rows4[4] = {2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9};
+      float sc[4], mloc = -INFINITY;
 #pragma unroll
-        for (int q = 0; q < KQ; ++q)
-          s += spart[(q * HG + h) * SUB + lane];
-        s *= scale;
+      for (int c = 0; c < 4; ++c) {
+        sc[c] = -INFINITY;
+        if (g < HG && rows4[c] < n) {
+          float v = 0.f;
+#pragma unroll
+          for (int q = 0; q < KQ; ++q)
+            v += spart[(q * HG + g) * SUB + rows4[c]];
+          sc[c] = v * scale;
+        }
+        mloc = fmaxf(mloc, sc[c]);
       }
-      const float mnew = fmaxf(mrun[h], warp_max(s));
-      const float p = lane < n ? expf(s - mnew) : 0.f;
-      if (lane < SUB)
-        prob[h * SUB + lane] = p;
-      const float sum = warp_sum(p);
-      if (lane == 0)
-        detail::online_softmax_update(mrun, lrun, alpha, h, mnew, sum);
-    }
-    __syncthreads();
-    clk.lap(kStageMlaSoftmax);
-    // Weighted rows: acc[h][d] = alpha[h] acc[h][d] + sum_row P[h][row] C[row][d].
-    {
-      // A k-step of the weighted sum per 16 rows of the sub-chunk (one for
-      // 16-row sub-chunks, two for 32); alpha scales the sums at the first.
+      mloc = fmaxf(mloc, __shfl_xor_sync(0xffffffffu, mloc, 1));
+      mloc = fmaxf(mloc, __shfl_xor_sync(0xffffffffu, mloc, 2));
+      const float mnew = fmaxf(wmax, mloc); // -inf only on lanes past HG heads
+      float pr[4], sum = 0.f;
 #pragma unroll
-      for (int rk = 0; rk < SUB / 16; ++rk) {
-        const float *pr = prob + 16 * rk;
-        uint32_t ph0 = 0, ph1 = 0, ph2 = 0, ph3 = 0, pl0 = 0, pl1 = 0, pl2 = 0, pl3 = 0;
-        float al = 0.f, al8 = 0.f;
-        if (g < HG) {
-          const float2 a = *reinterpret_cast<const float2 *>(pr + g * SUB + 2 * t);
-          const float2 b = *reinterpret_cast<const float2 *>(pr + g * SUB + 2 * t + 8);
-          ph0 = detail::bf2_part(a, false);
-          pl0 = detail::bf2_part(a, true);
-          ph2 = detail::bf2_part(b, false);
-          pl2 = detail::bf2_part(b, true);
-          al = alpha[g];
-        }
-        if (M16 && g + 8 < HG) { // A rows 8-15: heads g + 8
-          const float2 a = *reinterpret_cast<const float2 *>(pr + (g + 8) * SUB + 2 * t);
-          const float2 b = *reinterpret_cast<const float2 *>(pr + (g + 8) * SUB + 2 * t + 8);
-          ph1 = detail::bf2_part(a, false);
-          pl1 = detail::bf2_part(a, true);
-          ph3 = detail::bf2_part(b, false);
-          pl3 = detail::bf2_part(b, true);
-          al8 = alpha[g + 8];
-        }
+      for (int c = 0; c < 4; ++c) {
+        pr[c] = sc[c] == -INFINITY ? 0.f : expf(sc[c] - mnew);
+        sum += pr[c];
+      }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float al = g < HG ? expf(wmax - mnew) : 0.f;
+      if (g < HG) {
+        wsum = wsum * al + sum;
+        wmax = mnew;
+      }
+      const uint32_t ph0 = detail::bf2_part(make_float2(pr[0], pr[1]), false);
+      const uint32_t pl0 = detail::bf2_part(make_float2(pr[0], pr[1]), true);
+      const uint32_t ph2 = detail::bf2_part(make_float2(pr[2], pr[3]), false);
+      const uint32_t pl2 = detail::bf2_part(make_float2(pr[2], pr[3]), true);
 #pragma unroll
-        for (int i = 0; i < NTPW; ++i) {
-          const int ct = warp + i * WARPS;
-          if (ct < NT) {
-            if (rk == 0) {
-              acc[i][0] *= al;
-              acc[i][1] *= al;
-              if constexpr (M16) {
-                acc[i][2] *= al8;
-                acc[i][3] *= al8;
+      for (int i = 0; i < NTPW; ++i) {
+        const int ct = warp + i * WARPS;
+        if (ct < NT) {
+#pragma unroll
+          for (int c = 0; c < 4; ++c)
+            acc[i][c] *= al; // rows 8-15: head g's lo parts
+          uint32_t b0, b1;
+          detail::ldmatrix_x2_trans(b0, b1, cur + (lane & 15) * ROW + ct * 8);
+          detail::mma_bf16_16816(acc[i], ph0, pl0, ph2, pl2, b0, b1);
+        }
+      }
+      clk.lap(kStageMlaWeighted);
+      // (The next sub-chunk's barrier orders spart's reuse.)
+    } else {
+      // Softmax statistics, one warp per head, one row per lane.
+      static_assert(SUB <= 32, "one row per lane");
+      for (int h = warp; h < HG; h += WARPS) {
+        float s = -INFINITY;
+        if (lane < n) {
+          s = 0.f;
+#pragma unroll
+          for (int q = 0; q < KQ; ++q)
+            s += spart[(q * HG + h) * SUB + lane];
+          s *= scale;
+        }
+        const float mnew = fmaxf(mrun[h], warp_max(s));
+        const float p = lane < n ? expf(s - mnew) : 0.f;
+        if (lane < SUB)
+          prob[h * SUB + lane] = p;
+        const float sum = warp_sum(p);
+        if (lane == 0)
+          detail::online_softmax_update(mrun, lrun, alpha, h, mnew, sum);
+      }
+      __syncthreads();
+      clk.lap(kStageMlaSoftmax);
+      // Weighted rows: acc[h][d] = alpha[h] acc[h][d] + sum_row P[h][row] C[row][d].
+      {
+        // A k-step of the weighted sum per 16 rows of the sub-chunk (one for
+        // 16-row sub-chunks, two for 32); alpha scales the sums at the first.
+#pragma unroll
+        for (int rk = 0; rk < SUB / 16; ++rk) {
+          const float *pr = prob + 16 * rk;
+          uint32_t ph0 = 0, ph1 = 0, ph2 = 0, ph3 = 0, pl0 = 0, pl1 = 0, pl2 = 0, pl3 = 0;
+          float al = 0.f, al8 = 0.f;
+          if (g < HG) {
+            const float2 a = *reinterpret_cast<const float2 *>(pr + g * SUB + 2 * t);
+            const float2 b = *reinterpret_cast<const float2 *>(pr + g * SUB + 2 * t + 8);
+            ph0 = detail::bf2_part(a, false);
+            pl0 = detail::bf2_part(a, true);
+            ph2 = detail::bf2_part(b, false);
+            pl2 = detail::bf2_part(b, true);
+            al = alpha[g];
+          }
+          if (M16 && g + 8 < HG) { // A rows 8-15: heads g + 8
+            const float2 a = *reinterpret_cast<const float2 *>(pr + (g + 8) * SUB + 2 * t);
+            const float2 b = *reinterpret_cast<const float2 *>(pr + (g + 8) * SUB + 2 * t + 8);
+            ph1 = detail::bf2_part(a, false);
+            pl1 = detail::bf2_part(a, true);
+            ph3 = detail::bf2_part(b, false);
+            pl3 = detail::bf2_part(b, true);
+            al8 = alpha[g + 8];
+          }
+#pragma unroll
+          for (int i = 0; i < NTPW; ++i) {
+            const int ct = warp + i * WARPS;
+            if (ct < NT) {
+              if (rk == 0) {
+                acc[i][0] *= al;
+                acc[i][1] *= al;
+                if constexpr (M16) {
+                  acc[i][2] *= al8;
+                  acc[i][3] *= al8;
+                }
+                if constexpr (PACK) {
+                  acc[i][2] *= al;
+                  acc[i][3] *= al;
+                }
               }
-              if constexpr (PACK) {
-                acc[i][2] *= al;
-                acc[i][3] *= al;
+              uint32_t b0, b1;
+              detail::ldmatrix_x2_trans(b0, b1, cur + (16 * rk + (lane & 15)) * ROW + ct * 8);
+              if constexpr (PACK) { // rows 8-15: head g's lo parts
+                detail::mma_bf16_16816(acc[i], ph0, pl0, ph2, pl2, b0, b1);
+              } else {
+                detail::mma_bf16_16816(acc[i], ph0, ph1, ph2, ph3, b0, b1);
+                detail::mma_bf16_16816(acc[i], pl0, pl1, pl2, pl3, b0, b1);
               }
-            }
-            uint32_t b0, b1;
-            detail::ldmatrix_x2_trans(b0, b1, cur + (16 * rk + (lane & 15)) * ROW + ct * 8);
-            if constexpr (PACK) { // rows 8-15: head g's lo parts
-              detail::mma_bf16_16816(acc[i], ph0, pl0, ph2, pl2, b0, b1);
-            } else {
-              detail::mma_bf16_16816(acc[i], ph0, ph1, ph2, ph3, b0, b1);
-              detail::mma_bf16_16816(acc[i], pl0, pl1, pl2, pl3, b0, b1);
             }
           }
         }
       }
+      clk.lap(kStageMlaWeighted);
     }
-    clk.lap(kStageMlaWeighted);
   }
   cp_async_wait<0>(); // the empty groups past the end
-  for (int h = threadIdx.x; h < HG; h += THREADS) {
-    part_m[chunk * HM + h0 + h] = mrun[h];
-    part_l[chunk * HM + h0 + h] = lrun[h];
+  if constexpr (kWarpSoftmax) {
+    if (warp == 0 && t == 0 && g < HG) {
+      part_m[chunk * HM + h0 + g] = wmax;
+      part_l[chunk * HM + h0 + g] = wsum;
+    }
+  } else {
+    for (int h = threadIdx.x; h < HG; h += THREADS) {
+      part_m[chunk * HM + h0 + h] = mrun[h];
+      part_l[chunk * HM + h0 + h] = lrun[h];
+    }
   }
 #pragma unroll
   for (int i = 0; i < NTPW; ++i) {

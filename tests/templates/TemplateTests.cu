@@ -1124,10 +1124,14 @@ __global__ void __launch_bounds__(T, 1)
   for (int t = blockIdx.x; t < tasks; t += gridDim.x)
     mk::mla_q_absorb_task<T, HM, NOPE, ROPE, VH, LORA, 128>(t, q, wq, s, z, qabs, smem);
 }
-// AT threads; SLICED: the sliced form (else the form mla_attention_chunk_task
-// picks: the block-wide one, or with -DMK_MLA_ATTENTION_SLICED the sliced
-// one where it fits).
-template <int HM, int HG, int SUB, int AT, bool SLICED>
+// The attention form a test runs: the one mla_attention_chunk_task picks
+// (the block-wide one, or with -DMK_MLA_ATTENTION_SLICED the sliced one
+// where it fits), the sliced one, or the block-wide one with its
+// probabilities formed in every warp (WARP_SOFTMAX) whatever the build's
+// macros.
+enum MlaForm : int { kMlaPicked = 0, kMlaSliced = 1, kMlaWarpSoftmaxForm = 2 };
+// AT threads, FORM an MlaForm.
+template <int HM, int HG, int SUB, int AT, int FORM>
 __global__ void __launch_bounds__(AT, 1)
     attnKernel(int rows, float scale, const float *qabs, const mk::bf16 *qr, const mk::bf16 *ckv,
                const mk::bf16 *kr, float *pm, float *pl, float *pa, int *nchOut) {
@@ -1137,9 +1141,12 @@ __global__ void __launch_bounds__(AT, 1)
     *nchOut = nch;
   // Head groups of HG: HM / HG tasks per chunk.
   for (int t = blockIdx.x; t < nch * (HM / HG); t += gridDim.x)
-    if constexpr (SLICED)
+    if constexpr (FORM == kMlaSliced)
       mk::mla_attention_chunk_task_sliced<AT, HM, HG, LORA, ROPE>(t, nch, rows, scale, qabs, qr,
                                                                   ckv, kr, pm, pl, pa, smem);
+    else if constexpr (FORM == kMlaWarpSoftmaxForm)
+      mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, true>(
+          t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
     else
       mk::mla_attention_chunk_task<AT, HM, HG, LORA, ROPE, SUB>(t, nch, rows, scale, qabs, qr,
                                                                 ckv, kr, pm, pl, pa, smem);
@@ -1208,11 +1215,12 @@ __global__ void __launch_bounds__(T, 1)
 
 /// HM heads in attention tasks of HG heads (2: A rows 8-15 carry the lo
 /// parts; 16: they carry heads), sub-chunks of SUB cache rows, the
-/// attention in blocks of AT threads (SLICED: its sliced form).
-template <int HM = 4, int HG = 2, int SUB = mk::kMlaSub, int AT = T, bool SLICED = false,
+/// attention in blocks of AT threads in form FORM (an MlaForm).
+template <int HM = 4, int HG = 2, int SUB = mk::kMlaSub, int AT = T, int FORM = kMlaPicked,
           bool WAITING = false>
 void runMla(int ctx, bool adopt, uint64_t seed) {
-  static_assert(!WAITING || (AT == T && !SLICED), "the waiting form runs in the absorb's blocks");
+  static_assert(!WAITING || (AT == T && FORM == kMlaPicked),
+                "the waiting form runs in the absorb's blocks");
   Rng r(seed);
   const int rows = ctx + 1;
   auto q = randBf16(r, HM * QD, 1.f), kv = randBf16(r, LORA + ROPE, 1.f);
@@ -1264,7 +1272,7 @@ void runMla(int ctx, bool adopt, uint64_t seed) {
     absorbKernel<HM><<<9, T, NOPE * sizeof(float)>>>(dq.as<mk::bf16>(), dw.p,
                                                      ds.as<mk::bf16>(), dz.as<mk::bf16>(), qabs.p);
     CK(cudaGetLastError());
-    auto attn = attnKernel<HM, HG, SUB, AT, SLICED>;
+    auto attn = attnKernel<HM, HG, SUB, AT, FORM>;
     CK(cudaFuncSetAttribute(attn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)asmem));
     attn<<<23, AT, asmem>>>(rows, scale, qabs.p, dqr.as<mk::bf16>(), (mk::bf16 *)co,
                             (mk::bf16 *)ko, pm.p, pl.p, pa.p, nch.p);
@@ -1387,13 +1395,13 @@ static_assert(mk::mla_attention_sliced_fits<256, 8, LORA, ROPE>() &&
               "the sliced form's shapes these tests mean to cover");
 TEST(Mla, SlicedForm) {
   REQUIRE_GPU();
-  runMla<32, 8, 16, 256, true>(2000, false, 30); // the unit's heads and head group
-  runMla<4, 2, 16, 256, true>(300, true, 31);
-  runMla<4, 2, 16, 256, true>(0, false, 32);
-  runMla<32, 8, 16, 256, true>(40, false, 33); // a short last sub-chunk
-  runMla<32, 16, 16, 256, true>(2000, false, 34); // 16 heads: A rows 8-15 carry heads 8-15
-  runMla<16, 16, 16, 256, true>(40, true, 35);
-  runMla<4, 2, 16, T, true>(300, false, 36);
+  runMla<32, 8, 16, 256, kMlaSliced>(2000, false, 30); // the unit's heads and head group
+  runMla<4, 2, 16, 256, kMlaSliced>(300, true, 31);
+  runMla<4, 2, 16, 256, kMlaSliced>(0, false, 32);
+  runMla<32, 8, 16, 256, kMlaSliced>(40, false, 33); // a short last sub-chunk
+  runMla<32, 16, 16, 256, kMlaSliced>(2000, false, 34); // 16 heads: A rows 8-15 carry heads 8-15
+  runMla<16, 16, 16, 256, kMlaSliced>(40, true, 35);
+  runMla<4, 2, 16, T, kMlaSliced>(300, false, 36);
 }
 // The waiting forms (schedule-prologue-waits absorb=true, attention,
 // combine=true): the queries' copy, the absorb tasks, the chunks and the
@@ -1404,10 +1412,22 @@ TEST(Mla, SlicedForm) {
 // a short context and a single row.
 TEST(Mla, WaitingFormWaitsInItsPrologue) {
   REQUIRE_GPU();
-  runMla<32, 8, mk::kMlaSub, T, false, true>(2000, false, 37);
-  runMla<16, 16, mk::kMlaSub, T, false, true>(300, true, 38);
-  runMla<4, 2, mk::kMlaSub, T, false, true>(40, false, 39);
-  runMla<4, 2, mk::kMlaSub, T, false, true>(0, false, 40);
+  runMla<32, 8, mk::kMlaSub, T, kMlaPicked, true>(2000, false, 37);
+  runMla<16, 16, mk::kMlaSub, T, kMlaPicked, true>(300, true, 38);
+  runMla<4, 2, mk::kMlaSub, T, kMlaPicked, true>(40, false, 39);
+  runMla<4, 2, mk::kMlaSub, T, kMlaPicked, true>(0, false, 40);
+}
+// The block-wide form with its probabilities formed in every warp
+// (-DMK_MLA_WARP_SOFTMAX, opt-in), in every build: the unit's heads and
+// head group, a short last sub-chunk, a single row, adopting a foreign
+// cache, and 16 heads (where the form does not apply: the softmax stage's).
+TEST(Mla, WarpSoftmaxForm) {
+  REQUIRE_GPU();
+  runMla<32, 8, 16, T, kMlaWarpSoftmaxForm>(2000, false, 41);
+  runMla<32, 8, 16, T, kMlaWarpSoftmaxForm>(40, false, 42);
+  runMla<4, 2, 16, T, kMlaWarpSoftmaxForm>(0, false, 43);
+  runMla<4, 2, 16, T, kMlaWarpSoftmaxForm>(300, true, 44);
+  runMla<16, 16, 16, T, kMlaWarpSoftmaxForm>(300, false, 45);
 }
 // 32-row sub-chunks (attention-sub-rows=32): two ring slots, a k-step of
 // the weighted sum per 16 rows; short and single-row contexts included.
