@@ -162,8 +162,8 @@ def ScheduleFuseKdaGatedNorm : Pass<"schedule-fuse-kda-gated-norm", "::mlir::Mod
     output is read by that one GEMV only, with one weight, from offset 0,
     its k-slices (k / ksplit) whole heads, its input and gate bf16 outside
     shared memory. Opt-in (`enabled=true`): measured no faster on an H100
-    (perf notes #168: 0 us on the released forms at 2048, +6.8 us on the
-    48B).
+    (perf notes #168: 0 us on the released forms at 2048, -3.4 at 16384,
+    +6.8 us on the 48B).
     Runs after schedule-partition-work (which sets `ksplit`) and before
     schedule-barriers-to-counters; a rewrite pattern on the norm
     (FoldGatedNormIntoStaging), applied by the greedy driver.
@@ -255,8 +255,9 @@ def SchedulePollRouterLogits : Pass<"schedule-poll-router-logits", "::mlir::Modu
     on an H100 (perf notes #167, three alternating rounds at 2048 and
     16384; -4.9 / -5.2 in #171) and -2.8 / -0.7 on the released forms (64
     experts, #171), but +23 us on the released 48B model's 256 (#171; its
-    MoE bands' phase profile is unchanged, #175, so the cause is not yet
-    located). So a router of more than `max-experts` rows keeps its
+    MoE bands' phase profile is unchanged, #175, while its kernel body
+    spills 1128 B on sm_90 against 208 B counted: the likely cost). So a
+    router of more than `max-experts` rows keeps its
     counter; `enabled=false` keeps every router's.
   }];
   let options = [

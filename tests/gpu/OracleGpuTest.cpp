@@ -945,7 +945,8 @@ TEST(OracleGpu, TinyModelFromContext2048) { modelSteps("tiny_model", 2048); }
 TEST(OracleGpu, TinyModelFromContext8192) { modelSteps("tiny_model", 8192); }
 TEST(OracleGpu, TinyModelBf16HeadFromContext2048) { modelSteps("tiny_model_bf16_head", 2048); }
 // The unit's width with the released model's 163840-token LM head: the
-// argmax over 40 slices (the tiny model's 8208 tokens take 3).
+// argmax merged by its 1280 tiles (schedule-fuse-argmax; the argmax task's
+// 40 slices in ModelArgmaxTaskFromContext0 below).
 TEST(OracleGpu, ModelFromContext0) { modelSteps("kimi_linear_model", 0); }
 TEST(OracleGpu, ModelFromContext8192) { modelSteps("kimi_linear_model", 8192); }
 // The greedy argmax as its own task after the LM head (schedule-fuse-argmax=
@@ -990,9 +991,10 @@ TEST(OracleGpu, ReleasedFormsGatedNormFusedOneStep) {
 // The routed experts waiting for the router's counter instead of polling
 // its logits (schedule-poll-router-logits=enabled=false, the default until
 // session 35; make-gpu-kernels.sh generates them): the softmax router over 8
-// steps, the sigmoid router at the unit's width. Every default kernel polls;
-// the unit's counted form is kimi_linear_w4a16_tcounted (the schedule
-// variants' oracle test).
+// steps, the sigmoid router at the unit's width. Every default kernel whose
+// routers have at most 64 experts polls (wider ones, the 48B's, keep their
+// counters: schedule-poll-router-logits max-experts); the unit's counted
+// form is kimi_linear_w4a16_tcounted (the schedule variants' oracle test).
 TEST(OracleGpu, TinyRouterCountedEightSteps) { eightSteps("tiny_tcounted"); }
 TEST(OracleGpu, ReleasedFormsRouterCountedOneStep) {
   oneStepAgainstOracle("kimi_linear_released_forms_tcounted");

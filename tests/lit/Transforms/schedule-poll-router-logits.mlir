@@ -1,8 +1,13 @@
 // RUN: mk-opt %s "--schedule-poll-router-logits=enabled=true" | FileCheck %s
 // RUN: mk-opt %s "--schedule-poll-router-logits=enabled=false" | FileCheck %s --check-prefix=OFF
-// A router of more experts than max-experts (here 8 > 4) keeps its counter.
+// A router of more experts than max-experts (here 8 > 4) keeps its counter,
+// and no task anywhere polls; at max-experts=8 the 8-row routers poll.
 // RUN: mk-opt %s "--schedule-poll-router-logits=max-experts=4" | FileCheck %s --check-prefix=WIDE
+// RUN: mk-opt %s "--schedule-poll-router-logits=max-experts=4" | FileCheck %s --check-prefix=NOPOLL
+// RUN: mk-opt %s "--schedule-poll-router-logits=max-experts=8" | FileCheck %s
+// A bad max-experts is refused, also where the pass is off.
 // RUN: not mk-opt %s "--schedule-poll-router-logits=max-experts=0" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not mk-opt %s "--schedule-poll-router-logits=enabled=false max-experts=-5" 2>&1 | FileCheck %s --check-prefix=BAD5
 // Run twice: the second run finds nothing left to poll.
 // RUN: mk-opt %s "--schedule-poll-router-logits=enabled=true" "--schedule-poll-router-logits=enabled=true" | FileCheck %s
 
@@ -38,9 +43,12 @@
 // CHECK: schedule.zero_f32 "route.clear.1" {buffer = @logits
 // WIDE-LABEL: schedule.kernel @k
 // WIDE: schedule.counter @route.done
-// WIDE-NOT: poll
 // WIDE: schedule.wait @route.done
+// WIDE-LABEL: schedule.kernel @other
+// NOPOLL-NOT: poll
+// NOPOLL-NOT: {buffer = @logits
 // BAD: error: schedule-poll-router-logits: max-experts must be at least 1, got 0
+// BAD5: error: schedule-poll-router-logits: max-experts must be at least 1, got -5
 // OFF-NOT: poll
 // OFF-NOT: clear.1
 
