@@ -80,18 +80,15 @@ struct SchedulePollRouterLogitsPass
   void pollRouters(KernelOp kernel) {
     llvm::StringMap<BufferOp> buffers;
     PhaseOp first;
-    // The position of each phase, and of the first grid barrier after the
-    // first phase (the clearing's).
-    llvm::DenseMap<Operation *, int> position;
-    int firstBarrier = -1, at = 0;
+    // The first grid barrier after the first phase (the clearing's).
+    Operation *firstBarrier = nullptr;
     for (Operation &o : kernel.getBodyBlock()) {
-      position[&o] = at++;
       if (auto b = dyn_cast<BufferOp>(o))
         buffers[b.getSymName()] = b;
       else if (auto p = dyn_cast<PhaseOp>(o); p && !first)
         first = p;
-      else if (isa<BarrierOp>(o) && first && firstBarrier < 0)
-        firstBarrier = position[&o];
+      else if (isa<BarrierOp>(o) && first && !firstBarrier)
+        firstBarrier = &o;
     }
     if (!first)
       return;
@@ -160,7 +157,7 @@ struct SchedulePollRouterLogitsPass
           }))
         continue;
       // A grid barrier between the clearing (the first phase) and the router.
-      if (firstBarrier < 0 || position.lookup(router->getParentOp()) < firstBarrier)
+      if (!firstBarrier || router->getParentOp()->isBeforeInBlock(firstBarrier))
         continue;
       rewrite(kernel, index, first, router, buf, readers);
     }

@@ -244,15 +244,13 @@ TEST(EmitterNvrtc, ReleasedFormsGatedNormInTheProjection) {
 // and the kernels compile for both targets. (WholeModel below compiles the
 // argmax task's form, enabled=false.)
 TEST(EmitterNvrtc, WholeModelArgmaxInTheHeadTiles) {
-  const std::string opt = "";
-  check("examples/specs/tiny_model.json", "mk_tiny_model", false, opt);
-  check("examples/specs/kimi_linear_model.json", "mk_kimi_linear_model", false, opt);
+  check("examples/specs/tiny_model.json", "mk_tiny_model");
+  check("examples/specs/kimi_linear_model.json", "mk_kimi_linear_model");
   for (const char *spec : {"examples/specs/tiny_model.json", "examples/specs/kimi_linear_model.json"}) {
     const std::string src =
         emit(spec, std::string("mk_") + (std::string(spec).find("tiny") != std::string::npos
                                              ? "tiny_model"
-                                             : "kimi_linear_model"),
-             false, opt)
+                                             : "kimi_linear_model"))
             .source;
     EXPECT_EQ(src.find("mk::argmax_task<"), std::string::npos) << spec;
     const size_t at = src.find("mk::argmax_of_tile<");
@@ -510,11 +508,11 @@ TEST(EmitterNvrtc, RouterLogitsPolled) {
                               "mk_kimi_linear_released_forms", "mk::moe_topk_sigmoid<64, 8, true>",
                               3}}) {
     check(sp.path, sp.kernel, false, opt);
+    const std::string src = emit(sp.path, sp.kernel, false, opt).source;
     // The polls one value after another (-DMK_POLL_SERIAL, the form before
     // the batched polls) compile too.
-    mk::test::compileAndCheck(emit(sp.path, sp.kernel, false, opt).source, sp.kernel, "sm_90",
-                              mk::test::SpillRule::PrintOnly, {"-DMK_POLL_SERIAL"});
-    const std::string src = emit(sp.path, sp.kernel, false, opt).source;
+    mk::test::compileAndCheck(src, sp.kernel, "sm_90", mk::test::SpillRule::PrintOnly,
+                              {"-DMK_POLL_SERIAL"});
     auto count = [&](const std::string &what) {
       size_t n = 0;
       for (size_t at = src.find(what); at != std::string::npos; at = src.find(what, at + 1))
