@@ -271,8 +271,10 @@ constexpr int kMlaSimtSub = 32;
 /// barriers and softmax passes per row.
 constexpr int kMlaSub = 16;
 /// Whether the block-wide attention forms its probabilities in every warp
-/// (mla_attention_chunk_task_blockwide's WARP_SOFTMAX; opt-in, not yet
-/// measured on a GPU).
+/// (mla_attention_chunk_task_blockwide's WARP_SOFTMAX; opt-in,
+/// -DMK_MLA_WARP_SOFTMAX: within the run spread of the default, and as the
+/// default it made ptxas spill in the released forms' templates, perf notes
+/// session 37).
 #ifdef MK_MLA_WARP_SOFTMAX
 constexpr bool kMlaWarpSoftmax = true;
 #else
@@ -527,7 +529,7 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t
 
 /// The block-wide tensor-core form of mla_attention_chunk_task, its
 /// default (every warp works on the same sub-chunk; three block barriers
-/// per sub-chunk).
+/// per sub-chunk, two with WARP_SOFTMAX).
 ///
 /// On the tensor cores (mma.m16n8k16): the rows stream through a ring of
 /// mla_attention_stages slots of kMlaSub rows by cp.async, NST - 1 slots
@@ -544,9 +546,10 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t
 /// 99 KB). (Perf notes #77: 1-2 us at context 2048 and 7-9 us at 16384 faster
 /// than element-wise row copies and hi and lo in separate mma.)
 ///
-/// WARP_SOFTMAX (-DMK_MLA_WARP_SOFTMAX; up to 8 heads, 16-row sub-chunks,
-/// else ignored): no softmax stage. Every warp forms the probabilities its
-/// weighted-sum fragments need itself, right after the scores' barrier:
+/// WARP_SOFTMAX (-DMK_MLA_WARP_SOFTMAX, opt-in; up to 8 heads, 16-row
+/// sub-chunks, else ignored): no softmax stage. Every warp forms the
+/// probabilities its weighted-sum fragments need itself, right after the
+/// scores' barrier:
 /// lane (g, t) sums the K-split partial scores of head g's rows 2t, 2t + 1,
 /// 2t + 8, 2t + 9 from `spart`, the quad (the four lanes of head g) takes
 /// their maximum and their exp sum with two shuffles each, and the head's
@@ -554,8 +557,12 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t
 /// in every warp: the same operations on the same inputs). One block
 /// barrier and the probabilities' trip through shared memory less per
 /// sub-chunk (perf notes #174: the softmax stage is 0.45 us of a 1.8 us
-/// sub-chunk at 16384 on an H100). The same arithmetic as the softmax
-/// stage's but for the order of the sum of the exponentials.
+/// sub-chunk at 16384 on an H100), against 8 warps doing the softmax's
+/// work each: within the run spread of the softmax stage on an H100 once
+/// the partial scores were laid out without bank conflicts (kQuadParts;
+/// perf notes #179 and #181, six rounds in two calls: -1.1 us per token at
+/// 16384, +0.5 at 2048). The same arithmetic as the softmax stage's but
+/// for the order of the sum of the exponentials.
 template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub,
           class Wait = NoPrologue, bool WARP_SOFTMAX = kMlaWarpSoftmax>
 __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int rows, float scale,
@@ -709,6 +716,19 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
     acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
   // kWarpSoftmax: head g's running maximum and sum, in its quad's lanes.
   [[maybe_unused]] float wmax = -INFINITY, wsum = 0.f;
+  // kQuadParts (kWarpSoftmax with 8 heads, which fill the mma's A rows
+  // 0-7, so every lane's g is a head): k-group q's partial scores of rows
+  // 8 rb + 2 t + e of head g at quadPart(q, rb) + e, the float2 of lane
+  // (g, t). A half-warp's 16
+  // lanes (heads g % 4, rows t) then cover the 32 banks once, for the score
+  // tiles' float2 stores and the probabilities' float2 loads alike; the
+  // [KQ][HG][SUB] layout puts heads g and g + 2 on the same banks, 4-way
+  // conflicts on each of 16 scalar loads per lane (perf notes #179: the
+  // weighted stage 16.7 -> 11.9 us per task at 16384).
+  constexpr bool kQuadParts = kWarpSoftmax && HG == 8;
+  [[maybe_unused]] auto quadPart = [&](int q, int rb) {
+    return q * HG * SUB + rb * HG * 8 + (g / 4) * 32 + t * 8 + (g % 4) * 2;
+  };
   clk.lap(kStageMlaPrologue);
 
   for (int j = 0; j < nsub; ++j) {
@@ -793,9 +813,13 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
 #pragma unroll
         for (int c = 0; c < 4; ++c)
           sh[c] += sl[c];
-      if (PACK && g < HG) // c2, c3: head g's lo part
+      if constexpr (kQuadParts) {
+        *reinterpret_cast<float2 *>(spart + quadPart(kq, nt)) =
+            make_float2(sh[0] + sh[2], sh[1] + sh[3]);
+      } else if (PACK && g < HG) { // c2, c3: head g's lo part
         *reinterpret_cast<float2 *>(spart + (kq * HG + g) * SUB + nt * 8 + 2 * t) =
             make_float2(sh[0] + sh[2], sh[1] + sh[3]);
+      }
       if (!PACK && g < HG)
         *reinterpret_cast<float2 *>(spart + (kq * HG + g) * SUB + nt * 8 + 2 * t) =
             make_float2(sh[0] + sl[0], sh[1] + sl[1]);
@@ -810,17 +834,33 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
       // 2t + 9 (of a2); lanes past HG heads hold zero probabilities.
       const int rows4[4] = {2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9};
       float sc[4], mloc = -INFINITY;
+      if constexpr (kQuadParts) { // two float2 loads per k-group; g < HG
+        float2 lo = make_float2(0.f, 0.f), hi = make_float2(0.f, 0.f);
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        sc[c] = -INFINITY;
-        if (g < HG && rows4[c] < n) {
-          float v = 0.f;
-#pragma unroll
-          for (int q = 0; q < KQ; ++q)
-            v += spart[(q * HG + g) * SUB + rows4[c]];
-          sc[c] = v * scale;
+        for (int q = 0; q < KQ; ++q) {
+          const float2 a = *reinterpret_cast<const float2 *>(spart + quadPart(q, 0));
+          const float2 b = *reinterpret_cast<const float2 *>(spart + quadPart(q, 1));
+          lo.x += a.x, lo.y += a.y, hi.x += b.x, hi.y += b.y;
         }
-        mloc = fmaxf(mloc, sc[c]);
+        const float v4[4] = {lo.x, lo.y, hi.x, hi.y};
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          sc[c] = rows4[c] < n ? v4[c] * scale : -INFINITY;
+          mloc = fmaxf(mloc, sc[c]);
+        }
+      } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          sc[c] = -INFINITY;
+          if (g < HG && rows4[c] < n) {
+            float v = 0.f;
+#pragma unroll
+            for (int q = 0; q < KQ; ++q)
+              v += spart[(q * HG + g) * SUB + rows4[c]];
+            sc[c] = v * scale;
+          }
+          mloc = fmaxf(mloc, sc[c]);
+        }
       }
       mloc = fmaxf(mloc, __shfl_xor_sync(0xffffffffu, mloc, 1));
       mloc = fmaxf(mloc, __shfl_xor_sync(0xffffffffu, mloc, 2));
@@ -979,7 +1019,7 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
 /// g + 8 past 8 heads), so the probabilities never go through shared
 /// memory. The weighted sum covers the warp's own latent slice
 /// (ldmatrix.trans, two column tiles per load). One block barrier per
-/// sub-chunk where the block-wide form has three. Numerics as the
+/// sub-chunk where the block-wide form has three (two with WARP_SOFTMAX). Numerics as the
 /// block-wide form: queries and probabilities as bf16 hi + lo parts, fp32
 /// sums; up to 8 heads A rows 0-7 are the heads' hi parts and rows 8-15
 /// their lo parts (one mma takes both), 9 to 16 heads fill the A rows with

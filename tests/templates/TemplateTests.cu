@@ -1419,8 +1419,10 @@ TEST(Mla, WaitingFormWaitsInItsPrologue) {
 }
 // The block-wide form with its probabilities formed in every warp
 // (-DMK_MLA_WARP_SOFTMAX, opt-in), in every build: the unit's heads and
-// head group, a short last sub-chunk, a single row, adopting a foreign
-// cache, and 16 heads (where the form does not apply: the softmax stage's).
+// head group (the conflict-free partial scores), a short last sub-chunk, a
+// single row, adopting a foreign cache, 4 heads (A rows 4-7 past the heads:
+// the [KQ][HG][SUB] partial scores), and 16 heads (where the form does not
+// apply: the softmax stage's).
 TEST(Mla, WarpSoftmaxForm) {
   REQUIRE_GPU();
   runMla<32, 8, 16, T, kMlaWarpSoftmaxForm>(2000, false, 41);
@@ -1428,6 +1430,8 @@ TEST(Mla, WarpSoftmaxForm) {
   runMla<4, 2, 16, T, kMlaWarpSoftmaxForm>(0, false, 43);
   runMla<4, 2, 16, T, kMlaWarpSoftmaxForm>(300, true, 44);
   runMla<16, 16, 16, T, kMlaWarpSoftmaxForm>(300, false, 45);
+  runMla<16, 4, 16, T, kMlaWarpSoftmaxForm>(300, false, 46);
+  runMla<16, 4, 16, T, kMlaWarpSoftmaxForm>(40, true, 47);
 }
 // 32-row sub-chunks (attention-sub-rows=32): two ring slots, a k-step of
 // the weighted sum per 16 rows; short and single-row contexts included.
