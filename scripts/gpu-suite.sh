@@ -15,7 +15,7 @@
 #   synccheck on a full-size step, the Python drop-in's tests and the
 #   examples, the one-step oracle test on each schedule variant
 #   (kimi_linear_w4a16_t*/) and on the unit under the opt-in template forms
-#   not yet measured (-DMK_MLA_WARP_SOFTMAX), and mk-diff on the
+#   (-DMK_MLA_WARP_SOFTMAX, -DMK_MLA_BULK_ROWS), and mk-diff on the
 #   debug-capture kernels.
 #   The step times the examples print there are not measurements: other
 #   processes share the GPU. ~4.7 minutes with the build (perf notes
@@ -147,11 +147,16 @@ if [ "$wave" = main ]; then
       done
       exit \$s"
   done
-  # The unit under the opt-in template forms not yet measured (NVRTC
-  # options; their CUBINs carried where make-gpu-kernels.sh compiled them):
+  # The unit under the opt-in template forms (NVRTC options; their CUBINs
+  # carried where make-gpu-kernels.sh compiled them):
   # the one-step oracle test.
   part template-forms "
-    cd '$G' && MK_NVRTC_OPTIONS=-DMK_MLA_WARP_SOFTMAX ./mk-gpu-tests --gtest_filter=OracleGpu.FullUnitOneStep"
+    cd '$G' && s=0
+    for o in -DMK_MLA_WARP_SOFTMAX -DMK_MLA_BULK_ROWS; do
+      echo \"== \$o\"
+      MK_NVRTC_OPTIONS=\$o ./mk-gpu-tests --gtest_filter=OracleGpu.FullUnitOneStep || s=1
+    done
+    exit \$s"
   part mk-diff "
     s=0
     for k in tiny_debug kimi_linear_w4a16_debug tiny_dense_first_debug tiny_released_forms_debug; do

@@ -280,6 +280,23 @@ constexpr bool kMlaWarpSoftmax = true;
 #else
 constexpr bool kMlaWarpSoftmax = false;
 #endif
+/// Whether the block-wide attention moves its cache rows with bulk copies
+/// (-DMK_MLA_BULK_ROWS, opt-in, sm_90+): one cp.async.bulk per row's latent
+/// part and one per rope part, issued by warp 0's lanes, each ring slot
+/// completing on its own mbarrier, instead of 16-byte cp.async by every
+/// thread (perf notes #112: the copies' issue loop was ~20 % of the
+/// attention's stall samples). Not yet run on a GPU.
+#ifdef MK_MLA_BULK_ROWS
+constexpr bool kMlaBulkRows = true;
+#else
+constexpr bool kMlaBulkRows = false;
+#endif
+/// The block-wide attention's ring mbarriers (BULK_ROWS): one per slot,
+/// initialized at each task's start and invalidated at its end.
+__device__ __forceinline__ unsigned long long *mla_ring_bars() {
+  __shared__ __align__(8) unsigned long long bars[4];
+  return bars;
+}
 template <int HG, int SUB = kMlaSub> __host__ __device__ constexpr int mla_attention_stages() {
   return HG > 8 || SUB > 16 ? 2 : 3;
 }
@@ -563,8 +580,15 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t
 /// perf notes #179 and #181, six rounds in two calls: -1.1 us per token at
 /// 16384, +0.5 at 2048). The same arithmetic as the softmax stage's but
 /// for the order of the sum of the exponentials.
+///
+/// BULK_ROWS (-DMK_MLA_BULK_ROWS, opt-in; sm_90 and later, else ignored):
+/// the rows by bulk copies, two per row (latent, rope) issued by warp 0's
+/// lanes, each ring slot completing on its own mbarrier (mla_ring_bars)
+/// armed with the sub-chunk's bytes; threads wait on the slot's mbarrier
+/// instead of their cp.async groups. The same ring layout and arithmetic.
 template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub,
-          class Wait = NoPrologue, bool WARP_SOFTMAX = kMlaWarpSoftmax>
+          class Wait = NoPrologue, bool WARP_SOFTMAX = kMlaWarpSoftmax,
+          bool BULK_ROWS = kMlaBulkRows>
 __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int rows, float scale,
                                                    const float *q_abs, const bf16 *q_rope,
                                                    const bf16 *ckv, const bf16 *kr, float *part_m,
@@ -608,6 +632,24 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
 
+  // kBulk (BULK_ROWS, sm_90 and later): one mbarrier per ring slot; the
+  // k-th fill of slot s (of sub-chunk s + k NST) completes its phase k.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  constexpr bool kBulk = false;
+#else
+  constexpr bool kBulk = BULK_ROWS;
+#endif
+  [[maybe_unused]] unsigned long long *bars = mla_ring_bars();
+  static_assert(!kBulk || NST <= 4, "mla_ring_bars holds 4 slots");
+  if constexpr (kBulk) {
+    if (threadIdx.x == 0) {
+#pragma unroll
+      for (int s = 0; s < NST; ++s)
+        detail::mbar_init(&bars[s], 1);
+      detail::mbar_init_fence();
+    }
+    __syncthreads(); // the inits, and every earlier use of the ring, before the copies
+  }
   // Sub-chunk j into ring slot j % NST (an empty commit group past the end).
   // Rows past the chunk are zeros: they meet zero probabilities, and stale
   // bytes could be NaN (0 * NaN is not 0).
@@ -615,25 +657,47 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
     if (j < nsub) {
       bf16 *dst = ring + (j % NST) * SUB * ROW;
       const int s0 = r0 + j * SUB, n = min(SUB, r1 - s0);
-      // A warp copies whole rows, lane l its pieces l, l + 32, ...: no
-      // division, and a row's addresses advance by a constant.
-      MK_UNROLL_RUNTIME
-      for (int r = warp; r < n; r += WARPS) {
-        const bf16 *lat = ckv + (size_t)(s0 + r) * LORA, *rot = kr + (size_t)(s0 + r) * ROPE;
-        bf16 *d = dst + r * ROW;
+      if constexpr (kBulk) {
+        // Warp 0: lane 0 arms the slot's mbarrier with the bytes, then lane
+        // r < n copies row r (its latent and rope parts). The fence (every
+        // state space) orders the slot's earlier reads (generic proxy,
+        // before the barrier this follows) and the cache rows' writes this
+        // launch made (the appended row, ordered before this by the
+        // schedule's barrier or counter) before the copies (async proxy).
+        if (warp == 0) {
+          asm volatile("fence.proxy.async;" ::: "memory");
+          if (lane == 0)
+            detail::mbar_expect_tx(&bars[j % NST], (unsigned)(n * (LORA + ROPE) * 2));
+          __syncwarp();
+          for (int r = lane; r < n; r += 32) {
+            detail::bulk_copy(dst + r * ROW, ckv + (size_t)(s0 + r) * LORA, LORA * 2,
+                              &bars[j % NST]);
+            detail::bulk_copy(dst + r * ROW + LORA, kr + (size_t)(s0 + r) * ROPE, ROPE * 2,
+                              &bars[j % NST]);
+          }
+        }
+      } else {
+        // A warp copies whole rows, lane l its pieces l, l + 32, ...: no
+        // division, and a row's addresses advance by a constant.
+        MK_UNROLL_RUNTIME
+        for (int r = warp; r < n; r += WARPS) {
+          const bf16 *lat = ckv + (size_t)(s0 + r) * LORA, *rot = kr + (size_t)(s0 + r) * ROPE;
+          bf16 *d = dst + r * ROW;
 #pragma unroll
-        for (int p = lane; p < LP + RP; p += 32) {
-          if (p < LP)
-            cp_async16(d + 8 * p, lat + 8 * p);
-          else
-            cp_async16(d + LORA + 8 * (p - LP), rot + 8 * (p - LP));
+          for (int p = lane; p < LP + RP; p += 32) {
+            if (p < LP)
+              cp_async16(d + 8 * p, lat + 8 * p);
+            else
+              cp_async16(d + LORA + 8 * (p - LP), rot + 8 * (p - LP));
+          }
         }
       }
       MK_UNROLL_RUNTIME
       for (int i = threadIdx.x; i < (SUB - n) * ROW / 8; i += THREADS)
         reinterpret_cast<uint4 *>(dst + n * ROW)[i] = make_uint4(0, 0, 0, 0);
     }
-    cp_async_commit();
+    if constexpr (!kBulk)
+      cp_async_commit();
   };
   static_assert(NST >= 2, "the loop below keeps NST - 1 slots in flight");
 #pragma unroll
@@ -732,7 +796,10 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
   clk.lap(kStageMlaPrologue);
 
   for (int j = 0; j < nsub; ++j) {
-    cp_async_wait<NST - 2>(); // sub-chunk j has landed (later ones may be in flight)
+    if constexpr (kBulk)
+      detail::mbar_wait(&bars[j % NST], (unsigned)(j / NST) & 1u); // sub-chunk j has landed
+    else
+      cp_async_wait<NST - 2>(); // sub-chunk j has landed (later ones may be in flight)
     __syncthreads();          // ...for every thread; slot (j + NST - 1) % NST is free
     issue(j + NST - 1);
     clk.lap(kStageMlaRowWait);
@@ -1001,6 +1068,11 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
                                   2 * t) = make_float2(acc[i][2], acc[i][3]);
   }
   __syncthreads();
+  if constexpr (kBulk)
+    if (threadIdx.x == 0)
+#pragma unroll
+      for (int s = 0; s < NST; ++s)
+        detail::mbar_inval(&bars[s]);
   clk.lap(kStageMlaEpilogue);
 }
 

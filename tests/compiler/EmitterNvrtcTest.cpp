@@ -461,6 +461,19 @@ TEST(EmitterNvrtc, MlaWarpSoftmaxOption) {
   }
 }
 
+// The block-wide MLA attention's rows moved by bulk copies
+// (-DMK_MLA_BULK_ROWS, opt-in): the unit's kernel compiles with it for both
+// targets, no warning, no template spill, the body within bounds.
+TEST(EmitterNvrtc, MlaBulkRowsOption) {
+  const std::string src =
+      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
+  for (const char *arch : {"sm_90", "sm_120"}) {
+    SCOPED_TRACE(arch);
+    mk::test::compileAndCheck(src, "mk_kimi_linear_w4a16", arch, mk::test::SpillRule::Strict,
+                              {"-DMK_MLA_BULK_ROWS"});
+  }
+}
+
 // The MLA combine's wait for the attention chunks' partials in its
 // prologue (schedule-prologue-waits combine=true, opt-in): the combine
 // takes its waiting form and that wait (none left before it), its merge's

@@ -1127,9 +1127,10 @@ __global__ void __launch_bounds__(T, 1)
 // The attention form a test runs: the one mla_attention_chunk_task picks
 // (the block-wide one, or with -DMK_MLA_ATTENTION_SLICED the sliced one
 // where it fits), the sliced one, or the block-wide one with its
-// probabilities formed in every warp (WARP_SOFTMAX) whatever the build's
+// probabilities formed in every warp (WARP_SOFTMAX), or the block-wide one
+// with its rows moved by bulk copies (BULK_ROWS) whatever the build's
 // macros.
-enum MlaForm : int { kMlaPicked = 0, kMlaSliced = 1, kMlaWarpSoftmaxForm = 2 };
+enum MlaForm : int { kMlaPicked = 0, kMlaSliced = 1, kMlaWarpSoftmaxForm = 2, kMlaBulkRowsForm = 3 };
 // AT threads, FORM an MlaForm.
 template <int HM, int HG, int SUB, int AT, int FORM>
 __global__ void __launch_bounds__(AT, 1)
@@ -1146,6 +1147,10 @@ __global__ void __launch_bounds__(AT, 1)
                                                                   ckv, kr, pm, pl, pa, smem);
     else if constexpr (FORM == kMlaWarpSoftmaxForm)
       mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, true>(
+          t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
+    else if constexpr (FORM == kMlaBulkRowsForm)
+      mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue,
+                                             mk::kMlaWarpSoftmax, true>(
           t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
     else
       mk::mla_attention_chunk_task<AT, HM, HG, LORA, ROPE, SUB>(t, nch, rows, scale, qabs, qr,
@@ -1432,6 +1437,18 @@ TEST(Mla, WarpSoftmaxForm) {
   runMla<16, 16, 16, T, kMlaWarpSoftmaxForm>(300, false, 45);
   runMla<16, 4, 16, T, kMlaWarpSoftmaxForm>(300, false, 46);
   runMla<16, 4, 16, T, kMlaWarpSoftmaxForm>(40, true, 47);
+}
+// The block-wide form with its rows moved by bulk copies (-DMK_MLA_BULK_ROWS,
+// opt-in), in every build: the unit's heads and head group over several
+// fills of each ring slot, a short last sub-chunk, a single row, adopting a
+// foreign cache, and 16 heads (the 2-slot ring).
+TEST(Mla, BulkRowsForm) {
+  REQUIRE_GPU();
+  runMla<32, 8, 16, T, kMlaBulkRowsForm>(2000, false, 61);
+  runMla<32, 8, 16, T, kMlaBulkRowsForm>(40, false, 62);
+  runMla<4, 2, 16, T, kMlaBulkRowsForm>(0, false, 63);
+  runMla<4, 2, 16, T, kMlaBulkRowsForm>(300, true, 64);
+  runMla<16, 16, 16, T, kMlaBulkRowsForm>(300, false, 65);
 }
 // 32-row sub-chunks (attention-sub-rows=32): two ring slots, a k-step of
 // the weighted sum per 16 rows; short and single-row contexts included.
