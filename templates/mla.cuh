@@ -672,8 +672,9 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
           for (int r = lane; r < n; r += 32) {
             detail::bulk_copy(dst + r * ROW, ckv + (size_t)(s0 + r) * LORA, LORA * 2,
                               &bars[j % NST]);
-            detail::bulk_copy(dst + r * ROW + LORA, kr + (size_t)(s0 + r) * ROPE, ROPE * 2,
-                              &bars[j % NST]);
+            if constexpr (ROPE > 0)
+              detail::bulk_copy(dst + r * ROW + LORA, kr + (size_t)(s0 + r) * ROPE, ROPE * 2,
+                                &bars[j % NST]);
           }
         }
       } else {

@@ -471,6 +471,8 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
                       slicedF * 4 <= slicedMaxBytes;
   const int64_t f = std::max({mmaF, simtF, sliced ? slicedF : int64_t(0)});
   needWork(f);
+  // -DMK_MLA_BULK_ROWS's ring mbarriers (mla_ring_bars: 4 x 8 B), there or not.
+  needStaticShared("mla_ring_bars", 32);
   // The template's SUB argument only where it is not its default (16).
   const std::string subArg = sub != 16 ? ", " + std::to_string(sub) : "";
   asserts.insert(

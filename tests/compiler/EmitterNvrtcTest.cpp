@@ -448,30 +448,19 @@ TEST(EmitterNvrtc, KimiLinearGemvPrologueWait) {
   }
 }
 
-// The block-wide MLA attention's probabilities formed in every warp
-// (-DMK_MLA_WARP_SOFTMAX, opt-in): the unit's kernel compiles with it for
-// both targets, no warning, no template spill, the body within bounds.
-TEST(EmitterNvrtc, MlaWarpSoftmaxOption) {
-  const std::string src =
-      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
-  for (const char *arch : {"sm_90", "sm_120"}) {
-    SCOPED_TRACE(arch);
-    mk::test::compileAndCheck(src, "mk_kimi_linear_w4a16", arch, mk::test::SpillRule::Strict,
-                              {"-DMK_MLA_WARP_SOFTMAX"});
-  }
-}
-
-// The block-wide MLA attention's rows moved by bulk copies
-// (-DMK_MLA_BULK_ROWS, opt-in): the unit's kernel compiles with it for both
+// The block-wide MLA attention's opt-in forms: its probabilities formed in
+// every warp (-DMK_MLA_WARP_SOFTMAX) and its rows moved by bulk copies
+// (-DMK_MLA_BULK_ROWS). The unit's kernel compiles with each for both
 // targets, no warning, no template spill, the body within bounds.
-TEST(EmitterNvrtc, MlaBulkRowsOption) {
+TEST(EmitterNvrtc, MlaOptInForms) {
   const std::string src =
       emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
-  for (const char *arch : {"sm_90", "sm_120"}) {
-    SCOPED_TRACE(arch);
-    mk::test::compileAndCheck(src, "mk_kimi_linear_w4a16", arch, mk::test::SpillRule::Strict,
-                              {"-DMK_MLA_BULK_ROWS"});
-  }
+  for (const char *option : {"-DMK_MLA_WARP_SOFTMAX", "-DMK_MLA_BULK_ROWS"})
+    for (const char *arch : {"sm_90", "sm_120"}) {
+      SCOPED_TRACE(std::string(option) + " " + arch);
+      mk::test::compileAndCheck(src, "mk_kimi_linear_w4a16", arch, mk::test::SpillRule::Strict,
+                                {option});
+    }
 }
 
 // The MLA combine's wait for the attention chunks' partials in its

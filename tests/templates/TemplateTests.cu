@@ -1439,16 +1439,19 @@ TEST(Mla, WarpSoftmaxForm) {
   runMla<16, 4, 16, T, kMlaWarpSoftmaxForm>(40, true, 47);
 }
 // The block-wide form with its rows moved by bulk copies (-DMK_MLA_BULK_ROWS,
-// opt-in), in every build: the unit's heads and head group over several
-// fills of each ring slot, a short last sub-chunk, a single row, adopting a
-// foreign cache, and 16 heads (the 2-slot ring).
+// opt-in), in every build: the unit's heads and head group with each ring
+// slot filled 3-4 times (its mbarrier's parity back to 0) and several tasks
+// per block, a short sub-chunk, a single row, adopting a foreign cache, 16
+// heads (the 2-slot ring, refilled; two head groups per chunk) and 32-row
+// sub-chunks.
 TEST(Mla, BulkRowsForm) {
   REQUIRE_GPU();
-  runMla<32, 8, 16, T, kMlaBulkRowsForm>(2000, false, 61);
+  runMla<32, 8, 16, T, kMlaBulkRowsForm>(4000, false, 61);
   runMla<32, 8, 16, T, kMlaBulkRowsForm>(40, false, 62);
   runMla<4, 2, 16, T, kMlaBulkRowsForm>(0, false, 63);
   runMla<4, 2, 16, T, kMlaBulkRowsForm>(300, true, 64);
-  runMla<16, 16, 16, T, kMlaBulkRowsForm>(300, false, 65);
+  runMla<32, 16, 16, T, kMlaBulkRowsForm>(2000, false, 65);
+  runMla<4, 2, 32, T, kMlaBulkRowsForm>(300, false, 66);
 }
 // 32-row sub-chunks (attention-sub-rows=32): two ring slots, a k-step of
 // the weighted sum per 16 rows; short and single-row contexts included.
