@@ -665,16 +665,16 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
         // launch made (the appended row, ordered before this by the
         // schedule's barrier or counter) before the copies (async proxy).
         if (warp == 0) {
+          unsigned long long *bar = &bars[j % NST];
           asm volatile("fence.proxy.async;" ::: "memory");
           if (lane == 0)
-            detail::mbar_expect_tx(&bars[j % NST], (unsigned)(n * (LORA + ROPE) * 2));
+            detail::mbar_expect_tx(bar, (unsigned)(n * (LORA + ROPE) * 2));
           __syncwarp();
           for (int r = lane; r < n; r += 32) {
-            detail::bulk_copy(dst + r * ROW, ckv + (size_t)(s0 + r) * LORA, LORA * 2,
-                              &bars[j % NST]);
+            detail::bulk_copy(dst + r * ROW, ckv + (size_t)(s0 + r) * LORA, LORA * 2, bar);
             if constexpr (ROPE > 0)
               detail::bulk_copy(dst + r * ROW + LORA, kr + (size_t)(s0 + r) * ROPE, ROPE * 2,
-                                &bars[j % NST]);
+                                bar);
           }
         }
       } else {
@@ -784,12 +784,11 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
   // kQuadParts (kWarpSoftmax with 8 heads, which fill the mma's A rows
   // 0-7, so every lane's g is a head): k-group q's partial scores of rows
   // 8 rb + 2 t + e of head g at quadPart(q, rb) + e, the float2 of lane
-  // (g, t). A half-warp's 16
-  // lanes (heads g % 4, rows t) then cover the 32 banks once, for the score
-  // tiles' float2 stores and the probabilities' float2 loads alike; the
-  // [KQ][HG][SUB] layout puts heads g and g + 2 on the same banks, 4-way
-  // conflicts on each of 16 scalar loads per lane (perf notes #179: the
-  // weighted stage 16.7 -> 11.9 us per task at 16384).
+  // (g, t). A half-warp's 16 lanes (heads g % 4, rows t) then cover the 32
+  // banks once, for the score tiles' float2 stores and the probabilities'
+  // float2 loads alike; the [KQ][HG][SUB] layout puts heads g and g + 2 on
+  // the same banks, 4-way conflicts on each of 16 scalar loads per lane
+  // (perf notes #179: the weighted stage 16.7 -> 11.9 us per task at 16384).
   constexpr bool kQuadParts = kWarpSoftmax && HG == 8;
   [[maybe_unused]] auto quadPart = [&](int q, int rb) {
     return q * HG * SUB + rb * HG * 8 + (g / 4) * 32 + t * 8 + (g % 4) * 2;
@@ -1092,8 +1091,8 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
 /// g + 8 past 8 heads), so the probabilities never go through shared
 /// memory. The weighted sum covers the warp's own latent slice
 /// (ldmatrix.trans, two column tiles per load). One block barrier per
-/// sub-chunk where the block-wide form has three (two with WARP_SOFTMAX). Numerics as the
-/// block-wide form: queries and probabilities as bf16 hi + lo parts, fp32
+/// sub-chunk where the block-wide form has three (two with WARP_SOFTMAX).
+/// Numerics as the block-wide form: queries and probabilities as bf16 hi + lo parts, fp32
 /// sums; up to 8 heads A rows 0-7 are the heads' hi parts and rows 8-15
 /// their lo parts (one mma takes both), 9 to 16 heads fill the A rows with
 /// heads and take hi and lo parts in two mma.
