@@ -17,6 +17,7 @@
 
 #include "mk/common.cuh"
 #include "mk/grid_sync.cuh"
+#include "mk/topk_rank.cuh"
 #include "mk/w4a16_gemv.cuh"
 
 namespace mk {
@@ -53,43 +54,6 @@ __device__ __forceinline__ float topk_exp(const bf16 *logits, int lane,
   return warp_sum(sum);
 }
 
-/// The top-K of sel[E] (shared memory; ties: the lower index wins), each
-/// chosen expert weighed by its score[e]: w = score / (sum + eps) *
-/// scaling, summed in rank order, into w_out[K] / idx_out[K] (the highest
-/// first). Every value's rank (how many values come before it: a larger
-/// one, or an equal one at a lower index) is counted by its own thread
-/// against all E, and the values ranked below K take their slots. All
-/// threads call it, after sel and score are written; ends synchronized.
-template <int E, int K>
-__device__ __forceinline__ void topk_by_rank(const float *sel, const float *score, float eps,
-                                             float scaling, float *w_out, int *idx_out) {
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    const float p = sel[e];
-    int rank = 0;
-#pragma unroll 8
-    for (int j = 0; j < E; ++j) {
-      const float q = sel[j];
-      rank += (q > p) || (q == p && j < e);
-    }
-    if (rank < K) {
-      w_out[rank] = score[e];
-      idx_out[rank] = e;
-    }
-  }
-  __syncthreads();
-  float w = 0.f;
-  if (threadIdx.x < K) {
-    float wsum = 0.f;
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-      wsum += w_out[k];
-    w = w_out[threadIdx.x] / (wsum + eps) * scaling;
-  }
-  __syncthreads(); // every thread has read w_out before any writes
-  if (threadIdx.x < K)
-    w_out[threadIdx.x] = w;
-  __syncthreads();
-}
 } // namespace detail
 
 /// p = softmax(logits); top-K by probability (ties: the lower index wins);

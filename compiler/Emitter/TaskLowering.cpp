@@ -598,6 +598,19 @@ LogicalResult Emitter::lowerTask(GqaCombineOp op, int64_t /*group*/, llvm::raw_o
   return success();
 }
 
+/// Static shared memory of the router top-k's rank count (templates/moe.cuh,
+/// mk::topk_rank_shared_bytes, which a static_assert in the kernel holds
+/// within this): 8 B per candidate of the two-level count, min(K, 32) for
+/// each warp-sized run of the values, counted for every router of 64
+/// experts or more with K < 32. An upper bound: routers of fewer than 128
+/// take the two-level count only under -DMK_TOPK_TWO_LEVEL_ALL.
+static int64_t topkRankSharedBytes(int64_t experts, int64_t topK) {
+  if (experts < 64 || topK >= 32)
+    return 0;
+  const int64_t runs = (experts + 31) / 32, last = experts - 32 * (runs - 1);
+  return 8 * (topK * (runs - 1) + std::min(last, topK));
+}
+
 template <class ExpertOp>
 LogicalResult Emitter::lowerMoe(ExpertOp op, int64_t G, llvm::raw_ostream &o) {
   constexpr bool down = std::is_same_v<ExpertOp, MoeDownOp>;
@@ -621,6 +634,14 @@ LogicalResult Emitter::lowerMoe(ExpertOp op, int64_t G, llvm::raw_ostream &o) {
     needStaticShared(
         ((bias.empty() ? "moe_topk<" : "moe_topk_sigmoid<") + Twine(experts) + ">").str(),
         (bias.empty() ? 4 : 8) * experts);
+    // The rank count's candidates (the two-level count of wide routers),
+    // once per (E, K) between both top-k forms.
+    const int64_t candidateBytes = topkRankSharedBytes(experts, topK);
+    needStaticShared(llvm::formatv("topk_by_rank<{0}, {1}>", experts, topK).str(),
+                     candidateBytes);
+    asserts.insert(llvm::formatv("mk::topk_rank_shared_bytes<{0}, {1}>() <= {2}", experts, topK,
+                                 candidateBytes)
+                       .str());
     o << "      if (tk_key != " << it->second << ") {\n"
       << "        MK_STAGE_BEGIN();\n"
       << "        mkgen::call<&mk::moe_topk" << (bias.empty() ? "" : "_sigmoid") << "<"
