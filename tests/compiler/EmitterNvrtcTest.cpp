@@ -566,8 +566,10 @@ TEST(EmitterNvrtc, KimiLinearThirtyTwoRowAttention) {
 // The timing build mk-bench --phase-timing makes (-DMK_PHASE_TIMING: phase
 // stamps, and the stage clocks inside the MLA attention and the packed
 // GEMV tile) and the attention's earlier forms -DMK_MLA_SCORE_CHAIN and
-// -DMK_MLA_QUERIES_TWO_TRIPS compile for both targets without a template
-// spill. The timing build's module holds the
+// -DMK_MLA_QUERIES_TWO_TRIPS, and the router top-k's two-level rank count
+// at the unit's 64 experts (-DMK_TOPK_TWO_LEVEL_ALL, whose candidates the
+// emitter's static bound already counts: the kernel's static_assert) compile
+// for both targets without a template spill. The timing build's module holds the
 // globals mk-bench looks up by name, unmangled (a symbol of the cubin's
 // string table between two NULs; one declared inside namespace mk would be
 // _ZN2mk...E, which cuModuleGetGlobal does not find under the plain name).
@@ -576,7 +578,8 @@ TEST(EmitterNvrtc, KimiLinearTimingAndOptInBuilds) {
   const std::vector<std::vector<std::string>> builds = {
       {"-DMK_PHASE_TIMING"},
       {"-DMK_MLA_SCORE_CHAIN"},
-      {"-DMK_MLA_QUERIES_TWO_TRIPS"}};
+      {"-DMK_MLA_QUERIES_TWO_TRIPS"},
+      {"-DMK_TOPK_TWO_LEVEL_ALL"}};
   for (const std::vector<std::string> &options : builds)
     for (const char *arch : {"sm_90", "sm_120"}) {
       SCOPED_TRACE(options.front());
