@@ -133,7 +133,8 @@ variant() {
 # oracle from the kernel's own input to it).
 rm -rf "${out:?}/kimi_linear_27l" "${out:?}/kimi_linear_27l_debug" "${out:?}/kimi_linear_48b_debug" \
   "${out:?}/kimi_linear_48b_tgnorm" "${out:?}/kimi_linear_48b_tcounted" \
-  "${out:?}/kimi_linear_48b_tpolled" "${out:?}/kimi_linear_48b_argmax_task"
+  "${out:?}/kimi_linear_48b_tpolled" "${out:?}/kimi_linear_48b_argmax_task" \
+  "${out:?}/kimi_linear_48b_tkdal2"
 # The wide specs too (OracleGpu.Wide*: DeepSeek-V3's and Mixtral's widths in
 # the unit's family, ~6 GB and ~1.6 GB of random weights).
 rm -rf "${out:?}/kimi_wide_dsv3" "${out:?}/kimi_wide_mixtral"
@@ -161,6 +162,15 @@ if [ -n "${MK_DEEP_KERNELS:-}" ]; then
   "$mkc" examples/specs/kimi_linear_48b.json --emit=cuda -o "$out/kimi_linear_48b_argmax_task" \
     --pass-option=schedule-fuse-argmax=enabled=false
   echo "$out/kimi_linear_48b_argmax_task"
+  # The released model with each gated-delta phase asking L2 for its first
+  # task's state slice and conv window at the phase's entry, before the
+  # counter waits (kda-state-l2; no faster on the unit, #67 / #72, whose 6
+  # MB of KDA state stays in L2 from step to step; the 48B's 20 layers hold
+  # 40 MB of it beside 17 MB of MLA cache at 2048): mk-bench against
+  # kimi_linear_48b.
+  "$mkc" examples/specs/kimi_linear_48b.json --emit=cuda -o "$out/kimi_linear_48b_tkdal2" \
+    --pass-option=schedule-prefetch-weights=kda-state-l2=true
+  echo "$out/kimi_linear_48b_tkdal2"
   for s in kimi_wide_dsv3 kimi_wide_mixtral; do
     "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/$s"
     echo "$out/$s"
