@@ -128,7 +128,8 @@ variant() {
   echo "$out/kimi_linear_w4a16_$1 ($2)"
 }
 # MK_DEEP_KERNELS=1: the 27-layer, 256-expert spec too (OracleGpu.DeepSpecOneStep,
-# OracleGpu.DeepSpecLayerByLayer, mk-bench; its random weights are ~24 GB).
+# OracleGpu.DeepSpecLayerByLayer, mk-bench; its random weights are ~24 GB),
+# and the released model's variants for mk-bench (below).
 # With captures too (OracleGpu.DeepSpecLayerByLayer: every layer against the
 # oracle from the kernel's own input to it).
 rm -rf "${out:?}/kimi_linear_27l" "${out:?}/kimi_linear_27l_debug" "${out:?}/kimi_linear_48b_debug" \
@@ -249,6 +250,13 @@ else
     "$compile" --arch "$arch" --cache-dir "$cache" --option=-DMK_PHASE_TIMING "$out/$k" >>"$log" ||
       { cat "$log"; exit 1; }
   done
+  # The 48B's one-level top-k (-DMK_TOPK_ONE_LEVEL, the rank count before
+  # session 38), benched against the default in alternating processes
+  # (MK_NVRTC_OPTIONS, perf notes "Next (after session 38)").
+  if [ -d "$out/kimi_linear_48b" ]; then
+    "$compile" --arch "$arch" --cache-dir "$cache" --option=-DMK_TOPK_ONE_LEVEL \
+      "$out/kimi_linear_48b" >>"$log" || { cat "$log"; exit 1; }
+  fi
   # The unit's template variants that the perf notes' next measuring call
   # benches (MK_NVRTC_UNIT_VARIANTS: space-separated NVRTC options, one
   # variant each).

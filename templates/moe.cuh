@@ -63,8 +63,10 @@ __device__ __forceinline__ float topk_exp(const bf16 *logits, int lane,
 ///
 /// Warp 0 forms p into shared memory; then every value's rank (how many
 /// values come before it: a larger p, or an equal one at a lower index) is
-/// counted by its own thread against all E, and the values ranked below K
-/// take their slots: four barriers and E comparisons per thread. The
+/// counted by its own thread, and the values ranked below K take their
+/// slots (detail::topk_by_rank, topk_rank.cuh: below 128 experts four
+/// barriers and E comparisons per thread; from 128 the two-level count,
+/// five barriers, 32 comparisons and the candidates' ranks). The
 /// chosen weights are summed in rank order, as K rounds of warp arg-max
 /// selection summed them (same results, bit for bit); those rounds were
 /// the form before (-DMK_TOPK_ROUNDS: K dependent chains of shuffles, ~1.9

@@ -2,10 +2,11 @@
 //
 // The top-K of a router's E values by rank counting, shared by the softmax
 // and the sigmoid top-k (moe.cuh). It includes nothing and uses only
-// threadIdx, blockDim, __syncthreads, __shared__ and the warp intrinsics
-// __match_any_sync, __shfl_xor_sync, __popc, __float_as_uint and
+// threadIdx, blockDim, __syncthreads, __shared__, the warp intrinsics
+// __match_any_sync and __shfl_xor_sync, and __popc, __float_as_uint and
 // __int_as_float, so that a host test can compile this very file against
-// emulated warps (tests/templates/TopkRankHostTest.cpp) where CI has no GPU.
+// emulated threads and warps (tests/templates/TopkRankHostTest.cpp) where CI
+// has no GPU.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -14,9 +15,13 @@ namespace mk {
 
 namespace detail {
 /// Experts from which topk_by_rank counts ranks in two levels (below, the
-/// one-level count: the unit's 64 experts keep it; -DMK_TOPK_TWO_LEVEL_ALL,
-/// an opt-in to measure, takes routers of 64 to the two-level count too).
-#ifdef MK_TOPK_TWO_LEVEL_ALL
+/// one-level count: the unit's 64 experts keep it). To measure:
+/// -DMK_TOPK_TWO_LEVEL_ALL takes routers of 64 to the two-level count too,
+/// -DMK_TOPK_ONE_LEVEL keeps every router on the one-level count (the form
+/// before session 38).
+#if defined(MK_TOPK_ONE_LEVEL)
+constexpr int kTopkTwoLevelMinExperts = 1 << 30;
+#elif defined(MK_TOPK_TWO_LEVEL_ALL)
 constexpr int kTopkTwoLevelMinExperts = 64;
 #else
 constexpr int kTopkTwoLevelMinExperts = 128;
@@ -44,24 +49,27 @@ template <int E, int K> __host__ __device__ constexpr int topk_two_level_candida
 ///
 /// One level (TWO_LEVEL false; the default below kTopkTwoLevelMinExperts
 /// experts, or for K >= 32): the count runs against all E values, E
-/// comparisons per thread. Two levels (K < 32): each warp of
-/// 32 values counts its values' ranks within the warp's 32 (32
-/// comparisons), the values ranked below K there are the candidates
-/// (min(K, 32) per warp of values), and each candidate's rank among the
-/// candidates is its rank among all E. Whatever outranks a value of the
-/// top K is itself in the top K, so in its warp of values it ranks below
-/// K too and is a candidate; a value outside the top K is outranked by all
-/// K of them, all candidates. Same choice, same order, same weights, bit
-/// for bit. Equal values within a warp's run are ordered by
-/// __match_any_sync, candidates by a 64-bit key that holds their slot;
-/// values are taken to be no NaN, and blockDim.x a multiple of 32. For the
-/// released model's 256 experts: 32 comparisons per thread, then 16 on
-/// each of 4 threads per candidate (64), against 256 per thread at ~7
-/// sm_90 instructions each, which by that count is ~3.6 us of issue for
-/// the two blocks of an SM per MoE layer (session 38; not yet measured).
+/// comparisons per thread. Two levels (K < 32; blockDim.x a multiple of
+/// 32): each warp of 32 values counts its values' ranks within the warp's
+/// 32 (32 comparisons), and the values ranked below K there are the
+/// candidates (min(K, 32) per warp of values). A value of the top K is
+/// one of them: what outranks it in its warp of values outranks it in all
+/// E. Whatever outranks it is itself in the top K, so a top-K value's rank
+/// among the candidates is its rank among all E; a value outside the top K
+/// is outranked by all K of them, all candidates, and ranks K or more.
+/// Same choice, same order, same weights, bit for bit, where no value is a
+/// NaN. Equal values within
+/// a warp's run are ordered by __match_any_sync, candidates by a 64-bit key
+/// that holds their index. A NaN ranks as -inf (the one-level count leaves
+/// its rank undefined). For the released model's 256 experts: 32
+/// comparisons per thread, then 16 on each of 4 threads per candidate (64),
+/// against 256 per thread at ~7 sm_90 instructions each, which by that
+/// count is ~3.6 us of issue for the two blocks of an SM per MoE layer
+/// (session 38; not yet measured).
 template <int E, int K, bool TWO_LEVEL = topk_two_level<E, K>()>
 __device__ __forceinline__ void topk_by_rank(const float *sel, const float *score, float eps,
                                              float scaling, float *w_out, int *idx_out) {
+  static_assert(K >= 1, "a top-k of no expert");
   static_assert(!TWO_LEVEL || K < 32, "the two-level count takes K < 32");
   if constexpr (!TWO_LEVEL) {
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
@@ -80,20 +88,21 @@ __device__ __forceinline__ void topk_by_rank(const float *sel, const float *scor
   } else {
     // Warp-sized runs of values: run r holds [32 r, min(32 r + 32, E)), one
     // value per lane of the warp on it, and its candidates take slots
-    // [K r, K r + min(K, its length)) by their rank in the run. Equal
-    // values sit in slot order as in index order (by run, then by rank).
+    // [K r, K r + min(K, its length)) by their rank in the run (a
+    // permutation of the run: every slot is written).
     constexpr int RUNS = (E + 31) / 32, CANDS = topk_two_level_candidates<E, K>();
     // A candidate's key: its value's order-preserving bits, then its
-    // slot's complement (the larger key comes first; no two are equal).
+    // index's complement (the larger key comes first; no two are equal).
     __shared__ unsigned long long cand_key[CANDS];
-    __shared__ int cand_idx[CANDS];
     const int lane = threadIdx.x & 31;
+    const float minus_inf = __int_as_float(0xff800000);
     for (int e = threadIdx.x; e < 32 * RUNS; e += blockDim.x) {
       const int base = e & ~31, len = E - base < 32 ? E - base : 32;
-      // -0 as +0 (they compare equal); lanes past E hold -inf, after
-      // every lane of the run.
-      float p = e < E ? sel[e] : __int_as_float(0xff800000);
-      p = p == 0.f ? 0.f : p;
+      // -0 as +0 (they compare equal), a NaN as -inf (no value compares
+      // greater than a NaN either); lanes past E hold -inf, after every
+      // lane of the run.
+      float p = e < E ? sel[e] : minus_inf;
+      p = p == 0.f ? 0.f : (p != p ? minus_inf : p);
       int rank = 0;
       if (len == 32) {
 #pragma unroll 8
@@ -107,11 +116,10 @@ __device__ __forceinline__ void topk_by_rank(const float *sel, const float *scor
       const unsigned same = __match_any_sync(0xffffffffu, __float_as_uint(p));
       rank += __popc(same & ((1u << lane) - 1u));
       if (e < E && rank < K) {
-        const int slot = K * (base / 32) + rank;
         const unsigned bits = __float_as_uint(p);
         const unsigned ordered = bits & 0x80000000u ? ~bits : bits | 0x80000000u;
-        cand_key[slot] = (unsigned long long)ordered << 32 | (0xffffffffu - unsigned(slot));
-        cand_idx[slot] = e;
+        cand_key[K * (base / 32) + rank] =
+            (unsigned long long)ordered << 32 | (0xffffffffu - unsigned(e));
       }
     }
     __syncthreads();
@@ -132,7 +140,7 @@ __device__ __forceinline__ void topk_by_rank(const float *sel, const float *scor
       rank += __shfl_xor_sync(0xffffffffu, rank, 1);
       rank += __shfl_xor_sync(0xffffffffu, rank, 2);
       if (c < CANDS && part == 0 && rank < K) {
-        const int e = cand_idx[c];
+        const int e = int(0xffffffffu - unsigned(key));
         w_out[rank] = score[e];
         idx_out[rank] = e;
       }

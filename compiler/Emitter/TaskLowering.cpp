@@ -598,7 +598,7 @@ LogicalResult Emitter::lowerTask(GqaCombineOp op, int64_t /*group*/, llvm::raw_o
   return success();
 }
 
-/// Static shared memory of the router top-k's rank count (templates/moe.cuh,
+/// Static shared memory of the router top-k's rank count (templates/topk_rank.cuh,
 /// mk::topk_rank_shared_bytes, which a static_assert in the kernel holds
 /// within this): 8 B per candidate of the two-level count, min(K, 32) for
 /// each warp-sized run of the values, counted for every router of 64

@@ -1661,13 +1661,15 @@ TEST(MoeTopk, SigmoidRouterChoosesWithTheBiasAndWeighsWithout) {
   runTopkSigmoid<64, 8>(l, b);
   runTopkSigmoid<256, 8>(widen(randBf16(r, 256, 1.f)), randBf16(r, 256, 0.2f));
   // The two-level rank count (templates/topk_rank.cuh) with a short last
-  // run of values (200 = 6 runs of 32 and one of 8), ties across runs at
-  // the K-th place.
+  // run of values (200 = 6 runs of 32 and one of 8): four equal values in
+  // three runs above all others (sigmoid(8) + 1 against at most ~1.6), so
+  // with K = 3 the tie straddles the K-th place and the lowest three
+  // indices win.
   auto l200 = widen(randBf16(r, 200, 1.f));
   auto b200 = randBf16(r, 200, 0.2f);
-  for (int e : {31, 32, 195}) {
-    l200[e] = 4.f;
-    b200[e] = HB(0.f);
+  for (int e : {31, 32, 100, 195}) {
+    l200[e] = 8.f;
+    b200[e] = HB(1.f);
   }
   runTopkSigmoid<200, 3>(l200, b200);
   runTopkSigmoid<200, 6>(l200, b200);
