@@ -5,6 +5,11 @@
 #
 #   MK_KERNELS_DIR=/path/kernels scripts/gpu-profile.sh
 #
+# MK_PROFILE_KERNEL names the kernel directory under MK_KERNELS_DIR
+# (default kimi_linear_w4a16; e.g. kimi_linear_48b, whose instruction
+# fetch stalls perf notes "Next (after session 38)" asks for);
+# MK_PROFILE_CTX the context (default 2048).
+#
 # Configures the build directory the other GPU scripts share
 # (configure_and_build, gpu-common.sh: with the tests, so GoogleTest must be
 # found as they find it). Writes to $OUT (the device tool) or
@@ -18,7 +23,8 @@ cd "$(dirname "$0")/.."
 : "${MK_PROFILE_CTX:=2048}"
 DEST=${OUT:-$BUILD/profile}
 mkdir -p "$DEST"
-kernel="$MK_KERNELS_DIR/kimi_linear_w4a16"
+kernel="$MK_KERNELS_DIR/${MK_PROFILE_KERNEL:-kimi_linear_w4a16}"
+[ -d "$kernel" ] || { echo "no kernel directory $kernel (scripts/make-gpu-kernels.sh makes it)" >&2; exit 1; }
 
 configure_and_build "$DEST" mk-bench || exit 1
 bench="$BUILD/runtime/tools/mk-bench"
