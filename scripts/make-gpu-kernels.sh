@@ -135,7 +135,7 @@ variant() {
 rm -rf "${out:?}/kimi_linear_27l" "${out:?}/kimi_linear_27l_debug" "${out:?}/kimi_linear_48b_debug" \
   "${out:?}/kimi_linear_48b_tgnorm" "${out:?}/kimi_linear_48b_tcounted" \
   "${out:?}/kimi_linear_48b_tpolled" "${out:?}/kimi_linear_48b_argmax_task" \
-  "${out:?}/kimi_linear_48b_tkdal2"
+  "${out:?}/kimi_linear_48b_tkdal2" "${out:?}/kimi_linear_48b_trecut"
 # The wide specs too (OracleGpu.Wide*: DeepSeek-V3's and Mixtral's widths in
 # the unit's family, ~6 GB and ~1.6 GB of random weights).
 rm -rf "${out:?}/kimi_wide_dsv3" "${out:?}/kimi_wide_mixtral"
@@ -172,6 +172,13 @@ if [ -n "${MK_DEEP_KERNELS:-}" ]; then
   "$mkc" examples/specs/kimi_linear_48b.json --emit=cuda -o "$out/kimi_linear_48b_tkdal2" \
     --pass-option=schedule-prefetch-weights=kda-state-l2=true
   echo "$out/kimi_linear_48b_tkdal2"
+  # The released model with its MoE norm phases cut again where they hold
+  # more instances than blocks (recut-overflowing-phases: the 256-row
+  # router and the shared expert's gate/up, 256 + 64 instances on 264
+  # blocks, become 128 + 128): mk-bench against kimi_linear_48b.
+  "$mkc" examples/specs/kimi_linear_48b.json --emit=cuda -o "$out/kimi_linear_48b_trecut" \
+    --pass-option=schedule-partition-work=recut-overflowing-phases=true
+  echo "$out/kimi_linear_48b_trecut"
   for s in kimi_wide_dsv3 kimi_wide_mixtral; do
     "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/$s"
     echo "$out/$s"

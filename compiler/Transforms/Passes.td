@@ -101,7 +101,10 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
     loads most (instances dealt round-robin in task order, each costing its
     bytes plus `task-overhead-bytes`); it goes last in that phase. Tasks
     that read or write an every-block value in shared memory, every-block
-    tasks and MLA attention chunks stay.
+    tasks and MLA attention chunks stay; with `recut-overflowing-phases`
+    such a task is still cut again in its own phase where that phase holds
+    more instances than blocks (judged by the load of the tasks that must
+    stay there), and then the phase's later such tasks for the blocks left.
   }];
   let options = [
     Option<"targetSms", "target-sms", "int64_t", "264",
@@ -135,6 +138,13 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
            "gate/up then takes 192 tasks beside the router's 64, not 256 "
            "that leave 57 blocks running two (-3.8 us per token at context "
            "2048, perf notes #89)">,
+    Option<"recutOverflow", "recut-overflowing-phases", "bool", "false",
+           "with balance-phases, where a phase holds more instances than "
+           "blocks, also cut again in its phase a task that reads an "
+           "every-block value in shared memory (a 256-row router beside the "
+           "shared expert's gate/up: 256 + 64 instances, 57 blocks running "
+           "two), then the phase's later tasks for the blocks left; opt-in "
+           "until measured (perf notes, session 39)">,
     Option<"balanceSpread", "balance-spread", "bool", "false",
            "with balance-phases, also move tasks where that only spreads the "
            "phases' loads more evenly (the zeroing tasks; measured 2.6 us "

@@ -215,6 +215,16 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
     if (b.getSpace() == "shared")
       shared.insert(b.getSymName());
   });
+  // Whether t reads or writes an every-block value in shared memory (the
+  // norm's output): such a task stays in its phase.
+  auto touchesShared = [&](TaskOpInterface t) {
+    const Accesses &acc = accesses(t);
+    for (const SmallVector<StringRef> *list : {&acc.reads, &acc.writes, &acc.accumulates})
+      for (StringRef n : *list)
+        if (shared.contains(n))
+          return true;
+    return false;
+  };
   auto costOf = [&](int64_t count, int64_t bytes) {
     return bytes / std::max<int64_t>(count, 1) + overheadBytes;
   };
@@ -266,18 +276,24 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
     struct Entry {
       Operation *op;
       int64_t count, cost;
+      bool pinned = false; // reads or writes an every-block value in shared memory
     };
     std::vector<Entry> entries;
     int64_t used = 0; // instances of phase p's grid tasks
     for (TaskOpInterface o : tasks)
       if (!o.isEveryBlock()) {
-        entries.push_back({o.getOperation(), o.getCount(), costOf(o.getCount(), o.getBytes())});
+        entries.push_back({o.getOperation(), o.getCount(), costOf(o.getCount(), o.getBytes()),
+                           touchesShared(o)});
         used += o.getCount();
       }
-    auto entryLoad = [&](Operation *out, const Entry *in) {
+    // With `pinnedOnly`, the load of the tasks that must stay in the phase
+    // alone (where the others go is the moves' business).
+    auto entryLoad = [&](Operation *out, const Entry *in, bool pinnedOnly = false) {
       std::vector<std::pair<int64_t, int64_t>> v;
       v.reserve(entries.size());
       for (const Entry &e : entries) {
+        if (pinnedOnly && !e.pinned)
+          continue;
         if (e.op != out)
           v.push_back({e.count, e.cost});
         else if (in)
@@ -311,28 +327,31 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
              anyIn(laterWrites, a.accumulates) || anyIn(laterAccs, a.reads) ||
              anyIn(laterAccs, a.writes);
     };
-    auto movable = [&](TaskOpInterface t) {
+    // Whether t may be cut again, in its phase or in a later one.
+    auto recuttable = [&](TaskOpInterface t) {
       // Attention chunks size their partial buffers as they are cut.
-      if (t.isEveryBlock() ||
-          isa<OpaqueTaskOp, MlaAttentionChunkOp, GqaAttentionChunkOp>(t.getOperation()) ||
-          t.getCutBlocks())
-        return false; // (cut_blocks: balanced already)
-      const Accesses &acc = accesses(t);
-      for (const SmallVector<StringRef> *list : {&acc.reads, &acc.writes, &acc.accumulates})
-        for (StringRef n : *list)
-          if (shared.contains(n))
-            return false;
+      return !(t.isEveryBlock() ||
+               isa<OpaqueTaskOp, MlaAttentionChunkOp, GqaAttentionChunkOp>(t.getOperation()) ||
+               t.getCutBlocks()); // (cut_blocks: balanced already)
+    };
+    // Whether t may also move to a later phase.
+    auto movable = [&](TaskOpInterface t) {
       // A phase is never left without grid work.
-      return !laterMustFollow(t) && entries.size() > 1;
+      return !touchesShared(t) && !laterMustFollow(t) && entries.size() > 1;
     };
     std::optional<PhaseLoad> hereCache;
+    bool recutHere = false; // a task of phase p cut again in place
     for (TaskOpInterface t : llvm::reverse(tasks)) {
-      if (!movable(t)) {
+      // A task that reads or writes an every-block value in shared memory
+      // stays in its phase; with recut-overflowing-phases it may still be
+      // cut again there.
+      const bool canMove = recuttable(t) && movable(t);
+      if (!canMove && !(recutOverflow && recuttable(t))) {
         addLater(t);
         continue;
       }
       int last = p;
-      for (int q = p + 1; q < int(phases.size()) && q <= p + kBalanceWindow; ++q) {
+      for (int q = p + 1; canMove && q < int(phases.size()) && q <= p + kBalanceWindow; ++q) {
         if (llvm::any_of(phases[q].getBodyBlock().getOps<TaskOpInterface>(), [&](TaskOpInterface o) {
               return mustFollow(accesses(t), accesses(o));
             }))
@@ -371,7 +390,13 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
         if (q == p) {
           const int64_t n = cut->getAs<IntegerAttr>("count").getInt();
           const Entry in{t.getOperation(), n, costOf(n, cut->getAs<IntegerAttr>("bytes").getInt())};
-          gain = saved({here}, {entryLoad(t.getOperation(), &in)});
+          // A task that must stay is judged by the load of the tasks that
+          // must stay with it: the others may still move (in phase 0 of
+          // the unit, its zeroing tasks would have its q/k/v/g tiles cut
+          // 128 wide on 128 blocks, as #10-#11 and #21 measured slower).
+          gain = canMove ? saved({here}, {entryLoad(t.getOperation(), &in)})
+                         : saved({entryLoad(nullptr, nullptr, true)},
+                                 {entryLoad(t.getOperation(), &in, true)});
         } else {
           if (!without)
             without = entryLoad(t.getOperation(), nullptr);
@@ -403,6 +428,40 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
         entry->count = t.getCount();
         entry->cost = costOf(t.getCount(), t.getBytes());
         addLater(t);
+        recutHere = true;
+      }
+    }
+    // With recut-overflowing-phases: after a task of the phase was cut
+    // again in place, the phase's later tasks that phase-budget cut for the
+    // blocks the earlier ones left are cut again for what those leave now
+    // (the wide router cut again to 128 instances leaves 136 blocks, not 8,
+    // for the shared expert's gate/up), where no block gets busier. The
+    // pass run again on its output then cuts each as here (its cut_blocks).
+    if (recutOverflow && recutHere && phaseBudget) {
+      int64_t before = 0; // instances of the phase's earlier grid tasks
+      for (TaskOpInterface o : phases[p].getBodyBlock().getOps<TaskOpInterface>()) {
+        if (o.isEveryBlock())
+          continue;
+        if (before > 0 && recuttable(o) && touchesShared(o)) {
+          const int64_t blocks = std::max(targetSms - before, (targetSms + 3) / 4);
+          FailureOr<DictionaryAttr> cut = recut(o, kernel, blocks);
+          auto entry =
+              llvm::find_if(entries, [&](const Entry &e) { return e.op == o.getOperation(); });
+          if (succeeded(cut) && entry != entries.end()) {
+            const int64_t n = cut->getAs<IntegerAttr>("count").getInt();
+            const Entry in{o.getOperation(), n,
+                           costOf(n, cut->getAs<IntegerAttr>("bytes").getInt())};
+            const Gain gain = saved({entryLoad(nullptr, nullptr, true)},
+                                    {entryLoad(o.getOperation(), &in, true)});
+            if (gain.first > 0) {
+              setAttrsExactly(o, *cut);
+              used += o.getCount() - entry->count;
+              entry->count = o.getCount();
+              entry->cost = costOf(o.getCount(), o.getBytes());
+            }
+          }
+        }
+        before += o.getCount();
       }
     }
   }
