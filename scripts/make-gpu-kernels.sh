@@ -234,6 +234,12 @@ if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   # that stages them in the ring's later stages within noise, #167).
   variant tcwait schedule-prologue-waits=combine=true
 fi
+# The one-stream routed experts, a prototype made by rewriting the unit's
+# kernel (scripts/proto-fused-expert.py; perf notes, session 39):
+# gpu-measure.sh times it against the default and oracle-checks it. Named
+# apart from the t* variants, whose oracle test the suite requires.
+rm -rf "${out:?}/kimi_linear_w4a16_pfused"
+python3 scripts/proto-fused-expert.py "$out/kimi_linear_w4a16" "$out/kimi_linear_w4a16_pfused"
 # The NVRTC cache for the GPU machine (see the top): entries of kernels no
 # longer generated are dropped; the ones still current are kept, not rebuilt.
 compile="${MK_BUILD_DIR:-build}/runtime/tools/mk-compile"

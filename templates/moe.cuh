@@ -306,4 +306,92 @@ __device__ void moe_down_task_bf16_steps_waiting(const float *gate_up, int inter
                                                         wait, round_output);
 }
 
+namespace detail {
+/// The lanes' source of moe_fused_expert_task's gate/up tile (see
+/// w4a16_gemv_tile_grouped_from): columns [c0, c0 + 32) of a 128-wide
+/// packed gate tile (the grouped tile's wq, scales, zeros) and of the up
+/// tile here, read as one 64-wide packed tile whose columns 0-31 are the
+/// gate's and 32-63 the up's. Lane L's piece h of virtual step s (16 row
+/// pairs) is byte (2s + ((L >> 4) & 1)) * 1024 + h * 512 + c0 * 4 + (L & 7)
+/// * 16 of matrix (L >> 3) & 1's tile: packMmaSteps at tile 64 of the two
+/// slices side by side, moved 16 bytes at a time (the nibble order lies
+/// within each piece); its scales and zero points are its matrix's
+/// (tile-contiguous, N = 128) at column c0 + 16 (cg & 1). After its last
+/// step each thread asks for its share of rows [r0, r0 + 32) of the
+/// expert's W_down (HIDDEN outputs, packed 128-wide tiles of k_down rows)
+/// into its own ring slots past the ring's first row (stage_rows).
+template <int HIDDEN> struct GateUpSliceSource {
+  static constexpr bool kSlice = true;
+  const uint8_t *up_wq;
+  const bf16 *up_scales, *up_zeros;
+  int c0;
+  const uint8_t *down_wq;
+  const bf16 *down_scales, *down_zeros;
+  int k_down, r0;
+  template <int THREADS, int GROUP>
+  __device__ __forceinline__ void stage_rows(uint8_t *stage) const {
+    w4a16_row_slice_stage<THREADS, 32, GROUP, HIDDEN, kOrderMma, true>(
+        down_wq, down_scales, down_zeros, k_down, r0, stage);
+  }
+};
+} // namespace detail
+
+/// Whether moe_fused_expert_task's W_down rows (32 of HIDDEN outputs) fit
+/// its 64-wide tile's ring past the ring's first row: with the 3-stage ring
+/// (72 KB at 256 threads) up to 5632 outputs; not with the 2-stage ring of
+/// wide kernels (MK_W4A16_STAGES=2).
+template <int THREADS, int HIDDEN> __host__ __device__ constexpr bool moe_fused_expert_fits() {
+  return w4a16_ring_offset_floats<THREADS, 64>() * 4 + THREADS * 16 +
+             row_slice_smem_bytes<32, HIDDEN>() <=
+         w4a16_red_floats<THREADS, 64>() * 4;
+}
+
+/// Floats of the work area moe_fused_expert_task needs: the 64-wide tile's
+/// cross-warp sums and ring (the W_down rows land in the ring), then the 64
+/// gate/up sums and the 32 hidden values.
+template <int THREADS> __host__ __device__ constexpr int moe_fused_expert_work_floats() {
+  return w4a16_red_floats<THREADS, 64>() + 64 + 32;
+}
+
+/// The one-stream routed expert (a prototype: the compiler does not emit it
+/// yet; perf notes, session 39): one task owns intermediate columns [r0, r0
+/// + 32) of one expert, r0 = n_tile * 128 + c0. Its gate and up columns
+/// over the whole input come from the expert's 128-wide packed gate and up
+/// tiles n_tile (gate_wq / up_wq at those tiles, scales and zeros
+/// tile-contiguous) as one 64-wide grouped tile (the default arithmetic,
+/// `folded`); hmid = silu(g) * u in fp32; then rows [r0, r0 + 32) of the
+/// expert's W_down (down_wq at the expert: HIDDEN / 128 packed tiles of
+/// k_down rows), asked for by each thread after its last gate/up step, are
+/// multiplied with hmid (w4a16_row_slice_atomic: the exact dequantization,
+/// hmid in fp32 as two bf16 mma operands) and added, times `weight`, into
+/// acc[HIDDEN] with fp32 atomics. No counter: the expert's output is done
+/// when every task of it is, which the phase's end (a grid barrier) gives.
+/// `work`: moe_fused_expert_work_floats<THREADS>() floats, 16-byte aligned.
+template <int THREADS, int GROUP, int HIDDEN>
+__device__ void moe_fused_expert_task(const float *xs, const uint8_t *gate_wq, const bf16 *gate_s,
+                                      const bf16 *gate_z, const uint8_t *up_wq,
+                                      const bf16 *up_s, const bf16 *up_z, int c0, int r0,
+                                      const uint8_t *down_wq, const bf16 *down_s,
+                                      const bf16 *down_z, int k_down, float weight,
+                                      float *acc, float *work) {
+  static_assert(HIDDEN % 128 == 0, "W_down's outputs are whole 128-wide tiles");
+  static_assert(moe_fused_expert_fits<THREADS, HIDDEN>(),
+                "the W_down rows must fit the ring past its first row");
+  float *hs = work + w4a16_red_floats<THREADS, 64>(), *hmid = hs + 64;
+  const detail::GateUpSliceSource<HIDDEN> src{up_wq, up_s, up_z, c0, down_wq,
+                                              down_s, down_z, k_down, r0};
+  w4a16_gemv_tile_grouped_from<THREADS, 64, GROUP, false, true>(
+      xs, gate_wq, gate_s, gate_z, 128, 0, 64, 0, HIDDEN, work, EpiStoreSmem{hs, 0}, NoPrologue{},
+      false, src);
+  // The tile ends synchronized: hs holds the 32 gate and 32 up sums.
+  if (threadIdx.x < 32)
+    hmid[threadIdx.x] = silu(hs[threadIdx.x]) * hs[32 + threadIdx.x];
+  cp_async_wait<0>();
+  __syncthreads();
+  uint8_t *rows = reinterpret_cast<uint8_t *>(work + w4a16_ring_offset_floats<THREADS, 64>()) +
+                  THREADS * 16;
+  w4a16_row_slice_atomic<THREADS, 32, HIDDEN, kOrderMma, true>(hmid, rows, acc, weight);
+  __syncthreads(); // the work area is free for the block's next task
+}
+
 } // namespace mk

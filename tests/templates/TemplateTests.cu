@@ -1524,6 +1524,103 @@ TEST(MoeDown, WholeAndSliceStagingMatchReference) {
   runMoeDown<64, true>(2048, 320, 2, 44);
 }
 
+/// The one-stream expert (moe_fused_expert_task, a prototype): block b
+/// runs slices b, b + gridDim.x, ... of one expert's intermediate (32
+/// columns each, 4 per 128-wide gate/up tile), all adding into y, so that
+/// y = weight * (silu(x W_gate) * (x W_up)) W_down over the whole expert.
+/// 256 threads, as the emitted kernels.
+constexpr int kFusedThreads = 256;
+template <int HIDDEN>
+__global__ void __launch_bounds__(kFusedThreads, 1)
+    fusedExpertKernel(const float *x, int inter, const uint8_t *gq, const mk::bf16 *gs,
+                      const mk::bf16 *gz, const uint8_t *uq, const mk::bf16 *us,
+                      const mk::bf16 *uz, const uint8_t *dq, const mk::bf16 *ds,
+                      const mk::bf16 *dz, float weight, float *y) {
+  extern __shared__ __align__(16) float smem[];
+  float *xs = smem, *work = smem + HIDDEN;
+  for (int i = threadIdx.x; i < HIDDEN; i += kFusedThreads)
+    xs[i] = x[i];
+  __syncthreads();
+  constexpr int tileBytes = HIDDEN / 2 * 128, tileScales = HIDDEN / 128 * 128;
+  for (int j = blockIdx.x; j < inter / 32; j += gridDim.x) {
+    const int n = j / 4, c0 = (j % 4) * 32;
+    mk::moe_fused_expert_task<kFusedThreads, 128, HIDDEN>(
+        xs, gq + (size_t)n * tileBytes, gs + (size_t)n * tileScales, gz + (size_t)n * tileScales,
+        uq + (size_t)n * tileBytes, us + (size_t)n * tileScales, uz + (size_t)n * tileScales, c0,
+        32 * j, dq, ds, dz, inter, weight, y, work);
+  }
+}
+
+/// A [K, N] int4 matrix in the packed 128-wide tiles the unit stores
+/// (tile-contiguous weights, scales and zero points; the mma lane order).
+struct PackedQMat {
+  std::vector<uint8_t> w;
+  std::vector<HB> s, z;
+  explicit PackedQMat(const QMat &m) : w(m.wq.size()), s(m.s.size()), z(m.z.size()) {
+    std::vector<uint8_t> tiled(m.wq.size());
+    mk::rt::tileColumns(m.wq.data(), tiled.data(), {m.K / 2, m.N}, 128, 1);
+    mk::rt::tileColumns(m.s.data(), s.data(), {m.K / m.G, m.N}, 128, 2);
+    mk::rt::tileColumns(m.z.data(), z.data(), {m.K / m.G, m.N}, 128, 2);
+    mk::rt::packMmaSteps(tiled.data(), w.data(), m.N / 128, m.K / 2, 128);
+  }
+};
+
+template <int HIDDEN> void runFittingFusedExpert(int inter, int blocks, uint64_t seed) {
+  Rng r(seed);
+  QMat gate(r, HIDDEN, inter, 128), up(r, HIDDEN, inter, 128), down(r, inter, HIDDEN, 128);
+  std::vector<float> x(HIDDEN);
+  for (float &v : x)
+    v = HB(r.normal(1.f)).toFloat(); // bf16 values: the gate/up tile's x
+  const PackedQMat pg(gate), pu(up), pd(down);
+  Dev<float> dx(x), dy(HIDDEN);
+  Dev<uint8_t> dgq(pg.w), duq(pu.w), ddq(pd.w);
+  Dev<HB> dgs(pg.s), dgz(pg.z), dus(pu.s), duz(pu.z), dds(pd.s), ddz(pd.z);
+  dy.zero();
+  const float weight = 0.37f;
+  const size_t smem =
+      (HIDDEN + mk::moe_fused_expert_work_floats<kFusedThreads>()) * sizeof(float);
+  auto kernel = fusedExpertKernel<HIDDEN>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  kernel<<<blocks, kFusedThreads, smem>>>(dx.p, inter, dgq.p, dgs.as<mk::bf16>(), dgz.as<mk::bf16>(), duq.p,
+                              dus.as<mk::bf16>(), duz.as<mk::bf16>(), ddq.p, dds.as<mk::bf16>(),
+                              ddz.as<mk::bf16>(), weight, dy.p);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  auto y = dy.get();
+  // The gate/up sums as the folded tile forms them (the dequantized weight
+  // not rounded), hmid in fp32, W_down as the spec dequantizes it.
+  std::vector<double> ref(HIDDEN, 0.0);
+  for (int c = 0; c < inter; ++c) {
+    double g = 0, u = 0;
+    for (int k = 0; k < HIDDEN; ++k) {
+      g += double(x[k]) * gate.wExact(k, c);
+      u += double(x[k]) * up.wExact(k, c);
+    }
+    const double hm = g / (1.0 + std::exp(-g)) * u;
+    for (int n = 0; n < HIDDEN; ++n)
+      ref[n] += weight * hm * down.w(c, n);
+  }
+  for (float v : y)
+    ASSERT_TRUE(std::isfinite(v));
+  // fp32 sums of 2304-long products, then hmid carried to 16 significant
+  // bits on the tensor cores (as MoeDown's).
+  EXPECT_LT(relErr(y, ref), 2e-5) << "inter=" << inter << " blocks=" << blocks;
+}
+
+template <int HIDDEN> void runFusedExpert(int inter, int blocks, uint64_t seed) {
+  if constexpr (mk::moe_fused_expert_fits<kFusedThreads, HIDDEN>())
+    runFittingFusedExpert<HIDDEN>(inter, blocks, seed);
+  else
+    GTEST_SKIP() << "the W_down rows do not fit a " << mk::kW4A16Stages << "-stage ring";
+}
+
+TEST(MoeFusedExpert, SlicesOfGateUpTilesMatchReference) {
+  REQUIRE_GPU();
+  runFusedExpert<2304>(1024, 32, 51); // the unit's expert, one slice per block
+  runFusedExpert<2304>(1024, 7, 52);  // several slices per block, the work area reused
+  runFusedExpert<1024>(256, 3, 53);
+}
+
 //===----------------------------------------------------------------------===//
 // MoE top-k
 //===----------------------------------------------------------------------===//
