@@ -135,7 +135,7 @@ variant() {
 rm -rf "${out:?}/kimi_linear_27l" "${out:?}/kimi_linear_27l_debug" "${out:?}/kimi_linear_48b_debug" \
   "${out:?}/kimi_linear_48b_tgnorm" "${out:?}/kimi_linear_48b_tcounted" \
   "${out:?}/kimi_linear_48b_tpolled" "${out:?}/kimi_linear_48b_argmax_task" \
-  "${out:?}/kimi_linear_48b_tkdal2" "${out:?}/kimi_linear_48b_trecut"
+  "${out:?}/kimi_linear_48b_tkdal2" "${out:?}/kimi_linear_48b_trecut" "${out:?}/kimi_linear_48b_pfused"
 # The wide specs too (OracleGpu.Wide*: DeepSeek-V3's and Mixtral's widths in
 # the unit's family, ~6 GB and ~1.6 GB of random weights).
 rm -rf "${out:?}/kimi_wide_dsv3" "${out:?}/kimi_wide_mixtral"
@@ -179,6 +179,10 @@ if [ -n "${MK_DEEP_KERNELS:-}" ]; then
   "$mkc" examples/specs/kimi_linear_48b.json --emit=cuda -o "$out/kimi_linear_48b_trecut" \
     --pass-option=schedule-partition-work=recut-overflowing-phases=true
   echo "$out/kimi_linear_48b_trecut"
+  # The one-stream routed experts on the 48B (scripts/proto-fused-expert.py;
+  # timing only: the fp32 form, not its bf16 steps): mk-bench against
+  # kimi_linear_48b.
+  python3 scripts/proto-fused-expert.py "$out/kimi_linear_48b" "$out/kimi_linear_48b_pfused"
   for s in kimi_wide_dsv3 kimi_wide_mixtral; do
     "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/$s"
     echo "$out/$s"

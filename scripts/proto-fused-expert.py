@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """A prototype, not a compiler feature: rewrites the unit's emitted kernel
-(mkc --emit=cuda of examples/kimi_linear_w4a16.json) so that each MoE layer's
+(mkc --emit=cuda of examples/kimi_linear_w4a16.json; the released 48B's too,
+for timing only: its routed experts' bf16 steps, which round each expert's
+output before its weight, become the unit's fp32 form) so that each MoE layer's
 routed experts run as one-stream tasks (mk::moe_fused_expert_task,
 templates/moe.cuh) instead of gate/up tiles -> counter -> down tiles: task i
 of the gate/up phase takes intermediate columns [32 (i % 32), +32) of the
