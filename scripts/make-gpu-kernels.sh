@@ -168,20 +168,21 @@ if [ -n "${MK_DEEP_KERNELS:-}" ]; then
   # counter waits (kda-state-l2; no faster on the unit, #67 / #72, whose 6
   # MB of KDA state stays in L2 from step to step; the 48B's 20 layers hold
   # 40 MB of it beside 17 MB of MLA cache at 2048): mk-bench against
-  # kimi_linear_48b.
+  # kimi_linear_48b (#187: no change, -0.4 us).
   "$mkc" examples/specs/kimi_linear_48b.json --emit=cuda -o "$out/kimi_linear_48b_tkdal2" \
     --pass-option=schedule-prefetch-weights=kda-state-l2=true
   echo "$out/kimi_linear_48b_tkdal2"
   # The released model with its MoE norm phases cut again where they hold
   # more instances than blocks (recut-overflowing-phases: the 256-row
   # router and the shared expert's gate/up, 256 + 64 instances on 264
-  # blocks, become 128 + 128): mk-bench against kimi_linear_48b.
+  # blocks, become 128 + 128): mk-bench against kimi_linear_48b (#186: +50
+  # us, opt-in).
   "$mkc" examples/specs/kimi_linear_48b.json --emit=cuda -o "$out/kimi_linear_48b_trecut" \
     --pass-option=schedule-partition-work=recut-overflowing-phases=true
   echo "$out/kimi_linear_48b_trecut"
   # The one-stream routed experts on the 48B (scripts/proto-fused-expert.py;
   # timing only: the fp32 form, not its bf16 steps): mk-bench against
-  # kimi_linear_48b.
+  # kimi_linear_48b (#185: +31 us).
   python3 scripts/proto-fused-expert.py "$out/kimi_linear_48b" "$out/kimi_linear_48b_pfused"
   for s in kimi_wide_dsv3 kimi_wide_mixtral; do
     "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/$s"
@@ -240,7 +241,8 @@ if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
 fi
 # The one-stream routed experts, a prototype made by rewriting the unit's
 # kernel (scripts/proto-fused-expert.py; perf notes, session 39):
-# gpu-measure.sh times it against the default and oracle-checks it. Named
+# gpu-measure.sh times it against the default and oracle-checks it (#182:
+# passes, +7 to +9 us at 2048). Named
 # apart from the t* variants, whose oracle test the suite requires.
 rm -rf "${out:?}/kimi_linear_w4a16_pfused"
 python3 scripts/proto-fused-expert.py "$out/kimi_linear_w4a16" "$out/kimi_linear_w4a16_pfused"
@@ -268,8 +270,8 @@ else
       { cat "$log"; exit 1; }
   done
   # The 48B's one-level top-k (-DMK_TOPK_ONE_LEVEL, the rank count before
-  # session 38), benched against the default in alternating processes
-  # (MK_NVRTC_OPTIONS, perf notes "Next (after session 38)").
+  # session 38) for MK_NVRTC_OPTIONS runs (#184 measured it in one process
+  # instead, the macro defined on a copy's first line: +57 us).
   if [ -d "$out/kimi_linear_48b" ]; then
     "$compile" --arch "$arch" --cache-dir "$cache" --option=-DMK_TOPK_ONE_LEVEL \
       "$out/kimi_linear_48b" >>"$log" || { cat "$log"; exit 1; }

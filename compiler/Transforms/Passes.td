@@ -143,8 +143,8 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
            "blocks, also cut again in its phase a task that reads an "
            "every-block value in shared memory (a 256-row router beside the "
            "shared expert's gate/up: 256 + 64 instances, 57 blocks running "
-           "two), then the phase's later tasks for the blocks left; opt-in "
-           "until measured (perf notes, session 39)">,
+           "two), then the phase's later tasks for the blocks left; opt-in: "
+           "the 48B measured 50 us slower with it (perf notes #186)">,
     Option<"balanceSpread", "balance-spread", "bool", "false",
            "with balance-phases, also move tasks where that only spreads the "
            "phases' loads more evenly (the zeroing tasks; measured 2.6 us "
