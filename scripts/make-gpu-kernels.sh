@@ -135,7 +135,7 @@ variant() {
 rm -rf "${out:?}/kimi_linear_27l" "${out:?}/kimi_linear_27l_debug" "${out:?}/kimi_linear_48b_debug" \
   "${out:?}/kimi_linear_48b_tgnorm" "${out:?}/kimi_linear_48b_tcounted" \
   "${out:?}/kimi_linear_48b_tpolled" "${out:?}/kimi_linear_48b_argmax_task" \
-  "${out:?}/kimi_linear_48b_tkdal2" "${out:?}/kimi_linear_48b_trecut" "${out:?}/kimi_linear_48b_pfused"
+  "${out:?}/kimi_linear_48b_tkdal2" "${out:?}/kimi_linear_48b_trecut"
 # The wide specs too (OracleGpu.Wide*: DeepSeek-V3's and Mixtral's widths in
 # the unit's family, ~6 GB and ~1.6 GB of random weights).
 rm -rf "${out:?}/kimi_wide_dsv3" "${out:?}/kimi_wide_mixtral"
@@ -180,10 +180,6 @@ if [ -n "${MK_DEEP_KERNELS:-}" ]; then
   "$mkc" examples/specs/kimi_linear_48b.json --emit=cuda -o "$out/kimi_linear_48b_trecut" \
     --pass-option=schedule-partition-work=recut-overflowing-phases=true
   echo "$out/kimi_linear_48b_trecut"
-  # The one-stream routed experts on the 48B (scripts/proto-fused-expert.py;
-  # timing only: the fp32 form, not its bf16 steps): mk-bench against
-  # kimi_linear_48b (#185: +31 us).
-  python3 scripts/proto-fused-expert.py "$out/kimi_linear_48b" "$out/kimi_linear_48b_pfused"
   for s in kimi_wide_dsv3 kimi_wide_mixtral; do
     "$mkc" "examples/specs/$s.json" --emit=cuda -o "$out/$s"
     echo "$out/$s"
@@ -239,13 +235,6 @@ if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   # that stages them in the ring's later stages within noise, #167).
   variant tcwait schedule-prologue-waits=combine=true
 fi
-# The one-stream routed experts, a prototype made by rewriting the unit's
-# kernel (scripts/proto-fused-expert.py; perf notes, session 39):
-# gpu-measure.sh times it against the default and oracle-checks it (#182:
-# passes, +7 to +9 us at 2048). Named
-# apart from the t* variants, whose oracle test the suite requires.
-rm -rf "${out:?}/kimi_linear_w4a16_pfused"
-python3 scripts/proto-fused-expert.py "$out/kimi_linear_w4a16" "$out/kimi_linear_w4a16_pfused"
 # The NVRTC cache for the GPU machine (see the top): entries of kernels no
 # longer generated are dropped; the ones still current are kept, not rebuilt.
 compile="${MK_BUILD_DIR:-build}/runtime/tools/mk-compile"

@@ -795,35 +795,6 @@ namespace detail {
 /// barrier and no mbarrier), into its slots of ring stage c % kW4A16Stages;
 /// always commits a group. Three stages of three steps hold 9 steps per
 /// warp: a whole task of up to 72 steps is requested at once.
-/// packed_cp_async_stage_from (below it, packed_cp_async_stage): the same
-/// from lane pieces at `lane_src` + st * STRIDE (+ 512 for the second), the
-/// lane's own offset already in lane_src: a 64-wide tile read out of two
-/// 128-wide ones (GateUpSliceSource, STRIDE 2 KB). packed_cp_async_stage
-/// keeps its own copy of the loop: written as a call of this one, the
-/// unit's sm_90 CUBIN grew by 2.4 KB under nvcc 13 (its address arithmetic
-/// formed otherwise).
-template <int THREADS, int STRIDE>
-__device__ __forceinline__ void packed_cp_async_stage_from(const uint8_t *lane_src, int step0,
-                                                           int sbeg, int send, uint4 *ring,
-                                                           int c) {
-  constexpr int S = kW4A16StageRows / 2;
-  if (sbeg + c * S < send) {
-    uint4 *slot = ring + (c % kW4A16Stages) * 2 * S * THREADS + threadIdx.x;
-    const uint8_t *src = lane_src + (size_t)(step0 + sbeg + c * S) * STRIDE;
-    // The S steps' copies unrolled, so that the shared window's base, the
-    // cache policy's move to uniform registers and the addresses are formed
-    // once per chunk, not once per step (~20 instructions of a step's ~22
-    // for its two copies; rolled, the unit ran 4.4 us slower, perf notes #95).
-#pragma unroll
-    for (int i = 0; i < S; ++i) {
-      if (sbeg + c * S + i < send) {
-        cp_async16_weights(slot + (2 * i) * THREADS, src + i * STRIDE);
-        cp_async16_weights(slot + (2 * i + 1) * THREADS, src + i * STRIDE + 512);
-      }
-    }
-  }
-  cp_async_commit();
-}
 template <int THREADS>
 __device__ __forceinline__ void packed_cp_async_stage(const uint8_t *wq, int step0, int sbeg,
                                                       int send, uint4 *ring, int c) {
@@ -832,6 +803,10 @@ __device__ __forceinline__ void packed_cp_async_stage(const uint8_t *wq, int ste
     uint4 *slot = ring + (c % kW4A16Stages) * 2 * S * THREADS + threadIdx.x;
     const uint8_t *src =
         wq + (size_t)(step0 + sbeg + c * S) * kPackedStepBytes + (threadIdx.x & 31) * 16;
+    // The S steps' copies unrolled, so that the shared window's base, the
+    // cache policy's move to uniform registers and the addresses are formed
+    // once per chunk, not once per step (~20 instructions of a step's ~22
+    // for its two copies; rolled, the unit ran 4.4 us slower, perf notes #95).
 #pragma unroll
     for (int i = 0; i < S; ++i) {
       if (sbeg + c * S + i < send) {
@@ -1150,10 +1125,6 @@ MK_UNROLL_CODE
 }
 
 namespace detail {
-/// A grouped tile's lanes read the whole tile at wq (w4a16_gemv_tile_grouped).
-struct WholeTileSource {
-  static constexpr bool kSlice = false;
-};
 /// bf16 element h (0: low half) of word u, widened.
 __device__ __forceinline__ float bf16_half(uint32_t u, int h) {
   return __uint_as_float(h ? u & 0xffff0000u : u << 16);
@@ -1196,21 +1167,13 @@ __device__ __forceinline__ float bf16_half(uint32_t u, int h) {
 /// bf16 remainder (same A, same D). SLOTS = 4 / KG: 4 for 128-wide tiles
 /// (a flush every 32 steps), 2 for 64-wide (every 8). Registers: the exact
 /// tile's (32 sums, 16 words of scales and zero points).
-///
-/// w4a16_gemv_tile_grouped_from: the same with the lanes' weights, scales
-/// and zero points where `src` says (detail::WholeTileSource: the tile at
-/// wq, as w4a16_gemv_tile_grouped; detail::GateUpSliceSource: a 64-wide
-/// tile read out of a 128-wide gate tile and a 128-wide up tile, which also
-/// asks for a W_down row slice after the steps).
-template <int THREADS, int TN, int GROUP, bool FP32X, bool ZFOLD, class Epi, class Pro, class Src>
-__device__ __forceinline__ void w4a16_gemv_tile_grouped_from(
-    const float *xs, const uint8_t *__restrict__ wq, const bf16 *__restrict__ scales,
-    const bf16 *__restrict__ zeros, int N, int n0, int nvalid, int k0, int k1, float *red,
-    Epi epi, Pro pro, bool started, const Src &src) {
+template <int THREADS, int TN, int GROUP, bool FP32X, bool ZFOLD, class Epi, class Pro>
+__device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restrict__ wq,
+                                        const bf16 *__restrict__ scales,
+                                        const bf16 *__restrict__ zeros, int N, int n0, int nvalid,
+                                        int k0, int k1, float *red, Epi epi, Pro pro,
+                                        bool started) {
   static_assert(TN == 128 || TN == 64, "packed tiles are 128 or 64 wide");
-  static_assert(!Src::kSlice || TN == 64, "a gate/up slice is a 64-wide tile");
-  // A gate/up slice's virtual step s is step 2s (+1) of the 128-wide tiles.
-  constexpr int SLICE_STRIDE = 2 * 1024;
   constexpr int WARPS = THREADS / 32;
   constexpr int GPER = TN / 16; // column groups per warp
   constexpr int KG = w4a16_ksub<TN>();        // k-subslices per step
@@ -1223,17 +1186,6 @@ __device__ __forceinline__ void w4a16_gemv_tile_grouped_from(
   const int cg = g % GPER, sub = g / GPER;
   const int col = n0 + cg * 16;
   const bool colActive = cg * 16 < nvalid;
-  // Where this lane's weights, scales and zero points come from.
-  const uint8_t *wlane = wq;
-  const bf16 *scl = scales, *zrl = zeros;
-  int coll = col;
-  if constexpr (Src::kSlice) {
-    const int mat = cg >> 1; // column groups 0-1: the gate's, 2-3: the up's
-    scl = mat ? src.up_scales : scales;
-    zrl = mat ? src.up_zeros : zeros;
-    coll = src.c0 + 16 * (cg & 1);
-    wlane = (mat ? src.up_wq : wq) + src.c0 * 4 + (lane & 7) * 16 + ((lane >> 4) & 1) * 1024;
-  }
   // B column g: zero if odd, else slot (g / 2) / KG's x of subslice
   // (g / 2) % KG. D column 2t: slot t / KG's sums of subslice t % KG.
   const bool evenB = (g & 1) == 0;
@@ -1274,7 +1226,7 @@ __device__ __forceinline__ void w4a16_gemv_tile_grouped_from(
   if (colActive && nmine > 0) {
     const detail::GroupScalesRaw raw =
         started ? detail::staged_first_scales<TN>(red, warp, cg)
-                : detail::load_group_scales_raw(scl, zrl, N, gFirst, coll);
+                : detail::load_group_scales_raw(scales, zeros, N, gFirst, col);
     if (slotD == 0) {
       slotS0 = raw.sa, slotS1 = raw.sb;
       if constexpr (ZFOLD)
@@ -1284,17 +1236,12 @@ __device__ __forceinline__ void w4a16_gemv_tile_grouped_from(
       cur.set(raw);
     MK_UNROLL_RUNTIME
     for (int gi = gFirst + 1; gi <= gLast; ++gi)
-      detail::prefetch_group_scales<false>(scl, zrl, N, gi, coll);
+      detail::prefetch_group_scales<false>(scales, zeros, N, gi, col);
   }
   if (!started) {
 MK_UNROLL_CODE
-    for (int c = 0; c < STAGES; ++c) {
-      if constexpr (Src::kSlice)
-        detail::packed_cp_async_stage_from<THREADS, SLICE_STRIDE>(wlane, pa / STEP, sbeg,
-                                                                         send, stage, c);
-      else
-        detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c);
-    }
+    for (int c = 0; c < STAGES; ++c)
+      detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c);
   }
   pro();
 
@@ -1350,7 +1297,7 @@ MK_UNROLL_CODE
         gCur = gi;
         if (colActive && (!ZFOLD || slotD == curSlot)) {
           const detail::GroupScalesRaw raw =
-              detail::load_group_scales_raw(scl, zrl, N, gi, coll);
+              detail::load_group_scales_raw(scales, zeros, N, gi, col);
           if (slotD == curSlot) {
             slotS0 = raw.sa, slotS1 = raw.sb;
             if constexpr (ZFOLD)
@@ -1359,7 +1306,7 @@ MK_UNROLL_CODE
           if constexpr (!ZFOLD) {
             cur.set(raw);
             if (gi + 1 <= gLast)
-              detail::prefetch_group_scales<true>(scl, zrl, N, gi + 1, coll);
+              detail::prefetch_group_scales<true>(scales, zeros, N, gi + 1, col);
           }
         }
       }
@@ -1416,24 +1363,12 @@ MK_UNROLL_CODE
       if (st < send) // warp-uniform
         step(st, slot[(2 * i) * THREADS], slot[(2 * i + 1) * THREADS]);
     }
-    if constexpr (Src::kSlice)
-      detail::packed_cp_async_stage_from<THREADS, SLICE_STRIDE>(wlane, pa / STEP, sbeg,
-                                                                       send, stage, c + STAGES);
-    else
-      detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c + STAGES);
+    detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c + STAGES);
   }
   flush();
   MK_TILE_STAMP(5);
   clk.lap(kStageTileSteps);
-  if constexpr (Src::kSlice) {
-    // This thread's ring slots are all read: its share of the W_down rows
-    // goes into them (past the ring's first row, which the cross-warp sums
-    // take), one cp.async group the caller waits for.
-    src.template stage_rows<THREADS, GROUP>(reinterpret_cast<uint8_t *>(stage + THREADS));
-    cp_async_wait<1>();
-  } else {
-    cp_async_wait<0>();
-  }
+  cp_async_wait<0>();
   __syncthreads(); // the ring is free: reuse it for the cross-warp sums
   clk.lap(kStageTileWarps);
   MK_TILE_STAMP(6);
@@ -1470,16 +1405,6 @@ MK_UNROLL_CODE
   __syncthreads();
   clk.lap(kStageTileReduce);
   MK_TILE_STAMP(9);
-}
-template <int THREADS, int TN, int GROUP, bool FP32X, bool ZFOLD, class Epi, class Pro>
-__device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restrict__ wq,
-                                        const bf16 *__restrict__ scales,
-                                        const bf16 *__restrict__ zeros, int N, int n0, int nvalid,
-                                        int k0, int k1, float *red, Epi epi, Pro pro,
-                                        bool started) {
-  w4a16_gemv_tile_grouped_from<THREADS, TN, GROUP, FP32X, ZFOLD>(
-      xs, wq, scales, zeros, N, n0, nvalid, k0, k1, red, epi, pro, started,
-      detail::WholeTileSource{});
 }
 
 /// Shared memory of a row-slice product (w4a16_row_slice_stage /
@@ -1546,9 +1471,8 @@ __device__ __forceinline__ void w4a16_row_slice_stage(const uint8_t *__restrict_
 /// spec's bf16 dequantization, x as the mma's B column, fp32 sums), and the
 /// tile's 128 sums go out as fp32 atomics, no cross-warp sums (the stage is
 /// overwritten with them). `xs`: the KS inputs as floats (bf16 values) in
-/// shared memory; FP32X: any fp32 values, their bf16 remainders taken by a
-/// second mma per step (as the GEMV tiles' FP32X).
-template <int THREADS, int KS, int N, int ORDER, bool FP32X = false>
+/// shared memory.
+template <int THREADS, int KS, int N, int ORDER>
 __device__ __forceinline__ void w4a16_row_slice_atomic(const float *xs, uint8_t *stage,
                                                        float *acc, float scale) {
   constexpr int NS = KS / 16, TILES = N / 128, WARPS = THREADS / 32;
@@ -1559,21 +1483,13 @@ __device__ __forceinline__ void w4a16_row_slice_atomic(const float *xs, uint8_t 
   const uint4 *sz = reinterpret_cast<const uint4 *>(stage + TILES * NS * 1024);
   // B: lanes g == 0 hold x of row pairs t and t + 4 of each step.
   uint32_t b0[NS], b1[NS];
-  [[maybe_unused]] uint32_t l0[NS], l1[NS];
 #pragma unroll
   for (int s = 0; s < NS; ++s) {
     b0[s] = b1[s] = 0;
-    if constexpr (FP32X)
-      l0[s] = l1[s] = 0;
     if (g == 0) {
       const int r = 16 * s + 2 * t;
-      const float2 x0 = make_float2(xs[r], xs[r + 1]), x1 = make_float2(xs[r + 8], xs[r + 9]);
-      b0[s] = detail::bf2_part(x0, false);
-      b1[s] = detail::bf2_part(x1, false);
-      if constexpr (FP32X) {
-        l0[s] = detail::bf2_part(x0, true);
-        l1[s] = detail::bf2_part(x1, true);
-      }
+      b0[s] = detail::pack_bf2(xs[r], xs[r + 1]);
+      b1[s] = detail::pack_bf2(xs[r + 8], xs[r + 9]);
     }
   }
   const uint32_t magic = detail::bf16x2_128();
@@ -1603,8 +1519,6 @@ __device__ __forceinline__ void w4a16_row_slice_atomic(const float *xs, uint8_t 
         const uint32_t a2 = detail::dequant_col_bf2<PACKED>(wbv[j0 / 4], j0 % 4, cs.zc(j0), cs.s(j0), magic);
         const uint32_t a3 = detail::dequant_col_bf2<PACKED>(wbv[j1 / 4], j1 % 4, cs.zc(j1), cs.s(j1), magic);
         detail::mma_bf16_16816(c[m], a0, a1, a2, a3, b0[s], b1[s]);
-        if constexpr (FP32X)
-          detail::mma_bf16_16816(c[m], a0, a1, a2, a3, l0[s], l1[s]);
       }
     }
     // D column 0 (x's B column): lanes t == 0 hold columns g*16 + 2m (c[m][0])
