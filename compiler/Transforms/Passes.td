@@ -140,11 +140,12 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
            "2048, perf notes #89)">,
     Option<"recutOverflow", "recut-overflowing-phases", "bool", "false",
            "with balance-phases, where a phase holds more instances than "
-           "blocks, also cut again in its phase a task that reads an "
-           "every-block value in shared memory (a 256-row router beside the "
-           "shared expert's gate/up: 256 + 64 instances, 57 blocks running "
-           "two), then the phase's later tasks for the blocks left; opt-in: "
-           "the 48B measured 50 us slower with it (perf notes #186)">,
+           "blocks, also cut again in its phase a task that reads or writes "
+           "an every-block value in shared memory (a 256-row router beside "
+           "the shared expert's gate/up: 256 + 64 instances, 56 blocks "
+           "running two), then (with phase-budget) the phase's later tasks "
+           "for the blocks left; opt-in: the 48B measured 50 us slower with "
+           "it (perf notes #186)">,
     Option<"balanceSpread", "balance-spread", "bool", "false",
            "with balance-phases, also move tasks where that only spreads the "
            "phases' loads more evenly (the zeroing tasks; measured 2.6 us "

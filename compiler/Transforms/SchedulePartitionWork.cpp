@@ -64,6 +64,10 @@ struct SchedulePartitionWorkPass
   /// reads as the first walk saw them (what partition() looks up).
   DenseMap<Operation *, DictionaryAttr> uncut;
   DenseMap<Operation *, SmallVector<std::pair<StringRef, TaskOpInterface>>> readProducers;
+  /// The blocks each task was first cut for (phase-budget's, its
+  /// cut_blocks, or target-sms): recut-overflowing-phases records them on a
+  /// task it leaves as it was.
+  DenseMap<Operation *, int64_t> firstBudget;
   /// recut()'s answers by (task, blocks).
   std::map<std::pair<Operation *, int64_t>, FailureOr<DictionaryAttr>> recuts;
   /// The kernel's buffers by name (a walk per resized buffer made the pass
@@ -346,7 +350,8 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
       // stays in its phase; with recut-overflowing-phases it may still be
       // cut again there.
       const bool canMove = recuttable(t) && movable(t);
-      if (!canMove && !(recutOverflow && recuttable(t))) {
+      const bool pinned = recuttable(t) && touchesShared(t);
+      if (!canMove && !(recutOverflow && pinned)) {
         addLater(t);
         continue;
       }
@@ -390,10 +395,11 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
         if (q == p) {
           const int64_t n = cut->getAs<IntegerAttr>("count").getInt();
           const Entry in{t.getOperation(), n, costOf(n, cut->getAs<IntegerAttr>("bytes").getInt())};
-          // A task that must stay is judged by the load of the tasks that
-          // must stay with it: the others may still move (in phase 0 of
-          // the unit, its zeroing tasks would have its q/k/v/g tiles cut
-          // 128 wide on 128 blocks, as #10-#11 and #21 measured slower).
+          // A pinned task is judged by the load of the pinned tasks: judged
+          // with the zeroing tasks beside them, whose bytes the model
+          // charges as weights', the unit's first phase would cut its
+          // q/k/v/g tiles 128 wide on 128 blocks, the form #10-#11 and #21
+          // measured slower.
           gain = canMove ? saved({here}, {entryLoad(t.getOperation(), &in)})
                          : saved({entryLoad(nullptr, nullptr, true)},
                                  {entryLoad(t.getOperation(), &in, true)});
@@ -428,38 +434,45 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
         entry->count = t.getCount();
         entry->cost = costOf(t.getCount(), t.getBytes());
         addLater(t);
-        recutHere = true;
+        recutHere |= !canMove;
       }
     }
-    // With recut-overflowing-phases: after a task of the phase was cut
-    // again in place, the phase's later tasks that phase-budget cut for the
-    // blocks the earlier ones left are cut again for what those leave now
-    // (the wide router cut again to 128 instances leaves 136 blocks, not 8,
-    // for the shared expert's gate/up), where no block gets busier. The
-    // pass run again on its output then cuts each as here (its cut_blocks).
+    // With recut-overflowing-phases: after a pinned task of the phase was
+    // cut again in place, every later task of the phase that phase-budget
+    // cut for the blocks the earlier ones left is cut again for what those
+    // leave now (the wide router cut again to 128 instances leaves 136
+    // blocks, not 8, for the shared expert's gate/up), where that lowers
+    // the phase's busiest block (all its tasks: they are all placed by
+    // now). A task not cut again keeps its cut with the blocks phase-budget
+    // gave it recorded (cut_blocks), so that the pass run again on its
+    // output, whose earlier tasks now take fewer blocks, cuts each as here.
     if (recutOverflow && recutHere && phaseBudget) {
       int64_t before = 0; // instances of the phase's earlier grid tasks
       for (TaskOpInterface o : phases[p].getBodyBlock().getOps<TaskOpInterface>()) {
         if (o.isEveryBlock())
           continue;
-        if (before > 0 && recuttable(o) && touchesShared(o)) {
+        if (before > 0 && recuttable(o)) {
           const int64_t blocks = std::max(targetSms - before, (targetSms + 3) / 4);
           FailureOr<DictionaryAttr> cut = recut(o, kernel, blocks);
           auto entry =
               llvm::find_if(entries, [&](const Entry &e) { return e.op == o.getOperation(); });
+          bool taken = false;
           if (succeeded(cut) && entry != entries.end()) {
             const int64_t n = cut->getAs<IntegerAttr>("count").getInt();
             const Entry in{o.getOperation(), n,
                            costOf(n, cut->getAs<IntegerAttr>("bytes").getInt())};
-            const Gain gain = saved({entryLoad(nullptr, nullptr, true)},
-                                    {entryLoad(o.getOperation(), &in, true)});
+            const Gain gain =
+                saved({entryLoad(nullptr, nullptr)}, {entryLoad(o.getOperation(), &in)});
             if (gain.first > 0) {
               setAttrsExactly(o, *cut);
               used += o.getCount() - entry->count;
               entry->count = o.getCount();
               entry->cost = costOf(o.getCount(), o.getBytes());
+              taken = true;
             }
           }
+          if (!taken)
+            o.setCutBlocks(firstBudget.lookup(o.getOperation()));
         }
         before += o.getCount();
       }
@@ -497,6 +510,7 @@ void SchedulePartitionWorkPass::runOnOperation() {
     kernel.setTargetSms(targetSms);
     producer.clear();
     uncut.clear();
+    firstBudget.clear();
     readProducers.clear();
     recuts.clear();
     buffers.clear();
@@ -509,6 +523,7 @@ void SchedulePartitionWorkPass::runOnOperation() {
       int64_t &used = phaseUsed[t->getParentOp()];
       if (phaseBudget && !current && !t.isEveryBlock() && used > 0)
         current = std::max(targetSms - used, (targetSms + 3) / 4);
+      firstBudget[t] = current ? current : targetSms;
       const TaskAccesses acc = taskAccesses(t);
       for (StringRef n : acc.reads)
         if (TaskOpInterface p = producer.lookup(n))
