@@ -290,6 +290,11 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
                            touchesShared(o)});
         used += o.getCount();
       }
+    // Task `op` as the phase's balancing sees it, cut as `cut` (recut()'s).
+    auto cutEntry = [&](Operation *op, DictionaryAttr cut) {
+      const int64_t n = cut.getAs<IntegerAttr>("count").getInt();
+      return Entry{op, n, costOf(n, cut.getAs<IntegerAttr>("bytes").getInt())};
+    };
     // With `pinnedOnly`, the load of the tasks that must stay in the phase
     // alone (where the others go is the moves' business).
     auto entryLoad = [&](Operation *out, const Entry *in, bool pinnedOnly = false) {
@@ -393,8 +398,7 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
           continue;
         Gain gain;
         if (q == p) {
-          const int64_t n = cut->getAs<IntegerAttr>("count").getInt();
-          const Entry in{t.getOperation(), n, costOf(n, cut->getAs<IntegerAttr>("bytes").getInt())};
+          const Entry in = cutEntry(t.getOperation(), *cut);
           // A pinned task is judged by the load of the pinned tasks: judged
           // with the zeroing tasks beside them, whose bytes the model
           // charges as weights', the unit's first phase would cut its
@@ -458,9 +462,7 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
               llvm::find_if(entries, [&](const Entry &e) { return e.op == o.getOperation(); });
           bool taken = false;
           if (succeeded(cut) && entry != entries.end()) {
-            const int64_t n = cut->getAs<IntegerAttr>("count").getInt();
-            const Entry in{o.getOperation(), n,
-                           costOf(n, cut->getAs<IntegerAttr>("bytes").getInt())};
+            const Entry in = cutEntry(o.getOperation(), *cut);
             const Gain gain =
                 saved({entryLoad(nullptr, nullptr)}, {entryLoad(o.getOperation(), &in)});
             if (gain.first > 0) {
