@@ -8,7 +8,10 @@
 # MK_PROFILE_KERNEL names the kernel directory under MK_KERNELS_DIR
 # (default kimi_linear_w4a16; e.g. kimi_linear_48b, whose instruction
 # fetch stalls perf notes "Next (after session 38)" asks for);
-# MK_PROFILE_CTX the context (default 2048).
+# MK_PROFILE_CTX the context (default 2048); MK_PROFILE_SECTIONS the ncu
+# sections, space-separated (default: warp states, source counters,
+# scheduler, occupancy, launch, speed of light; fewer sections replay the
+# kernel fewer times, which matters for the 48B's 26 GB of weights).
 #
 # Configures the build directory the other GPU scripts share
 # (configure_and_build, gpu-common.sh: with the tests, so GoogleTest must be
@@ -21,6 +24,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gpu-common.sh
 : "${MK_PROFILE_CTX:=2048}"
+: "${MK_PROFILE_SECTIONS:=WarpStateStats SourceCounters SchedulerStats Occupancy LaunchStats SpeedOfLight}"
 DEST=${OUT:-$BUILD/profile}
 mkdir -p "$DEST"
 kernel="$MK_KERNELS_DIR/${MK_PROFILE_KERNEL:-kimi_linear_w4a16}"
@@ -39,8 +43,7 @@ fi
 echo "== ncu: one step, source counters with line info"
 MK_NVRTC_OPTIONS="-lineinfo ${MK_NVRTC_OPTIONS:-}" ncu --target-processes all \
   -k regex:'^mk_' --launch-skip 4 --launch-count 1 \
-  --section WarpStateStats --section SourceCounters --section SchedulerStats \
-  --section Occupancy --section LaunchStats --section SpeedOfLight \
+  $(for s in $MK_PROFILE_SECTIONS; do printf -- '--section %s ' "$s"; done) \
   --import-source yes -f -o "$DEST/step" \
   "$bench" --kernel-dir "$kernel" --ctx "$MK_PROFILE_CTX" --warmup 4 --iters 2 \
   >"$DEST/ncu.log" 2>&1 || { tail -30 "$DEST/ncu.log"; exit 1; }
