@@ -15,7 +15,7 @@
 #   synccheck on a full-size step, the Python drop-in's tests and the
 #   examples, the one-step oracle test on each schedule variant
 #   (kimi_linear_w4a16_t*/) and on the unit under the opt-in template forms
-#   (-DMK_MLA_WARP_SOFTMAX, -DMK_MLA_BULK_ROWS, -DMK_TOPK_TWO_LEVEL_ALL), and mk-diff on the
+#   (-DMK_MLA_WARP_SOFTMAX, -DMK_MLA_BULK_ROWS, -DMK_TOPK_TWO_LEVEL_ALL, -DMK_NORM_WEIGHT_EARLY), and mk-diff on the
 #   debug-capture kernels.
 #   The step times the examples print there are not measurements: other
 #   processes share the GPU. ~4.7 minutes with the build (perf notes
@@ -152,7 +152,7 @@ if [ "$wave" = main ]; then
   # the one-step oracle test.
   part template-forms "
     cd '$G' && s=0
-    for o in -DMK_MLA_WARP_SOFTMAX -DMK_MLA_BULK_ROWS -DMK_TOPK_TWO_LEVEL_ALL; do
+    for o in -DMK_MLA_WARP_SOFTMAX -DMK_MLA_BULK_ROWS -DMK_TOPK_TWO_LEVEL_ALL -DMK_NORM_WEIGHT_EARLY; do
       echo \"== \$o\"
       MK_NVRTC_OPTIONS=\$o ./mk-gpu-tests --gtest_filter=OracleGpu.FullUnitOneStep || s=1
     done

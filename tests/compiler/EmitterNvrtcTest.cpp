@@ -579,7 +579,8 @@ TEST(EmitterNvrtc, KimiLinearTimingAndOptInBuilds) {
       {"-DMK_PHASE_TIMING"},
       {"-DMK_MLA_SCORE_CHAIN"},
       {"-DMK_MLA_QUERIES_TWO_TRIPS"},
-      {"-DMK_TOPK_TWO_LEVEL_ALL"}};
+      {"-DMK_TOPK_TWO_LEVEL_ALL"},
+      {"-DMK_NORM_WEIGHT_EARLY"}};
   for (const std::vector<std::string> &options : builds)
     for (const char *arch : {"sm_90", "sm_120"}) {
       SCOPED_TRACE(options.front());

@@ -607,16 +607,21 @@ struct NormInputs {
 
 /// fused: block_residual_rmsnorm (its loads into x and the resident
 /// residual behind the scratch; -DMK_NORM_STAGED: through the stage behind
-/// it); else block_residual then block_rmsnorm.
+/// it), with `preloaded` its weight's first quads from norm_weight_preload
+/// before a block barrier (as the kernels' -DMK_NORM_WEIGHT_EARLY loads
+/// them before a grid barrier); else block_residual then block_rmsnorm.
 __global__ void __launch_bounds__(T, 1)
     normKernel(const mk::bf16 *base, const float *acc, const mk::bf16 *w, int D, float *y,
-               mk::bf16 *out, bool fused) {
+               mk::bf16 *out, bool fused, bool preloaded) {
   extern __shared__ float smem[];
   const int d4 = (D + 3) / 4 * 4;
   if (fused) {
+    const mk::NormWeightQuads pre = mk::norm_weight_preload<T>(w, D);
+    __syncthreads();
     mk::bf16 *resid = reinterpret_cast<mk::bf16 *>(smem + d4 + 32);
     mk::block_residual_rmsnorm<T>(base, acc, w, D, 1e-6f, smem, out, smem + d4,
-                                  smem + d4 + 32 + (D + 7) / 8 * 4, resid, false);
+                                  smem + d4 + 32 + (D + 7) / 8 * 4, resid, false, nullptr,
+                                  preloaded ? &pre : nullptr);
   } else {
     mk::block_residual<T>(base, acc, D, smem, out);
     mk::block_rmsnorm<T>(smem, w, D, 1e-6f, smem, smem + d4);
@@ -627,17 +632,23 @@ __global__ void __launch_bounds__(T, 1)
 
 // Both forms; the fused one on shapes that take its staged path (2304, 256,
 // 7000: more than one vector per thread) and its element-wise fallback
-// (2300: not a multiple of 8; `shift`: an input not 16-byte aligned).
+// (2300: not a multiple of 8; `shift`: an input not 16-byte aligned), each
+// also with its weight's first quads loaded ahead (`pre`; at 7000 the
+// quads past them are loaded where used).
 TEST(Norm, ResidualThenRmsNormAsTheSpec) {
   REQUIRE_GPU();
   struct Case {
     int D;
     bool fused;
     int shift;
+    bool pre;
   };
-  for (Case c : {Case{2304, false, 0}, Case{256, false, 0}, Case{7000, false, 0},
-                 Case{2304, true, 0}, Case{256, true, 0}, Case{7000, true, 0},
-                 Case{2300, true, 0}, Case{2304, true, 1}}) {
+  for (Case c : {Case{2304, false, 0, false}, Case{256, false, 0, false},
+                 Case{7000, false, 0, false}, Case{2304, true, 0, false},
+                 Case{256, true, 0, false}, Case{7000, true, 0, false},
+                 Case{2300, true, 0, false}, Case{2304, true, 1, false},
+                 Case{2304, true, 0, true}, Case{7000, true, 0, true},
+                 Case{2300, true, 0, true}}) {
     const int D = c.D;
     Rng r(D);
     const NormInputs in(r, D);
@@ -652,7 +663,7 @@ TEST(Norm, ResidualThenRmsNormAsTheSpec) {
     const int smemBytes = normSmemBytes(D);
     CK(cudaFuncSetAttribute(normKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytes));
     normKernel<<<3, T, smemBytes>>>(db.as<mk::bf16>() + c.shift, da.p, dw.as<mk::bf16>(), D,
-                                    dy.p, dout.as<mk::bf16>(), c.fused);
+                                    dy.p, dout.as<mk::bf16>(), c.fused, c.pre);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     const float rr = in.scale;
@@ -666,7 +677,8 @@ TEST(Norm, ResidualThenRmsNormAsTheSpec) {
         // ulp apart.
         bad += std::abs(y[size_t(b) * D + i] - want) > 0.0079f * std::abs(want) + 1e-6f;
       }
-    EXPECT_EQ(bad, 0) << "D=" << D << " fused=" << c.fused << " shift=" << c.shift;
+    EXPECT_EQ(bad, 0) << "D=" << D << " fused=" << c.fused << " shift=" << c.shift
+                      << " pre=" << c.pre;
     for (int i = 0; i < D; ++i)
       ASSERT_EQ(out[i].toFloat(), x[i])
           << "residual base stored by block 0, D=" << D << " fused=" << c.fused;
