@@ -6,8 +6,7 @@
 #   MK_KERNELS_DIR=/path/kernels scripts/gpu-profile.sh
 #
 # MK_PROFILE_KERNEL names the kernel directory under MK_KERNELS_DIR
-# (default kimi_linear_w4a16; e.g. kimi_linear_48b, whose instruction
-# fetch stalls perf notes "Next (after session 38)" asks for);
+# (default kimi_linear_w4a16; e.g. kimi_linear_48b: perf notes #190);
 # MK_PROFILE_CTX the context (default 2048); MK_PROFILE_SECTIONS the ncu
 # sections, space-separated (default: warp states, source counters,
 # scheduler, occupancy, launch, speed of light; fewer sections replay the
@@ -41,9 +40,12 @@ if ! command -v ncu >/dev/null; then
   exit 0
 fi
 echo "== ncu: one step, source counters with line info"
+sections=()
+read -ra names <<<"$MK_PROFILE_SECTIONS"
+for s in "${names[@]}"; do sections+=(--section "$s"); done
 MK_NVRTC_OPTIONS="-lineinfo ${MK_NVRTC_OPTIONS:-}" ncu --target-processes all \
   -k regex:'^mk_' --launch-skip 4 --launch-count 1 \
-  $(for s in $MK_PROFILE_SECTIONS; do printf -- '--section %s ' "$s"; done) \
+  "${sections[@]}" \
   --import-source yes -f -o "$DEST/step" \
   "$bench" --kernel-dir "$kernel" --ctx "$MK_PROFILE_CTX" --warmup 4 --iters 2 \
   >"$DEST/ncu.log" 2>&1 || { tail -30 "$DEST/ncu.log"; exit 1; }

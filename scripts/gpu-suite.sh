@@ -19,7 +19,7 @@
 #   debug-capture kernels.
 #   The step times the examples print there are not measurements: other
 #   processes share the GPU. ~4.7 minutes with the build (perf notes
-#   #163).
+#   #163), 6.2 on a fresh H200 (#192).
 # deep: the deep tests side by side (the 27-layer 256-expert stack in one
 #   step and layer by layer, the DeepSeek-V3- and Mixtral-width specs, the
 #   36 dense layers): their kernels come from `MK_DEEP_KERNELS=1

@@ -97,12 +97,12 @@ struct NormWeightQuads {
 };
 
 /// Loads `w`'s quads for block_residual_rmsnorm's registers (zeros past D,
-/// and everywhere when `w` is not 8-byte aligned: the norm then takes its
-/// element-wise path, which reads `w` itself).
+/// and everywhere when `w` is not 16-byte aligned: the norm then takes its
+/// element-wise path, which reads `w` itself and ignores these).
 template <int THREADS>
 __device__ __forceinline__ NormWeightQuads norm_weight_preload(const bf16 *w, int D) {
   NormWeightQuads r;
-  const bool aligned = (reinterpret_cast<unsigned long long>(w) & 7ull) == 0;
+  const bool aligned = detail::aligned16(w);
 #pragma unroll
   for (int j = 0; j < detail::kNormWeightQuads; ++j) {
     const int q = threadIdx.x + j * THREADS;
@@ -359,19 +359,6 @@ block_residual_rmsnorm_outlined(const bf16 *base, const float *acc, const bf16 *
       base, acc, w, D, eps, y_smem, out, scratch, stage, resid, residBase);
 }
 
-/// block_residual_rmsnorm_outlined with the weight's first quads loaded
-/// ahead (norm_weight_preload of the same `w` and D; -DMK_NORM_WEIGHT_EARLY).
-template <int THREADS, bool BASE_IN_STAGE = false, bool REG_LOADS = false,
-          bool ROUND_TWICE = false>
-__device__ MK_NORM_OUTLINED_ATTR void
-block_residual_rmsnorm_outlined_pre(const bf16 *base, const float *acc, const bf16 *w, int D,
-                                    float eps, float *y_smem, bf16 *out, float *scratch,
-                                    void *stage, bf16 *resid, bool residBase,
-                                    NormWeightQuads pre) {
-  block_residual_rmsnorm<THREADS, BASE_IN_STAGE, REG_LOADS, ROUND_TWICE>(
-      base, acc, w, D, eps, y_smem, out, scratch, stage, resid, residBase, nullptr, &pre);
-}
-
 /// The same with a second sum rounded apart (block_residual_rmsnorm's
 /// TWO_SUMS): the residual adds bf16(bf16(acc) + bf16(acc2)), or with a null
 /// acc2 bf16(acc) as the one-sum form (a kernel with some two-sum norm
@@ -386,16 +373,18 @@ block_residual2_rmsnorm_outlined(const bf16 *base, const float *acc, const float
       base, acc, w, D, eps, y_smem, out, scratch, stage, resid, residBase, acc2);
 }
 
-/// block_residual2_rmsnorm_outlined with the weight's first quads loaded
-/// ahead (-DMK_NORM_WEIGHT_EARLY).
-template <int THREADS, bool BASE_IN_STAGE = false, bool REG_LOADS = false,
+/// block_residual_rmsnorm_outlined (TWO_SUMS false: `acc2` must be null) or
+/// block_residual2_rmsnorm_outlined (TWO_SUMS) with the weight's first
+/// quads loaded ahead: `pre`, norm_weight_preload of the same `w` and D
+/// (-DMK_NORM_WEIGHT_EARLY).
+template <int THREADS, bool TWO_SUMS, bool BASE_IN_STAGE = false, bool REG_LOADS = false,
           bool ROUND_TWICE = false>
 __device__ MK_NORM_OUTLINED_ATTR void
-block_residual2_rmsnorm_outlined_pre(const bf16 *base, const float *acc, const float *acc2,
-                                     const bf16 *w, int D, float eps, float *y_smem, bf16 *out,
-                                     float *scratch, void *stage, bf16 *resid, bool residBase,
-                                     NormWeightQuads pre) {
-  block_residual_rmsnorm<THREADS, BASE_IN_STAGE, REG_LOADS, ROUND_TWICE, true>(
+block_residual_rmsnorm_outlined_pre(const bf16 *base, const float *acc, const float *acc2,
+                                    const bf16 *w, int D, float eps, float *y_smem, bf16 *out,
+                                    float *scratch, void *stage, bf16 *resid, bool residBase,
+                                    NormWeightQuads pre) {
+  block_residual_rmsnorm<THREADS, BASE_IN_STAGE, REG_LOADS, ROUND_TWICE, TWO_SUMS>(
       base, acc, w, D, eps, y_smem, out, scratch, stage, resid, residBase, acc2, &pre);
 }
 

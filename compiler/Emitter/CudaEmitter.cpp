@@ -160,12 +160,19 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
     // Its call, and under -DMK_NORM_WEIGHT_EARLY (a norm whose weight was
     // loaded before the grid barrier in front of it) the form that takes
     // those registers.
+    // (The _pre form is one template for both sum counts: TWO_SUMS after
+    // THREADS, and acc2 always passed.)
     auto call = [&](StringRef pre) {
-      os << "    mk::block_residual" << (twoSumNorms ? "2" : "") << "_rmsnorm_outlined"
-         << (pre.empty() ? "" : "_pre") << "<" << T << targs << ">(" << ptr(base) << ", "
-         << accArg
-         << (twoSumNorms ? ", " + (acc2.empty() ? std::string("nullptr") : ptr(acc2)) : "")
-         << ", " << ident(norm.getWeight()) << ", " << dim << ", " << eps << ", xs, " << outArg
+      const std::string acc2Arg = acc2.empty() ? std::string("nullptr") : ptr(acc2);
+      if (pre.empty())
+        os << "    mk::block_residual" << (twoSumNorms ? "2" : "") << "_rmsnorm_outlined<" << T
+           << targs << ">(" << ptr(base) << ", " << accArg
+           << (twoSumNorms ? ", " + acc2Arg : "");
+      else
+        os << "    mk::block_residual_rmsnorm_outlined_pre<" << T << ", "
+           << (twoSumNorms ? "true" : "false") << targs << ">(" << ptr(base) << ", " << accArg
+           << ", " << acc2Arg;
+      os << ", " << ident(norm.getWeight()) << ", " << dim << ", " << eps << ", xs, " << outArg
          << ", scratch, " << (passWork ? "work" : "nullptr") << ", "
          << (resident ? "resid" : "nullptr") << ", " << (residBase ? "true" : "false")
          << (pre.empty() ? "" : ", ") << pre << ");\n";

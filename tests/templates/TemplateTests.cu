@@ -607,16 +607,18 @@ struct NormInputs {
 
 /// fused: block_residual_rmsnorm (its loads into x and the resident
 /// residual behind the scratch; -DMK_NORM_STAGED: through the stage behind
-/// it), with `preloaded` its weight's first quads from norm_weight_preload
-/// before a block barrier (as the kernels' -DMK_NORM_WEIGHT_EARLY loads
-/// them before a grid barrier); else block_residual then block_rmsnorm.
+/// it), with `wPre` (not null) its weight's first quads from
+/// norm_weight_preload of wPre before a block barrier (as the kernels'
+/// -DMK_NORM_WEIGHT_EARLY loads them before a grid barrier); else
+/// block_residual then block_rmsnorm.
 __global__ void __launch_bounds__(T, 1)
-    normKernel(const mk::bf16 *base, const float *acc, const mk::bf16 *w, int D, float *y,
-               mk::bf16 *out, bool fused, bool preloaded) {
+    normKernel(const mk::bf16 *base, const float *acc, const mk::bf16 *w, const mk::bf16 *wPre,
+               int D, float *y, mk::bf16 *out, bool fused) {
   extern __shared__ float smem[];
   const int d4 = (D + 3) / 4 * 4;
+  const bool preloaded = wPre != nullptr;
   if (fused) {
-    const mk::NormWeightQuads pre = mk::norm_weight_preload<T>(w, D);
+    const mk::NormWeightQuads pre = mk::norm_weight_preload<T>(preloaded ? wPre : w, D);
     __syncthreads();
     mk::bf16 *resid = reinterpret_cast<mk::bf16 *>(smem + d4 + 32);
     mk::block_residual_rmsnorm<T>(base, acc, w, D, 1e-6f, smem, out, smem + d4,
@@ -633,8 +635,11 @@ __global__ void __launch_bounds__(T, 1)
 // Both forms; the fused one on shapes that take its staged path (2304, 256,
 // 7000: more than one vector per thread) and its element-wise fallback
 // (2300: not a multiple of 8; `shift`: an input not 16-byte aligned), each
-// also with its weight's first quads loaded ahead (`pre`; at 7000 the
-// quads past them are loaded where used).
+// also with its weight's first quads loaded ahead (`pre`): on the vector
+// path from a copy of the weight while the one the norm is given is
+// garbage where those quads cover it (so the norm must take them; at 7000
+// the quads past them are loaded from it where used), on the fallback from
+// garbage (which it must ignore).
 TEST(Norm, ResidualThenRmsNormAsTheSpec) {
   REQUIRE_GPU();
   struct Case {
@@ -658,12 +663,20 @@ TEST(Norm, ResidualThenRmsNormAsTheSpec) {
     // 16-byte alignment.
     std::vector<HB> baseBuf(base);
     baseBuf.insert(baseBuf.begin(), c.shift, HB{});
-    Dev<HB> db(baseBuf), dw(w), dout(D);
+    // The preloaded cases: the weight the norm reads and the one preloaded.
+    const bool vectorPath = D % 8 == 0 && c.shift == 0;
+    const int covered = std::min(D, 4 * mk::detail::kNormWeightQuads * T);
+    std::vector<HB> garbage(w);
+    for (int i = 0; i < (vectorPath ? covered : D); ++i)
+      garbage[i] = HB(-7.f * w[i].toFloat() + 3.f);
+    Dev<HB> db(baseBuf), dw(c.pre && vectorPath ? garbage : w),
+        dpre(c.pre ? (vectorPath ? w : garbage) : std::vector<HB>(1)), dout(D);
     Dev<float> da(acc), dy((size_t)3 * D);
     const int smemBytes = normSmemBytes(D);
     CK(cudaFuncSetAttribute(normKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytes));
-    normKernel<<<3, T, smemBytes>>>(db.as<mk::bf16>() + c.shift, da.p, dw.as<mk::bf16>(), D,
-                                    dy.p, dout.as<mk::bf16>(), c.fused, c.pre);
+    normKernel<<<3, T, smemBytes>>>(db.as<mk::bf16>() + c.shift, da.p, dw.as<mk::bf16>(),
+                                    c.pre ? dpre.as<mk::bf16>() : nullptr, D, dy.p,
+                                    dout.as<mk::bf16>(), c.fused);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     const float rr = in.scale;
