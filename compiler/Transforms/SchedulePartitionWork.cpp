@@ -60,6 +60,11 @@ struct SchedulePartitionWorkPass
   /// Blocks the cut is balanced for; 0: the task's cut_blocks, else
   /// target-sms (`current`: the cut_blocks of the task being cut).
   int64_t budget = 0, current = 0;
+  /// phase-budget's rule: the blocks a phase's earlier grid instances
+  /// (`used`) leave a later task, at least a quarter of the grid.
+  int64_t blocksLeft(int64_t used) const {
+    return std::max<int64_t>(targetSms - used, (targetSms + 3) / 4);
+  }
   /// Each task's attributes before it was cut, and the producers of what it
   /// reads as the first walk saw them (what partition() looks up).
   DenseMap<Operation *, DictionaryAttr> uncut;
@@ -456,8 +461,7 @@ void SchedulePartitionWorkPass::balancePhases(KernelOp kernel) {
         if (o.isEveryBlock())
           continue;
         if (before > 0 && recuttable(o)) {
-          const int64_t blocks = std::max(targetSms - before, (targetSms + 3) / 4);
-          FailureOr<DictionaryAttr> cut = recut(o, kernel, blocks);
+          FailureOr<DictionaryAttr> cut = recut(o, kernel, blocksLeft(before));
           auto entry =
               llvm::find_if(entries, [&](const Entry &e) { return e.op == o.getOperation(); });
           bool taken = false;
@@ -524,7 +528,7 @@ void SchedulePartitionWorkPass::runOnOperation() {
       current = t.getCutBlocks().value_or(0);
       int64_t &used = phaseUsed[t->getParentOp()];
       if (phaseBudget && !current && !t.isEveryBlock() && used > 0)
-        current = std::max(targetSms - used, (targetSms + 3) / 4);
+        current = blocksLeft(used);
       firstBudget[t] = current ? current : targetSms;
       const TaskAccesses acc = taskAccesses(t);
       for (StringRef n : acc.reads)
