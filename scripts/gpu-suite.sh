@@ -14,9 +14,9 @@
 #   MK_SUITE_SHARDS shards, default 6), compute-sanitizer memcheck and
 #   synccheck on a full-size step, the Python drop-in's tests and the
 #   examples, the one-step oracle test on each schedule variant
-#   (kimi_linear_w4a16_t*/) and on the unit under the opt-in template forms
-#   (-DMK_MLA_WARP_SOFTMAX, -DMK_MLA_BULK_ROWS, -DMK_TOPK_TWO_LEVEL_ALL, -DMK_NORM_WEIGHT_EARLY), and mk-diff on the
-#   debug-capture kernels.
+#   (kimi_linear_w4a16_t*/) and on the unit under each opt-in template form
+#   (scripts/unit-opt-in-forms.sh), and mk-diff on the debug-capture
+#   kernels.
 #   The step times the examples print there are not measurements: other
 #   processes share the GPU. ~4.7 minutes with the build (perf notes
 #   #163), 6.2 on a fresh H200 (#192).
@@ -150,9 +150,10 @@ if [ "$wave" = main ]; then
   # The unit under the opt-in template forms (NVRTC options; their CUBINs
   # carried where make-gpu-kernels.sh compiled them):
   # the one-step oracle test.
+  . scripts/unit-opt-in-forms.sh
   part template-forms "
     cd '$G' && s=0
-    for o in -DMK_MLA_WARP_SOFTMAX -DMK_MLA_BULK_ROWS -DMK_TOPK_TWO_LEVEL_ALL -DMK_NORM_WEIGHT_EARLY; do
+    for o in $MK_UNIT_OPT_IN_FORMS; do
       echo \"== \$o\"
       MK_NVRTC_OPTIONS=\$o ./mk-gpu-tests --gtest_filter=OracleGpu.FullUnitOneStep || s=1
     done

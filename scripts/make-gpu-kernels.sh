@@ -15,9 +15,9 @@
 # it compiles them as before; the scripts print how many it compiled).
 # MK_NVRTC_CACHE=0 skips this step, as does a build without mk-compile;
 # MK_NVRTC_UNIT_VARIANTS names the unit's NVRTC-option variants compiled
-# too (default: -DMK_MLA_WARP_SOFTMAX, -DMK_MLA_BULK_ROWS,
-# -DMK_TOPK_TWO_LEVEL_ALL and -DMK_NORM_WEIGHT_EARLY, whose oracle tests
-# gpu-suite.sh main runs; e.g. "-DMK_SPIN_NS=64 -DMK_POLL_RELAXED", perf notes #167).
+# too (default: the opt-in forms of scripts/unit-opt-in-forms.sh, whose
+# oracle tests gpu-suite.sh main runs; e.g. "-DMK_SPIN_NS=64
+# -DMK_POLL_RELAXED", perf notes #167).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-.carry/kernels}"
@@ -269,7 +269,8 @@ else
   # The unit's template variants that the perf notes' next measuring call
   # benches (MK_NVRTC_UNIT_VARIANTS: space-separated NVRTC options, one
   # variant each).
-  unit_variants=${MK_NVRTC_UNIT_VARIANTS--DMK_MLA_WARP_SOFTMAX -DMK_MLA_BULK_ROWS -DMK_TOPK_TWO_LEVEL_ALL -DMK_NORM_WEIGHT_EARLY}
+  . scripts/unit-opt-in-forms.sh
+  unit_variants=${MK_NVRTC_UNIT_VARIANTS-$MK_UNIT_OPT_IN_FORMS}
   for opt in $unit_variants; do
     "$compile" --arch "$arch" --cache-dir "$cache" --option="$opt" "$out/kimi_linear_w4a16" >>"$log" ||
       { cat "$log"; exit 1; }

@@ -86,32 +86,6 @@ __device__ __forceinline__ bool aligned16(const void *p) {
 constexpr int kNormWeightQuads = 4;
 } // namespace detail
 
-/// The norm weight's first quads as block_residual_rmsnorm holds them in
-/// registers (thread t: quads t, t + THREADS, ...), loaded ahead of the
-/// norm by norm_weight_preload: -DMK_NORM_WEIGHT_EARLY has each norm after
-/// a grid barrier take its weight from loads issued before that barrier,
-/// so the norm's wait after it covers only its GEMV sums (perf notes,
-/// "Next (after session 40)"; opt-in until measured).
-struct NormWeightQuads {
-  uint2 q[detail::kNormWeightQuads];
-};
-
-/// Loads `w`'s quads for block_residual_rmsnorm's registers (zeros past D,
-/// and everywhere when `w` is not 16-byte aligned: the norm then takes its
-/// element-wise path, which reads `w` itself and ignores these).
-template <int THREADS>
-__device__ __forceinline__ NormWeightQuads norm_weight_preload(const bf16 *w, int D) {
-  NormWeightQuads r;
-  const bool aligned = detail::aligned16(w);
-#pragma unroll
-  for (int j = 0; j < detail::kNormWeightQuads; ++j) {
-    const int q = threadIdx.x + j * THREADS;
-    r.q[j] = aligned && q < D / 4 ? __ldg(reinterpret_cast<const uint2 *>(w) + q)
-                                  : make_uint2(0u, 0u);
-  }
-  return r;
-}
-
 /// block_residual then block_rmsnorm into y_smem, same arithmetic (x
 /// rounded as block_residual, y as block_rmsnorm; only the order of the sum
 /// of squares differs), with one round trip to L2: the GEMV sums `acc`
@@ -144,8 +118,7 @@ __device__ __forceinline__ NormWeightQuads norm_weight_preload(const bf16 *w, in
 /// model's norms; default once, bf16(x * r * w)). TWO_SUMS: where acc2 is
 /// not null the residual adds bf16(bf16(acc) + bf16(acc2)) (block_residual's);
 /// acc2's quads come through registers, loaded beside the copies (the same
-/// round trip). `pre` (not null): the weight's first quads as
-/// norm_weight_preload loaded them from `w`, used instead of loading them.
+/// round trip).
 template <int THREADS, bool BASE_IN_STAGE = false, bool REG_LOADS = false,
           bool ROUND_TWICE = false, bool TWO_SUMS = false>
 __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const float *acc,
@@ -153,8 +126,7 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
                                                        float *y_smem, bf16 *out, float *scratch,
                                                        void *stage, bf16 *resid,
                                                        bool residBase,
-                                                       const float *acc2 = nullptr,
-                                                       const NormWeightQuads *pre = nullptr) {
+                                                       const float *acc2 = nullptr) {
 #ifdef MK_NORM_NO_RESIDENT
   resid = nullptr;
 #endif
@@ -208,9 +180,8 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
 #pragma unroll
     for (int j = 0; j < R; ++j) {
       const int q = threadIdx.x + j * THREADS;
-      wr[j] = sw || q >= nq ? make_uint2(0u, 0u)
-              : pre         ? pre->q[j]
-                            : __ldg(reinterpret_cast<const uint2 *>(w) + q);
+      wr[j] =
+          !sw && q < nq ? __ldg(reinterpret_cast<const uint2 *>(w) + q) : make_uint2(0u, 0u);
       if constexpr (TWO_SUMS)
         a2[j] = acc && acc2 && q < nq ? __ldcg(reinterpret_cast<const float4 *>(acc2) + q)
                                       : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -371,21 +342,6 @@ block_residual2_rmsnorm_outlined(const bf16 *base, const float *acc, const float
                                  float *scratch, void *stage, bf16 *resid, bool residBase) {
   block_residual_rmsnorm<THREADS, BASE_IN_STAGE, REG_LOADS, ROUND_TWICE, true>(
       base, acc, w, D, eps, y_smem, out, scratch, stage, resid, residBase, acc2);
-}
-
-/// block_residual_rmsnorm_outlined (TWO_SUMS false: `acc2` must be null) or
-/// block_residual2_rmsnorm_outlined (TWO_SUMS) with the weight's first
-/// quads loaded ahead: `pre`, norm_weight_preload of the same `w` and D
-/// (-DMK_NORM_WEIGHT_EARLY).
-template <int THREADS, bool TWO_SUMS, bool BASE_IN_STAGE = false, bool REG_LOADS = false,
-          bool ROUND_TWICE = false>
-__device__ MK_NORM_OUTLINED_ATTR void
-block_residual_rmsnorm_outlined_pre(const bf16 *base, const float *acc, const float *acc2,
-                                    const bf16 *w, int D, float eps, float *y_smem, bf16 *out,
-                                    float *scratch, void *stage, bf16 *resid, bool residBase,
-                                    NormWeightQuads pre) {
-  block_residual_rmsnorm<THREADS, BASE_IN_STAGE, REG_LOADS, ROUND_TWICE, TWO_SUMS>(
-      base, acc, w, D, eps, y_smem, out, scratch, stage, resid, residBase, acc2, &pre);
 }
 
 } // namespace mk

@@ -45,24 +45,6 @@ void Emitter::planInputLending() {
   }
 }
 
-void Emitter::emitEarlyNormWeight(Operation *next) {
-  auto phase = dyn_cast_or_null<PhaseOp>(next);
-  if (!phase)
-    return;
-  for (auto norm : phase.getBodyBlock().getOps<ResidualRmsnormOp>()) {
-    if (!cast<TaskOpInterface>(norm.getOperation()).isEveryBlock())
-      continue;
-    // One variable per barrier (the phase's index), at the kernel body's
-    // scope: the norm's call inside the phase's block reads it.
-    earlyNormWeight = "mk_norm_weight_" + std::to_string(phaseIndex);
-    os << "#ifdef MK_NORM_WEIGHT_EARLY\n"
-       << "  const mk::NormWeightQuads " << earlyNormWeight << " = mk::norm_weight_preload<" << T
-       << ">(" << ident(norm.getWeight()) << ", " << int64_t(norm.getDim()) << ");\n"
-       << "#endif\n";
-    return;
-  }
-}
-
 LogicalResult Emitter::emitPhase(PhaseOp phase) {
   os << "  // ---- phase \"" << phase.getName() << "\"\n"
      << "  MK_PHASE_MARK(" << phaseIndex++ << ");\n  {\n"
@@ -157,38 +139,14 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
           targs += flags[k] ? ", true" : ", false";
         break;
       }
-    // Its call, and under -DMK_NORM_WEIGHT_EARLY (a norm whose weight was
-    // loaded before the grid barrier in front of it) the form that takes
-    // those registers.
-    // (The _pre form is one template for both sum counts: TWO_SUMS after
-    // THREADS, and acc2 always passed.)
-    auto call = [&](StringRef pre) {
-      const std::string acc2Arg = acc2.empty() ? std::string("nullptr") : ptr(acc2);
-      if (pre.empty())
-        os << "    mk::block_residual" << (twoSumNorms ? "2" : "") << "_rmsnorm_outlined<" << T
-           << targs << ">(" << ptr(base) << ", " << accArg
-           << (twoSumNorms ? ", " + acc2Arg : "");
-      else
-        os << "    mk::block_residual_rmsnorm_outlined_pre<" << T << ", "
-           << (twoSumNorms ? "true" : "false") << targs << ">(" << ptr(base) << ", " << accArg
-           << ", " << acc2Arg;
-      os << ", " << ident(norm.getWeight()) << ", " << dim << ", " << eps << ", xs, " << outArg
-         << ", scratch, " << (passWork ? "work" : "nullptr") << ", "
-         << (resident ? "resid" : "nullptr") << ", " << (residBase ? "true" : "false")
-         << (pre.empty() ? "" : ", ") << pre << ");\n";
-    };
-    os << "    {\n    MK_STAGE_BEGIN();\n";
-    if (earlyNormWeight.empty()) {
-      call("");
-    } else {
-      os << "#ifdef MK_NORM_WEIGHT_EARLY\n";
-      call(earlyNormWeight);
-      os << "#else\n";
-      call("");
-      os << "#endif\n";
-      earlyNormWeight.clear();
-    }
-    os << "    MK_STAGE_END(mk::kStageNorm);\n    }\n";
+    os << "    {\n    MK_STAGE_BEGIN();\n"
+       << "    mk::block_residual" << (twoSumNorms ? "2" : "") << "_rmsnorm_outlined<" << T
+       << targs << ">(" << ptr(base) << ", " << accArg
+       << (twoSumNorms ? ", " + (acc2.empty() ? std::string("nullptr") : ptr(acc2)) : "")
+       << ", " << ident(norm.getWeight()) << ", " << dim << ", " << eps << ", xs, "
+       << outArg << ", scratch, " << (passWork ? "work" : "nullptr") << ", "
+       << (resident ? "resid" : "nullptr") << ", " << (residBase ? "true" : "false") << ");\n"
+       << "    MK_STAGE_END(mk::kStageNorm);\n    }\n";
     // A norm without an accumulator leaves its base as the residual.
     residHolds = resident ? (out.empty() ? base : out).str() : "";
     auto cap = smemCapture.find(t.getName());
@@ -347,9 +305,7 @@ LogicalResult Emitter::run(EmittedKernel &out) {
     if (auto p = dyn_cast<PhaseOp>(op)) {
       if (failed(emitPhase(p)))
         return failure();
-      earlyNormWeight.clear();
     } else if (isa<BarrierOp>(op)) {
-      emitEarlyNormWeight(op.getNextNode());
       os << "  mk::grid_barrier(sync);\n";
     }
   }

@@ -113,10 +113,6 @@ private:
   /// The buffer whose values `resid` holds (the last norm's residual), if
   /// any.
   std::string residHolds;
-  /// The variable holding the next phase's norm weight, loaded before the
-  /// grid barrier in front of it (emitted under -DMK_NORM_WEIGHT_EARLY);
-  /// empty when no such load was emitted.
-  std::string earlyNormWeight;
   bool overShared = false;
   /// Phases whose tasks' work area starts at xs (lendInput), and the work
   /// they need.
@@ -432,10 +428,6 @@ private:
   }
 
   LogicalResult emitPhase(PhaseOp phase);
-  /// Before a grid barrier: where the phase after it (`next`) starts with an
-  /// every-block norm, its weight's first quads loaded into registers under
-  /// -DMK_NORM_WEIGHT_EARLY (earlyNormWeight names them for its call).
-  void emitEarlyNormWeight(Operation *next);
   /// Instance `i` of task t, by its op's TaskCudaLowering (one of the
   /// lowerTask overloads below).
   LogicalResult emitInstance(TaskOpInterface t, llvm::raw_ostream &o);

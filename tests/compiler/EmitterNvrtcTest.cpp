@@ -200,27 +200,6 @@ TEST(EmitterNvrtc, ReleasedForms) {
   check("examples/specs/kimi_linear_released_forms.json", "mk_kimi_linear_released_forms");
 }
 
-// The norms' weights loaded before the grid barriers (-DMK_NORM_WEIGHT_EARLY,
-// opt-in) in the kernels whose norms take the other template forms: the
-// released forms' two-sum, twice-rounded norms, and the DeepSeek-V3-width
-// spec's norms that land their base in the work area (no resident
-// residual). Both compile for both targets without a template spill.
-TEST(EmitterNvrtc, NormWeightEarlyInOtherNormForms) {
-  const struct {
-    const char *spec, *kernel;
-  } cases[] = {{"examples/specs/kimi_linear_released_forms.json", "mk_kimi_linear_released_forms"},
-               {"examples/specs/kimi_wide_dsv3.json", "mk_kimi_wide_dsv3"}};
-  for (const auto &c : cases) {
-    const std::string src = emit(c.spec, c.kernel, false, "").source;
-    ASSERT_NE(src.find("mk::block_residual_rmsnorm_outlined_pre<"), std::string::npos) << c.spec;
-    for (const char *arch : {"sm_90", "sm_120"}) {
-      SCOPED_TRACE(std::string(c.spec) + " " + arch);
-      mk::test::compileAndCheck(src, c.kernel, arch, mk::test::SpillRule::TemplatesOnly,
-                                {"-DMK_NORM_WEIGHT_EARLY"});
-    }
-  }
-}
-
 // The released KDA's gated output norm staged by the output projection
 // (schedule-fuse-kda-gated-norm=enabled=true, opt-in): no norm task is
 // left, every projection stages the norm after its two prologue waits (the
@@ -587,10 +566,9 @@ TEST(EmitterNvrtc, KimiLinearThirtyTwoRowAttention) {
 // The timing build mk-bench --phase-timing makes (-DMK_PHASE_TIMING: phase
 // stamps, and the stage clocks inside the MLA attention and the packed
 // GEMV tile) and the attention's earlier forms -DMK_MLA_SCORE_CHAIN and
-// -DMK_MLA_QUERIES_TWO_TRIPS, the router top-k's two-level rank count
+// -DMK_MLA_QUERIES_TWO_TRIPS, and the router top-k's two-level rank count
 // at the unit's 64 experts (-DMK_TOPK_TWO_LEVEL_ALL, whose candidates the
-// emitter's static bound already counts: the kernel's static_assert) and
-// the norms' weights loaded before the grid barriers (-DMK_NORM_WEIGHT_EARLY) compile
+// emitter's static bound already counts: the kernel's static_assert) compile
 // for both targets without a template spill. The timing build's module holds the
 // globals mk-bench looks up by name, unmangled (a symbol of the cubin's
 // string table between two NULs; one declared inside namespace mk would be
@@ -601,8 +579,7 @@ TEST(EmitterNvrtc, KimiLinearTimingAndOptInBuilds) {
       {"-DMK_PHASE_TIMING"},
       {"-DMK_MLA_SCORE_CHAIN"},
       {"-DMK_MLA_QUERIES_TWO_TRIPS"},
-      {"-DMK_TOPK_TWO_LEVEL_ALL"},
-      {"-DMK_NORM_WEIGHT_EARLY"}};
+      {"-DMK_TOPK_TWO_LEVEL_ALL"}};
   for (const std::vector<std::string> &options : builds)
     for (const char *arch : {"sm_90", "sm_120"}) {
       SCOPED_TRACE(options.front());

@@ -607,23 +607,16 @@ struct NormInputs {
 
 /// fused: block_residual_rmsnorm (its loads into x and the resident
 /// residual behind the scratch; -DMK_NORM_STAGED: through the stage behind
-/// it), with `wPre` (not null) its weight's first quads from
-/// norm_weight_preload of wPre before a block barrier (as the kernels'
-/// -DMK_NORM_WEIGHT_EARLY loads them before a grid barrier); else
-/// block_residual then block_rmsnorm.
+/// it); else block_residual then block_rmsnorm.
 __global__ void __launch_bounds__(T, 1)
-    normKernel(const mk::bf16 *base, const float *acc, const mk::bf16 *w, const mk::bf16 *wPre,
-               int D, float *y, mk::bf16 *out, bool fused) {
+    normKernel(const mk::bf16 *base, const float *acc, const mk::bf16 *w, int D, float *y,
+               mk::bf16 *out, bool fused) {
   extern __shared__ float smem[];
   const int d4 = (D + 3) / 4 * 4;
-  const bool preloaded = wPre != nullptr;
   if (fused) {
-    const mk::NormWeightQuads pre = mk::norm_weight_preload<T>(preloaded ? wPre : w, D);
-    __syncthreads();
     mk::bf16 *resid = reinterpret_cast<mk::bf16 *>(smem + d4 + 32);
     mk::block_residual_rmsnorm<T>(base, acc, w, D, 1e-6f, smem, out, smem + d4,
-                                  smem + d4 + 32 + (D + 7) / 8 * 4, resid, false, nullptr,
-                                  preloaded ? &pre : nullptr);
+                                  smem + d4 + 32 + (D + 7) / 8 * 4, resid, false);
   } else {
     mk::block_residual<T>(base, acc, D, smem, out);
     mk::block_rmsnorm<T>(smem, w, D, 1e-6f, smem, smem + d4);
@@ -634,26 +627,17 @@ __global__ void __launch_bounds__(T, 1)
 
 // Both forms; the fused one on shapes that take its staged path (2304, 256,
 // 7000: more than one vector per thread) and its element-wise fallback
-// (2300: not a multiple of 8; `shift`: an input not 16-byte aligned), each
-// also with its weight's first quads loaded ahead (`pre`): on the vector
-// path from a copy of the weight while the one the norm is given is
-// garbage where those quads cover it (so the norm must take them; at 7000
-// the quads past them are loaded from it where used), on the fallback from
-// garbage (which it must ignore).
+// (2300: not a multiple of 8; `shift`: an input not 16-byte aligned).
 TEST(Norm, ResidualThenRmsNormAsTheSpec) {
   REQUIRE_GPU();
   struct Case {
     int D;
     bool fused;
     int shift;
-    bool pre;
   };
-  for (Case c : {Case{2304, false, 0, false}, Case{256, false, 0, false},
-                 Case{7000, false, 0, false}, Case{2304, true, 0, false},
-                 Case{256, true, 0, false}, Case{7000, true, 0, false},
-                 Case{2300, true, 0, false}, Case{2304, true, 1, false},
-                 Case{2304, true, 0, true}, Case{7000, true, 0, true},
-                 Case{2300, true, 0, true}}) {
+  for (Case c : {Case{2304, false, 0}, Case{256, false, 0}, Case{7000, false, 0},
+                 Case{2304, true, 0}, Case{256, true, 0}, Case{7000, true, 0},
+                 Case{2300, true, 0}, Case{2304, true, 1}}) {
     const int D = c.D;
     Rng r(D);
     const NormInputs in(r, D);
@@ -663,20 +647,12 @@ TEST(Norm, ResidualThenRmsNormAsTheSpec) {
     // 16-byte alignment.
     std::vector<HB> baseBuf(base);
     baseBuf.insert(baseBuf.begin(), c.shift, HB{});
-    // The preloaded cases: the weight the norm reads and the one preloaded.
-    const bool vectorPath = D % 8 == 0 && c.shift == 0;
-    const int covered = std::min(D, 4 * mk::detail::kNormWeightQuads * T);
-    std::vector<HB> garbage(w);
-    for (int i = 0; i < (vectorPath ? covered : D); ++i)
-      garbage[i] = HB(-7.f * w[i].toFloat() + 3.f);
-    Dev<HB> db(baseBuf), dw(c.pre && vectorPath ? garbage : w),
-        dpre(c.pre ? (vectorPath ? w : garbage) : std::vector<HB>(1)), dout(D);
+    Dev<HB> db(baseBuf), dw(w), dout(D);
     Dev<float> da(acc), dy((size_t)3 * D);
     const int smemBytes = normSmemBytes(D);
     CK(cudaFuncSetAttribute(normKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytes));
-    normKernel<<<3, T, smemBytes>>>(db.as<mk::bf16>() + c.shift, da.p, dw.as<mk::bf16>(),
-                                    c.pre ? dpre.as<mk::bf16>() : nullptr, D, dy.p,
-                                    dout.as<mk::bf16>(), c.fused);
+    normKernel<<<3, T, smemBytes>>>(db.as<mk::bf16>() + c.shift, da.p, dw.as<mk::bf16>(), D,
+                                    dy.p, dout.as<mk::bf16>(), c.fused);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     const float rr = in.scale;
@@ -690,8 +666,7 @@ TEST(Norm, ResidualThenRmsNormAsTheSpec) {
         // ulp apart.
         bad += std::abs(y[size_t(b) * D + i] - want) > 0.0079f * std::abs(want) + 1e-6f;
       }
-    EXPECT_EQ(bad, 0) << "D=" << D << " fused=" << c.fused << " shift=" << c.shift
-                      << " pre=" << c.pre;
+    EXPECT_EQ(bad, 0) << "D=" << D << " fused=" << c.fused << " shift=" << c.shift;
     for (int i = 0; i < D; ++i)
       ASSERT_EQ(out[i].toFloat(), x[i])
           << "residual base stored by block 0, D=" << D << " fused=" << c.fused;
