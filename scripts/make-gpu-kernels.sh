@@ -266,9 +266,9 @@ else
     "$compile" --arch "$arch" --cache-dir "$cache" --option=-DMK_TOPK_ONE_LEVEL \
       "$out/kimi_linear_48b" >>"$log" || { cat "$log"; exit 1; }
   fi
-  # The unit's template variants that the perf notes' next measuring call
-  # benches (MK_NVRTC_UNIT_VARIANTS: space-separated NVRTC options, one
-  # variant each).
+  # The unit's template variants (MK_NVRTC_UNIT_VARIANTS: space-separated
+  # NVRTC options, one variant each; default: the opt-in forms whose oracle
+  # test gpu-suite.sh main runs).
   . scripts/unit-opt-in-forms.sh
   unit_variants=${MK_NVRTC_UNIT_VARIANTS-$MK_UNIT_OPT_IN_FORMS}
   for opt in $unit_variants; do

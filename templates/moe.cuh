@@ -17,6 +17,7 @@
 
 #include "mk/common.cuh"
 #include "mk/grid_sync.cuh"
+#include "mk/phase_timing.cuh"
 #include "mk/topk_rank.cuh"
 #include "mk/w4a16_gemv.cuh"
 
@@ -78,6 +79,7 @@ __device__ void moe_topk(const bf16 *logits, float scaling, float *w_out, int *i
   static_assert(K <= E, "top-k larger than the expert count");
   constexpr int PER = (E + 31) / 32;
 #ifndef MK_TOPK_ROUNDS
+  [[maybe_unused]] StageClock clk; // -DMK_PHASE_TIMING: the logits' part of the top-k
   __shared__ float prob[E];
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
@@ -89,6 +91,7 @@ __device__ void moe_topk(const bf16 *logits, float scaling, float *w_out, int *i
         prob[lane + 32 * i] = v[i] / sum;
   }
   __syncthreads();
+  clk.lap(kStageTopkLogits);
   detail::topk_by_rank<E, K>(prob, prob, 1e-9f, scaling, w_out, idx_out);
 #else
   if (threadIdx.x < 32) {
@@ -146,6 +149,7 @@ template <int E, int K, bool POLL = false>
 __device__ void moe_topk_sigmoid(const float *logits, const bf16 *bias, float scaling,
                                  float *w_out, int *idx_out) {
   static_assert(K <= E, "top-k larger than the expert count");
+  [[maybe_unused]] StageClock clk; // -DMK_PHASE_TIMING: the logits' part of the top-k
   __shared__ float score[E], sel[E];
   if constexpr (POLL) {
     // One warp polls (as moe_topk's), not every thread: E loads per round
@@ -171,6 +175,7 @@ __device__ void moe_topk_sigmoid(const float *logits, const bf16 *bias, float sc
     sel[e] = s + bf2f(bias[e]);
   }
   __syncthreads();
+  clk.lap(kStageTopkLogits);
   detail::topk_by_rank<E, K>(sel, score, 1e-20f, scaling, w_out, idx_out);
 }
 

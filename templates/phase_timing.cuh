@@ -61,7 +61,9 @@ enum StageSlot : int {
   kStageSignal,          ///< a task's counter signals (+ the barrier after)
   kStageNormLoads,       ///< the staged norm: its inputs' copies landed (+ barrier)
   kStageNormRest,        ///< the staged norm: sum of squares, scaling (+ barriers)
-  kStageSlots = 16
+  kStageTopkLogits,      ///< of the router's top-k: its entry until every logit was read
+                         ///< (a polled router's wait for them) and scored (+ barrier)
+  kStageSlots = 17
 };
 
 #ifdef MK_PHASE_TIMING

@@ -117,7 +117,7 @@ struct BenchRow {
 /// Slots per phase in the timing tables; mk::kMaxGrid in grid_sync.cuh.
 constexpr size_t kTimingSlots = 1024;
 /// phase_timing.cuh's StageSlot: the task stages a StageClock times.
-constexpr size_t kStageSlots = 16;
+constexpr size_t kStageSlots = 17;
 const char *const kStageNames[kStageSlots] = {
     "mla attention: prologue (queries staged, first rows asked for; any prologue wait)",
     "mla attention: waiting for rows (+ barrier, next rows asked for)",
@@ -134,7 +134,8 @@ const char *const kStageNames[kStageSlots] = {
     "every-block residual + rmsnorm",
     "counter signals (+ barrier)",
     "staged norm: its inputs landed (+ barrier)",
-    "staged norm: sums and scaling (+ barriers)"};
+    "staged norm: sums and scaling (+ barriers)",
+    "router top-k: of it, until every logit was read and scored (+ barrier)"};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

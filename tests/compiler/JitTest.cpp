@@ -288,8 +288,10 @@ TEST(JitGpu, TinySessionStepMatchesTheOracle) {
   // A router near tie may be broken the other way (OracleGpuTest does the
   // same): accept the step with those experts swapped, and only that. Ties
   // count under the spec's arithmetic and, for a kernel declaring unrounded
-  // weights (packed_arithmetic), under that one too.
-  std::vector<OracleOptions> alts = nearTieRoutings(cfg, trace);
+  // weights (packed_arithmetic), under that one too, in that arithmetic's
+  // window (tieWindowUlps).
+  const int window = tieWindowUlps(s->manifest().packedArithmetic);
+  std::vector<OracleOptions> alts = nearTieRoutings(cfg, trace, window);
   if (s->manifest().packedArithmetic != "exact")
     alts = nearTieRoutings(cfg, trace,
                            declaredRouterTrace(cfg, trace, OracleOptions{},
@@ -298,7 +300,8 @@ TEST(JitGpu, TinySessionStepMatchesTheOracle) {
                                                  OracleTrace t;
                                                  oracleStep(cfg, weights, u, hidden, &t, &o);
                                                  return t;
-                                               }));
+                                               }),
+                           window);
   for (const OracleOptions &alt : alts) {
     if (cos >= 0.999)
       break;

@@ -196,22 +196,11 @@ Divergence firstDivergence(const BlockConfig &cfg, const std::vector<BFloat16> &
 /// (from the same state and input), returning its trace.
 using TracedStep = std::function<OracleTrace(const OracleOptions &)>;
 
-/// The near-tie window of the spec's arithmetic, in bf16 ulps of the
-/// router's decision (its k-th logit): two logits that close are a tie up
-/// to summation order.
-constexpr int kSpecTieUlps = 2;
-/// The window for a kernel declaring unrounded weights (`packed_arithmetic`
-/// "scaled" or "folded"), derived from that arithmetic's measured logit
-/// error: mk-diff puts the scaled and folded kernels' router logits within 0.016-0.020
-/// of the spec's at magnitudes 1-2, i.e. up to 2.6 bf16 ulps each (perf
-/// notes #128), so the gap between two of them moves by up to ~5 ulps; a
-/// choice 3 ulps apart under both arithmetics flips with the split-K
-/// atomics' order (#169, #192).
-constexpr int kDeclaredTieUlps = 5;
-
-/// The window tieRoutings applies to the kernel of `f` by default.
+/// The near-tie window tieRoutings applies to the kernel of `f` by default
+/// (kSpecTieUlps, or kDeclaredTieUlps for a kernel declaring unrounded
+/// weights: Oracle.h says why).
 int tieWindowUlps(const Fixture &f) {
-  return f.kernel->manifest().packedArithmetic == "exact" ? kSpecTieUlps : kDeclaredTieUlps;
+  return mk::tieWindowUlps(f.kernel->manifest().packedArithmetic);
 }
 
 /// The routings the kernel of `f` may take instead of the oracle's, whose

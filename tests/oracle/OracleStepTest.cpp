@@ -299,6 +299,36 @@ TEST_F(TinyStep, NearTieRoutingsOfTheDeclaredArithmetic) {
   EXPECT_TRUE(nearTieRoutings(cfg, spec, spec).empty());
 }
 
+// The window of a kernel declaring unrounded weights (kDeclaredTieUlps)
+// takes a choice 3 ulps apart under both arithmetics (the GPU's flip in
+// perf notes #169, #192), which the spec's 2-ulp window does not; 6 ulps
+// apart stays a real disagreement in both.
+TEST_F(TinyStep, DeclaredArithmeticsWindowTakesThreeUlps) {
+  const int64_t E = cfg.nExperts;
+  ASSERT_EQ(cfg.nActive, 2);
+  EXPECT_EQ(tieWindowUlps("exact"), kSpecTieUlps);
+  EXPECT_EQ(tieWindowUlps("scaled"), kDeclaredTieUlps);
+  EXPECT_EQ(tieWindowUlps("folded"), kDeclaredTieUlps);
+  for (int gap : {3, 6}) {
+    OracleTrace spec;
+    std::vector<float> logits(size_t(E), -1.f);
+    logits[3] = 1.f;
+    logits[5] = 0.5f;
+    logits[6] = 0.5f - gap * 0.00390625f; // `gap` ulps of 0.5 under expert 5
+    spec.values["layer0.router_logits"] = logits;
+    spec.values["layer0.topk_idx"] = {3.f, 5.f};
+    const OracleTrace declared = spec;
+    EXPECT_TRUE(nearTieRoutings(cfg, spec, declared, kSpecTieUlps).empty()) << gap;
+    std::vector<OracleOptions> alts = nearTieRoutings(cfg, spec, declared, kDeclaredTieUlps);
+    if (gap > kDeclaredTieUlps) {
+      EXPECT_TRUE(alts.empty()) << gap;
+      continue;
+    }
+    ASSERT_EQ(alts.size(), 1u) << gap;
+    EXPECT_EQ(alts[0].forcedExperts.at(0), (std::vector<int32_t>{3, 6}));
+  }
+}
+
 // A tie that both arithmetics offer (the same swap at the same layer) is
 // offered once.
 TEST_F(TinyStep, NearTieOfferedByBothTracesOnce) {
