@@ -3,4 +3,4 @@
 # the unit kernel's opt-in template forms, as NVRTC options, one form each.
 # These are the opt-in template forms whose one-step oracle test the
 # suite runs (docs/runtime.md lists every opt-in macro).
-MK_UNIT_OPT_IN_FORMS="-DMK_MLA_WARP_SOFTMAX -DMK_MLA_BULK_ROWS -DMK_TOPK_TWO_LEVEL_ALL"
+MK_UNIT_OPT_IN_FORMS="-DMK_MLA_WARP_SOFTMAX -DMK_MLA_BULK_ROWS -DMK_TOPK_TWO_LEVEL_ALL -DMK_PROLOGUE_AFTER_FIRST_STAGE"

@@ -951,12 +951,33 @@ MK_UNROLL_CODE
       issue(c);
     prol(); // the caller's work that can overlap the first loads
   } else if constexpr (!kBulk) {
+#ifdef MK_PROLOGUE_AFTER_FIRST_STAGE
+    // Opt-in, to measure (perf notes, "Next (after session 41)" item 1):
+    // the caller's prologue (a waiting task's counter wait and the loads of
+    // its inputs, e.g. the MoE down tile's gate and up sums) runs after the
+    // ring's first stage of copies and before the others, so that its loads
+    // queue behind one stage's bytes instead of the whole ring's (#200's
+    // down tiles: the "issue" stage, which ends once those inputs landed,
+    // 3.2 us per tile). The copies' groups stay in stage order (a group a
+    // prologue commits between them only makes the first wait wait for it
+    // too).
+    if (!started) {
+      detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, 0);
+      prol();
+MK_UNROLL_CODE
+      for (int c = 1; c < STAGES; ++c)
+        detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c);
+    } else {
+      prol();
+    }
+#else
     if (!started) {
 MK_UNROLL_CODE
       for (int c = 0; c < STAGES; ++c)
         detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c);
     }
     prol();
+#endif
   }
 
   float acc[8][4];
