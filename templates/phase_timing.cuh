@@ -72,6 +72,9 @@ struct StageSums {
   unsigned long long cycles[kStageSlots];
   unsigned laps[kStageSlots];
 };
+static_assert(sizeof(StageSums) <= 208,
+              "the emitter's static shared bound counts 208 B of stage sums "
+              "(kTimingStageSumsBytes, CudaEmitter.cpp)");
 __device__ __forceinline__ StageSums &stage_sums() {
   __shared__ StageSums sums;
   return sums;

@@ -952,10 +952,11 @@ MK_UNROLL_CODE
     prol(); // the caller's work that can overlap the first loads
   } else if constexpr (!kBulk) {
 #ifdef MK_PROLOGUE_AFTER_FIRST_STAGE
-    // Opt-in, to measure (perf notes, "Next (after session 41)" item 1):
-    // the caller's prologue (a waiting task's counter wait and the loads of
-    // its inputs, e.g. the MoE down tile's gate and up sums) runs after the
-    // ring's first stage of copies and before the others, so that its loads
+    // Opt-in, to measure (perf notes, "Next (after session 41)" item 1; the
+    // grouped tile, the default arithmetic's, does the same): the caller's
+    // prologue (a waiting task's counter wait and the loads of its inputs,
+    // e.g. the MoE down tile's gate and up sums) runs after the ring's
+    // first stage of copies and before the others, so that its loads
     // queue behind one stage's bytes instead of the whole ring's (#200's
     // down tiles: the "issue" stage, which ends once those inputs landed,
     // 3.2 us per tile). The copies' groups stay in stage order (a group a
@@ -1259,12 +1260,25 @@ __device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restri
     for (int gi = gFirst + 1; gi <= gLast; ++gi)
       detail::prefetch_group_scales<false>(scales, zeros, N, gi, col);
   }
+#ifdef MK_PROLOGUE_AFTER_FIRST_STAGE
+  // As w4a16_gemv_tile_mma's: the prologue after the first stage's copies.
+  if (!started) {
+    detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, 0);
+    pro();
+MK_UNROLL_CODE
+    for (int c = 1; c < STAGES; ++c)
+      detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c);
+  } else {
+    pro();
+  }
+#else
   if (!started) {
 MK_UNROLL_CODE
     for (int c = 0; c < STAGES; ++c)
       detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c);
   }
   pro();
+#endif
 
   // acc[m][0] / [2]: the slot's sums of columns 2m / 2m + 1 (D rows g /
   // g + 8); acc[m][1] / [3]: their totals.

@@ -336,12 +336,15 @@ LogicalResult Emitter::run(EmittedKernel &out) {
   int64_t dynSmem = smemFloats * 4;
   // Static shared memory of the kernel body and templates on top, bounded
   // from what the kernel calls: the grid barrier's generation word and
-  // alignment (128 B), the timing builds' stage sums (192: the same source
-  // with -DMK_PHASE_TIMING must fit too), the packed tiles' mbarriers (8 per
+  // alignment (128 B), the timing builds' stage sums (kTimingStageSumsBytes:
+  // the same source with -DMK_PHASE_TIMING must fit too), the packed tiles' mbarriers (8 per
   // warp) and each router top-k and bf16-rows instantiation's arrays
   // (needStaticShared). Past the device's limit the session refuses the
   // kernel at load, naming its dynamic and static bytes (Session::create).
-  int64_t staticSharedBound = 128 + 192 + 64 * (T / 32);
+  // phase_timing.cuh's StageSums (17 slots of 8 + 4 bytes, 8-aligned),
+  // which static_asserts that it fits this.
+  constexpr int64_t kTimingStageSumsBytes = 208;
+  int64_t staticSharedBound = 128 + kTimingStageSumsBytes + 64 * (T / 32);
   for (const auto &entry : staticShared)
     staticSharedBound += entry.getValue();
   if (int64_t limit = kernel.getMaxSharedBytes();

@@ -231,10 +231,28 @@ TEST(W4A16Gemv, NarrowTiles) {
 /// w4a16_gemv_begin before staging x (as the emitted kernels do before a
 /// norm or counter wait), and that task's tile continues it (the grouped
 /// orders: from the first scales the begin staged too).
-template <int TN, int ORDER = mk::kOrderMma, bool FP32X = false, bool BEGUN = false>
+/// A tile's prologue that stages its input: x[0, K) from global memory
+/// into xs, then a block barrier (what the MoE down tile's prologue does
+/// with its gate and up sums, after its counter wait).
+struct StageInputPrologue {
+  const float *x;
+  float *xs;
+  int K;
+  __device__ void operator()() const {
+    for (int i = threadIdx.x; i < K; i += T)
+      xs[i] = __ldcg(x + i);
+    __syncthreads();
+  }
+};
+
+/// PRO: x staged by each tile's prologue (StageInputPrologue, under the
+/// tile's first weight copies) instead of once before the tiles.
+template <int TN, int ORDER = mk::kOrderMma, bool FP32X = false, bool BEGUN = false,
+          bool PRO = false>
 __global__ void __launch_bounds__(T, 1)
     packedGemvKernel(const float *x, int K, const uint8_t *wq, const mk::bf16 *s,
                      const mk::bf16 *z, int N, int ksplit, float *y) {
+  static_assert(!(PRO && BEGUN), "a begun stream's tile stages x before the stream's begin");
   extern __shared__ float smem[];
   float *xs = smem, *red = smem + K;
   const int tiles = N / TN;
@@ -249,20 +267,28 @@ __global__ void __launch_bounds__(T, 1)
     mk::w4a16_gemv_begin<T, TN, 128, ORDER>(wq + (size_t)tile * (K / 2) * TN, s + sOff,
                                             z + sOff, TN, 0, TN, k0, k1, red);
   }
-  for (int i = threadIdx.x; i < K; i += T)
-    xs[i] = x[i];
-  __syncthreads();
+  if (!PRO) {
+    for (int i = threadIdx.x; i < K; i += T)
+      xs[i] = x[i];
+    __syncthreads();
+  }
   for (int t = blockIdx.x; t < tiles * ksplit; t += gridDim.x) {
     int tile, k0, k1;
     slice(t, tile, k0, k1);
     const size_t wOff = (size_t)tile * (K / 2) * TN, sOff = (size_t)tile * (K / 128) * TN;
-    mk::w4a16_gemv_tile<T, TN, 128, mk::EpiAtomicAddF32, FP32X, ORDER>(
-        xs, wq + wOff, s + sOff, z + sOff, TN, 0, TN, k0, k1, red,
-        mk::EpiAtomicAddF32{y, 1.f, tile * TN}, BEGUN && t == (int)blockIdx.x);
+    if constexpr (PRO)
+      mk::w4a16_gemv_tile_with<T, TN, 128, mk::EpiAtomicAddF32, FP32X, ORDER>(
+          xs, wq + wOff, s + sOff, z + sOff, TN, 0, TN, k0, k1, red,
+          mk::EpiAtomicAddF32{y, 1.f, tile * TN}, false, StageInputPrologue{x, xs, K});
+    else
+      mk::w4a16_gemv_tile<T, TN, 128, mk::EpiAtomicAddF32, FP32X, ORDER>(
+          xs, wq + wOff, s + sOff, z + sOff, TN, 0, TN, k0, k1, red,
+          mk::EpiAtomicAddF32{y, 1.f, tile * TN}, BEGUN && t == (int)blockIdx.x);
   }
 }
 
-template <int TN, int ORDER = mk::kOrderMma, bool FP32X = false, bool BEGUN = false>
+template <int TN, int ORDER = mk::kOrderMma, bool FP32X = false, bool BEGUN = false,
+          bool PRO = false>
 void runPackedGemv(int K, int N, int ksplit, uint64_t seed) {
   Rng r(seed);
   QMat m(r, K, N, 128);
@@ -284,7 +310,7 @@ void runPackedGemv(int K, int N, int ksplit, uint64_t seed) {
   Dev<uint8_t> dw(packedW);
   dy.zero();
   const size_t smem = (K + mk::w4a16_red_floats<T, TN>()) * sizeof(float);
-  auto kernel = packedGemvKernel<TN, ORDER, FP32X, BEGUN>;
+  auto kernel = packedGemvKernel<TN, ORDER, FP32X, BEGUN, PRO>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   kernel<<<37, T, smem>>>(dx.p, K, dw.p, ds.as<mk::bf16>(), dz.as<mk::bf16>(), N, ksplit, dy.p);
   CK(cudaGetLastError());
@@ -352,6 +378,20 @@ TEST(W4A16Gemv, PackedScalesPerGroup) {
 TEST(W4A16Gemv, PackedZeroPointsFolded) {
   REQUIRE_GPU();
   runGroupedShapes<mk::kOrderMmaFolded>();
+}
+
+// Each tile staging its input in its prologue, under its first weight
+// copies (the waiting tasks' form: the MoE down tile stages its gate and
+// up sums so), several tiles per block: the exact, scaled and folded
+// packed tiles; the forms build runs them with the prologue after the
+// ring's first stage (-DMK_PROLOGUE_AFTER_FIRST_STAGE).
+TEST(W4A16Gemv, PackedTileStagesItsInputInItsPrologue) {
+  REQUIRE_GPU();
+  runPackedGemv<128, mk::kOrderMma, false, false, true>(2304, 1024, 2, 61);
+  runPackedGemv<128, mk::kOrderMmaScaled, false, false, true>(2304, 1024, 2, 62);
+  runPackedGemv<128, mk::kOrderMmaFolded, false, false, true>(2304, 1024, 2, 63);
+  runPackedGemv<128, mk::kOrderMmaFolded, true, false, true>(1024, 2304, 1, 64); // fp32 x
+  runPackedGemv<64, mk::kOrderMmaFolded, false, false, true>(4096, 256, 2, 65);
 }
 
 // The integer tile needs the 3-stage weight ring (its quantized x lives
