@@ -817,6 +817,40 @@ __device__ __forceinline__ void packed_cp_async_stage(const uint8_t *wq, int ste
   }
   cp_async_commit();
 }
+
+/// A packed tile's start (w4a16_gemv_tile_mma's and the grouped tile's):
+/// unless `started` (w4a16_gemv_begin issued them), the ring's stages of
+/// weight copies, then the caller's prologue `pro` (its counter wait and
+/// input loads), which so overlap the first loads.
+/// -DMK_PROLOGUE_AFTER_FIRST_STAGE (opt-in, to measure: perf notes, "Next
+/// (after session 41)" item 1): `pro` after the first stage's copies and
+/// before the others, so that its loads queue behind one stage's bytes
+/// instead of the whole ring's (#200's MoE down tiles: the "issue" stage,
+/// which ends once their gate and up sums landed, 3.2 us per tile). The
+/// copies' groups stay in stage order (a group `pro` commits between them
+/// only makes the tile's first wait wait for it too).
+template <int THREADS, class Pro>
+__device__ __forceinline__ void packed_ring_start(const uint8_t *wq, int step0, int sbeg,
+                                                  int send, uint4 *ring, bool started,
+                                                  Pro &&pro) {
+#ifdef MK_PROLOGUE_AFTER_FIRST_STAGE
+  if (!started) {
+    packed_cp_async_stage<THREADS>(wq, step0, sbeg, send, ring, 0);
+    pro();
+MK_UNROLL_CODE
+    for (int c = 1; c < kW4A16Stages; ++c)
+      packed_cp_async_stage<THREADS>(wq, step0, sbeg, send, ring, c);
+    return;
+  }
+#else
+  if (!started) {
+MK_UNROLL_CODE
+    for (int c = 0; c < kW4A16Stages; ++c)
+      packed_cp_async_stage<THREADS>(wq, step0, sbeg, send, ring, c);
+  }
+#endif
+  pro();
+}
 } // namespace detail
 
 /// The same task on the tensor cores: weights dequantized exactly (bf16x2
@@ -951,34 +985,7 @@ MK_UNROLL_CODE
       issue(c);
     prol(); // the caller's work that can overlap the first loads
   } else if constexpr (!kBulk) {
-#ifdef MK_PROLOGUE_AFTER_FIRST_STAGE
-    // Opt-in, to measure (perf notes, "Next (after session 41)" item 1; the
-    // grouped tile, the default arithmetic's, does the same): the caller's
-    // prologue (a waiting task's counter wait and the loads of its inputs,
-    // e.g. the MoE down tile's gate and up sums) runs after the ring's
-    // first stage of copies and before the others, so that its loads
-    // queue behind one stage's bytes instead of the whole ring's (#200's
-    // down tiles: the "issue" stage, which ends once those inputs landed,
-    // 3.2 us per tile). The copies' groups stay in stage order (a group a
-    // prologue commits between them only makes the first wait wait for it
-    // too).
-    if (!started) {
-      detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, 0);
-      prol();
-MK_UNROLL_CODE
-      for (int c = 1; c < STAGES; ++c)
-        detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c);
-    } else {
-      prol();
-    }
-#else
-    if (!started) {
-MK_UNROLL_CODE
-      for (int c = 0; c < STAGES; ++c)
-        detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c);
-    }
-    prol();
-#endif
+    detail::packed_ring_start<THREADS>(wq, pa / STEP, sbeg, send, stage, started, prol);
   }
 
   float acc[8][4];
@@ -1260,25 +1267,7 @@ __device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restri
     for (int gi = gFirst + 1; gi <= gLast; ++gi)
       detail::prefetch_group_scales<false>(scales, zeros, N, gi, col);
   }
-#ifdef MK_PROLOGUE_AFTER_FIRST_STAGE
-  // As w4a16_gemv_tile_mma's: the prologue after the first stage's copies.
-  if (!started) {
-    detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, 0);
-    pro();
-MK_UNROLL_CODE
-    for (int c = 1; c < STAGES; ++c)
-      detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c);
-  } else {
-    pro();
-  }
-#else
-  if (!started) {
-MK_UNROLL_CODE
-    for (int c = 0; c < STAGES; ++c)
-      detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c);
-  }
-  pro();
-#endif
+  detail::packed_ring_start<THREADS>(wq, pa / STEP, sbeg, send, stage, started, pro);
 
   // acc[m][0] / [2]: the slot's sums of columns 2m / 2m + 1 (D rows g /
   // g + 8); acc[m][1] / [3]: their totals.
