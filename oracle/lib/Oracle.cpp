@@ -634,6 +634,22 @@ std::vector<OracleOptions> nearTieRoutings(const BlockConfig &cfg, const OracleT
   return out;
 }
 
+std::vector<OracleOptions>
+kernelTieRoutings(const BlockConfig &cfg, const OracleTrace &trace,
+                  const std::string &packedArithmetic, const OracleOptions &followed,
+                  const std::function<OracleTrace(const OracleOptions &)> &step,
+                  OracleTrace *declaredOut, int ulps) {
+  if (ulps < 0)
+    ulps = tieWindowUlps(packedArithmetic);
+  if (packedArithmetic == "exact")
+    return nearTieRoutings(cfg, trace, ulps);
+  OracleTrace declared = declaredRouterTrace(cfg, trace, followed, step);
+  std::vector<OracleOptions> out = nearTieRoutings(cfg, trace, declared, ulps);
+  if (declaredOut)
+    *declaredOut = std::move(declared);
+  return out;
+}
+
 OracleTrace declaredRouterTrace(const BlockConfig &cfg, const OracleTrace &trace,
                                 const OracleOptions &followed,
                                 const std::function<OracleTrace(const OracleOptions &)> &step) {

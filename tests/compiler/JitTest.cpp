@@ -286,22 +286,16 @@ TEST(JitGpu, TinySessionStepMatchesTheOracle) {
   double cos = mk::testing::cosine(gpu, mk::testing::bf16ToFloat(oracleStep(
                                             cfg, weights, st, hidden, &trace)));
   // A router near tie may be broken the other way (OracleGpuTest does the
-  // same): accept the step with those experts swapped, and only that. Ties
-  // count under the spec's arithmetic and, for a kernel declaring unrounded
-  // weights (packed_arithmetic), under that one too, in that arithmetic's
-  // window (tieWindowUlps).
-  const int window = tieWindowUlps(s->manifest().packedArithmetic);
-  std::vector<OracleOptions> alts = nearTieRoutings(cfg, trace, window);
-  if (s->manifest().packedArithmetic != "exact")
-    alts = nearTieRoutings(cfg, trace,
-                           declaredRouterTrace(cfg, trace, OracleOptions{},
-                                               [&](const OracleOptions &o) {
-                                                 DecodeState u = state0;
-                                                 OracleTrace t;
-                                                 oracleStep(cfg, weights, u, hidden, &t, &o);
-                                                 return t;
-                                               }),
-                           window);
+  // same): accept the step with those experts swapped, and only that
+  // (kernelTieRoutings: the spec's ties and, for a kernel declaring
+  // unrounded weights, that arithmetic's too, in its window).
+  std::vector<OracleOptions> alts = kernelTieRoutings(
+      cfg, trace, s->manifest().packedArithmetic, OracleOptions{}, [&](const OracleOptions &o) {
+        DecodeState u = state0;
+        OracleTrace t;
+        oracleStep(cfg, weights, u, hidden, &t, &o);
+        return t;
+      });
   for (const OracleOptions &alt : alts) {
     if (cos >= 0.999)
       break;

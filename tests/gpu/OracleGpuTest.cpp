@@ -196,32 +196,12 @@ Divergence firstDivergence(const BlockConfig &cfg, const std::vector<BFloat16> &
 /// (from the same state and input), returning its trace.
 using TracedStep = std::function<OracleTrace(const OracleOptions &)>;
 
-/// The near-tie window tieRoutings applies to the kernel of `f` by default
-/// (kSpecTieUlps, or kDeclaredTieUlps for a kernel declaring unrounded
-/// weights: Oracle.h says why).
-int tieWindowUlps(const Fixture &f) {
-  return mk::tieWindowUlps(f.kernel->manifest().packedArithmetic);
-}
-
-/// The routings the kernel of `f` may take instead of the oracle's, whose
-/// traced step is `trace` (under `followed`): the near ties of the spec's
-/// arithmetic, and for a kernel declaring unrounded weights (its manifest's
-/// `packed_arithmetic` "scaled" or "folded") those of its own arithmetic too,
-/// measured on the spec's path by `step` (declaredRouterTrace; run only
-/// then, and its trace left in `*declaredOut` where given). Ties within
-/// `ulps` bf16 ulps (< 0: tieWindowUlps(f)).
+/// kernelTieRoutings for the kernel of `f` (its manifest's arithmetic).
 std::vector<OracleOptions> tieRoutings(const Fixture &f, const OracleTrace &trace,
                                        const OracleOptions &followed, const TracedStep &step,
                                        OracleTrace *declaredOut = nullptr, int ulps = -1) {
-  if (ulps < 0)
-    ulps = tieWindowUlps(f);
-  if (f.kernel->manifest().packedArithmetic == "exact")
-    return nearTieRoutings(f.cfg, trace, ulps);
-  OracleTrace declared = declaredRouterTrace(f.cfg, trace, followed, step);
-  std::vector<OracleOptions> out = nearTieRoutings(f.cfg, trace, declared, ulps);
-  if (declaredOut)
-    *declaredOut = std::move(declared);
-  return out;
+  return kernelTieRoutings(f.cfg, trace, f.kernel->manifest().packedArithmetic, followed, step,
+                           declaredOut, ulps);
 }
 
 /// The oracle's step from `state` (updated in place), following the
@@ -229,7 +209,7 @@ std::vector<OracleOptions> tieRoutings(const Fixture &f, const OracleTrace &trac
 /// disagreement (firstDivergence) is the state of layer l (or, l = the layer
 /// count, the output) and the router of layer l - 1, which feeds it, had a
 /// near tie (the weakest chosen and the strongest left-out expert within
-/// tieWindowUlps bf16 ulps, under the spec's arithmetic or the one the
+/// the arithmetic's tieWindowUlps bf16 ulps, under the spec's arithmetic or the one the
 /// kernel declares: tieRoutings, under the routings followed so far), the step is
 /// recomputed with each such routing, and the best kept if the first
 /// disagreement moves later (or, at the same layer, shrinks). A tie

@@ -329,6 +329,38 @@ TEST_F(TinyStep, DeclaredArithmeticsWindowTakesThreeUlps) {
   }
 }
 
+// kernelTieRoutings, the rule the GPU tests apply by the manifest's
+// arithmetic: an exact kernel gets the spec's 2-ulp ties only, without
+// running the declared step; a folded one the declared trace's ties in 5
+// ulps, from the step it is given.
+TEST_F(TinyStep, KernelTieRoutingsByArithmetic) {
+  const int64_t E = cfg.nExperts;
+  ASSERT_EQ(cfg.nActive, 2);
+  OracleTrace spec;
+  std::vector<float> logits(size_t(E), -1.f);
+  logits[3] = 1.f;
+  logits[5] = 0.5f;
+  logits[6] = 0.5f - 3 * 0.00390625f; // 3 ulps of 0.5 under expert 5
+  spec.values["layer0.router_logits"] = logits;
+  spec.values["layer0.topk_idx"] = {3.f, 5.f};
+  int steps = 0;
+  const auto step = [&](const OracleOptions &) {
+    ++steps;
+    return spec; // the declared arithmetic's trace: the same logits
+  };
+  EXPECT_TRUE(kernelTieRoutings(cfg, spec, "exact", OracleOptions{}, step).empty());
+  EXPECT_EQ(steps, 0) << "an exact kernel runs no declared step";
+  OracleTrace declared;
+  std::vector<OracleOptions> alts =
+      kernelTieRoutings(cfg, spec, "folded", OracleOptions{}, step, &declared);
+  EXPECT_GT(steps, 0);
+  ASSERT_EQ(alts.size(), 1u);
+  EXPECT_EQ(alts[0].forcedExperts.at(0), (std::vector<int32_t>{3, 6}));
+  EXPECT_EQ(declared.values.at("layer0.router_logits"), logits);
+  EXPECT_TRUE(
+      kernelTieRoutings(cfg, spec, "folded", OracleOptions{}, step, nullptr, kSpecTieUlps).empty());
+}
+
 // A tie that both arithmetics offer (the same swap at the same layer) is
 // offered once.
 TEST_F(TinyStep, NearTieOfferedByBothTracesOnce) {

@@ -174,6 +174,19 @@ OracleTrace declaredRouterTrace(const BlockConfig &cfg, const OracleTrace &trace
                                 const OracleOptions &followed,
                                 const std::function<OracleTrace(const OracleOptions &)> &step);
 
+/// The routings a kernel whose manifest declares `packedArithmetic` may take
+/// instead of the oracle's, whose traced step is `trace` (under
+/// `followed`): the spec's near ties, and for a declared unrounded
+/// arithmetic ("scaled", "folded") that arithmetic's ties and routing too,
+/// its trace measured by declaredRouterTrace with `step` (run only then,
+/// and left in `*declaredOut` where given). Ties within `ulps` bf16 ulps
+/// (< 0: tieWindowUlps(packedArithmetic)).
+std::vector<OracleOptions>
+kernelTieRoutings(const BlockConfig &cfg, const OracleTrace &trace,
+                  const std::string &packedArithmetic, const OracleOptions &followed,
+                  const std::function<OracleTrace(const OracleOptions &)> &step,
+                  OracleTrace *declaredOut = nullptr, int ulps = -1);
+
 /// How far apart router `layer` of `trace` had its k-th and (k+1)-th
 /// experts: the weakest chosen one's lead over the strongest left out, in
 /// bf16 ulps of the larger (what nearTieRoutings compares with `ulps`); -1
