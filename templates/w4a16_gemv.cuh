@@ -821,34 +821,18 @@ __device__ __forceinline__ void packed_cp_async_stage(const uint8_t *wq, int ste
 /// A packed tile's start (w4a16_gemv_tile_mma's and the grouped tile's):
 /// unless `started` (w4a16_gemv_begin issued them), the ring's stages of
 /// weight copies, then the caller's prologue `pro` (its counter wait and
-/// input loads), which so overlap the first loads.
-/// -DMK_PROLOGUE_AFTER_FIRST_STAGE (opt-in, to measure: perf notes, "Next
-/// (after session 41)" item 1): `pro` after the first stage's copies and
-/// before the others, so that its loads queue behind one stage's bytes
-/// instead of the whole ring's (#200's MoE down tiles: the "issue" stage,
-/// which ends once their gate and up sums landed, 3.2 us per tile). The
-/// copies' groups stay in stage order (a group `pro` commits between them
-/// only makes the tile's first wait wait for it too).
+/// input loads), which so overlap the first loads. (The prologue after the
+/// first stage's copies instead, so that a waiting down tile's gate and up
+/// sums queue behind one stage's bytes, was no faster: perf notes #201.)
 template <int THREADS, class Pro>
 __device__ __forceinline__ void packed_ring_start(const uint8_t *wq, int step0, int sbeg,
                                                   int send, uint4 *ring, bool started,
                                                   Pro &&pro) {
-#ifdef MK_PROLOGUE_AFTER_FIRST_STAGE
-  if (!started) {
-    packed_cp_async_stage<THREADS>(wq, step0, sbeg, send, ring, 0);
-    pro();
-MK_UNROLL_CODE
-    for (int c = 1; c < kW4A16Stages; ++c)
-      packed_cp_async_stage<THREADS>(wq, step0, sbeg, send, ring, c);
-    return;
-  }
-#else
   if (!started) {
 MK_UNROLL_CODE
     for (int c = 0; c < kW4A16Stages; ++c)
       packed_cp_async_stage<THREADS>(wq, step0, sbeg, send, ring, c);
   }
-#endif
   pro();
 }
 } // namespace detail

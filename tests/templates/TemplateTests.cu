@@ -383,8 +383,7 @@ TEST(W4A16Gemv, PackedZeroPointsFolded) {
 // Each tile staging its input in its prologue, under its first weight
 // copies (the waiting tasks' form: the MoE down tile stages its gate and
 // up sums so), several tiles per block: the exact, scaled and folded
-// packed tiles; the forms build runs them with the prologue after the
-// ring's first stage (-DMK_PROLOGUE_AFTER_FIRST_STAGE).
+// packed tiles (on the 2-stage ring in the forms build).
 TEST(W4A16Gemv, PackedTileStagesItsInputInItsPrologue) {
   REQUIRE_GPU();
   runPackedGemv<128, mk::kOrderMma, false, false, true>(2304, 1024, 2, 61);
