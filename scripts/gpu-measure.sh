@@ -23,8 +23,12 @@
 # (default 1; `all`: every one, to compare profiles from the same machine;
 # the first is printed, the others only written). Logs go to
 # $MK_BUILD_DIR/measure, packed into $OUT/measure.tar.gz where $OUT is set
-# (the device tool returns only a few files). Exit status: non-zero if a
-# build, an oracle test or a bench failed.
+# (the device tool returns only a few files). MK_MEASURE_TILE_BENCH=SHAPE
+# (e.g. "qkvg 2304x16384 sk2") also builds the GEMV tile microbenchmark
+# (tests/templates/TemplateBench.cu, nvcc) beside the rest and runs it on
+# the shapes whose name contains SHAPE, after the profiles
+# (tile-bench.log). Exit status: non-zero if a build, an oracle test or a
+# bench failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gpu-common.sh
@@ -47,7 +51,9 @@ case "$MK_PROFILE_VARIANTS" in
   *) nprof=$((10#$MK_PROFILE_VARIANTS)) ;;
 esac
 
-configure_and_build "$DEST" mk-bench mk-gpu-tests mk-compile || exit 1
+targets=(mk-bench mk-gpu-tests mk-compile)
+[ -n "${MK_MEASURE_TILE_BENCH:-}" ] && targets+=(mk_template_bench)
+configure_and_build "$DEST" "${targets[@]}" || exit 1
 bench="$BUILD/runtime/tools/mk-bench"
 tests="$BUILD/tests/gpu/mk-gpu-tests"
 
@@ -123,6 +129,12 @@ for ((pi = 0; pi < nprof && pi < ${#variants[@]}; ++pi)); do
     >"$DEST/phases$suffix.log" 2>&1 || status=1
   if [ $pi = 0 ]; then cat "$DEST/phases$suffix.log"; else echo "   in phases$suffix.log"; fi
 done
+if [ -n "${MK_MEASURE_TILE_BENCH:-}" ]; then
+  echo "== GEMV tile microbenchmark, shapes matching '$MK_MEASURE_TILE_BENCH'"
+  "$BUILD/tests/templates/mk_template_bench" "$MK_MEASURE_TILE_BENCH" 2>&1 |
+    tee "$DEST/tile-bench.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
 nvrtc_cache_note
 echo "== done (status $status); logs in $DEST"
 exit $status

@@ -541,6 +541,25 @@ namespace detail {
 __device__ __forceinline__ unsigned smem_u32(const void *p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
+/// Shared-memory loads at a 32-bit shared address (smem_u32's), for loops
+/// that step through shared memory. Volatile: they stay after the cp.async
+/// waits and barriers that order them. Used by the grouped tile's steps
+/// under -DMK_GEMV_SHARED_LOADS (opt-in: with generic pointers ptxas
+/// rebuilds the shared window's base, an S2R of the CTA's id and three more
+/// instructions, at every step; without, the sm_90 hot path is 91
+/// instructions instead of 98, no faster on an H100, perf notes #205).
+__device__ __forceinline__ uint4 lds_u4(unsigned a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(a));
+  return v;
+}
+__device__ __forceinline__ float2 lds_f2(unsigned a) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(a));
+  return v;
+}
 /// Initializes an mbarrier; mbar_init_fence() must follow (once for all the
 /// thread's inits) before the async proxy (bulk copies) may complete on it.
 __device__ __forceinline__ void mbar_init(unsigned long long *bar, unsigned count) {
@@ -1293,6 +1312,9 @@ __device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restri
   const uint32_t magic = detail::bf16x2_128();
   const int xoff = 2 * (pa + subB * 8 + t);
   const float *xlane = xs + detail::opaque_int(xoff);
+#ifdef MK_GEMV_SHARED_LOADS
+  const unsigned xlaneS = detail::smem_u32(xlane);
+#endif
   auto step = [&](int st, uint4 wa, uint4 wb) {
     if (st == nextGrpSt) { // warp-uniform: a step lies in one group
       const int gi = groupOf(st);
@@ -1320,8 +1342,13 @@ __device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restri
       }
       nextGrpSt = max(st + 1, ((gi + 1) * (GROUP / 2) - pa) / STEP);
     }
+#ifdef MK_GEMV_SHARED_LOADS
+    const float2 x0 = detail::lds_f2(xlaneS + st * (8 * STEP));
+    const float2 x1 = detail::lds_f2(xlaneS + st * (8 * STEP) + 32);
+#else
     const float2 x0 = *reinterpret_cast<const float2 *>(xlane + 2 * st * STEP);
     const float2 x1 = *reinterpret_cast<const float2 *>(xlane + 2 * st * STEP + 8);
+#endif
     const uint32_t b0 = detail::bf2_part(x0, false) & bmask;
     const uint32_t b1 = detail::bf2_part(x1, false) & bmask;
     uint32_t l0 = 0, l1 = 0;
@@ -1365,11 +1392,19 @@ __device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restri
       clk.lap(kStageTileFirstData);
     }
     const uint4 *slot = stage + (c % STAGES) * 2 * S * THREADS + threadIdx.x;
+#ifdef MK_GEMV_SHARED_LOADS
+    const unsigned slotS = detail::smem_u32(slot);
+#endif
 MK_UNROLL_CODE
     for (int i = 0; i < S; ++i) {
       const int st = sbeg + c * S + i;
       if (st < send) // warp-uniform
+#ifdef MK_GEMV_SHARED_LOADS
+        step(st, detail::lds_u4(slotS + (2 * i) * THREADS * 16),
+             detail::lds_u4(slotS + (2 * i + 1) * THREADS * 16));
+#else
         step(st, slot[(2 * i) * THREADS], slot[(2 * i + 1) * THREADS]);
+#endif
     }
     detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c + STAGES);
   }

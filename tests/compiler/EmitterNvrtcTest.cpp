@@ -568,7 +568,9 @@ TEST(EmitterNvrtc, KimiLinearThirtyTwoRowAttention) {
 // GEMV tile) and the attention's earlier forms -DMK_MLA_SCORE_CHAIN and
 // -DMK_MLA_QUERIES_TWO_TRIPS, and the router top-k's two-level rank count
 // at the unit's 64 experts (-DMK_TOPK_TWO_LEVEL_ALL, whose candidates the
-// emitter's static bound already counts: the kernel's static_assert) compile
+// emitter's static bound already counts: the kernel's static_assert) and
+// the grouped tile's steps loading at 32-bit shared addresses
+// (-DMK_GEMV_SHARED_LOADS) compile
 // for both targets without a template spill. The timing build's module holds the
 // globals mk-bench looks up by name, unmangled (a symbol of the cubin's
 // string table between two NULs; one declared inside namespace mk would be
@@ -579,7 +581,8 @@ TEST(EmitterNvrtc, KimiLinearTimingAndOptInBuilds) {
       {"-DMK_PHASE_TIMING"},
       {"-DMK_MLA_SCORE_CHAIN"},
       {"-DMK_MLA_QUERIES_TWO_TRIPS"},
-      {"-DMK_TOPK_TWO_LEVEL_ALL"}};
+      {"-DMK_TOPK_TWO_LEVEL_ALL"},
+      {"-DMK_GEMV_SHARED_LOADS"}};
   for (const std::vector<std::string> &options : builds)
     for (const char *arch : {"sm_90", "sm_120"}) {
       SCOPED_TRACE(options.front());

@@ -55,7 +55,8 @@ struct Weights {
 /// `reps` phases; phase r streams copy r % copies. TILED: tile t's weights
 /// start at wq + t * (K/2) * TN with row stride TN (scales likewise);
 /// ORDER (mk::WeightOrder): the same tiles in a packed order (the exact
-/// tile's lane order, streamed with per-lane cp.async, or the integer
+/// tile's lane order, streamed with per-lane cp.async, as the grouped tile
+/// of the default `folded` arithmetic streams it too, or the integer
 /// tile's, with bulk copies; the bytes' order does not matter to the time).
 template <int THREADS, int BPS, int TN, bool TILED, int ORDER = mk::kOrderRowMajor>
 __global__ void __launch_bounds__(THREADS, BPS)
@@ -241,10 +242,11 @@ void bench(const Shape &sh, int sms, const Weights &w, const mk::bf16 *x, float 
       phaseMs(gemvPhases<THREADS, BPS, TN, TILED, ORDER>, sms, THREADS, BPS, smem, args, reps,
               launches);
   report(sh, THREADS, BPS, TN,
-         ORDER == mk::kOrderInt8  ? "int8, bulk copies"
-         : ORDER == mk::kOrderMma ? "packed"
-         : TILED                  ? "tiled"
-                                  : "row-major",
+         ORDER == mk::kOrderInt8          ? "int8, bulk copies"
+         : ORDER == mk::kOrderMma         ? "packed"
+         : ORDER == mk::kOrderMmaFolded   ? "packed, folded"
+         : TILED                          ? "tiled"
+                                          : "row-major",
          ms,
          (double)sh.K / 2 * sh.N + 2.0 * 2 * sh.K / kGroup * sh.N);
   CK(cudaFree(dw));
@@ -277,10 +279,12 @@ void benchAll(const Shape &sh, int sms, const Weights &w, const mk::bf16 *x, flo
   bench<THREADS, BPS, 128, false>(sh, sms, w, x, y, sync);
   bench<THREADS, BPS, 128, true>(sh, sms, w, x, y, sync);
   bench<THREADS, BPS, 128, true, mk::kOrderMma>(sh, sms, w, x, y, sync);
+  bench<THREADS, BPS, 128, true, mk::kOrderMmaFolded>(sh, sms, w, x, y, sync);
   bench<THREADS, BPS, 128, true, mk::kOrderInt8>(sh, sms, w, x, y, sync);
   bench<THREADS, BPS, 64, false>(sh, sms, w, x, y, sync);
   bench<THREADS, BPS, 64, true>(sh, sms, w, x, y, sync);
   bench<THREADS, BPS, 64, true, mk::kOrderMma>(sh, sms, w, x, y, sync);
+  bench<THREADS, BPS, 64, true, mk::kOrderMmaFolded>(sh, sms, w, x, y, sync);
   bench<THREADS, BPS, 64, true, mk::kOrderInt8>(sh, sms, w, x, y, sync);
   benchStream<THREADS, BPS, 128, false, false>(sh, sms, w, y, sync);
   benchStream<THREADS, BPS, 128, true, false>(sh, sms, w, y, sync);
@@ -443,8 +447,9 @@ int main(int argc, char **argv) {
     return 0;
   }
 #endif
-  // Let the clocks ramp up (an idle H200 sits at a few hundred MHz).
-  for (int i = 0; i < 3 && !only; ++i)
+  // Let the clocks ramp up (an idle H200 sits at a few hundred MHz), also
+  // before a run of one shape.
+  for (int i = 0; i < 3; ++i)
     bench<256, 2, 128, false>(shapes[0], sms, w, x, y, sync, 40);
   std::printf("---- after warm-up\n");
   for (const Shape &sh : shapes) {
