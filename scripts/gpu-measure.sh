@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A measuring run for the GPU machine, lighter than gpu-tests.sh: builds only
-# mk-bench, mk-gpu-tests and mk-compile, compiles every kernel the run needs
+# mk-bench, mk-gpu-tests and mk-compile (and the GEMV tile microbenchmark
+# with MK_MEASURE_TILE_BENCH, below), compiles every kernel the run needs
 # side by side (or finds it in the carried NVRTC cache), then for every
 # kernel variant checks it against
 # the oracle (OracleGpu.FullUnitOneStep: 3 seeds x contexts 2048 / 8192) and
@@ -25,10 +26,12 @@
 # $MK_BUILD_DIR/measure, packed into $OUT/measure.tar.gz where $OUT is set
 # (the device tool returns only a few files). MK_MEASURE_TILE_BENCH=SHAPE
 # (e.g. "qkvg 2304x16384 sk2") also builds the GEMV tile microbenchmark
-# (tests/templates/TemplateBench.cu, nvcc) beside the rest and runs it on
-# the shapes whose name contains SHAPE, after the profiles
-# (tile-bench.log). Exit status: non-zero if a build, an oracle test or a
-# bench failed.
+# (tests/templates/TemplateBench.cu, nvcc; a build without the template
+# tests, MK_BUILD_TEMPLATE_TESTS=OFF, then fails) beside the rest and runs
+# it on the shapes whose name contains SHAPE, after the profiles, with the
+# GPU already warm (tile-bench.log; a SHAPE that names no shape prints only
+# the copy and barrier rows). Exit status: non-zero if a build, an oracle
+# test or a bench failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gpu-common.sh

@@ -542,8 +542,11 @@ __device__ __forceinline__ unsigned smem_u32(const void *p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
 /// Shared-memory loads at a 32-bit shared address (smem_u32's), for loops
-/// that step through shared memory. Volatile: they stay after the cp.async
-/// waits and barriers that order them. Used by the grouped tile's steps
+/// that step through shared memory. Volatile, so that they keep their
+/// order with the cp.async waits' volatile asm and the barriers; no
+/// "memory" clobber, so ordinary memory accesses may move across them (the
+/// grouped tile's steps read only ring slots its cp.async filled and x,
+/// which nothing writes during its loop). Used by the grouped tile's steps
 /// under -DMK_GEMV_SHARED_LOADS (opt-in: with generic pointers ptxas
 /// rebuilds the shared window's base, an S2R of the CTA's id and three more
 /// instructions, at every step; without, the sm_90 hot path is 91
