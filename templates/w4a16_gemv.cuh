@@ -549,8 +549,8 @@ __device__ __forceinline__ unsigned smem_u32(const void *p) {
 /// which nothing writes during its loop). Used by the grouped tile's steps
 /// under -DMK_GEMV_SHARED_LOADS (opt-in: with generic pointers ptxas
 /// rebuilds the shared window's base, an S2R of the CTA's id and three more
-/// instructions, at every step; without, the sm_90 hot path is 91
-/// instructions instead of 98, no faster on an H100, perf notes #205).
+/// instructions, at every step; at shared addresses the sm_90 hot path is
+/// 91 instructions instead of 98, no faster on an H100, perf notes #205).
 __device__ __forceinline__ uint4 lds_u4(unsigned a) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
