@@ -11,9 +11,9 @@ Standard library only. Bars of one color share one SVG path, so a step of
 """
 
 import argparse
-import gzip
-import json
 import sys
+
+from trace_io import load
 
 # Phase name fragment -> (legend label, color); first match wins.
 KINDS = [
@@ -37,13 +37,6 @@ def kind_of(name):
         if frag in name:
             return label, color
     return "other", "#95a5a6"
-
-
-def load(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        data = json.load(f)
-    return data["traceEvents"] if isinstance(data, dict) else data
 
 
 def main():

@@ -14,16 +14,9 @@ Standard library only.
 """
 
 import argparse
-import gzip
-import json
 import sys
 
-
-def load(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        data = json.load(f)
-    return data["traceEvents"] if isinstance(data, dict) else data
+from trace_io import load
 
 
 def pct(xs):

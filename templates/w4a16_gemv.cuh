@@ -1315,8 +1315,14 @@ __device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restri
   const uint32_t magic = detail::bf16x2_128();
   const int xoff = 2 * (pa + subB * 8 + t);
   const float *xlane = xs + detail::opaque_int(xoff);
+  // This lane's x pair `off` floats past step st's (in shared memory).
 #ifdef MK_GEMV_SHARED_LOADS
   const unsigned xlaneS = detail::smem_u32(xlane);
+  auto xAt = [&](int st, int off) { return detail::lds_f2(xlaneS + 4 * (2 * st * STEP + off)); };
+#else
+  auto xAt = [&](int st, int off) {
+    return *reinterpret_cast<const float2 *>(xlane + 2 * st * STEP + off);
+  };
 #endif
   auto step = [&](int st, uint4 wa, uint4 wb) {
     if (st == nextGrpSt) { // warp-uniform: a step lies in one group
@@ -1345,13 +1351,7 @@ __device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restri
       }
       nextGrpSt = max(st + 1, ((gi + 1) * (GROUP / 2) - pa) / STEP);
     }
-#ifdef MK_GEMV_SHARED_LOADS
-    const float2 x0 = detail::lds_f2(xlaneS + st * (8 * STEP));
-    const float2 x1 = detail::lds_f2(xlaneS + st * (8 * STEP) + 32);
-#else
-    const float2 x0 = *reinterpret_cast<const float2 *>(xlane + 2 * st * STEP);
-    const float2 x1 = *reinterpret_cast<const float2 *>(xlane + 2 * st * STEP + 8);
-#endif
+    const float2 x0 = xAt(st, 0), x1 = xAt(st, 8);
     const uint32_t b0 = detail::bf2_part(x0, false) & bmask;
     const uint32_t b1 = detail::bf2_part(x1, false) & bmask;
     uint32_t l0 = 0, l1 = 0;
@@ -1395,19 +1395,18 @@ __device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restri
       clk.lap(kStageTileFirstData);
     }
     const uint4 *slot = stage + (c % STAGES) * 2 * S * THREADS + threadIdx.x;
+    // This thread's piece j of the stage.
 #ifdef MK_GEMV_SHARED_LOADS
     const unsigned slotS = detail::smem_u32(slot);
+    auto pieceAt = [&](int j) { return detail::lds_u4(slotS + j * THREADS * 16); };
+#else
+    auto pieceAt = [&](int j) { return slot[j * THREADS]; };
 #endif
 MK_UNROLL_CODE
     for (int i = 0; i < S; ++i) {
       const int st = sbeg + c * S + i;
       if (st < send) // warp-uniform
-#ifdef MK_GEMV_SHARED_LOADS
-        step(st, detail::lds_u4(slotS + (2 * i) * THREADS * 16),
-             detail::lds_u4(slotS + (2 * i + 1) * THREADS * 16));
-#else
-        step(st, slot[(2 * i) * THREADS], slot[(2 * i + 1) * THREADS]);
-#endif
+        step(st, pieceAt(2 * i), pieceAt(2 * i + 1));
     }
     detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c + STAGES);
   }
