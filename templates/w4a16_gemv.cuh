@@ -228,6 +228,16 @@ constexpr int kW4A16StageRows = 6;
 #endif
 constexpr int kW4A16Stages = MK_W4A16_STAGES;
 static_assert(kW4A16Stages >= 2, "the weight ring needs at least two stages");
+/// Of the ring, the stages a grouped packed tile (w4a16_gemv_tile_grouped)
+/// asks for before its first step, the next after each stage's steps: the
+/// kernel's tile_stages_ahead, which the emitter defines as
+/// MK_GEMV_AHEAD_STAGES (at most the ring's stages; 2 when undefined, the
+/// compiler's default).
+#ifndef MK_GEMV_AHEAD_STAGES
+#define MK_GEMV_AHEAD_STAGES 2
+#endif
+constexpr int kGemvAheadStages = MK_GEMV_AHEAD_STAGES;
+static_assert(kGemvAheadStages >= 1, "a tile asks for at least one stage before its steps");
 
 /// Floats of one stage of a tile's weight ring (which starts
 /// w4a16_ring_offset_floats into `red`): kW4A16StageRows 16-byte slots per
@@ -598,6 +608,24 @@ __device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned b
                "l"(src), "r"(bytes), "r"(smem_u32(bar))
                : "memory");
 }
+/// bulk_copy of weight bytes, its L2 lines marked evict-first as
+/// cp_async16_weights marks the per-lane streams (-DMK_WEIGHTS_EVICT_NORMAL:
+/// the plain bulk_copy). Before session 43 the bulk streams (the integer
+/// tile's, the exact tile's -DMK_PACKED_BULK) went without the hint, so
+/// they evicted what the next step reads again (KDA states, the MLA cache)
+/// where the per-lane streams did not: perf notes #71 measured the hint at
+/// -14 us per token on the per-lane streams.
+__device__ __forceinline__ void bulk_copy_weights(void *dst, const void *src, unsigned bytes,
+                                                  unsigned long long *bar) {
+#ifndef MK_WEIGHTS_EVICT_NORMAL
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
+               "[%0], [%1], %2, [%3], %4;" ::"r"(smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(l2_evict_first_policy())
+               : "memory");
+#else
+  bulk_copy(dst, src, bytes, bar);
+#endif
+}
 
 /// Bytes of one step of a lane-order packed 128-wide tile (8 row pairs x
 /// 128 columns; mk::rt::packMmaSteps writes them).
@@ -651,7 +679,7 @@ __device__ __forceinline__ void w4a16_stream_start(const uint8_t *wq, int step0,
       if (st < send) {
         const unsigned bytes = unsigned(min(CHUNK_STEPS, send - st) * STEP_BYTES);
         mbar_expect_tx(&bar[b], bytes);
-        bulk_copy(slice + b * CHUNK, wq + (size_t)(step0 + st) * STEP_BYTES, bytes, &bar[b]);
+        bulk_copy_weights(slice + b * CHUNK, wq + (size_t)(step0 + st) * STEP_BYTES, bytes, &bar[b]);
       }
     }
   }
@@ -679,7 +707,7 @@ __device__ __forceinline__ void w4a16_packed_stream(const uint8_t *wq, int step0
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       const unsigned bytes = unsigned(min(CHUNK_STEPS, send - st) * STEP_BYTES);
       mbar_expect_tx(&bar[b], bytes);
-      bulk_copy(slice + b * CHUNK, wq + (size_t)(step0 + st) * STEP_BYTES, bytes, &bar[b]);
+      bulk_copy_weights(slice + b * CHUNK, wq + (size_t)(step0 + st) * STEP_BYTES, bytes, &bar[b]);
     }
   };
   pro(); // the caller's work that can overlap the first copies
@@ -746,7 +774,7 @@ __device__ __forceinline__ void w4a16_packed_rounds(const uint8_t *wq, int step0
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       const unsigned bytes = unsigned(min(kPackedChunkSteps, send - st) * kPackedStepBytes);
       mbar_expect_tx(&bar[b], bytes);
-      bulk_copy(slice + b * CHUNK, wq + (size_t)(step0 + st) * kPackedStepBytes, bytes, &bar[b]);
+      bulk_copy_weights(slice + b * CHUNK, wq + (size_t)(step0 + st) * kPackedStepBytes, bytes, &bar[b]);
     }
   };
   pro(); // the caller's work that can overlap the first copies
@@ -846,13 +874,14 @@ __device__ __forceinline__ void packed_cp_async_stage(const uint8_t *wq, int ste
 /// input loads), which so overlap the first loads. (The prologue after the
 /// first stage's copies instead, so that a waiting down tile's gate and up
 /// sums queue behind one stage's bytes, was no faster: perf notes #201.)
-template <int THREADS, class Pro>
+template <int THREADS, int AHEAD = kW4A16Stages, class Pro>
 __device__ __forceinline__ void packed_ring_start(const uint8_t *wq, int step0, int sbeg,
                                                   int send, uint4 *ring, bool started,
                                                   Pro &&pro) {
+  static_assert(AHEAD >= 1 && AHEAD <= kW4A16Stages, "stages asked for up front");
   if (!started) {
 MK_UNROLL_CODE
-    for (int c = 0; c < kW4A16Stages; ++c)
+    for (int c = 0; c < AHEAD; ++c)
       packed_cp_async_stage<THREADS>(wq, step0, sbeg, send, ring, c);
   }
   pro();
@@ -1273,7 +1302,14 @@ __device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restri
     for (int gi = gFirst + 1; gi <= gLast; ++gi)
       detail::prefetch_group_scales<false>(scales, zeros, N, gi, col);
   }
-  detail::packed_ring_start<THREADS>(wq, pa / STEP, sbeg, send, stage, started, pro);
+  // AHEAD of the ring's stages are asked for up front, the next one after
+  // each stage's steps (a stream begun by w4a16_gemv_begin has all of
+  // them): a warp's first steps then run while its last stages are still
+  // to be asked for, instead of after the issue of all its copies, which
+  // the SM's queue of outstanding requests paces (perf notes #210).
+  constexpr int AHEAD = kGemvAheadStages < STAGES ? kGemvAheadStages : STAGES;
+  const int ahead = started ? STAGES : AHEAD;
+  detail::packed_ring_start<THREADS, AHEAD>(wq, pa / STEP, sbeg, send, stage, started, pro);
 
   // acc[m][0] / [2]: the slot's sums of columns 2m / 2m + 1 (D rows g /
   // g + 8); acc[m][1] / [3]: their totals.
@@ -1389,7 +1425,7 @@ __device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restri
   MK_TILE_STAMP(3);
   clk.lap(kStageTileIssue);
   for (int c = 0; c < nchunks; ++c) {
-    cp_async_wait<STAGES - 1>();
+    cp_async_wait<AHEAD - 1>(); // (begun streams: waits for more than it needs)
     if (c == 0) {
       MK_TILE_STAMP(4);
       clk.lap(kStageTileFirstData);
@@ -1408,7 +1444,7 @@ MK_UNROLL_CODE
       if (st < send) // warp-uniform
         step(st, pieceAt(2 * i), pieceAt(2 * i + 1));
     }
-    detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c + STAGES);
+    detail::packed_cp_async_stage<THREADS>(wq, pa / STEP, sbeg, send, stage, c + ahead);
   }
   flush();
   MK_TILE_STAMP(5);
@@ -1609,10 +1645,16 @@ constexpr int kInt8TileMaxRows = 3584; // mk::kInt8MaxSliceRows
 /// of one step in different banks.
 constexpr int kInt8XlOffset = kInt8TileMaxRows + 16;
 
-/// Bytes of a warp's slice of the ring in the integer tile: whole 2 KB
-/// chunks (the rest of the ring holds the quantized x).
+/// Bytes of one bulk copy of the integer tile's stream (whole steps: 2 of
+/// 2 KB at 128 wide, 4 of 1 KB at 64). 4 KB chunks, two per warp slice in
+/// flight, ran the unit 3.4 us faster than 2 KB ones (four per slice) on an
+/// H100 with int8 expert tiles (perf notes #208).
+constexpr int kInt8ChunkBytes = 4096;
+/// Bytes of a warp's slice of the ring in the integer tile: whole chunks
+/// (the rest of the ring holds the quantized x).
 template <int THREADS>
-constexpr int kInt8Slice = (kW4A16Stages * kW4A16StageRows * THREADS * 16 / (THREADS / 32)) / 2048 * 2048;
+constexpr int kInt8Slice = (kW4A16Stages * kW4A16StageRows * THREADS * 16 / (THREADS / 32)) /
+                           kInt8ChunkBytes * kInt8ChunkBytes;
 
 /// The same task in integer arithmetic on the tensor cores. The spec's
 /// y[n] = sum_k x[k] (q[k,n] - z[g,n]) s[g,n] is, per quantization group g,
@@ -1654,7 +1696,7 @@ __device__ void w4a16_gemv_tile_int8(const float *xs, const uint8_t *__restrict_
   constexpr int SETS = TN / 64;  // accumulator sets (4 mma tiles each)
   constexpr int MT = TN / 16;    // mma tiles per step
   constexpr int STEP_BYTES = int8_step_bytes<TN>();
-  constexpr int CHUNK_STEPS = 2048 / STEP_BYTES;
+  constexpr int CHUNK_STEPS = kInt8ChunkBytes / STEP_BYTES;
   constexpr int RING = kW4A16Stages * kW4A16StageRows * THREADS * 16;
   constexpr int SLICE = kInt8Slice<THREADS>;
   static_assert(GROUP <= 128, "integer order: 16 q * x sums of a group must fit int32");
@@ -2015,7 +2057,7 @@ MK_UNROLL_CODE
     (void)scales, (void)zeros, (void)N, (void)n0, (void)nvalid;
     constexpr int STEP_BYTES = int8_step_bytes<TN>();
     const detail::WarpSteps w = detail::warp_steps<WARPS>((k1 - k0) / 32, warp);
-    detail::w4a16_stream_start<THREADS, STEP_BYTES, 2048 / STEP_BYTES, kInt8Slice<THREADS>>(
+    detail::w4a16_stream_start<THREADS, STEP_BYTES, kInt8ChunkBytes / STEP_BYTES, kInt8Slice<THREADS>>(
         wq, k0 / 32, w.sbeg, w.send, ring);
   }
 }

@@ -387,6 +387,12 @@ LogicalResult Emitter::run(EmittedKernel &out) {
   if (ringStages != kDefaultRingStages)
     k << "// A " << ringStages << "-stage GEMV weight ring: the default 3 does not fit the "
       << "target's shared memory.\n#define MK_W4A16_STAGES " << ringStages << "\n";
+  // The grouped packed tiles' stages asked for up front (tile_stages_ahead;
+  // 0: the whole ring).
+  const auto stagesAhead = static_cast<int64_t>(kernel.getTileStagesAhead());
+  const int64_t ahead = stagesAhead > 0 ? std::min<int64_t>(stagesAhead, ringStages) : ringStages;
+  k << "// Of the ring, the stages a grouped packed GEMV tile asks for before its first step.\n"
+    << "#define MK_GEMV_AHEAD_STAGES " << ahead << "\n";
   k << "#include \"mk/megakernel.cuh\"\n"
     << (debug ? "#include \"mk/debug_capture.cuh\"\n" : "") << "\n"
     << "// Compiled with -DMK_PHASE_TIMING, every block records the global\n"

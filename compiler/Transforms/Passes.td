@@ -307,7 +307,10 @@ def ScheduleTileWeights : Pass<"schedule-tile-weights", "::mlir::ModuleOp"> {
     only weights whose k-slices are at most 3584 rows of groups of at most
     128 rows, multiples of 32, are packed). `scaled`, `folded` and `int8` do not
     round each weight to bf16 as the spec does: docs/pipeline.md has their
-    error budgets. The emitter
+    error budgets. `expert-arithmetic` gives the MoE experts' weights (read
+    by gate/up and down tiles) their own arithmetic, e.g. `int8` experts
+    beside `folded` projections: each weight's `order` says which tile
+    streams it. The emitter
     addresses moved weights per tile, the manifest marks them (`tile`,
     `order`), and the runtime repacks them when they are bound.
   }];
@@ -321,6 +324,11 @@ def ScheduleTileWeights : Pass<"schedule-tile-weights", "::mlir::ModuleOp"> {
            "spec's bf16 dequantization per weight) or int8 (x quantized per "
            "group to ~16 bits, integer dot products, scales per group); only "
            "exact rounds each weight to bf16 as the spec does">,
+    Option<"expertArithmetic", "expert-arithmetic", "std::string", "\"\"",
+           "the MoE expert tiles' arithmetic (gate/up and down), as "
+           "`arithmetic` takes it; empty (the default): `arithmetic`. Only "
+           "int8 mixes with another arithmetic (the tensor-core tiles' math "
+           "is one per kernel)">,
   ];
 }
 
@@ -389,6 +397,13 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
            "conv weights and windows at the phase's entry, before its counter "
            "waits (measured no faster: +1.8 us in perf notes #67, 0 in #72; "
            "off by default)">,
+    Option<"tileStagesAhead", "tile-stages-ahead", "int64_t", "2",
+           "stages of a grouped packed GEMV tile's weight ring asked for "
+           "before its first step, the next after each stage's steps "
+           "(tile_stages_ahead on the kernel; 2, the default: its first "
+           "steps run while its last stage is still to be asked for, 9-10 "
+           "us per token faster than 0, the whole ring up front, perf "
+           "notes #210)">,
     Option<"distance", "distance", "int64_t", "0",
            "how many phases ahead to prefetch (0, the default: none; 1 measured "
            "20-27 us per token slower, perf notes #30-#31 and #81)">,

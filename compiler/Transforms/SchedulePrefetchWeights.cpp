@@ -6,7 +6,9 @@
 // idles while blocks synchronize and stage activations. Weights do not
 // depend on any phase: each phase names (`l2_prefetch`) the data-independent
 // weights of the phase `distance` later, and the emitter has every block
-// prefetch its share of them into L2 as it enters the phase.
+// prefetch its share of them into L2 as it enters the phase. Inside a
+// task, `tile-stages-ahead` says how much of a packed tile's weight ring is
+// asked for before its first step (tile_stages_ahead on the kernel).
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,9 +55,17 @@ void SchedulePrefetchWeightsPass::runOnOperation() {
         << static_cast<int64_t>(distance);
     return signalPassFailure();
   }
+  if (tileStagesAhead < 0) {
+    mlir::emitError(getOperation().getLoc(),
+                    "schedule-prefetch-weights: tile-stages-ahead must be >= 0 (0: the whole "
+                    "ring), got ")
+        << static_cast<int64_t>(tileStagesAhead);
+    return signalPassFailure();
+  }
   for (KernelOp kernel : getOperation().getOps<KernelOp>()) {
     if (streams)
       kernel.setEarlyWeightStreams(true);
+    kernel.setTileStagesAhead(tileStagesAhead);
     for (PhaseOp phase : kernel.getBodyBlock().getOps<PhaseOp>()) {
       const bool normed = llvm::any_of(phase.getBodyBlock().getOps<TaskOpInterface>(),
                                        [](TaskOpInterface t) { return t.isEveryBlock(); });

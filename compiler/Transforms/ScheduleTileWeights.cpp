@@ -2,16 +2,17 @@
 //
 // A W4A16 tile of width tn reads tn bytes of each of w_q's K/2 rows ([K/2, N]
 // row-major, the spec's storage). `layout=packed` (the default) further
-// orders each packed tile's steps for the tile that streams it: the exact
-// tensor-core tile (`arithmetic=exact`, the default: the spec's bf16
-// dequantization per weight) or the integer tile (`arithmetic=int8`: x
+// orders each packed tile's steps for the tile that streams it: the
+// tensor-core tile (order `mma`; `arithmetic` folded, the default, scaled or
+// exact picks its math, kernel-wide) or the integer tile (order `int8`: x
 // quantized per group, exact integer dot products, scales per group on the
-// sums). Stored tile by tile ([N/tn][K/2][tn], and
-// the scales and zeros [N/tn][K/G][tn], per expert), a task's weights are one
-// contiguous range. A weight qualifies when every task that reads it is a
-// W4A16 GEMV or expert tile, or a KDA task's folded output projection (128
-// wide; MLA's W_kv_b is also read by the absorbed attention, which indexes
-// it its own way), of one width dividing its N.
+// sums). `expert-arithmetic` picks the MoE experts' tiles apart from the
+// rest (e.g. int8 experts beside folded projections). Stored tile by tile
+// ([N/tn][K/2][tn], and the scales and zeros [N/tn][K/G][tn], per expert), a
+// task's weights are one contiguous range. A weight qualifies when every
+// task that reads it is a W4A16 GEMV or expert tile, or a KDA task's folded
+// output projection (128 wide; MLA's W_kv_b is also read by the absorbed
+// attention, which indexes it its own way), of one width dividing its N.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,6 +46,8 @@ struct WeightUse {
   llvm::SmallVector<int64_t> tns;
   int64_t n = 0;
   bool other = false;
+  /// Read by a MoE expert tile (gate/up or down): `expert-arithmetic`.
+  bool expert = false;
   /// The gcd of the tasks' k-slices (rows): packable when whole steps of
   /// the packed tile; the largest k-slice and the quantization groups (the
   /// integer order's limits).
@@ -76,17 +79,39 @@ void ScheduleTileWeightsPass::runOnOperation() {
         << layout << "'";
     return signalPassFailure();
   }
-  if (!llvm::is_contained({"folded", "scaled", "exact", "int8"}, arithmetic)) {
-    mlir::emitError(getOperation().getLoc(), "schedule-tile-weights: arithmetic "
-                                             "must be folded, scaled, exact or int8, got '")
-        << arithmetic << "'";
+  for (StringRef opt : {StringRef("arithmetic"), StringRef("expert-arithmetic")}) {
+    StringRef v = opt == "arithmetic" ? StringRef(arithmetic) : StringRef(expertArithmetic);
+    if (opt == "expert-arithmetic" && v.empty())
+      continue;
+    if (!llvm::is_contained({"folded", "scaled", "exact", "int8"}, v)) {
+      mlir::emitError(getOperation().getLoc(), "schedule-tile-weights: ")
+          << opt << " must be folded, scaled, exact or int8, got '" << v << "'";
+      return signalPassFailure();
+    }
+  }
+  // The experts' arithmetic (empty: `arithmetic`). The tensor-core tiles'
+  // math is one per kernel (`packed_arithmetic`): two of them cannot mix.
+  const std::string expertArith =
+      expertArithmetic.empty() ? arithmetic.getValue() : expertArithmetic.getValue();
+  if (arithmetic != "int8" && expertArith != "int8" && expertArith != arithmetic) {
+    mlir::emitError(getOperation().getLoc(), "schedule-tile-weights: expert-arithmetic '")
+        << expertArith << "' and arithmetic '" << arithmetic
+        << "' are two tensor-core tile arithmetics; a kernel has one (only int8 mixes with "
+           "another)";
     return signalPassFailure();
   }
   if (layout == "row-major")
     return;
-  const PackedOrder packOrder = arithmetic == "int8" ? PackedOrder::Int8 : PackedOrder::Mma;
+  // The tensor-core tiles' math: the non-integer one of the two (exact when
+  // both are int8: no tensor-core tile streams packed weights then).
+  const std::string mmaArith =
+      arithmetic != "int8" ? arithmetic.getValue() : expertArith != "int8" ? expertArith : "exact";
+  auto orderFor = [&](const WeightUse &u) {
+    return (u.expert ? expertArith : arithmetic.getValue()) == "int8" ? PackedOrder::Int8
+                                                                      : PackedOrder::Mma;
+  };
   for (KernelOp kernel : getOperation().getOps<KernelOp>()) {
-    kernel.setPackedArithmetic(arithmetic == "int8" ? std::string("exact") : arithmetic.getValue());
+    kernel.setPackedArithmetic(mmaArith);
     llvm::StringMap<WeightUse> uses;
     std::vector<std::string> order;
     auto use = [&](StringRef w) -> WeightUse & {
@@ -108,8 +133,11 @@ void ScheduleTileWeightsPass::runOnOperation() {
         const int64_t kslice = (down ? t.getIntArg("inter") : t.getIntArg("hidden")) /
                                std::max<int64_t>(1, t.getIntArg("ksplit", 1));
         for (StringRef a : down ? SmallVector<StringRef>{"down"}
-                                : SmallVector<StringRef>{"gate", "up"})
-          use(t.getStrArg(a)).addSlice(t.getIntArg("tn"), n, kslice, t.getIntArg("group"));
+                                : SmallVector<StringRef>{"gate", "up"}) {
+          WeightUse &u = use(t.getStrArg(a));
+          u.addSlice(t.getIntArg("tn"), n, kslice, t.getIntArg("group"));
+          u.expert = true;
+        }
       } else if (isa<KdaHeadChunkOp>(t.getOperation()) && !t.getStrArg("o_weight").empty()) {
         // A folded output projection (schedule-fuse-kda-o-proj): 128-wide
         // row slices of `chunk` rows, in the exact tile's order only (the
@@ -146,6 +174,7 @@ void ScheduleTileWeightsPass::runOnOperation() {
         continue;
       // packed: only what the packed tile streams moves; the rest keeps the
       // spec's storage (tile-contiguous narrow tiles measured no faster).
+      const PackedOrder packOrder = orderFor(u);
       if (layout == "packed" && !u.packable(packOrder, tn))
         continue;
       for (StringRef part : {".w_q", ".scales", ".zeros"})
@@ -153,7 +182,7 @@ void ScheduleTileWeightsPass::runOnOperation() {
           op.setTileAttr(b.getI64IntegerAttr(tn));
       if (layout == "packed")
         if (WeightOp op = parts.lookup(w + ".w_q"))
-          op.setOrderAttr(b.getStringAttr(arithmetic == "int8" ? "int8" : "mma"));
+          op.setOrderAttr(b.getStringAttr(packOrder == PackedOrder::Int8 ? "int8" : "mma"));
     }
   }
 }

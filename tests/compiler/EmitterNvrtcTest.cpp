@@ -615,6 +615,8 @@ TEST(EmitterNvrtc, DeepSeekWidthLendsTheInputVector) {
   Emitted k = emit(spec, "mk_dsv3_width");
   ASSERT_FALSE(k.source.empty());
   EXPECT_NE(k.source.find("#define MK_W4A16_STAGES 2"), std::string::npos);
+  // Two stages ahead (the default tile_stages_ahead) is the whole 2-stage ring.
+  EXPECT_NE(k.source.find("#define MK_GEMV_AHEAD_STAGES 2"), std::string::npos);
   mk::rt::Manifest m;
   ASSERT_TRUE(mk::rt::parseManifest(k.manifest, m).isOk());
   // Which phases lend it: a phase's code starts after its "---- phase" line.
@@ -647,6 +649,8 @@ TEST(EmitterNvrtc, WideSpecTakesTheShallowRing) {
   Emitted k = emit(spec, "mk_wide");
   ASSERT_FALSE(k.source.empty());
   EXPECT_NE(k.source.find("#define MK_W4A16_STAGES 2"), std::string::npos);
+  // Two stages ahead (the default tile_stages_ahead) is the whole 2-stage ring.
+  EXPECT_NE(k.source.find("#define MK_GEMV_AHEAD_STAGES 2"), std::string::npos);
   mk::rt::Manifest m;
   ASSERT_TRUE(mk::rt::parseManifest(k.manifest, m).isOk());
   for (const char *arch : {"sm_90", "sm_120"})

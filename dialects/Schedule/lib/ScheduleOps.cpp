@@ -63,6 +63,10 @@ LogicalResult KernelOp::verify() {
            << t;
   if (getTargetSms() <= 0)
     return emitOpError("target_sms must be positive");
+  // (I64Attr's getters return uint64_t: read the value as signed.)
+  const auto ahead = static_cast<int64_t>(getTileStagesAhead());
+  if (ahead < 0)
+    return emitOpError("tile_stages_ahead must be >= 0 (0: the whole ring), got ") << ahead;
   if (!llvm::is_contained({"exact", "scaled", "folded"}, getPackedArithmetic()))
     return emitOpError("packed_arithmetic must be \"exact\", \"scaled\" or \"folded\", got \"")
            << getPackedArithmetic() << "\"";

@@ -458,6 +458,12 @@ schedule.kernel @k attributes {threads = 128 : i64, packed_arithmetic = "int4"} 
 
 // -----
 
+// expected-error @+1 {{'schedule.kernel' op tile_stages_ahead must be >= 0 (0: the whole ring), got -1}}
+schedule.kernel @k attributes {threads = 128 : i64, tile_stages_ahead = -1 : i64} {
+}
+
+// -----
+
 // An attention chunk's prologue wait guards only its absorbed queries: a
 // signaller that also writes its rope queries must be waited for before it.
 schedule.kernel @k attributes {threads = 256 : i64} {

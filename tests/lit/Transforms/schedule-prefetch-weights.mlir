@@ -5,6 +5,8 @@
 // RUN: mk-opt %s "--schedule-prefetch-weights=distance=1" | FileCheck %s --check-prefix=NOSTREAMS
 // RUN: mk-opt %s "--schedule-prefetch-weights=norm-free-streams=true" | FileCheck %s --check-prefix=NORMFREE
 // RUN: mk-opt %s "--schedule-prefetch-weights=l2-first-tasks=true" | FileCheck %s --check-prefix=FIRST
+// RUN: mk-opt %s "--schedule-prefetch-weights=tile-stages-ahead=0" | FileCheck %s --check-prefix=WHOLE
+// RUN: not mk-opt %s "--schedule-prefetch-weights=tile-stages-ahead=-1" 2>&1 | FileCheck %s --check-prefix=BADAHEAD
 
 // Each phase names the data-independent weights of the phase `distance`
 // later (the first phase also its own and those in between): every weight
@@ -14,6 +16,13 @@
 // Off by default (distance=0: measured slower).
 // With streams=true weight streams start at phase entry (off by default).
 // CHECK: schedule.kernel @k attributes {early_weight_streams,
+// CHECK-SAME: tile_stages_ahead = 2
+// A grouped packed tile asks for 2 stages of its weight ring before its
+// first steps by default (tile-stages-ahead), the whole ring with 0:
+// OFF: tile_stages_ahead = 2
+// (0, the attribute's default, is not printed)
+// WHOLE: schedule.kernel @k attributes {threads = 256 : i64} {
+// BADAHEAD: schedule-prefetch-weights: tile-stages-ahead must be >= 0 (0: the whole ring), got -1
 // With norm-free-streams=true only the phases without an every-block norm
 // start them (p1 has one):
 // NORMFREE-NOT: schedule.kernel @k attributes {early_weight_streams

@@ -32,6 +32,11 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     `early_weight_streams` (set by `schedule-prefetch-weights`): each
     block's first instance of a packed GEMV task in a phase starts its
     weight stream at the phase's entry, before the norm and counter waits.
+    `tile_stages_ahead` (set by `schedule-prefetch-weights`) is how many
+    stages of a grouped packed GEMV tile's weight ring (the `folded` and
+    `scaled` arithmetics' tile) are asked for before its first step, the
+    next one after each stage's steps; 0 asks for the whole ring up front.
+    The emitter clamps it to the ring's stages.
     `max_shared_bytes` (0: no limit) is the shared memory one block may use
     on the target; the CUDA emitter refuses a kernel that needs more.
     `packed_arithmetic` (set by `schedule-tile-weights`) is the math of the
@@ -69,6 +74,7 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     DefaultValuedAttr<I64Attr, "0">:$num_layers,
     UnitAttr:$debug_capture,
     UnitAttr:$early_weight_streams,
+    DefaultValuedAttr<I64Attr, "0">:$tile_stages_ahead,
     DefaultValuedAttr<I64Attr, "0">:$max_shared_bytes,
     DefaultValuedStrAttr<StrAttr, "exact">:$packed_arithmetic,
     OptionalAttr<StrAttr>:$embedding, OptionalAttr<FlatSymbolRefAttr>:$logits);
