@@ -216,9 +216,10 @@ __device__ __forceinline__ void accum_row(const uint4 &row, float x0, float x1, 
 }
 } // namespace detail
 
-/// Rows (16-byte loads) per thread per pipeline stage, and stages in flight:
-/// 18 rows per thread cover a whole 2304-deep, 128-wide tile, so its loads are
-/// all issued at once and only one memory latency is exposed per task.
+/// Rows (16-byte loads) per thread per pipeline stage, and stages in the
+/// ring: 18 rows per thread cover a whole 2304-deep, 128-wide tile. The
+/// exact and row-major tiles ask for the whole ring at once; the grouped
+/// tile (the default arithmetic's) for kGemvAheadStages of it first, below.
 /// MK_W4A16_STAGES: the emitter defines 2 ahead of the includes for a kernel
 /// that would not fit the target's shared memory with 3 (a 48 KB instead of
 /// a 72 KB ring at 256 threads: wide models).
@@ -232,12 +233,17 @@ static_assert(kW4A16Stages >= 2, "the weight ring needs at least two stages");
 /// asks for before its first step, the next after each stage's steps: the
 /// kernel's tile_stages_ahead, which the emitter defines as
 /// MK_GEMV_AHEAD_STAGES (at most the ring's stages; 2 when undefined, the
-/// compiler's default).
+/// compiler's default). At least 2: with one stage ahead ptxas 13.0
+/// (sm_90) emits the first stage's copies as LDGSTS whose cache-policy
+/// descriptor and shared base name uniform registers it never wrote (the
+/// fault of perf notes #72), an illegal instruction at run time: seen in
+/// the template tests' grouped tiles (#211), not in the unit's kernel.
 #ifndef MK_GEMV_AHEAD_STAGES
 #define MK_GEMV_AHEAD_STAGES 2
 #endif
 constexpr int kGemvAheadStages = MK_GEMV_AHEAD_STAGES;
-static_assert(kGemvAheadStages >= 1, "a tile asks for at least one stage before its steps");
+static_assert(kGemvAheadStages >= 2,
+              "a tile asks for at least two stages before its steps (ptxas 13.0 miscompiles one)");
 
 /// Floats of one stage of a tile's weight ring (which starts
 /// w4a16_ring_offset_floats into `red`): kW4A16StageRows 16-byte slots per
@@ -844,7 +850,8 @@ namespace detail {
 /// pieces of each step (st*1024 + h*512 + lane*16: what it reads back, so no
 /// barrier and no mbarrier), into its slots of ring stage c % kW4A16Stages;
 /// always commits a group. Three stages of three steps hold 9 steps per
-/// warp: a whole task of up to 72 steps is requested at once.
+/// warp: a whole task of up to 72 steps fits the ring (the grouped tile
+/// asks for kGemvAheadStages of its stages before its first step).
 template <int THREADS>
 __device__ __forceinline__ void packed_cp_async_stage(const uint8_t *wq, int step0, int sbeg,
                                                       int send, uint4 *ring, int c) {

@@ -403,7 +403,7 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
            "(tile_stages_ahead on the kernel; 2, the default: its first "
            "steps run while its last stage is still to be asked for, 9-10 "
            "us per token faster than 0, the whole ring up front, perf "
-           "notes #210)">,
+           "notes #210; 1 is refused: ptxas 13.0 miscompiles it, #211)">,
     Option<"distance", "distance", "int64_t", "0",
            "how many phases ahead to prefetch (0, the default: none; 1 measured "
            "20-27 us per token slower, perf notes #30-#31 and #81)">,

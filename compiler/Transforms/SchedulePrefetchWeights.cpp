@@ -55,10 +55,12 @@ void SchedulePrefetchWeightsPass::runOnOperation() {
         << static_cast<int64_t>(distance);
     return signalPassFailure();
   }
-  if (tileStagesAhead < 0) {
+  // One stage ahead is refused: ptxas 13.0 miscompiles the tile's first
+  // copies so (templates/w4a16_gemv.cuh, kGemvAheadStages).
+  if (tileStagesAhead < 0 || tileStagesAhead == 1) {
     mlir::emitError(getOperation().getLoc(),
-                    "schedule-prefetch-weights: tile-stages-ahead must be >= 0 (0: the whole "
-                    "ring), got ")
+                    "schedule-prefetch-weights: tile-stages-ahead must be 0 (the whole ring) "
+                    "or at least 2, got ")
         << static_cast<int64_t>(tileStagesAhead);
     return signalPassFailure();
   }

@@ -65,8 +65,9 @@ LogicalResult KernelOp::verify() {
     return emitOpError("target_sms must be positive");
   // (I64Attr's getters return uint64_t: read the value as signed.)
   const auto ahead = static_cast<int64_t>(getTileStagesAhead());
-  if (ahead < 0)
-    return emitOpError("tile_stages_ahead must be >= 0 (0: the whole ring), got ") << ahead;
+  if (ahead < 0 || ahead == 1)
+    return emitOpError("tile_stages_ahead must be 0 (the whole ring) or at least 2, got ")
+           << ahead;
   if (!llvm::is_contained({"exact", "scaled", "folded"}, getPackedArithmetic()))
     return emitOpError("packed_arithmetic must be \"exact\", \"scaled\" or \"folded\", got \"")
            << getPackedArithmetic() << "\"";

@@ -458,8 +458,14 @@ schedule.kernel @k attributes {threads = 128 : i64, packed_arithmetic = "int4"} 
 
 // -----
 
-// expected-error @+1 {{'schedule.kernel' op tile_stages_ahead must be >= 0 (0: the whole ring), got -1}}
+// expected-error @+1 {{'schedule.kernel' op tile_stages_ahead must be 0 (the whole ring) or at least 2, got -1}}
 schedule.kernel @k attributes {threads = 128 : i64, tile_stages_ahead = -1 : i64} {
+}
+
+// -----
+
+// expected-error @+1 {{'schedule.kernel' op tile_stages_ahead must be 0 (the whole ring) or at least 2, got 1}}
+schedule.kernel @k attributes {threads = 128 : i64, tile_stages_ahead = 1 : i64} {
 }
 
 // -----

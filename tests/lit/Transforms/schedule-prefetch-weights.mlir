@@ -7,6 +7,7 @@
 // RUN: mk-opt %s "--schedule-prefetch-weights=l2-first-tasks=true" | FileCheck %s --check-prefix=FIRST
 // RUN: mk-opt %s "--schedule-prefetch-weights=tile-stages-ahead=0" | FileCheck %s --check-prefix=WHOLE
 // RUN: not mk-opt %s "--schedule-prefetch-weights=tile-stages-ahead=-1" 2>&1 | FileCheck %s --check-prefix=BADAHEAD
+// RUN: not mk-opt %s "--schedule-prefetch-weights=tile-stages-ahead=1" 2>&1 | FileCheck %s --check-prefix=ONEAHEAD
 
 // Each phase names the data-independent weights of the phase `distance`
 // later (the first phase also its own and those in between): every weight
@@ -22,7 +23,9 @@
 // OFF: tile_stages_ahead = 2
 // (0, the attribute's default, is not printed)
 // WHOLE: schedule.kernel @k attributes {threads = 256 : i64} {
-// BADAHEAD: schedule-prefetch-weights: tile-stages-ahead must be >= 0 (0: the whole ring), got -1
+// BADAHEAD: schedule-prefetch-weights: tile-stages-ahead must be 0 (the whole ring) or at least 2, got -1
+// One stage ahead is refused (ptxas 13.0 miscompiles the tile so):
+// ONEAHEAD: schedule-prefetch-weights: tile-stages-ahead must be 0 (the whole ring) or at least 2, got 1
 // With norm-free-streams=true only the phases without an every-block norm
 // start them (p1 has one):
 // NORMFREE-NOT: schedule.kernel @k attributes {early_weight_streams

@@ -35,8 +35,9 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     `tile_stages_ahead` (set by `schedule-prefetch-weights`) is how many
     stages of a grouped packed GEMV tile's weight ring (the `folded` and
     `scaled` arithmetics' tile) are asked for before its first step, the
-    next one after each stage's steps; 0 asks for the whole ring up front.
-    The emitter clamps it to the ring's stages.
+    next one after each stage's steps; 0 asks for the whole ring up front;
+    1 is refused (ptxas 13.0 miscompiles that tile). The emitter clamps it
+    to the ring's stages.
     `max_shared_bytes` (0: no limit) is the shared memory one block may use
     on the target; the CUDA emitter refuses a kernel that needs more.
     `packed_arithmetic` (set by `schedule-tile-weights`) is the math of the
