@@ -348,9 +348,9 @@ LogicalResult ReshapeOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult KdaShortConvOp::verify() {
-  if (getConvIndex() < 0 || getConvIndex() > 2)
-    return emitOpError() << "conv_index must be 0 (q), 1 (k) or 2 (v), got "
-                         << getConvIndex();
+  // (Signed: I64Attr's getter is unsigned.)
+  if (const auto index = static_cast<int64_t>(getConvIndex()); index < 0 || index > 2)
+    return emitOpError() << "conv_index must be 0 (q), 1 (k) or 2 (v), got " << index;
   int64_t c = dim(getInput(), 0);
   if (dim(getWindow(), 1) != c)
     return emitOpError() << "window " << getWindow().getType()

@@ -61,9 +61,10 @@ LogicalResult KernelOp::verify() {
   if (t <= 0 || t % 32 || t > 1024)
     return emitOpError("threads must be a positive multiple of 32 up to 1024, got ")
            << t;
-  if (getTargetSms() <= 0)
-    return emitOpError("target_sms must be positive");
-  // (I64Attr's getters return uint64_t: read the value as signed.)
+  // I64Attr's getters return uint64_t: read the values as signed, so that a
+  // negative one is refused as what it is.
+  if (const auto sms = static_cast<int64_t>(getTargetSms()); sms <= 0)
+    return emitOpError("target_sms must be positive, got ") << sms;
   const auto ahead = static_cast<int64_t>(getTileStagesAhead());
   if (ahead < 0 || ahead == 1)
     return emitOpError("tile_stages_ahead must be 0 (the whole ring) or at least 2, got ")
@@ -315,8 +316,9 @@ LogicalResult KernelOp::verifyRegions() {
       auto c = counters.find(s.getCounter());
       if (c == counters.end())
         return s.emitOpError("refers to unknown counter @") << s.getCounter();
-      if (s.getDivisor() <= 0)
-        return s.emitOpError("divisor must be positive");
+      if (static_cast<int64_t>(s.getDivisor()) <= 0)
+        return s.emitOpError("divisor must be positive, got ")
+               << static_cast<int64_t>(s.getDivisor());
       int64_t count = tasks[it->second].op.getCount();
       if ((count + s.getDivisor() - 1) / s.getDivisor() > c->second.getSize())
         return s.emitOpError("signals counter index ")
@@ -335,8 +337,9 @@ LogicalResult KernelOp::verifyRegions() {
                << w.getTask() << "' which is not in this phase";
       if (!counters.count(w.getCounter()))
         return w.emitOpError("refers to unknown counter @") << w.getCounter();
-      if (w.getDivisor() <= 0)
-        return w.emitOpError("divisor must be positive");
+      if (static_cast<int64_t>(w.getDivisor()) <= 0)
+        return w.emitOpError("divisor must be positive, got ")
+               << static_cast<int64_t>(w.getDivisor());
       int64_t consumer = it->second;
       // Every index the consumer waits on must receive `target` signals.
       SmallVector<int64_t> received(counters[w.getCounter()].getSize(), 0);
@@ -654,8 +657,9 @@ LogicalResult WeightOp::verify() {
 }
 
 LogicalResult CounterOp::verify() {
-  if (getSize() <= 0)
-    return emitOpError("size must be positive");
+  // (Signed: I64Attr's getter is unsigned.)
+  if (const auto size = static_cast<int64_t>(getSize()); size <= 0)
+    return emitOpError("size must be positive, got ") << size;
   if (getSize() > kMaxCountersPerArray)
     return emitOpError("size ") << getSize() << " exceeds the " << kMaxCountersPerArray
                                 << " counters one array may have";

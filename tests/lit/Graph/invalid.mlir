@@ -136,6 +136,15 @@ func.func @f(%x: tensor<8xbf16>, %w: tensor<3x8xbf16>) {
 
 // -----
 
+graph.weight @conv : tensor<3x8x4xbf16>
+func.func @f(%x: tensor<8xbf16>, %w: tensor<3x8xbf16>) {
+  // expected-error @+1 {{conv_index must be 0 (q), 1 (k) or 2 (v), got -1}}
+  %o, %w1 = graph.kda_short_conv %x, %w, @conv[-1] : tensor<8xbf16>, tensor<3x8xbf16>
+  return
+}
+
+// -----
+
 graph.weight @conv : tensor<3x8x3xbf16>
 func.func @f(%x: tensor<8xbf16>, %w: tensor<3x8xbf16>) {
   // expected-error @+1 {{weight @conv has type 'tensor<3x8x3xbf16>', expected shape [3, 8, 4]}}

@@ -59,6 +59,33 @@ schedule.kernel @k attributes {threads = 100 : i64} {
 
 // -----
 
+// A negative count is refused as what it is (the attributes' getters are
+// unsigned; the verifiers read them as signed).
+// expected-error @+1 {{target_sms must be positive, got -1}}
+schedule.kernel @k attributes {threads = 128 : i64, target_sms = -1 : i64} {
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  // expected-error @+1 {{size must be positive, got -1}}
+  schedule.counter @c {size = -1 : i64}
+}
+
+// -----
+
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.buffer @x {dtype = "bf16", shape = array<i64: 64>}
+  schedule.counter @c {size = 1 : i64}
+  schedule.phase "p" {
+    schedule.opaque "p" {count = 2 : i64, writes = [@x]}
+    // expected-error @+1 {{divisor must be positive, got -2}}
+    schedule.signal @c {task = "p", divisor = -2 : i64}
+  }
+}
+
+// -----
+
 // A weight's storage: a packed order needs a .w_q part in 128- or 64-wide
 // tiles; tiles are multiples of 16 up to 128 columns, on W4A16 parts only,
 // dividing the columns; the parts of one weight are stored alike.
