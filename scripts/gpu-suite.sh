@@ -15,8 +15,9 @@
 #   synccheck on a full-size step, the Python drop-in's tests and the
 #   examples, the one-step oracle test on each schedule variant
 #   (kimi_linear_w4a16_t*/) and on the unit under each opt-in template form
-#   (scripts/unit-opt-in-forms.sh), and mk-diff on the debug-capture
-#   kernels.
+#   (scripts/unit-opt-in-forms.sh), mk-diff on the debug-capture
+#   kernels, and scripts/sass-unwritten-uniforms.py over the NVRTC cache's
+#   CUBINs (the ptxas fault of perf notes #72 and #211).
 #   The step times the examples print there are not measurements: other
 #   processes share the GPU. ~4.7 minutes with the build (perf notes
 #   #163), 6.2 on a fresh H200 (#192).
@@ -169,6 +170,17 @@ if [ "$wave" = main ]; then
       fi
     done
     exit \$s"
+  # The ptxas fault of perf notes #72 and #211 (a policy register read but
+  # never written: an illegal instruction) in every CUBIN of the NVRTC
+  # cache, i.e. every kernel this run loads (needs nvdisasm; else says so).
+  part sass-uniforms "
+    if [ -z \"\${MK_CACHE_DIR:-}\" ] || ! ls \"\$MK_CACHE_DIR\"/*.cubin >/dev/null 2>&1; then
+      echo 'no NVRTC cache CUBINs to read'; exit 0
+    fi
+    if ! command -v nvdisasm >/dev/null && [ ! -x /usr/local/cuda/bin/nvdisasm ]; then
+      echo 'no nvdisasm: not checked'; exit 0
+    fi
+    python3 scripts/sass-unwritten-uniforms.py \"\$MK_CACHE_DIR\"/*.cubin | grep -v ': 0 instructions' ; exit \${PIPESTATUS[0]}"
 elif [ "$wave" = released ]; then
   echo "== the released model layer by layer ($(date +%T))"
   part ReleasedModelLayerByLayer "cd '$G' && ./mk-gpu-tests --gtest_filter=OracleGpu.ReleasedModelLayerByLayer"

@@ -876,8 +876,9 @@ __device__ __forceinline__ void packed_cp_async_stage(const uint8_t *wq, int ste
 }
 
 /// A packed tile's start (w4a16_gemv_tile_mma's and the grouped tile's):
-/// unless `started` (w4a16_gemv_begin issued them), the ring's stages of
-/// weight copies, then the caller's prologue `pro` (its counter wait and
+/// unless `started` (w4a16_gemv_begin issued them), the ring's first AHEAD
+/// stages of weight copies (the whole ring by default; the grouped tile
+/// passes kGemvAheadStages), then the caller's prologue `pro` (its counter wait and
 /// input loads), which so overlap the first loads. (The prologue after the
 /// first stage's copies instead, so that a waiting down tile's gate and up
 /// sums queue behind one stage's bytes, was no faster: perf notes #201.)
@@ -1432,7 +1433,10 @@ __device__ void w4a16_gemv_tile_grouped(const float *xs, const uint8_t *__restri
   MK_TILE_STAMP(3);
   clk.lap(kStageTileIssue);
   for (int c = 0; c < nchunks; ++c) {
-    cp_async_wait<AHEAD - 1>(); // (begun streams: waits for more than it needs)
+    if (started) // w4a16_gemv_begin asked for the whole ring (warp-uniform)
+      cp_async_wait<STAGES - 1>();
+    else
+      cp_async_wait<AHEAD - 1>();
     if (c == 0) {
       MK_TILE_STAMP(4);
       clk.lap(kStageTileFirstData);

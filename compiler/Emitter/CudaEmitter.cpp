@@ -388,7 +388,9 @@ LogicalResult Emitter::run(EmittedKernel &out) {
     k << "// A " << ringStages << "-stage GEMV weight ring: the default 3 does not fit the "
       << "target's shared memory.\n#define MK_W4A16_STAGES " << ringStages << "\n";
   // The grouped packed tiles' stages asked for up front (tile_stages_ahead;
-  // 0: the whole ring).
+  // 0: the whole ring). Defined unconditionally, so that the IR decides: an
+  // NVRTC -DMK_GEMV_AHEAD_STAGES is overridden (with a redefinition
+  // warning); the pass option sets it.
   const auto stagesAhead = static_cast<int64_t>(kernel.getTileStagesAhead());
   const int64_t ahead = stagesAhead > 0 ? std::min<int64_t>(stagesAhead, ringStages) : ringStages;
   k << "// Of the ring, the stages a grouped packed GEMV tile asks for before its first step.\n"

@@ -369,6 +369,14 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
     `distance=1` costs 27 us per token and `l2-first-tasks=true` 12 us
     (the prefetches queue ahead of the small dependent loads the critical
     path waits on).
+    Inside a task, `tile-stages-ahead` (on by default: 2) sets the kernel's
+    `tile_stages_ahead`: a grouped packed GEMV tile (the `folded` and
+    `scaled` arithmetics') asks for that many stages of its weight ring
+    before its first step and for the next one after each stage's steps,
+    so that its math runs under its stream (0: the whole ring up front, as
+    before session 43; 1 is refused, ptxas 13.0 miscompiles it). The
+    emitter defines it as `MK_GEMV_AHEAD_STAGES`, at most the ring's
+    stages (perf notes #210: -9.5 us per token at 2048 on an H100).
   }];
   let options = [
     Option<"streams", "streams", "bool", "false",
@@ -401,9 +409,10 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
            "stages of a grouped packed GEMV tile's weight ring asked for "
            "before its first step, the next after each stage's steps "
            "(tile_stages_ahead on the kernel; 2, the default: its first "
-           "steps run while its last stage is still to be asked for, 9-10 "
-           "us per token faster than 0, the whole ring up front, perf "
-           "notes #210; 1 is refused: ptxas 13.0 miscompiles it, #211)">,
+           "steps run while its last stage is still to be asked for, 9.5 "
+           "us per token faster at 2048 and 8.8 at 16384 than 0, the whole "
+           "ring up front, perf notes #210; 1 is refused: ptxas 13.0 "
+           "miscompiles it, #211)">,
     Option<"distance", "distance", "int64_t", "0",
            "how many phases ahead to prefetch (0, the default: none; 1 measured "
            "20-27 us per token slower, perf notes #30-#31 and #81)">,

@@ -46,8 +46,9 @@ struct WeightUse {
   llvm::SmallVector<int64_t> tns;
   int64_t n = 0;
   bool other = false;
-  /// Read by a MoE expert tile (gate/up or down): `expert-arithmetic`.
-  bool expert = false;
+  /// Read by a MoE expert tile (gate/up or down): `expert-arithmetic`;
+  /// by another tile (a GEMV, a KDA task's folded output projection).
+  bool expert = false, plain = false;
   /// The gcd of the tasks' k-slices (rows): packable when whole steps of
   /// the packed tile; the largest k-slice and the quantization groups (the
   /// integer order's limits).
@@ -125,8 +126,11 @@ void ScheduleTileWeightsPass::runOnOperation() {
         SmallVector<std::string> ws = t.getStrArrayArg("weights");
         SmallVector<int64_t> ns = t.getIntArrayArg("n");
         const int64_t kslice = t.getIntArg("k") / std::max<int64_t>(1, t.getIntArg("ksplit", 1));
-        for (size_t i = 0; i < ws.size() && i < ns.size(); ++i)
-          use(ws[i]).addSlice(t.getIntArg("tn"), ns[i], kslice, t.getIntArg("group"));
+        for (size_t i = 0; i < ws.size() && i < ns.size(); ++i) {
+          WeightUse &u = use(ws[i]);
+          u.addSlice(t.getIntArg("tn"), ns[i], kslice, t.getIntArg("group"));
+          u.plain = true;
+        }
       } else if (isa<MoeGateUpOp, MoeDownOp>(t.getOperation())) {
         bool down = isa<MoeDownOp>(t.getOperation());
         int64_t n = down ? t.getIntArg("hidden") : t.getIntArg("inter");
@@ -143,7 +147,9 @@ void ScheduleTileWeightsPass::runOnOperation() {
         // row slices of `chunk` rows, in the exact tile's order only (the
         // integer order's 32-row steps are no row slice: group 0 keeps it
         // out of that order).
-        use(t.getStrArg("o_weight")).addSlice(128, t.getIntArg("o_n"), t.getIntArg("chunk"), 0);
+        WeightUse &u = use(t.getStrArg("o_weight"));
+        u.addSlice(128, t.getIntArg("o_n"), t.getIntArg("chunk"), 0);
+        u.plain = true;
       }
     });
     // Any other task naming one of them disqualifies it.
@@ -174,6 +180,10 @@ void ScheduleTileWeightsPass::runOnOperation() {
         continue;
       // packed: only what the packed tile streams moves; the rest keeps the
       // spec's storage (tile-contiguous narrow tiles measured no faster).
+      // Read by expert tiles and others whose arithmetics want different
+      // orders: no one order serves both, so the spec's storage.
+      if (u.expert && u.plain && (expertArith == "int8") != (arithmetic == "int8"))
+        continue;
       const PackedOrder packOrder = orderFor(u);
       if (layout == "packed" && !u.packable(packOrder, tn))
         continue;

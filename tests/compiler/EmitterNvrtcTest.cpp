@@ -658,6 +658,13 @@ TEST(EmitterNvrtc, WideSpecTakesTheShallowRing) {
                               nullptr, m.dynamicSharedBytes);
   Emitted unit = emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16");
   EXPECT_EQ(unit.source.find("MK_W4A16_STAGES"), std::string::npos);
+  // More stages ahead than the shallow ring has, or the whole ring (0), are
+  // clamped to its 2 (the template's static_assert holds AHEAD <= STAGES).
+  for (const char *ahead : {"3", "0"}) {
+    Emitted more = emit(spec, "mk_wide", false,
+                        std::string("schedule-prefetch-weights=tile-stages-ahead=") + ahead);
+    EXPECT_NE(more.source.find("#define MK_GEMV_AHEAD_STAGES 2\n"), std::string::npos) << ahead;
+  }
 }
 
 TEST(EmitterNvrtc, KimiLinearDebugCapture) {

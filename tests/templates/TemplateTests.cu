@@ -357,7 +357,7 @@ void runPackedGemv(int K, int N, int ksplit, uint64_t seed) {
 // The packed tile with the scales applied per group (arithmetic=scaled):
 // one group per warp and several, slots wrapping (4096 rows: 32 groups),
 // split-K slices, fp32 inputs with a group of small values and one of
-// zeros, and a stream begun ahead.
+// zeros, and streams begun ahead.
 template <int O> void runGroupedShapes() {
   runPackedGemv<128, O>(2304, 512, 1, 51);
   runPackedGemv<128, O>(4096, 256, 1, 52);
@@ -369,6 +369,10 @@ template <int O> void runGroupedShapes() {
   runPackedGemv<64, O, true>(1024, 512, 1, 58);
   runPackedGemv<128, O, false, true>(2304, 1024, 2, 59);
   runPackedGemv<64, O, true, true>(1024, 256, 1, 60);
+  // A begun stream past the ring: 32 steps per warp, 11 stages of a 3-stage
+  // ring (the begun stream asks for the whole ring, the tile for each next
+  // stage after the one it has read).
+  runPackedGemv<128, O, false, true>(4096, 256, 1, 66);
 }
 TEST(W4A16Gemv, PackedScalesPerGroup) {
   REQUIRE_GPU();

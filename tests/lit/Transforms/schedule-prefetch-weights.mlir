@@ -20,6 +20,7 @@
 // CHECK-SAME: tile_stages_ahead = 2
 // A grouped packed tile asks for 2 stages of its weight ring before its
 // first steps by default (tile-stages-ahead), the whole ring with 0:
+// OFF-NOT: early_weight_streams
 // OFF: tile_stages_ahead = 2
 // (0, the attribute's default, is not printed)
 // WHOLE: schedule.kernel @k attributes {threads = 256 : i64} {
