@@ -178,13 +178,13 @@ void ScheduleTileWeightsPass::runOnOperation() {
       int64_t tn = u.tns.front();
       if (llvm::any_of(u.tns, [&](int64_t x) { return x != tn; }) || u.n % tn)
         continue;
-      // packed: only what the packed tile streams moves; the rest keeps the
-      // spec's storage (tile-contiguous narrow tiles measured no faster).
       // Read by expert tiles and others whose arithmetics want different
       // orders: no one order serves both, so the spec's storage.
       if (u.expert && u.plain && (expertArith == "int8") != (arithmetic == "int8"))
         continue;
       const PackedOrder packOrder = orderFor(u);
+      // packed: only what the packed tile streams moves; the rest keeps the
+      // spec's storage (tile-contiguous narrow tiles measured no faster).
       if (layout == "packed" && !u.packable(packOrder, tn))
         continue;
       for (StringRef part : {".w_q", ".scales", ".zeros"})
