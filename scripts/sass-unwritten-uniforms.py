@@ -60,8 +60,8 @@ def findings(sass):
 
 
 def nvdisasm():
-    return shutil.which("nvdisasm") or next(
-        (p for p in ["/usr/local/cuda/bin/nvdisasm"] if os.path.exists(p)), None)
+    fallback = "/usr/local/cuda/bin/nvdisasm"
+    return shutil.which("nvdisasm") or (fallback if os.path.exists(fallback) else None)
 
 
 def main(argv):
