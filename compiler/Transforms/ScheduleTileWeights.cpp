@@ -80,16 +80,17 @@ void ScheduleTileWeightsPass::runOnOperation() {
         << layout << "'";
     return signalPassFailure();
   }
-  for (StringRef opt : {StringRef("arithmetic"), StringRef("expert-arithmetic")}) {
-    StringRef v = opt == "arithmetic" ? StringRef(arithmetic) : StringRef(expertArithmetic);
-    if (opt == "expert-arithmetic" && v.empty())
-      continue;
-    if (!llvm::is_contained({"folded", "scaled", "exact", "int8"}, v)) {
-      mlir::emitError(getOperation().getLoc(), "schedule-tile-weights: ")
-          << opt << " must be folded, scaled, exact or int8, got '" << v << "'";
-      return signalPassFailure();
-    }
-  }
+  // Whether option `name`'s value `v` names a tile arithmetic (else reports it).
+  auto knownArithmetic = [&](StringRef name, StringRef v) {
+    if (llvm::is_contained({"folded", "scaled", "exact", "int8"}, v))
+      return true;
+    mlir::emitError(getOperation().getLoc(), "schedule-tile-weights: ")
+        << name << " must be folded, scaled, exact or int8, got '" << v << "'";
+    return false;
+  };
+  if (!knownArithmetic("arithmetic", arithmetic) ||
+      (!expertArithmetic.empty() && !knownArithmetic("expert-arithmetic", expertArithmetic)))
+    return signalPassFailure();
   // The experts' arithmetic (empty: `arithmetic`). The tensor-core tiles'
   // math is one per kernel (`packed_arithmetic`): two of them cannot mix.
   const std::string expertArith =

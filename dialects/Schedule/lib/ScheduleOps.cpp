@@ -316,13 +316,14 @@ LogicalResult KernelOp::verifyRegions() {
       auto c = counters.find(s.getCounter());
       if (c == counters.end())
         return s.emitOpError("refers to unknown counter @") << s.getCounter();
-      if (static_cast<int64_t>(s.getDivisor()) <= 0)
-        return s.emitOpError("divisor must be positive, got ")
-               << static_cast<int64_t>(s.getDivisor());
+      // Read as signed: an I64Attr of -1 is not 2^64 - 1.
+      const int64_t divisor = static_cast<int64_t>(s.getDivisor());
+      if (divisor <= 0)
+        return s.emitOpError("divisor must be positive, got ") << divisor;
       int64_t count = tasks[it->second].op.getCount();
-      if ((count + s.getDivisor() - 1) / s.getDivisor() > c->second.getSize())
+      if ((count + divisor - 1) / divisor > c->second.getSize())
         return s.emitOpError("signals counter index ")
-               << (count - 1) / s.getDivisor() << " but @" << s.getCounter()
+               << (count - 1) / divisor << " but @" << s.getCounter()
                << " has only " << c->second.getSize() << " counters";
       signalers[s.getCounter()].push_back({it->second, s});
     }
@@ -337,9 +338,9 @@ LogicalResult KernelOp::verifyRegions() {
                << w.getTask() << "' which is not in this phase";
       if (!counters.count(w.getCounter()))
         return w.emitOpError("refers to unknown counter @") << w.getCounter();
-      if (static_cast<int64_t>(w.getDivisor()) <= 0)
-        return w.emitOpError("divisor must be positive, got ")
-               << static_cast<int64_t>(w.getDivisor());
+      const int64_t divisor = static_cast<int64_t>(w.getDivisor());
+      if (divisor <= 0)
+        return w.emitOpError("divisor must be positive, got ") << divisor;
       int64_t consumer = it->second;
       // Every index the consumer waits on must receive `target` signals.
       SmallVector<int64_t> received(counters[w.getCounter()].getSize(), 0);
@@ -384,7 +385,7 @@ LogicalResult KernelOp::verifyRegions() {
       // Instance j waits on k = (j / divisor) * span + q, q < span: every
       // such k in ascending order, each once (at most the counter's size,
       // plus the first one past it).
-      const int64_t groups = (count + w.getDivisor() - 1) / w.getDivisor();
+      const int64_t groups = (count + divisor - 1) / divisor;
       for (int64_t g = 0; g < groups; ++g)
         for (int64_t q = 0; q < span; ++q) {
           const int64_t k = g * span + q;
