@@ -86,6 +86,88 @@ __device__ __forceinline__ bool aligned16(const void *p) {
 constexpr int kNormWeightQuads = 4;
 } // namespace detail
 
+namespace detail {
+/// The arithmetic of block_residual_rmsnorm's vector form, once its loads
+/// have landed for every thread: the base at `sb` (bf16, in order), the
+/// sums at `sa` (fp32), the weight at `sw` (staged) or in `wr`. No global
+/// load but the weight quads past kNormWeightQuads (none up to 4 x THREADS
+/// quads) and, TWO_SUMS, acc2's likewise. Ends before the caller's barrier.
+template <int THREADS, bool ROUND_TWICE, bool TWO_SUMS>
+__device__ __forceinline__ void norm_rest(const uint8_t *sb, const uint8_t *sa, const uint8_t *sw,
+                                          const float *acc, const float *acc2, const bf16 *w,
+                                          int D, float eps, float *y_smem, bf16 *out,
+                                          float *scratch, bf16 *resid,
+                                          const uint2 (&wr)[kNormWeightQuads],
+                                          [[maybe_unused]] const float4 (&a2)[kNormWeightQuads]) {
+  constexpr int R = kNormWeightQuads;
+  const int nq = D / 4;
+  // x = bf16(base + bf16(acc)) over quad q: into y_smem, resid (in place
+  // when resident: each thread rewrites only what it read) and, block 0,
+  // out.
+  auto residual = [&](int q, [[maybe_unused]] float4 second) {
+    const uint2 b = *reinterpret_cast<const uint2 *>(sb + 8 * q);
+    float4 x = make_float4(bf_lo(b.x), bf_hi(b.x), bf_lo(b.y), bf_hi(b.y));
+    if (acc) {
+      float4 a = *reinterpret_cast<const float4 *>(sa + 16 * q);
+      if (TWO_SUMS && acc2)
+        a = make_float4(round_parts_sum(a.x, second.x), round_parts_sum(a.y, second.y),
+                        round_parts_sum(a.z, second.z), round_parts_sum(a.w, second.w));
+      x = make_float4(round_bf16(x.x + round_bf16(a.x)), round_bf16(x.y + round_bf16(a.y)),
+                      round_bf16(x.z + round_bf16(a.z)), round_bf16(x.w + round_bf16(a.w)));
+    }
+    reinterpret_cast<float4 *>(y_smem)[q] = x;
+    const uint2 xb = make_uint2(pack_bf16x2(x.x, x.y), pack_bf16x2(x.z, x.w));
+    if (resid)
+      reinterpret_cast<uint2 *>(resid)[q] = xb;
+    if (out && blockIdx.x == 0)
+      reinterpret_cast<uint2 *>(out)[q] = xb;
+    return x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+  };
+  float ss = 0.f;
+  [[maybe_unused]] const float4 none = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+  for (int j = 0; j < R; ++j)
+    if (const int q = threadIdx.x + j * THREADS; q < nq) {
+      if constexpr (TWO_SUMS)
+        ss += residual(q, a2[j]);
+      else
+        ss += residual(q, none);
+    }
+#pragma unroll 1
+  for (int q = threadIdx.x + R * THREADS; q < nq; q += THREADS) {
+    if constexpr (TWO_SUMS)
+      ss += residual(q, acc && acc2 ? __ldcg(reinterpret_cast<const float4 *>(acc2) + q) : none);
+    else
+      ss += residual(q, none);
+  }
+  ss = block_sum<THREADS>(ss, scratch);
+  const float r = 1.f / sqrtf(ss / float(D) + eps);
+  auto scale = [&](int q, uint2 wv) {
+    float4 *xd = reinterpret_cast<float4 *>(y_smem) + q;
+    const float4 x = *xd;
+    if constexpr (ROUND_TWICE)
+      *xd = make_float4(round_bf16(round_bf16(x.x * r) * bf_lo(wv.x)),
+                        round_bf16(round_bf16(x.y * r) * bf_hi(wv.x)),
+                        round_bf16(round_bf16(x.z * r) * bf_lo(wv.y)),
+                        round_bf16(round_bf16(x.w * r) * bf_hi(wv.y)));
+    else
+      *xd = make_float4(round_bf16(x.x * r * bf_lo(wv.x)), round_bf16(x.y * r * bf_hi(wv.x)),
+                        round_bf16(x.z * r * bf_lo(wv.y)), round_bf16(x.w * r * bf_hi(wv.y)));
+  };
+  auto weightAt = [&](int q) {
+    return sw ? *reinterpret_cast<const uint2 *>(sw + 8 * q)
+              : __ldg(reinterpret_cast<const uint2 *>(w) + q);
+  };
+#pragma unroll
+  for (int j = 0; j < R; ++j)
+    if (const int q = threadIdx.x + j * THREADS; q < nq)
+      scale(q, sw ? weightAt(q) : wr[j]);
+#pragma unroll 1
+  for (int q = threadIdx.x + R * THREADS; q < nq; q += THREADS)
+    scale(q, weightAt(q));
+}
+} // namespace detail
+
 /// block_residual then block_rmsnorm into y_smem, same arithmetic (x
 /// rounded as block_residual, y as block_rmsnorm; only the order of the sum
 /// of squares differs), with one round trip to L2: the GEMV sums `acc`
@@ -243,70 +325,8 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
   // before any cross-thread read.
   __syncthreads();
   clk.lap(kStageNormLoads);
-  // x = bf16(base + bf16(acc)) over quad q: into y_smem, resid (in place
-  // when resident: each thread rewrites only what it read) and, block 0,
-  // out.
-  auto residual = [&](int q, [[maybe_unused]] float4 second) {
-    const uint2 b = *reinterpret_cast<const uint2 *>(sb + 8 * q);
-    float4 x = make_float4(bf_lo(b.x), bf_hi(b.x), bf_lo(b.y), bf_hi(b.y));
-    if (acc) {
-      float4 a = *reinterpret_cast<const float4 *>(sa + 16 * q);
-      if (TWO_SUMS && acc2)
-        a = make_float4(round_parts_sum(a.x, second.x), round_parts_sum(a.y, second.y),
-                        round_parts_sum(a.z, second.z), round_parts_sum(a.w, second.w));
-      x = make_float4(round_bf16(x.x + round_bf16(a.x)), round_bf16(x.y + round_bf16(a.y)),
-                      round_bf16(x.z + round_bf16(a.z)), round_bf16(x.w + round_bf16(a.w)));
-    }
-    reinterpret_cast<float4 *>(y_smem)[q] = x;
-    const uint2 xb = make_uint2(pack_bf16x2(x.x, x.y), pack_bf16x2(x.z, x.w));
-    if (resid)
-      reinterpret_cast<uint2 *>(resid)[q] = xb;
-    if (out && blockIdx.x == 0)
-      reinterpret_cast<uint2 *>(out)[q] = xb;
-    return x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
-  };
-  float ss = 0.f;
-  [[maybe_unused]] const float4 none = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-  for (int j = 0; j < R; ++j)
-    if (const int q = threadIdx.x + j * THREADS; q < nq) {
-      if constexpr (TWO_SUMS)
-        ss += residual(q, a2[j]);
-      else
-        ss += residual(q, none);
-    }
-#pragma unroll 1
-  for (int q = threadIdx.x + R * THREADS; q < nq; q += THREADS) {
-    if constexpr (TWO_SUMS)
-      ss += residual(q, acc && acc2 ? __ldcg(reinterpret_cast<const float4 *>(acc2) + q) : none);
-    else
-      ss += residual(q, none);
-  }
-  ss = block_sum<THREADS>(ss, scratch);
-  const float r = 1.f / sqrtf(ss / float(D) + eps);
-  auto scale = [&](int q, uint2 wv) {
-    float4 *xd = reinterpret_cast<float4 *>(y_smem) + q;
-    const float4 x = *xd;
-    if constexpr (ROUND_TWICE)
-      *xd = make_float4(round_bf16(round_bf16(x.x * r) * bf_lo(wv.x)),
-                        round_bf16(round_bf16(x.y * r) * bf_hi(wv.x)),
-                        round_bf16(round_bf16(x.z * r) * bf_lo(wv.y)),
-                        round_bf16(round_bf16(x.w * r) * bf_hi(wv.y)));
-    else
-      *xd = make_float4(round_bf16(x.x * r * bf_lo(wv.x)), round_bf16(x.y * r * bf_hi(wv.x)),
-                        round_bf16(x.z * r * bf_lo(wv.y)), round_bf16(x.w * r * bf_hi(wv.y)));
-  };
-  auto weightAt = [&](int q) {
-    return sw ? *reinterpret_cast<const uint2 *>(sw + 8 * q)
-              : __ldg(reinterpret_cast<const uint2 *>(w) + q);
-  };
-#pragma unroll
-  for (int j = 0; j < R; ++j)
-    if (const int q = threadIdx.x + j * THREADS; q < nq)
-      scale(q, sw ? weightAt(q) : wr[j]);
-#pragma unroll 1
-  for (int q = threadIdx.x + R * THREADS; q < nq; q += THREADS)
-    scale(q, weightAt(q));
+  detail::norm_rest<THREADS, ROUND_TWICE, TWO_SUMS>(sb, sa, sw, acc, acc2, w, D, eps, y_smem,
+                                                    out, scratch, resid, wr, a2);
   __syncthreads();
   clk.lap(kStageNormRest);
 }
@@ -342,6 +362,98 @@ block_residual2_rmsnorm_outlined(const bf16 *base, const float *acc, const float
                                  float *scratch, void *stage, bf16 *resid, bool residBase) {
   block_residual_rmsnorm<THREADS, BASE_IN_STAGE, REG_LOADS, ROUND_TWICE, true>(
       base, acc, w, D, eps, y_smem, out, scratch, stage, resid, residBase, acc2);
+}
+
+/// What a split norm carries from its loads to its arithmetic: whether it
+/// took the vector form, and the thread's first norm weight quads (loaded
+/// into registers, maybe still in flight).
+struct NormLoads {
+  bool vec;
+  uint2 w[detail::kNormWeightQuads];
+};
+
+/// block_residual_rmsnorm (its default form: one sum, rounded once, the
+/// residual resident in `resid`) in two parts, so that a phase may ask for
+/// its first tile's weights between them (w4a16_gemv_begin): the loads,
+/// inlined, issue the copies of the sums and the base and the weight's
+/// register loads, and wait for the copies (a block barrier); the rest
+/// (out of line, block_residual_rmsnorm_rest_outlined) is the arithmetic,
+/// which loads nothing from global memory (the weight quads come in
+/// `NormLoads`), so a stream asked for in between does not delay it as a
+/// stream asked for before the norm's loads does (perf notes #129, #196:
+/// the loads queue behind the stream). Same values as
+/// block_residual_rmsnorm_outlined. -DMK_NORM_SPLIT_LATE_WEIGHT: the weight
+/// quads loaded by the rest instead (after whatever the caller asked for
+/// in between), to measure against.
+template <int THREADS>
+__device__ __forceinline__ NormLoads block_residual_rmsnorm_loads(const bf16 *base,
+                                                                  const float *acc,
+                                                                  const bf16 *w, int D,
+                                                                  float *y_smem, bf16 *out,
+                                                                  bf16 *resid, bool residBase) {
+  NormLoads l;
+  l.vec = D % 8 == 0 && resid && detail::aligned16(resid) && detail::aligned16(base) &&
+          (!acc || detail::aligned16(acc)) && detail::aligned16(w) &&
+          (!out || detail::aligned16(out)) && detail::aligned16(y_smem);
+#ifdef MK_NORM_SCALAR
+  l.vec = false;
+#endif
+  constexpr int R = detail::kNormWeightQuads;
+#pragma unroll
+  for (int j = 0; j < R; ++j)
+    l.w[j] = make_uint2(0u, 0u);
+  if (!l.vec)
+    return l;
+  const int nv = D / 8, nq = D / 4;
+  uint8_t *sb = reinterpret_cast<uint8_t *>(resid), *sa = reinterpret_cast<uint8_t *>(y_smem);
+#pragma unroll 1
+  for (int v = threadIdx.x; v < nv; v += THREADS) {
+    if (!residBase)
+      cp_async16(sb + 16 * v, base + 8 * v);
+    if (acc) {
+      cp_async16(sa + 32 * v, acc + 8 * v);
+      cp_async16(sa + 32 * v + 16, acc + 8 * v + 4);
+    }
+  }
+  cp_async_commit();
+#ifndef MK_NORM_SPLIT_LATE_WEIGHT
+#pragma unroll
+  for (int j = 0; j < R; ++j)
+    if (const int q = threadIdx.x + j * THREADS; q < nq)
+      l.w[j] = __ldg(reinterpret_cast<const uint2 *>(w) + q);
+#endif
+  cp_async_wait<0>();
+  __syncthreads();
+  return l;
+}
+
+/// The rest of block_residual_rmsnorm_loads' norm: block_residual_rmsnorm's
+/// arithmetic (or, where the loads did not take the vector form, the
+/// element-wise functions). y_smem is ready for every thread on return.
+template <int THREADS>
+__device__ MK_NORM_OUTLINED_ATTR void
+block_residual_rmsnorm_rest_outlined(const bf16 *base, const float *acc, const bf16 *w, int D,
+                                     float eps, float *y_smem, bf16 *out, float *scratch,
+                                     bf16 *resid, bool residBase, NormLoads l) {
+  if (!l.vec) {
+    block_residual<THREADS>(base, acc, D, y_smem, out, resid, residBase);
+    block_rmsnorm<THREADS>(y_smem, w, D, eps, y_smem, scratch);
+    return;
+  }
+  [[maybe_unused]] StageClock clk;
+#ifdef MK_NORM_SPLIT_LATE_WEIGHT
+#pragma unroll
+  for (int j = 0; j < detail::kNormWeightQuads; ++j)
+    if (const int q = threadIdx.x + j * THREADS; q < D / 4)
+      l.w[j] = __ldg(reinterpret_cast<const uint2 *>(w) + q);
+#endif
+  const float4 none[detail::kNormWeightQuads] = {};
+  detail::norm_rest<THREADS, false, false>(reinterpret_cast<const uint8_t *>(resid),
+                                           reinterpret_cast<const uint8_t *>(y_smem), nullptr,
+                                           acc, nullptr, w, D, eps, y_smem, out, scratch, resid,
+                                           l.w, none);
+  __syncthreads();
+  clk.lap(kStageNormRest);
 }
 
 } // namespace mk

@@ -648,18 +648,27 @@ struct NormInputs {
   }
 };
 
-/// fused: block_residual_rmsnorm (its loads into x and the resident
-/// residual behind the scratch; -DMK_NORM_STAGED: through the stage behind
-/// it); else block_residual then block_rmsnorm.
+/// The norm's forms: kFused, block_residual_rmsnorm (its loads into x and
+/// the resident residual behind the scratch; -DMK_NORM_STAGED: through the
+/// stage behind it); kSplit, the same in two calls
+/// (block_residual_rmsnorm_loads, then block_residual_rmsnorm_rest_outlined,
+/// the form a phase that asks for its first weights in between calls); else
+/// block_residual then block_rmsnorm.
+enum NormForm { kElementWise, kFused, kSplit };
 __global__ void __launch_bounds__(T, 1)
     normKernel(const mk::bf16 *base, const float *acc, const mk::bf16 *w, int D, float *y,
-               mk::bf16 *out, bool fused) {
+               mk::bf16 *out, NormForm form) {
   extern __shared__ float smem[];
   const int d4 = (D + 3) / 4 * 4;
-  if (fused) {
-    mk::bf16 *resid = reinterpret_cast<mk::bf16 *>(smem + d4 + 32);
+  mk::bf16 *resid = reinterpret_cast<mk::bf16 *>(smem + d4 + 32);
+  if (form == kFused) {
     mk::block_residual_rmsnorm<T>(base, acc, w, D, 1e-6f, smem, out, smem + d4,
                                   smem + d4 + 32 + (D + 7) / 8 * 4, resid, false);
+  } else if (form == kSplit) {
+    const mk::NormLoads l =
+        mk::block_residual_rmsnorm_loads<T>(base, acc, w, D, smem, out, resid, false);
+    mk::block_residual_rmsnorm_rest_outlined<T>(base, acc, w, D, 1e-6f, smem, out, smem + d4,
+                                                resid, false, l);
   } else {
     mk::block_residual<T>(base, acc, D, smem, out);
     mk::block_rmsnorm<T>(smem, w, D, 1e-6f, smem, smem + d4);
@@ -668,19 +677,22 @@ __global__ void __launch_bounds__(T, 1)
     y[blockIdx.x * D + i] = smem[i];
 }
 
-// Both forms; the fused one on shapes that take its staged path (2304, 256,
-// 7000: more than one vector per thread) and its element-wise fallback
-// (2300: not a multiple of 8; `shift`: an input not 16-byte aligned).
+// Every form; the fused and split ones on shapes that take their vector
+// path (2304, 256, 7000: more than one vector per thread, and past the
+// weight quads held in registers) and their element-wise fallback (2300:
+// not a multiple of 8; `shift`: an input not 16-byte aligned).
 TEST(Norm, ResidualThenRmsNormAsTheSpec) {
   REQUIRE_GPU();
   struct Case {
     int D;
-    bool fused;
+    NormForm form;
     int shift;
   };
-  for (Case c : {Case{2304, false, 0}, Case{256, false, 0}, Case{7000, false, 0},
-                 Case{2304, true, 0}, Case{256, true, 0}, Case{7000, true, 0},
-                 Case{2300, true, 0}, Case{2304, true, 1}}) {
+  for (Case c : {Case{2304, kElementWise, 0}, Case{256, kElementWise, 0},
+                 Case{7000, kElementWise, 0}, Case{2304, kFused, 0}, Case{256, kFused, 0},
+                 Case{7000, kFused, 0}, Case{2300, kFused, 0}, Case{2304, kFused, 1},
+                 Case{2304, kSplit, 0}, Case{256, kSplit, 0}, Case{7000, kSplit, 0},
+                 Case{2300, kSplit, 0}, Case{2304, kSplit, 1}}) {
     const int D = c.D;
     Rng r(D);
     const NormInputs in(r, D);
@@ -695,7 +707,7 @@ TEST(Norm, ResidualThenRmsNormAsTheSpec) {
     const int smemBytes = normSmemBytes(D);
     CK(cudaFuncSetAttribute(normKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytes));
     normKernel<<<3, T, smemBytes>>>(db.as<mk::bf16>() + c.shift, da.p, dw.as<mk::bf16>(), D,
-                                    dy.p, dout.as<mk::bf16>(), c.fused);
+                                    dy.p, dout.as<mk::bf16>(), c.form);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     const float rr = in.scale;
@@ -709,10 +721,10 @@ TEST(Norm, ResidualThenRmsNormAsTheSpec) {
         // ulp apart.
         bad += std::abs(y[size_t(b) * D + i] - want) > 0.0079f * std::abs(want) + 1e-6f;
       }
-    EXPECT_EQ(bad, 0) << "D=" << D << " fused=" << c.fused << " shift=" << c.shift;
+    EXPECT_EQ(bad, 0) << "D=" << D << " form=" << c.form << " shift=" << c.shift;
     for (int i = 0; i < D; ++i)
       ASSERT_EQ(out[i].toFloat(), x[i])
-          << "residual base stored by block 0, D=" << D << " fused=" << c.fused;
+          << "residual base stored by block 0, D=" << D << " form=" << c.form;
   }
 }
 
