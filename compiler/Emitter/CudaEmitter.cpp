@@ -75,14 +75,32 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
   }
   // Each block's first instance, if a packed tile, streams its weights from
   // the phase's entry, under the norm and the counter waits
-  // (w4a16_gemv_begin).
+  // (w4a16_gemv_begin). Where the phase's every-block norm takes the split
+  // form (below), the streams are asked for between its loads and its
+  // arithmetic instead, so that its loads do not queue behind them.
   begunTasks.clear();
+  const size_t beginsAt = body.size();
   int64_t first = 0;
   for (TaskOpInterface t : grid) {
     if (!debug && (kernel.getEarlyWeightStreams() || phase.getEarlyWeightStreams()) &&
         emitGemvBegin(t, first, phase.getDealOffset()))
       begunTasks.insert(t.getName());
     first += t.getCount();
+  }
+  std::string begins = body.substr(beginsAt);
+  body.resize(beginsAt);
+  // The split form (block_residual_rmsnorm_loads, the streams, then
+  // block_residual_rmsnorm_rest_outlined) takes the one-sum norm rounded
+  // once with the resident residual; other norms load through registers
+  // after streams begun before them (REG_LOADS).
+  auto splitsAroundStreams = [&](ResidualRmsnormOp norm) {
+    const std::optional<uint64_t> roundings = norm.getRoundings();
+    return !begins.empty() && !twoSumNorms && !(roundings && *roundings == 2) &&
+           residentResidual && int64_t(norm.getDim()) == hidden;
+  };
+  if (!llvm::any_of(phase.getBodyBlock().getOps<ResidualRmsnormOp>(), splitsAroundStreams)) {
+    os << begins;
+    begins.clear();
   }
   // Each block's first instances' weights into L2, before the norm (not
   // where early streams already request a first instance's weights).
@@ -139,14 +157,26 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
           targs += flags[k] ? ", true" : ", false";
         break;
       }
-    os << "    {\n    MK_STAGE_BEGIN();\n"
-       << "    mk::block_residual" << (twoSumNorms ? "2" : "") << "_rmsnorm_outlined<" << T
-       << targs << ">(" << ptr(base) << ", " << accArg
-       << (twoSumNorms ? ", " + (acc2.empty() ? std::string("nullptr") : ptr(acc2)) : "")
-       << ", " << ident(norm.getWeight()) << ", " << dim << ", " << eps << ", xs, "
-       << outArg << ", scratch, " << (passWork ? "work" : "nullptr") << ", "
-       << (resident ? "resid" : "nullptr") << ", " << (residBase ? "true" : "false") << ");\n"
-       << "    MK_STAGE_END(mk::kStageNorm);\n    }\n";
+    os << "    {\n    MK_STAGE_BEGIN();\n";
+    if (!begins.empty() && splitsAroundStreams(norm)) {
+      const std::string common = ptr(base) + ", " + accArg + ", " +
+                                 ident(norm.getWeight()) + ", " + std::to_string(dim) + ", ";
+      const std::string tail = std::string(", resid, ") + (residBase ? "true" : "false");
+      os << "    const mk::NormLoads nl = mk::block_residual_rmsnorm_loads<" << T << ">("
+         << common << "xs, " << outArg << tail << ");\n"
+         << begins << "    mk::block_residual_rmsnorm_rest_outlined<" << T << ">(" << common
+         << eps << ", xs, " << outArg << ", scratch" << tail << ", nl);\n";
+      begins.clear();
+    } else {
+      os << "    mk::block_residual" << (twoSumNorms ? "2" : "") << "_rmsnorm_outlined<" << T
+         << targs << ">(" << ptr(base) << ", " << accArg
+         << (twoSumNorms ? ", " + (acc2.empty() ? std::string("nullptr") : ptr(acc2)) : "")
+         << ", " << ident(norm.getWeight()) << ", " << dim << ", " << eps << ", xs, "
+         << outArg << ", scratch, " << (passWork ? "work" : "nullptr") << ", "
+         << (resident ? "resid" : "nullptr") << ", " << (residBase ? "true" : "false")
+         << ");\n";
+    }
+    os << "    MK_STAGE_END(mk::kStageNorm);\n    }\n";
     // A norm without an accumulator leaves its base as the residual.
     residHolds = resident ? (out.empty() ? base : out).str() : "";
     auto cap = smemCapture.find(t.getName());
@@ -157,6 +187,8 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
          << ", reinterpret_cast<mk::bf16 *>(debug + " << c.offset << "));\n";
     }
   }
+  // (Empty: a split norm took them.)
+  os << begins;
   int64_t total = 0;
   for (TaskOpInterface t : grid)
     total += t.getCount();

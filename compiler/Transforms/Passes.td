@@ -341,11 +341,16 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
     at the phase's entry, before the every-block norm and its counter waits.
     `norm-free-streams=true` does the same only in the phases without an
     every-block norm (`early_weight_streams` on those phases), and
-    `norm-streams=true` only in the phases with one (after a grid barrier:
-    the stream runs under the norm, which needs no work area and then loads
-    through registers, so that its wait is not the stream's). All three are
-    off: measured slower on the H200 (docs/perf-notes.md #87, #129: the
-    norm's and counters' small loads queue behind the streams).
+    `norm-streams=true` only in the phases with one (after a grid barrier).
+    Where a phase has the every-block norm in its one-sum form, rounded
+    once, with the resident residual, the emitter asks for the streams
+    between the norm's loads and its arithmetic (which needs no work area
+    and loads nothing more), so that the norm's loads do not queue behind
+    them; before a norm of another form, which then loads through
+    registers (a cp.async wait would wait for the stream's groups too). All
+    three are off: with the streams before every norm they measured slower
+    (docs/perf-notes.md #87, #129, #196: the norm's and counters' small
+    loads queue behind the streams).
     `l2-first-tasks=true` marks the phases with an every-block norm
     (`l2_first_tasks`): they start after a grid barrier, and while every
     block computes the norm the memory system would idle; instead each
