@@ -84,6 +84,51 @@ __device__ __forceinline__ bool aligned16(const void *p) {
 /// across the sum of squares; a thread's quads past these (D > 4 * R *
 /// THREADS) are loaded where used.
 constexpr int kNormWeightQuads = 4;
+/// The resident residual a norm may use: none under -DMK_NORM_NO_RESIDENT
+/// or where `resid` is not 16-byte aligned (neither read nor written then),
+/// and without one no base is read from it.
+__device__ __forceinline__ void norm_resident(bf16 *&resid, bool &residBase) {
+#ifdef MK_NORM_NO_RESIDENT
+  resid = nullptr;
+#endif
+  if (resid && !aligned16(resid))
+    resid = nullptr;
+  if (!resid)
+    residBase = false;
+}
+/// Whether a norm takes its vector form (16-byte copies and quads): D a
+/// multiple of 8, every pointer 16-byte aligned, and a place for the base
+/// (`basePlace`); never under -DMK_NORM_SCALAR (to measure against).
+__device__ __forceinline__ bool norm_vec_ok(const bf16 *base, const float *acc, const bf16 *w,
+                                            int D, const float *y_smem, const bf16 *out,
+                                            bool basePlace, const float *acc2) {
+#ifdef MK_NORM_SCALAR
+  return false;
+#else
+  return D % 8 == 0 && aligned16(base) && (!acc || aligned16(acc)) && aligned16(w) &&
+         (!out || aligned16(out)) && aligned16(y_smem) && basePlace &&
+         (!acc2 || aligned16(acc2));
+#endif
+}
+/// The vector form's 16-byte copies: the base (unless `residBase`) to
+/// `sb`, the weight to `sw` (if staged), the sums to `sa`; one commit.
+template <int THREADS>
+__device__ __forceinline__ void norm_issue_copies(const bf16 *base, const float *acc,
+                                                  const bf16 *w, int D, uint8_t *sb,
+                                                  uint8_t *sa, uint8_t *sw, bool residBase) {
+#pragma unroll 1
+  for (int v = threadIdx.x; v < D / 8; v += THREADS) {
+    if (!residBase)
+      cp_async16(sb + 16 * v, base + 8 * v);
+    if (sw)
+      cp_async16(sw + 16 * v, w + 8 * v);
+    if (acc) {
+      cp_async16(sa + 32 * v, acc + 8 * v);
+      cp_async16(sa + 32 * v + 16, acc + 8 * v + 4);
+    }
+  }
+  cp_async_commit();
+}
 } // namespace detail
 
 namespace detail {
@@ -209,13 +254,7 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
                                                        void *stage, bf16 *resid,
                                                        bool residBase,
                                                        const float *acc2 = nullptr) {
-#ifdef MK_NORM_NO_RESIDENT
-  resid = nullptr;
-#endif
-  if (resid && !detail::aligned16(resid))
-    resid = nullptr; // neither read nor written
-  if (!resid)
-    residBase = false;
+  detail::norm_resident(resid, residBase);
 #ifdef MK_NORM_STAGED
   const bool staged = stage && detail::aligned16(stage);
 #else
@@ -226,6 +265,8 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
   // (2 D bytes of it) where the caller passes one.
   const bool baseInStage =
       BASE_IN_STAGE && !resid && !staged && stage && detail::aligned16(stage);
+  // (Not detail::norm_vec_ok: its place-for-the-base argument, evaluated
+  // first, changes this form's sm_90 code; the same condition otherwise.)
 #ifndef MK_NORM_SCALAR
   const bool vec = D % 8 == 0 && detail::aligned16(base) && (!acc || detail::aligned16(acc)) &&
                    detail::aligned16(w) && (!out || detail::aligned16(out)) &&
@@ -306,18 +347,7 @@ __device__ __forceinline__ void block_residual_rmsnorm(const bf16 *base, const f
       }
     }
   } else {
-#pragma unroll 1
-    for (int v = threadIdx.x; v < nv; v += THREADS) {
-      if (!residBase)
-        cp_async16(sb + 16 * v, base + 8 * v);
-      if (sw)
-        cp_async16(sw + 16 * v, w + 8 * v);
-      if (acc) {
-        cp_async16(sa + 32 * v, acc + 8 * v);
-        cp_async16(sa + 32 * v + 16, acc + 8 * v + 4);
-      }
-    }
-    cp_async_commit();
+    detail::norm_issue_copies<THREADS>(base, acc, w, D, sb, sa, sw, residBase);
     loadWeight();
     cp_async_wait<0>();
   }
@@ -366,7 +396,8 @@ block_residual2_rmsnorm_outlined(const bf16 *base, const float *acc, const float
 
 /// What a split norm carries from its loads to its arithmetic: whether it
 /// took the vector form, and the thread's first norm weight quads (loaded
-/// into registers, maybe still in flight).
+/// into registers by the loads; they land before the rest is called, which
+/// takes them by value).
 struct NormLoads {
   bool vec;
   uint2 w[detail::kNormWeightQuads];
@@ -379,74 +410,56 @@ struct NormLoads {
 /// register loads, and wait for the copies (a block barrier); the rest
 /// (out of line, block_residual_rmsnorm_rest_outlined) is the arithmetic,
 /// which loads nothing from global memory (the weight quads come in
-/// `NormLoads`), so a stream asked for in between does not delay it as a
-/// stream asked for before the norm's loads does (perf notes #129, #196:
-/// the loads queue behind the stream). Same values as
-/// block_residual_rmsnorm_outlined. -DMK_NORM_SPLIT_LATE_WEIGHT: the weight
-/// quads loaded by the rest instead (after whatever the caller asked for
-/// in between), to measure against.
+/// `NormLoads`). Meant to let a stream run under the arithmetic without
+/// the norm's loads queueing behind it (perf notes #129, #196); measured
+/// no faster with per-lane `cp.async` streams, whose issue the threads
+/// spend before the arithmetic (#212). Same values as
+/// block_residual_rmsnorm_outlined (bit for bit: the same operations in the
+/// same order).
 template <int THREADS>
 __device__ __forceinline__ NormLoads block_residual_rmsnorm_loads(const bf16 *base,
                                                                   const float *acc,
                                                                   const bf16 *w, int D,
                                                                   float *y_smem, bf16 *out,
                                                                   bf16 *resid, bool residBase) {
+  [[maybe_unused]] StageClock clk; // -DMK_PHASE_TIMING: the norm's loads
+  detail::norm_resident(resid, residBase);
   NormLoads l;
-  l.vec = D % 8 == 0 && resid && detail::aligned16(resid) && detail::aligned16(base) &&
-          (!acc || detail::aligned16(acc)) && detail::aligned16(w) &&
-          (!out || detail::aligned16(out)) && detail::aligned16(y_smem);
-#ifdef MK_NORM_SCALAR
-  l.vec = false;
-#endif
+  l.vec = detail::norm_vec_ok(base, acc, w, D, y_smem, out, resid != nullptr, nullptr);
   constexpr int R = detail::kNormWeightQuads;
 #pragma unroll
   for (int j = 0; j < R; ++j)
     l.w[j] = make_uint2(0u, 0u);
   if (!l.vec)
     return l;
-  const int nv = D / 8, nq = D / 4;
-  uint8_t *sb = reinterpret_cast<uint8_t *>(resid), *sa = reinterpret_cast<uint8_t *>(y_smem);
-#pragma unroll 1
-  for (int v = threadIdx.x; v < nv; v += THREADS) {
-    if (!residBase)
-      cp_async16(sb + 16 * v, base + 8 * v);
-    if (acc) {
-      cp_async16(sa + 32 * v, acc + 8 * v);
-      cp_async16(sa + 32 * v + 16, acc + 8 * v + 4);
-    }
-  }
-  cp_async_commit();
-#ifndef MK_NORM_SPLIT_LATE_WEIGHT
+  detail::norm_issue_copies<THREADS>(base, acc, w, D, reinterpret_cast<uint8_t *>(resid),
+                                     reinterpret_cast<uint8_t *>(y_smem), nullptr, residBase);
 #pragma unroll
   for (int j = 0; j < R; ++j)
-    if (const int q = threadIdx.x + j * THREADS; q < nq)
+    if (const int q = threadIdx.x + j * THREADS; q < D / 4)
       l.w[j] = __ldg(reinterpret_cast<const uint2 *>(w) + q);
-#endif
   cp_async_wait<0>();
   __syncthreads();
+  clk.lap(kStageNormLoads);
   return l;
 }
 
-/// The rest of block_residual_rmsnorm_loads' norm: block_residual_rmsnorm's
-/// arithmetic (or, where the loads did not take the vector form, the
-/// element-wise functions). y_smem is ready for every thread on return.
+/// The rest of block_residual_rmsnorm_loads' norm (the same arguments):
+/// block_residual_rmsnorm's arithmetic, or, where the loads did not take
+/// the vector form, the element-wise functions. y_smem is ready for every
+/// thread on return.
 template <int THREADS>
 __device__ MK_NORM_OUTLINED_ATTR void
 block_residual_rmsnorm_rest_outlined(const bf16 *base, const float *acc, const bf16 *w, int D,
                                      float eps, float *y_smem, bf16 *out, float *scratch,
                                      bf16 *resid, bool residBase, NormLoads l) {
+  detail::norm_resident(resid, residBase);
   if (!l.vec) {
     block_residual<THREADS>(base, acc, D, y_smem, out, resid, residBase);
     block_rmsnorm<THREADS>(y_smem, w, D, eps, y_smem, scratch);
     return;
   }
   [[maybe_unused]] StageClock clk;
-#ifdef MK_NORM_SPLIT_LATE_WEIGHT
-#pragma unroll
-  for (int j = 0; j < detail::kNormWeightQuads; ++j)
-    if (const int q = threadIdx.x + j * THREADS; q < D / 4)
-      l.w[j] = __ldg(reinterpret_cast<const uint2 *>(w) + q);
-#endif
   const float4 none[detail::kNormWeightQuads] = {};
   detail::norm_rest<THREADS, false, false>(reinterpret_cast<const uint8_t *>(resid),
                                            reinterpret_cast<const uint8_t *>(y_smem), nullptr,
@@ -455,5 +468,4 @@ block_residual_rmsnorm_rest_outlined(const bf16 *base, const float *acc, const b
   __syncthreads();
   clk.lap(kStageNormRest);
 }
-
 } // namespace mk

@@ -89,14 +89,18 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
   }
   std::string begins = body.substr(beginsAt);
   body.resize(beginsAt);
+  // Whether a norm keeps its residual in shared memory (`resid`).
+  auto residentNorm = [&](ResidualRmsnormOp norm) {
+    return residentResidual && int64_t(norm.getDim()) == hidden;
+  };
   // The split form (block_residual_rmsnorm_loads, the streams, then
-  // block_residual_rmsnorm_rest_outlined) takes the one-sum norm rounded
-  // once with the resident residual; other norms load through registers
-  // after streams begun before them (REG_LOADS).
+  // block_residual_rmsnorm_rest_outlined) takes the every-block one-sum
+  // norm rounded once with the resident residual; other norms load through
+  // registers after streams begun before them (REG_LOADS).
   auto splitsAroundStreams = [&](ResidualRmsnormOp norm) {
     const std::optional<uint64_t> roundings = norm.getRoundings();
-    return !begins.empty() && !twoSumNorms && !(roundings && *roundings == 2) &&
-           residentResidual && int64_t(norm.getDim()) == hidden;
+    return !begins.empty() && cast<TaskOpInterface>(norm.getOperation()).isEveryBlock() &&
+           !twoSumNorms && !(roundings && *roundings == 2) && residentNorm(norm);
   };
   if (!llvm::any_of(phase.getBodyBlock().getOps<ResidualRmsnormOp>(), splitsAroundStreams)) {
     os << begins;
@@ -134,7 +138,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
     // staged form (-DMK_NORM_STAGED) and, without the resident residual,
     // as where the base lands (the template's BASE_IN_STAGE).
     StringRef base = norm.getBase();
-    const bool resident = residentResidual && dim == hidden;
+    const bool resident = residentNorm(norm);
     const bool residBase = resident && base == residHolds;
     residRead |= residBase;
     const bool passWork = begunTasks.empty();

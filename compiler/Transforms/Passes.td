@@ -338,7 +338,8 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
     Weights never depend on a previous phase, only activations do. With
     `streams=true` the kernel gets `early_weight_streams`: each
     block starts the weight copies of its first packed GEMV instance of a phase
-    at the phase's entry, before the every-block norm and its counter waits.
+    at the phase's entry, before its counter waits (and the every-block
+    norm's arithmetic or the whole norm, as below).
     `norm-free-streams=true` does the same only in the phases without an
     every-block norm (`early_weight_streams` on those phases), and
     `norm-streams=true` only in the phases with one (after a grid barrier).
@@ -350,7 +351,9 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
     registers (a cp.async wait would wait for the stream's groups too). All
     three are off: with the streams before every norm they measured slower
     (docs/perf-notes.md #87, #129, #196: the norm's and counters' small
-    loads queue behind the streams).
+    loads queue behind the streams), and with them between the norm's loads
+    and its arithmetic too (#212: +15 us; the threads issue the stream's
+    copies before the arithmetic).
     `l2-first-tasks=true` marks the phases with an every-block norm
     (`l2_first_tasks`): they start after a grid barrier, and while every
     block computes the norm the memory system would idle; instead each

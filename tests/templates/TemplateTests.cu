@@ -678,9 +678,10 @@ __global__ void __launch_bounds__(T, 1)
 }
 
 // Every form; the fused and split ones on shapes that take their vector
-// path (2304, 256, 7000: more than one vector per thread, and past the
-// weight quads held in registers) and their element-wise fallback (2300:
-// not a multiple of 8; `shift`: an input not 16-byte aligned).
+// path (2304, 256, 7000: more than one vector per thread; 9216: past the
+// weight quads a thread holds in registers, 4 x T) and their element-wise
+// fallback (2300: not a multiple of 8; `shift`: an input not 16-byte
+// aligned).
 TEST(Norm, ResidualThenRmsNormAsTheSpec) {
   REQUIRE_GPU();
   struct Case {
@@ -691,8 +692,9 @@ TEST(Norm, ResidualThenRmsNormAsTheSpec) {
   for (Case c : {Case{2304, kElementWise, 0}, Case{256, kElementWise, 0},
                  Case{7000, kElementWise, 0}, Case{2304, kFused, 0}, Case{256, kFused, 0},
                  Case{7000, kFused, 0}, Case{2300, kFused, 0}, Case{2304, kFused, 1},
-                 Case{2304, kSplit, 0}, Case{256, kSplit, 0}, Case{7000, kSplit, 0},
-                 Case{2300, kSplit, 0}, Case{2304, kSplit, 1}}) {
+                 Case{9216, kFused, 0}, Case{2304, kSplit, 0}, Case{256, kSplit, 0},
+                 Case{7000, kSplit, 0}, Case{9216, kSplit, 0}, Case{2300, kSplit, 0},
+                 Case{2304, kSplit, 1}}) {
     const int D = c.D;
     Rng r(D);
     const NormInputs in(r, D);
@@ -725,6 +727,39 @@ TEST(Norm, ResidualThenRmsNormAsTheSpec) {
     for (int i = 0; i < D; ++i)
       ASSERT_EQ(out[i].toFloat(), x[i])
           << "residual base stored by block 0, D=" << D << " form=" << c.form;
+  }
+}
+
+// The split form does the fused form's operations in the same order: the
+// same values bit for bit, on the vector path (one and more vectors per
+// thread, past the register-held weight quads) and the fallback.
+TEST(Norm, SplitFormIsTheFusedBitForBit) {
+  REQUIRE_GPU();
+  for (int D : {2304, 9216, 2300}) {
+    Rng r(D + 3);
+    const NormInputs in(r, D);
+    Dev<HB> db(in.base), dw(in.w), dout(D);
+    Dev<float> da(in.acc), dy((size_t)3 * D);
+    const int smemBytes = normSmemBytes(D);
+    CK(cudaFuncSetAttribute(normKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytes));
+    std::vector<float> y[2];
+    std::vector<HB> out[2];
+    for (int f = 0; f < 2; ++f) {
+      dy.zero();
+      dout.zero();
+      normKernel<<<3, T, smemBytes>>>(db.as<mk::bf16>(), da.p, dw.as<mk::bf16>(), D, dy.p,
+                                      dout.as<mk::bf16>(), f ? kSplit : kFused);
+      CK(cudaGetLastError());
+      CK(cudaDeviceSynchronize());
+      y[f] = dy.get();
+      out[f] = dout.get();
+    }
+    int differ = 0;
+    for (size_t i = 0; i < y[0].size(); ++i)
+      differ += std::memcmp(&y[0][i], &y[1][i], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0) << "D=" << D;
+    for (int i = 0; i < D; ++i)
+      ASSERT_EQ(out[0][i].toFloat(), out[1][i].toFloat()) << "residual, D=" << D;
   }
 }
 
@@ -787,10 +822,12 @@ TEST(Norm, RoundedTwice) {
 /// Two norms in a row as the emitted kernels chain them: the first keeps its
 /// residual in `resid` (shared memory), the second reads its base from
 /// there, not from `out1` (which only block 0 writes, in this same launch).
+/// `split`: the second norm in two parts (block_residual_rmsnorm_loads and
+/// _rest_outlined), as a projection phase with an early stream has it.
 __global__ void __launch_bounds__(T, 1)
     chainedNormKernel(const mk::bf16 *base, const float *acc1, const float *acc2,
                       const mk::bf16 *w1, const mk::bf16 *w2, int D, float *y, mk::bf16 *out1,
-                      mk::bf16 *out2) {
+                      mk::bf16 *out2, bool split) {
   extern __shared__ float smem[];
   const int d4 = (D + 3) / 4 * 4;
   mk::bf16 *resid = reinterpret_cast<mk::bf16 *>(smem + d4 + 32);
@@ -798,17 +835,26 @@ __global__ void __launch_bounds__(T, 1)
   mk::block_residual_rmsnorm<T>(base, acc1, w1, D, 1e-6f, smem, out1, smem + d4, stage, resid,
                                 false);
   __syncthreads();
-  mk::block_residual_rmsnorm<T>(out1, acc2, w2, D, 1e-6f, smem, out2, smem + d4, stage, resid,
-                                true);
+  if (split) {
+    const mk::NormLoads l =
+        mk::block_residual_rmsnorm_loads<T>(out1, acc2, w2, D, smem, out2, resid, true);
+    mk::block_residual_rmsnorm_rest_outlined<T>(out1, acc2, w2, D, 1e-6f, smem, out2, smem + d4,
+                                                resid, true, l);
+  } else {
+    mk::block_residual_rmsnorm<T>(out1, acc2, w2, D, 1e-6f, smem, out2, smem + d4, stage, resid,
+                                  true);
+  }
   for (int i = threadIdx.x; i < D; i += T)
     y[blockIdx.x * D + i] = smem[i];
 }
 
 // The staged form (2304, 7000) and the element-wise fallback (2300), each
-// with a resident residual between the two norms.
+// with a resident residual between the two norms, the second fused or
+// split.
 TEST(Norm, ChainedNormsKeepTheResidualResident) {
   REQUIRE_GPU();
-  for (int D : {2304, 7000, 2300}) {
+  for (int D : {2304, 7000, 2300})
+  for (bool split : {false, true}) {
     Rng r(D + 1);
     auto base = randBf16(r, D, 1.f), w1 = randBf16(r, D, 0.5f), w2 = randBf16(r, D, 0.5f);
     std::vector<float> acc1(D), acc2(D);
@@ -824,7 +870,7 @@ TEST(Norm, ChainedNormsKeepTheResidualResident) {
                             smemBytes));
     chainedNormKernel<<<3, T, smemBytes>>>(db.as<mk::bf16>(), da1.p, da2.p, dw1.as<mk::bf16>(),
                                            dw2.as<mk::bf16>(), D, dy.p, dout1.as<mk::bf16>(),
-                                           dout2.as<mk::bf16>());
+                                           dout2.as<mk::bf16>(), split);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     std::vector<float> x1(D), x2(D);
@@ -843,10 +889,10 @@ TEST(Norm, ChainedNormsKeepTheResidualResident) {
         const float want = mk::roundBf16(x2[i] * rr * w2[i].toFloat());
         bad += std::abs(y[size_t(b) * D + i] - want) > 0.0079f * std::abs(want) + 1e-6f;
       }
-    EXPECT_EQ(bad, 0) << "D=" << D;
+    EXPECT_EQ(bad, 0) << "D=" << D << " split=" << split;
     for (int i = 0; i < D; ++i) {
       ASSERT_EQ(out1[i].toFloat(), x1[i]) << "first residual, D=" << D;
-      ASSERT_EQ(out2[i].toFloat(), x2[i]) << "second residual, D=" << D;
+      ASSERT_EQ(out2[i].toFloat(), x2[i]) << "second residual, D=" << D << " split=" << split;
     }
   }
 }

@@ -321,7 +321,7 @@ LogicalResult KernelOp::verifyRegions() {
       if (divisor <= 0)
         return s.emitOpError("divisor must be positive, got ") << divisor;
       int64_t count = tasks[it->second].op.getCount();
-      if ((count + divisor - 1) / divisor > c->second.getSize())
+      if (1 + (count - 1) / divisor > c->second.getSize())
         return s.emitOpError("signals counter index ")
                << (count - 1) / divisor << " but @" << s.getCounter()
                << " has only " << c->second.getSize() << " counters";
@@ -352,7 +352,7 @@ LogicalResult KernelOp::verifyRegions() {
                  << "' which does not come before task '" << w.getTask()
                  << "' (possible deadlock)";
         for (int64_t i = 0, e = tasks[producer].op.getCount(); i < e; ++i)
-          ++received[i / s.getDivisor()];
+          ++received[i / static_cast<int64_t>(s.getDivisor())];
         preds[consumer].push_back(producer);
         // A wait in the prologue guards only what the prologue stages (a
         // moe_down's gate/up sums, an attention chunk's absorbed queries,
@@ -385,7 +385,7 @@ LogicalResult KernelOp::verifyRegions() {
       // Instance j waits on k = (j / divisor) * span + q, q < span: every
       // such k in ascending order, each once (at most the counter's size,
       // plus the first one past it).
-      const int64_t groups = (count + divisor - 1) / divisor;
+      const int64_t groups = 1 + (count - 1) / divisor;
       for (int64_t g = 0; g < groups; ++g)
         for (int64_t q = 0; q < span; ++q) {
           const int64_t k = g * span + q;

@@ -31,7 +31,10 @@ def Schedule_KernelOp : Schedule_Op<"kernel", [
     is stored is the `schedule.weight`'s own (`tile`, `order`).
     `early_weight_streams` (set by `schedule-prefetch-weights`): each
     block's first instance of a packed GEMV task in a phase starts its
-    weight stream at the phase's entry, before the norm and counter waits.
+    weight stream at the phase's entry, before the counter waits (in a
+    phase with the every-block norm, before the norm or, in its one-sum
+    form rounded once with the resident residual, between its loads and
+    its arithmetic).
     `tile_stages_ahead` (set by `schedule-prefetch-weights`) is how many
     stages of a grouped packed GEMV tile's weight ring (the `folded` and
     `scaled` arithmetics' tile) are asked for before its first step, the
