@@ -412,8 +412,8 @@ struct NormLoads {
 /// which loads nothing from global memory (the weight quads come in
 /// `NormLoads`). Meant to let a stream run under the arithmetic without
 /// the norm's loads queueing behind it (perf notes #129, #196); measured
-/// no faster with per-lane `cp.async` streams, whose issue the threads
-/// spend before the arithmetic (#212). Same values as
+/// no faster, with per-lane `cp.async` streams (#212) and with bulk copies
+/// (#213): the arithmetic slows while the block's stream is in flight. Same values as
 /// block_residual_rmsnorm_outlined (bit for bit: the same operations in the
 /// same order).
 template <int THREADS>

@@ -352,8 +352,8 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
     three are off: with the streams before every norm they measured slower
     (docs/perf-notes.md #87, #129, #196: the norm's and counters' small
     loads queue behind the streams), and with them between the norm's loads
-    and its arithmetic too (#212: +15 us; the threads issue the stream's
-    copies before the arithmetic).
+    and its arithmetic too (#212: +15 us; #213, the integer tile's bulk
+    streams: +12 us).
     `l2-first-tasks=true` marks the phases with an every-block norm
     (`l2_first_tasks`): they start after a grid barrier, and while every
     block computes the norm the memory system would idle; instead each
