@@ -129,9 +129,6 @@ __device__ __forceinline__ void norm_issue_copies(const bf16 *base, const float 
   }
   cp_async_commit();
 }
-} // namespace detail
-
-namespace detail {
 /// The arithmetic of block_residual_rmsnorm's vector form, once its loads
 /// have landed for every thread: the base at `sb` (bf16, in order), the
 /// sums at `sa` (fp32), the weight at `sw` (staged) or in `wr`. No global
