@@ -208,6 +208,11 @@ variant tspread schedule-partition-work=balance-spread=true
 # measured it no faster beside the default's attention and GEMV prologue
 # waits): oracle test and bench.
 variant tawait schedule-prologue-waits=absorb=true
+# The MLA attention in 16-head tasks whose queries and probabilities are one
+# bf16 part (one mma per step), at most a chunk per 32 rows (opt-in; perf
+# notes #215: 3.3 us per token faster at 16384, even at 2048 on an H100):
+# oracle test and bench.
+variant tonepart "schedule-partition-work=attention-head-group=16 attention-chunks=128 attention-query-parts=1 attention-chunk-rows=32"
 # The routed experts waiting for the router's counter instead of polling its
 # logits (the default until session 35; perf notes #167): oracle test and
 # bench.

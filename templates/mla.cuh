@@ -238,8 +238,12 @@ __device__ __forceinline__ void online_softmax_update(float *mrun, float *lrun, 
 } // namespace detail
 
 /// How many context chunks the attention splits into (same on every block).
-__device__ __forceinline__ int mla_num_chunks(int rows, int grid, int max_chunks) {
-  int n = (rows + 15) / 16;
+/// At most one chunk per `chunk_rows` rows (rounded up): fewer, longer
+/// chunks at short contexts, where more would cost more partials to write
+/// and merge than their shorter loops save.
+__device__ __forceinline__ int mla_num_chunks(int rows, int grid, int max_chunks,
+                                              int chunk_rows = 16) {
+  int n = (rows + chunk_rows - 1) / chunk_rows;
   n = n < grid ? n : grid;
   n = n < max_chunks ? n : max_chunks;
   return n > 0 ? n : 1;
@@ -297,8 +301,13 @@ __device__ __forceinline__ unsigned long long *mla_ring_bars() {
   __shared__ __align__(8) unsigned long long bars[4];
   return bars;
 }
-template <int HG, int SUB = kMlaSub> __host__ __device__ constexpr int mla_attention_stages() {
-  return HG > 8 || SUB > 16 ? 2 : 3;
+/// Ring slots of the block-wide tensor-core form: 3, but 2 where the query
+/// rows take more room (9 to 16 heads in hi and lo parts, PARTS 2) or the
+/// sub-chunks are 32 rows (sm_120's 99 KB). PARTS: the parts (hi, lo) the
+/// absorbed queries and the probabilities are carried in.
+template <int HG, int SUB = kMlaSub, int PARTS = 2>
+__host__ __device__ constexpr int mla_attention_stages() {
+  return (HG > 8 && PARTS == 2) || SUB > 16 ? 2 : 3;
 }
 template <int LORA, int ROPE> __host__ __device__ constexpr int mla_stage_row() {
   return LORA + (ROPE + 15) / 16 * 16 + 8;
@@ -311,9 +320,9 @@ template <int THREADS, int SUB = kMlaSub> __host__ __device__ constexpr int mla_
 /// A rows in use, 8 for up to 8 heads (rows 8-15 are then zero registers),
 /// else 16.
 template <int HG> __host__ __device__ constexpr int mla_query_rows() { return HG > 8 ? 16 : 8; }
-template <int THREADS, int HG, int LORA, int ROPE, int SUB = kMlaSub>
+template <int THREADS, int HG, int LORA, int ROPE, int SUB = kMlaSub, int PARTS = 2>
 __host__ __device__ constexpr int mla_attention_mma_smem_floats() {
-  return (mla_attention_stages<HG, SUB>() * SUB + 2 * mla_query_rows<HG>()) *
+  return (mla_attention_stages<HG, SUB, PARTS>() * SUB + PARTS * mla_query_rows<HG>()) *
              mla_stage_row<LORA, ROPE>() / 2 +
          mla_score_ksplit<THREADS, SUB>() * HG * SUB + HG * SUB + 3 * HG;
 }
@@ -361,9 +370,9 @@ __host__ __device__ constexpr bool mla_attention_sliced_fits() {
 /// Shared memory of mla_attention_chunk_task, in floats: enough for every
 /// form, so that -DMK_MLA_ATTENTION_SIMT and -DMK_MLA_ATTENTION_SLICED need
 /// no other kernel.
-template <int THREADS, int HG, int LORA, int ROPE, int SUB = kMlaSub>
+template <int THREADS, int HG, int LORA, int ROPE, int SUB = kMlaSub, int PARTS = 2>
 __host__ __device__ constexpr int mla_attention_smem_floats() {
-  constexpr int mma = mla_attention_mma_smem_floats<THREADS, HG, LORA, ROPE, SUB>();
+  constexpr int mma = mla_attention_mma_smem_floats<THREADS, HG, LORA, ROPE, SUB, PARTS>();
   constexpr int simt = mla_attention_simt_smem_floats<HG, LORA, ROPE, kMlaSimtSub>();
   constexpr int sliced = mla_attention_sliced_fits<THREADS, HG, LORA, ROPE, SUB>()
                              ? mla_attention_sliced_smem_floats<THREADS, HG, LORA, ROPE>()
@@ -563,6 +572,13 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t
 /// 99 KB). (Perf notes #77: 1-2 us at context 2048 and 7-9 us at 16384 faster
 /// than element-wise row copies and hi and lo in separate mma.)
 ///
+/// PARTS 1 (9 to 16 heads only): the absorbed queries and the
+/// probabilities rounded to bf16, one part: one mma per step for 16 heads,
+/// and the query rows' freed half takes the ring's third slot. The products
+/// stay exact and the sums fp32; the error is bf16's rounding of each
+/// query element and probability (relative 2^-9), which the softmax's
+/// weighted sums average down (docs/pipeline.md, the error budget).
+///
 /// WARP_SOFTMAX (-DMK_MLA_WARP_SOFTMAX, opt-in; up to 8 heads, 16-row
 /// sub-chunks, else ignored): no softmax stage. Every warp forms the
 /// probabilities its weighted-sum fragments need itself, right after the
@@ -587,7 +603,7 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t
 /// armed with the sub-chunk's bytes; threads wait on the slot's mbarrier
 /// instead of their cp.async groups. The same ring layout and arithmetic.
 template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub,
-          class Wait = NoPrologue, bool WARP_SOFTMAX = kMlaWarpSoftmax,
+          class Wait = NoPrologue, int PARTS = 2, bool WARP_SOFTMAX = kMlaWarpSoftmax,
           bool BULK_ROWS = kMlaBulkRows>
 __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int rows, float scale,
                                                    const float *q_abs, const bf16 *q_rope,
@@ -603,11 +619,15 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
   // follow the qhi rows; the probabilities' lo parts likewise), so one mma
   // takes both parts: C rows 8-15 hold the lo sums, added at the end.
   constexpr bool PACK = !M16;
+  static_assert(PARTS == 2 || (PARTS == 1 && M16),
+                "one part only with 9 to 16 heads (up to 8, the lo parts ride in A rows 8-15)");
+  // ONE: the queries and probabilities as one bf16 part, one mma per step.
+  constexpr bool ONE = PARTS == 1;
   constexpr int NG = HM / HG;
   constexpr int WARPS = THREADS / 32;
   static_assert(SUB_ROWS == 16 || (SUB_ROWS == 32 && HG <= 8),
                 "16-row sub-chunks, or 32 with up to 8 heads");
-  constexpr int SUB = SUB_ROWS, NST = mla_attention_stages<HG, SUB>(),
+  constexpr int SUB = SUB_ROWS, NST = mla_attention_stages<HG, SUB, PARTS>(),
                 ROW = mla_stage_row<LORA, ROPE>();
   constexpr int R16 = (ROPE + 15) / 16 * 16;
   constexpr int NTW = SUB / 8;                        // row tiles of a sub-chunk's scores
@@ -623,7 +643,7 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
   const int chunk = task / NG, h0 = (task % NG) * HG;
   bf16 *ring = reinterpret_cast<bf16 *>(smem);       // [NST][SUB][ROW]
   bf16 *qhi = ring + NST * SUB * ROW, *qlo = qhi + QR * ROW; // [QR][ROW] each
-  float *spart = smem + (NST * SUB + 2 * QR) * ROW / 2; // [KQ][HG][SUB] partial scores
+  float *spart = smem + (NST * SUB + PARTS * QR) * ROW / 2; // [KQ][HG][SUB] partial scores
   float *prob = spart + KQ * HG * SUB;               // [HG][SUB]
   float *mrun = prob + HG * SUB, *lrun = mrun + HG, *alpha = lrun + HG;
   const int r0 = (int)((long long)chunk * rows / nchunks);
@@ -746,7 +766,8 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
       const int i = threadIdx.x + k * THREADS, h = i / (LORA / 2), d = 2 * (i % (LORA / 2));
       if (h < QR) {
         *reinterpret_cast<uint32_t *>(qhi + h * ROW + d) = detail::bf2_part(x[k], false);
-        *reinterpret_cast<uint32_t *>(qlo + h * ROW + d) = detail::bf2_part(x[k], true);
+        if constexpr (!ONE)
+          *reinterpret_cast<uint32_t *>(qlo + h * ROW + d) = detail::bf2_part(x[k], true);
       }
     }
 #ifdef MK_MLA_QUERIES_TWO_TRIPS
@@ -824,7 +845,7 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
 #else
       constexpr bool kChain = true;
 #endif
-      constexpr bool SPLIT = PACK && !kChain;
+      constexpr bool SPLIT = (PACK || ONE) && !kChain;
       // Whether the k-groups before the last hold only latent steps (the
       // unit's and every wide spec's shapes); otherwise (a small latent
       // dim, as the tiny spec's 128 + 16) each step is tested at run time.
@@ -844,7 +865,7 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
           detail::mma_bf16_16816(sl, a0, a1, a2, a3, b0, b1);
         else
           detail::mma_bf16_16816(sh, a0, a1, a2, a3, b0, b1);
-        if constexpr (!PACK && LATENT) {
+        if constexpr (!PACK && !ONE && LATENT) {
           if constexpr (M16)
             detail::ldmatrix_x4(a0, a1, a2, a3, qlo + la16 * ROW + kb + lk16);
           else
@@ -878,8 +899,10 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
       // c3 (zero rows below 16 query rows).
       if constexpr (SPLIT)
 #pragma unroll
-        for (int c = 0; c < 4; ++c)
+        for (int c = 0; c < 4; ++c) {
           sh[c] += sl[c];
+          sl[c] = 0.f; // folded (ONE: the stores below add sl)
+        }
       if constexpr (kQuadParts) {
         *reinterpret_cast<float2 *>(spart + quadPart(kq, nt)) =
             make_float2(sh[0] + sh[2], sh[1] + sh[3]);
@@ -964,23 +987,37 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
       clk.lap(kStageMlaWeighted);
       // (The next sub-chunk's barrier orders spart's reuse.)
     } else {
-      // Softmax statistics, one warp per head, one row per lane.
-      static_assert(SUB <= 32, "one row per lane");
-      for (int h = warp; h < HG; h += WARPS) {
+      // Softmax statistics: SUB lanes per head, one row per lane (with
+      // 16-row sub-chunks a warp's two halves take heads h and h + WARPS,
+      // side by side), the maximum and the sum reduced within the head's
+      // lanes.
+      static_assert(SUB == 16 || SUB == 32, "one row per lane, whole heads per warp");
+      constexpr int SEGS = 32 / SUB;
+      const int seg = lane / SUB, row = lane % SUB;
+      for (int hw = warp; hw < HG; hw += WARPS * SEGS) {
+        const int h = hw + seg * WARPS;
+        const bool live = h < HG;
         float s = -INFINITY;
-        if (lane < n) {
+        if (live && row < n) {
           s = 0.f;
 #pragma unroll
           for (int q = 0; q < KQ; ++q)
-            s += spart[(q * HG + h) * SUB + lane];
+            s += spart[(q * HG + h) * SUB + row];
           s *= scale;
         }
-        const float mnew = fmaxf(mrun[h], warp_max(s));
-        const float p = lane < n ? expf(s - mnew) : 0.f;
-        if (lane < SUB)
-          prob[h * SUB + lane] = p;
-        const float sum = warp_sum(p);
-        if (lane == 0)
+        float mx = s;
+#pragma unroll
+        for (int o = SUB / 2; o > 0; o /= 2)
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        const float mnew = fmaxf(live ? mrun[h] : -INFINITY, mx);
+        const float p = live && row < n ? expf(s - mnew) : 0.f;
+        if (live)
+          prob[h * SUB + row] = p;
+        float sum = p;
+#pragma unroll
+        for (int o = SUB / 2; o > 0; o /= 2)
+          sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        if (live && row == 0)
           detail::online_softmax_update(mrun, lrun, alpha, h, mnew, sum);
       }
       __syncthreads();
@@ -1034,7 +1071,8 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
                 detail::mma_bf16_16816(acc[i], ph0, pl0, ph2, pl2, b0, b1);
               } else {
                 detail::mma_bf16_16816(acc[i], ph0, ph1, ph2, ph3, b0, b1);
-                detail::mma_bf16_16816(acc[i], pl0, pl1, pl2, pl3, b0, b1);
+                if constexpr (!ONE)
+                  detail::mma_bf16_16816(acc[i], pl0, pl1, pl2, pl3, b0, b1);
               }
             }
           }
@@ -1400,7 +1438,8 @@ __device__ void mla_attention_chunk_task_sliced(int task, int nchunks, int rows,
 /// wait for the absorbed queries, which the schedule put in its prologue):
 /// the block-wide form asks for its first rows first, then waits; the other
 /// forms wait first.
-template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS, class Wait>
+template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS, class Wait,
+          int PARTS = 2>
 __device__ void mla_attention_chunk_task_waiting(int task, int nchunks, int rows, float scale,
                                                  const float *q_abs, const bf16 *q_rope,
                                                  const bf16 *ckv, const bf16 *kr, float *part_m,
@@ -1421,18 +1460,18 @@ __device__ void mla_attention_chunk_task_waiting(int task, int nchunks, int rows
     mla_attention_chunk_task_sliced<THREADS, HM, HG, LORA, ROPE>(
         task, nchunks, rows, scale, q_abs, q_rope, ckv, kr, part_m, part_l, part_acc, smem);
   } else {
-    mla_attention_chunk_task_blockwide<THREADS, HM, HG, LORA, ROPE, SUB_ROWS>(
+    mla_attention_chunk_task_blockwide<THREADS, HM, HG, LORA, ROPE, SUB_ROWS, Wait, PARTS>(
         task, nchunks, rows, scale, q_abs, q_rope, ckv, kr, part_m, part_l, part_acc, smem,
         wait);
   }
 #endif
 }
-template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub>
+template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub, int PARTS = 2>
 __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float scale,
                                          const float *q_abs, const bf16 *q_rope, const bf16 *ckv,
                                          const bf16 *kr, float *part_m, float *part_l,
                                          float *part_acc, float *smem) {
-  mla_attention_chunk_task_waiting<THREADS, HM, HG, LORA, ROPE, SUB_ROWS>(
+  mla_attention_chunk_task_waiting<THREADS, HM, HG, LORA, ROPE, SUB_ROWS, NoPrologue, PARTS>(
       task, nchunks, rows, scale, q_abs, q_rope, ckv, kr, part_m, part_l, part_acc, smem,
       NoPrologue{});
 }

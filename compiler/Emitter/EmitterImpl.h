@@ -148,7 +148,12 @@ private:
       return {maxc, llvm::formatv("mk::gqa_num_chunks(ctx_len + 1, gridDim.x, {0}, {1})",
                                   at.getIntArg("kv_heads"), maxc)
                         .str()};
-    return {maxc, llvm::formatv("mk::mla_num_chunks(ctx_len + 1, gridDim.x, {0})", maxc).str()};
+    // The rows per chunk only where not the template's default (16).
+    const int64_t rows = at.getIntArg("chunk_rows", 16);
+    const std::string rowsArg = rows != 16 ? ", " + std::to_string(rows) : std::string();
+    return {maxc, llvm::formatv("mk::mla_num_chunks(ctx_len + 1, gridDim.x, {0}{1})", maxc,
+                                rowsArg)
+                      .str()};
   }
   /// Each attention's (MLA or GQA) chunks by its part_m buffer, gathered by
   /// one walk at the first combine: a walk per combine made the emission

@@ -435,9 +435,10 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
   const int64_t hm = int64_t(op.getHeads()), rope = int64_t(op.getRope()),
                 lora = int64_t(op.getLora());
   // Shared memory: the largest of the block-wide tensor-core form's (a ring
-  // of `sub` (16, or with `sub_rows` 32) padded rows per slot, hi and lo
-  // query rows: up to 8 heads and 16-row sub-chunks 3 slots and 8 query rows
-  // each, else 2 slots and 8 or 16 query rows; partial scores,
+  // of `sub` (16, or with `sub_rows` 32) padded rows per slot, query rows in
+  // `query_parts` parts (hi and lo, or with 1 hi only): up to 8 heads and
+  // 16-row sub-chunks 3 slots and 8 query rows each, 9-16 heads 16 query
+  // rows and 2 slots in two parts, 3 in one; partial scores,
   // probabilities, softmax state), the SIMT form's (-DMK_MLA_ATTENTION_SIMT:
   // queries, scores, 32 rows) and, where the shape takes it, the sliced
   // form's (-DMK_MLA_ATTENTION_SLICED: a ring of 4, 3 or 2 slots (the most
@@ -447,12 +448,12 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
   const int64_t hg = int64_t(op.getHeadGroup().value_or(0));
   const int64_t subRows = t.getIntArg("sub_rows", 16);
   constexpr int64_t simtSub = 32;
-  const int64_t sub = subRows;
-  const int64_t stages = hg > 8 || sub > 16 ? 2 : 3;
+  const int64_t sub = subRows, parts = t.getIntArg("query_parts", 2);
+  const int64_t stages = (hg > 8 && parts == 2) || sub > 16 ? 2 : 3;
   const int64_t row = lora + (rope + 15) / 16 * 16 + 8;
   const int64_t ksplit = T / 32 / (sub / 8);
   const int64_t queryRows = hg > 8 ? 16 : 8;
-  const int64_t mmaF = (stages * sub + 2 * queryRows) * row / 2 + ksplit * hg * sub +
+  const int64_t mmaF = (stages * sub + parts * queryRows) * row / 2 + ksplit * hg * sub +
                        hg * sub + 3 * hg;
   const int64_t simtF =
       (hg * lora + hg * rope + hg * simtSub + 3 * hg + 3) / 4 * 4 +
@@ -473,11 +474,14 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
   needWork(f);
   // -DMK_MLA_BULK_ROWS's ring mbarriers (mla_ring_bars: 4 x 8 B), there or not.
   needStaticShared("mla_ring_bars", 32);
-  // The template's SUB argument only where it is not its default (16).
-  const std::string subArg = sub != 16 ? ", " + std::to_string(sub) : "";
+  // The template's SUB and PARTS arguments only where they are not their
+  // defaults (16, 2): the default kernel's source stays as it was.
+  const std::string subArg =
+      sub != 16 || parts != 2 ? ", " + std::to_string(sub) : std::string();
+  const std::string partsArg = parts != 2 ? ", " + std::to_string(parts) : std::string();
   asserts.insert(
-      llvm::formatv("mk::mla_attention_smem_floats<{0}, {1}, {2}, {3}{4}>() == {5}",
-                    T, hg, lora, rope, subArg, f)
+      llvm::formatv("mk::mla_attention_smem_floats<{0}, {1}, {2}, {3}{4}{5}>() == {6}",
+                    T, hg, lora, rope, subArg, partsArg, f)
           .str());
   // A wait for the absorbed queries in the task's prologue
   // (schedule-prologue-waits `attention`, on by default): the waiting form, which asks
@@ -493,7 +497,7 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
   o << "      if (i < nch * " << hm / hg << ")\n"
     << "        mkgen::call<&mk::mla_attention_chunk_task" << (waiting ? "_waiting" : "") << "<"
     << T << ", " << hm << ", " << hg << ", " << lora << ", " << rope
-    << (waiting ? ", " + std::to_string(sub) + ", " + prologueWaitType : subArg)
+    << (waiting ? ", " + std::to_string(sub) + ", " + prologueWaitType : subArg) << partsArg
     << ">>(i, nch, ctx_len + 1, " << fmtFloat(op.getScale().convertToDouble()) << ", "
     << ptr(op.getQAbs()) << ", " << ptr(op.getQRope()) << ", " << ptr(op.getCKv(), true)
     << ", " << ptr(op.getKRope(), true) << ", " << ptr(op.getPartM(), true) << ", "

@@ -123,6 +123,15 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
            "cache rows per sub-chunk of an MLA attention task: 16, or 32 "
            "(up to 8 heads per task; two ring slots of 32 rows instead of "
            "three of 16: half the block barriers and softmax passes per row)">,
+    Option<"attentionQueryParts", "attention-query-parts", "int64_t", "2",
+           "bf16 parts the MLA attention carries its absorbed queries and "
+           "probabilities in: 2 (hi + lo, ~16 significant bits) or 1 (bf16; "
+           "only with 9-16 heads per task, one mma per step instead of two; "
+           "docs/pipeline.md, the error budget)">,
+    Option<"attentionChunkRows", "attention-chunk-rows", "int64_t", "16",
+           "cache rows per MLA attention chunk at least, but for rounding: "
+           "at most one chunk per this many rows (a multiple of 16, up to "
+           "4096), so that short contexts merge fewer partials">,
     Option<"fullSegmentBytes", "full-segment-bytes", "int64_t", "0",
            "contiguous bytes per streamed row below which a tile's bytes "
            "cost twice as much (0: no penalty; 128 measured 2% slower on the "

@@ -94,6 +94,8 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOpInterface t, KernelOp k
   ctx.attentionChunks = attentionChunks;
   ctx.attentionHeadGroup = attentionHeadGroup;
   ctx.attentionSubRows = attentionSubRows;
+  ctx.attentionQueryParts = attentionQueryParts;
+  ctx.attentionChunkRows = attentionChunkRows;
   auto producerOf = [&](StringRef buffer) { return producer.lookup(buffer); };
   ctx.producerOf = producerOf; // (a function_ref: the lambda outlives the call)
   FailureOr<std::vector<TaskCut>> cuts = t.getLegalCuts(ctx);
@@ -122,6 +124,9 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOpInterface t, KernelOp k
 /// mk::kMaxGrid (grid_sync.cuh): the most blocks a kernel runs with, so the
 /// most worth balancing for, and the most MLA attention chunks that run.
 constexpr int64_t kMaxBlocks = 1024;
+/// The most rows per attention chunk the option takes (a 65536-row context
+/// still splits into 16 chunks).
+constexpr int64_t kMaxMlaChunkRows = 4096;
 
 /// A task's accesses (TaskKinds.h: what its buffer arguments name, then
 /// its access lists).
@@ -506,6 +511,12 @@ void SchedulePartitionWorkPass::runOnOperation() {
     return bad("attention-head-group", "in 1..16 (the mma's A rows)", attentionHeadGroup);
   if (attentionSubRows != 16 && attentionSubRows != 32)
     return bad("attention-sub-rows", "16 or 32", attentionSubRows);
+  if (attentionQueryParts != 1 && attentionQueryParts != 2)
+    return bad("attention-query-parts", "1 or 2", attentionQueryParts);
+  if (attentionChunkRows < 16 || attentionChunkRows > kMaxMlaChunkRows ||
+      attentionChunkRows % 16)
+    return bad("attention-chunk-rows",
+               "a multiple of 16 in 16.." + Twine(kMaxMlaChunkRows), attentionChunkRows);
   if (attentionChunks < 1 || attentionChunks > kMaxBlocks)
     return bad("attention-chunks",
                "in 1.." + Twine(kMaxBlocks) + " (at most one per block)",

@@ -555,6 +555,17 @@ TEST(EmitterNvrtc, KimiLinearSixteenHeadAttention) {
   EXPECT_GT(m.dynamicSharedBytes, 0); // within sm_120's limit with its statics: check()
 }
 
+// The same in one bf16 part (attention-query-parts=1: one mma per step, a
+// 3-slot ring in the room of the lo query rows), at most a chunk per 32
+// rows: fits and compiles for both targets (its template test is
+// Mla.OnePartSixteenHeads; perf notes #215 measured it).
+TEST(EmitterNvrtc, KimiLinearOnePartAttention) {
+  mk::rt::Manifest m =
+      kimiLinearWith("schedule-partition-work=attention-head-group=16 attention-chunks=128 "
+                     "attention-query-parts=1 attention-chunk-rows=32");
+  EXPECT_GT(m.dynamicSharedBytes, 0); // within sm_120's limit with its statics: check()
+}
+
 // 32-row attention sub-chunks (attention-sub-rows=32: two ring slots of 32
 // rows): the kernel fits sm_120's 99 KB and compiles for both targets with
 // no spill (its template test is Mla.ThirtyTwoRowSubChunks).

@@ -1232,13 +1232,14 @@ __global__ void __launch_bounds__(T, 1)
 // with its rows moved by bulk copies (BULK_ROWS) whatever the build's
 // macros.
 enum MlaForm : int { kMlaPicked = 0, kMlaSliced = 1, kMlaWarpSoftmaxForm = 2, kMlaBulkRowsForm = 3 };
-// AT threads, FORM an MlaForm.
-template <int HM, int HG, int SUB, int AT, int FORM>
+// AT threads, FORM an MlaForm, the queries and probabilities in PARTS
+// parts, a chunk per CROWS rows at most.
+template <int HM, int HG, int SUB, int AT, int FORM, int PARTS = 2, int CROWS = 16>
 __global__ void __launch_bounds__(AT, 1)
     attnKernel(int rows, float scale, const float *qabs, const mk::bf16 *qr, const mk::bf16 *ckv,
                const mk::bf16 *kr, float *pm, float *pl, float *pa, int *nchOut) {
   extern __shared__ float smem[];
-  const int nch = mk::mla_num_chunks(rows, gridDim.x, 64);
+  const int nch = mk::mla_num_chunks(rows, gridDim.x, 64, CROWS);
   if (blockIdx.x == 0 && threadIdx.x == 0)
     *nchOut = nch;
   // Head groups of HG: HM / HG tasks per chunk.
@@ -1247,15 +1248,16 @@ __global__ void __launch_bounds__(AT, 1)
       mk::mla_attention_chunk_task_sliced<AT, HM, HG, LORA, ROPE>(t, nch, rows, scale, qabs, qr,
                                                                   ckv, kr, pm, pl, pa, smem);
     else if constexpr (FORM == kMlaWarpSoftmaxForm)
-      mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, true>(
+      mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, 2,
+                                             true>(
           t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
     else if constexpr (FORM == kMlaBulkRowsForm)
-      mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue,
+      mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, 2,
                                              mk::kMlaWarpSoftmax, true>(
           t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
     else
-      mk::mla_attention_chunk_task<AT, HM, HG, LORA, ROPE, SUB>(t, nch, rows, scale, qabs, qr,
-                                                                ckv, kr, pm, pl, pa, smem);
+      mk::mla_attention_chunk_task<AT, HM, HG, LORA, ROPE, SUB, PARTS>(
+          t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
 }
 // Latent-dim slices per head, as the partition cuts them (fp32 sums).
 constexpr int kCombineSlices = 4;
@@ -1321,9 +1323,11 @@ __global__ void __launch_bounds__(T, 1)
 
 /// HM heads in attention tasks of HG heads (2: A rows 8-15 carry the lo
 /// parts; 16: they carry heads), sub-chunks of SUB cache rows, the
-/// attention in blocks of AT threads in form FORM (an MlaForm).
+/// attention in blocks of AT threads in form FORM (an MlaForm), its queries
+/// and probabilities in PARTS bf16 parts, a chunk per CROWS rows at most
+/// (PARTS and CROWS: the separate launches, not WAITING's).
 template <int HM = 4, int HG = 2, int SUB = mk::kMlaSub, int AT = T, int FORM = kMlaPicked,
-          bool WAITING = false>
+          bool WAITING = false, int PARTS = 2, int CROWS = 16>
 void runMla(int ctx, bool adopt, uint64_t seed) {
   static_assert(!WAITING || (AT == T && FORM == kMlaPicked),
                 "the waiting form runs in the absorb's blocks");
@@ -1352,7 +1356,9 @@ void runMla(int ctx, bool adopt, uint64_t seed) {
   ropeKernel<HM><<<7, T>>>(ctx, dq.as<mk::bf16>(), dkv.as<mk::bf16>(), dqr.as<mk::bf16>(),
                        ckvIn.as<mk::bf16>(), krIn.as<mk::bf16>(), (mk::bf16 *)co, (mk::bf16 *)ko);
   CK(cudaGetLastError());
-  const size_t asmem = mk::mla_attention_smem_floats<AT, HG, LORA, ROPE, SUB>() * sizeof(float);
+  static_assert(!WAITING || (PARTS == 2 && CROWS == 16), "the fused launch takes the defaults");
+  const size_t asmem =
+      mk::mla_attention_smem_floats<AT, HG, LORA, ROPE, SUB, PARTS>() * sizeof(float);
   const float scale = 1.f / std::sqrt(float(QD));
   Dev<unsigned> sync(mk::sync_bytes(3) / 4), calls(3);
   Dev<HB> qcopy(q.size());
@@ -1378,7 +1384,7 @@ void runMla(int ctx, bool adopt, uint64_t seed) {
     absorbKernel<HM><<<9, T, NOPE * sizeof(float)>>>(dq.as<mk::bf16>(), dw.p,
                                                      ds.as<mk::bf16>(), dz.as<mk::bf16>(), qabs.p);
     CK(cudaGetLastError());
-    auto attn = attnKernel<HM, HG, SUB, AT, FORM>;
+    auto attn = attnKernel<HM, HG, SUB, AT, FORM, PARTS, CROWS>;
     CK(cudaFuncSetAttribute(attn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)asmem));
     attn<<<23, AT, asmem>>>(rows, scale, qabs.p, dqr.as<mk::bf16>(), (mk::bf16 *)co,
                             (mk::bf16 *)ko, pm.p, pl.p, pa.p, nch.p);
@@ -1488,6 +1494,22 @@ TEST(Mla, SixteenHeadGroups) {
   REQUIRE_GPU();
   runMla<16, 16>(300, false, 24); // A rows 8-15 carry heads 8-15
   runMla<32, 16>(40, false, 25);  // two groups per chunk, a short last sub-chunk
+}
+// attention-query-parts=1: 16 heads' queries and probabilities in one bf16
+// part each (one mma per step, the ring's third slot); with
+// attention-chunk-rows=32, at most a chunk per 32 rows. The same bounds as
+// the two-part form against the fp32 reference.
+static_assert(mk::mla_attention_stages<16, 16, 1>() == 3 &&
+                  mk::mla_attention_stages<16, 16, 2>() == 2 &&
+                  mk::mla_attention_mma_smem_floats<256, 16, LORA, ROPE, 16, 1>() ==
+                      mk::mla_attention_mma_smem_floats<256, 16, LORA, ROPE, 16, 2>(),
+              "one part: the query rows' lo half becomes the ring's third slot");
+TEST(Mla, OnePartSixteenHeads) {
+  REQUIRE_GPU();
+  runMla<16, 16, 16, T, kMlaPicked, false, 1>(300, false, 26);
+  runMla<32, 16, 16, T, kMlaPicked, false, 1>(40, false, 27); // a short last sub-chunk
+  runMla<32, 16, 16, T, kMlaPicked, false, 1, 32>(1000, true, 28);
+  runMla<32, 16, 16, T, kMlaPicked, false, 1, 32>(0, false, 29); // the new row alone
 }
 // The sliced form (-DMK_MLA_ATTENTION_SLICED; up to 16 heads, 16-row
 // sub-chunks): at the unit's 256 threads 8 warps of 64 latent dims, 3 ring

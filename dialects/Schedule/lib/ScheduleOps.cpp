@@ -749,7 +749,25 @@ LogicalResult mk::schedule::verifyTaskOp(TaskOpInterface t) {
   if (auto g = dyn_cast<W4A16GemvOp>(t.getOperation()))
     if (failed(verifyGatedNormInput(g)) || failed(verifyArgmaxOfTiles(g)))
       return failure();
+  if (isa<MlaAttentionChunkOp>(t.getOperation()) && failed(verifyMlaAttentionForm(t)))
+    return failure();
   return verifyTaskArgs(t, TaskArgStage::Formed);
+}
+
+LogicalResult mk::schedule::verifyMlaAttentionForm(TaskOpInterface t) {
+  const int64_t sub = t.getIntArg("sub_rows", 16), parts = t.getIntArg("query_parts", 2),
+                rows = t.getIntArg("chunk_rows", 16), group = t.getIntArg("head_group", 0);
+  if (sub != 16 && sub != 32)
+    return t.emitOpError("sub_rows must be 16 or 32, got ") << sub;
+  if (sub == 32 && group > 8)
+    return t.emitOpError("sub_rows = 32 needs at most 8 heads per task, got ") << group;
+  if (parts != 1 && parts != 2)
+    return t.emitOpError("query_parts must be 1 or 2, got ") << parts;
+  if (parts == 1 && (group < 9 || group > 16))
+    return t.emitOpError("query_parts = 1 needs a head_group of 9 to 16 heads, got ") << group;
+  if (rows < 16 || rows % 16)
+    return t.emitOpError("chunk_rows must be a positive multiple of 16, got ") << rows;
+  return success();
 }
 
 LogicalResult mk::schedule::verifyGatedNormInput(W4A16GemvOp g) {

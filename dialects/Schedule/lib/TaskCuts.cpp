@@ -271,6 +271,18 @@ Cuts MlaAttentionChunkOp::getLegalCuts(const TaskCutContext &ctx) {
                                                   << headGroup;
     c.intArgs.push_back({"sub_rows", ctx.attentionSubRows});
   }
+  // One bf16 part for the queries and probabilities: only where 9-16 heads
+  // fill the mma's A rows (up to 8, the lo parts ride in the spare rows).
+  // Both this and the rows per chunk are left unsaid at their defaults.
+  if (ctx.attentionQueryParts != 2) {
+    if (headGroup <= 8)
+      return t.emitOpError("attention-query-parts=")
+             << ctx.attentionQueryParts << " needs 9 to 16 heads per task, got " << headGroup
+             << " (up to 8, the lo parts cost nothing: they ride in the mma's spare A rows)";
+    c.intArgs.push_back({"query_parts", ctx.attentionQueryParts});
+  }
+  if (ctx.attentionChunkRows != 16)
+    c.intArgs.push_back({"chunk_rows", ctx.attentionChunkRows});
   // The partials hold one row per chunk.
   c.bufferShapes = {{t.getStrArg("part_m").str(), {chunks * hm}},
                     {t.getStrArg("part_l").str(), {chunks * hm}},

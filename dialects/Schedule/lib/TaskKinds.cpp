@@ -102,7 +102,8 @@ const TaskArgSpec kMlaAttentionChunk[] = {
     in("k_rope"),        out("part_m"),         out("part_l"),
     out("part_acc"),     {"scale", T::Float},   {"heads", T::Pos},
     {"lora", T::Pos},    {"rope", T::Pos},      {"head_group", T::Pos, P},
-    {"max_chunks", T::Pos, P}, {"sub_rows", T::NonNeg, P}};
+    {"max_chunks", T::Pos, P}, {"sub_rows", T::NonNeg, P}, {"query_parts", T::NonNeg, P},
+    {"chunk_rows", T::NonNeg, P}};
 const TaskArgSpec kMlaCombineWv[] = {
     in("part_m"),        in("part_l"),     in("part_acc"),  acc("o"),
     {"kv_b", T::Weight}, {"heads", T::Pos}, {"lora", T::Pos}, {"v_head", T::Pos},

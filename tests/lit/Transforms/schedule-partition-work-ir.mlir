@@ -9,6 +9,11 @@
 // RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-sub-rows=32" | FileCheck %s --check-prefix=SUB32
 // RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-sub-rows=24" 2>&1 | FileCheck %s --check-prefix=BAD-SUB24
 // RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-sub-rows=32 attention-head-group=16" 2>&1 | FileCheck %s --check-prefix=BAD-SUB32-HG16
+// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-head-group=16 attention-query-parts=1 attention-chunk-rows=32" | FileCheck %s --check-prefix=ONE
+// RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-query-parts=1" 2>&1 | FileCheck %s --check-prefix=BAD-ONE-HG8
+// RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-query-parts=3" 2>&1 | FileCheck %s --check-prefix=BAD-PARTS3
+// RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-chunk-rows=24" 2>&1 | FileCheck %s --check-prefix=BAD-CROWS24
+// RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-chunk-rows=8192" 2>&1 | FileCheck %s --check-prefix=BAD-CROWS8192
 // RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-head-group=17" 2>&1 | FileCheck %s --check-prefix=BAD-HG17
 // RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-head-group=0" 2>&1 | FileCheck %s --check-prefix=BAD-HG0
 // RUN: not mk-opt %s -split-input-file "--schedule-partition-work=target-sms=0" 2>&1 | FileCheck %s --check-prefix=BAD-SMS0
@@ -38,6 +43,10 @@
 // BAD-HG0: schedule-partition-work: attention-head-group must be in 1..16 (the mma's A rows), got 0
 // BAD-SUB24: schedule-partition-work: attention-sub-rows must be 16 or 32, got 24
 // BAD-SUB32-HG16: 'schedule.mla_attention_chunk' op attention-sub-rows=32 needs at most 8 heads per task, got 16
+// BAD-ONE-HG8: 'schedule.mla_attention_chunk' op attention-query-parts=1 needs 9 to 16 heads per task, got 8 (up to 8, the lo parts cost nothing: they ride in the mma's spare A rows)
+// BAD-PARTS3: schedule-partition-work: attention-query-parts must be 1 or 2, got 3
+// BAD-CROWS24: schedule-partition-work: attention-chunk-rows must be a multiple of 16 in 16..4096, got 24
+// BAD-CROWS8192: schedule-partition-work: attention-chunk-rows must be a multiple of 16 in 16..4096, got 8192
 
 // GEMV tile width: 1024 x 1024 in groups of 128 is 8 tiles of 128 columns
 // (68 KB each) or 64 tiles of 16 (8.5 KB). The more SMs, the more and
@@ -267,6 +276,11 @@ schedule.kernel @wide_down attributes {threads = 256 : i64} {
 // 32-row sub-chunks: the attention task says so (sub_rows; 16, the
 // default, is not written).
 // CHECK-NOT: sub_rows
+// One bf16 part and at most a chunk per 32 rows: the task says both
+// (query_parts and chunk_rows; 2 and 16, the defaults, are not written).
+// CHECK-NOT: query_parts
+// CHECK-NOT: chunk_rows
+// ONE: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}chunk_rows = 32 : i64{{.*}}count = 64 : i64{{.*}}head_group = 16 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = #schedule.partition<chunks>{{.*}}query_parts = 1 : i64
 // SUB32: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 128 : i64{{.*}}head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = #schedule.partition<chunks>{{.*}}sub_rows = 32 : i64
 // CHUNKS: schedule.buffer @part_m {dtype = "f32", shape = array<i64: 256>}
 // CHUNKS: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 256>}

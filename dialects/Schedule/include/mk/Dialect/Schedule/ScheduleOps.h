@@ -41,6 +41,10 @@ mlir::LogicalResult verifyGatedNormInput(W4A16GemvOp g);
 /// A W4A16 GEMV's argmax of its tiles (schedule-fuse-argmax): its two
 /// arguments together, one weight's stored bf16 output, whole tiles.
 mlir::LogicalResult verifyArgmaxOfTiles(W4A16GemvOp g);
+/// An MLA attention task's form arguments: `sub_rows` 16 or 32 (32 with at
+/// most 8 heads), `query_parts` 1 or 2 (1 with 9-16 heads), `chunk_rows` a
+/// multiple of 16.
+mlir::LogicalResult verifyMlaAttentionForm(TaskOpInterface t);
 /// Why GEMV `g`'s tiles cannot merge the argmax of their output (the
 /// verifier's conditions after the arguments' presence; "" if they can).
 std::string argmaxOfTilesRefusal(W4A16GemvOp g);

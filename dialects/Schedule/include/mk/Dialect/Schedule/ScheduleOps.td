@@ -468,7 +468,8 @@ def Schedule_MlaAttentionChunkOp : Schedule_TaskBase<"mla_attention_chunk", "Mla
     FlatSymbolRefAttr:$k_rope, FlatSymbolRefAttr:$part_m, FlatSymbolRefAttr:$part_l,
     FlatSymbolRefAttr:$part_acc, F64Attr:$scale, Schedule_PosArg:$heads,
     Schedule_PosArg:$lora, Schedule_PosArg:$rope, OptionalAttr<Schedule_PosArg>:$head_group,
-    OptionalAttr<Schedule_PosArg>:$max_chunks, OptionalAttr<Schedule_NonNegArg>:$sub_rows),
+    OptionalAttr<Schedule_PosArg>:$max_chunks, OptionalAttr<Schedule_NonNegArg>:$sub_rows,
+    OptionalAttr<Schedule_NonNegArg>:$query_parts, OptionalAttr<Schedule_NonNegArg>:$chunk_rows),
     ["getPrologueGuardedBuffers"]>;
 def Schedule_MlaCombineWvOp : Schedule_TaskBase<"mla_combine_wv", "MlaCombineWv",
     "MLA partials merged and W_kv_b's value part applied, per head and latent slice", (ins

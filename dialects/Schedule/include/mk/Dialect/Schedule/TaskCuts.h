@@ -57,6 +57,11 @@ struct TaskCutContext {
   /// Cache rows per sub-chunk of an attention task (16, or 32 with up to 8
   /// heads per task).
   int64_t attentionSubRows = 16;
+  /// Parts (bf16 hi, lo) of the attention's queries and probabilities (2,
+  /// or 1 with 9-16 heads per task); rows per chunk at least (a multiple of
+  /// 16).
+  int64_t attentionQueryParts = 2;
+  int64_t attentionChunkRows = 16;
   /// The last task before this one that writes buffer `name` (null if none).
   llvm::function_ref<TaskOpInterface(llvm::StringRef name)> producerOf;
 };
