@@ -208,18 +208,19 @@ variant tspread schedule-partition-work=balance-spread=true
 # measured it no faster beside the default's attention and GEMV prologue
 # waits): oracle test and bench.
 variant tawait schedule-prologue-waits=absorb=true
-# The MLA attention in 16-head tasks whose queries and probabilities are one
-# bf16 part (one mma per step), at most a chunk per 32 rows (opt-in; perf
-# notes #215: 3.3 us per token faster at 16384, even at 2048 on an H100):
-# oracle test and bench.
-variant tonepart "schedule-partition-work=attention-head-group=16 attention-chunks=128 attention-query-parts=1 attention-chunk-rows=32"
+# The MLA attention before session 45: 8-head tasks (queries and
+# probabilities in hi + lo parts sharing one mma), 64 chunks of at least 16
+# rows; the default since (16-head tasks in one bf16 part, 128 chunks of at
+# least 32 rows) measured 3.3 us per token faster at 16384 and even at 2048
+# on an H100 (perf notes #215): oracle test and bench.
+variant thg8 "schedule-partition-work=attention-head-group=8 attention-chunks=64 attention-query-parts=2 attention-chunk-rows=16"
 # The routed experts waiting for the router's counter instead of polling its
 # logits (the default until session 35; perf notes #167): oracle test and
 # bench.
 variant tcounted schedule-poll-router-logits=enabled=false
 if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   # 32-row MLA attention sub-chunks (opt-in; perf notes #98: slower).
-  variant tsub32 schedule-partition-work=attention-sub-rows=32
+  variant tsub32 "schedule-partition-work=attention-head-group=8 attention-sub-rows=32"
   variant trowmajor schedule-tile-weights=layout=row-major
   variant ttiled schedule-tile-weights=layout=tiled
   variant tseg128 schedule-partition-work=full-segment-bytes=128
@@ -231,7 +232,9 @@ if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   variant tkdal2 schedule-prefetch-weights=kda-state-l2=true
   variant tnobalance schedule-partition-work=balance-phases=false
   variant tprefetch1 schedule-prefetch-weights=distance=1
-  variant thg16c128 "schedule-partition-work=attention-head-group=16 attention-chunks=128"
+  # 16-head tasks in two parts (two mma per step, a 2-slot ring): perf notes
+  # #214.
+  variant tparts2 "schedule-partition-work=attention-query-parts=2 attention-chunk-rows=16"
   # The attention's and the output projections' waits before their tasks
   # (the default until session 29).
   variant tnowait "schedule-prologue-waits=attention=false gemv=false"

@@ -987,13 +987,15 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
       clk.lap(kStageMlaWeighted);
       // (The next sub-chunk's barrier orders spart's reuse.)
     } else {
-      // Softmax statistics: SUB lanes per head, one row per lane (with
-      // 16-row sub-chunks a warp's two halves take heads h and h + WARPS,
-      // side by side), the maximum and the sum reduced within the head's
-      // lanes.
-      static_assert(SUB == 16 || SUB == 32, "one row per lane, whole heads per warp");
-      constexpr int SEGS = 32 / SUB;
-      const int seg = lane / SUB, row = lane % SUB;
+      // Softmax statistics, one row per lane, the maximum and the sum
+      // reduced within a head's lanes: a warp per head, or where the heads
+      // outnumber the warps (16-head tasks) and the sub-chunk is 16 rows, a
+      // head per 16 lanes (a warp's two halves take heads h and h + WARPS
+      // side by side: perf notes #215, the stage 0.80 -> 0.42 us a lap).
+      static_assert(SUB <= 32, "one row per lane");
+      constexpr int SEGS = HG > WARPS && SUB == 16 ? 2 : 1; // heads per warp
+      constexpr int LANES = 32 / SEGS;                     // lanes per head
+      const int seg = lane / LANES, row = lane % LANES;
       for (int hw = warp; hw < HG; hw += WARPS * SEGS) {
         const int h = hw + seg * WARPS;
         const bool live = h < HG;
@@ -1007,15 +1009,15 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
         }
         float mx = s;
 #pragma unroll
-        for (int o = SUB / 2; o > 0; o /= 2)
+        for (int o = LANES / 2; o > 0; o /= 2)
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
         const float mnew = fmaxf(live ? mrun[h] : -INFINITY, mx);
         const float p = live && row < n ? expf(s - mnew) : 0.f;
-        if (live)
+        if (live && row < SUB)
           prob[h * SUB + row] = p;
         float sum = p;
 #pragma unroll
-        for (int o = SUB / 2; o > 0; o /= 2)
+        for (int o = LANES / 2; o > 0; o /= 2)
           sum += __shfl_xor_sync(0xffffffffu, sum, o);
         if (live && row == 0)
           detail::online_softmax_update(mrun, lrun, alpha, h, mnew, sum);

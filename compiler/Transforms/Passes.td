@@ -112,23 +112,25 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
            "(H200: 132 x 2; the emitted kernel fits two blocks per SM)">,
     Option<"overheadBytes", "task-overhead-bytes", "int64_t", "24576",
            "fixed cost of one task, in bytes-streamed equivalents (0..2^40)">,
-    Option<"attentionChunks", "attention-chunks", "int64_t", "64",
-           "most context chunks of MLA attention">,
-    Option<"attentionHeadGroup", "attention-head-group", "int64_t", "8",
+    Option<"attentionChunks", "attention-chunks", "int64_t", "0",
+           "most context chunks of an attention (0: GQA 64; MLA as many as "
+           "fill target-sms once with its head groups' tasks, a power of two "
+           "up to 128: the unit's 2 groups of 16 heads take 128)">,
+    Option<"attentionHeadGroup", "attention-head-group", "int64_t", "16",
            "most heads per MLA attention task (1-16; the largest divisor of "
            "the heads up to this is taken): the tensor-core form's mma has 16 "
-           "A rows, so 16 heads cost the mma of 8 and read each cache row "
-           "half as often">,
+           "A rows; 16 heads read each cache row half as often as 8">,
     Option<"attentionSubRows", "attention-sub-rows", "int64_t", "16",
            "cache rows per sub-chunk of an MLA attention task: 16, or 32 "
            "(up to 8 heads per task; two ring slots of 32 rows instead of "
            "three of 16: half the block barriers and softmax passes per row)">,
-    Option<"attentionQueryParts", "attention-query-parts", "int64_t", "2",
+    Option<"attentionQueryParts", "attention-query-parts", "int64_t", "1",
            "bf16 parts the MLA attention carries its absorbed queries and "
-           "probabilities in: 2 (hi + lo, ~16 significant bits) or 1 (bf16; "
-           "only with 9-16 heads per task, one mma per step instead of two; "
-           "docs/pipeline.md, the error budget)">,
-    Option<"attentionChunkRows", "attention-chunk-rows", "int64_t", "16",
+           "probabilities in where a task has 9-16 heads: 1 (bf16, one mma "
+           "per step; docs/pipeline.md, the error budget) or 2 (hi + lo, ~16 "
+           "significant bits, two mma per step); tasks of up to 8 heads take "
+           "2 either way (the lo parts ride in the mma's spare A rows)">,
+    Option<"attentionChunkRows", "attention-chunk-rows", "int64_t", "32",
            "cache rows per MLA attention chunk at least, but for rounding: "
            "at most one chunk per this many rows (a multiple of 16, up to "
            "4096), so that short contexts merge fewer partials">,

@@ -517,9 +517,9 @@ void SchedulePartitionWorkPass::runOnOperation() {
       attentionChunkRows % 16)
     return bad("attention-chunk-rows",
                "a multiple of 16 in 16.." + Twine(kMaxMlaChunkRows), attentionChunkRows);
-  if (attentionChunks < 1 || attentionChunks > kMaxBlocks)
+  if (attentionChunks < 0 || attentionChunks > kMaxBlocks)
     return bad("attention-chunks",
-               "in 1.." + Twine(kMaxBlocks) + " (at most one per block)",
+               "in 0.." + Twine(kMaxBlocks) + " (at most one per block; 0: the default)",
                attentionChunks);
   if (fullSegmentBytes < 0)
     return bad("full-segment-bytes", ">= 0 (0: no penalty)", fullSegmentBytes);

@@ -383,8 +383,9 @@ TEST(EmitterNvrtc, KimiLinearAttentionPrologueWait) {
     ++waits;
   EXPECT_EQ(waits, 1u) << before;
   EXPECT_EQ(before.find("counter_wait(sync, " + base + " "), std::string::npos) << before;
-  // An instance past the context's chunks runs no task but still waits.
-  EXPECT_NE(before.find("if (i >= nch * 4) mk::CounterWaits{sync, " + base + " "),
+  // An instance past the context's chunks runs no task but still waits
+  // (two head groups of 16 per chunk).
+  EXPECT_NE(before.find("if (i >= nch * 2) mk::CounterWaits{sync, " + base + " "),
             std::string::npos)
       << before;
   // attention=false keeps every attention wait before the task.
@@ -545,32 +546,28 @@ TEST(EmitterNvrtc, RouterLogitsPolled) {
   }
 }
 
-// MLA attention in groups of 16 heads (attention-head-group=16: all 16 A
-// rows of the mma are heads, a 2-slot ring): the kernel still fits sm_120's
-// 99 KB and compiles for both targets (perf notes #75 measured it; its
-// template test is Mla.SixteenHeadGroups).
-TEST(EmitterNvrtc, KimiLinearSixteenHeadAttention) {
-  mk::rt::Manifest m =
-      kimiLinearWith("schedule-partition-work=attention-head-group=16 attention-chunks=128");
-  EXPECT_GT(m.dynamicSharedBytes, 0); // within sm_120's limit with its statics: check()
-}
-
-// The same in one bf16 part (attention-query-parts=1: one mma per step, a
-// 3-slot ring in the room of the lo query rows), at most a chunk per 32
-// rows: fits and compiles for both targets (its template test is
-// Mla.OnePartSixteenHeads; perf notes #215 measured it).
-TEST(EmitterNvrtc, KimiLinearOnePartAttention) {
-  mk::rt::Manifest m =
-      kimiLinearWith("schedule-partition-work=attention-head-group=16 attention-chunks=128 "
-                     "attention-query-parts=1 attention-chunk-rows=32");
-  EXPECT_GT(m.dynamicSharedBytes, 0); // within sm_120's limit with its statics: check()
+// MLA attention in groups of 16 heads in two parts (attention-query-parts=2:
+// all 16 A rows of the mma are heads, hi and lo parts in two mma, a 2-slot
+// ring) and, the default, in one (attention-query-parts=1: one mma per
+// step, a 3-slot ring in the room of the lo query rows), and in groups of 8
+// (hi and lo parts in one mma, 3 slots; the default before session 45): each
+// kernel fits sm_120's 99 KB and compiles for both targets (perf notes #75,
+// #214, #215 measured them; their template tests are Mla.SixteenHeadGroups,
+// Mla.OnePartSixteenHeads and the Mla tests of 2-4 heads).
+TEST(EmitterNvrtc, KimiLinearAttentionForms) {
+  for (const char *opt : {"schedule-partition-work=attention-query-parts=2",
+                          "schedule-partition-work=attention-head-group=8 attention-chunks=64"}) {
+    mk::rt::Manifest m = kimiLinearWith(opt);
+    EXPECT_GT(m.dynamicSharedBytes, 0) << opt; // within sm_120's limit with its statics: check()
+  }
 }
 
 // 32-row attention sub-chunks (attention-sub-rows=32: two ring slots of 32
 // rows): the kernel fits sm_120's 99 KB and compiles for both targets with
 // no spill (its template test is Mla.ThirtyTwoRowSubChunks).
 TEST(EmitterNvrtc, KimiLinearThirtyTwoRowAttention) {
-  mk::rt::Manifest m = kimiLinearWith("schedule-partition-work=attention-sub-rows=32");
+  mk::rt::Manifest m =
+      kimiLinearWith("schedule-partition-work=attention-head-group=8 attention-sub-rows=32");
   EXPECT_GT(m.dynamicSharedBytes, 0); // within sm_120's limit with its statics: check()
 }
 

@@ -249,7 +249,6 @@ Cuts MlaQAbsorbOp::getLegalCuts(const TaskCutContext &ctx) {
 Cuts MlaAttentionChunkOp::getLegalCuts(const TaskCutContext &ctx) {
   TaskOpInterface t = *this;
   int64_t hm = t.getIntArg("heads"), lora = t.getIntArg("lora");
-  int64_t chunks = ctx.attentionChunks;
   // Heads are split into groups of up to `attention-head-group` (the
   // tensor-core form takes at most 16: one mma's A rows) as well as rows
   // into chunks: one task per (chunk, head group), so short contexts still
@@ -260,7 +259,18 @@ Cuts MlaAttentionChunkOp::getLegalCuts(const TaskCutContext &ctx) {
       headGroup = g;
       break;
     }
-  TaskCut c = cut(chunks * (hm / headGroup), 0, Partition::Chunks);
+  // The chunks: `attention-chunks`, or where it is 0 (the default) as many
+  // as fill the blocks once with the head groups' tasks, in a power of two
+  // of at most kMaxAutoMlaChunks (the unit's 32 heads in 2 groups of 16 on
+  // 264 blocks: 128 chunks, 256 tasks).
+  const int64_t groups = hm / headGroup;
+  int64_t chunks = ctx.attentionChunks;
+  if (chunks == 0) {
+    chunks = 1;
+    while (2 * chunks <= kMaxAutoMlaChunks && 2 * chunks * groups <= ctx.targetBlocks)
+      chunks *= 2;
+  }
+  TaskCut c = cut(chunks * groups, 0, Partition::Chunks);
   c.intArgs = {{"max_chunks", chunks}, {"head_group", headGroup}};
   // 32-row sub-chunks (an option; 16, the template's default, is left
   // unsaid, so the default kernel's IR and source do not change).
@@ -271,16 +281,12 @@ Cuts MlaAttentionChunkOp::getLegalCuts(const TaskCutContext &ctx) {
                                                   << headGroup;
     c.intArgs.push_back({"sub_rows", ctx.attentionSubRows});
   }
-  // One bf16 part for the queries and probabilities: only where 9-16 heads
-  // fill the mma's A rows (up to 8, the lo parts ride in the spare rows).
-  // Both this and the rows per chunk are left unsaid at their defaults.
-  if (ctx.attentionQueryParts != 2) {
-    if (headGroup <= 8)
-      return t.emitOpError("attention-query-parts=")
-             << ctx.attentionQueryParts << " needs 9 to 16 heads per task, got " << headGroup
-             << " (up to 8, the lo parts cost nothing: they ride in the mma's spare A rows)";
-    c.intArgs.push_back({"query_parts", ctx.attentionQueryParts});
-  }
+  // One bf16 part for the queries and probabilities where 9-16 heads fill
+  // the mma's A rows; tasks of up to 8 heads keep both parts (the lo parts
+  // ride in the spare A rows at no cost). Both this and the rows per chunk
+  // are left unsaid at the template's defaults (2, 16).
+  if (ctx.attentionQueryParts == 1 && headGroup > 8)
+    c.intArgs.push_back({"query_parts", int64_t(1)});
   if (ctx.attentionChunkRows != 16)
     c.intArgs.push_back({"chunk_rows", ctx.attentionChunkRows});
   // The partials hold one row per chunk.
@@ -345,7 +351,8 @@ Cuts GqaAttentionChunkOp::getLegalCuts(const TaskCutContext &ctx) {
   int64_t hq = t.getIntArg("heads"), hkv = t.getIntArg("kv_heads"), hd = t.getIntArg("head_dim");
   if (hkv <= 0 || hq % hkv)
     return t.emitOpError("heads (") << hq << ") must be a multiple of kv_heads (" << hkv << ")";
-  int64_t chunks = ctx.attentionChunks;
+  // `attention-chunks`, 0 (the default) meaning kDefaultGqaChunks.
+  int64_t chunks = ctx.attentionChunks ? ctx.attentionChunks : kDefaultGqaChunks;
   // The rows a task reads depend on the context: no bytes for the cost model.
   TaskCut c = cut(chunks * hkv, 0, Partition::Chunks);
   c.intArgs = {{"max_chunks", chunks}};
@@ -358,7 +365,7 @@ Cuts GqaAttentionChunkOp::getLegalCuts(const TaskCutContext &ctx) {
 Cuts GqaCombineOp::getLegalCuts(const TaskCutContext &ctx) {
   TaskOpInterface t = *this;
   int64_t hq = t.getIntArg("heads"), hd = t.getIntArg("head_dim");
-  int64_t chunks = ctx.attentionChunks;
+  int64_t chunks = ctx.attentionChunks ? ctx.attentionChunks : kDefaultGqaChunks;
   // Its chunk count is the attention task's (the emitter reads it there).
   TaskCut c = cut(hq, chunks * (hd + 2) * 4, Partition::Heads);
   c.intArgs = {{"heads_per_task", 1}};

@@ -4,13 +4,12 @@
 // RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=target-sms=32 phase-budget=false" | FileCheck %s --check-prefix=SMS32
 // RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=target-sms=16 full-segment-bytes=128 phase-budget=false" | FileCheck %s --check-prefix=FSB
 // RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-chunks=16" | FileCheck %s --check-prefix=CHUNKS
-// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-head-group=16" | FileCheck %s --check-prefix=HG16
+// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-head-group=8" | FileCheck %s --check-prefix=HG8
 // RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-head-group=12" | FileCheck %s --check-prefix=HG12
-// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-sub-rows=32" | FileCheck %s --check-prefix=SUB32
+// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-head-group=8 attention-sub-rows=32" | FileCheck %s --check-prefix=SUB32
 // RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-sub-rows=24" 2>&1 | FileCheck %s --check-prefix=BAD-SUB24
-// RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-sub-rows=32 attention-head-group=16" 2>&1 | FileCheck %s --check-prefix=BAD-SUB32-HG16
-// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-head-group=16 attention-query-parts=1 attention-chunk-rows=32" | FileCheck %s --check-prefix=ONE
-// RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-query-parts=1" 2>&1 | FileCheck %s --check-prefix=BAD-ONE-HG8
+// RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-sub-rows=32" 2>&1 | FileCheck %s --check-prefix=BAD-SUB32-HG16
+// RUN: mk-opt %s -split-input-file -verify-diagnostics "--schedule-partition-work=attention-query-parts=2 attention-chunk-rows=16" | FileCheck %s --check-prefix=TWO
 // RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-query-parts=3" 2>&1 | FileCheck %s --check-prefix=BAD-PARTS3
 // RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-chunk-rows=24" 2>&1 | FileCheck %s --check-prefix=BAD-CROWS24
 // RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-chunk-rows=8192" 2>&1 | FileCheck %s --check-prefix=BAD-CROWS8192
@@ -19,7 +18,7 @@
 // RUN: not mk-opt %s -split-input-file "--schedule-partition-work=target-sms=0" 2>&1 | FileCheck %s --check-prefix=BAD-SMS0
 // RUN: not mk-opt %s -split-input-file "--schedule-partition-work=target-sms=1025" 2>&1 | FileCheck %s --check-prefix=BAD-SMS1025
 // RUN: not mk-opt %s -split-input-file "--schedule-partition-work=task-overhead-bytes=-1" 2>&1 | FileCheck %s --check-prefix=BAD-OVERHEAD
-// RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-chunks=0" 2>&1 | FileCheck %s --check-prefix=BAD-CHUNKS
+// RUN: not mk-opt %s -split-input-file "--schedule-partition-work=attention-chunks=-1" 2>&1 | FileCheck %s --check-prefix=BAD-CHUNKS
 // RUN: not mk-opt %s -split-input-file "--schedule-partition-work=full-segment-bytes=-1" 2>&1 | FileCheck %s --check-prefix=BAD-SEGMENT
 
 // schedule-partition-work on hand-written tasks: for each task the pass lists
@@ -37,13 +36,12 @@
 // BAD-SMS0: schedule-partition-work: target-sms must be in 1..1024 (blocks the grid runs at once), got 0
 // BAD-SMS1025: schedule-partition-work: target-sms must be in 1..1024 (blocks the grid runs at once), got 1025
 // BAD-OVERHEAD: schedule-partition-work: task-overhead-bytes must be in 0..1099511627776, got -1
-// BAD-CHUNKS: schedule-partition-work: attention-chunks must be in 1..1024 (at most one per block), got 0
+// BAD-CHUNKS: schedule-partition-work: attention-chunks must be in 0..1024 (at most one per block; 0: the default), got -1
 // BAD-SEGMENT: schedule-partition-work: full-segment-bytes must be >= 0 (0: no penalty), got -1
 // BAD-HG17: schedule-partition-work: attention-head-group must be in 1..16 (the mma's A rows), got 17
 // BAD-HG0: schedule-partition-work: attention-head-group must be in 1..16 (the mma's A rows), got 0
 // BAD-SUB24: schedule-partition-work: attention-sub-rows must be 16 or 32, got 24
 // BAD-SUB32-HG16: 'schedule.mla_attention_chunk' op attention-sub-rows=32 needs at most 8 heads per task, got 16
-// BAD-ONE-HG8: 'schedule.mla_attention_chunk' op attention-query-parts=1 needs 9 to 16 heads per task, got 8 (up to 8, the lo parts cost nothing: they ride in the mma's spare A rows)
 // BAD-PARTS3: schedule-partition-work: attention-query-parts must be 1 or 2, got 3
 // BAD-CROWS24: schedule-partition-work: attention-chunk-rows must be a multiple of 16 in 16..4096, got 24
 // BAD-CROWS8192: schedule-partition-work: attention-chunk-rows must be a multiple of 16 in 16..4096, got 8192
@@ -255,37 +253,42 @@ schedule.kernel @wide_down attributes {threads = 256 : i64} {
 // -----
 
 // MLA: attention runs one task per (chunk, group of up to
-// attention-head-group heads: 8 by default; the largest divisor of the
+// attention-head-group heads: 16 by default; the largest divisor of the
 // heads up to it, so 12 gives 8 of the 16 here), chunks from
-// attention-chunks (64 by default), and the partials are resized to
-// one row per chunk and head (part_m, part_l: chunks x 16; part_acc:
-// chunks x 16 x 64). The combine cuts each head into as many latent slices
-// (of whole 16-row steps) as fit one wave: 4 on 264 SMs, 2 on 32, 1 on 16.
+// attention-chunks (0 by default: as many as fill target-sms once with the
+// groups' tasks, a power of two up to 128: 128 here with one group of 16
+// on 264 blocks, 128 with two of 8, 32 on 32 blocks, 16 on 16), and the
+// partials are resized to one row per chunk and head (part_m, part_l:
+// chunks x 16; part_acc: chunks x 16 x 64). Tasks of 16 heads carry their
+// queries and probabilities in one bf16 part (query_parts = 1, the
+// default attention-query-parts; tasks of 8 keep two, unsaid), and a chunk
+// takes at least 32 rows (chunk_rows, attention-chunk-rows; 2 and 16, the
+// template's defaults, are unsaid). The combine cuts each head into as
+// many latent slices (of whole 16-row steps) as fit one wave: 4 on 264
+// SMs, 2 on 32, 1 on 16.
 // The query absorption is one task per head here (64 latent rows fit one).
 // CHECK-LABEL: schedule.kernel @mla
-// CHECK: schedule.buffer @part_m {dtype = "f32", shape = array<i64: 1024>}
-// CHECK: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 1024>}
-// CHECK: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 65536>}
+// CHECK: schedule.buffer @part_m {dtype = "f32", shape = array<i64: 2048>}
+// CHECK: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 2048>}
+// CHECK: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 131072>}
 // CHECK: schedule.mla_q_absorb "absorb" {{{.*}}bytes = 16384 : i64{{.*}}count = 16 : i64{{.*}}partition = #schedule.partition<heads>
-// CHECK: schedule.mla_attention_chunk "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 128 : i64{{.*}}head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = #schedule.partition<chunks>
+// CHECK: schedule.mla_attention_chunk "attention" {{{.*}}c_kv = @c_kv, chunk_rows = 32 : i64, count = 128 : i64{{.*}}head_group = 16 : i64{{.*}}max_chunks = 128 : i64{{.*}}partition = #schedule.partition<chunks>{{.*}}query_parts = 1 : i64
 // CHECK: schedule.mla_combine_wv "combine" {{{.*}}count = 64 : i64{{.*}}grain = "mla_head"{{.*}}grain_per = 4 : i64{{.*}}partition = #schedule.partition<heads>{{.*}}slices = 4 : i64
+// SMS16: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}count = 16 : i64{{.*}}max_chunks = 16 : i64
 // SMS16: schedule.{{[a-z0-9_]+}} "combine" {{{.*}}count = 16 : i64{{.*}}grain_per = 1 : i64{{.*}}slices = 1 : i64
+// SMS32: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}count = 32 : i64{{.*}}max_chunks = 32 : i64
 // SMS32: schedule.{{[a-z0-9_]+}} "combine" {{{.*}}count = 32 : i64{{.*}}grain_per = 2 : i64{{.*}}slices = 2 : i64
-// HG16: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 64 : i64{{.*}}head_group = 16 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = #schedule.partition<chunks>
-// HG12: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 128 : i64{{.*}}head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = #schedule.partition<chunks>
+// HG8: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv, chunk_rows = 32 : i64, count = 256 : i64{{.*}}head_group = 8 : i64{{.*}}max_chunks = 128 : i64{{.*}}partition = #schedule.partition<chunks>, q_abs = @q_abs, q_rope = @q_rope, reads
+// HG12: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv, chunk_rows = 32 : i64, count = 256 : i64{{.*}}head_group = 8 : i64{{.*}}max_chunks = 128 : i64{{.*}}partition = #schedule.partition<chunks>, q_abs = @q_abs, q_rope = @q_rope, reads
+// TWO: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv, count = 128 : i64{{.*}}head_group = 16 : i64{{.*}}max_chunks = 128 : i64{{.*}}partition = #schedule.partition<chunks>, q_abs = @q_abs, q_rope = @q_rope, reads
 // 32-row sub-chunks: the attention task says so (sub_rows; 16, the
 // default, is not written).
 // CHECK-NOT: sub_rows
-// One bf16 part and at most a chunk per 32 rows: the task says both
-// (query_parts and chunk_rows; 2 and 16, the defaults, are not written).
-// CHECK-NOT: query_parts
-// CHECK-NOT: chunk_rows
-// ONE: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}chunk_rows = 32 : i64{{.*}}count = 64 : i64{{.*}}head_group = 16 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = #schedule.partition<chunks>{{.*}}query_parts = 1 : i64
-// SUB32: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 128 : i64{{.*}}head_group = 8 : i64{{.*}}max_chunks = 64 : i64{{.*}}partition = #schedule.partition<chunks>{{.*}}sub_rows = 32 : i64
+// SUB32: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 256 : i64{{.*}}head_group = 8 : i64{{.*}}max_chunks = 128 : i64{{.*}}partition = #schedule.partition<chunks>{{.*}}sub_rows = 32 : i64
 // CHUNKS: schedule.buffer @part_m {dtype = "f32", shape = array<i64: 256>}
 // CHUNKS: schedule.buffer @part_l {dtype = "f32", shape = array<i64: 256>}
 // CHUNKS: schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 16384>}
-// CHUNKS: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 32 : i64{{.*}}head_group = 8 : i64{{.*}}max_chunks = 16 : i64
+// CHUNKS: schedule.{{[a-z0-9_]+}} "attention" {{{.*}}c_kv = @c_kv{{.*}}count = 16 : i64{{.*}}head_group = 16 : i64{{.*}}max_chunks = 16 : i64
 schedule.kernel @mla attributes {threads = 256 : i64} {
   schedule.weight @kv_b.w_q {dtype = "u8", shape = array<i64: 32, 1024>, group = 32 : i64}
   schedule.buffer @q {dtype = "bf16", shape = array<i64: 512>, space = "io"}

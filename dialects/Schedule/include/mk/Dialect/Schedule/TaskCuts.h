@@ -46,22 +46,29 @@ struct TaskCut {
 };
 
 /// What a kind's cuts depend on beyond the task itself.
+/// Context chunks of an attention whose `attention-chunks` is 0 (the
+/// default): a GQA attention's, and the most an MLA attention takes (it
+/// takes as many as fill the blocks once with its head groups' tasks).
+constexpr int64_t kDefaultGqaChunks = 64;
+constexpr int64_t kMaxAutoMlaChunks = 128;
+
 struct TaskCutContext {
   /// Threads per block (the kernel's).
   int64_t threads = 256;
   /// Blocks the grid runs at once (schedule-partition-work target-sms).
   int64_t targetBlocks = 264;
-  /// MLA attention: the most context chunks, the most heads per task.
-  int64_t attentionChunks = 64;
-  int64_t attentionHeadGroup = 8;
+  /// Attention: the most context chunks (0: the kind's default, below), the
+  /// most heads per MLA task.
+  int64_t attentionChunks = 0;
+  int64_t attentionHeadGroup = 16;
   /// Cache rows per sub-chunk of an attention task (16, or 32 with up to 8
   /// heads per task).
   int64_t attentionSubRows = 16;
   /// Parts (bf16 hi, lo) of the attention's queries and probabilities (2,
   /// or 1 with 9-16 heads per task); rows per chunk at least (a multiple of
   /// 16).
-  int64_t attentionQueryParts = 2;
-  int64_t attentionChunkRows = 16;
+  int64_t attentionQueryParts = 1;
+  int64_t attentionChunkRows = 32;
   /// The last task before this one that writes buffer `name` (null if none).
   llvm::function_ref<TaskOpInterface(llvm::StringRef name)> producerOf;
 };
