@@ -211,8 +211,8 @@ variant tawait schedule-prologue-waits=absorb=true
 # The MLA attention before session 45: 8-head tasks (queries and
 # probabilities in hi + lo parts sharing one mma), 64 chunks of at least 16
 # rows; the default since (16-head tasks in one bf16 part, 128 chunks of at
-# least 32 rows) measured 3.3 us per token faster at 16384 and even at 2048
-# on an H100 (perf notes #215): oracle test and bench.
+# least 32 rows) measured 3.3 us per token faster at 16384 and on par at
+# 2048 on an H100 (perf notes #215): oracle test and bench.
 variant thg8 "schedule-partition-work=attention-head-group=8 attention-chunks=64 attention-query-parts=2 attention-chunk-rows=16"
 # The routed experts waiting for the router's counter instead of polling its
 # logits (the default until session 35; perf notes #167): oracle test and

@@ -269,8 +269,9 @@ constexpr int kMlaSimtSub = 32;
 /// zero-padded to a multiple of 16 and 8 bf16 of padding (a row is then an
 /// odd number of 16-byte units: the 8 rows an ldmatrix or a fragment load
 /// touches fall in distinct banks). Up to 8 heads: 3 slots (two in flight
-/// under the math); 16 query rows take the third slot's room (sm_120's 99
-/// KB), so one slot is in flight under the math. SUB = 32 (the schedule's
+/// under the math); 16 query rows in two parts (hi, lo) take the third
+/// slot's room (sm_120's 99 KB), so one slot is in flight under the math,
+/// in one part (PARTS 1) they leave it 3 slots. SUB = 32 (the schedule's
 /// `attention-sub-rows`, up to 8 heads): two slots of 32 rows, half the
 /// barriers and softmax passes per row.
 constexpr int kMlaSub = 16;
@@ -830,7 +831,7 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
     {
       float sh[4] = {0.f, 0.f, 0.f, 0.f}, sl[4] = {0.f, 0.f, 0.f, 0.f};
       // The k-steps unrolled, odd ones into a second accumulator (`sl`,
-      // free when PACK): two HMMA chains of ~5 instead of one of 9 (perf
+      // free when PACK or ONE: no lo mma of its own): two HMMA chains of ~5 instead of one of 9 (perf
       // notes session 13: 0 at 2048, -1 to -2.7 us at 16384 in three runs).
       // Every step's kind is known at compile time: kq (the warp's k-group)
       // is a run-time value, so a step that tested ks against KS and LS
@@ -1132,7 +1133,8 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
 /// memory. The weighted sum covers the warp's own latent slice
 /// (ldmatrix.trans, two column tiles per load). One block barrier per
 /// sub-chunk where the block-wide form has three (two with WARP_SOFTMAX).
-/// Numerics as the block-wide form: queries and probabilities as bf16 hi + lo parts, fp32
+/// Numerics as the block-wide form's two parts (this form takes no PARTS:
+/// it always carries both): queries and probabilities as bf16 hi + lo parts, fp32
 /// sums; up to 8 heads A rows 0-7 are the heads' hi parts and rows 8-15
 /// their lo parts (one mma takes both), 9 to 16 heads fill the A rows with
 /// heads and take hi and lo parts in two mma.

@@ -13,6 +13,7 @@
 #include "Emitter/CudaEmitter.h"
 #include "Emitter/TaskLoweringInterface.h"
 
+#include "mk/Dialect/Schedule/TaskCuts.h"
 #include "mk/Dialect/Schedule/TaskKinds.h"
 #include "mk/PackedLayout.h"
 
@@ -149,8 +150,9 @@ private:
                                   at.getIntArg("kv_heads"), maxc)
                         .str()};
     // The rows per chunk only where not the template's default (16).
-    const int64_t rows = at.getIntArg("chunk_rows", 16);
-    const std::string rowsArg = rows != 16 ? ", " + std::to_string(rows) : std::string();
+    const int64_t rows = at.getIntArg("chunk_rows", kMlaTemplateChunkRows);
+    const std::string rowsArg =
+        rows != kMlaTemplateChunkRows ? ", " + std::to_string(rows) : std::string();
     return {maxc, llvm::formatv("mk::mla_num_chunks(ctx_len + 1, gridDim.x, {0}{1})", maxc,
                                 rowsArg)
                       .str()};

@@ -448,7 +448,7 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
   const int64_t hg = int64_t(op.getHeadGroup().value_or(0));
   const int64_t subRows = t.getIntArg("sub_rows", 16);
   constexpr int64_t simtSub = 32;
-  const int64_t sub = subRows, parts = t.getIntArg("query_parts", 2);
+  const int64_t sub = subRows, parts = t.getIntArg("query_parts", kMlaTemplateQueryParts);
   const int64_t stages = (hg > 8 && parts == 2) || sub > 16 ? 2 : 3;
   const int64_t row = lora + (rope + 15) / 16 * 16 + 8;
   const int64_t ksplit = T / 32 / (sub / 8);
@@ -474,8 +474,8 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
   needWork(f);
   // -DMK_MLA_BULK_ROWS's ring mbarriers (mla_ring_bars: 4 x 8 B), there or not.
   needStaticShared("mla_ring_bars", 32);
-  // The template's SUB and PARTS arguments only where they are not their
-  // defaults (16, 2): the default kernel's source stays as it was.
+  // The template's SUB and PARTS arguments only where they are not its
+  // defaults (16, 2).
   const std::string subArg =
       sub != 16 || parts != 2 ? ", " + std::to_string(sub) : std::string();
   const std::string partsArg = parts != 2 ? ", " + std::to_string(parts) : std::string();

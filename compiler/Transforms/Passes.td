@@ -122,7 +122,7 @@ def SchedulePartitionWork : Pass<"schedule-partition-work", "::mlir::ModuleOp"> 
            "A rows; 16 heads read each cache row half as often as 8">,
     Option<"attentionSubRows", "attention-sub-rows", "int64_t", "16",
            "cache rows per sub-chunk of an MLA attention task: 16, or 32 "
-           "(up to 8 heads per task; two ring slots of 32 rows instead of "
+           "(up to 8 heads per task: attention-head-group=8; two ring slots of 32 rows instead of "
            "three of 16: half the block barriers and softmax passes per row)">,
     Option<"attentionQueryParts", "attention-query-parts", "int64_t", "1",
            "bf16 parts the MLA attention carries its absorbed queries and "

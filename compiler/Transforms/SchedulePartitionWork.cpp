@@ -124,9 +124,7 @@ LogicalResult SchedulePartitionWorkPass::partition(TaskOpInterface t, KernelOp k
 /// mk::kMaxGrid (grid_sync.cuh): the most blocks a kernel runs with, so the
 /// most worth balancing for, and the most MLA attention chunks that run.
 constexpr int64_t kMaxBlocks = 1024;
-/// The most rows per attention chunk the option takes (a 65536-row context
-/// still splits into 16 chunks).
-constexpr int64_t kMaxMlaChunkRows = 4096;
+
 
 /// A task's accesses (TaskKinds.h: what its buffer arguments name, then
 /// its access lists).

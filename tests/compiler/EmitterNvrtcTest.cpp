@@ -452,14 +452,23 @@ TEST(EmitterNvrtc, KimiLinearGemvPrologueWait) {
 // The block-wide MLA attention's opt-in forms: its probabilities formed in
 // every warp (-DMK_MLA_WARP_SOFTMAX) and its rows moved by bulk copies
 // (-DMK_MLA_BULK_ROWS). The unit's kernel compiles with each for both
-// targets, no warning, no template spill, the body within bounds.
+// targets, no warning, no template spill, the body within bounds: the
+// warp softmax with 8-head tasks (its only shape: the default's 16-head
+// tasks ignore it), the bulk rows with the default's.
 TEST(EmitterNvrtc, MlaOptInForms) {
   const std::string src =
       emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
+  const std::string eight =
+      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false,
+           "schedule-partition-work=attention-head-group=8 attention-chunks=64")
+          .source;
+  ASSERT_NE(eight.find("mla_attention_chunk_task_waiting<256, 32, 8, 512, 64, 16, "),
+            std::string::npos);
   for (const char *option : {"-DMK_MLA_WARP_SOFTMAX", "-DMK_MLA_BULK_ROWS"})
     for (const char *arch : {"sm_90", "sm_120"}) {
       SCOPED_TRACE(std::string(option) + " " + arch);
-      mk::test::compileAndCheck(src, "mk_kimi_linear_w4a16", arch, mk::test::SpillRule::Strict,
+      mk::test::compileAndCheck(std::string(option) == "-DMK_MLA_WARP_SOFTMAX" ? eight : src,
+                                "mk_kimi_linear_w4a16", arch, mk::test::SpillRule::Strict,
                                 {option});
     }
 }
@@ -555,10 +564,31 @@ TEST(EmitterNvrtc, RouterLogitsPolled) {
 // #214, #215 measured them; their template tests are Mla.SixteenHeadGroups,
 // Mla.OnePartSixteenHeads and the Mla tests of 2-4 heads).
 TEST(EmitterNvrtc, KimiLinearAttentionForms) {
-  for (const char *opt : {"schedule-partition-work=attention-query-parts=2",
-                          "schedule-partition-work=attention-head-group=8 attention-chunks=64"}) {
-    mk::rt::Manifest m = kimiLinearWith(opt);
-    EXPECT_GT(m.dynamicSharedBytes, 0) << opt; // within sm_120's limit with its statics: check()
+  // The default: 16 heads, one part (PARTS 1), at least 32 rows a chunk.
+  const std::string def =
+      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
+  EXPECT_NE(def.find("mla_attention_chunk_task_waiting<256, 32, 16, 512, 64, 16, "
+                     "mk::CounterWaits, 1>>"),
+            std::string::npos);
+  EXPECT_NE(def.find("mk::mla_num_chunks(ctx_len + 1, gridDim.x, 128, 32)"), std::string::npos);
+  // The forms before: two parts (the template's default, unsaid), and 8 heads.
+  const struct {
+    const char *option, *call, *chunks;
+  } forms[] = {
+      {"schedule-partition-work=attention-query-parts=2",
+       "mla_attention_chunk_task_waiting<256, 32, 16, 512, 64, 16, mk::CounterWaits>>",
+       "mk::mla_num_chunks(ctx_len + 1, gridDim.x, 128, 32)"},
+      {"schedule-partition-work=attention-head-group=8 attention-chunks=64 attention-chunk-rows=16",
+       "mla_attention_chunk_task_waiting<256, 32, 8, 512, 64, 16, mk::CounterWaits>>",
+       "mk::mla_num_chunks(ctx_len + 1, gridDim.x, 64)"}};
+  for (const auto &f : forms) {
+    SCOPED_TRACE(f.option);
+    const std::string src =
+        emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, f.option).source;
+    EXPECT_NE(src.find(f.call), std::string::npos);
+    EXPECT_NE(src.find(f.chunks), std::string::npos);
+    mk::rt::Manifest m = kimiLinearWith(f.option);
+    EXPECT_GT(m.dynamicSharedBytes, 0); // within sm_120's limit with its statics: check()
   }
 }
 

@@ -1391,6 +1391,9 @@ void runMla(int ctx, bool adopt, uint64_t seed) {
     CK(cudaGetLastError());
   }
   if constexpr (!WAITING) { // else the fused launch's combine tasks
+    // At most a chunk per CROWS rows, one per block (23), 64 at most.
+    EXPECT_EQ(nch.get()[0], std::max(1, std::min({(rows + CROWS - 1) / CROWS, 23, 64})))
+        << "chunks of ctx " << ctx;
     const size_t csmem = mk::mla_combine_smem_floats<T, VH, LORA>() * sizeof(float);
     CK(cudaFuncSetAttribute(combineKernel<HM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             (int)csmem));
@@ -1508,8 +1511,12 @@ TEST(Mla, OnePartSixteenHeads) {
   REQUIRE_GPU();
   runMla<16, 16, 16, T, kMlaPicked, false, 1>(300, false, 26);
   runMla<32, 16, 16, T, kMlaPicked, false, 1>(40, false, 27); // a short last sub-chunk
-  runMla<32, 16, 16, T, kMlaPicked, false, 1, 32>(1000, true, 28);
-  runMla<32, 16, 16, T, kMlaPicked, false, 1, 32>(0, false, 29); // the new row alone
+  runMla<32, 16, 16, T, kMlaPicked, false, 1, 32>(300, true, 28); // 10 chunks, not 19
+  runMla<32, 16, 16, T, kMlaPicked, false, 1, 32>(0, false, 29);  // the new row alone
+  // At the unit's 256 threads (8 warps) 16 heads outnumber the warps: the
+  // softmax stage takes a head per 16 lanes, in one part and in two.
+  runMla<32, 16, 16, 256, kMlaPicked, false, 1, 32>(300, false, 30);
+  runMla<16, 16, 16, 256>(40, false, 31);
 }
 // The sliced form (-DMK_MLA_ATTENTION_SLICED; up to 16 heads, 16-row
 // sub-chunks): at the unit's 256 threads 8 warps of 64 latent dims, 3 ring

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mk/Dialect/Schedule/ScheduleOps.h"
+#include "mk/Dialect/Schedule/TaskCuts.h"
 #include "mk/Dialect/Schedule/TaskKinds.h"
 
 #include "mlir/IR/OpImplementation.h"
@@ -755,18 +756,29 @@ LogicalResult mk::schedule::verifyTaskOp(TaskOpInterface t) {
 }
 
 LogicalResult mk::schedule::verifyMlaAttentionForm(TaskOpInterface t) {
-  const int64_t sub = t.getIntArg("sub_rows", 16), parts = t.getIntArg("query_parts", 2),
-                rows = t.getIntArg("chunk_rows", 16), group = t.getIntArg("head_group", 0);
+  const int64_t sub = t.getIntArg("sub_rows", 16),
+                parts = t.getIntArg("query_parts", kMlaTemplateQueryParts),
+                rows = t.getIntArg("chunk_rows", kMlaTemplateChunkRows),
+                heads = t.getIntArg("heads", 0);
+  const std::optional<int64_t> group =
+      t.getArg("head_group") ? std::optional<int64_t>(t.getIntArg("head_group")) : std::nullopt;
+  if (group && (*group < 1 || *group > 16 || (heads > 0 && heads % *group)))
+    return t.emitOpError("head_group must divide the ") << heads << " heads and be at most 16 "
+                                                           "(the mma's A rows), got "
+                                                        << *group;
   if (sub != 16 && sub != 32)
     return t.emitOpError("sub_rows must be 16 or 32, got ") << sub;
-  if (sub == 32 && group > 8)
-    return t.emitOpError("sub_rows = 32 needs at most 8 heads per task, got ") << group;
+  if (sub == 32 && group && *group > 8)
+    return t.emitOpError("sub_rows = 32 needs at most 8 heads per task, got ") << *group;
   if (parts != 1 && parts != 2)
     return t.emitOpError("query_parts must be 1 or 2, got ") << parts;
-  if (parts == 1 && (group < 9 || group > 16))
-    return t.emitOpError("query_parts = 1 needs a head_group of 9 to 16 heads, got ") << group;
-  if (rows < 16 || rows % 16)
-    return t.emitOpError("chunk_rows must be a positive multiple of 16, got ") << rows;
+  if (parts == 1 && !group)
+    return t.emitOpError("query_parts = 1 needs a head_group (of 9 to 16 heads)");
+  if (parts == 1 && *group < 9)
+    return t.emitOpError("query_parts = 1 needs a head_group of 9 to 16 heads, got ") << *group;
+  if (rows < 16 || rows > kMaxMlaChunkRows || rows % 16)
+    return t.emitOpError("chunk_rows must be a multiple of 16 in 16..")
+           << kMaxMlaChunkRows << ", got " << rows;
   return success();
 }
 

@@ -276,9 +276,9 @@ Cuts MlaAttentionChunkOp::getLegalCuts(const TaskCutContext &ctx) {
   // unsaid, so the default kernel's IR and source do not change).
   if (ctx.attentionSubRows != 16) {
     if (headGroup > 8)
-      return t.emitOpError("attention-sub-rows=") << ctx.attentionSubRows
-                                                  << " needs at most 8 heads per task, got "
-                                                  << headGroup;
+      return t.emitOpError("attention-sub-rows=")
+             << ctx.attentionSubRows << " needs at most 8 heads per task, got " << headGroup
+             << " (with attention-head-group=8)";
     c.intArgs.push_back({"sub_rows", ctx.attentionSubRows});
   }
   // One bf16 part for the queries and probabilities where 9-16 heads fill
@@ -287,7 +287,7 @@ Cuts MlaAttentionChunkOp::getLegalCuts(const TaskCutContext &ctx) {
   // are left unsaid at the template's defaults (2, 16).
   if (ctx.attentionQueryParts == 1 && headGroup > 8)
     c.intArgs.push_back({"query_parts", int64_t(1)});
-  if (ctx.attentionChunkRows != 16)
+  if (ctx.attentionChunkRows != kMlaTemplateChunkRows)
     c.intArgs.push_back({"chunk_rows", ctx.attentionChunkRows});
   // The partials hold one row per chunk.
   c.bufferShapes = {{t.getStrArg("part_m").str(), {chunks * hm}},

@@ -1059,7 +1059,24 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @part_l {dtype = "f32", shape = array<i64: 128>}
   schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 16384>}
   schedule.phase "attention" {
-    // expected-error @+1 {{chunk_rows must be a positive multiple of 16, got 0}}
+    // expected-error @+1 {{chunk_rows must be a multiple of 16 in 16..4096, got 0}}
     schedule.mla_attention_chunk "attn" {c_kv = @state.0.c_kv, chunk_rows = 0 : i64, count = 64 : i64, head_group = 2 : i64, heads = 2 : i64, k_rope = @state.0.k_rope, lora = 128 : i64, max_chunks = 64 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = #schedule.partition<chunks>, q_abs = @q_abs, q_rope = @q_rope, rope = 16 : i64, scale = 0.14433756729740646 : f64}
+  }
+}
+
+// -----
+
+// Its head group divides its heads (and is at most the mma's 16 A rows).
+schedule.kernel @k attributes {threads = 256 : i64} {
+  schedule.buffer @state.0.c_kv {dtype = "bf16", layer = 0 : i64, shape = array<i64: -1, 128>, space = "state"}
+  schedule.buffer @state.0.k_rope {dtype = "bf16", layer = 0 : i64, shape = array<i64: -1, 16>, space = "state"}
+  schedule.buffer @q_rope {dtype = "bf16", shape = array<i64: 32>}
+  schedule.buffer @q_abs {dtype = "f32", shape = array<i64: 256>}
+  schedule.buffer @part_m {dtype = "f32", shape = array<i64: 128>}
+  schedule.buffer @part_l {dtype = "f32", shape = array<i64: 128>}
+  schedule.buffer @part_acc {dtype = "f32", shape = array<i64: 16384>}
+  schedule.phase "attention" {
+    // expected-error @+1 {{head_group must divide the 2 heads and be at most 16 (the mma's A rows), got 3}}
+    schedule.mla_attention_chunk "attn" {c_kv = @state.0.c_kv, count = 64 : i64, head_group = 3 : i64, heads = 2 : i64, k_rope = @state.0.k_rope, lora = 128 : i64, max_chunks = 64 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = #schedule.partition<chunks>, q_abs = @q_abs, q_rope = @q_rope, rope = 16 : i64, scale = 0.14433756729740646 : f64}
   }
 }

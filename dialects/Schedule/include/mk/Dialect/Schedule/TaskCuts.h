@@ -45,13 +45,18 @@ struct TaskCut {
   llvm::SmallVector<std::pair<std::string, llvm::SmallVector<int64_t>>> bufferShapes;
 };
 
-/// What a kind's cuts depend on beyond the task itself.
 /// Context chunks of an attention whose `attention-chunks` is 0 (the
 /// default): a GQA attention's, and the most an MLA attention takes (it
 /// takes as many as fill the blocks once with its head groups' tasks).
 constexpr int64_t kDefaultGqaChunks = 64;
 constexpr int64_t kMaxAutoMlaChunks = 128;
+/// An MLA attention task's `query_parts` and `chunk_rows` where unsaid
+/// (the template's defaults), and the most rows per chunk it takes.
+constexpr int64_t kMlaTemplateQueryParts = 2;
+constexpr int64_t kMlaTemplateChunkRows = 16;
+constexpr int64_t kMaxMlaChunkRows = 4096;
 
+/// What a kind's cuts depend on beyond the task itself.
 struct TaskCutContext {
   /// Threads per block (the kernel's).
   int64_t threads = 256;
