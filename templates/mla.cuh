@@ -285,6 +285,24 @@ constexpr bool kMlaWarpSoftmax = true;
 #else
 constexpr bool kMlaWarpSoftmax = false;
 #endif
+/// Whether the one-part 16-head attention keeps its warp's query fragments
+/// (the A operands of its score k-steps) in registers for the whole task
+/// instead of loading them from shared memory at every sub-chunk
+/// (-DMK_MLA_QUERY_REGS, opt-in: 36 registers a thread for the unit's
+/// shapes, against 9 ldmatrix.x4 per sub-chunk and warp).
+#ifdef MK_MLA_QUERY_REGS
+constexpr bool kMlaQueryRegs = true;
+#else
+constexpr bool kMlaQueryRegs = false;
+#endif
+/// Whether the softmax stage's half-warps take adjacent heads (2w, 2w + 1:
+/// their partial scores 16 floats apart, on other banks) instead of heads
+/// w and w + 8 (128 floats apart: the same banks), -DMK_MLA_SOFTMAX_ADJACENT.
+#ifdef MK_MLA_SOFTMAX_ADJACENT
+constexpr bool kMlaSoftmaxAdjacent = true;
+#else
+constexpr bool kMlaSoftmaxAdjacent = false;
+#endif
 /// Whether the block-wide attention moves its cache rows with bulk copies
 /// (-DMK_MLA_BULK_ROWS, opt-in, sm_90+): one cp.async.bulk per row's latent
 /// part and one per rope part, issued by warp 0's lanes, each ring slot
@@ -815,6 +833,26 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
   [[maybe_unused]] auto quadPart = [&](int q, int rb) {
     return q * HG * SUB + rb * HG * 8 + (g / 4) * 32 + t * 8 + (g % 4) * 2;
   };
+  // kQueryRegs: this warp's k-steps' query fragments, loaded once (every
+  // step's A operand is 16 * ks columns into the query rows: the rope
+  // queries follow the latent ones).
+#ifndef MK_MLA_SCORE_CHAIN
+  constexpr bool kQueryRegs = kMlaQueryRegs && ONE && (KQ - 1) * KPW <= LS;
+#else
+  constexpr bool kQueryRegs = false; // the chain's steps are rolled
+#endif
+  [[maybe_unused]] uint32_t qa[kQueryRegs ? KPW : 1][4];
+  if constexpr (kQueryRegs) {
+    __syncthreads(); // the query rows' stores
+#pragma unroll
+    for (int i = 0; i < KPW; ++i) {
+      const int ks = kq * KPW + i;
+      qa[i][0] = qa[i][1] = qa[i][2] = qa[i][3] = 0u;
+      if (ks < KS)
+        detail::ldmatrix_x4(qa[i][0], qa[i][1], qa[i][2], qa[i][3],
+                            qhi + la16 * ROW + 16 * ks + lk16);
+    }
+  }
   clk.lap(kStageMlaPrologue);
 
   for (int j = 0; j < nsub; ++j) {
@@ -857,7 +895,9 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
         constexpr bool LATENT = decltype(latentTag)::value;
         const int kb = LATENT ? ks * 16 : LORA + (ks - LS) * 16, k0 = kb + lk;
         uint32_t a0, a1 = 0u, a2, a3 = 0u, b0, b1;
-        if constexpr (M16 || (PACK && LATENT)) // PACK: rows 8-15 are qlo's
+        if constexpr (kQueryRegs) {
+          a0 = qa[i][0], a1 = qa[i][1], a2 = qa[i][2], a3 = qa[i][3];
+        } else if constexpr (M16 || (PACK && LATENT)) // PACK: rows 8-15 are qlo's
           detail::ldmatrix_x4(a0, a1, a2, a3, qhi + la16 * ROW + kb + lk16);
         else
           detail::ldmatrix_x2(a0, a2, qhi + la * ROW + k0);
@@ -998,7 +1038,7 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
       constexpr int LANES = 32 / SEGS;                     // lanes per head
       const int seg = lane / LANES, row = lane % LANES;
       for (int hw = warp; hw < HG; hw += WARPS * SEGS) {
-        const int h = hw + seg * WARPS;
+        const int h = kMlaSoftmaxAdjacent ? (hw - warp) + warp * SEGS + seg : hw + seg * WARPS;
         const bool live = h < HG;
         float s = -INFINITY;
         if (live && row < n) {
@@ -1590,15 +1630,18 @@ __device__ void mla_combine_wv_task(int h, int d0, int d1, int nchunks, const fl
                                     const float *part_l, const float *part_acc,
                                     const uint8_t *wq, const bf16 *scales, const bf16 *zeros,
                                     float *o_acc, float *smem) {
+  StageClock clk; // -DMK_PHASE_TIMING: where the task's cycles go
   float *xs = smem, *red = smem + LORA;
   constexpr int RED = w4a16_red_floats<THREADS, VH>();
   mla_combine_merge<THREADS, HM, LORA>(h, d0, d1, nchunks, part_m, part_l, part_acc, xs, red,
                                        RED);
+  clk.lap(kStageCombineMerge);
   constexpr int N = HM * (NOPE + VH);
   const int n0 = h * (NOPE + VH) + NOPE;
   // o_lat is fp32.
   w4a16_gemv_tile<THREADS, VH, GROUP, EpiAtomicAddF32, true>(
       xs, wq, scales, zeros, N, n0, VH, d0, d1, red, EpiAtomicAddF32{o_acc, 1.f, h * VH - n0});
+  clk.lap(kStageCombineGemv);
 }
 
 /// mla_combine_wv_task after `wait()` (the task's wait for the attention
@@ -1636,16 +1679,20 @@ __device__ void mla_combine_wv_task_waiting(int h, int d0, int d1, int nchunks,
   constexpr int kStageFloats = w4a16_ring_stage_floats<THREADS>();
   const bool lend = kMayLend && w4a16_rows_in_first_stage<THREADS, VH>(d0, d1);
   float *const ring = red + w4a16_ring_offset_floats<THREADS, VH>();
+  StageClock clk; // -DMK_PHASE_TIMING: where the task's cycles go
   auto pro = [&] {
     wait();
+    clk.lap(kStageCombineEntry);
     mla_combine_merge<THREADS, HM, LORA, true>(
         h, d0, d1, nchunks, part_m, part_l, part_acc, xs, scratch, 0,
         lend ? ring + kStageFloats : nullptr, lend ? (kW4A16Stages - 1) * kStageFloats : 0);
+    clk.lap(kStageCombineMerge);
   };
   // o_lat is fp32.
   w4a16_gemv_tile_with<THREADS, VH, GROUP, EpiAtomicAddF32, true, kOrderRowMajor>(
       xs, wq, scales, zeros, N, n0, VH, d0, d1, red, EpiAtomicAddF32{o_acc, 1.f, h * VH - n0},
       false, pro);
+  clk.lap(kStageCombineGemv);
 }
 
 } // namespace mk

@@ -63,7 +63,11 @@ enum StageSlot : int {
   kStageNormRest,        ///< the staged norm: sum of squares, scaling (+ barriers)
   kStageTopkLogits,      ///< of the router's top-k: its entry until every logit was read
                          ///< (a polled router's wait for them) and scored (+ barrier)
-  kStageSlots = 17
+  kStageCombineEntry,    ///< MLA combine: entry until its wait for the partials returned
+                         ///< (the W_v slice's first copies asked for before it)
+  kStageCombineMerge,    ///< MLA combine: the partials merged (loads, weights, sums)
+  kStageCombineGemv,     ///< MLA combine: the W_v slice's GEMV and its atomic adds
+  kStageSlots = 20
 };
 
 #ifdef MK_PHASE_TIMING
@@ -72,8 +76,8 @@ struct StageSums {
   unsigned long long cycles[kStageSlots];
   unsigned laps[kStageSlots];
 };
-static_assert(sizeof(StageSums) <= 208,
-              "the emitter's static shared bound counts 208 B of stage sums "
+static_assert(sizeof(StageSums) <= 240,
+              "the emitter's static shared bound counts 240 B of stage sums "
               "(kTimingStageSumsBytes, CudaEmitter.cpp)");
 __device__ __forceinline__ StageSums &stage_sums() {
   __shared__ StageSums sums;

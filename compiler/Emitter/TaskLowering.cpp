@@ -446,7 +446,7 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
   // rope k-steps padded; two buffers of partial scores, a float4 per lane
   // and head of the lane). The template's static_assert checks this mirror.
   const int64_t hg = int64_t(op.getHeadGroup().value_or(0));
-  const int64_t subRows = t.getIntArg("sub_rows", 16);
+  const int64_t subRows = t.getIntArg("sub_rows", kMlaTemplateSubRows);
   constexpr int64_t simtSub = 32;
   const int64_t sub = subRows, parts = t.getIntArg("query_parts", kMlaTemplateQueryParts);
   const int64_t stages = (hg > 8 && parts == 2) || sub > 16 ? 2 : 3;
@@ -475,10 +475,12 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
   // -DMK_MLA_BULK_ROWS's ring mbarriers (mla_ring_bars: 4 x 8 B), there or not.
   needStaticShared("mla_ring_bars", 32);
   // The template's SUB and PARTS arguments only where they are not its
-  // defaults (16, 2).
-  const std::string subArg =
-      sub != 16 || parts != 2 ? ", " + std::to_string(sub) : std::string();
-  const std::string partsArg = parts != 2 ? ", " + std::to_string(parts) : std::string();
+  // defaults (kMlaTemplateSubRows, kMlaTemplateQueryParts).
+  const std::string subArg = sub != kMlaTemplateSubRows || parts != kMlaTemplateQueryParts
+                                 ? ", " + std::to_string(sub)
+                                 : std::string();
+  const std::string partsArg =
+      parts != kMlaTemplateQueryParts ? ", " + std::to_string(parts) : std::string();
   asserts.insert(
       llvm::formatv("mk::mla_attention_smem_floats<{0}, {1}, {2}, {3}{4}{5}>() == {6}",
                     T, hg, lora, rope, subArg, partsArg, f)

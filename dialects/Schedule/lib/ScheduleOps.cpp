@@ -756,7 +756,7 @@ LogicalResult mk::schedule::verifyTaskOp(TaskOpInterface t) {
 }
 
 LogicalResult mk::schedule::verifyMlaAttentionForm(TaskOpInterface t) {
-  const int64_t sub = t.getIntArg("sub_rows", 16),
+  const int64_t sub = t.getIntArg("sub_rows", kMlaTemplateSubRows),
                 parts = t.getIntArg("query_parts", kMlaTemplateQueryParts),
                 rows = t.getIntArg("chunk_rows", kMlaTemplateChunkRows),
                 heads = t.getIntArg("heads", 0);

@@ -50,8 +50,10 @@ struct TaskCut {
 /// takes as many as fill the blocks once with its head groups' tasks).
 constexpr int64_t kDefaultGqaChunks = 64;
 constexpr int64_t kMaxAutoMlaChunks = 128;
-/// An MLA attention task's `query_parts` and `chunk_rows` where unsaid
-/// (the template's defaults), and the most rows per chunk it takes.
+/// An MLA attention task's `sub_rows`, `query_parts` and `chunk_rows`
+/// where unsaid (the template's defaults), and the most rows per chunk it
+/// takes.
+constexpr int64_t kMlaTemplateSubRows = 16;
 constexpr int64_t kMlaTemplateQueryParts = 2;
 constexpr int64_t kMlaTemplateChunkRows = 16;
 constexpr int64_t kMaxMlaChunkRows = 4096;
