@@ -154,9 +154,12 @@ if [ "$wave" = main ]; then
   . scripts/unit-opt-in-forms.sh
   part template-forms "
     cd '$G' && s=0
-    for o in $MK_UNIT_OPT_IN_FORMS; do
-      echo \"== \$o\"
-      MK_NVRTC_OPTIONS=\$o ./mk-gpu-tests --gtest_filter=OracleGpu.FullUnitOneStep || s=1
+    . '$PWD/scripts/unit-opt-in-forms.sh'
+    for f in $MK_UNIT_OPT_IN_FORMS; do
+      unit_opt_in_form \$f
+      echo \"== \$opt_in_option on \$opt_in_kernel\"
+      MK_FULL_KERNEL=\$opt_in_kernel MK_NVRTC_OPTIONS=\$opt_in_option \
+        ./mk-gpu-tests --gtest_filter=OracleGpu.FullUnitOneStep || s=1
     done
     exit \$s"
   part mk-diff "

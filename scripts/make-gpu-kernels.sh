@@ -275,13 +275,16 @@ else
       "$out/kimi_linear_48b" >>"$log" || { cat "$log"; exit 1; }
   fi
   # The unit's template variants (MK_NVRTC_UNIT_VARIANTS: space-separated
-  # NVRTC options, one variant each; default: the opt-in forms whose oracle
-  # test gpu-suite.sh main runs).
+  # NVRTC options, one variant each, OPTION@VARIANT on a schedule variant's
+  # kernel; default: the opt-in forms whose oracle test gpu-suite.sh main
+  # runs).
   . scripts/unit-opt-in-forms.sh
   unit_variants=${MK_NVRTC_UNIT_VARIANTS-$MK_UNIT_OPT_IN_FORMS}
-  for opt in $unit_variants; do
-    "$compile" --arch "$arch" --cache-dir "$cache" --option="$opt" "$out/kimi_linear_w4a16" >>"$log" ||
-      { cat "$log"; exit 1; }
+  for entry in $unit_variants; do
+    unit_opt_in_form "$entry"
+    [ -d "$out/$opt_in_kernel" ] || { echo "no kernel $opt_in_kernel for $entry" >&2; exit 1; }
+    "$compile" --arch "$arch" --cache-dir "$cache" --option="$opt_in_option" \
+      "$out/$opt_in_kernel" >>"$log" || { cat "$log"; exit 1; }
   done
   keep=$(grep -o '[0-9a-f]\{64\}' "$log" | sort -u || true)
   for f in "$cache"/*.cubin; do
