@@ -288,12 +288,22 @@ constexpr bool kMlaWarpSoftmax = false;
 /// Whether the one-part 16-head attention keeps its warp's query fragments
 /// (the A operands of its score k-steps) in registers for the whole task
 /// instead of loading them from shared memory at every sub-chunk
-/// (-DMK_MLA_QUERY_REGS, opt-in: 36 registers a thread for the unit's
-/// shapes, against 9 ldmatrix.x4 per sub-chunk and warp).
+/// (-DMK_MLA_QUERY_REGS, opt-in: up to kMlaQueryRegSteps of them, 4
+/// registers each, against an ldmatrix.x4 per step, sub-chunk and warp).
 #ifdef MK_MLA_QUERY_REGS
 constexpr bool kMlaQueryRegs = true;
 #else
 constexpr bool kMlaQueryRegs = false;
+#endif
+/// How many of a warp's score k-steps keep their query fragments in
+/// registers under -DMK_MLA_QUERY_REGS (-DMK_MLA_QUERY_REG_STEPS=n): 5 of
+/// the unit's 9 by default, 20 registers a thread. NVRTC's sm_90 build of
+/// the unit's kernel spills in the attention from 6 steps on (12-24 B), and
+/// in the outlined norm too (EmitterNvrtc.MlaOptInForms checks 5).
+#ifdef MK_MLA_QUERY_REG_STEPS
+constexpr int kMlaQueryRegSteps = MK_MLA_QUERY_REG_STEPS;
+#else
+constexpr int kMlaQueryRegSteps = 5;
 #endif
 /// Whether the softmax stage's half-warps take adjacent heads (2w, 2w + 1:
 /// their partial scores 16 floats apart, on other banks) instead of heads
@@ -841,11 +851,14 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
 #else
   constexpr bool kQueryRegs = false; // the chain's steps are rolled
 #endif
-  [[maybe_unused]] uint32_t qa[kQueryRegs ? KPW : 1][4];
+  // The first NQR of them (all by default; -DMK_MLA_QUERY_REG_STEPS=n keeps
+  // n, the others loaded at every sub-chunk as before).
+  constexpr int NQR = kQueryRegs ? (kMlaQueryRegSteps < KPW ? kMlaQueryRegSteps : KPW) : 1;
+  [[maybe_unused]] uint32_t qa[NQR][4];
   if constexpr (kQueryRegs) {
     __syncthreads(); // the query rows' stores
 #pragma unroll
-    for (int i = 0; i < KPW; ++i) {
+    for (int i = 0; i < NQR; ++i) {
       const int ks = kq * KPW + i;
       qa[i][0] = qa[i][1] = qa[i][2] = qa[i][3] = 0u;
       if (ks < KS)
@@ -895,8 +908,9 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
         constexpr bool LATENT = decltype(latentTag)::value;
         const int kb = LATENT ? ks * 16 : LORA + (ks - LS) * 16, k0 = kb + lk;
         uint32_t a0, a1 = 0u, a2, a3 = 0u, b0, b1;
-        if constexpr (kQueryRegs) {
-          a0 = qa[i][0], a1 = qa[i][1], a2 = qa[i][2], a3 = qa[i][3];
+        if (kQueryRegs && i < NQR) { // i is a compile-time value once unrolled
+          const int r = i < NQR ? i : 0;
+          a0 = qa[r][0], a1 = qa[r][1], a2 = qa[r][2], a3 = qa[r][3];
         } else if constexpr (M16 || (PACK && LATENT)) // PACK: rows 8-15 are qlo's
           detail::ldmatrix_x4(a0, a1, a2, a3, qhi + la16 * ROW + kb + lk16);
         else

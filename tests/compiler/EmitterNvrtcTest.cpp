@@ -454,7 +454,10 @@ TEST(EmitterNvrtc, KimiLinearGemvPrologueWait) {
 // (-DMK_MLA_BULK_ROWS). The unit's kernel compiles with each for both
 // targets, no warning, no template spill, the body within bounds: the
 // warp softmax with 8-head tasks (its only shape: the default's 16-head
-// tasks ignore it), the bulk rows with the default's.
+// tasks ignore it), the bulk rows with the default's, and the default's
+// 16-head one-part tasks with their query fragments in registers
+// (-DMK_MLA_QUERY_REGS) and their softmax stage on adjacent heads
+// (-DMK_MLA_SOFTMAX_ADJACENT).
 TEST(EmitterNvrtc, MlaOptInForms) {
   const std::string src =
       emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
@@ -464,7 +467,8 @@ TEST(EmitterNvrtc, MlaOptInForms) {
           .source;
   ASSERT_NE(eight.find("mla_attention_chunk_task_waiting<256, 32, 8, 512, 64, 16, "),
             std::string::npos);
-  for (const char *option : {"-DMK_MLA_WARP_SOFTMAX", "-DMK_MLA_BULK_ROWS"})
+  for (const char *option : {"-DMK_MLA_WARP_SOFTMAX", "-DMK_MLA_BULK_ROWS", "-DMK_MLA_QUERY_REGS",
+                             "-DMK_MLA_SOFTMAX_ADJACENT"})
     for (const char *arch : {"sm_90", "sm_120"}) {
       SCOPED_TRACE(std::string(option) + " " + arch);
       mk::test::compileAndCheck(std::string(option) == "-DMK_MLA_WARP_SOFTMAX" ? eight : src,
