@@ -14,7 +14,8 @@
 #   MK_SUITE_SHARDS shards, default 6), compute-sanitizer memcheck and
 #   synccheck on a full-size step, the Python drop-in's tests and the
 #   examples, the one-step oracle test on each schedule variant
-#   (kimi_linear_w4a16_t*/) and on the unit under each opt-in template form
+#   (kimi_linear_w4a16_t*/) and on the unit (or the schedule variant an
+#   entry names) under each opt-in template form
 #   (scripts/unit-opt-in-forms.sh), mk-diff on the debug-capture
 #   kernels, and scripts/sass-unwritten-uniforms.py over the NVRTC cache's
 #   CUBINs (the ptxas fault of perf notes #72 and #211).

@@ -16,7 +16,8 @@
 # MK_NVRTC_CACHE=0 skips this step, as does a build without mk-compile;
 # MK_NVRTC_UNIT_VARIANTS names the unit's NVRTC-option variants compiled
 # too (default: the opt-in forms of scripts/unit-opt-in-forms.sh, whose
-# oracle tests gpu-suite.sh main runs; e.g. "-DMK_SPIN_NS=64
+# oracle tests gpu-suite.sh main runs; an OPTION@VARIANT entry compiles a
+# schedule variant's kernel with it instead; e.g. "-DMK_SPIN_NS=64
 # -DMK_POLL_RELAXED", perf notes #167).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -305,9 +305,11 @@ constexpr int kMlaQueryRegSteps = MK_MLA_QUERY_REG_STEPS;
 #else
 constexpr int kMlaQueryRegSteps = 5;
 #endif
+static_assert(kMlaQueryRegSteps >= 1, "MK_MLA_QUERY_REG_STEPS: at least one step");
 /// Whether the softmax stage's half-warps take adjacent heads (2w, 2w + 1:
 /// their partial scores 16 floats apart, on other banks) instead of heads
-/// w and w + 8 (128 floats apart: the same banks), -DMK_MLA_SOFTMAX_ADJACENT.
+/// w and w + WARPS (at 8 warps 128 floats apart: the same banks),
+/// -DMK_MLA_SOFTMAX_ADJACENT.
 #ifdef MK_MLA_SOFTMAX_ADJACENT
 constexpr bool kMlaSoftmaxAdjacent = true;
 #else
@@ -851,8 +853,8 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
 #else
   constexpr bool kQueryRegs = false; // the chain's steps are rolled
 #endif
-  // The first NQR of them (all by default; -DMK_MLA_QUERY_REG_STEPS=n keeps
-  // n, the others loaded at every sub-chunk as before).
+  // The first NQR of them (5 by default, kMlaQueryRegSteps; the others
+  // loaded at every sub-chunk as before).
   constexpr int NQR = kQueryRegs ? (kMlaQueryRegSteps < KPW ? kMlaQueryRegSteps : KPW) : 1;
   [[maybe_unused]] uint32_t qa[NQR][4];
   if constexpr (kQueryRegs) {
@@ -1046,7 +1048,8 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
       // reduced within a head's lanes: a warp per head, or where the heads
       // outnumber the warps (16-head tasks) and the sub-chunk is 16 rows, a
       // head per 16 lanes (a warp's two halves take heads h and h + WARPS
-      // side by side: perf notes #215, the stage 0.80 -> 0.42 us a lap).
+      // side by side, or with -DMK_MLA_SOFTMAX_ADJACENT heads 2w and 2w + 1:
+      // perf notes #215, the stage 0.80 -> 0.42 us a lap).
       static_assert(SUB <= 32, "one row per lane");
       constexpr int SEGS = HG > WARPS && SUB == 16 ? 2 : 1; // heads per warp
       constexpr int LANES = 32 / SEGS;                     // lanes per head
