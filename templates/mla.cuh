@@ -633,9 +633,17 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t
 /// lanes, each ring slot completing on its own mbarrier (mla_ring_bars)
 /// armed with the sub-chunk's bytes; threads wait on the slot's mbarrier
 /// instead of their cp.async groups. The same ring layout and arithmetic.
+///
+/// QUERY_REGS (-DMK_MLA_QUERY_REGS, opt-in; PARTS 1 where the k-groups
+/// before the last hold only latent steps, else ignored): each warp loads
+/// the query fragments of its first kMlaQueryRegSteps score k-steps once,
+/// before the sub-chunk loop, and keeps them in registers. SOFTMAX_ADJACENT
+/// (-DMK_MLA_SOFTMAX_ADJACENT, opt-in; where a warp's half-warps take a head
+/// each): heads 2w and 2w + 1 for warp w. Both the same arithmetic.
 template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub,
           class Wait = NoPrologue, int PARTS = 2, bool WARP_SOFTMAX = kMlaWarpSoftmax,
-          bool BULK_ROWS = kMlaBulkRows>
+          bool BULK_ROWS = kMlaBulkRows, bool QUERY_REGS = kMlaQueryRegs,
+          bool SOFTMAX_ADJACENT = kMlaSoftmaxAdjacent>
 __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int rows, float scale,
                                                    const float *q_abs, const bf16 *q_rope,
                                                    const bf16 *ckv, const bf16 *kr, float *part_m,
@@ -849,7 +857,7 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
   // step's A operand is 16 * ks columns into the query rows: the rope
   // queries follow the latent ones).
 #ifndef MK_MLA_SCORE_CHAIN
-  constexpr bool kQueryRegs = kMlaQueryRegs && ONE && (KQ - 1) * KPW <= LS;
+  constexpr bool kQueryRegs = QUERY_REGS && ONE && (KQ - 1) * KPW <= LS;
 #else
   constexpr bool kQueryRegs = false; // the chain's steps are rolled
 #endif
@@ -1055,7 +1063,7 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
       constexpr int LANES = 32 / SEGS;                     // lanes per head
       const int seg = lane / LANES, row = lane % LANES;
       for (int hw = warp; hw < HG; hw += WARPS * SEGS) {
-        const int h = kMlaSoftmaxAdjacent ? (hw - warp) + warp * SEGS + seg : hw + seg * WARPS;
+        const int h = SOFTMAX_ADJACENT ? (hw - warp) + warp * SEGS + seg : hw + seg * WARPS;
         const bool live = h < HG;
         float s = -INFINITY;
         if (live && row < n) {

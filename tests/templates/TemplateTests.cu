@@ -1229,9 +1229,17 @@ __global__ void __launch_bounds__(T, 1)
 // (the block-wide one, or with -DMK_MLA_ATTENTION_SLICED the sliced one
 // where it fits), the sliced one, or the block-wide one with its
 // probabilities formed in every warp (WARP_SOFTMAX), or the block-wide one
-// with its rows moved by bulk copies (BULK_ROWS) whatever the build's
-// macros.
-enum MlaForm : int { kMlaPicked = 0, kMlaSliced = 1, kMlaWarpSoftmaxForm = 2, kMlaBulkRowsForm = 3 };
+// with its rows moved by bulk copies (BULK_ROWS), or the block-wide one with
+// its query fragments in registers (QUERY_REGS) or its softmax half-warps on
+// adjacent heads (SOFTMAX_ADJACENT), whatever the build's macros.
+enum MlaForm : int {
+  kMlaPicked = 0,
+  kMlaSliced = 1,
+  kMlaWarpSoftmaxForm = 2,
+  kMlaBulkRowsForm = 3,
+  kMlaQueryRegsForm = 4,
+  kMlaSoftmaxAdjacentForm = 5
+};
 // AT threads, FORM an MlaForm, the queries and probabilities in PARTS
 // parts, a chunk per CROWS rows at most.
 template <int HM, int HG, int SUB, int AT, int FORM, int PARTS = 2, int CROWS = 16>
@@ -1254,6 +1262,15 @@ __global__ void __launch_bounds__(AT, 1)
     else if constexpr (FORM == kMlaBulkRowsForm)
       mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, 2,
                                              mk::kMlaWarpSoftmax, true>(
+          t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
+    else if constexpr (FORM == kMlaQueryRegsForm)
+      mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, PARTS,
+                                             mk::kMlaWarpSoftmax, mk::kMlaBulkRows, true>(
+          t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
+    else if constexpr (FORM == kMlaSoftmaxAdjacentForm)
+      mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, PARTS,
+                                             mk::kMlaWarpSoftmax, mk::kMlaBulkRows,
+                                             mk::kMlaQueryRegs, true>(
           t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
     else
       mk::mla_attention_chunk_task<AT, HM, HG, LORA, ROPE, SUB, PARTS>(
@@ -1582,6 +1599,31 @@ TEST(Mla, BulkRowsForm) {
   runMla<4, 2, 16, T, kMlaBulkRowsForm>(300, true, 64);
   runMla<32, 16, 16, T, kMlaBulkRowsForm>(2000, false, 65);
   runMla<4, 2, 32, T, kMlaBulkRowsForm>(300, false, 66);
+}
+// The one-part 16-head form with its query fragments in registers
+// (-DMK_MLA_QUERY_REGS, opt-in), in every build: the unit's 32 heads in 16-head
+// tasks at its 256 threads (the first 5 of a warp's 9 k-steps from
+// registers), a short last sub-chunk, a single row adopting a foreign
+// cache, and 32-row chunks. (At T threads the form does not apply: 8
+// k-groups of 5 steps, the last ones rope steps.)
+TEST(Mla, QueryRegsForm) {
+  REQUIRE_GPU();
+  runMla<32, 16, 16, 256, kMlaQueryRegsForm, false, 1>(2000, false, 71);
+  runMla<32, 16, 16, 256, kMlaQueryRegsForm, false, 1>(40, false, 72);
+  runMla<16, 16, 16, 256, kMlaQueryRegsForm, false, 1>(0, true, 73);
+  runMla<32, 16, 16, 256, kMlaQueryRegsForm, false, 1, 32>(300, false, 74);
+  runMla<16, 16, 16, 256, kMlaQueryRegsForm, false, 1, 32>(1000, true, 75);
+}
+// The 16-head softmax stage with its half-warps on adjacent heads
+// (-DMK_MLA_SOFTMAX_ADJACENT, opt-in), in every build: one part and two at
+// the unit's 256 threads (16 heads, 8 warps: a head per 16 lanes), a short
+// last sub-chunk, a single row adopting a foreign cache.
+TEST(Mla, SoftmaxAdjacentForm) {
+  REQUIRE_GPU();
+  runMla<32, 16, 16, 256, kMlaSoftmaxAdjacentForm, false, 1>(2000, false, 76);
+  runMla<32, 16, 16, 256, kMlaSoftmaxAdjacentForm, false, 1>(40, false, 77);
+  runMla<16, 16, 16, 256, kMlaSoftmaxAdjacentForm, false, 1>(0, true, 78);
+  runMla<32, 16, 16, 256, kMlaSoftmaxAdjacentForm>(300, false, 79);
 }
 // 32-row sub-chunks (attention-sub-rows=32): two ring slots, a k-step of
 // the weighted sum per 16 rows; short and single-row contexts included.
