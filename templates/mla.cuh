@@ -315,6 +315,14 @@ constexpr bool kMlaSoftmaxAdjacent = true;
 #else
 constexpr bool kMlaSoftmaxAdjacent = false;
 #endif
+/// Whether the one-part 16-head attention's warps each score all rows of a
+/// sub-chunk over their own k-steps (mla_attention_chunk_task_blockwide's
+/// SCORE_ALL_ROWS; -DMK_MLA_SCORE_ALL_ROWS, opt-in).
+#ifdef MK_MLA_SCORE_ALL_ROWS
+constexpr bool kMlaScoreAllRows = true;
+#else
+constexpr bool kMlaScoreAllRows = false;
+#endif
 /// Whether the block-wide attention moves its cache rows with bulk copies
 /// (-DMK_MLA_BULK_ROWS, opt-in, sm_90+): one cp.async.bulk per row's latent
 /// part and one per rope part, issued by warp 0's lanes, each ring slot
@@ -643,7 +651,7 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t
 template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub,
           class Wait = NoPrologue, int PARTS = 2, bool WARP_SOFTMAX = kMlaWarpSoftmax,
           bool BULK_ROWS = kMlaBulkRows, bool QUERY_REGS = kMlaQueryRegs,
-          bool SOFTMAX_ADJACENT = kMlaSoftmaxAdjacent>
+          bool SOFTMAX_ADJACENT = kMlaSoftmaxAdjacent, bool SCORE_ALL_ROWS = kMlaScoreAllRows>
 __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int rows, float scale,
                                                    const float *q_abs, const bf16 *q_rope,
                                                    const bf16 *ckv, const bf16 *kr, float *part_m,
@@ -676,14 +684,30 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
   constexpr int KPW = (KS + KQ - 1) / KQ;             // k-steps per warp
   constexpr int NT = LORA / 8, NTPW = (NT + WARPS - 1) / WARPS; // column tiles per warp
   constexpr int LP = LORA / 8, RP = ROPE / 8;         // 16-byte pieces of a row
+#ifndef MK_MLA_SCORE_CHAIN
+  constexpr bool kChain = false;
+#else
+  constexpr bool kChain = true;
+#endif
+  // kAllRows (SCORE_ALL_ROWS, where it applies): warp w scores both row
+  // tiles of a sub-chunk over k-steps [w KS / WARPS, (w + 1) KS / WARPS),
+  // at most APW of them (9 at most: 36 registers), their query fragments
+  // in registers for the whole task; WARPS sets of partial scores instead
+  // of KQ, in the query rows' room (free once the fragments are loaded).
+  constexpr int APW = (KS + WARPS - 1) / WARPS;
+  constexpr bool kAllRows = SCORE_ALL_ROWS && ONE && SUB == 16 && !kChain && APW <= 9 &&
+                            WARPS * HG * SUB <= QR * ROW / 2;
+  constexpr int KP = kAllRows ? WARPS : KQ; // sets of partial scores
   // The probabilities formed in every warp (WARP_SOFTMAX, where it applies).
   constexpr bool kWarpSoftmax = WARP_SOFTMAX && PACK && SUB == 16;
   StageClock clk; // -DMK_PHASE_TIMING: where the task's cycles go
   const int chunk = task / NG, h0 = (task % NG) * HG;
   bf16 *ring = reinterpret_cast<bf16 *>(smem);       // [NST][SUB][ROW]
   bf16 *qhi = ring + NST * SUB * ROW, *qlo = qhi + QR * ROW; // [QR][ROW] each
-  float *spart = smem + (NST * SUB + PARTS * QR) * ROW / 2; // [KQ][HG][SUB] partial scores
-  float *prob = spart + KQ * HG * SUB;               // [HG][SUB]
+  float *const ksums = smem + (NST * SUB + PARTS * QR) * ROW / 2; // [KQ][HG][SUB]
+  float *prob = ksums + KQ * HG * SUB;               // [HG][SUB]
+  // [KP][HG][SUB] partial scores (kAllRows: over the query rows).
+  float *spart = kAllRows ? reinterpret_cast<float *>(qhi) : ksums;
   float *mrun = prob + HG * SUB, *lrun = mrun + HG, *alpha = lrun + HG;
   const int r0 = (int)((long long)chunk * rows / nchunks);
   const int r1 = (int)((long long)(chunk + 1) * rows / nchunks);
@@ -857,7 +881,7 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
   // step's A operand is 16 * ks columns into the query rows: the rope
   // queries follow the latent ones).
 #ifndef MK_MLA_SCORE_CHAIN
-  constexpr bool kQueryRegs = QUERY_REGS && ONE && (KQ - 1) * KPW <= LS;
+  constexpr bool kQueryRegs = QUERY_REGS && ONE && !kAllRows && (KQ - 1) * KPW <= LS;
 #else
   constexpr bool kQueryRegs = false; // the chain's steps are rolled
 #endif
@@ -876,6 +900,19 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
                             qhi + la16 * ROW + 16 * ks + lk16);
     }
   }
+  // kAllRows: this warp's k-steps and their query fragments.
+  const int aks0 = warp * KS / WARPS, aks1 = (warp + 1) * KS / WARPS;
+  [[maybe_unused]] uint32_t qw[kAllRows ? APW : 1][4];
+  if constexpr (kAllRows) {
+    __syncthreads(); // the query rows' stores
+#pragma unroll
+    for (int i = 0; i < APW; ++i) {
+      qw[i][0] = qw[i][1] = qw[i][2] = qw[i][3] = 0u;
+      if (aks0 + i < aks1)
+        detail::ldmatrix_x4(qw[i][0], qw[i][1], qw[i][2], qw[i][3],
+                            qhi + la16 * ROW + 16 * (aks0 + i) + lk16);
+    }
+  }
   clk.lap(kStageMlaPrologue);
 
   for (int j = 0; j < nsub; ++j) {
@@ -889,7 +926,32 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
     const bf16 *cur = ring + (j % NST) * SUB * ROW;
     const int n = min(SUB, r1 - (r0 + j * SUB));
     // Scores: S[h][row] partial over this warp's k-steps.
-    {
+    if constexpr (kAllRows) {
+      // Both row tiles: one ldmatrix.x4 gives a k-step's B fragments of
+      // rows 0-7 (b0, b1) and 8-15 (b2, b3); two chains, one per tile.
+      float s0[4] = {0.f, 0.f, 0.f, 0.f}, s1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int i = 0; i < APW; ++i) {
+        if (aks0 + i < aks1) {
+          uint32_t b0, b1, b2, b3;
+          detail::ldmatrix_x4(b0, b1, b2, b3,
+                              cur + ((lane >> 4) * 8 + la) * ROW + 16 * (aks0 + i) + lk);
+          detail::mma_bf16_16816(s0, qw[i][0], qw[i][1], qw[i][2], qw[i][3], b0, b1);
+          detail::mma_bf16_16816(s1, qw[i][0], qw[i][1], qw[i][2], qw[i][3], b2, b3);
+        }
+      }
+      // Lane (g, t): heads g and g + 8, rows 2t, 2t + 1 (s0) and 2t + 8,
+      // 2t + 9 (s1).
+      float *sp = spart + (warp * HG + g) * SUB + 2 * t;
+      if (g < HG) {
+        *reinterpret_cast<float2 *>(sp) = make_float2(s0[0], s0[1]);
+        *reinterpret_cast<float2 *>(sp + 8) = make_float2(s1[0], s1[1]);
+      }
+      if (g + 8 < HG) {
+        *reinterpret_cast<float2 *>(sp + 8 * SUB) = make_float2(s0[2], s0[3]);
+        *reinterpret_cast<float2 *>(sp + 8 * SUB + 8) = make_float2(s1[2], s1[3]);
+      }
+    } else {
       float sh[4] = {0.f, 0.f, 0.f, 0.f}, sl[4] = {0.f, 0.f, 0.f, 0.f};
       // The k-steps unrolled, odd ones into a second accumulator (`sl`,
       // free when PACK or ONE: no lo mma of its own): two HMMA chains of ~5 instead of one of 9 (perf
@@ -902,11 +964,6 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
       // the last one's steps are known from the unrolled i (perf notes #95:
       // -4 us at 16384). -DMK_MLA_SCORE_CHAIN: one rolled chain of tested
       // steps (the form of session 12).
-#ifndef MK_MLA_SCORE_CHAIN
-      constexpr bool kChain = false;
-#else
-      constexpr bool kChain = true;
-#endif
       constexpr bool SPLIT = (PACK || ONE) && !kChain;
       // Whether the k-groups before the last hold only latent steps (the
       // unit's and every wide spec's shapes); otherwise (a small latent
@@ -1069,7 +1126,7 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
         if (live && row < n) {
           s = 0.f;
 #pragma unroll
-          for (int q = 0; q < KQ; ++q)
+          for (int q = 0; q < KP; ++q)
             s += spart[(q * HG + h) * SUB + row];
           s *= scale;
         }

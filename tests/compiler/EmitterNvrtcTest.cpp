@@ -456,8 +456,9 @@ TEST(EmitterNvrtc, KimiLinearGemvPrologueWait) {
 // warp softmax with 8-head tasks (its only shape: the default's 16-head
 // tasks ignore it), the bulk rows with the default's, and the default's
 // 16-head one-part tasks with their query fragments in registers
-// (-DMK_MLA_QUERY_REGS) and their softmax stage on adjacent heads
-// (-DMK_MLA_SOFTMAX_ADJACENT).
+// (-DMK_MLA_QUERY_REGS), their softmax stage on adjacent heads
+// (-DMK_MLA_SOFTMAX_ADJACENT) and every warp scoring all rows of a
+// sub-chunk (-DMK_MLA_SCORE_ALL_ROWS).
 TEST(EmitterNvrtc, MlaOptInForms) {
   const std::string src =
       emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
@@ -468,7 +469,7 @@ TEST(EmitterNvrtc, MlaOptInForms) {
   ASSERT_NE(eight.find("mla_attention_chunk_task_waiting<256, 32, 8, 512, 64, 16, "),
             std::string::npos);
   for (const char *option : {"-DMK_MLA_WARP_SOFTMAX", "-DMK_MLA_BULK_ROWS", "-DMK_MLA_QUERY_REGS",
-                             "-DMK_MLA_SOFTMAX_ADJACENT"})
+                             "-DMK_MLA_SOFTMAX_ADJACENT", "-DMK_MLA_SCORE_ALL_ROWS"})
     for (const char *arch : {"sm_90", "sm_120"}) {
       SCOPED_TRACE(std::string(option) + " " + arch);
       mk::test::compileAndCheck(std::string(option) == "-DMK_MLA_WARP_SOFTMAX" ? eight : src,

@@ -1230,15 +1230,17 @@ __global__ void __launch_bounds__(T, 1)
 // where it fits), the sliced one, or the block-wide one with its
 // probabilities formed in every warp (WARP_SOFTMAX), or the block-wide one
 // with its rows moved by bulk copies (BULK_ROWS), or the block-wide one with
-// its query fragments in registers (QUERY_REGS) or its softmax half-warps on
-// adjacent heads (SOFTMAX_ADJACENT), whatever the build's macros.
+// its query fragments in registers (QUERY_REGS), its softmax half-warps on
+// adjacent heads (SOFTMAX_ADJACENT) or every warp scoring all rows of a
+// sub-chunk (SCORE_ALL_ROWS), whatever the build's macros.
 enum MlaForm : int {
   kMlaPicked = 0,
   kMlaSliced = 1,
   kMlaWarpSoftmaxForm = 2,
   kMlaBulkRowsForm = 3,
   kMlaQueryRegsForm = 4,
-  kMlaSoftmaxAdjacentForm = 5
+  kMlaSoftmaxAdjacentForm = 5,
+  kMlaScoreAllRowsForm = 6
 };
 // AT threads, FORM an MlaForm, the queries and probabilities in PARTS
 // parts, a chunk per CROWS rows at most.
@@ -1271,6 +1273,11 @@ __global__ void __launch_bounds__(AT, 1)
       mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, PARTS,
                                              mk::kMlaWarpSoftmax, mk::kMlaBulkRows,
                                              mk::kMlaQueryRegs, true>(
+          t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
+    else if constexpr (FORM == kMlaScoreAllRowsForm)
+      mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, PARTS,
+                                             mk::kMlaWarpSoftmax, mk::kMlaBulkRows,
+                                             mk::kMlaQueryRegs, mk::kMlaSoftmaxAdjacent, true>(
           t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
     else
       mk::mla_attention_chunk_task<AT, HM, HG, LORA, ROPE, SUB, PARTS>(
@@ -1624,6 +1631,21 @@ TEST(Mla, SoftmaxAdjacentForm) {
   runMla<32, 16, 16, 256, kMlaSoftmaxAdjacentForm, false, 1>(40, false, 77);
   runMla<16, 16, 16, 256, kMlaSoftmaxAdjacentForm, false, 1>(0, true, 78);
   runMla<32, 16, 16, 256, kMlaSoftmaxAdjacentForm>(300, false, 79);
+}
+// The one-part 16-head form with every warp scoring both row tiles of a
+// sub-chunk over its own k-steps (-DMK_MLA_SCORE_ALL_ROWS, opt-in), in every
+// build: the unit's 32 heads in 16-head tasks at its 256 threads (warps of
+// 4 and 5 of the 36 k-steps, the rope steps in the last two), a short last
+// sub-chunk, a single row adopting a foreign cache, 32-row chunks, 12 heads
+// (A rows 12-15 past the heads) and 128 threads (4 warps of 9 steps).
+TEST(Mla, ScoreAllRowsForm) {
+  REQUIRE_GPU();
+  runMla<32, 16, 16, 256, kMlaScoreAllRowsForm, false, 1>(2000, false, 81);
+  runMla<32, 16, 16, 256, kMlaScoreAllRowsForm, false, 1>(40, false, 82);
+  runMla<16, 16, 16, 256, kMlaScoreAllRowsForm, false, 1>(0, true, 83);
+  runMla<32, 16, 16, 256, kMlaScoreAllRowsForm, false, 1, 32>(300, false, 84);
+  runMla<24, 12, 16, 256, kMlaScoreAllRowsForm, false, 1>(300, false, 85);
+  runMla<16, 16, 16, 128, kMlaScoreAllRowsForm, false, 1>(300, true, 86);
 }
 // 32-row sub-chunks (attention-sub-rows=32): two ring slots, a k-step of
 // the weighted sum per 16 rows; short and single-row contexts included.
