@@ -61,16 +61,21 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t *>(&h);
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
+/// Sum over aligned groups of LANES lanes (the whole warp by default); every
+/// lane of the warp takes part.
+template <int LANES = 32> __device__ __forceinline__ float warp_sum(float v) {
+  static_assert(LANES >= 1 && LANES <= 32 && (LANES & (LANES - 1)) == 0, "a power of two");
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
+  for (int o = LANES / 2; o > 0; o >>= 1)
     v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 
-__device__ __forceinline__ float warp_max(float v) {
+/// Maximum over aligned groups of LANES lanes, as warp_sum.
+template <int LANES = 32> __device__ __forceinline__ float warp_max(float v) {
+  static_assert(LANES >= 1 && LANES <= 32 && (LANES & (LANES - 1)) == 0, "a power of two");
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
+  for (int o = LANES / 2; o > 0; o >>= 1)
     v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }

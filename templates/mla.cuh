@@ -1130,18 +1130,12 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
             s += spart[(q * HG + h) * SUB + row];
           s *= scale;
         }
-        float mx = s;
-#pragma unroll
-        for (int o = LANES / 2; o > 0; o /= 2)
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        const float mx = warp_max<LANES>(s);
         const float mnew = fmaxf(live ? mrun[h] : -INFINITY, mx);
         const float p = live && row < n ? expf(s - mnew) : 0.f;
         if (live && row < SUB)
           prob[h * SUB + row] = p;
-        float sum = p;
-#pragma unroll
-        for (int o = LANES / 2; o > 0; o /= 2)
-          sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        const float sum = warp_sum<LANES>(p);
         if (live && row == 0)
           detail::online_softmax_update(mrun, lrun, alpha, h, mnew, sum);
       }
