@@ -323,6 +323,15 @@ constexpr bool kMlaScoreAllRows = true;
 #else
 constexpr bool kMlaScoreAllRows = false;
 #endif
+/// Whether the block-wide attention's weighted sum takes its column tiles
+/// without a run-time test where every warp has the same number of them
+/// (mla_attention_chunk_task_blockwide's WHOLE_TILES; -DMK_MLA_WHOLE_TILES,
+/// opt-in).
+#ifdef MK_MLA_WHOLE_TILES
+constexpr bool kMlaWholeTiles = true;
+#else
+constexpr bool kMlaWholeTiles = false;
+#endif
 /// Whether the block-wide attention moves its cache rows with bulk copies
 /// (-DMK_MLA_BULK_ROWS, opt-in, sm_90+): one cp.async.bulk per row's latent
 /// part and one per rope part, issued by warp 0's lanes, each ring slot
@@ -651,7 +660,8 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t
 template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub,
           class Wait = NoPrologue, int PARTS = 2, bool WARP_SOFTMAX = kMlaWarpSoftmax,
           bool BULK_ROWS = kMlaBulkRows, bool QUERY_REGS = kMlaQueryRegs,
-          bool SOFTMAX_ADJACENT = kMlaSoftmaxAdjacent, bool SCORE_ALL_ROWS = kMlaScoreAllRows>
+          bool SOFTMAX_ADJACENT = kMlaSoftmaxAdjacent, bool SCORE_ALL_ROWS = kMlaScoreAllRows,
+          bool WHOLE_TILES = kMlaWholeTiles>
 __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int rows, float scale,
                                                    const float *q_abs, const bf16 *q_rope,
                                                    const bf16 *ckv, const bf16 *kr, float *part_m,
@@ -683,6 +693,12 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
   constexpr int LS = LORA / 16, KS = LS + R16 / 16;   // k-steps: latent, then rope
   constexpr int KPW = (KS + KQ - 1) / KQ;             // k-steps per warp
   constexpr int NT = LORA / 8, NTPW = (NT + WARPS - 1) / WARPS; // column tiles per warp
+  // Whether the weighted sum runs every warp's NTPW column tiles without a
+  // run-time test, where every warp has that many (WHOLE_TILES): the test
+  // on the warp index keeps each tile's ldmatrix and mma apart in ptxas's
+  // schedule, one load-then-mma chain of NTPW links, while without it the
+  // loads are all issued first.
+  constexpr bool kWholeTiles = WHOLE_TILES && NT % WARPS == 0;
   constexpr int LP = LORA / 8, RP = ROPE / 8;         // 16-byte pieces of a row
 #ifndef MK_MLA_SCORE_CHAIN
   constexpr bool kChain = false;
@@ -929,16 +945,18 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
     if constexpr (kAllRows) {
       // Both row tiles: one ldmatrix.x4 gives a k-step's B fragments of
       // rows 0-7 (b0, b1) and 8-15 (b2, b3); two chains, one per tile.
+      // Every warp runs APW steps, without a branch, so that the loads can
+      // all be issued before the first mma: a step past the warp's range
+      // has zero query fragments and reads the row's last k-step (finite
+      // cache values, or a zero row), adding zeros.
       float s0[4] = {0.f, 0.f, 0.f, 0.f}, s1[4] = {0.f, 0.f, 0.f, 0.f};
+      const bf16 *brow = cur + ((lane >> 4) * 8 + la) * ROW + lk;
 #pragma unroll
       for (int i = 0; i < APW; ++i) {
-        if (aks0 + i < aks1) {
-          uint32_t b0, b1, b2, b3;
-          detail::ldmatrix_x4(b0, b1, b2, b3,
-                              cur + ((lane >> 4) * 8 + la) * ROW + 16 * (aks0 + i) + lk);
-          detail::mma_bf16_16816(s0, qw[i][0], qw[i][1], qw[i][2], qw[i][3], b0, b1);
-          detail::mma_bf16_16816(s1, qw[i][0], qw[i][1], qw[i][2], qw[i][3], b2, b3);
-        }
+        uint32_t b0, b1, b2, b3;
+        detail::ldmatrix_x4(b0, b1, b2, b3, brow + 16 * min(aks0 + i, KS - 1));
+        detail::mma_bf16_16816(s0, qw[i][0], qw[i][1], qw[i][2], qw[i][3], b0, b1);
+        detail::mma_bf16_16816(s1, qw[i][0], qw[i][1], qw[i][2], qw[i][3], b2, b3);
       }
       // Lane (g, t): heads g and g + 8, rows 2t, 2t + 1 (s0) and 2t + 8,
       // 2t + 9 (s1).
@@ -1171,7 +1189,7 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
 #pragma unroll
           for (int i = 0; i < NTPW; ++i) {
             const int ct = warp + i * WARPS;
-            if (ct < NT) {
+            if (kWholeTiles || ct < NT) {
               if (rk == 0) {
                 acc[i][0] *= al;
                 acc[i][1] *= al;

@@ -457,8 +457,9 @@ TEST(EmitterNvrtc, KimiLinearGemvPrologueWait) {
 // tasks ignore it), the bulk rows with the default's, and the default's
 // 16-head one-part tasks with their query fragments in registers
 // (-DMK_MLA_QUERY_REGS), their softmax stage on adjacent heads
-// (-DMK_MLA_SOFTMAX_ADJACENT) and every warp scoring all rows of a
-// sub-chunk (-DMK_MLA_SCORE_ALL_ROWS).
+// (-DMK_MLA_SOFTMAX_ADJACENT), every warp scoring all rows of a sub-chunk
+// (-DMK_MLA_SCORE_ALL_ROWS), the weighted sum's column tiles without a
+// run-time test (-DMK_MLA_WHOLE_TILES), and the last two together.
 TEST(EmitterNvrtc, MlaOptInForms) {
   const std::string src =
       emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
@@ -468,13 +469,23 @@ TEST(EmitterNvrtc, MlaOptInForms) {
           .source;
   ASSERT_NE(eight.find("mla_attention_chunk_task_waiting<256, 32, 8, 512, 64, 16, "),
             std::string::npos);
-  for (const char *option : {"-DMK_MLA_WARP_SOFTMAX", "-DMK_MLA_BULK_ROWS", "-DMK_MLA_QUERY_REGS",
-                             "-DMK_MLA_SOFTMAX_ADJACENT", "-DMK_MLA_SCORE_ALL_ROWS"})
+  const std::vector<std::vector<std::string>> forms = {
+      {"-DMK_MLA_WARP_SOFTMAX"},
+      {"-DMK_MLA_BULK_ROWS"},
+      {"-DMK_MLA_QUERY_REGS"},
+      {"-DMK_MLA_SOFTMAX_ADJACENT"},
+      {"-DMK_MLA_SCORE_ALL_ROWS"},
+      {"-DMK_MLA_WHOLE_TILES"},
+      {"-DMK_MLA_SCORE_ALL_ROWS", "-DMK_MLA_WHOLE_TILES"}};
+  for (const std::vector<std::string> &options : forms)
     for (const char *arch : {"sm_90", "sm_120"}) {
-      SCOPED_TRACE(std::string(option) + " " + arch);
-      mk::test::compileAndCheck(std::string(option) == "-DMK_MLA_WARP_SOFTMAX" ? eight : src,
+      std::string name;
+      for (const std::string &o : options)
+        name += o + " ";
+      SCOPED_TRACE(name + arch);
+      mk::test::compileAndCheck(options[0] == "-DMK_MLA_WARP_SOFTMAX" ? eight : src,
                                 "mk_kimi_linear_w4a16", arch, mk::test::SpillRule::Strict,
-                                {option});
+                                options);
     }
 }
 
