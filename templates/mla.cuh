@@ -947,8 +947,9 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
       // rows 0-7 (b0, b1) and 8-15 (b2, b3); two chains, one per tile.
       // Every warp runs APW steps, without a branch, so that the loads can
       // all be issued before the first mma: a step past the warp's range
-      // has zero query fragments and reads the row's last k-step (finite
-      // cache values, or a zero row), adding zeros.
+      // has zero query fragments and reads another k-step of the rows (the
+      // next warp's first, or the last: finite cache values, or zeros past
+      // the chunk), adding zeros.
       float s0[4] = {0.f, 0.f, 0.f, 0.f}, s1[4] = {0.f, 0.f, 0.f, 0.f};
       const bf16 *brow = cur + ((lane >> 4) * 8 + la) * ROW + lk;
 #pragma unroll
@@ -1115,7 +1116,7 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
 #pragma unroll
       for (int i = 0; i < NTPW; ++i) {
         const int ct = warp + i * WARPS;
-        if (ct < NT) {
+        if (kWholeTiles || ct < NT) {
 #pragma unroll
           for (int c = 0; c < 4; ++c)
             acc[i][c] *= al; // rows 8-15: head g's lo parts

@@ -1285,7 +1285,7 @@ __global__ void __launch_bounds__(AT, 1)
           t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
     else if constexpr (FORM == kMlaWholeTilesForm || FORM == kMlaAllRowsWholeTilesForm)
       mk::mla_attention_chunk_task_blockwide<
-          AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, PARTS, mk::kMlaWarpSoftmax,
+          AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, PARTS, HG <= 8 || mk::kMlaWarpSoftmax,
           mk::kMlaBulkRows, mk::kMlaQueryRegs, mk::kMlaSoftmaxAdjacent,
           FORM == kMlaAllRowsWholeTilesForm || mk::kMlaScoreAllRows, true>(
           t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
@@ -1662,7 +1662,8 @@ TEST(Mla, ScoreAllRowsForm) {
 // 16-head tasks at 256 threads (8 tiles a warp), alone and with every warp
 // scoring all rows, a short last sub-chunk, a single row adopting a
 // foreign cache; two parts with 2 and 8 heads at T threads (4 tiles a
-// warp) and 32-row sub-chunks.
+// warp), where the form takes WARP_SOFTMAX too (its own weighted sum), and
+// with 32-row sub-chunks (the softmax stage's).
 TEST(Mla, WholeTilesForm) {
   REQUIRE_GPU();
   runMla<32, 16, 16, 256, kMlaWholeTilesForm, false, 1>(2000, false, 91);
