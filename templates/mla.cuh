@@ -337,7 +337,7 @@ constexpr bool kMlaWholeTiles = false;
 /// part and one per rope part, issued by warp 0's lanes, each ring slot
 /// completing on its own mbarrier, instead of 16-byte cp.async by every
 /// thread (perf notes #112: the copies' issue loop was ~20 % of the
-/// attention's stall samples). Not yet run on a GPU.
+/// attention's stall samples). Slower on an H100 (perf notes #189).
 #ifdef MK_MLA_BULK_ROWS
 constexpr bool kMlaBulkRows = true;
 #else
@@ -652,11 +652,18 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t
 /// instead of their cp.async groups. The same ring layout and arithmetic.
 ///
 /// QUERY_REGS (-DMK_MLA_QUERY_REGS, opt-in; PARTS 1 where the k-groups
-/// before the last hold only latent steps, else ignored): each warp loads
-/// the query fragments of its first kMlaQueryRegSteps score k-steps once,
-/// before the sub-chunk loop, and keeps them in registers. SOFTMAX_ADJACENT
+/// before the last hold only latent steps, and neither SCORE_ALL_ROWS nor
+/// -DMK_MLA_SCORE_CHAIN applies, else ignored): each warp loads the query
+/// fragments of its first kMlaQueryRegSteps score k-steps once, before the
+/// sub-chunk loop, and keeps them in registers. SOFTMAX_ADJACENT
 /// (-DMK_MLA_SOFTMAX_ADJACENT, opt-in; where a warp's half-warps take a head
-/// each): heads 2w and 2w + 1 for warp w. Both the same arithmetic.
+/// each): heads 2w and 2w + 1 for warp w. SCORE_ALL_ROWS
+/// (-DMK_MLA_SCORE_ALL_ROWS, opt-in; PARTS 1, 16-row sub-chunks, not under
+/// -DMK_MLA_SCORE_CHAIN, else ignored): every warp scores both row tiles
+/// over its own k-steps, their query fragments in registers (kAllRows
+/// below). WHOLE_TILES (-DMK_MLA_WHOLE_TILES, opt-in; where every warp has
+/// as many column tiles): the weighted sum's tiles without a run-time test.
+/// All the same arithmetic but for the order of the partial scores' sum.
 template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub,
           class Wait = NoPrologue, int PARTS = 2, bool WARP_SOFTMAX = kMlaWarpSoftmax,
           bool BULK_ROWS = kMlaBulkRows, bool QUERY_REGS = kMlaQueryRegs,
@@ -947,9 +954,9 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
       // rows 0-7 (b0, b1) and 8-15 (b2, b3); two chains, one per tile.
       // Every warp runs APW steps, without a branch, so that the loads can
       // all be issued before the first mma: a step past the warp's range
-      // has zero query fragments and reads another k-step of the rows (the
-      // next warp's first, or the last: finite cache values, or zeros past
-      // the chunk), adding zeros.
+      // has zero query fragments and reads the next warp's first k-step
+      // (finite cache values, or zeros past the chunk), adding zeros. (The
+      // last warp's range ends at KS; the min is a guard.)
       float s0[4] = {0.f, 0.f, 0.f, 0.f}, s1[4] = {0.f, 0.f, 0.f, 0.f};
       const bf16 *brow = cur + ((lane >> 4) * 8 + la) * ROW + lk;
 #pragma unroll

@@ -1271,7 +1271,8 @@ __global__ void __launch_bounds__(AT, 1)
           t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
     else if constexpr (FORM == kMlaQueryRegsForm)
       mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, PARTS,
-                                             mk::kMlaWarpSoftmax, mk::kMlaBulkRows, true>(
+                                             mk::kMlaWarpSoftmax, mk::kMlaBulkRows, true,
+                                             mk::kMlaSoftmaxAdjacent, false>(
           t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
     else if constexpr (FORM == kMlaSoftmaxAdjacentForm)
       mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, PARTS,
@@ -1618,7 +1619,8 @@ TEST(Mla, BulkRowsForm) {
   runMla<4, 2, 32, T, kMlaBulkRowsForm>(300, false, 66);
 }
 // The one-part 16-head form with its query fragments in registers
-// (-DMK_MLA_QUERY_REGS, opt-in), in every build: the unit's 32 heads in 16-head
+// (-DMK_MLA_QUERY_REGS, opt-in), in the default and variants builds (the
+// forms build's MK_MLA_SCORE_CHAIN turns it off): the unit's 32 heads in 16-head
 // tasks at its 256 threads (the first 5 of a warp's 9 k-steps from
 // registers), a short last sub-chunk, a single row adopting a foreign
 // cache, and 32-row chunks. (At T threads the form does not apply: 8
@@ -1643,9 +1645,10 @@ TEST(Mla, SoftmaxAdjacentForm) {
   runMla<32, 16, 16, 256, kMlaSoftmaxAdjacentForm>(300, false, 79);
 }
 // The one-part 16-head form with every warp scoring both row tiles of a
-// sub-chunk over its own k-steps (-DMK_MLA_SCORE_ALL_ROWS, opt-in), in every
-// build: the unit's 32 heads in 16-head tasks at its 256 threads (warps of
-// 4 and 5 of the 36 k-steps, the rope steps in the last two), a short last
+// sub-chunk over its own k-steps (-DMK_MLA_SCORE_ALL_ROWS, opt-in), in the
+// default and variants builds (the forms build's MK_MLA_SCORE_CHAIN turns
+// it off): the unit's 32 heads in 16-head tasks at its 256 threads (warps of
+// 4 and 5 of the 36 k-steps, the 4 rope steps in the last warp's), a short last
 // sub-chunk, a single row adopting a foreign cache, 32-row chunks, 12 heads
 // (A rows 12-15 past the heads) and 128 threads (4 warps of 9 steps).
 TEST(Mla, ScoreAllRowsForm) {
@@ -1660,7 +1663,8 @@ TEST(Mla, ScoreAllRowsForm) {
 // The weighted sum's column tiles without a run-time test
 // (-DMK_MLA_WHOLE_TILES, opt-in), in every build: the unit's one-part
 // 16-head tasks at 256 threads (8 tiles a warp), alone and with every warp
-// scoring all rows, a short last sub-chunk, a single row adopting a
+// scoring all rows (not in the forms build, whose MK_MLA_SCORE_CHAIN turns
+// that off), a short last sub-chunk, a single row adopting a
 // foreign cache; two parts with 2 and 8 heads at T threads (4 tiles a
 // warp), where the form takes WARP_SOFTMAX too (its own weighted sum), and
 // with 32-row sub-chunks (the softmax stage's).
