@@ -237,6 +237,22 @@ __device__ __forceinline__ void online_softmax_update(float *mrun, float *lrun, 
 }
 } // namespace detail
 
+#ifdef MK_MLA_STATS_HEAD_MAJOR
+constexpr bool kMlaStatsHeadMajor = true;
+#else
+constexpr bool kMlaStatsHeadMajor = false;
+#endif
+/// Where chunk `chunk`'s softmax maximum and sum of head h lie in the
+/// partials part_m and part_l (HM heads, nchunks chunks): chunk-major
+/// ([chunk][head]), or with -DMK_MLA_STATS_HEAD_MAJOR (opt-in) head-major
+/// ([head][chunk]), so that a combine task's loads of its head's nchunks
+/// statistics lie in nchunks * 4 contiguous bytes instead of one 128-byte
+/// line each (every combine block reads all nchunks lines of both arrays).
+template <int HM>
+__device__ __forceinline__ int mla_stat_at(int chunk, int h, int nchunks) {
+  return kMlaStatsHeadMajor ? h * nchunks + chunk : chunk * HM + h;
+}
+
 /// How many context chunks the attention splits into (same on every block).
 /// At most one chunk per `chunk_rows` rows (rounded up): fewer, longer
 /// chunks at short contexts, where more would cost more partials to write
@@ -322,15 +338,6 @@ constexpr bool kMlaSoftmaxAdjacent = false;
 constexpr bool kMlaScoreAllRows = true;
 #else
 constexpr bool kMlaScoreAllRows = false;
-#endif
-/// Whether the block-wide attention's weighted sum takes its column tiles
-/// without a run-time test where every warp has the same number of them
-/// (mla_attention_chunk_task_blockwide's WHOLE_TILES; -DMK_MLA_WHOLE_TILES,
-/// opt-in).
-#ifdef MK_MLA_WHOLE_TILES
-constexpr bool kMlaWholeTiles = true;
-#else
-constexpr bool kMlaWholeTiles = false;
 #endif
 /// Whether the block-wide attention moves its cache rows with bulk copies
 /// (-DMK_MLA_BULK_ROWS, opt-in, sm_90+): one cp.async.bulk per row's latent
@@ -548,8 +555,8 @@ __device__ void mla_attention_chunk_task_simt(int task, int nchunks, int rows, f
   cp_async_commit(); // an empty chunk never waited for its queries' copies
   cp_async_wait<0>();
   for (int h = threadIdx.x; h < HG; h += THREADS) {
-    part_m[chunk * HM + h0 + h] = mrun[h];
-    part_l[chunk * HM + h0 + h] = lrun[h];
+    part_m[mla_stat_at<HM>(chunk, h0 + h, nchunks)] = mrun[h];
+    part_l[mla_stat_at<HM>(chunk, h0 + h, nchunks)] = lrun[h];
   }
 #pragma unroll
   for (int k = 0; k < DPT; ++k) {
@@ -661,14 +668,11 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t
 /// (-DMK_MLA_SCORE_ALL_ROWS, opt-in; PARTS 1, 16-row sub-chunks, not under
 /// -DMK_MLA_SCORE_CHAIN, else ignored): every warp scores both row tiles
 /// over its own k-steps, their query fragments in registers (kAllRows
-/// below). WHOLE_TILES (-DMK_MLA_WHOLE_TILES, opt-in; where every warp has
-/// as many column tiles): the weighted sum's tiles without a run-time test.
-/// All the same arithmetic but for the order of the partial scores' sum.
+/// below). All the same arithmetic but for the order of the partial scores' sum.
 template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub,
           class Wait = NoPrologue, int PARTS = 2, bool WARP_SOFTMAX = kMlaWarpSoftmax,
           bool BULK_ROWS = kMlaBulkRows, bool QUERY_REGS = kMlaQueryRegs,
-          bool SOFTMAX_ADJACENT = kMlaSoftmaxAdjacent, bool SCORE_ALL_ROWS = kMlaScoreAllRows,
-          bool WHOLE_TILES = kMlaWholeTiles>
+          bool SOFTMAX_ADJACENT = kMlaSoftmaxAdjacent, bool SCORE_ALL_ROWS = kMlaScoreAllRows>
 __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int rows, float scale,
                                                    const float *q_abs, const bf16 *q_rope,
                                                    const bf16 *ckv, const bf16 *kr, float *part_m,
@@ -700,12 +704,12 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
   constexpr int LS = LORA / 16, KS = LS + R16 / 16;   // k-steps: latent, then rope
   constexpr int KPW = (KS + KQ - 1) / KQ;             // k-steps per warp
   constexpr int NT = LORA / 8, NTPW = (NT + WARPS - 1) / WARPS; // column tiles per warp
-  // Whether the weighted sum runs every warp's NTPW column tiles without a
-  // run-time test, where every warp has that many (WHOLE_TILES): the test
-  // on the warp index keeps each tile's ldmatrix and mma apart in ptxas's
-  // schedule, one load-then-mma chain of NTPW links, while without it the
-  // loads are all issued first.
-  constexpr bool kWholeTiles = WHOLE_TILES && NT % WARPS == 0;
+  // Whether every warp has NTPW column tiles of the weighted sum (the
+  // unit's 64 tiles on 8 warps), so that their loop needs no run-time test:
+  // the test on the warp index kept each tile's ldmatrix and mma apart in
+  // ptxas's schedule, one load-then-mma chain of NTPW links, where without
+  // it the loads are all issued first (perf notes #217).
+  constexpr bool kWholeTiles = NT % WARPS == 0;
   constexpr int LP = LORA / 8, RP = ROPE / 8;         // 16-byte pieces of a row
 #ifndef MK_MLA_SCORE_CHAIN
   constexpr bool kChain = false;
@@ -1229,13 +1233,13 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
   cp_async_wait<0>(); // the empty groups past the end
   if constexpr (kWarpSoftmax) {
     if (warp == 0 && t == 0 && g < HG) {
-      part_m[chunk * HM + h0 + g] = wmax;
-      part_l[chunk * HM + h0 + g] = wsum;
+      part_m[mla_stat_at<HM>(chunk, h0 + g, nchunks)] = wmax;
+      part_l[mla_stat_at<HM>(chunk, h0 + g, nchunks)] = wsum;
     }
   } else {
     for (int h = threadIdx.x; h < HG; h += THREADS) {
-      part_m[chunk * HM + h0 + h] = mrun[h];
-      part_l[chunk * HM + h0 + h] = lrun[h];
+      part_m[mla_stat_at<HM>(chunk, h0 + h, nchunks)] = mrun[h];
+      part_l[mla_stat_at<HM>(chunk, h0 + h, nchunks)] = lrun[h];
     }
   }
 #pragma unroll
@@ -1554,8 +1558,8 @@ __device__ void mla_attention_chunk_task_sliced(int task, int nchunks, int rows,
     const int h = g + 8 * e;
     if (h < HG) {
       if (t == 0 && warp == 0) {
-        part_m[chunk * HM + h0 + h] = mrun[e];
-        part_l[chunk * HM + h0 + h] = lrun[e];
+        part_m[mla_stat_at<HM>(chunk, h0 + h, nchunks)] = mrun[e];
+        part_l[mla_stat_at<HM>(chunk, h0 + h, nchunks)] = lrun[e];
       }
 #pragma unroll
       for (int c = 0; c < CT; ++c)
@@ -1650,11 +1654,11 @@ __host__ __device__ constexpr int mla_combine_waiting_smem_floats(int span, int 
 /// are read from L2 in the sums' loop. Every warp forms the chunk
 /// weights exp(m_i - M) and their sum W itself (no block barrier), and each
 /// (dim, chunk share) pair of threads sums its chunks. Ends with a block
-/// barrier.
+/// barrier. `clk` takes the merge's stages (timing builds).
 template <int THREADS, int HM, int LORA, bool LENT_STAGE = false>
 __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const float *part_m,
                                   const float *part_l, const float *part_acc, float *xs,
-                                  float *scratch, int scratch_floats,
+                                  float *scratch, int scratch_floats, StageClock &clk,
                                   float *stage_area = nullptr, int stage_floats = 0) {
   const int span = d1 - d0;
   const int parts = span >= THREADS ? 1 : THREADS / span;
@@ -1672,11 +1676,15 @@ __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const floa
     }
     cp_async_commit();
   }
+  clk.lap(kStageCombineCopies);
+  // mla_stat_at's layouts, the chunk-major one as steps of HM floats from
+  // the head's first (the form ptxas strength-reduces).
   for (int i = threadIdx.x; i < nchunks; i += THREADS) {
-    e[i] = __ldcg(part_m + i * HM + h);
-    lw[i] = __ldcg(part_l + i * HM + h);
+    e[i] = __ldcg(kMlaStatsHeadMajor ? part_m + h * nchunks + i : part_m + i * HM + h);
+    lw[i] = __ldcg(kMlaStatsHeadMajor ? part_l + h * nchunks + i : part_l + i * HM + h);
   }
   __syncthreads();
+  clk.lap(kStageCombineStats);
   // Every warp: M = max_i m_i, the weights exp(m_i - M) (empty chunks weigh
   // 0) and W = sum_i weight_i l_i; warp 0 publishes the weights.
   const int lane = threadIdx.x & 31;
@@ -1692,9 +1700,11 @@ __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const floa
   if (threadIdx.x < 32)
     for (int i = lane; i < nchunks; i += 32)
       e[i] = e[i] == -INFINITY ? 0.f : expf(e[i] - M);
+  clk.lap(kStageCombineWeights);
   if (staged)
     cp_async_wait<0>();
   __syncthreads();
+  clk.lap(kStageCombineLanded);
   for (int t = threadIdx.x; t < span * parts; t += THREADS) {
     const int d = t % span, q = t / span;
     float v = 0.f;
@@ -1736,7 +1746,7 @@ __device__ void mla_combine_wv_task(int h, int d0, int d1, int nchunks, const fl
   float *xs = smem, *red = smem + LORA;
   constexpr int RED = w4a16_red_floats<THREADS, VH>();
   mla_combine_merge<THREADS, HM, LORA>(h, d0, d1, nchunks, part_m, part_l, part_acc, xs, red,
-                                       RED);
+                                       RED, clk);
   clk.lap(kStageCombineMerge);
   constexpr int N = HM * (NOPE + VH);
   const int n0 = h * (NOPE + VH) + NOPE;
@@ -1786,7 +1796,7 @@ __device__ void mla_combine_wv_task_waiting(int h, int d0, int d1, int nchunks,
     wait();
     clk.lap(kStageCombineEntry);
     mla_combine_merge<THREADS, HM, LORA, true>(
-        h, d0, d1, nchunks, part_m, part_l, part_acc, xs, scratch, 0,
+        h, d0, d1, nchunks, part_m, part_l, part_acc, xs, scratch, 0, clk,
         lend ? ring + kStageFloats : nullptr, lend ? (kW4A16Stages - 1) * kStageFloats : 0);
     clk.lap(kStageCombineMerge);
   };

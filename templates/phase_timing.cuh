@@ -65,9 +65,15 @@ enum StageSlot : int {
                          ///< (a polled router's wait for them) and scored (+ barrier)
   kStageCombineEntry,    ///< MLA combine: entry until its wait for the partials returned
                          ///< (the W_v slice's first copies asked for before it)
-  kStageCombineMerge,    ///< MLA combine: the partials merged (loads, weights, sums)
+  kStageCombineMerge,    ///< MLA combine: of the merge, the weighted sums (+ barriers)
   kStageCombineGemv,     ///< MLA combine: the W_v slice's GEMV and its atomic adds
-  kStageSlots = 20
+  kStageCombineCopies,   ///< MLA combine: of the merge, the partials' copies issued
+  kStageCombineStats,    ///< MLA combine: of the merge, the chunks' maxima and sums loaded
+                         ///< (+ barrier)
+  kStageCombineWeights,  ///< MLA combine: of the merge, the chunk weights formed (warp 0)
+  kStageCombineLanded,   ///< MLA combine: of the merge, waiting for the copied partials
+                         ///< (+ barrier: the other warps' weights)
+  kStageSlots = 24
 };
 
 #ifdef MK_PHASE_TIMING
@@ -76,8 +82,8 @@ struct StageSums {
   unsigned long long cycles[kStageSlots];
   unsigned laps[kStageSlots];
 };
-static_assert(sizeof(StageSums) <= 240,
-              "the emitter's static shared bound counts 240 B of stage sums "
+static_assert(sizeof(StageSums) <= 288,
+              "the emitter's static shared bound counts 288 B of stage sums "
               "(kTimingStageSumsBytes, CudaEmitter.cpp)");
 __device__ __forceinline__ StageSums &stage_sums() {
   __shared__ StageSums sums;

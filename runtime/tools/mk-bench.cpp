@@ -117,7 +117,7 @@ struct BenchRow {
 /// Slots per phase in the timing tables; mk::kMaxGrid in grid_sync.cuh.
 constexpr size_t kTimingSlots = 1024;
 /// phase_timing.cuh's StageSlot: the task stages a StageClock times.
-constexpr size_t kStageSlots = 20;
+constexpr size_t kStageSlots = 24;
 const char *const kStageNames[kStageSlots] = {
     "mla attention: prologue (queries staged, first rows asked for; any prologue wait)",
     "mla attention: waiting for rows (+ barrier, next rows asked for)",
@@ -137,8 +137,12 @@ const char *const kStageNames[kStageSlots] = {
     "staged norm: sums and scaling (+ barriers)",
     "router top-k: of it, until every logit was read and scored (+ barrier)",
     "mla combine: entry until the partials' wait returned (W_v copies asked for)",
-    "mla combine: partials merged (loads, weights, sums + barriers)",
-    "mla combine: the W_v slice's gemv and atomic adds"};
+    "mla combine: merge's weighted sums (+ barriers)",
+    "mla combine: the W_v slice's gemv and atomic adds",
+    "mla combine: merge's partial copies issued",
+    "mla combine: merge's chunk maxima and sums loaded (+ barrier)",
+    "mla combine: merge's chunk weights formed (warp 0)",
+    "mla combine: merge's wait for the copied partials (+ barrier)"};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -458,8 +458,8 @@ TEST(EmitterNvrtc, KimiLinearGemvPrologueWait) {
 // 16-head one-part tasks with their query fragments in registers
 // (-DMK_MLA_QUERY_REGS), their softmax stage on adjacent heads
 // (-DMK_MLA_SOFTMAX_ADJACENT), every warp scoring all rows of a sub-chunk
-// (-DMK_MLA_SCORE_ALL_ROWS), the weighted sum's column tiles without a
-// run-time test (-DMK_MLA_WHOLE_TILES), and the last two together.
+// (-DMK_MLA_SCORE_ALL_ROWS), and the partials' softmax statistics
+// head-major (-DMK_MLA_STATS_HEAD_MAJOR).
 TEST(EmitterNvrtc, MlaOptInForms) {
   const std::string src =
       emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
@@ -475,8 +475,7 @@ TEST(EmitterNvrtc, MlaOptInForms) {
       {"-DMK_MLA_QUERY_REGS"},
       {"-DMK_MLA_SOFTMAX_ADJACENT"},
       {"-DMK_MLA_SCORE_ALL_ROWS"},
-      {"-DMK_MLA_WHOLE_TILES"},
-      {"-DMK_MLA_SCORE_ALL_ROWS", "-DMK_MLA_WHOLE_TILES"}};
+      {"-DMK_MLA_STATS_HEAD_MAJOR"}};
   for (const std::vector<std::string> &options : forms)
     for (const char *arch : {"sm_90", "sm_120"}) {
       std::string name;

@@ -1231,10 +1231,8 @@ __global__ void __launch_bounds__(T, 1)
 // probabilities formed in every warp (WARP_SOFTMAX), or the block-wide one
 // with its rows moved by bulk copies (BULK_ROWS), or the block-wide one with
 // its query fragments in registers (QUERY_REGS), its softmax half-warps on
-// adjacent heads (SOFTMAX_ADJACENT), every warp scoring all rows of a
-// sub-chunk (SCORE_ALL_ROWS), or the weighted sum's column tiles without a
-// run-time test (WHOLE_TILES, alone and with SCORE_ALL_ROWS), whatever the
-// build's macros.
+// adjacent heads (SOFTMAX_ADJACENT), or every warp scoring all rows of a
+// sub-chunk (SCORE_ALL_ROWS), whatever the build's macros.
 enum MlaForm : int {
   kMlaPicked = 0,
   kMlaSliced = 1,
@@ -1242,9 +1240,7 @@ enum MlaForm : int {
   kMlaBulkRowsForm = 3,
   kMlaQueryRegsForm = 4,
   kMlaSoftmaxAdjacentForm = 5,
-  kMlaScoreAllRowsForm = 6,
-  kMlaWholeTilesForm = 7,
-  kMlaAllRowsWholeTilesForm = 8
+  kMlaScoreAllRowsForm = 6
 };
 // AT threads, FORM an MlaForm, the queries and probabilities in PARTS
 // parts, a chunk per CROWS rows at most.
@@ -1283,12 +1279,6 @@ __global__ void __launch_bounds__(AT, 1)
       mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, PARTS,
                                              mk::kMlaWarpSoftmax, mk::kMlaBulkRows,
                                              mk::kMlaQueryRegs, mk::kMlaSoftmaxAdjacent, true>(
-          t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
-    else if constexpr (FORM == kMlaWholeTilesForm || FORM == kMlaAllRowsWholeTilesForm)
-      mk::mla_attention_chunk_task_blockwide<
-          AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, PARTS, HG <= 8 || mk::kMlaWarpSoftmax,
-          mk::kMlaBulkRows, mk::kMlaQueryRegs, mk::kMlaSoftmaxAdjacent,
-          FORM == kMlaAllRowsWholeTilesForm || mk::kMlaScoreAllRows, true>(
           t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
     else
       mk::mla_attention_chunk_task<AT, HM, HG, LORA, ROPE, SUB, PARTS>(
@@ -1659,24 +1649,6 @@ TEST(Mla, ScoreAllRowsForm) {
   runMla<32, 16, 16, 256, kMlaScoreAllRowsForm, false, 1, 32>(300, false, 84);
   runMla<24, 12, 16, 256, kMlaScoreAllRowsForm, false, 1>(300, false, 85);
   runMla<16, 16, 16, 128, kMlaScoreAllRowsForm, false, 1>(300, true, 86);
-}
-// The weighted sum's column tiles without a run-time test
-// (-DMK_MLA_WHOLE_TILES, opt-in), in every build: the unit's one-part
-// 16-head tasks at 256 threads (8 tiles a warp), alone and with every warp
-// scoring all rows (not in the forms build, whose MK_MLA_SCORE_CHAIN turns
-// that off), a short last sub-chunk, a single row adopting a
-// foreign cache; two parts with 2 and 8 heads at T threads (4 tiles a
-// warp), where the form takes WARP_SOFTMAX too (its own weighted sum), and
-// with 32-row sub-chunks (the softmax stage's).
-TEST(Mla, WholeTilesForm) {
-  REQUIRE_GPU();
-  runMla<32, 16, 16, 256, kMlaWholeTilesForm, false, 1>(2000, false, 91);
-  runMla<32, 16, 16, 256, kMlaAllRowsWholeTilesForm, false, 1>(2000, false, 92);
-  runMla<32, 16, 16, 256, kMlaAllRowsWholeTilesForm, false, 1>(40, false, 93);
-  runMla<16, 16, 16, 256, kMlaWholeTilesForm, false, 1>(0, true, 94);
-  runMla<4, 2, 16, T, kMlaWholeTilesForm>(300, true, 95);
-  runMla<32, 8, 16, T, kMlaWholeTilesForm>(40, false, 96);
-  runMla<4, 2, 32, T, kMlaWholeTilesForm>(300, false, 97);
 }
 // 32-row sub-chunks (attention-sub-rows=32): two ring slots, a k-step of
 // the weighted sum per 16 rows; short and single-row contexts included.
