@@ -1257,31 +1257,18 @@ __global__ void __launch_bounds__(AT, 1)
     if constexpr (FORM == kMlaSliced)
       mk::mla_attention_chunk_task_sliced<AT, HM, HG, LORA, ROPE>(t, nch, rows, scale, qabs, qr,
                                                                   ckv, kr, pm, pl, pa, smem);
-    else if constexpr (FORM == kMlaWarpSoftmaxForm)
-      mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, 2,
-                                             true>(
-          t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
-    else if constexpr (FORM == kMlaBulkRowsForm)
-      mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, 2,
-                                             mk::kMlaWarpSoftmax, true>(
-          t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
-    else if constexpr (FORM == kMlaQueryRegsForm)
-      mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, PARTS,
-                                             mk::kMlaWarpSoftmax, mk::kMlaBulkRows, true,
-                                             mk::kMlaSoftmaxAdjacent, false>(
-          t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
-    else if constexpr (FORM == kMlaSoftmaxAdjacentForm)
-      mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, PARTS,
-                                             mk::kMlaWarpSoftmax, mk::kMlaBulkRows,
-                                             mk::kMlaQueryRegs, true>(
-          t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
-    else if constexpr (FORM == kMlaScoreAllRowsForm)
-      mk::mla_attention_chunk_task_blockwide<AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, PARTS,
-                                             mk::kMlaWarpSoftmax, mk::kMlaBulkRows,
-                                             mk::kMlaQueryRegs, mk::kMlaSoftmaxAdjacent, true>(
-          t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
-    else
+    else if constexpr (FORM == kMlaPicked)
       mk::mla_attention_chunk_task<AT, HM, HG, LORA, ROPE, SUB, PARTS>(
+          t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
+    else // the block-wide form, FORM's parameter on, the others the build's
+         // (the query-register form with SCORE_ALL_ROWS off, which it yields to)
+      mk::mla_attention_chunk_task_blockwide<
+          AT, HM, HG, LORA, ROPE, SUB, mk::NoPrologue, PARTS,
+          FORM == kMlaWarpSoftmaxForm || mk::kMlaWarpSoftmax,
+          FORM == kMlaBulkRowsForm || mk::kMlaBulkRows,
+          FORM == kMlaQueryRegsForm || mk::kMlaQueryRegs,
+          FORM == kMlaSoftmaxAdjacentForm || mk::kMlaSoftmaxAdjacent,
+          FORM == kMlaScoreAllRowsForm || (FORM != kMlaQueryRegsForm && mk::kMlaScoreAllRows)>(
           t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
 }
 // Latent-dim slices per head, as the partition cuts them (fp32 sums).
