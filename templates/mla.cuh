@@ -253,6 +253,29 @@ __device__ __forceinline__ int mla_stat_at(int chunk, int h, int nchunks) {
   return kMlaStatsHeadMajor ? h * nchunks + chunk : chunk * HM + h;
 }
 
+#ifdef MK_MLA_PARTIALS_BF16
+constexpr bool kMlaPartialsBf16 = true;
+#else
+constexpr bool kMlaPartialsBf16 = false;
+#endif
+/// The attention's partial sums (part_acc, [chunk][head][LORA]): fp32, or
+/// with -DMK_MLA_PARTIALS_BF16 (opt-in, a departure from the spec's fp32
+/// partials) rounded to bf16 in the buffer's first half, half the bytes
+/// the combine's merge reads. Stores the pair (v.x, v.y) at element `at`.
+__device__ __forceinline__ void mla_store_partials(float *part_acc, size_t at, float2 v) {
+  if constexpr (kMlaPartialsBf16)
+    *reinterpret_cast<__nv_bfloat162 *>(reinterpret_cast<bf16 *>(part_acc) + at) =
+        __floats2bfloat162_rn(v.x, v.y);
+  else
+    *reinterpret_cast<float2 *>(part_acc + at) = v;
+}
+__device__ __forceinline__ void mla_store_partial(float *part_acc, size_t at, float v) {
+  if constexpr (kMlaPartialsBf16)
+    reinterpret_cast<bf16 *>(part_acc)[at] = f2bf(v);
+  else
+    part_acc[at] = v;
+}
+
 /// How many context chunks the attention splits into (same on every block).
 /// At most one chunk per `chunk_rows` rows (rounded up): fewer, longer
 /// chunks at short contexts, where more would cost more partials to write
@@ -564,7 +587,7 @@ __device__ void mla_attention_chunk_task_simt(int task, int nchunks, int rows, f
     if (d < LORA)
 #pragma unroll
       for (int h = 0; h < HG; ++h)
-        part_acc[((size_t)chunk * HM + h0 + h) * LORA + d] = acc[k][h];
+        mla_store_partial(part_acc, ((size_t)chunk * HM + h0 + h) * LORA + d, acc[k][h]);
   }
   __syncthreads();
 }
@@ -1246,13 +1269,12 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
   for (int i = 0; i < NTPW; ++i) {
     const int ct = warp + i * WARPS;
     if (ct < NT && g < HG)
-      *reinterpret_cast<float2 *>(part_acc + ((size_t)chunk * HM + h0 + g) * LORA + ct * 8 +
-                                  2 * t) =
-          PACK ? make_float2(acc[i][0] + acc[i][2], acc[i][1] + acc[i][3])
-               : make_float2(acc[i][0], acc[i][1]);
+      mla_store_partials(part_acc, ((size_t)chunk * HM + h0 + g) * LORA + ct * 8 + 2 * t,
+                         PACK ? make_float2(acc[i][0] + acc[i][2], acc[i][1] + acc[i][3])
+                              : make_float2(acc[i][0], acc[i][1]));
     if (M16 && ct < NT && g + 8 < HG)
-      *reinterpret_cast<float2 *>(part_acc + ((size_t)chunk * HM + h0 + g + 8) * LORA + ct * 8 +
-                                  2 * t) = make_float2(acc[i][2], acc[i][3]);
+      mla_store_partials(part_acc, ((size_t)chunk * HM + h0 + g + 8) * LORA + ct * 8 + 2 * t,
+                         make_float2(acc[i][2], acc[i][3]));
   }
   __syncthreads();
   if constexpr (kBulk)
@@ -1563,10 +1585,10 @@ __device__ void mla_attention_chunk_task_sliced(int task, int nchunks, int rows,
       }
 #pragma unroll
       for (int c = 0; c < CT; ++c)
-        *reinterpret_cast<float2 *>(part_acc + ((size_t)chunk * HM + h0 + h) * LORA +
-                                    warp * LPW + 8 * c + 2 * t) =
-            M16 ? make_float2(acc[c][2 * e], acc[c][2 * e + 1])
-                : make_float2(acc[c][0] + acc[c][2], acc[c][1] + acc[c][3]);
+        mla_store_partials(part_acc,
+                           ((size_t)chunk * HM + h0 + h) * LORA + warp * LPW + 8 * c + 2 * t,
+                           M16 ? make_float2(acc[c][2 * e], acc[c][2 * e + 1])
+                               : make_float2(acc[c][0] + acc[c][2], acc[c][1] + acc[c][3]));
     }
   }
   __syncthreads(); // the next task's copies reuse the rings
@@ -1665,14 +1687,25 @@ __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const floa
   const int cpad = (nchunks + 3) / 4 * 4;
   float *e = scratch, *lw = scratch + cpad, *part = scratch + 2 * cpad,
         *stage = LENT_STAGE ? stage_area : part + span * parts;
+  // The partials (fp32, or bf16: kMlaPartialsBf16) and their staged copy,
+  // in floats; 16-byte pieces of PIECE values.
+  constexpr int PIECE = kMlaPartialsBf16 ? 8 : 4;
+  const int staged_floats = kMlaPartialsBf16 ? nchunks * span / 2 : nchunks * span;
+  const bf16 *accb = reinterpret_cast<const bf16 *>(part_acc);
+  bf16 *const stageb = reinterpret_cast<bf16 *>(stage);
   // LENT_STAGE: the caller's `stage_area` (null: nothing staged).
-  const bool staged = (LENT_STAGE ? stage_area && nchunks * span <= stage_floats
-                                  : 2 * cpad + span * parts + nchunks * span <= scratch_floats) &&
-                      span % 4 == 0;
+  const bool staged = (LENT_STAGE ? stage_area && staged_floats <= stage_floats
+                                  : 2 * cpad + span * parts + staged_floats <= scratch_floats) &&
+                      span % PIECE == 0;
   if (staged) {
-    for (int i = threadIdx.x; i < nchunks * span / 4; i += THREADS) {
-      const int c = i / (span / 4), p = i % (span / 4);
-      cp_async16(stage + c * span + 4 * p, part_acc + ((size_t)c * HM + h) * LORA + d0 + 4 * p);
+    for (int i = threadIdx.x; i < nchunks * span / PIECE; i += THREADS) {
+      const int c = i / (span / PIECE), p = i % (span / PIECE);
+      if constexpr (kMlaPartialsBf16)
+        cp_async16(stageb + c * span + 8 * p,
+                   accb + ((size_t)c * HM + h) * LORA + d0 + 8 * p);
+      else
+        cp_async16(stage + c * span + 4 * p,
+                   part_acc + ((size_t)c * HM + h) * LORA + d0 + 4 * p);
     }
     cp_async_commit();
   }
@@ -1708,7 +1741,15 @@ __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const floa
   for (int t = threadIdx.x; t < span * parts; t += THREADS) {
     const int d = t % span, q = t / span;
     float v = 0.f;
-    if (staged) {
+    if (kMlaPartialsBf16 && staged) {
+MK_UNROLL_CODE_N(16)
+      for (int i = q; i < nchunks; i += parts)
+        v = fmaf(e[i], bf2f(stageb[i * span + d]), v);
+    } else if (kMlaPartialsBf16) {
+MK_UNROLL_CODE_N(16)
+      for (int i = q; i < nchunks; i += parts)
+        v = fmaf(e[i], bf2f(__ldcg(accb + ((size_t)i * HM + h) * LORA + d0 + d)), v);
+    } else if (staged) {
 MK_UNROLL_CODE_N(16)
       for (int i = q; i < nchunks; i += parts)
         v = fmaf(e[i], stage[i * span + d], v);
