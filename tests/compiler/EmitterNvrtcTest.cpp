@@ -458,8 +458,7 @@ TEST(EmitterNvrtc, KimiLinearGemvPrologueWait) {
 // 16-head one-part tasks with their query fragments in registers
 // (-DMK_MLA_QUERY_REGS), their softmax stage on adjacent heads
 // (-DMK_MLA_SOFTMAX_ADJACENT), every warp scoring all rows of a sub-chunk
-// (-DMK_MLA_SCORE_ALL_ROWS), the partials' softmax statistics head-major
-// (-DMK_MLA_STATS_HEAD_MAJOR), and the partial sums in bf16
+// (-DMK_MLA_SCORE_ALL_ROWS), and the partial sums in bf16
 // (-DMK_MLA_PARTIALS_BF16).
 TEST(EmitterNvrtc, MlaOptInForms) {
   const std::string src =
@@ -476,7 +475,6 @@ TEST(EmitterNvrtc, MlaOptInForms) {
       {"-DMK_MLA_QUERY_REGS"},
       {"-DMK_MLA_SOFTMAX_ADJACENT"},
       {"-DMK_MLA_SCORE_ALL_ROWS"},
-      {"-DMK_MLA_STATS_HEAD_MAJOR"},
       {"-DMK_MLA_PARTIALS_BF16"}};
   for (const std::vector<std::string> &options : forms)
     for (const char *arch : {"sm_90", "sm_120"}) {
