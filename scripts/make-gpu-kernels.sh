@@ -215,6 +215,9 @@ variant tawait schedule-prologue-waits=absorb=true
 # least 32 rows) measured 3.3 us per token faster at 16384 and on par at
 # 2048 on an H100 (perf notes #215): oracle test and bench.
 variant thg8 "schedule-partition-work=attention-head-group=8 attention-chunks=64 attention-query-parts=2 attention-chunk-rows=16"
+# The MLA partial sums in bf16 (opt-in; perf notes #218: -5.3 us at 16384
+# as -DMK_MLA_PARTIALS_BF16): oracle test and bench.
+variant tbf16p schedule-form-phases=mla-partials=bf16
 # The routed experts waiting for the router's counter instead of polling its
 # logits (the default until session 35; perf notes #167): oracle test and
 # bench.

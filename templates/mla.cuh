@@ -247,28 +247,25 @@ __device__ __forceinline__ int mla_stat_at(int chunk, int h, int nchunks) {
   return h * nchunks + chunk;
 }
 
-#ifdef MK_MLA_PARTIALS_BF16
-constexpr bool kMlaPartialsBf16 = true;
-#else
-constexpr bool kMlaPartialsBf16 = false;
-#endif
-/// The attention's partial sums (part_acc, [chunk][head][LORA]): fp32, or
-/// with -DMK_MLA_PARTIALS_BF16 (opt-in, a departure from the spec's fp32
-/// partials) rounded to bf16 in the buffer's first half, half the bytes
-/// the combine's merge reads. Stores the pair (v.x, v.y) at element `at`.
+/// The attention's partial sums (part_acc, [chunk][head][LORA]) in their
+/// buffer's type PT: fp32 (the spec's), or bf16 (schedule-form-phases
+/// mla-partials=bf16: half the bytes the combine's merge reads). Stores the
+/// pair (v.x, v.y), or v, at element `at`.
 __device__ __forceinline__ void mla_store_partials(float *part_acc, size_t at, float2 v) {
-  if constexpr (kMlaPartialsBf16)
-    *reinterpret_cast<__nv_bfloat162 *>(reinterpret_cast<bf16 *>(part_acc) + at) =
-        __floats2bfloat162_rn(v.x, v.y);
-  else
-    *reinterpret_cast<float2 *>(part_acc + at) = v;
+  *reinterpret_cast<float2 *>(part_acc + at) = v;
+}
+__device__ __forceinline__ void mla_store_partials(bf16 *part_acc, size_t at, float2 v) {
+  *reinterpret_cast<__nv_bfloat162 *>(part_acc + at) = __floats2bfloat162_rn(v.x, v.y);
 }
 __device__ __forceinline__ void mla_store_partial(float *part_acc, size_t at, float v) {
-  if constexpr (kMlaPartialsBf16)
-    reinterpret_cast<bf16 *>(part_acc)[at] = f2bf(v);
-  else
-    part_acc[at] = v;
+  part_acc[at] = v;
 }
+__device__ __forceinline__ void mla_store_partial(bf16 *part_acc, size_t at, float v) {
+  part_acc[at] = f2bf(v);
+}
+/// A partial sum as fp32.
+__device__ __forceinline__ float mla_partial_f(float v) { return v; }
+__device__ __forceinline__ float mla_partial_f(bf16 v) { return bf2f(v); }
 
 /// How many context chunks the attention splits into (same on every block).
 /// At most one chunk per `chunk_rows` rows (rounded up): fewer, longer
@@ -459,11 +456,11 @@ __host__ __device__ constexpr int mla_attention_smem_floats() {
 /// sub-chunk's loads in flight at once, one sub-chunk at a time), then
 /// scored (one warp per row) and accumulated (one latent dim per thread)
 /// from shared memory.
-template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB>
+template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB, class PT>
 __device__ void mla_attention_chunk_task_simt(int task, int nchunks, int rows, float scale,
                                          const float *q_abs, const bf16 *q_rope, const bf16 *ckv,
                                          const bf16 *kr, float *part_m, float *part_l,
-                                         float *part_acc, float *smem) {
+                                         PT *part_acc, float *smem) {
   static_assert(LORA % 64 == 0, "LORA must be a multiple of 64");
   static_assert(ROPE % 8 == 0 && ROPE <= 64, "ROPE must be a multiple of 8 and <= 64");
   static_assert(HM % HG == 0, "the head group must divide the heads");
@@ -689,11 +686,12 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t
 template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub,
           class Wait = NoPrologue, int PARTS = 2, bool WARP_SOFTMAX = kMlaWarpSoftmax,
           bool BULK_ROWS = kMlaBulkRows, bool QUERY_REGS = kMlaQueryRegs,
-          bool SOFTMAX_ADJACENT = kMlaSoftmaxAdjacent, bool SCORE_ALL_ROWS = kMlaScoreAllRows>
+          bool SOFTMAX_ADJACENT = kMlaSoftmaxAdjacent, bool SCORE_ALL_ROWS = kMlaScoreAllRows,
+          class PT = float>
 __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int rows, float scale,
                                                    const float *q_abs, const bf16 *q_rope,
                                                    const bf16 *ckv, const bf16 *kr, float *part_m,
-                                                   float *part_l, float *part_acc, float *smem,
+                                                   float *part_l, PT *part_acc, float *smem,
                                                    Wait wait = {}) {
   static_assert(LORA % 16 == 0, "LORA must be a multiple of 16");
   static_assert(ROPE % 8 == 0 && ROPE <= 64, "ROPE must be a multiple of 8 and <= 64");
@@ -1300,11 +1298,11 @@ __device__ void mla_attention_chunk_task_blockwide(int task, int nchunks, int ro
 /// sums; up to 8 heads A rows 0-7 are the heads' hi parts and rows 8-15
 /// their lo parts (one mma takes both), 9 to 16 heads fill the A rows with
 /// heads and take hi and lo parts in two mma.
-template <int THREADS, int HM, int HG, int LORA, int ROPE>
+template <int THREADS, int HM, int HG, int LORA, int ROPE, class PT>
 __device__ void mla_attention_chunk_task_sliced(int task, int nchunks, int rows, float scale,
                                                 const float *q_abs, const bf16 *q_rope,
                                                 const bf16 *ckv, const bf16 *kr, float *part_m,
-                                                float *part_l, float *part_acc, float *smem) {
+                                                float *part_l, PT *part_acc, float *smem) {
   static_assert(mla_attention_sliced_fits<THREADS, HG, LORA, ROPE>(),
                 "a shape the sliced attention does not take");
   static_assert(ROPE % 8 == 0 && ROPE <= 64, "ROPE must be a multiple of 8 and <= 64");
@@ -1605,15 +1603,15 @@ __device__ void mla_attention_chunk_task_sliced(int task, int nchunks, int rows,
 /// the block-wide form asks for its first rows first, then waits; the other
 /// forms wait first.
 template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS, class Wait,
-          int PARTS = 2>
+          int PARTS = 2, class PT = float>
 __device__ void mla_attention_chunk_task_waiting(int task, int nchunks, int rows, float scale,
                                                  const float *q_abs, const bf16 *q_rope,
                                                  const bf16 *ckv, const bf16 *kr, float *part_m,
-                                                 float *part_l, float *part_acc, float *smem,
+                                                 float *part_l, PT *part_acc, float *smem,
                                                  Wait wait) {
 #if defined(MK_MLA_ATTENTION_SIMT)
   wait();
-  mla_attention_chunk_task_simt<THREADS, HM, HG, LORA, ROPE, kMlaSimtSub>(
+  mla_attention_chunk_task_simt<THREADS, HM, HG, LORA, ROPE, kMlaSimtSub, PT>(
       task, nchunks, rows, scale, q_abs, q_rope, ckv, kr, part_m, part_l, part_acc, smem);
 #else
 #if defined(MK_MLA_ATTENTION_SLICED)
@@ -1623,7 +1621,7 @@ __device__ void mla_attention_chunk_task_waiting(int task, int nchunks, int rows
 #endif
   if constexpr (kSliced) {
     wait();
-    mla_attention_chunk_task_sliced<THREADS, HM, HG, LORA, ROPE>(
+    mla_attention_chunk_task_sliced<THREADS, HM, HG, LORA, ROPE, PT>(
         task, nchunks, rows, scale, q_abs, q_rope, ckv, kr, part_m, part_l, part_acc, smem);
   } else {
     mla_attention_chunk_task_blockwide<THREADS, HM, HG, LORA, ROPE, SUB_ROWS, Wait, PARTS>(
@@ -1632,12 +1630,13 @@ __device__ void mla_attention_chunk_task_waiting(int task, int nchunks, int rows
   }
 #endif
 }
-template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub, int PARTS = 2>
+template <int THREADS, int HM, int HG, int LORA, int ROPE, int SUB_ROWS = kMlaSub, int PARTS = 2,
+          class PT = float>
 __device__ void mla_attention_chunk_task(int task, int nchunks, int rows, float scale,
                                          const float *q_abs, const bf16 *q_rope, const bf16 *ckv,
                                          const bf16 *kr, float *part_m, float *part_l,
-                                         float *part_acc, float *smem) {
-  mla_attention_chunk_task_waiting<THREADS, HM, HG, LORA, ROPE, SUB_ROWS, NoPrologue, PARTS>(
+                                         PT *part_acc, float *smem) {
+  mla_attention_chunk_task_waiting<THREADS, HM, HG, LORA, ROPE, SUB_ROWS, NoPrologue, PARTS, PT>(
       task, nchunks, rows, scale, q_abs, q_rope, ckv, kr, part_m, part_l, part_acc, smem,
       NoPrologue{});
 }
@@ -1671,9 +1670,9 @@ __host__ __device__ constexpr int mla_combine_waiting_smem_floats(int span, int 
 /// weights exp(m_i - M) and their sum W itself (no block barrier), and each
 /// (dim, chunk share) pair of threads sums its chunks. Ends with a block
 /// barrier. `clk` takes the merge's stages (timing builds).
-template <int THREADS, int HM, int LORA, bool LENT_STAGE = false>
+template <int THREADS, int HM, int LORA, bool LENT_STAGE = false, class PT = float>
 __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const float *part_m,
-                                  const float *part_l, const float *part_acc, float *xs,
+                                  const float *part_l, const PT *part_acc, float *xs,
                                   float *scratch, int scratch_floats, StageClock &clk,
                                   float *stage_area = nullptr, int stage_floats = 0) {
   const int span = d1 - d0;
@@ -1681,12 +1680,11 @@ __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const floa
   const int cpad = (nchunks + 3) / 4 * 4;
   float *e = scratch, *lw = scratch + cpad, *part = scratch + 2 * cpad,
         *stage = LENT_STAGE ? stage_area : part + span * parts;
-  // The partials (fp32, or bf16: kMlaPartialsBf16) and their staged copy,
-  // in floats; 16-byte pieces of PIECE values.
-  constexpr int PIECE = kMlaPartialsBf16 ? 8 : 4;
-  const int staged_floats = kMlaPartialsBf16 ? nchunks * span / 2 : nchunks * span;
-  const bf16 *accb = reinterpret_cast<const bf16 *>(part_acc);
-  bf16 *const stageb = reinterpret_cast<bf16 *>(stage);
+  // The partials (fp32 or bf16: PT) and their staged copy, of
+  // staged_floats floats; 16-byte pieces of PIECE values.
+  constexpr int PIECE = 16 / sizeof(PT);
+  const int staged_floats = nchunks * span * (int)sizeof(PT) / 4;
+  PT *const stage_pt = reinterpret_cast<PT *>(stage);
   // LENT_STAGE: the caller's `stage_area` (null: nothing staged).
   const bool staged = (LENT_STAGE ? stage_area && staged_floats <= stage_floats
                                   : 2 * cpad + span * parts + staged_floats <= scratch_floats) &&
@@ -1694,12 +1692,8 @@ __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const floa
   if (staged) {
     for (int i = threadIdx.x; i < nchunks * span / PIECE; i += THREADS) {
       const int c = i / (span / PIECE), p = i % (span / PIECE);
-      if constexpr (kMlaPartialsBf16)
-        cp_async16(stageb + c * span + 8 * p,
-                   accb + ((size_t)c * HM + h) * LORA + d0 + 8 * p);
-      else
-        cp_async16(stage + c * span + 4 * p,
-                   part_acc + ((size_t)c * HM + h) * LORA + d0 + 4 * p);
+      cp_async16(stage_pt + c * span + PIECE * p,
+                 part_acc + ((size_t)c * HM + h) * LORA + d0 + PIECE * p);
     }
     cp_async_commit();
   }
@@ -1737,22 +1731,14 @@ __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const floa
   for (int t = threadIdx.x; t < span * parts; t += THREADS) {
     const int d = t % span, q = t / span;
     float v = 0.f;
-    if (kMlaPartialsBf16 && staged) {
+    if (staged) {
 MK_UNROLL_CODE_N(16)
       for (int i = q; i < nchunks; i += parts)
-        v = fmaf(e[i], bf2f(stageb[i * span + d]), v);
-    } else if (kMlaPartialsBf16) {
-MK_UNROLL_CODE_N(16)
-      for (int i = q; i < nchunks; i += parts)
-        v = fmaf(e[i], bf2f(__ldcg(accb + ((size_t)i * HM + h) * LORA + d0 + d)), v);
-    } else if (staged) {
-MK_UNROLL_CODE_N(16)
-      for (int i = q; i < nchunks; i += parts)
-        v = fmaf(e[i], stage[i * span + d], v);
+        v = fmaf(e[i], mla_partial_f(stage_pt[i * span + d]), v);
     } else {
 MK_UNROLL_CODE_N(16)
       for (int i = q; i < nchunks; i += parts)
-        v = fmaf(e[i], __ldcg(part_acc + ((size_t)i * HM + h) * LORA + d0 + d), v);
+        v = fmaf(e[i], mla_partial_f(__ldcg(part_acc + ((size_t)i * HM + h) * LORA + d0 + d)), v);
     }
     part[t] = v;
   }
@@ -1774,9 +1760,9 @@ MK_UNROLL_CODE_N(16)
 /// sum to bf16). Slicing the merge spreads the partials' traffic over many
 /// blocks; (d1 - d0) a multiple of 16. The merge stages its partials in the
 /// GEMV's ring (mla_combine_merge), which they use until the GEMV starts.
-template <int THREADS, int HM, int NOPE, int VH, int LORA, int GROUP>
+template <int THREADS, int HM, int NOPE, int VH, int LORA, int GROUP, class PT = float>
 __device__ void mla_combine_wv_task(int h, int d0, int d1, int nchunks, const float *part_m,
-                                    const float *part_l, const float *part_acc,
+                                    const float *part_l, const PT *part_acc,
                                     const uint8_t *wq, const bf16 *scales, const bf16 *zeros,
                                     float *o_acc, float *smem) {
   StageClock clk; // -DMK_PHASE_TIMING: where the task's cycles go
@@ -1808,10 +1794,11 @@ __device__ void mla_combine_wv_task(int h, int d0, int d1, int nchunks, const fl
 /// ring (mla_combine_merge_floats) must hold nchunks' weights and sums: the
 /// caller sizes it for the most chunks. -DMK_COMBINE_WAITING_UNSTAGED:
 /// never staged (the form #158 measured).
-template <int THREADS, int HM, int NOPE, int VH, int LORA, int GROUP, class Wait>
+template <int THREADS, int HM, int NOPE, int VH, int LORA, int GROUP, class Wait,
+          class PT = float>
 __device__ void mla_combine_wv_task_waiting(int h, int d0, int d1, int nchunks,
                                             const float *part_m, const float *part_l,
-                                            const float *part_acc, const uint8_t *wq,
+                                            const PT *part_acc, const uint8_t *wq,
                                             const bf16 *scales, const bf16 *zeros, float *o_acc,
                                             float *smem, Wait wait) {
   constexpr int RED = w4a16_red_floats<THREADS, VH>();

@@ -245,6 +245,13 @@ private:
 
   /// A pointer expression for buffer `name`; `write` selects the state_out
   /// side of decode state.
+  /// The MLA templates' trailing partial-sums type argument for the
+  /// partials buffer `name`: ", mk::bf16" for a bf16 buffer, else none
+  /// (float, the templates' default).
+  std::string partialsTypeArg(StringRef name) {
+    auto it = buffers.find(name);
+    return it != buffers.end() && it->second.getDtype() == "bf16" ? ", mk::bf16" : "";
+  }
   std::string ptr(StringRef name, bool write = false) {
     auto it = buffers.find(name);
     assert(it != buffers.end() && "unknown buffer");

@@ -475,12 +475,15 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
   // -DMK_MLA_BULK_ROWS's ring mbarriers (mla_ring_bars: 4 x 8 B), there or not.
   needStaticShared("mla_ring_bars", 32);
   // The template's SUB and PARTS arguments only where they are not its
-  // defaults (kMlaTemplateSubRows, kMlaTemplateQueryParts).
-  const std::string subArg = sub != kMlaTemplateSubRows || parts != kMlaTemplateQueryParts
+  // defaults (kMlaTemplateSubRows, kMlaTemplateQueryParts) or a later
+  // argument follows: the partial sums' type where it is bf16
+  // (schedule-form-phases mla-partials), float being the default.
+  const std::string partialsArg = partialsTypeArg(op.getPartAcc());
+  const bool spellParts = parts != kMlaTemplateQueryParts || !partialsArg.empty();
+  const std::string subArg = sub != kMlaTemplateSubRows || spellParts
                                  ? ", " + std::to_string(sub)
                                  : std::string();
-  const std::string partsArg =
-      parts != kMlaTemplateQueryParts ? ", " + std::to_string(parts) : std::string();
+  const std::string partsArg = spellParts ? ", " + std::to_string(parts) : std::string();
   asserts.insert(
       llvm::formatv("mk::mla_attention_smem_floats<{0}, {1}, {2}, {3}{4}{5}>() == {6}",
                     T, hg, lora, rope, subArg, partsArg, f)
@@ -500,7 +503,7 @@ LogicalResult Emitter::lowerTask(MlaAttentionChunkOp op, int64_t /*group*/, llvm
     << "        mkgen::call<&mk::mla_attention_chunk_task" << (waiting ? "_waiting" : "") << "<"
     << T << ", " << hm << ", " << hg << ", " << lora << ", " << rope
     << (waiting ? ", " + std::to_string(sub) + ", " + prologueWaitType : subArg) << partsArg
-    << ">>(i, nch, ctx_len + 1, " << fmtFloat(op.getScale().convertToDouble()) << ", "
+    << partialsArg << ">>(i, nch, ctx_len + 1, " << fmtFloat(op.getScale().convertToDouble()) << ", "
     << ptr(op.getQAbs()) << ", " << ptr(op.getQRope()) << ", " << ptr(op.getCKv(), true)
     << ", " << ptr(op.getKRope(), true) << ", " << ptr(op.getPartM(), true) << ", "
     << ptr(op.getPartL(), true) << ", " << ptr(op.getPartAcc(), true) << ", work"
@@ -538,7 +541,8 @@ LogicalResult Emitter::lowerTask(MlaCombineWvOp op, int64_t G, llvm::raw_ostream
     << ") * " << span << ";\n"
     << "      mkgen::call<&mk::mla_combine_wv_task" << (waiting ? "_waiting" : "") << "<" << T
     << ", " << hm << ", " << nope << ", " << vh << ", " << lora << ", " << G
-    << (waiting ? ", " + prologueWaitType : "") << ">>(h, d0, d0 + " << span << ", nch, "
+    << (waiting ? ", " + prologueWaitType : "") << partialsTypeArg(op.getPartAcc())
+    << ">>(h, d0, d0 + " << span << ", nch, "
     << ptr(op.getPartM()) << ", " << ptr(op.getPartL()) << ", "
     << ptr(op.getPartAcc()) << ", " << wq(w) << ", " << ws_(w) << ", "
     << wz(w) << ", " << ptr(op.getO(), true) << ", work"

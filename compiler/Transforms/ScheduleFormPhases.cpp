@@ -95,9 +95,9 @@ static StringRef dtypeOf(Type t) {
 
 class Lowering {
 public:
-  Lowering(ModuleOp module, func::FuncOp fn)
+  Lowering(ModuleOp module, func::FuncOp fn, StringRef mlaPartials)
       : module(module), symbols(module), fn(fn), b(module.getContext()),
-        hidden(hiddenOf(fn)) {}
+        hidden(hiddenOf(fn)), mlaPartials(mlaPartials.str()) {}
 
   /// The hidden size: the step's input vector's, or (the whole model, a
   /// token id in) its embedding row's.
@@ -126,6 +126,8 @@ private:
   OpBuilder b;
   /// The hidden size: the step's input.
   int64_t hidden;
+  /// The MLA partial sums' element type (schedule-form-phases mla-partials).
+  std::string mlaPartials;
   /// The quantized weight `name` (a graph.quantized_weight symbol): the
   /// lowering reads shapes and quantization groups from it.
   graph::QuantizedWeightOp quantized(Operation *user, StringRef name) {
@@ -821,7 +823,8 @@ LogicalResult Lowering::lowerMla(graph::MlaAttentionOp op) {
   std::string qAbs = buffer(layer + ".attn.q_abs", "f32", {hm * lora});
   std::string pm = buffer(layer + ".attn.part_m", "f32", {hm});
   std::string pl = buffer(layer + ".attn.part_l", "f32", {hm});
-  std::string pa = buffer(layer + ".attn.part_acc", "f32", {hm * lora});
+  // The partial sums in the element type mla-partials names (f32 or bf16).
+  std::string pa = buffer(layer + ".attn.part_acc", mlaPartials, {hm * lora});
   // The attention output o: fp32 sums of the combine's latent-dim slices,
   // rounded to bf16 (the spec's o) by the o_proj tiles that stage it.
   std::string o = accumulator(layer + ".attn.mla_o", hm * vh);
@@ -1149,6 +1152,12 @@ void ScheduleFormPhasesPass::runOnOperation() {
         << static_cast<int64_t>(maxSharedBytes);
     return signalPassFailure();
   }
+  if (mlaPartials != "f32" && mlaPartials != "bf16") {
+    mlir::emitError(module.getLoc(), "schedule-form-phases: mla-partials must be f32 or "
+                                     "bf16, got '")
+        << mlaPartials << "'";
+    return signalPassFailure();
+  }
   if (!kernelName.empty() && !isCIdentifier(kernelName)) {
     mlir::emitError(module.getLoc(), "schedule-form-phases: kernel-name must "
                                      "be a C identifier (letters, digits, '_', "
@@ -1178,7 +1187,7 @@ void ScheduleFormPhasesPass::runOnOperation() {
       return fn.emitOpError("argument 0, a token id, has no graph.embedding lookup"),
              signalPassFailure();
   }
-  Lowering lowering(module, fn);
+  Lowering lowering(module, fn, mlaPartials);
   if (failed(lowering.run()))
     return signalPassFailure();
 

@@ -458,8 +458,7 @@ TEST(EmitterNvrtc, KimiLinearGemvPrologueWait) {
 // 16-head one-part tasks with their query fragments in registers
 // (-DMK_MLA_QUERY_REGS), their softmax stage on adjacent heads
 // (-DMK_MLA_SOFTMAX_ADJACENT), every warp scoring all rows of a sub-chunk
-// (-DMK_MLA_SCORE_ALL_ROWS), and the partial sums in bf16
-// (-DMK_MLA_PARTIALS_BF16).
+// (-DMK_MLA_SCORE_ALL_ROWS).
 TEST(EmitterNvrtc, MlaOptInForms) {
   const std::string src =
       emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
@@ -474,8 +473,7 @@ TEST(EmitterNvrtc, MlaOptInForms) {
       {"-DMK_MLA_BULK_ROWS"},
       {"-DMK_MLA_QUERY_REGS"},
       {"-DMK_MLA_SOFTMAX_ADJACENT"},
-      {"-DMK_MLA_SCORE_ALL_ROWS"},
-      {"-DMK_MLA_PARTIALS_BF16"}};
+      {"-DMK_MLA_SCORE_ALL_ROWS"}};
   for (const std::vector<std::string> &options : forms)
     for (const char *arch : {"sm_90", "sm_120"}) {
       std::string name;
@@ -605,6 +603,25 @@ TEST(EmitterNvrtc, KimiLinearAttentionForms) {
     mk::rt::Manifest m = kimiLinearWith(f.option);
     EXPECT_GT(m.dynamicSharedBytes, 0); // within sm_120's limit with its statics: check()
   }
+}
+
+// The MLA partial sums in bf16 (schedule-form-phases mla-partials=bf16):
+// the attention's and the combine's trailing template argument (the
+// attention's PARTS spelled before it) matches the part_acc buffer's type,
+// as the compile for both targets checks (the pointer is the buffer's).
+TEST(EmitterNvrtc, KimiLinearBfloatPartials) {
+  const std::string opt = "schedule-form-phases=mla-partials=bf16";
+  const std::string src =
+      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, opt).source;
+  EXPECT_NE(src.find("mla_attention_chunk_task_waiting<256, 32, 16, 512, 64, 16, "
+                     "mk::CounterWaits, 1, mk::bf16>>"),
+            std::string::npos);
+  EXPECT_NE(src.find("mla_combine_wv_task<256, 32, 128, 128, 512, 128, mk::bf16>>"),
+            std::string::npos);
+  const std::string def =
+      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
+  EXPECT_EQ(def.find("mk::bf16>>"), std::string::npos) << "f32 partials: the default type";
+  check("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, opt);
 }
 
 // 32-row attention sub-chunks (attention-sub-rows=32: two ring slots of 32

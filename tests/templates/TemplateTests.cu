@@ -1244,10 +1244,11 @@ enum MlaForm : int {
 };
 // AT threads, FORM an MlaForm, the queries and probabilities in PARTS
 // parts, a chunk per CROWS rows at most.
-template <int HM, int HG, int SUB, int AT, int FORM, int PARTS = 2, int CROWS = 16>
+template <int HM, int HG, int SUB, int AT, int FORM, int PARTS = 2, int CROWS = 16,
+          class PT = float>
 __global__ void __launch_bounds__(AT, 1)
     attnKernel(int rows, float scale, const float *qabs, const mk::bf16 *qr, const mk::bf16 *ckv,
-               const mk::bf16 *kr, float *pm, float *pl, float *pa, int *nchOut) {
+               const mk::bf16 *kr, float *pm, float *pl, PT *pa, int *nchOut) {
   extern __shared__ float smem[];
   const int nch = mk::mla_num_chunks(rows, gridDim.x, 64, CROWS);
   if (blockIdx.x == 0 && threadIdx.x == 0)
@@ -1258,7 +1259,7 @@ __global__ void __launch_bounds__(AT, 1)
       mk::mla_attention_chunk_task_sliced<AT, HM, HG, LORA, ROPE>(t, nch, rows, scale, qabs, qr,
                                                                   ckv, kr, pm, pl, pa, smem);
     else if constexpr (FORM == kMlaPicked)
-      mk::mla_attention_chunk_task<AT, HM, HG, LORA, ROPE, SUB, PARTS>(
+      mk::mla_attention_chunk_task<AT, HM, HG, LORA, ROPE, SUB, PARTS, PT>(
           t, nch, rows, scale, qabs, qr, ckv, kr, pm, pl, pa, smem);
     else // the block-wide form, FORM's parameter on, the others the build's
          // (the query-register form with SCORE_ALL_ROWS off, which it yields to)
@@ -1284,12 +1285,12 @@ constexpr int kCombineSlices = 4;
 // rows, waits for every chunk's signal, then merges the partials.
 // calls[0] counts the chunks' waits, calls[1] the absorb tasks', calls[2]
 // the combine tasks'.
-template <int HM, int HG, int SUB>
+template <int HM, int HG, int SUB, class PT = float>
 __global__ void __launch_bounds__(T, 1)
     absorbAttnWaitingKernel(const mk::bf16 *qsrc, mk::bf16 *q, int qn, const uint8_t *wq,
                             const mk::bf16 *s, const mk::bf16 *z, float *qabs, int rows,
                             float scale, const mk::bf16 *qr, const mk::bf16 *ckv,
-                            const mk::bf16 *kr, float *pm, float *pl, float *pa, int *nchOut,
+                            const mk::bf16 *kr, float *pm, float *pl, PT *pa, int *nchOut,
                             float *o, unsigned *sync, unsigned *calls) {
   extern __shared__ float smem[];
   copyShareThenSignal(qsrc, q, qn, sync, 1);
@@ -1320,9 +1321,9 @@ __global__ void __launch_bounds__(T, 1)
     __syncthreads();
   }
 }
-template <int HM>
+template <int HM, class PT = float>
 __global__ void __launch_bounds__(T, 1)
-    combineKernel(const int *nch, const float *pm, const float *pl, const float *pa,
+    combineKernel(const int *nch, const float *pm, const float *pl, const PT *pa,
                   const uint8_t *wq, const mk::bf16 *s, const mk::bf16 *z, float *o) {
   extern __shared__ float smem[];
   constexpr int span = LORA / kCombineSlices;
@@ -1339,7 +1340,7 @@ __global__ void __launch_bounds__(T, 1)
 /// and probabilities in PARTS bf16 parts, a chunk per CROWS rows at most
 /// (PARTS and CROWS: the separate launches, not WAITING's).
 template <int HM = 4, int HG = 2, int SUB = mk::kMlaSub, int AT = T, int FORM = kMlaPicked,
-          bool WAITING = false, int PARTS = 2, int CROWS = 16>
+          bool WAITING = false, int PARTS = 2, int CROWS = 16, class PT = float>
 void runMla(int ctx, bool adopt, uint64_t seed) {
   static_assert(!WAITING || (AT == T && FORM == kMlaPicked),
                 "the waiting form runs in the absorb's blocks");
@@ -1383,23 +1384,23 @@ void runMla(int ctx, bool adopt, uint64_t seed) {
         std::max({asmem, NOPE * sizeof(float),
                   mk::mla_combine_waiting_smem_floats<T, VH, LORA>(LORA / kCombineSlices, 64) *
                       sizeof(float)});
-    auto fused = absorbAttnWaitingKernel<HM, HG, SUB>;
+    auto fused = absorbAttnWaitingKernel<HM, HG, SUB, PT>;
     CK(cudaFuncSetAttribute(fused, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wsmem));
     if (!allResident(fused, 23, T, wsmem))
       GTEST_SKIP() << "23 blocks do not fit this GPU at once";
     fused<<<23, T, wsmem>>>(dq.as<mk::bf16>(), qcopy.as<mk::bf16>(), int(q.size()), dw.p,
                             ds.as<mk::bf16>(), dz.as<mk::bf16>(), qabs.p, rows, scale,
-                            dqr.as<mk::bf16>(), (mk::bf16 *)co, (mk::bf16 *)ko, pm.p, pl.p, pa.p,
-                            nch.p, dO.p, sync.p, calls.p);
+                            dqr.as<mk::bf16>(), (mk::bf16 *)co, (mk::bf16 *)ko, pm.p, pl.p,
+                            reinterpret_cast<PT *>(pa.p), nch.p, dO.p, sync.p, calls.p);
     CK(cudaGetLastError());
   } else {
     absorbKernel<HM><<<9, T, NOPE * sizeof(float)>>>(dq.as<mk::bf16>(), dw.p,
                                                      ds.as<mk::bf16>(), dz.as<mk::bf16>(), qabs.p);
     CK(cudaGetLastError());
-    auto attn = attnKernel<HM, HG, SUB, AT, FORM, PARTS, CROWS>;
+    auto attn = attnKernel<HM, HG, SUB, AT, FORM, PARTS, CROWS, PT>;
     CK(cudaFuncSetAttribute(attn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)asmem));
     attn<<<23, AT, asmem>>>(rows, scale, qabs.p, dqr.as<mk::bf16>(), (mk::bf16 *)co,
-                            (mk::bf16 *)ko, pm.p, pl.p, pa.p, nch.p);
+                            (mk::bf16 *)ko, pm.p, pl.p, reinterpret_cast<PT *>(pa.p), nch.p);
     CK(cudaGetLastError());
   }
   if constexpr (!WAITING) { // else the fused launch's combine tasks
@@ -1407,10 +1408,10 @@ void runMla(int ctx, bool adopt, uint64_t seed) {
     EXPECT_EQ(nch.get()[0], std::max(1, std::min({(rows + CROWS - 1) / CROWS, 23, 64})))
         << "chunks of ctx " << ctx;
     const size_t csmem = mk::mla_combine_smem_floats<T, VH, LORA>() * sizeof(float);
-    CK(cudaFuncSetAttribute(combineKernel<HM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CK(cudaFuncSetAttribute(combineKernel<HM, PT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             (int)csmem));
-    combineKernel<HM><<<3, T, csmem>>>(nch.p, pm.p, pl.p, pa.p, dw.p, ds.as<mk::bf16>(),
-                                       dz.as<mk::bf16>(), dO.p);
+    combineKernel<HM, PT><<<3, T, csmem>>>(nch.p, pm.p, pl.p, reinterpret_cast<const PT *>(pa.p),
+                                           dw.p, ds.as<mk::bf16>(), dz.as<mk::bf16>(), dO.p);
     CK(cudaGetLastError());
   }
   CK(cudaDeviceSynchronize());
@@ -1636,6 +1637,20 @@ TEST(Mla, ScoreAllRowsForm) {
   runMla<32, 16, 16, 256, kMlaScoreAllRowsForm, false, 1, 32>(300, false, 84);
   runMla<24, 12, 16, 256, kMlaScoreAllRowsForm, false, 1>(300, false, 85);
   runMla<16, 16, 16, 128, kMlaScoreAllRowsForm, false, 1>(300, true, 86);
+}
+// The partial sums in bf16 (schedule-form-phases mla-partials=bf16): the
+// attention stores them rounded, the combine's merge copies half the bytes
+// (and in the waiting form stages them in the GEMV's ring); the output
+// within the same bounds of the double reference: the unit's one-part
+// 16-head tasks at 256 threads, two parts with 2 heads, the new row alone,
+// and the fused waiting forms.
+TEST(Mla, BfloatPartials) {
+  REQUIRE_GPU();
+  runMla<32, 16, 16, 256, kMlaPicked, false, 1, 32, mk::bf16>(2000, false, 111);
+  runMla<4, 2, 16, T, kMlaPicked, false, 2, 16, mk::bf16>(300, true, 112);
+  runMla<32, 16, 16, 256, kMlaPicked, false, 1, 32, mk::bf16>(0, false, 113);
+  runMla<32, 8, mk::kMlaSub, T, kMlaPicked, true, 2, 16, mk::bf16>(2000, false, 114);
+  runMla<4, 2, mk::kMlaSub, T, kMlaPicked, true, 2, 16, mk::bf16>(40, false, 115);
 }
 // 32-row sub-chunks (attention-sub-rows=32): two ring slots, a k-step of
 // the weighted sum per 16 rows; short and single-row contexts included.

@@ -272,6 +272,17 @@ LogicalResult KernelOp::verifyRegions() {
                    << "'), but the buffer is " << buf.getDtype();
         }
       }
+      // The MLA partials the combine merges: the maxima and sums fp32, the
+      // partial sums fp32 or bf16 (the templates take either).
+      if (t.getTaskKind() == TaskKind::MlaAttentionChunk ||
+          t.getTaskKind() == TaskKind::MlaCombineWv)
+        for (StringRef arg : {"part_m", "part_l", "part_acc"})
+          if (BufferOp buf = buffers.lookup(t.getStrArg(arg));
+              buf && buf.getDtype() != "f32" && (arg != "part_acc" || buf.getDtype() != "bf16"))
+            return t.emitOpError("'")
+                   << arg << "' is @" << buf.getSymName() << ", a " << buf.getDtype()
+                   << " buffer: the MLA partials' " << (arg == "part_acc" ? "sums are f32 or bf16"
+                                                                          : "maxima and sums are f32");
       const TaskAccesses all = taskAccesses(t);
       llvm::SmallDenseSet<StringRef, 8> accessed;
       for (const SmallVector<StringRef> *list : {&all.reads, &all.writes, &all.accumulates})
