@@ -243,8 +243,6 @@ private:
         .str();
   }
 
-  /// A pointer expression for buffer `name`; `write` selects the state_out
-  /// side of decode state.
   /// The MLA templates' trailing partial-sums type argument for the
   /// partials buffer `name`: ", mk::bf16" for a bf16 buffer, else none
   /// (float, the templates' default).
@@ -252,6 +250,8 @@ private:
     auto it = buffers.find(name);
     return it != buffers.end() && it->second.getDtype() == "bf16" ? ", mk::bf16" : "";
   }
+  /// A pointer expression for buffer `name`; `write` selects the state_out
+  /// side of decode state.
   std::string ptr(StringRef name, bool write = false) {
     auto it = buffers.find(name);
     assert(it != buffers.end() && "unknown buffer");

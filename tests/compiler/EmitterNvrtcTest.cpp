@@ -29,6 +29,7 @@
 #include <cctype>
 
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <set>
 #include <regex>
@@ -85,15 +86,22 @@ Emitted emit(const std::string &spec, const std::string &kernel,
   std::string opt;
   for (char ch : passOption)
     opt += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  // Within a file name's length: a long one's head and a hash of the rest.
+  if (opt.size() > 96)
+    opt = opt.substr(0, 64) + "_" + std::to_string(std::hash<std::string>{}(passOption));
   // Specs of one kernel name (mk_tiny) get their own directories too.
   std::string stem = spec.substr(spec.find_last_of('/') + 1);
   stem = stem.substr(0, stem.find('.'));
   const ::testing::TestInfo *test = ::testing::UnitTest::GetInstance()->current_test_info();
   o.outputPath = std::string(MK_TEST_TMPDIR) + "/nvrtc-" + test->name() + "-" + stem + "-" +
                  kernel + (debugCapture ? "-debug" : "") + (opt.empty() ? "" : "-" + opt);
+  // Several passes' options: separated by '|'.
   std::string optErr;
-  if (!passOption.empty())
-    EXPECT_TRUE(mk::addPassOption(passOption, o.passOptions, optErr)) << optErr;
+  for (llvm::StringRef rest = passOption; !rest.empty();) {
+    auto [one, tail] = rest.split('|');
+    EXPECT_TRUE(mk::addPassOption(one.str(), o.passOptions, optErr)) << optErr;
+    rest = tail;
+  }
   std::string out, err;
   llvm::raw_string_ostream os(out), es(err);
   EXPECT_EQ(mk::runDriver(o, os, es), 0) << es.str();
@@ -606,9 +614,11 @@ TEST(EmitterNvrtc, KimiLinearAttentionForms) {
 }
 
 // The MLA partial sums in bf16 (schedule-form-phases mla-partials=bf16):
-// the attention's and the combine's trailing template argument (the
-// attention's PARTS spelled before it) matches the part_acc buffer's type,
-// as the compile for both targets checks (the pointer is the buffer's).
+// the attention's and the combine's trailing template argument matches
+// the part_acc buffer's type, as the compile for both targets checks (the
+// pointer is the buffer's), with the unit's schedule and with the
+// attention's SUB and PARTS at the template's defaults (spelled before the
+// type) and the combine's waiting form.
 TEST(EmitterNvrtc, KimiLinearBfloatPartials) {
   const std::string opt = "schedule-form-phases=mla-partials=bf16";
   const std::string src =
@@ -622,6 +632,21 @@ TEST(EmitterNvrtc, KimiLinearBfloatPartials) {
       emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
   EXPECT_EQ(def.find("mk::bf16>>"), std::string::npos) << "f32 partials: the default type";
   check("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, opt);
+  // The attention without its prologue wait, in 8-head tasks of two parts
+  // (the template's defaults, spelled before the type), and the combine's
+  // waiting form.
+  const std::string other = opt +
+                            "|schedule-partition-work=attention-head-group=8 attention-chunks=64 "
+                            "attention-query-parts=2 attention-chunk-rows=16"
+                            "|schedule-prologue-waits=attention=false combine=true";
+  const std::string src2 =
+      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, other).source;
+  EXPECT_NE(src2.find("mla_attention_chunk_task<256, 32, 8, 512, 64, 16, 2, mk::bf16>>"),
+            std::string::npos);
+  EXPECT_NE(src2.find("mla_combine_wv_task_waiting<256, 32, 128, 128, 512, 128, "
+                      "mk::CounterWaits, mk::bf16>>"),
+            std::string::npos);
+  check("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, other);
 }
 
 // 32-row attention sub-chunks (attention-sub-rows=32: two ring slots of 32

@@ -280,9 +280,9 @@ LogicalResult KernelOp::verifyRegions() {
           if (BufferOp buf = buffers.lookup(t.getStrArg(arg));
               buf && buf.getDtype() != "f32" && (arg != "part_acc" || buf.getDtype() != "bf16"))
             return t.emitOpError("'")
-                   << arg << "' is @" << buf.getSymName() << ", a " << buf.getDtype()
-                   << " buffer: the MLA partials' " << (arg == "part_acc" ? "sums are f32 or bf16"
-                                                                          : "maxima and sums are f32");
+                   << arg << "' is @" << buf.getSymName() << " of dtype " << buf.getDtype()
+                   << ": the MLA partials' " << (arg == "part_acc" ? "sums are f32 or bf16"
+                                                                   : "maxima and sums are f32");
       const TaskAccesses all = taskAccesses(t);
       llvm::SmallDenseSet<StringRef, 8> accessed;
       for (const SmallVector<StringRef> *list : {&all.reads, &all.writes, &all.accumulates})

@@ -1094,7 +1094,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @part_l {dtype = "f32", shape = array<i64: 128>}
   schedule.buffer @part_acc {dtype = "bf16", shape = array<i64: 16384>}
   schedule.phase "attention" {
-    // expected-error @+1 {{'part_m' is @part_m, a bf16 buffer: the MLA partials' maxima and sums are f32}}
+    // expected-error @+1 {{'part_m' is @part_m of dtype bf16: the MLA partials' maxima and sums are f32}}
     schedule.mla_attention_chunk "attn" {c_kv = @state.0.c_kv, count = 64 : i64, head_group = 2 : i64, heads = 2 : i64, k_rope = @state.0.k_rope, lora = 128 : i64, max_chunks = 64 : i64, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = #schedule.partition<chunks>, q_abs = @q_abs, q_rope = @q_rope, rope = 16 : i64, scale = 0.14433756729740646 : f64}
   }
 }
@@ -1110,7 +1110,7 @@ schedule.kernel @k attributes {threads = 256 : i64} {
   schedule.buffer @part_acc {dtype = "i32", shape = array<i64: 16384>}
   schedule.buffer @o {dtype = "f32", shape = array<i64: 64>}
   schedule.phase "combine" {
-    // expected-error @+1 {{'part_acc' is @part_acc, a i32 buffer: the MLA partials' sums are f32 or bf16}}
+    // expected-error @+1 {{'part_acc' is @part_acc of dtype i32: the MLA partials' sums are f32 or bf16}}
     schedule.mla_combine_wv "combine" {count = 8 : i64, group = 32 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 32 : i64, o = @o, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = #schedule.partition<heads>, slices = 4 : i64, v_head = 32 : i64}
   }
 }
