@@ -124,10 +124,12 @@ echo "$out/tiny_tiled"
 # Schedule variants to compare (scripts/gpu-tests.sh runs the one-step
 # oracle test and the bench on every kimi_linear_w4a16_t*/): NAME PASS=OPTIONS.
 variant() {
-  rm -rf "${out:?}/kimi_linear_w4a16_$1"
-  "$mkc" examples/kimi_linear_w4a16.json --emit=cuda -o "$out/kimi_linear_w4a16_$1" \
-    --pass-option="$2"
-  echo "$out/kimi_linear_w4a16_$1 ($2)"
+  local name=$1 opts=()
+  shift
+  for o in "$@"; do opts+=(--pass-option="$o"); done
+  rm -rf "${out:?}/kimi_linear_w4a16_$name"
+  "$mkc" examples/kimi_linear_w4a16.json --emit=cuda -o "$out/kimi_linear_w4a16_$name" "${opts[@]}"
+  echo "$out/kimi_linear_w4a16_$name ($*)"
 }
 # MK_DEEP_KERNELS=1: the 27-layer, 256-expert spec too (OracleGpu.DeepSpecOneStep,
 # OracleGpu.DeepSpecLayerByLayer, mk-bench; its random weights are ~24 GB),
@@ -189,9 +191,10 @@ if [ -n "${MK_DEEP_KERNELS:-}" ]; then
 fi
 rm -rf "$out"/kimi_linear_w4a16_t*/
 # The spec's exact arithmetic (every weight dequantized to bf16 as the
-# spec rounds it; the default applies zero points and scales per group):
+# spec rounds it, the default applying zero points and scales per group;
+# the MLA partial sums in fp32 as the spec keeps them, the default's bf16):
 # oracle-tested on every run.
-variant texact schedule-tile-weights=arithmetic=exact
+variant texact schedule-tile-weights=arithmetic=exact schedule-form-phases=mla-partials=f32
 # Only the scales per group (the default of sessions 22-26, opt-in since
 # session 27): oracle test and bench.
 variant tscaled schedule-tile-weights=arithmetic=scaled
@@ -215,9 +218,9 @@ variant tawait schedule-prologue-waits=absorb=true
 # least 32 rows) measured 3.3 us per token faster at 16384 and on par at
 # 2048 on an H100 (perf notes #215): oracle test and bench.
 variant thg8 "schedule-partition-work=attention-head-group=8 attention-chunks=64 attention-query-parts=2 attention-chunk-rows=16"
-# The MLA partial sums in bf16 (opt-in; perf notes #218: -5.3 us at 16384
-# as -DMK_MLA_PARTIALS_BF16): oracle test and bench.
-variant tbf16p schedule-form-phases=mla-partials=bf16
+# The MLA partial sums in fp32, the spec's (the default's bf16 measured 5.3
+# us per token faster at 16384, perf notes #218): oracle test and bench.
+variant tf32p schedule-form-phases=mla-partials=f32
 # The routed experts waiting for the router's counter instead of polling its
 # logits (the default until session 35; perf notes #167): oracle test and
 # bench.

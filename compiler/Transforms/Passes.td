@@ -77,10 +77,10 @@ def ScheduleFormPhases : Pass<"schedule-form-phases", "::mlir::ModuleOp"> {
            "shared memory one block may use on the target (the emitter "
            "refuses a kernel that needs more); default: sm_120's 99 KB, "
            "which sm_90's 227 KB also covers; 0: no limit">,
-    Option<"mlaPartials", "mla-partials", "std::string", "\"f32\"",
+    Option<"mlaPartials", "mla-partials", "std::string", "\"bf16\"",
            "the element type of the MLA attention's partial sums, which the "
-           "combine merges: f32 (the spec's) or bf16 (half the bytes; their "
-           "rounding averaged over the chunks)">,
+           "combine merges: bf16 (the default: half the bytes; their "
+           "rounding averaged over the chunks) or f32 (the spec's)">,
   ];
 }
 

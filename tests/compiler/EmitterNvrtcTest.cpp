@@ -613,30 +613,34 @@ TEST(EmitterNvrtc, KimiLinearAttentionForms) {
   }
 }
 
-// The MLA partial sums in bf16 (schedule-form-phases mla-partials=bf16):
-// the attention's and the combine's trailing template argument matches
-// the part_acc buffer's type, as the compile for both targets checks (the
-// pointer is the buffer's), with the unit's schedule and with the
-// attention's SUB and PARTS at the template's defaults (spelled before the
-// type) and the combine's waiting form.
-TEST(EmitterNvrtc, KimiLinearBfloatPartials) {
-  const std::string opt = "schedule-form-phases=mla-partials=bf16";
+// The MLA partial sums' type (schedule-form-phases mla-partials): bf16 by
+// default, where the attention's and the combine's trailing template
+// argument matches the part_acc buffer's type, as the compile for both
+// targets checks (the pointer is the buffer's), with the unit's schedule
+// and with the attention's SUB and PARTS at the template's defaults
+// (spelled before the type) and the combine's waiting form; f32 (the
+// spec's) leaves the argument at its default.
+TEST(EmitterNvrtc, KimiLinearPartialsType) {
   const std::string src =
-      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, opt).source;
+      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
   EXPECT_NE(src.find("mla_attention_chunk_task_waiting<256, 32, 16, 512, 64, 16, "
                      "mk::CounterWaits, 1, mk::bf16>>"),
             std::string::npos);
   EXPECT_NE(src.find("mla_combine_wv_task<256, 32, 128, 128, 512, 128, mk::bf16>>"),
             std::string::npos);
-  const std::string def =
-      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
-  EXPECT_EQ(def.find("mk::bf16>>"), std::string::npos) << "f32 partials: the default type";
-  check("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, opt);
+  const std::string f32 = "schedule-form-phases=mla-partials=f32";
+  const std::string exact =
+      emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, f32).source;
+  EXPECT_NE(exact.find("mla_attention_chunk_task_waiting<256, 32, 16, 512, 64, 16, "
+                       "mk::CounterWaits, 1>>"),
+            std::string::npos);
+  EXPECT_NE(exact.find("mla_combine_wv_task<256, 32, 128, 128, 512, 128>>"), std::string::npos);
+  EXPECT_EQ(exact.find("mk::bf16>>"), std::string::npos) << "f32 partials: the template default";
+  check("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, f32);
   // The attention without its prologue wait, in 8-head tasks of two parts
   // (the template's defaults, spelled before the type), and the combine's
   // waiting form.
-  const std::string other = opt +
-                            "|schedule-partition-work=attention-head-group=8 attention-chunks=64 "
+  const std::string other = "schedule-partition-work=attention-head-group=8 attention-chunks=64 "
                             "attention-query-parts=2 attention-chunk-rows=16"
                             "|schedule-prologue-waits=attention=false combine=true";
   const std::string src2 =
