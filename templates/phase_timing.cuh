@@ -18,14 +18,14 @@
 // mark's row holds the step's sums, the difference of two rows a phase's.
 // mk-bench --phase-timing prints, per stage with laps, the median and the
 // slowest block's time per step, and the GEMV tile stages per phase. The
-// stages (kStage*) are named here and, in the same order, in mk-bench
-// (kStageNames).
+// stages (kStage*) and their names are stage_slots.cuh's.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include "mk/common.cuh"
 #include "mk/grid_sync.cuh"
+#include "mk/stage_slots.cuh"
 
 namespace mk {
 
@@ -41,50 +41,14 @@ __device__ __forceinline__ void phase_stamp(unsigned long long *table, int i) {
     table[(size_t)i * kMaxGrid + blockIdx.x] = global_timer_ns();
 }
 
-/// Stages a StageClock attributes a task's cycles to (mk-bench names them).
-enum StageSlot : int {
-  kStageMlaPrologue = 0, ///< attention: queries staged, the first rows asked for (and, in
-                         ///< the waiting form, the prologue wait, which the phase's wait
-                         ///< table counts too)
-  kStageMlaRowWait,      ///< attention: waiting for a sub-chunk's rows (+ barrier)
-  kStageMlaScores,       ///< attention: scores of a sub-chunk (+ barrier)
-  kStageMlaSoftmax,      ///< attention: softmax statistics (+ barrier)
-  kStageMlaWeighted,     ///< attention: the weighted rows
-  kStageMlaEpilogue,     ///< attention: the partials written
-  kStageTileIssue,       ///< packed GEMV tile: entry to its weight copies issued (warp 0)
-  kStageTileFirstData,   ///< packed GEMV tile: waiting for the first step's weights
-  kStageTileSteps,       ///< packed GEMV tile: warp 0's steps
-  kStageTileWarps,       ///< packed GEMV tile: waiting for the other warps
-  kStageTileReduce,      ///< packed GEMV tile: cross-warp sums and the epilogue
-  kStageTopk,            ///< the router's top-k (every block, once per MoE)
-  kStageNorm,            ///< the every-block residual + RMSNorm
-  kStageSignal,          ///< a task's counter signals (+ the barrier after)
-  kStageNormLoads,       ///< the staged norm: its inputs' copies landed (+ barrier)
-  kStageNormRest,        ///< the staged norm: sum of squares, scaling (+ barriers)
-  kStageTopkLogits,      ///< of the router's top-k: its entry until every logit was read
-                         ///< (a polled router's wait for them) and scored (+ barrier)
-  kStageCombineEntry,    ///< MLA combine: entry until its wait for the partials returned
-                         ///< (the W_v slice's first copies asked for before it)
-  kStageCombineMerge,    ///< MLA combine: of the merge, the weighted sums (+ barriers)
-  kStageCombineGemv,     ///< MLA combine: the W_v slice's GEMV and its atomic adds
-  kStageCombineCopies,   ///< MLA combine: of the merge, the partials' copies issued
-  kStageCombineStats,    ///< MLA combine: of the merge, the chunks' maxima and sums loaded
-                         ///< (+ barrier)
-  kStageCombineWeights,  ///< MLA combine: of the merge, the chunk weights formed (warp 0)
-  kStageCombineLanded,   ///< MLA combine: of the merge, waiting for the copied partials
-                         ///< (+ barrier: the other warps' weights)
-  kStageSlots = 24
-};
-
 #ifdef MK_PHASE_TIMING
 /// This block's running sums in shared memory (thread 0's).
 struct StageSums {
   unsigned long long cycles[kStageSlots];
   unsigned laps[kStageSlots];
 };
-static_assert(sizeof(StageSums) <= 288,
-              "the emitter's static shared bound counts 288 B of stage sums "
-              "(kTimingStageSumsBytes, CudaEmitter.cpp)");
+static_assert(sizeof(StageSums) <= kStageSumsBytes,
+              "the emitter's static shared bound counts kStageSumsBytes of stage sums");
 __device__ __forceinline__ StageSums &stage_sums() {
   __shared__ StageSums sums;
   return sums;

@@ -58,6 +58,7 @@
 #include "mk/runtime/Trace.h"
 
 #include "ToolOptions.h"
+#include "stage_slots.cuh"
 
 #include <algorithm>
 #include <cerrno>
@@ -116,33 +117,9 @@ struct BenchRow {
 
 /// Slots per phase in the timing tables; mk::kMaxGrid in grid_sync.cuh.
 constexpr size_t kTimingSlots = 1024;
-/// phase_timing.cuh's StageSlot: the task stages a StageClock times.
-constexpr size_t kStageSlots = 24;
-const char *const kStageNames[kStageSlots] = {
-    "mla attention: prologue (queries staged, first rows asked for; any prologue wait)",
-    "mla attention: waiting for rows (+ barrier, next rows asked for)",
-    "mla attention: scores (+ barrier)",
-    "mla attention: softmax (+ barrier)",
-    "mla attention: weighted rows",
-    "mla attention: epilogue (partials written)",
-    "packed gemv tile: entry to weight copies issued (warp 0)",
-    "packed gemv tile: waiting for the first step's weights",
-    "packed gemv tile: warp 0's steps",
-    "packed gemv tile: waiting for the other warps",
-    "packed gemv tile: cross-warp sums and epilogue",
-    "router top-k (every block, once per MoE)",
-    "every-block residual + rmsnorm",
-    "counter signals (+ barrier)",
-    "staged norm: its inputs landed (+ barrier)",
-    "staged norm: sums and scaling (+ barriers)",
-    "router top-k: of it, until every logit was read and scored (+ barrier)",
-    "mla combine: entry until the partials' wait returned (W_v copies asked for)",
-    "mla combine: merge's weighted sums (+ barriers)",
-    "mla combine: the W_v slice's gemv and atomic adds",
-    "mla combine: merge's partial copies issued",
-    "mla combine: merge's chunk maxima and sums loaded (+ barrier)",
-    "mla combine: merge's chunk weights formed (warp 0)",
-    "mla combine: merge's wait for the copied partials (+ barrier)"};
+/// The task stages a StageClock times (stage_slots.cuh).
+constexpr size_t kStageSlots = mk::kStageSlots;
+using mk::kStageNames;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -399,9 +376,11 @@ void printStageProfile(const std::vector<StepStamps> &steps, int phases, int gri
 /// tile stages and counter signals (the rest of its work is other tasks).
 void printStagesPerPhase(const std::vector<StepStamps> &steps,
                          const std::vector<std::string> &names, int grid, int clockKHz) {
-  // phase_timing.cuh's StageSlot: norm, top-k, the five tile stages, signals.
-  constexpr size_t kCols[] = {12, 11, 6, 7, 8, 9, 10, 13};
-  constexpr size_t kTileIssue = 6, kNumCols = sizeof(kCols) / sizeof(kCols[0]);
+  // Norm, top-k, the five tile stages, signals.
+  constexpr size_t kCols[] = {mk::kStageNorm,      mk::kStageTopk,          mk::kStageTileIssue,
+                              mk::kStageTileFirstData, mk::kStageTileSteps, mk::kStageTileWarps,
+                              mk::kStageTileReduce, mk::kStageSignal};
+  constexpr size_t kTileIssue = mk::kStageTileIssue, kNumCols = sizeof(kCols) / sizeof(kCols[0]);
   const size_t P = names.size(), G = size_t(grid);
   bool header = false;
   for (size_t p = 0; p < P; ++p) {
