@@ -246,6 +246,13 @@ __device__ __forceinline__ void online_softmax_update(float *mrun, float *lrun, 
 __device__ __forceinline__ int mla_stat_at(int chunk, int h, int nchunks) {
   return h * nchunks + chunk;
 }
+/// Head h's statistics in part_m or part_l: its nchunks contiguous values
+/// from chunk 0's (mla_stat_at). Indexing from the head's first is the
+/// form ptxas keeps short (the combine 1955 SASS instructions against 2121
+/// with mla_stat_at's index per chunk, nvcc 13, sm_90).
+__device__ __forceinline__ const float *mla_head_stats(const float *stats, int h, int nchunks) {
+  return stats + mla_stat_at(0, h, nchunks);
+}
 
 /// The attention's partial sums (part_acc, [chunk][head][LORA]) in their
 /// buffer's type PT: fp32 (the spec's), or bf16 (schedule-form-phases
@@ -1664,12 +1671,14 @@ __host__ __device__ constexpr int mla_combine_waiting_smem_floats(int span, int 
 /// of every chunk fit beside them within `scratch_floats` (LENT_STAGE:
 /// in the caller's `stage_area`, 16-byte aligned, of `stage_floats` floats,
 /// if not null), their staged copy (one cp.async round trip for all the
-/// partials, issued while the chunks' maxima and sums are loaded; its wait
+/// partials, issued after the chunks' maxima and sums are asked for, so
+/// that those loads' round trip runs under the copies' issue; its wait
 /// also waits for whatever copies the caller has in flight); else the rows
 /// are read from L2 in the sums' loop. Every warp forms the chunk
 /// weights exp(m_i - M) and their sum W itself (no block barrier), and each
-/// (dim, chunk share) pair of threads sums its chunks. Ends with a block
-/// barrier. `clk` takes the merge's stages (timing builds).
+/// (dim, chunk share) pair of threads sums its chunks (staged: 8 chunks'
+/// loads at a time). Ends with a block barrier. `clk` takes the merge's
+/// stages (timing builds).
 template <int THREADS, int HM, int LORA, bool LENT_STAGE = false, class PT = float>
 __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const float *part_m,
                                   const float *part_l, const PT *part_acc, float *xs,
@@ -1689,6 +1698,26 @@ __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const floa
   const bool staged = (LENT_STAGE ? stage_area && staged_floats <= stage_floats
                                   : 2 * cpad + span * parts + staged_floats <= scratch_floats) &&
                       span % PIECE == 0;
+  const float *mh = mla_head_stats(part_m, h, nchunks),
+              *lh = mla_head_stats(part_l, h, nchunks);
+  // -DMK_MLA_MERGE_CHAINED: the merge before session 49 (the statistics
+  // asked for after the copies are issued, the sums one chunk at a time),
+  // kept to measure against.
+#ifdef MK_MLA_MERGE_CHAINED
+  constexpr bool kStatsFirst = false;
+  constexpr int kLoadsAhead = 1;
+#else
+  constexpr bool kStatsFirst = true;
+  constexpr int kLoadsAhead = 8;
+#endif
+  // The first THREADS chunks' statistics are asked for before the copies:
+  // their round trip runs under the copies' issue.
+  const bool stats_first = kStatsFirst && threadIdx.x < nchunks;
+  float m_first = 0.f, l_first = 0.f;
+  if (stats_first) {
+    m_first = __ldcg(mh + threadIdx.x);
+    l_first = __ldcg(lh + threadIdx.x);
+  }
   if (staged) {
     for (int i = threadIdx.x; i < nchunks * span / PIECE; i += THREADS) {
       const int c = i / (span / PIECE), p = i % (span / PIECE);
@@ -1698,11 +1727,11 @@ __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const floa
     cp_async_commit();
   }
   clk.lap(kStageCombineCopies);
-  // Head h's statistics (mla_stat_at), from the head's first: the form
-  // ptxas keeps short (the combine 1955 SASS instructions against 2121 with
-  // mla_stat_at's index, nvcc 13, sm_90).
-  const float *mh = part_m + h * nchunks, *lh = part_l + h * nchunks;
-  for (int i = threadIdx.x; i < nchunks; i += THREADS) {
+  if (stats_first) {
+    e[threadIdx.x] = m_first;
+    lw[threadIdx.x] = l_first;
+  }
+  for (int i = threadIdx.x + (kStatsFirst ? THREADS : 0); i < nchunks; i += THREADS) {
     e[i] = __ldcg(mh + i);
     lw[i] = __ldcg(lh + i);
   }
@@ -1732,8 +1761,26 @@ __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const floa
     const int d = t % span, q = t / span;
     float v = 0.f;
     if (staged) {
+      int i = q;
+      // Batches of kLoadsAhead chunks: their shared loads issued together,
+      // then their fma in the chunks' order (the sums one chunk at a time
+      // give, bit for bit), so a batch waits for one load's latency.
+      if constexpr (kLoadsAhead > 1) {
+MK_UNROLL_CODE
+        for (; i + (kLoadsAhead - 1) * parts < nchunks; i += kLoadsAhead * parts) {
+          float w[kLoadsAhead], x[kLoadsAhead];
+#pragma unroll
+          for (int k = 0; k < kLoadsAhead; ++k) {
+            w[k] = e[i + k * parts];
+            x[k] = mla_partial_f(stage_pt[(i + k * parts) * span + d]);
+          }
+#pragma unroll
+          for (int k = 0; k < kLoadsAhead; ++k)
+            v = fmaf(w[k], x[k], v);
+        }
+      }
 MK_UNROLL_CODE_N(16)
-      for (int i = q; i < nchunks; i += parts)
+      for (; i < nchunks; i += parts)
         v = fmaf(e[i], mla_partial_f(stage_pt[i * span + d]), v);
     } else {
 MK_UNROLL_CODE_N(16)
