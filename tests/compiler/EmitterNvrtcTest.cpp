@@ -588,19 +588,22 @@ TEST(EmitterNvrtc, KimiLinearAttentionForms) {
   // The default: 16 heads, one part (PARTS 1), at least 32 rows a chunk.
   const std::string def =
       emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
+  // (The partial sums' type, bf16 by default, is the last argument:
+  // KimiLinearPartialsType.)
   EXPECT_NE(def.find("mla_attention_chunk_task_waiting<256, 32, 16, 512, 64, 16, "
-                     "mk::CounterWaits, 1>>"),
+                     "mk::CounterWaits, 1, mk::bf16>>"),
             std::string::npos);
   EXPECT_NE(def.find("mk::mla_num_chunks(ctx_len + 1, gridDim.x, 128, 32)"), std::string::npos);
-  // The forms before: two parts (the template's default, unsaid), and 8 heads.
+  // The forms before: two parts (the template's default, spelled before the
+  // partials' type), and 8 heads.
   const struct {
     const char *option, *call, *chunks;
   } forms[] = {
       {"schedule-partition-work=attention-query-parts=2",
-       "mla_attention_chunk_task_waiting<256, 32, 16, 512, 64, 16, mk::CounterWaits>>",
+       "mla_attention_chunk_task_waiting<256, 32, 16, 512, 64, 16, mk::CounterWaits, 2, mk::bf16>>",
        "mk::mla_num_chunks(ctx_len + 1, gridDim.x, 128, 32)"},
       {"schedule-partition-work=attention-head-group=8 attention-chunks=64 attention-chunk-rows=16",
-       "mla_attention_chunk_task_waiting<256, 32, 8, 512, 64, 16, mk::CounterWaits>>",
+       "mla_attention_chunk_task_waiting<256, 32, 8, 512, 64, 16, mk::CounterWaits, 2, mk::bf16>>",
        "mk::mla_num_chunks(ctx_len + 1, gridDim.x, 64)"}};
   for (const auto &f : forms) {
     SCOPED_TRACE(f.option);
