@@ -122,7 +122,8 @@ rm -rf "${out:?}/tiny_tiled"
   --pass-option=schedule-tile-weights=layout=tiled
 echo "$out/tiny_tiled"
 # Schedule variants to compare (scripts/gpu-tests.sh runs the one-step
-# oracle test and the bench on every kimi_linear_w4a16_t*/): NAME PASS=OPTIONS.
+# oracle test and the bench on every kimi_linear_w4a16_t*/): NAME PASS=OPTIONS...
+# (one --pass-option each).
 variant() {
   local name=$1 opts=()
   shift
@@ -219,7 +220,8 @@ variant tawait schedule-prologue-waits=absorb=true
 # 2048 on an H100 (perf notes #215): oracle test and bench.
 variant thg8 "schedule-partition-work=attention-head-group=8 attention-chunks=64 attention-query-parts=2 attention-chunk-rows=16"
 # The MLA partial sums in fp32, the spec's (the default's bf16 measured 5.3
-# us per token faster at 16384, perf notes #218): oracle test and bench.
+# us per token faster at 16384 in perf notes #218, 1.6 in #220): oracle
+# test and bench.
 variant tf32p schedule-form-phases=mla-partials=f32
 # The routed experts waiting for the router's counter instead of polling its
 # logits (the default until session 35; perf notes #167): oracle test and

@@ -255,8 +255,9 @@ __device__ __forceinline__ const float *mla_head_stats(const float *stats, int h
 }
 
 /// The attention's partial sums (part_acc, [chunk][head][LORA]) in their
-/// buffer's type PT: fp32 (the spec's), or bf16 (schedule-form-phases
-/// mla-partials=bf16: half the bytes the combine's merge reads). Stores the
+/// buffer's type PT: bf16 (schedule-form-phases mla-partials=bf16, the
+/// schedule's default: half the bytes the combine's merge reads) or fp32
+/// (the spec's, and the templates' default). Stores the
 /// pair (v.x, v.y), or v, at element `at`.
 __device__ __forceinline__ void mla_store_partials(float *part_acc, size_t at, float2 v) {
   *reinterpret_cast<float2 *>(part_acc + at) = v;
@@ -1671,8 +1672,9 @@ __host__ __device__ constexpr int mla_combine_waiting_smem_floats(int span, int 
 /// of every chunk fit beside them within `scratch_floats` (LENT_STAGE:
 /// in the caller's `stage_area`, 16-byte aligned, of `stage_floats` floats,
 /// if not null), their staged copy (one cp.async round trip for all the
-/// partials, issued after the chunks' maxima and sums are asked for, so
-/// that those loads' round trip runs under the copies' issue; its wait
+/// partials, issued after the first THREADS chunks' maxima and sums are
+/// asked for, so that those loads' round trip runs under the copies'
+/// issue, unless -DMK_MLA_MERGE_CHAINED; its wait
 /// also waits for whatever copies the caller has in flight); else the rows
 /// are read from L2 in the sums' loop. Every warp forms the chunk
 /// weights exp(m_i - M) and their sum W itself (no block barrier), and each

@@ -35,7 +35,8 @@ enum StageSlot : int {
                          ///< (a polled router's wait for them) and scored (+ barrier)
   kStageCombineEntry,    ///< MLA combine: entry until its wait for the partials returned
                          ///< (the W_v slice's first copies asked for before it)
-  kStageCombineCopies,   ///< MLA combine: of the merge, the partials' copies issued
+  kStageCombineCopies,   ///< MLA combine: of the merge, the partials' copies issued (the
+                         ///< first chunks' maxima and sums asked for before them)
   kStageCombineStats,    ///< MLA combine: of the merge, the chunks' maxima and sums loaded
                          ///< (+ barrier)
   kStageCombineWeights,  ///< MLA combine: of the merge, the chunk weights formed (warp 0)
@@ -73,7 +74,7 @@ inline constexpr const char *kStageNames[] = {
     "staged norm: sums and scaling (+ barriers)",
     "router top-k: of it, until every logit was read and scored (+ barrier)",
     "mla combine: entry until the partials' wait returned (W_v copies asked for)",
-    "mla combine: merge's partial copies issued",
+    "mla combine: merge's partial copies issued (first maxima and sums asked for)",
     "mla combine: merge's chunk maxima and sums loaded (+ barrier)",
     "mla combine: merge's chunk weights formed (warp 0)",
     "mla combine: merge's wait for the copied partials (+ barrier)",

@@ -117,9 +117,9 @@ struct BenchRow {
 
 /// Slots per phase in the timing tables; mk::kMaxGrid in grid_sync.cuh.
 constexpr size_t kTimingSlots = 1024;
-/// The task stages a StageClock times (stage_slots.cuh).
-constexpr size_t kStageSlots = mk::kStageSlots;
-using mk::kStageNames;
+/// The number of task stages a StageClock times (stage_slots.cuh's
+/// mk::kStageSlots, as a size).
+constexpr size_t kNumStageSlots = mk::kStageSlots;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -132,7 +132,7 @@ double median(std::vector<double> v) {
 struct StepStamps {
   std::vector<uint64_t> entry, wait, done;
   /// Task stages (phase_timing.cuh's StageClock): SM cycles and laps so
-  /// far at each phase entry, [phases + 1][kStageSlots][grid] (the last row
+  /// far at each phase entry, [phases + 1][kNumStageSlots][grid] (the last row
   /// is the step's).
   std::vector<uint64_t> stageCycles;
   std::vector<uint32_t> stageLaps;
@@ -152,8 +152,8 @@ Status collectPhaseStamps(Session &s, int phases, int steps,
   const size_t G = size_t(grid);
   std::vector<unsigned long long> entry((P + 1) * kTimingSlots),
       wait((P + 1) * kTimingSlots), done(P * kTimingSlots),
-      stageCycles((P + 1) * kStageSlots * kTimingSlots);
-  std::vector<unsigned> stageLaps((P + 1) * kStageSlots * kTimingSlots);
+      stageCycles((P + 1) * kNumStageSlots * kTimingSlots);
+  std::vector<unsigned> stageLaps((P + 1) * kNumStageSlots * kTimingSlots);
   auto compact = [&](const std::vector<unsigned long long> &t, size_t rows) {
     std::vector<uint64_t> c(rows * G);
     for (size_t p = 0; p < rows; ++p)
@@ -177,8 +177,8 @@ Status collectPhaseStamps(Session &s, int phases, int steps,
     MK_RETURN_IF_ERROR(
         s.readModuleGlobal("mk_stage_laps", stageLaps.data(), stageLaps.size() * 4));
     StepStamps st;
-    st.stageCycles = compact(stageCycles, (P + 1) * kStageSlots);
-    for (size_t k = 0; k < (P + 1) * kStageSlots; ++k)
+    st.stageCycles = compact(stageCycles, (P + 1) * kNumStageSlots);
+    for (size_t k = 0; k < (P + 1) * kNumStageSlots; ++k)
       for (size_t b = 0; b < G; ++b)
         st.stageLaps.push_back(stageLaps[k * kTimingSlots + b]);
     st.entry = compact(entry, P + 1);
@@ -338,9 +338,9 @@ void printPhaseProfile(const std::vector<StepStamps> &steps,
 /// cycles at the device's peak clock).
 void printStageProfile(const std::vector<StepStamps> &steps, int phases, int grid,
                        int clockKHz) {
-  const size_t G = size_t(grid), last = size_t(phases) * kStageSlots;
+  const size_t G = size_t(grid), last = size_t(phases) * kNumStageSlots;
   bool header = false;
-  for (size_t k = 0; k < kStageSlots; ++k) {
+  for (size_t k = 0; k < kNumStageSlots; ++k) {
     std::vector<double> blocks, laps, mid, slow;
     for (const StepStamps &st : steps) {
       std::vector<double> us, n;
@@ -388,7 +388,7 @@ void printStagesPerPhase(const std::vector<StepStamps> &steps,
     bool any = false;
     for (const StepStamps &st : steps) {
       auto diff = [&](const auto &t, size_t k, size_t b) {
-        return t[((p + 1) * kStageSlots + k) * G + b] - t[(p * kStageSlots + k) * G + b];
+        return t[((p + 1) * kNumStageSlots + k) * G + b] - t[(p * kNumStageSlots + k) * G + b];
       };
       double tiles = 0;
       for (size_t c = 0; c < kNumCols; ++c) {
