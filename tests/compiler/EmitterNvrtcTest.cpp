@@ -588,22 +588,22 @@ TEST(EmitterNvrtc, KimiLinearAttentionForms) {
   // The default: 16 heads, one part (PARTS 1), at least 32 rows a chunk.
   const std::string def =
       emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
-  // (The partial sums' type, bf16 by default, is the last argument:
-  // KimiLinearPartialsType.)
+  // The head group (16) and the parts (1); the partial sums' type after
+  // them is KimiLinearPartialsType's to check.
   EXPECT_NE(def.find("mla_attention_chunk_task_waiting<256, 32, 16, 512, 64, 16, "
-                     "mk::CounterWaits, 1, mk::bf16>>"),
+                     "mk::CounterWaits, 1, "),
             std::string::npos);
   EXPECT_NE(def.find("mk::mla_num_chunks(ctx_len + 1, gridDim.x, 128, 32)"), std::string::npos);
-  // The forms before: two parts (the template's default, spelled before the
-  // partials' type), and 8 heads.
+  // The forms before: two parts (the template's default, spelled because an
+  // argument follows), and 8 heads.
   const struct {
     const char *option, *call, *chunks;
   } forms[] = {
       {"schedule-partition-work=attention-query-parts=2",
-       "mla_attention_chunk_task_waiting<256, 32, 16, 512, 64, 16, mk::CounterWaits, 2, mk::bf16>>",
+       "mla_attention_chunk_task_waiting<256, 32, 16, 512, 64, 16, mk::CounterWaits, 2, ",
        "mk::mla_num_chunks(ctx_len + 1, gridDim.x, 128, 32)"},
       {"schedule-partition-work=attention-head-group=8 attention-chunks=64 attention-chunk-rows=16",
-       "mla_attention_chunk_task_waiting<256, 32, 8, 512, 64, 16, mk::CounterWaits, 2, mk::bf16>>",
+       "mla_attention_chunk_task_waiting<256, 32, 8, 512, 64, 16, mk::CounterWaits, 2, ",
        "mk::mla_num_chunks(ctx_len + 1, gridDim.x, 64)"}};
   for (const auto &f : forms) {
     SCOPED_TRACE(f.option);
@@ -673,7 +673,9 @@ TEST(EmitterNvrtc, KimiLinearThirtyTwoRowAttention) {
 // emitter's static bound already counts: the kernel's static_assert) and
 // the grouped tile's steps loading at 32-bit shared addresses
 // (-DMK_GEMV_SHARED_LOADS) and the combine's merge before session 49
-// (-DMK_MLA_MERGE_CHAINED) compile for both targets without a template
+// (-DMK_MLA_MERGE_CHAINED, which takes both halves of -DMK_MLA_MERGE_STATS_LATE
+// and -DMK_MLA_MERGE_SUMS_CHAINED) and its partials staged by bulk copies
+// (-DMK_MLA_MERGE_BULK) compile for both targets without a template
 // spill. The timing build's module holds the
 // globals mk-bench looks up by name, unmangled (a symbol of the cubin's
 // string table between two NULs; one declared inside namespace mk would be
@@ -686,7 +688,8 @@ TEST(EmitterNvrtc, KimiLinearTimingAndOptInBuilds) {
       {"-DMK_MLA_QUERIES_TWO_TRIPS"},
       {"-DMK_TOPK_TWO_LEVEL_ALL"},
       {"-DMK_GEMV_SHARED_LOADS"},
-      {"-DMK_MLA_MERGE_CHAINED"}};
+      {"-DMK_MLA_MERGE_CHAINED"},
+      {"-DMK_MLA_MERGE_BULK"}};
   for (const std::vector<std::string> &options : builds)
     for (const char *arch : {"sm_90", "sm_120"}) {
       SCOPED_TRACE(options.front());
