@@ -249,8 +249,7 @@ __device__ __forceinline__ int mla_stat_at(int chunk, int h, int nchunks) {
 /// Head h's statistics in part_m or part_l: its nchunks contiguous values
 /// from chunk 0's (mla_stat_at). Indexing from the head's first is the
 /// form ptxas keeps short (the combine 1955 SASS instructions against 2121
-/// with mla_stat_at's index per chunk, nvcc 13, sm_90, counted on the merge
-/// before session 49, -DMK_MLA_MERGE_CHAINED's).
+/// with mla_stat_at's index per chunk, nvcc 13, sm_90).
 __device__ __forceinline__ const float *mla_head_stats(const float *stats, int h, int nchunks) {
   return stats + mla_stat_at(0, h, nchunks);
 }
@@ -1667,29 +1666,21 @@ __host__ __device__ constexpr int mla_combine_waiting_smem_floats(int span, int 
          mla_combine_merge_floats<THREADS>(span, max_chunks);
 }
 
-/// The combine merge's mbarrier (-DMK_MLA_MERGE_BULK): initialized by each
-/// merge that stages its partials and invalidated once they landed. A
-/// template, so that only the builds that call it have the variable.
-template <int = 0> __device__ __forceinline__ unsigned long long *mla_merge_bar() {
-  __shared__ __align__(8) unsigned long long bar;
-  return &bar;
-}
-
 /// Merges the chunk partials of head h's latent slice [d0, d1) into
 /// xs[d0, d1) (o_lat, fp32). `scratch` holds the chunk weights and sums and
 /// the partial sums (mla_combine_merge_floats), and, where the slice's rows
 /// of every chunk fit beside them within `scratch_floats` (LENT_STAGE:
 /// in the caller's `stage_area`, 16-byte aligned, of `stage_floats` floats,
 /// if not null), their staged copy (one cp.async round trip for all the
-/// partials, issued after the first THREADS chunks' maxima and sums are
-/// asked for, so that those loads' round trip runs under the copies'
-/// issue, unless -DMK_MLA_MERGE_STATS_LATE or -DMK_MLA_MERGE_CHAINED; its wait
+/// partials, issued before the chunks' maxima and sums are loaded; its wait
 /// also waits for whatever copies the caller has in flight); else the rows
 /// are read from L2 in the sums' loop. Every warp forms the chunk
 /// weights exp(m_i - M) and their sum W itself (no block barrier), and each
-/// (dim, chunk share) pair of threads sums its chunks (staged: 8 chunks'
-/// loads at a time). Ends with a block barrier. `clk` takes the merge's
-/// stages (timing builds).
+/// (dim, chunk share) pair of threads sums its chunks one at a time. Ends
+/// with a block barrier. `clk` takes the merge's stages (timing builds).
+/// (Perf notes #219-#222 measured the statistics asked for before the
+/// copies, the staged sums in batches of 8 loads and the partials staged
+/// by bulk copies: none faster end to end.)
 template <int THREADS, int HM, int LORA, bool LENT_STAGE = false, class PT = float>
 __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const float *part_m,
                                   const float *part_l, const PT *part_acc, float *xs,
@@ -1709,77 +1700,18 @@ __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const floa
   const bool staged = (LENT_STAGE ? stage_area && staged_floats <= stage_floats
                                   : 2 * cpad + span * parts + staged_floats <= scratch_floats) &&
                       span % PIECE == 0;
-  const float *mh = mla_head_stats(part_m, h, nchunks),
-              *lh = mla_head_stats(part_l, h, nchunks);
-  // The merge's forms, kept to measure against each other:
-  // -DMK_MLA_MERGE_STATS_LATE asks for the statistics after the copies are
-  // issued, -DMK_MLA_MERGE_SUMS_CHAINED sums one chunk at a time, and
-  // -DMK_MLA_MERGE_CHAINED (both) is the merge before session 49.
-  // -DMK_MLA_MERGE_BULK (sm_90+) stages the partials with one bulk copy per
-  // chunk row (span values), on one mbarrier, instead of 16-byte cp.async
-  // by every thread.
-#if defined(MK_MLA_MERGE_CHAINED) || defined(MK_MLA_MERGE_STATS_LATE)
-  constexpr bool kStatsFirst = false;
-#else
-  constexpr bool kStatsFirst = true;
-#endif
-#if defined(MK_MLA_MERGE_CHAINED) || defined(MK_MLA_MERGE_SUMS_CHAINED)
-  constexpr int kLoadsAhead = 1;
-#else
-  constexpr int kLoadsAhead = 8;
-#endif
-#ifdef MK_MLA_MERGE_BULK
-  constexpr bool kBulk = true;
-#else
-  constexpr bool kBulk = false;
-#endif
-  // The first THREADS chunks' statistics are asked for before the copies:
-  // their round trip runs under the copies' issue.
-  const bool stats_first = kStatsFirst && threadIdx.x < nchunks;
-  float m_first = 0.f, l_first = 0.f;
-  if (stats_first) {
-    m_first = __ldcg(mh + threadIdx.x);
-    l_first = __ldcg(lh + threadIdx.x);
-  }
-  unsigned long long *bar = nullptr;
-  if constexpr (kBulk)
-    bar = mla_merge_bar();
   if (staged) {
-    if constexpr (kBulk) {
-      // Thread 0 arms the mbarrier with the bytes; after a block barrier
-      // lane l of warp w copies chunk rows l * WARPS + w, + 32 * WARPS, ...
-      // (a bulk copy's operands are uniform: a warp issues its lanes' copies
-      // one at a time, so every warp takes a share). The fence orders the
-      // stage's earlier reads (generic proxy, before the barrier this
-      // follows) and the partials' writes by the attention (ordered before
-      // this by the schedule's barrier or counter) before the copies (async
-      // proxy).
-      constexpr int WARPS = THREADS / 32;
-      if (threadIdx.x == 0) {
-        detail::mbar_init(bar, 1);
-        detail::mbar_init_fence();
-        detail::mbar_expect_tx(bar, (unsigned)(nchunks * span * sizeof(PT)));
-      }
-      __syncthreads();
-      asm volatile("fence.proxy.async;" ::: "memory");
-      for (int c = (threadIdx.x & 31) * WARPS + threadIdx.x / 32; c < nchunks; c += THREADS)
-        detail::bulk_copy(stage_pt + c * span, part_acc + ((size_t)c * HM + h) * LORA + d0,
-                          (unsigned)(span * sizeof(PT)), bar);
-    } else {
-      for (int i = threadIdx.x; i < nchunks * span / PIECE; i += THREADS) {
-        const int c = i / (span / PIECE), p = i % (span / PIECE);
-        cp_async16(stage_pt + c * span + PIECE * p,
-                   part_acc + ((size_t)c * HM + h) * LORA + d0 + PIECE * p);
-      }
-      cp_async_commit();
+    for (int i = threadIdx.x; i < nchunks * span / PIECE; i += THREADS) {
+      const int c = i / (span / PIECE), p = i % (span / PIECE);
+      cp_async16(stage_pt + c * span + PIECE * p,
+                 part_acc + ((size_t)c * HM + h) * LORA + d0 + PIECE * p);
     }
+    cp_async_commit();
   }
   clk.lap(kStageCombineCopies);
-  if (stats_first) {
-    e[threadIdx.x] = m_first;
-    lw[threadIdx.x] = l_first;
-  }
-  for (int i = threadIdx.x + (kStatsFirst ? THREADS : 0); i < nchunks; i += THREADS) {
+  const float *mh = mla_head_stats(part_m, h, nchunks),
+              *lh = mla_head_stats(part_l, h, nchunks);
+  for (int i = threadIdx.x; i < nchunks; i += THREADS) {
     e[i] = __ldcg(mh + i);
     lw[i] = __ldcg(lh + i);
   }
@@ -1801,44 +1733,16 @@ __device__ void mla_combine_merge(int h, int d0, int d1, int nchunks, const floa
     for (int i = lane; i < nchunks; i += 32)
       e[i] = e[i] == -INFINITY ? 0.f : expf(e[i] - M);
   clk.lap(kStageCombineWeights);
-  if (staged) {
-    if constexpr (kBulk) {
-      detail::mbar_wait(bar, 0);
-      if constexpr (LENT_STAGE)
-        cp_async_wait<0>(); // the caller's copies, as the cp.async form's wait
-    } else {
-      cp_async_wait<0>();
-    }
-  }
+  if (staged)
+    cp_async_wait<0>();
   __syncthreads();
-  if constexpr (kBulk)
-    if (staged && threadIdx.x == 0)
-      detail::mbar_inval(bar); // every thread's wait is past: free for the next task
   clk.lap(kStageCombineLanded);
   for (int t = threadIdx.x; t < span * parts; t += THREADS) {
     const int d = t % span, q = t / span;
     float v = 0.f;
     if (staged) {
-      int i = q;
-      // Batches of kLoadsAhead chunks: their shared loads issued together,
-      // then their fma in the chunks' order (the sums one chunk at a time
-      // give, bit for bit), so a batch waits for one load's latency.
-      if constexpr (kLoadsAhead > 1) {
-MK_UNROLL_CODE
-        for (; i + (kLoadsAhead - 1) * parts < nchunks; i += kLoadsAhead * parts) {
-          float w[kLoadsAhead], x[kLoadsAhead];
-#pragma unroll
-          for (int k = 0; k < kLoadsAhead; ++k) {
-            w[k] = e[i + k * parts];
-            x[k] = mla_partial_f(stage_pt[(i + k * parts) * span + d]);
-          }
-#pragma unroll
-          for (int k = 0; k < kLoadsAhead; ++k)
-            v = fmaf(w[k], x[k], v);
-        }
-      }
 MK_UNROLL_CODE_N(16)
-      for (; i < nchunks; i += parts)
+      for (int i = q; i < nchunks; i += parts)
         v = fmaf(e[i], mla_partial_f(stage_pt[i * span + d]), v);
     } else {
 MK_UNROLL_CODE_N(16)

@@ -39,8 +39,7 @@ namespace mk {
   X(kStageCombineEntry,                                                                        \
     "mla combine: entry until the partials' wait returned (W_v copies asked for)")             \
   /* the merge's stages, in its order */                                                       \
-  X(kStageCombineCopies,                                                                       \
-    "mla combine: merge's partial copies issued (first maxima and sums asked for)")            \
+  X(kStageCombineCopies, "mla combine: merge's partial copies issued")                         \
   X(kStageCombineStats, "mla combine: merge's chunk maxima and sums loaded (+ barrier)")       \
   X(kStageCombineWeights, "mla combine: merge's chunk weights formed (warp 0)")                \
   X(kStageCombineLanded, "mla combine: merge's wait for the copied partials (+ barrier)")      \

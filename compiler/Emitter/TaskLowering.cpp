@@ -536,8 +536,6 @@ LogicalResult Emitter::lowerTask(MlaCombineWvOp op, int64_t G, llvm::raw_ostream
   } else {
     needWork(lora + w4Red(vh));
   }
-  // -DMK_MLA_MERGE_BULK's mbarrier (mla_merge_bar: 8 B), there or not.
-  needStaticShared("mla_merge_bar", 8);
   o << "      const int nch = " << chunks.count << ";\n"
     << "      const int h = i / " << slices << ", d0 = (i % " << slices
     << ") * " << span << ";\n"

@@ -1750,13 +1750,10 @@ template <int SPAN, bool LENT, class PT> void runMerge(int nchunks, bool stage, 
 }
 
 // The merge at more chunks than the attention tests reach (their grids
-// cap the chunks at 23): 40 (the staged sums' batches of 8 chunks per dim
-// share, then a tail), 300 (more chunks than threads: the statistics past
-// the first 256 loaded in the later loop), 23 and 5; staged in the scratch,
+// cap the chunks at 23): 40, 300 (more chunks than threads: each thread
+// loads several chunks' statistics), 130, 23 and 5; staged in the scratch,
 // in a lent stage area, and read from L2; fp32 and bf16 partials; slices
-// of 64 dims (4 chunk shares per dim) and of 256 (one). In every build: the
-// forms build takes the partials' bulk copies (MK_MLA_MERGE_BULK), the
-// variants build the merge before session 49 (MK_MLA_MERGE_CHAINED).
+// of 64 dims (4 chunk shares per dim) and of 256 (one).
 TEST(Mla, MergeManyChunks) {
   REQUIRE_GPU();
   runMerge<64, false, mk::bf16>(40, true, 131);
