@@ -1495,6 +1495,110 @@ void runMla(int ctx, bool adopt, uint64_t seed) {
   EXPECT_LT(relErr(og, oref), 1e-2) << "ctx " << ctx;
 }
 
+/// The combine's merge alone (mla_combine_merge): 256 threads, a block per
+/// (head, latent slice of SPAN dims) task, the slice's merged values to
+/// `out` ([head][LORA]). LENT: the partials staged in a stage area past the
+/// scratch (the waiting form's), of `stageFloats` floats.
+template <int HM, int LORA, int SPAN, bool LENT, class PT>
+__global__ void __launch_bounds__(256, 1)
+    mergeKernel(int nchunks, const float *pm, const float *pl, const PT *pa, float *out,
+                int scratchFloats, int stageFloats) {
+  extern __shared__ float smem[];
+  const int h = blockIdx.x / (LORA / SPAN), d0 = blockIdx.x % (LORA / SPAN) * SPAN;
+  float *xs = smem, *scratch = smem + LORA, *stage = scratch + scratchFloats;
+  mk::StageClock clk;
+  mk::mla_combine_merge<256, HM, LORA, LENT, PT>(h, d0, d0 + SPAN, nchunks, pm, pl, pa, xs,
+                                                 scratch, scratchFloats, clk,
+                                                 LENT ? stage : nullptr, stageFloats);
+  for (int d = threadIdx.x; d < SPAN; d += 256)
+    out[h * LORA + d0 + d] = xs[d0 + d];
+}
+
+/// mla_combine_merge on synthetic partials of `nchunks` chunks (every 7th
+/// empty: maximum -inf, sum 0) against a double reference of the merge
+/// sum_c w_c acc_c / sum_c w_c l_c, w_c = exp(m_c - max m). STAGE: room to
+/// stage the partials (in the scratch, or LENT in a stage area), else the
+/// merge reads them from L2.
+template <int SPAN, bool LENT, class PT> void runMerge(int nchunks, bool stage, uint64_t seed) {
+  constexpr int HM = 3, LORA = 256;
+  Rng r(seed);
+  std::vector<float> m((size_t)HM * nchunks), l(m.size());
+  // The partials on the host: float, or mk::BFloat16 for bf16 (the same bits).
+  using HostPT = std::conditional_t<std::is_same_v<PT, float>, float, HB>;
+  std::vector<HostPT> acc((size_t)nchunks * HM * LORA);
+  std::vector<double> accd(acc.size());
+  for (int c = 0; c < nchunks; ++c)
+    for (int h = 0; h < HM; ++h) {
+      const bool empty = c % 7 == 3;
+      // The statistics head-major (mla_stat_at), the sums [chunk][head][LORA].
+      m[(size_t)h * nchunks + c] = empty ? -INFINITY : r.normal(2.f);
+      l[(size_t)h * nchunks + c] = empty ? 0.f : r.uniform(0.5f, 4.f);
+      for (int d = 0; d < LORA; ++d) {
+        const size_t i = ((size_t)c * HM + h) * LORA + d;
+        // An empty chunk's sums are junk: its weight, 0, must drop them.
+        acc[i] = HostPT(empty ? 1e3f + d : r.normal(1.f));
+        accd[i] = double(float(acc[i]));
+      }
+    }
+  const int mergeFloats = (mk::mla_combine_merge_floats<256>(SPAN, nchunks) + 3) / 4 * 4;
+  const int stagedFloats = nchunks * SPAN * (int)sizeof(PT) / 4;
+  const int scratchFloats = stage && !LENT ? mergeFloats + stagedFloats : mergeFloats;
+  // LENT without room: a stage area one piece short of the partials.
+  const int stageFloats = LENT ? (stage ? stagedFloats : stagedFloats - 4) : 0;
+  const size_t smem = (LORA + scratchFloats + std::max(stageFloats, 0)) * sizeof(float);
+  Dev<float> dm(m), dl(l), out((size_t)HM * LORA);
+  Dev<HostPT> da(acc);
+  auto k = mergeKernel<HM, LORA, SPAN, LENT, PT>;
+  CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  k<<<HM * (LORA / SPAN), 256, smem>>>(nchunks, dm.p, dl.p, da.template as<PT>(), out.p,
+                                       scratchFloats, stageFloats);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  const std::vector<float> got = out.get();
+  for (int h = 0; h < HM; ++h) {
+    double M = -INFINITY;
+    for (int c = 0; c < nchunks; ++c)
+      M = std::max(M, double(m[(size_t)h * nchunks + c]));
+    double W = 0;
+    std::vector<double> w(nchunks);
+    for (int c = 0; c < nchunks; ++c) {
+      const double mc = m[(size_t)h * nchunks + c];
+      w[c] = mc == -INFINITY ? 0.0 : std::exp(mc - M);
+      W += w[c] * l[(size_t)h * nchunks + c];
+    }
+    for (int d = 0; d < LORA; ++d) {
+      double want = 0, mag = 0;
+      for (int c = 0; c < nchunks; ++c) {
+        const double x = w[c] * accd[((size_t)c * HM + h) * LORA + d];
+        want += x;
+        mag += std::fabs(x);
+      }
+      // fp32 sums: a relative rounding of ~2^-24 per term, over at most 300.
+      const double tol = (2e-5 * mag + 1e-7) / W;
+      ASSERT_NEAR(got[(size_t)h * LORA + d], want / W, tol)
+          << "head " << h << " dim " << d << " of " << nchunks << " chunks";
+    }
+  }
+}
+
+// The merge at more chunks than the attention tests reach (their grids
+// cap the chunks at 23): 40, 300 (more chunks than threads: each thread
+// loads several chunks' statistics), 130, 23 and 5; staged in the scratch,
+// in a lent stage area, and read from L2; fp32 and bf16 partials; slices
+// of 64 dims (4 chunk shares per dim) and of 256 (one).
+TEST(Mla, MergeManyChunks) {
+  REQUIRE_GPU();
+  runMerge<64, false, mk::bf16>(40, true, 131);
+  runMerge<64, false, float>(300, true, 132);
+  runMerge<64, true, mk::bf16>(300, true, 133);
+  runMerge<64, true, float>(40, false, 134);
+  runMerge<64, false, float>(40, false, 135);
+  runMerge<64, false, mk::bf16>(300, false, 139);
+  runMerge<256, false, float>(5, true, 136);
+  runMerge<256, false, mk::bf16>(130, true, 137);
+  runMerge<256, true, mk::bf16>(23, true, 138);
+}
+
 TEST(Mla, AbsorbedAttentionInPlace) {
   REQUIRE_GPU();
   runMla(300, false, 21);
@@ -1661,109 +1765,6 @@ TEST(Mla, ThirtyTwoRowSubChunks) {
   runMla<8, 8, 32>(1000, true, 27);
   runMla<4, 2, 32>(0, false, 28);
   runMla<32, 8, 32>(40, false, 29); // four groups per chunk, a short last sub-chunk
-}
-
-/// The combine's merge alone (mla_combine_merge): 256 threads, a block per
-/// (head, latent slice of SPAN dims) task, the slice's merged values to
-/// `out` ([head][LORA]). LENT: the partials staged in a stage area past the
-/// scratch (the waiting form's), of `stageFloats` floats.
-template <int HM, int LORA, int SPAN, bool LENT, class PT>
-__global__ void __launch_bounds__(256, 1)
-    mergeKernel(int nchunks, const float *pm, const float *pl, const PT *pa, float *out,
-                int scratchFloats, int stageFloats) {
-  extern __shared__ float smem[];
-  const int h = blockIdx.x / (LORA / SPAN), d0 = blockIdx.x % (LORA / SPAN) * SPAN;
-  float *xs = smem, *scratch = smem + LORA, *stage = scratch + scratchFloats;
-  mk::StageClock clk;
-  mk::mla_combine_merge<256, HM, LORA, LENT, PT>(h, d0, d0 + SPAN, nchunks, pm, pl, pa, xs,
-                                                 scratch, scratchFloats, clk,
-                                                 LENT ? stage : nullptr, stageFloats);
-  for (int d = threadIdx.x; d < SPAN; d += 256)
-    out[h * LORA + d0 + d] = xs[d0 + d];
-}
-
-/// mla_combine_merge on synthetic partials of `nchunks` chunks (every 7th
-/// empty: maximum -inf, sum 0) against a double reference of the merge
-/// sum_c w_c acc_c / sum_c w_c l_c, w_c = exp(m_c - max m). STAGE: room to
-/// stage the partials (in the scratch, or LENT in a stage area), else the
-/// merge reads them from L2.
-template <int SPAN, bool LENT, class PT> void runMerge(int nchunks, bool stage, uint64_t seed) {
-  constexpr int HM = 3, LORA = 256;
-  Rng r(seed);
-  std::vector<float> m((size_t)HM * nchunks), l(m.size());
-  // The partials on the host: float, or mk::BFloat16 for bf16 (the same bits).
-  using HostPT = std::conditional_t<std::is_same_v<PT, float>, float, HB>;
-  std::vector<HostPT> acc((size_t)nchunks * HM * LORA);
-  std::vector<double> accd(acc.size());
-  for (int c = 0; c < nchunks; ++c)
-    for (int h = 0; h < HM; ++h) {
-      const bool empty = c % 7 == 3;
-      // The statistics head-major (mla_stat_at), the sums [chunk][head][LORA].
-      m[(size_t)h * nchunks + c] = empty ? -INFINITY : r.normal(2.f);
-      l[(size_t)h * nchunks + c] = empty ? 0.f : r.uniform(0.5f, 4.f);
-      for (int d = 0; d < LORA; ++d) {
-        const size_t i = ((size_t)c * HM + h) * LORA + d;
-        acc[i] = HostPT(empty ? 0.f : r.normal(1.f));
-        accd[i] = double(float(acc[i]));
-      }
-    }
-  const int mergeFloats = (mk::mla_combine_merge_floats<256>(SPAN, nchunks) + 3) / 4 * 4;
-  const int stagedFloats = nchunks * SPAN * (int)sizeof(PT) / 4;
-  const int scratchFloats = stage && !LENT ? mergeFloats + stagedFloats : mergeFloats;
-  // LENT without room: a stage area one piece short of the partials.
-  const int stageFloats = LENT ? (stage ? stagedFloats : stagedFloats - 4) : 0;
-  const size_t smem = (LORA + scratchFloats + std::max(stageFloats, 0)) * sizeof(float);
-  Dev<float> dm(m), dl(l), out((size_t)HM * LORA);
-  Dev<HostPT> da(acc);
-  auto k = mergeKernel<HM, LORA, SPAN, LENT, PT>;
-  CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  k<<<HM * (LORA / SPAN), 256, smem>>>(nchunks, dm.p, dl.p, da.template as<PT>(), out.p,
-                                       scratchFloats,
-                                       stageFloats);
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  const std::vector<float> got = out.get();
-  for (int h = 0; h < HM; ++h) {
-    double M = -INFINITY;
-    for (int c = 0; c < nchunks; ++c)
-      M = std::max(M, double(m[(size_t)h * nchunks + c]));
-    double W = 0;
-    std::vector<double> w(nchunks);
-    for (int c = 0; c < nchunks; ++c) {
-      const double mc = m[(size_t)h * nchunks + c];
-      w[c] = mc == -INFINITY ? 0.0 : std::exp(mc - M);
-      W += w[c] * l[(size_t)h * nchunks + c];
-    }
-    for (int d = 0; d < LORA; ++d) {
-      double want = 0, mag = 0;
-      for (int c = 0; c < nchunks; ++c) {
-        const double x = w[c] * accd[((size_t)c * HM + h) * LORA + d];
-        want += x;
-        mag += std::fabs(x);
-      }
-      // fp32 sums: a relative rounding of ~2^-24 per term, over at most 300.
-      const double tol = (2e-5 * mag + 1e-7) / W;
-      ASSERT_NEAR(got[(size_t)h * LORA + d], want / W, tol)
-          << "head " << h << " dim " << d << " of " << nchunks << " chunks";
-    }
-  }
-}
-
-// The merge at more chunks than the attention tests reach (their grids
-// cap the chunks at 23): 40, 300 (more chunks than threads: each thread
-// loads several chunks' statistics), 130, 23 and 5; staged in the scratch,
-// in a lent stage area, and read from L2; fp32 and bf16 partials; slices
-// of 64 dims (4 chunk shares per dim) and of 256 (one).
-TEST(Mla, MergeManyChunks) {
-  REQUIRE_GPU();
-  runMerge<64, false, mk::bf16>(40, true, 131);
-  runMerge<64, false, float>(300, true, 132);
-  runMerge<64, true, mk::bf16>(300, true, 133);
-  runMerge<64, true, float>(40, false, 134);
-  runMerge<64, false, float>(40, false, 135);
-  runMerge<256, false, float>(5, true, 136);
-  runMerge<256, false, mk::bf16>(130, true, 137);
-  runMerge<256, true, mk::bf16>(23, true, 138);
 }
 
 //===----------------------------------------------------------------------===//
