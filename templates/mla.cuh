@@ -1675,10 +1675,10 @@ __host__ __device__ constexpr int mla_combine_waiting_smem_floats(int span, int 
 /// partials, issued before the chunks' maxima and sums are loaded; its wait
 /// also waits for whatever copies the caller has in flight); else the rows
 /// are read from L2 in the sums' loop. Every warp forms the chunk
-/// weights exp(m_i - M) and their sum W itself (no block barrier), and each
+/// weights exp(m_i - M) and their sum W itself (no barrier to share W), and each
 /// (dim, chunk share) pair of threads sums its chunks one at a time. Ends
 /// with a block barrier. `clk` takes the merge's stages (timing builds).
-/// (Perf notes #219-#222 measured the statistics asked for before the
+/// (Perf notes #220 and #222 measured the statistics asked for before the
 /// copies, the staged sums in batches of 8 loads and the partials staged
 /// by bulk copies: none faster end to end.)
 template <int THREADS, int HM, int LORA, bool LENT_STAGE = false, class PT = float>

@@ -42,6 +42,8 @@ namespace mk {
   X(kStageCombineCopies, "mla combine: merge's partial copies issued")                         \
   X(kStageCombineStats, "mla combine: merge's chunk maxima and sums loaded (+ barrier)")       \
   X(kStageCombineWeights, "mla combine: merge's chunk weights formed (warp 0)")                \
+  /* the wait for the copies, and the barrier after it, which also waits */                   \
+  /* for warp 0's chunk weights */                                                             \
   X(kStageCombineLanded, "mla combine: merge's wait for the copied partials (+ barrier)")      \
   X(kStageCombineMerge, "mla combine: merge's weighted sums (+ barriers)")                     \
   X(kStageCombineGemv, "mla combine: the W_v slice's gemv and atomic adds")
@@ -52,7 +54,7 @@ enum StageSlot : int {
 #define MK_STAGE_SLOT_ENUMERATOR(slot, name) slot,
   MK_STAGE_SLOT_LIST(MK_STAGE_SLOT_ENUMERATOR)
 #undef MK_STAGE_SLOT_ENUMERATOR
-      kStageSlots
+  kStageSlots
 };
 
 /// A block's running sums (phase_timing.cuh's StageSums: 8 bytes of cycles
@@ -68,6 +70,8 @@ inline constexpr const char *kStageNames[] = {
     MK_STAGE_SLOT_LIST(MK_STAGE_SLOT_NAME)
 #undef MK_STAGE_SLOT_NAME
 };
+static_assert(sizeof(kStageNames) / sizeof(kStageNames[0]) == kStageSlots,
+              "MK_STAGE_SLOT_LIST makes one name per slot");
 #endif
 #undef MK_STAGE_SLOT_LIST
 
