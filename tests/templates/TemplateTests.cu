@@ -1828,6 +1828,94 @@ TEST(MoeDown, WholeAndSliceStagingMatchReference) {
   runMoeDown<64, true>(2048, 320, 2, 44);
 }
 
+/// A routed signal: counter 0 reaches 1 before the waiting tiles start.
+__global__ void signalCounterZero(unsigned *sync) { mk::counter_signal(sync, 0); }
+
+/// moe_down_task_waiting (the schedule's MoE down tiles) with its
+/// CounterWaits prologue: PRODUCE, every block first copies its share of
+/// the gate and up sums into place and signals counter 0, and the tiles
+/// wait for all of them (some blocks find the counter reached at their
+/// tile's start, some do not); else the sums are in place and the counter
+/// reached (1) before the launch, so every tile finds it reached
+/// (-DMK_DOWN_SUMS_FIRST's early loads, where the build defines it).
+template <int TN, bool SLICE, bool PRODUCE>
+__global__ void __launch_bounds__(T, 1)
+    moeDownWaitingKernel(const float *src, float *gate_up, int inter, const uint8_t *wq,
+                         const mk::bf16 *s, const mk::bf16 *z, int N, int ksplit, float weight,
+                         float *acc, unsigned *sync) {
+  extern __shared__ float smem[];
+  if constexpr (PRODUCE)
+    copyShareThenSignal(src, gate_up, 2 * inter, sync, 0);
+  const int tiles = (N + TN - 1) / TN, kslice = inter / ksplit;
+  for (int t = blockIdx.x; t < tiles * ksplit; t += gridDim.x) {
+    const int tile = t % tiles, k0 = (t / tiles) * kslice, n0 = tile * TN;
+    mk::moe_down_task_waiting<T, TN, 128, mk::kOrderRowMajor, SLICE>(
+        gate_up, inter, wq, s, z, N, n0, min(TN, N - n0), k0, k0 + kslice, weight, acc, 0, smem,
+        mk::CounterWaits{sync, 0, 1, PRODUCE ? gridDim.x : 1u});
+    __syncthreads();
+  }
+}
+
+template <int TN, bool SLICE, bool PRODUCE>
+void runMoeDownWaiting(int inter, int N, int ksplit, int grid, uint64_t seed) {
+  Rng r(seed);
+  QMat m(r, inter, N, 128);
+  std::vector<float> gu(2 * inter);
+  for (float &v : gu)
+    v = r.normal(1.f);
+  const float weight = -0.61f;
+  Dev<float> dsrc(gu), dgu(2 * inter);
+  Dev<HB> ds(m.s), dz(m.z);
+  Dev<uint8_t> dw(m.wq);
+  Dev<float> dacc(N);
+  Dev<unsigned> sync(mk::sync_bytes(1) / 4);
+  dacc.zero();
+  sync.zero();
+  if (PRODUCE) {
+    dgu.zero();
+  } else {
+    CK(cudaMemcpy(dgu.p, dsrc.p, gu.size() * sizeof(float), cudaMemcpyDeviceToDevice));
+    signalCounterZero<<<1, T>>>(sync.p);
+    CK(cudaGetLastError());
+  }
+  const size_t smem =
+      mk::moe_down_smem_floats<T, TN>(SLICE ? inter / ksplit : inter) * sizeof(float);
+  auto kernel = moeDownWaitingKernel<TN, SLICE, PRODUCE>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  if (!allResident(kernel, grid, T, smem))
+    GTEST_SKIP() << grid << " blocks do not fit this GPU at once";
+  kernel<<<grid, T, smem>>>(dsrc.p, dgu.p, inter, dw.p, ds.as<mk::bf16>(), dz.as<mk::bf16>(), N,
+                            ksplit, weight, dacc.p, sync.p);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  auto y = dacc.get();
+  std::vector<double> ref(N, 0.0);
+  for (int k = 0; k < inter; ++k) {
+    const double g = gu[k], hm = g / (1.0 + std::exp(-g)) * gu[inter + k];
+    for (int n = 0; n < N; ++n)
+      ref[n] += weight * hm * m.w(k, n);
+  }
+  for (float v : y)
+    ASSERT_TRUE(std::isfinite(v));
+  EXPECT_LT(relErr(y, ref), 2e-5) << "SLICE=" << SLICE << " PRODUCE=" << PRODUCE
+                                  << " ksplit=" << ksplit << " grid=" << grid;
+}
+
+// The waiting tiles' sums staged after their counter wait, whether a tile
+// finds the counter reached at its start or not: the unit's tile (128
+// columns, the whole 1024-row intermediate: one batch of 4 gate and 4 up
+// sums per thread), 4 k-slices, and a 2048-row intermediate (two batches
+// per thread: -DMK_DOWN_SUMS_FIRST loads only the first early).
+TEST(MoeDown, WaitingTilesStageTheSumsAfterTheirCounters) {
+  REQUIRE_GPU();
+  runMoeDownWaiting<128, false, true>(1024, 2304, 1, 23, 45);
+  runMoeDownWaiting<128, false, false>(1024, 2304, 1, 23, 46);
+  runMoeDownWaiting<128, true, true>(1024, 384, 4, 7, 47);
+  runMoeDownWaiting<128, true, false>(1024, 384, 4, 7, 48);
+  runMoeDownWaiting<128, false, true>(2048, 640, 1, 5, 49);
+  runMoeDownWaiting<128, false, false>(2048, 640, 1, 5, 50);
+}
+
 //===----------------------------------------------------------------------===//
 // MoE top-k
 //===----------------------------------------------------------------------===//
