@@ -588,11 +588,15 @@ TEST(EmitterNvrtc, KimiLinearAttentionForms) {
   // The default: 16 heads, one part (PARTS 1), at least 32 rows a chunk.
   const std::string def =
       emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, "").source;
-  // The head group (16) and the parts (1); the partial sums' type after
-  // them is KimiLinearPartialsType's to check.
-  EXPECT_NE(def.find("mla_attention_chunk_task_waiting<256, 32, 16, 512, 64, 16, "
-                     "mk::CounterWaits, 1, "),
-            std::string::npos);
+  // The head group (16) and the parts (1), then the argument list's end or
+  // the partial sums' type, which is KimiLinearPartialsType's to check.
+  const std::string call = "mla_attention_chunk_task_waiting<256, 32, 16, 512, 64, 16, "
+                           "mk::CounterWaits, 1";
+  const size_t at = def.find(call);
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_LT(at + call.size(), def.size());
+  EXPECT_TRUE(def[at + call.size()] == ',' || def[at + call.size()] == '>')
+      << def.substr(at, call.size() + 16);
   EXPECT_NE(def.find("mk::mla_num_chunks(ctx_len + 1, gridDim.x, 128, 32)"), std::string::npos);
   // The forms before: two parts (the template's default, spelled because an
   // argument follows), and 8 heads.
