@@ -1789,6 +1789,19 @@ __global__ void __launch_bounds__(T, 1)
   }
 }
 
+/// weight * (silu(gate) * up) @ W_down in double, gate and up the halves of
+/// `gu`.
+std::vector<double> moeDownReference(const QMat &m, const std::vector<float> &gu, int inter,
+                                     int N, float weight) {
+  std::vector<double> ref(N, 0.0);
+  for (int k = 0; k < inter; ++k) {
+    const double g = gu[k], hm = g / (1.0 + std::exp(-g)) * gu[inter + k];
+    for (int n = 0; n < N; ++n)
+      ref[n] += weight * hm * m.w(k, n);
+  }
+  return ref;
+}
+
 template <int TN, bool SLICE> void runMoeDown(int inter, int N, int ksplit, uint64_t seed) {
   Rng r(seed);
   QMat m(r, inter, N, 128);
@@ -1810,12 +1823,7 @@ template <int TN, bool SLICE> void runMoeDown(int inter, int N, int ksplit, uint
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   auto y = dacc.get();
-  std::vector<double> ref(N, 0.0);
-  for (int k = 0; k < inter; ++k) {
-    const double g = gu[k], hm = g / (1.0 + std::exp(-g)) * gu[inter + k];
-    for (int n = 0; n < N; ++n)
-      ref[n] += weight * hm * m.w(k, n);
-  }
+  const std::vector<double> ref = moeDownReference(m, gu, inter, N, weight);
   // hmid is fp32, carried to 16 significant bits on the tensor cores.
   EXPECT_LT(relErr(y, ref), 2e-5) << "SLICE=" << SLICE << " ksplit=" << ksplit;
 }
@@ -1889,12 +1897,7 @@ void runMoeDownWaiting(int inter, int N, int ksplit, int grid, uint64_t seed) {
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   auto y = dacc.get();
-  std::vector<double> ref(N, 0.0);
-  for (int k = 0; k < inter; ++k) {
-    const double g = gu[k], hm = g / (1.0 + std::exp(-g)) * gu[inter + k];
-    for (int n = 0; n < N; ++n)
-      ref[n] += weight * hm * m.w(k, n);
-  }
+  const std::vector<double> ref = moeDownReference(m, gu, inter, N, weight);
   for (float v : y)
     ASSERT_TRUE(std::isfinite(v));
   EXPECT_LT(relErr(y, ref), 2e-5) << "SLICE=" << SLICE << " PRODUCE=" << PRODUCE
