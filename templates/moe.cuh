@@ -241,49 +241,16 @@ __device__ __forceinline__ void moe_down_body(const float *gate_up, int inter, c
   // first weight loads.
   // A batch's loads are all issued before its stores (block_stage_slice
   // says why); -DMK_SERIAL_STAGING: one element at a time (the form before).
-  // -DMK_DOWN_SUMS_FIRST (a CounterWaits prologue, opt-in): each thread
-  // first reads the counters once (CounterWaits::reached); one that finds
-  // them reached loads its first batch of sums before the tile asks for its
-  // scales and weights, so that those loads do not queue behind the
-  // tile's own weight requests (perf notes #200: the band's last down tiles
-  // find their counters reached); the others load after the wait, as
-  // without it. Thread 0 then polls only if it did not find them reached.
-#if defined(MK_DOWN_SUMS_FIRST) && !defined(MK_SERIAL_STAGING)
-  constexpr bool kSumsFirst = IsCounterWaits<Wait>::value;
-#else
-  constexpr bool kSumsFirst = false;
-#endif
-  [[maybe_unused]] float eg[kStageBatch], eu[kStageBatch];
-  [[maybe_unused]] bool early = false;
-  if constexpr (kSumsFirst) {
-    early = wait.reached();
-    if (early) {
-#pragma unroll
-      for (int j = 0; j < kStageBatch; ++j) {
-        const int i = k0 + threadIdx.x + j * THREADS;
-        eg[j] = i < k1 ? __ldcg(gate_up + i) : 0.f;
-        eu[j] = i < k1 ? __ldcg(gate_up + inter + i) : 0.f;
-      }
-    }
-  }
   auto stage_hmid = [&] {
-    if constexpr (kSumsFirst)
-      wait.after_reached(early);
-    else
-      wait();
+    wait();
 #ifndef MK_SERIAL_STAGING
     for (int base = k0 + threadIdx.x; base < k1; base += kStageBatch * THREADS) {
       float g[kStageBatch], u[kStageBatch];
 #pragma unroll
       for (int j = 0; j < kStageBatch; ++j) {
         const int i = base + j * THREADS;
-        if (kSumsFirst && early && base == k0 + (int)threadIdx.x) {
-          g[j] = eg[j];
-          u[j] = eu[j];
-        } else {
-          g[j] = i < k1 ? __ldcg(gate_up + i) : 0.f;
-          u[j] = i < k1 ? __ldcg(gate_up + inter + i) : 0.f;
-        }
+        g[j] = i < k1 ? __ldcg(gate_up + i) : 0.f;
+        u[j] = i < k1 ? __ldcg(gate_up + inter + i) : 0.f;
       }
 #pragma unroll
       for (int j = 0; j < kStageBatch; ++j)

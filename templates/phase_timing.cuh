@@ -137,42 +137,6 @@ struct CounterWaits {
       phase_add(waits, phase, global_timer_ns() - t0);
 #endif
   }
-  /// Whether this thread reads every counter at its target already: one
-  /// acquire load each (the lanes of a warp read one address together), so
-  /// that this thread's later loads of what the producers wrote are ordered
-  /// after them. Waits for nothing.
-  __device__ __forceinline__ bool reached() const {
-    bool all = true;
-    for (int q = 0; q < n; ++q)
-      all = ld_acquire(counter_ptr(sync, first + q)) >= target && all;
-    return all;
-  }
-  /// operator() once thread 0 has called reached() (its result `seen`):
-  /// thread 0 polls only if it did not see them all, then one block
-  /// barrier, after which every thread of the block may read what the
-  /// producers wrote. Every thread of the block calls it.
-  __device__ __forceinline__ void after_reached(bool seen) const {
-#ifdef MK_PHASE_TIMING
-    const unsigned long long t0 = global_timer_ns();
-#endif
-    if (threadIdx.x == 0 && !seen)
-      for (int q = 0; q < n; ++q)
-        poll_at_least<unsigned>(counter_ptr(sync, first + q), target);
-    __syncthreads();
-#ifdef MK_PHASE_TIMING
-    if (waits)
-      phase_add(waits, phase, global_timer_ns() - t0);
-#endif
-  }
-};
-
-/// Whether a prologue wait is a CounterWaits (which moe_down_body may check
-/// before its tile starts, -DMK_DOWN_SUMS_FIRST).
-template <class W> struct IsCounterWaits {
-  static constexpr bool value = false;
-};
-template <> struct IsCounterWaits<CounterWaits> {
-  static constexpr bool value = true;
 };
 
 /// Two prologue waits run one after the other, as one: a task whose

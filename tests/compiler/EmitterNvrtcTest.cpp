@@ -676,9 +676,8 @@ TEST(EmitterNvrtc, KimiLinearThirtyTwoRowAttention) {
 // at the unit's 64 experts (-DMK_TOPK_TWO_LEVEL_ALL, whose candidates the
 // emitter's static bound already counts: the kernel's static_assert) and
 // the grouped tile's steps loading at 32-bit shared addresses
-// (-DMK_GEMV_SHARED_LOADS) and the MoE down tiles' sums loaded before
-// their weights where their counters are reached (-DMK_DOWN_SUMS_FIRST)
-// compile for both targets without a template spill. The timing build's module holds the
+// (-DMK_GEMV_SHARED_LOADS) compile for both targets without a template
+// spill. The timing build's module holds the
 // globals mk-bench looks up by name, unmangled (a symbol of the cubin's
 // string table between two NULs; one declared inside namespace mk would be
 // _ZN2mk...E, which cuModuleGetGlobal does not find under the plain name).
@@ -689,8 +688,7 @@ TEST(EmitterNvrtc, KimiLinearTimingAndOptInBuilds) {
       {"-DMK_MLA_SCORE_CHAIN"},
       {"-DMK_MLA_QUERIES_TWO_TRIPS"},
       {"-DMK_TOPK_TWO_LEVEL_ALL"},
-      {"-DMK_GEMV_SHARED_LOADS"},
-      {"-DMK_DOWN_SUMS_FIRST"}};
+      {"-DMK_GEMV_SHARED_LOADS"}};
   for (const std::vector<std::string> &options : builds)
     for (const char *arch : {"sm_90", "sm_120"}) {
       SCOPED_TRACE(options.front());

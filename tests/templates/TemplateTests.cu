@@ -1844,8 +1844,7 @@ __global__ void signalCounterZero(unsigned *sync) { mk::counter_signal(sync, 0);
 /// the gate and up sums into place and signals counter 0, and the tiles
 /// wait for all of them (some blocks find the counter reached at their
 /// tile's start, some do not); else the sums are in place and the counter
-/// reached (1) before the launch, so every tile finds it reached
-/// (-DMK_DOWN_SUMS_FIRST's early loads, where the build defines it).
+/// reached (1) before the launch, so every tile finds it reached.
 template <int TN, bool SLICE, bool PRODUCE>
 __global__ void __launch_bounds__(T, 1)
     moeDownWaitingKernel(const float *src, float *gate_up, int inter, const uint8_t *wq,
@@ -1908,7 +1907,7 @@ void runMoeDownWaiting(int inter, int N, int ksplit, int grid, uint64_t seed) {
 // finds the counter reached at its start or not: the unit's tile (128
 // columns, the whole 1024-row intermediate: one batch of 4 gate and 4 up
 // sums per thread), 4 k-slices, and a 2048-row intermediate (two batches
-// per thread: -DMK_DOWN_SUMS_FIRST loads only the first early).
+// per thread).
 TEST(MoeDown, WaitingTilesStageTheSumsAfterTheirCounters) {
   REQUIRE_GPU();
   runMoeDownWaiting<128, false, true>(1024, 2304, 1, 23, 45);
