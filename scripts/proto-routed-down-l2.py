@@ -46,5 +46,7 @@ for L in range(64):
         sys.exit(f'layer {L}: no top-k in the gate/up phase')
     s = s[:m.end()] + ins + s[m.end():]
     n += 1
+if n == 0:
+    sys.exit(f'{cu}: no MoE gate/up and down phases to patch')
 cu.write_text(s)
 print(f'{cu}: {n} MoE layers patched')

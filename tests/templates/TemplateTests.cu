@@ -1836,15 +1836,16 @@ TEST(MoeDown, WholeAndSliceStagingMatchReference) {
   runMoeDown<64, true>(2048, 320, 2, 44);
 }
 
-/// A routed signal: counter 0 reaches 1 before the waiting tiles start.
+/// One producer's signal of counter 0, sent before the waiting tiles' launch.
 __global__ void signalCounterZero(unsigned *sync) { mk::counter_signal(sync, 0); }
 
-/// moe_down_task_waiting (the schedule's MoE down tiles) with its
+/// moe_down_task_waiting (the MoE down tiles' waiting form) with its
 /// CounterWaits prologue: PRODUCE, every block first copies its share of
 /// the gate and up sums into place and signals counter 0, and the tiles
-/// wait for all of them (some blocks find the counter reached at their
-/// tile's start, some do not); else the sums are in place and the counter
-/// reached (1) before the launch, so every tile finds it reached.
+/// wait for all of them (a block's first tile may find the counter reached
+/// or not, as the blocks' timing falls; a block's later tiles find it
+/// reached); else the sums are in place and the counter reached (1) before
+/// the launch, so every tile finds it reached.
 template <int TN, bool SLICE, bool PRODUCE>
 __global__ void __launch_bounds__(T, 1)
     moeDownWaitingKernel(const float *src, float *gate_up, int inter, const uint8_t *wq,
@@ -1878,9 +1879,7 @@ void runMoeDownWaiting(int inter, int N, int ksplit, int grid, uint64_t seed) {
   Dev<unsigned> sync(mk::sync_bytes(1) / 4);
   dacc.zero();
   sync.zero();
-  if (PRODUCE) {
-    dgu.zero();
-  } else {
+  if (!PRODUCE) { // else the sums' buffer keeps Dev's NaN fill until the blocks copy them
     CK(cudaMemcpy(dgu.p, dsrc.p, gu.size() * sizeof(float), cudaMemcpyDeviceToDevice));
     signalCounterZero<<<1, T>>>(sync.p);
     CK(cudaGetLastError());
@@ -1905,17 +1904,18 @@ void runMoeDownWaiting(int inter, int N, int ksplit, int grid, uint64_t seed) {
 
 // The waiting tiles' sums staged after their counter wait, whether a tile
 // finds the counter reached at its start or not: the unit's tile (128
-// columns, the whole 1024-row intermediate: one batch of 4 gate and 4 up
-// sums per thread), 4 k-slices, and a 2048-row intermediate (two batches
-// per thread).
+// columns, the whole 1024-row intermediate), 4 k-slices (12 tiles on 7
+// blocks: a block's second tile finds its counter reached), and a 4096-row
+// intermediate (at 512 threads, two of the staging loop's batches of 4
+// rows a thread).
 TEST(MoeDown, WaitingTilesStageTheSumsAfterTheirCounters) {
   REQUIRE_GPU();
   runMoeDownWaiting<128, false, true>(1024, 2304, 1, 23, 45);
   runMoeDownWaiting<128, false, false>(1024, 2304, 1, 23, 46);
   runMoeDownWaiting<128, true, true>(1024, 384, 4, 7, 47);
   runMoeDownWaiting<128, true, false>(1024, 384, 4, 7, 48);
-  runMoeDownWaiting<128, false, true>(2048, 640, 1, 5, 49);
-  runMoeDownWaiting<128, false, false>(2048, 640, 1, 5, 50);
+  runMoeDownWaiting<128, false, true>(4096, 640, 1, 5, 49);
+  runMoeDownWaiting<128, false, false>(4096, 640, 1, 5, 50);
 }
 
 //===----------------------------------------------------------------------===//
