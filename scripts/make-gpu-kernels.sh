@@ -239,6 +239,9 @@ if [ -n "${MK_SCHEDULE_VARIANTS:-}" ]; then
   variant tnormstreams schedule-prefetch-weights=norm-streams=true
   variant tnophasebudget schedule-partition-work=phase-budget=false
   variant tkdal2 schedule-prefetch-weights=kda-state-l2=true
+  # Each block's routed MoE down tile asked of L2 after its top-k in the
+  # gate/up phase (session 52).
+  variant troutedl2 schedule-prefetch-weights=routed-tasks-l2=true
   variant tnobalance schedule-partition-work=balance-phases=false
   variant tprefetch1 schedule-prefetch-weights=distance=1
   # 16-head tasks in two parts (two mma per step, a 2-slot ring): perf notes

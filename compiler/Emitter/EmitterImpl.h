@@ -482,6 +482,12 @@ private:
   /// L2 prefetch of the weights of a block's first instance of `t` (a
   /// packed GEMV or bf16-row task; l2_first_tasks on the phase).
   bool emitL2FirstTask(TaskOpInterface t, int64_t first, int64_t dealOffset);
+  /// Right after a block computes the top-k of router `logits` (in the
+  /// phase of `router`): for every later phase marked l2_routed_tasks, the
+  /// block asks L2 for its first instance's weights there if that instance
+  /// is a routed MoE down tile of the same router (its k-slice of w_q,
+  /// scales and zero points, one bulk prefetch each).
+  void emitRoutedL2Requests(Operation *router, StringRef logits, llvm::raw_ostream &o);
   /// The tasks of the phase being emitted whose instance on block b (when
   /// it is b's first of the phase) had its weight stream started at the
   /// phase's entry (emitGemvBegin).

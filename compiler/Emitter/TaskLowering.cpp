@@ -661,6 +661,8 @@ LogicalResult Emitter::lowerMoe(ExpertOp op, int64_t G, llvm::raw_ostream &o) {
       << fmtFloat(op.getScaling() ? op.getScaling()->convertToDouble() : 0.0)
       << ", tk_w, tk_idx);\n        MK_STAGE_END(mk::kStageTopk);\n"
       << "        tk_key = " << it->second << ";\n";
+    if (!debug)
+      emitRoutedL2Requests(op, logits, o);
     auto cap = topkCapture.find(logits);
     if (debug && cap != topkCapture.end())
       o << "        if (threadIdx.x < " << topK
@@ -913,6 +915,52 @@ bool Emitter::emitL2FirstTask(TaskOpInterface t, int64_t first, int64_t dealOffs
     os << ", " << wq(w);
   os << ");\n";
   return true;
+}
+
+void Emitter::emitRoutedL2Requests(Operation *router, StringRef logits, llvm::raw_ostream &o) {
+  auto phase = router->getParentOfType<PhaseOp>();
+  if (!phase)
+    return;
+  for (Operation *n = phase->getNextNode(); n; n = n->getNextNode()) {
+    auto later = dyn_cast<PhaseOp>(n);
+    if (!later || !later.getL2RoutedTasks())
+      continue;
+    int64_t first = 0;
+    for (TaskOpInterface t : later.getBodyBlock().getOps<TaskOpInterface>()) {
+      if (t.isEveryBlock())
+        continue;
+      const int64_t at = first;
+      first += t.getCount();
+      auto down = dyn_cast<MoeDownOp>(t.getOperation());
+      if (!down || down.getLogits().value_or("") != logits)
+        continue;
+      const std::string w = down.getDown().str();
+      const int64_t d = int64_t(down.getHidden()), m = int64_t(down.getInter()),
+                    tn = int64_t(down.getTn().value_or(0)),
+                    ks = int64_t(down.getKsplit().value_or(0)),
+                    tiles = int64_t(down.getTiles().value_or(0)), g = weightGroup(w);
+      // Only tile-contiguous packed weights: a k-slice of a tile is then one
+      // contiguous range of w_q and one of the scales and zero points.
+      if (!tn || !ks || !tiles || orderOf(w) == mk::PackedOrder::None || tileOf(w) != tn ||
+          m % ks || (m / ks) % g)
+        continue;
+      const int64_t kslice = m / ks;
+      const TileArgParts p = tileArgParts(w, m, d, tn, "e2", "n2");
+      o << "        if (const int td = mk::deal_first_task(" << later.getDealOffset()
+        << "u) - " << at << "; td >= 0 && td < " << t.getCount() << ") { // "
+        << t.getName() << ": this block's first instance's weights into L2\n"
+        << "          const int e2 = tk_idx[td / " << tiles * ks << "], r2 = td % " << tiles * ks
+        << ";\n"
+        << "          const int k2 = (r2 / " << tiles << ") * " << kslice << ", n2 = (r2 % "
+        << tiles << ") * " << tn << ";\n"
+        << "          mk::l2_prefetch_range(" << p.q << " + (size_t)(k2 / 2) * " << tn << ", "
+        << kslice / 2 * tn << "u);\n";
+      for (const std::string &sz : {p.s, p.z})
+        o << "          mk::l2_prefetch_range(" << sz << " + (size_t)(k2 / " << g << ") * " << tn
+          << ", " << kslice / g * tn * 2 << "u);\n";
+      o << "        }\n";
+    }
+  }
 }
 
 namespace {

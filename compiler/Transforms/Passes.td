@@ -392,6 +392,12 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
     `distance=1` costs 27 us per token and `l2-first-tasks=true` 12 us
     (the prefetches queue ahead of the small dependent loads the critical
     path waits on).
+    `routed-tasks-l2=true` sets `l2_routed_tasks` on the phases of routed
+    MoE down tiles: their weights cannot be named before the router has
+    chosen the experts, but a block that computes the top-k in the gate/up
+    phase knows its down tile of the next phase (the deal is fixed), and
+    asks L2 for its k-slice of w_q, scales and zero points right away, so
+    that they stream under the gate/up phase instead of after it.
     Inside a task, `tile-stages-ahead` (on by default: 2) sets the kernel's
     `tile_stages_ahead`: a grouped packed GEMV tile (the `folded` and
     `scaled` arithmetics') asks for that many stages of its weight ring
@@ -428,6 +434,11 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
            "conv weights and windows at the phase's entry, before its counter "
            "waits (measured no faster: +1.8 us in perf notes #67, 0 in #72; "
            "off by default)">,
+    Option<"routedTasksL2", "routed-tasks-l2", "bool", "false",
+           "on every phase of routed MoE down tiles (l2_routed_tasks on the "
+           "phase), each block asks L2 for its first routed down tile's "
+           "weights, scales and zero points right after it computes the "
+           "router's top-k in the experts' gate/up phase (off by default)">,
     Option<"tileStagesAhead", "tile-stages-ahead", "int64_t", "2",
            "stages of a grouped packed GEMV tile's weight ring asked for "
            "before its first step, the next after each stage's steps "

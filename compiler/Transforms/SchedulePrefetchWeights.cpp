@@ -8,7 +8,10 @@
 // weights of the phase `distance` later, and the emitter has every block
 // prefetch its share of them into L2 as it enters the phase. Inside a
 // task, `tile-stages-ahead` says how much of a packed tile's weight ring is
-// asked for before its first step (tile_stages_ahead on the kernel).
+// asked for before its first step (tile_stages_ahead on the kernel). Routed
+// experts' weights are known only once the router has chosen: with
+// `routed-tasks-l2` a block asks L2 for its routed down tile as soon as it
+// has computed the top-k (l2_routed_tasks on the down phases).
 //
 //===----------------------------------------------------------------------===//
 
@@ -79,6 +82,10 @@ void SchedulePrefetchWeightsPass::runOnOperation() {
             return isa<KdaHeadChunkOp>(t.getOperation());
           }))
         phase.setL2FirstTasks(true);
+      if (routedTasksL2 &&
+          llvm::any_of(phase.getBodyBlock().getOps<MoeDownOp>(),
+                       [](MoeDownOp d) { return d.getLogits().has_value(); }))
+        phase.setL2RoutedTasks(true);
     }
   }
   if (distance == 0)

@@ -354,12 +354,13 @@ TEST(EmitterNvrtc, KimiLinearPackedWeights) {
 // The opt-in early requests of schedule-prefetch-weights (L2 requests for
 // each block's first instance: GEMV tiles and bf16 rows in the norm phases,
 // KDA state and conv parameters in the gated-delta phases; early streams in
-// the phases without a norm): each kernel compiles under NVRTC for sm_90 and
+// the phases without a norm; each block's routed down tile after its top-k): each kernel compiles under NVRTC for sm_90 and
 // sm_120 (the next device run measures them, docs/perf-notes.md).
 TEST(EmitterNvrtc, KimiLinearEarlyRequests) {
   for (const char *opt : {"schedule-prefetch-weights=l2-first-tasks=true",
                           "schedule-prefetch-weights=kda-state-l2=true",
-                          "schedule-prefetch-weights=norm-free-streams=true"}) {
+                          "schedule-prefetch-weights=norm-free-streams=true",
+                          "schedule-prefetch-weights=routed-tasks-l2=true"}) {
     SCOPED_TRACE(opt);
     mk::rt::Manifest m = kimiLinearWith(opt);
     EXPECT_EQ(weight(m, "blocks.0.attn.q_proj.w_q").tile, 64);

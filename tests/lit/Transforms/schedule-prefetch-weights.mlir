@@ -6,6 +6,7 @@
 // RUN: mk-opt %s "--schedule-prefetch-weights=norm-free-streams=true" | FileCheck %s --check-prefix=NORMFREE
 // RUN: mk-opt %s "--schedule-prefetch-weights=l2-first-tasks=true" | FileCheck %s --check-prefix=FIRST
 // RUN: mk-opt %s "--schedule-prefetch-weights=tile-stages-ahead=0" | FileCheck %s --check-prefix=WHOLE
+// RUN: mk-opt %s "--schedule-prefetch-weights=routed-tasks-l2=true" | FileCheck %s --check-prefix=ROUTED
 // RUN: not mk-opt %s "--schedule-prefetch-weights=tile-stages-ahead=-1" 2>&1 | FileCheck %s --check-prefix=BADAHEAD
 // RUN: not mk-opt %s "--schedule-prefetch-weights=tile-stages-ahead=1" 2>&1 | FileCheck %s --check-prefix=ONEAHEAD
 
@@ -45,6 +46,14 @@
 // FIRST-NOT: l2_first_tasks
 // FIRST: schedule.phase "p1" attributes {l2_first_tasks} {
 // FIRST-NOT: l2_first_tasks
+// With routed-tasks-l2=true the phases of routed MoE down tiles (p2 only;
+// p1's routed gate/up tiles and p2's shared ones do not mark a phase) get
+// l2_routed_tasks: a block asks L2 for its routed down tile there once it
+// has computed the router's top-k in an earlier phase.
+// ROUTED-NOT: l2_routed_tasks
+// ROUTED: schedule.phase "p2" attributes {l2_routed_tasks} {
+// ROUTED-NOT: l2_routed_tasks
+// OFF-NOT: l2_routed_tasks
 // CHECK: schedule.phase "p2" attributes {l2_prefetch = ["kvb"]}
 // CHECK: schedule.phase "p3" {
 // D2: schedule.phase "p0" attributes {l2_prefetch = ["wq", "wbeta", "n1", "wo", "sgate", "sup"]}

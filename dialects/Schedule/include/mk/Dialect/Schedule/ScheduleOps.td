@@ -222,10 +222,17 @@ def Schedule_PhaseOp : Schedule_Op<"phase", [
     bf16-row tasks as it enters the phase, so that they stream while every
     block computes the norm (no shared memory is used: the norm stages
     through the work area).
+    `l2_routed_tasks` (set by `schedule-prefetch-weights`:
+    `routed-tasks-l2` on phases of routed MoE down tiles): a block asks L2
+    for the weights, scales and zero points of its first instance of this
+    phase's routed down tiles as soon as it has computed their router's
+    top-k in an earlier phase (the experts' gate/up tiles), so that they
+    stream while the gate/up phase computes.
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$l2_prefetch,
                    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$deal_offset,
-                   UnitAttr:$early_weight_streams, UnitAttr:$l2_first_tasks);
+                   UnitAttr:$early_weight_streams, UnitAttr:$l2_first_tasks,
+                   UnitAttr:$l2_routed_tasks);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$name attr-dict-with-keyword $body";
   let skipDefaultBuilders = 1;
