@@ -720,6 +720,17 @@ void PhaseOp::build(OpBuilder &b, OperationState &state, StringRef name) {
   body->push_back(new Block());
 }
 
+/// l2_routed_tasks names the phase's routed MoE down tiles: a phase
+/// without one asks for nothing, which is a mistake in the IR.
+LogicalResult PhaseOp::verify() {
+  if (getL2RoutedTasks() && llvm::none_of(getBodyBlock().getOps<MoeDownOp>(), [](MoeDownOp d) {
+        return d.getLogits().has_value();
+      }))
+    return emitOpError("l2_routed_tasks on a phase with no routed moe_down task (one that "
+                       "names its router's logits)");
+  return success();
+}
+
 int64_t PhaseOp::getTaskBytes() {
   int64_t bytes = 0;
   for (TaskOpInterface t : getBodyBlock().getOps<TaskOpInterface>())

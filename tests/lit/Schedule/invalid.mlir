@@ -1114,3 +1114,22 @@ schedule.kernel @k attributes {threads = 256 : i64} {
     schedule.mla_combine_wv "combine" {count = 8 : i64, group = 32 : i64, heads = 2 : i64, kv_b = "kv_b", lora = 128 : i64, nope = 32 : i64, o = @o, part_acc = @part_acc, part_l = @part_l, part_m = @part_m, partition = #schedule.partition<heads>, slices = 4 : i64, v_head = 32 : i64}
   }
 }
+
+// -----
+
+// l2_routed_tasks (schedule-prefetch-weights routed-tasks-l2) names a
+// phase's routed MoE down tiles; the shared expert's (no logits) are not.
+schedule.kernel @k attributes {threads = 128 : i64} {
+  schedule.weight @w.w_q {dtype = "u8", shape = array<i64: 1, 16, 64>, group = 32 : i64}
+  schedule.buffer @s {dtype = "f32", shape = array<i64: 64>}
+  schedule.buffer @z {dtype = "f32", shape = array<i64: 64>}
+  schedule.phase "zero" {
+    schedule.zero_f32 "z0" {writes = [@s], buffer = @s, n = 64 : i64}
+    schedule.zero_f32 "z1" {writes = [@z], buffer = @z, n = 64 : i64}
+  }
+  schedule.barrier
+  // expected-error @+1 {{'schedule.phase' op l2_routed_tasks on a phase with no routed moe_down task (one that names its router's logits)}}
+  schedule.phase "q" attributes {l2_routed_tasks} {
+    schedule.moe_down "d" {reads = [@z], accumulates = [@s], down = "w", sums = @z, acc = @s, hidden = 64 : i64, inter = 32 : i64, slots = 1 : i64, group = 32 : i64}
+  }
+}

@@ -237,6 +237,7 @@ def Schedule_PhaseOp : Schedule_Op<"phase", [
   let assemblyFormat = "$name attr-dict-with-keyword $body";
   let skipDefaultBuilders = 1;
   let builders = [OpBuilder<(ins "::llvm::StringRef":$name)>];
+  let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::Block &getBodyBlock() { return getBody().front(); }
     /// The bytes its tasks stream as the schedule counts them (each task's
