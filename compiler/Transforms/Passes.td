@@ -436,9 +436,11 @@ def SchedulePrefetchWeights : Pass<"schedule-prefetch-weights", "::mlir::ModuleO
            "off by default)">,
     Option<"routedTasksL2", "routed-tasks-l2", "bool", "false",
            "on every phase of routed MoE down tiles (l2_routed_tasks on the "
-           "phase), each block asks L2 for its first routed down tile's "
-           "weights, scales and zero points right after it computes the "
-           "router's top-k in the experts' gate/up phase (off by default)">,
+           "phase), each block that computes the router's top-k in the "
+           "experts' gate/up phase asks L2 right then for its first instance "
+           "of the down phase, where that is a routed down tile of "
+           "tile-packed weights: its k-slice of w_q, scales and zero points "
+           "(off by default; not measured yet)">,
     Option<"tileStagesAhead", "tile-stages-ahead", "int64_t", "2",
            "stages of a grouped packed GEMV tile's weight ring asked for "
            "before its first step, the next after each stage's steps "

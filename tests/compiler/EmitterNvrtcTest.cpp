@@ -354,8 +354,10 @@ TEST(EmitterNvrtc, KimiLinearPackedWeights) {
 // The opt-in early requests of schedule-prefetch-weights (L2 requests for
 // each block's first instance: GEMV tiles and bf16 rows in the norm phases,
 // KDA state and conv parameters in the gated-delta phases; early streams in
-// the phases without a norm; each block's routed down tile after its top-k): each kernel compiles under NVRTC for sm_90 and
-// sm_120 (the next device run measures them, docs/perf-notes.md).
+// the phases without a norm; each block's routed down tile after its
+// top-k): each kernel compiles under NVRTC for sm_90 and sm_120 (the next
+// device run measures them, docs/perf-notes.md), and only routed-tasks-l2
+// asks L2 for the routed down tiles' weights.
 TEST(EmitterNvrtc, KimiLinearEarlyRequests) {
   for (const char *opt : {"schedule-prefetch-weights=l2-first-tasks=true",
                           "schedule-prefetch-weights=kda-state-l2=true",
@@ -364,6 +366,10 @@ TEST(EmitterNvrtc, KimiLinearEarlyRequests) {
     SCOPED_TRACE(opt);
     mk::rt::Manifest m = kimiLinearWith(opt);
     EXPECT_EQ(weight(m, "blocks.0.attn.q_proj.w_q").tile, 64);
+    const std::string src =
+        emit("examples/kimi_linear_w4a16.json", "mk_kimi_linear_w4a16", false, opt).source;
+    EXPECT_EQ(src.find("mk::l2_prefetch_range(blocks_0_moe_down_w_q") != std::string::npos,
+              std::string(opt).find("routed-tasks-l2") != std::string::npos);
   }
 }
 

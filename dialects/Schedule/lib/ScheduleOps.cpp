@@ -720,8 +720,10 @@ void PhaseOp::build(OpBuilder &b, OperationState &state, StringRef name) {
   body->push_back(new Block());
 }
 
-/// l2_routed_tasks names the phase's routed MoE down tiles: a phase
-/// without one asks for nothing, which is a mistake in the IR.
+/// l2_routed_tasks marks a phase of routed MoE down tiles; on a phase
+/// without one it could never ask for anything, so the mark is refused
+/// there. (Where the down tiles' weights are not tile-packed the emitter
+/// asks for nothing either; that is the weights' layout, not the mark.)
 LogicalResult PhaseOp::verify() {
   if (getL2RoutedTasks() && llvm::none_of(getBodyBlock().getOps<MoeDownOp>(), [](MoeDownOp d) {
         return d.getLogits().has_value();
