@@ -223,11 +223,12 @@ def Schedule_PhaseOp : Schedule_Op<"phase", [
     block computes the norm (no shared memory is used: the norm stages
     through the work area).
     `l2_routed_tasks` (set by `schedule-prefetch-weights`:
-    `routed-tasks-l2` on phases of routed MoE down tiles): a block asks L2
-    for the weights, scales and zero points of its first instance of this
-    phase's routed down tiles as soon as it has computed their router's
-    top-k in an earlier phase (the experts' gate/up tiles), so that they
-    stream while the gate/up phase computes.
+    `routed-tasks-l2` on phases of routed MoE down tiles): a block that
+    computes their router's top-k in an earlier phase (the experts' gate/up
+    tiles) asks L2 right then for its first instance of this phase, where
+    that is a routed down tile of tile-packed weights (the tile's k-slice
+    of w_q, scales and zero points), so that they stream while the gate/up
+    phase computes.
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$l2_prefetch,
                    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$deal_offset,
