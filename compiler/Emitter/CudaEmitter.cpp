@@ -68,13 +68,10 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
            << "u);\n";
     }
   }
-  SmallVector<TaskOpInterface> grid;
-  for (TaskOpInterface t : phase.getBodyBlock().getOps<TaskOpInterface>()) {
+  for (TaskOpInterface t : phase.getBodyBlock().getOps<TaskOpInterface>())
     if (failed(checkTaskArgs(t)))
       return failure();
-    if (!t.isEveryBlock())
-      grid.push_back(t);
-  }
+  SmallVector<GridTask> grid = phase.getGridTasks();
   // Each block's first instance, if a packed tile, streams its weights from
   // the phase's entry, under the norm and the counter waits
   // (w4a16_gemv_begin). Where the phase's every-block norm takes the split
@@ -82,13 +79,10 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
   // arithmetic instead, so that its loads do not queue behind them.
   begunTasks.clear();
   const size_t beginsAt = body.size();
-  int64_t first = 0;
-  for (TaskOpInterface t : grid) {
+  for (GridTask g : grid)
     if (!debug && (kernel.getEarlyWeightStreams() || phase.getEarlyWeightStreams()) &&
-        emitGemvBegin(t, first, phase.getDealOffset()))
-      begunTasks.insert(t.getName());
-    first += t.getCount();
-  }
+        emitGemvBegin(g.task, g.first, phase.getDealOffset()))
+      begunTasks.insert(g.task.getName());
   std::string begins = body.substr(beginsAt);
   body.resize(beginsAt);
   // Whether a norm keeps its residual in shared memory (`resid`).
@@ -110,13 +104,9 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
   }
   // Each block's first instances' weights into L2, before the norm (not
   // where early streams already request a first instance's weights).
-  if (!debug && phase.getL2FirstTasks() && begunTasks.empty()) {
-    int64_t at = 0;
-    for (TaskOpInterface t : grid) {
-      emitL2FirstTask(t, at, phase.getDealOffset());
-      at += t.getCount();
-    }
-  }
+  if (!debug && phase.getL2FirstTasks() && begunTasks.empty())
+    for (GridTask g : grid)
+      emitL2FirstTask(g.task, g.first, phase.getDealOffset());
   for (TaskOpInterface t : phase.getBodyBlock().getOps<TaskOpInterface>()) {
     if (!t.isEveryBlock())
       continue;
@@ -195,10 +185,7 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
   }
   // (Empty: a split norm took them.)
   os << begins;
-  int64_t total = 0;
-  for (TaskOpInterface t : grid)
-    total += t.getCount();
-  if (total) {
+  if (const int64_t total = phase.getNumGridInstances()) {
     // The phase's waits and signals by task, in their order (a scan of the
     // phase per task was quadratic in phase 0's zeroing tasks).
     llvm::StringMap<SmallVector<WaitOp, 2>> waitsOf;
@@ -213,9 +200,9 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
     // block's first.
     os << "    const int t0 = mk::deal_first_task(" << phase.getDealOffset() << "u);\n"
        << "    for (int t = t0; t < " << total << "; t += gridDim.x) {\n";
-    int64_t begin = 0;
-    for (TaskOpInterface t : grid) {
-      int64_t end = begin + t.getCount();
+    for (GridTask g : grid) {
+      TaskOpInterface t = g.task;
+      const int64_t begin = g.first, end = begin + t.getCount();
       os << "      if (t < " << end << ") { // " << t.getName() << "\n"
          << "      const int i = t - " << begin << ";\n";
       bool waits = false;
@@ -284,7 +271,6 @@ LogicalResult Emitter::emitPhase(PhaseOp phase) {
       os << (sigs.empty() ? "      __syncthreads();\n" : "      mk::counter_signal_tail();\n")
          << "      MK_STAGE_END(mk::kStageSignal);\n      }\n"
          << "      continue;\n      }\n";
-      begin = end;
     }
     os << "    }\n";
   }

@@ -925,12 +925,7 @@ void Emitter::emitRoutedL2Requests(Operation *router, StringRef logits, llvm::ra
     auto later = dyn_cast<PhaseOp>(n);
     if (!later || !later.getL2RoutedTasks())
       continue;
-    int64_t first = 0;
-    for (TaskOpInterface t : later.getBodyBlock().getOps<TaskOpInterface>()) {
-      if (t.isEveryBlock())
-        continue;
-      const int64_t at = first;
-      first += t.getCount();
+    for (auto [t, at] : later.getGridTasks()) {
       auto down = dyn_cast<MoeDownOp>(t.getOperation());
       if (!down || down.getLogits().value_or("") != logits)
         continue;

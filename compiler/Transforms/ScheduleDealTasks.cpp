@@ -37,9 +37,7 @@ void ScheduleDealTasksPass::runOnOperation() {
         return signalPassFailure();
       }
       phase.setDealOffset(continueDeal ? dealt : 0);
-      for (TaskOpInterface t : phase.getBodyBlock().getOps<TaskOpInterface>())
-        if (!t.isEveryBlock())
-          dealt += t.getCount();
+      dealt += phase.getNumGridInstances();
     }
   });
 }

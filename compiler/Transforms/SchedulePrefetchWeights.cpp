@@ -82,9 +82,7 @@ void SchedulePrefetchWeightsPass::runOnOperation() {
             return isa<KdaHeadChunkOp>(t.getOperation());
           }))
         phase.setL2FirstTasks(true);
-      if (routedTasksL2 &&
-          llvm::any_of(phase.getBodyBlock().getOps<MoeDownOp>(),
-                       [](MoeDownOp d) { return d.getLogits().has_value(); }))
+      if (routedTasksL2 && phase.hasRoutedMoeDown())
         phase.setL2RoutedTasks(true);
     }
   }

@@ -725,12 +725,35 @@ void PhaseOp::build(OpBuilder &b, OperationState &state, StringRef name) {
 /// there. (Where the down tiles' weights are not tile-packed the emitter
 /// asks for nothing either; that is the weights' layout, not the mark.)
 LogicalResult PhaseOp::verify() {
-  if (getL2RoutedTasks() && llvm::none_of(getBodyBlock().getOps<MoeDownOp>(), [](MoeDownOp d) {
-        return d.getLogits().has_value();
-      }))
+  if (getL2RoutedTasks() && !hasRoutedMoeDown())
     return emitOpError("l2_routed_tasks on a phase with no routed moe_down task (one that "
                        "names its router's logits)");
   return success();
+}
+
+bool PhaseOp::hasRoutedMoeDown() {
+  return llvm::any_of(getBodyBlock().getOps<MoeDownOp>(),
+                      [](MoeDownOp d) { return d.getLogits().has_value(); });
+}
+
+SmallVector<GridTask> PhaseOp::getGridTasks() {
+  SmallVector<GridTask> grid;
+  int64_t first = 0;
+  for (TaskOpInterface t : getBodyBlock().getOps<TaskOpInterface>()) {
+    if (t.isEveryBlock())
+      continue;
+    grid.push_back({t, first});
+    first += t.getCount();
+  }
+  return grid;
+}
+
+int64_t PhaseOp::getNumGridInstances() {
+  int64_t total = 0;
+  for (TaskOpInterface t : getBodyBlock().getOps<TaskOpInterface>())
+    if (!t.isEveryBlock())
+      total += t.getCount();
+  return total;
 }
 
 int64_t PhaseOp::getTaskBytes() {

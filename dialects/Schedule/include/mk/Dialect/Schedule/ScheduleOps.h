@@ -29,6 +29,13 @@ mlir::LogicalResult verifyTaskOp(TaskOpInterface t);
 /// the names symbol references refer to) and integers.
 llvm::SmallVector<std::string> argNames(mlir::ArrayAttr a);
 llvm::SmallVector<int64_t> argInts(mlir::ArrayAttr a);
+/// A task a phase deals over the grid (not every_block), with the number of
+/// its first instance: a phase numbers its grid tasks' instances in order,
+/// and instance t runs on block (t + deal_offset) % gridDim.x.
+struct GridTask {
+  TaskOpInterface task;
+  int64_t first;
+};
 } // namespace mk::schedule
 
 #define GET_OP_CLASSES

@@ -244,6 +244,14 @@ def Schedule_PhaseOp : Schedule_Op<"phase", [
     /// The bytes its tasks stream as the schedule counts them (each task's
     /// `bytes`: weights and activations, not the MLA cache's rows).
     int64_t getTaskBytes();
+    /// Its grid tasks (all but the every_block ones), in order, each with
+    /// the number of its first instance.
+    ::llvm::SmallVector<GridTask> getGridTasks();
+    /// How many instances its grid tasks have together.
+    int64_t getNumGridInstances();
+    /// Whether it has a routed moe_down task (one that names its router's
+    /// logits): what `l2_routed_tasks` asks L2 for.
+    bool hasRoutedMoeDown();
   }];
 }
 
