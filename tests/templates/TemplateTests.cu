@@ -1775,18 +1775,29 @@ TEST(Mla, ThirtyTwoRowSubChunks) {
 /// columns in `ksplit` k-slices; SLICE: each task stages only its k-slice
 /// of hmid (the emitter's form for experts wider than the schedule's
 /// kMoeDownMaxStagedRows), else all `inter` rows at their own index.
+/// The block's share of the down tiles of an N-column output in `ksplit`
+/// k-slices of `inter` rows (tile t on block t % gridDim.x, the emitter's
+/// instance order: k-slice, then column tile): task(n0, nvalid, k0, k1)
+/// for each, a block barrier after each.
+template <int TN, class Task>
+__device__ void forEachDownTile(int inter, int N, int ksplit, Task &&task) {
+  const int tiles = (N + TN - 1) / TN, kslice = inter / ksplit;
+  for (int t = blockIdx.x; t < tiles * ksplit; t += gridDim.x) {
+    const int k0 = (t / tiles) * kslice, n0 = (t % tiles) * TN;
+    task(n0, min(TN, N - n0), k0, k0 + kslice);
+    __syncthreads();
+  }
+}
+
 template <int TN, bool SLICE>
 __global__ void __launch_bounds__(T, 1)
     moeDownKernel(const float *gate_up, int inter, const uint8_t *wq, const mk::bf16 *s,
                   const mk::bf16 *z, int N, int ksplit, float weight, float *acc) {
   extern __shared__ float smem[];
-  const int tiles = (N + TN - 1) / TN, kslice = inter / ksplit;
-  for (int t = blockIdx.x; t < tiles * ksplit; t += gridDim.x) {
-    const int tile = t % tiles, k0 = (t / tiles) * kslice, n0 = tile * TN;
-    mk::moe_down_task<T, TN, 128, mk::kOrderRowMajor, SLICE>(
-        gate_up, inter, wq, s, z, N, n0, min(TN, N - n0), k0, k0 + kslice, weight, acc, 0, smem);
-    __syncthreads();
-  }
+  forEachDownTile<TN>(inter, N, ksplit, [&](int n0, int nvalid, int k0, int k1) {
+    mk::moe_down_task<T, TN, 128, mk::kOrderRowMajor, SLICE>(gate_up, inter, wq, s, z, N, n0,
+                                                             nvalid, k0, k1, weight, acc, 0, smem);
+  });
 }
 
 /// weight * (silu(gate) * up) @ W_down in double, gate and up the halves of
@@ -1854,14 +1865,11 @@ __global__ void __launch_bounds__(T, 1)
   extern __shared__ float smem[];
   if constexpr (PRODUCE)
     copyShareThenSignal(src, gate_up, 2 * inter, sync, 0);
-  const int tiles = (N + TN - 1) / TN, kslice = inter / ksplit;
-  for (int t = blockIdx.x; t < tiles * ksplit; t += gridDim.x) {
-    const int tile = t % tiles, k0 = (t / tiles) * kslice, n0 = tile * TN;
+  forEachDownTile<TN>(inter, N, ksplit, [&](int n0, int nvalid, int k0, int k1) {
     mk::moe_down_task_waiting<T, TN, 128, mk::kOrderRowMajor, SLICE>(
-        gate_up, inter, wq, s, z, N, n0, min(TN, N - n0), k0, k0 + kslice, weight, acc, 0, smem,
+        gate_up, inter, wq, s, z, N, n0, nvalid, k0, k1, weight, acc, 0, smem,
         mk::CounterWaits{sync, 0, 1, PRODUCE ? gridDim.x : 1u});
-    __syncthreads();
-  }
+  });
 }
 
 template <int TN, bool SLICE, bool PRODUCE>
