@@ -1771,10 +1771,6 @@ TEST(Mla, ThirtyTwoRowSubChunks) {
 // MoE down projection
 //===----------------------------------------------------------------------===//
 
-/// acc += weight * (silu(gate) * up) @ W_down by moe_down_task tiles of TN
-/// columns in `ksplit` k-slices; SLICE: each task stages only its k-slice
-/// of hmid (the emitter's form for experts wider than the schedule's
-/// kMoeDownMaxStagedRows), else all `inter` rows at their own index.
 /// The block's share of the down tiles of an N-column output in `ksplit`
 /// k-slices of `inter` rows (tile t on block t % gridDim.x, the emitter's
 /// instance order: k-slice, then column tile): task(n0, nvalid, k0, k1)
@@ -1789,6 +1785,10 @@ __device__ void forEachDownTile(int inter, int N, int ksplit, Task &&task) {
   }
 }
 
+/// acc += weight * (silu(gate) * up) @ W_down by moe_down_task tiles of TN
+/// columns in `ksplit` k-slices; SLICE: each task stages only its k-slice
+/// of hmid (the emitter's form for experts wider than the schedule's
+/// kMoeDownMaxStagedRows), else all `inter` rows at their own index.
 template <int TN, bool SLICE>
 __global__ void __launch_bounds__(T, 1)
     moeDownKernel(const float *gate_up, int inter, const uint8_t *wq, const mk::bf16 *s,

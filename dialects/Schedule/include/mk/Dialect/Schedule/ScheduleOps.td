@@ -250,7 +250,7 @@ def Schedule_PhaseOp : Schedule_Op<"phase", [
     /// How many instances its grid tasks have together.
     int64_t getNumGridInstances();
     /// Whether it has a routed moe_down task (one that names its router's
-    /// logits): what `l2_routed_tasks` asks L2 for.
+    /// logits): what `l2_routed_tasks` requires.
     bool hasRoutedMoeDown();
   }];
 }
