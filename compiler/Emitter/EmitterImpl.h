@@ -333,6 +333,11 @@ private:
   /// Whether weight `w`'s tiles are in a packed tile's lane order (its
   /// w_q's `order`).
   bool isPacked(StringRef w) { return orderOf(w) != mk::PackedOrder::None; }
+  /// Whether weight `w` is packed tile by tile at width `tn`: a tile's
+  /// k-slice of whole groups is then one contiguous range of its w_q and one
+  /// of its scales and zero points (what the early streams and L2 requests
+  /// address).
+  bool isTilePacked(StringRef w, int64_t tn) { return isPacked(w) && tileOf(w) == tn; }
   /// The order of weight `w`'s payload (mk::PackedOrder::None: row-major
   /// or tile-contiguous).
   mk::PackedOrder orderOf(StringRef w) {

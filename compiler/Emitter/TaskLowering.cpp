@@ -795,9 +795,7 @@ bool Emitter::allPackedTiles(TaskOpInterface t) {
   auto weights = t.getStrArrayArg("weights");
   const int64_t tn = t.getIntArg("tn");
   return !weights.empty() && t.getIntArrayArg("n").size() == weights.size() &&
-         llvm::none_of(weights, [&](const std::string &w) {
-           return orderOf(w) == mk::PackedOrder::None || tileOf(w) != tn;
-         });
+         llvm::all_of(weights, [&](const std::string &w) { return isTilePacked(w, tn); });
 }
 
 /// Opens `if (block's first instance of the phase is one of t's) // what`
@@ -934,10 +932,9 @@ void Emitter::emitRoutedL2Requests(Operation *router, StringRef logits, llvm::ra
                     tn = int64_t(down.getTn().value_or(0)),
                     ks = int64_t(down.getKsplit().value_or(0)),
                     tiles = int64_t(down.getTiles().value_or(0)), g = weightGroup(w);
-      // Only tile-contiguous packed weights: a k-slice of a tile is then one
-      // contiguous range of w_q and one of the scales and zero points.
-      if (!tn || !ks || !tiles || orderOf(w) == mk::PackedOrder::None || tileOf(w) != tn ||
-          m % ks || (m / ks) % g)
+      // Only tile-packed weights in k-slices of whole groups: each of the
+      // three requests is then one contiguous range.
+      if (!tn || !ks || !tiles || !isTilePacked(w, tn) || m % ks || (m / ks) % g)
         continue;
       const int64_t kslice = m / ks;
       const TileArgParts p = tileArgParts(w, m, d, tn, "e2", "n2");
