@@ -749,11 +749,8 @@ SmallVector<GridTask> PhaseOp::getGridTasks() {
 }
 
 int64_t PhaseOp::getNumGridInstances() {
-  int64_t total = 0;
-  for (TaskOpInterface t : getBodyBlock().getOps<TaskOpInterface>())
-    if (!t.isEveryBlock())
-      total += t.getCount();
-  return total;
+  SmallVector<GridTask> grid = getGridTasks();
+  return grid.empty() ? 0 : grid.back().first + grid.back().task.getCount();
 }
 
 int64_t PhaseOp::getTaskBytes() {
